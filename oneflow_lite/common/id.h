@@ -1,0 +1,74 @@
+// Bit-packed task/actor ids.
+//
+// An actor id says where the actor lives, so routing a message is arithmetic:
+//
+//   bit 63        bit 0
+//   | 1 reserved (0) | 15 machine | 4 device type | 8 device index |
+//   | 8 stream | 28 task index |
+//
+// machine < 32768, device type < 16 (proto DeviceType), device index < 256,
+// stream < 256, task index < 2^28 per (machine, device, stream).
+// The same value is the TaskProto.task_id of the plan; ids are therefore
+// stable across runs of the same plan. Layout: docs/plan_format.md.
+#ifndef ONEFLOW_LITE_COMMON_ID_H_
+#define ONEFLOW_LITE_COMMON_ID_H_
+
+#include <cstdint>
+#include <string>
+
+#include "oneflow_lite/common/status.h"
+
+namespace oflite {
+
+struct StreamId {
+  int64_t machine = 0;
+  int32_t device_type = 0;  // proto DeviceType value
+  int32_t device_index = 0;
+  int32_t stream = 0;
+
+  bool operator==(const StreamId& o) const {
+    return machine == o.machine && device_type == o.device_type &&
+           device_index == o.device_index && stream == o.stream;
+  }
+  bool operator!=(const StreamId& o) const { return !(*this == o); }
+};
+
+struct TaskIdParts {
+  StreamId stream;
+  int64_t task_index = 0;
+
+  bool operator==(const TaskIdParts& o) const {
+    return stream == o.stream && task_index == o.task_index;
+  }
+};
+
+inline constexpr int kMachineBits = 15;
+inline constexpr int kDeviceTypeBits = 4;
+inline constexpr int kDeviceIndexBits = 8;
+inline constexpr int kStreamBits = 8;
+inline constexpr int kTaskIndexBits = 28;
+
+inline constexpr int kTaskIndexShift = 0;
+inline constexpr int kStreamShift = kTaskIndexShift + kTaskIndexBits;
+inline constexpr int kDeviceIndexShift = kStreamShift + kStreamBits;
+inline constexpr int kDeviceTypeShift = kDeviceIndexShift + kDeviceIndexBits;
+inline constexpr int kMachineShift = kDeviceTypeShift + kDeviceTypeBits;
+static_assert(kMachineShift + kMachineBits == 63, "id layout must fill 63 bits");
+
+// Packs; fails with InvalidArgument naming the field that does not fit.
+StatusOr<int64_t> EncodeTaskId(const TaskIdParts& parts);
+// Unpacks; fails on a negative id (reserved bit set).
+StatusOr<TaskIdParts> DecodeTaskId(int64_t task_id);
+
+// Fast field access for routing (no validation; id must come from Encode).
+inline int64_t MachineOfTaskId(int64_t id) {
+  return (id >> kMachineShift) & ((int64_t{1} << kMachineBits) - 1);
+}
+inline int64_t StreamKeyOfTaskId(int64_t id) { return id >> kStreamShift; }
+
+// "m0/cpu0/s1/t42" for logs.
+std::string TaskIdToString(int64_t task_id);
+
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_COMMON_ID_H_
