@@ -1,0 +1,58 @@
+// oflite: compile, inspect, run and launch OneFlow-Lite plans.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include <glog/logging.h>
+
+#include "oneflow_lite/common/version.h"
+#include "tools/oflite/commands.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(int, char**);
+};
+
+int RunVersion(int argc, char** argv) {
+  std::printf("oflite %s (plan format %u, job format %u)\n", oflite::kOfliteVersion,
+              oflite::kPlanVersion, oflite::kJobVersion);
+  return 0;
+}
+
+const Command kCommands[] = {
+    {"compile", "compile a Job for a cluster into a Plan file", oflite::cli::RunCompile},
+    {"inspect", "show what a Plan file runs where and how much memory it takes",
+     oflite::cli::RunInspect},
+    {"run", "run this node's part of a Plan (one process per machine)", oflite::cli::RunRun},
+    {"launch", "start every machine of a Plan as local (or ssh) processes",
+     oflite::cli::RunLaunch},
+    {"version", "print the oflite version and file format versions", RunVersion},
+};
+
+void PrintUsage(FILE* out) {
+  std::fprintf(out, "usage: oflite <command> [flags]\n\ncommands:\n");
+  for (const Command& c : kCommands) std::fprintf(out, "  %-9s %s\n", c.name, c.summary);
+  std::fprintf(out, "\n'oflite <command> --help' describes a command's flags.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
+      !std::strcmp(argv[1], "help")) {
+    PrintUsage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? oflite::cli::kExitBadInput : 0;
+  }
+  if (!std::strcmp(argv[1], "--version")) return RunVersion(0, nullptr);
+  for (const Command& c : kCommands) {
+    if (!std::strcmp(argv[1], c.name)) return c.run(argc - 1, argv + 1);
+  }
+  std::fprintf(stderr, "oflite: unknown command '%s'\n\n", argv[1]);
+  PrintUsage(stderr);
+  return oflite::cli::kExitBadInput;
+}
