@@ -11,6 +11,13 @@ CUDA_ONLY = select({
     "//conditions:default": ["//tools:incompatible"],
 })
 
+def _dedup(items):
+    out = []
+    for x in items:
+        if x not in out:
+            out.append(x)
+    return out
+
 def cuda_library(name, srcs = [], hdrs = [], deps = [], copts = [], linkopts = [],
                  nvcc_hdrs = [], visibility = None, **kwargs):
     """A cc_library whose .cu sources are compiled by nvcc.
@@ -35,7 +42,7 @@ def cuda_library(name, srcs = [], hdrs = [], deps = [], copts = [], linkopts = [
         obj = name + "_" + s.replace("/", "_")[:-len(".cu")] + ".pic.o"
         native.genrule(
             name = name + "_" + s.replace("/", "_").replace(".", "_") + "_nvcc",
-            srcs = [s] + hdrs + nvcc_hdrs + native.glob(["*.h", "*.cuh"], allow_empty = True),
+            srcs = _dedup([s] + hdrs + nvcc_hdrs + native.glob(["*.h", "*.cuh"], allow_empty = True)),
             outs = [obj],
             cmd = (NVCC + " -std=c++17 -O3 -Xcompiler -fPIC --expt-relaxed-constexpr " +
                    "-gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 " +
