@@ -1,0 +1,109 @@
+#include "oneflow_lite/comm/transport.h"
+
+#include <condition_variable>
+#include <mutex>
+
+#include "oneflow_lite/comm/wire.h"
+
+namespace oflite {
+namespace comm {
+
+std::string RemoteKey::Encode() const {
+  std::string bytes;
+  bytes.reserve(kEncodedSize);
+  wire::AppendU64(&bytes, address);
+  wire::AppendU64(&bytes, length);
+  wire::AppendU32(&bytes, rkey);
+  wire::AppendU32(&bytes, 0);  // reserved, must be zero
+  return bytes;
+}
+
+StatusOr<RemoteKey> RemoteKey::Decode(const std::string& bytes) {
+  if (bytes.size() != kEncodedSize) {
+    return InvalidArgumentError("remote key: expected ", kEncodedSize,
+                                " bytes, got ", bytes.size());
+  }
+  wire::Reader reader(bytes.data(), bytes.size());
+  RemoteKey key;
+  uint32_t reserved = 0;
+  reader.ReadU64(&key.address);
+  reader.ReadU64(&key.length);
+  reader.ReadU32(&key.rkey);
+  reader.ReadU32(&reserved);
+  if (reserved != 0) {
+    return InvalidArgumentError("remote key: reserved field is ", reserved);
+  }
+  return key;
+}
+
+Status CheckTransferBounds(int peer_rank, const MemoryRegion& local,
+                           size_t local_offset, const RemoteKey& remote,
+                           size_t remote_offset, size_t length) {
+  if (local_offset > local.size() || length > local.size() - local_offset) {
+    return InvalidArgumentError("transfer with rank ", peer_rank,
+                                ": local range [", local_offset, ", +",
+                                length, ") exceeds the region of ",
+                                local.size(), " bytes");
+  }
+  if (remote_offset > remote.length ||
+      length > remote.length - remote_offset) {
+    return InvalidArgumentError("transfer with rank ", peer_rank,
+                                ": remote range [", remote_offset, ", +",
+                                length, ") exceeds the remote region of ",
+                                remote.length, " bytes");
+  }
+  return Status::OK();
+}
+
+namespace {
+
+struct SyncState {
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  bool done = false;
+  Status status;
+};
+
+Status WaitFor(const std::shared_ptr<SyncState>& state, int peer_rank,
+               const char* what, Deadline deadline) {
+  std::unique_lock<std::mutex> lock(state->mutex);
+  if (!state->done_cv.wait_until(lock, deadline, [&] { return state->done; })) {
+    return DeadlineExceededError(what, " with rank ", peer_rank,
+                                 " did not complete before the deadline");
+  }
+  return state->status;
+}
+
+Completion Notifier(const std::shared_ptr<SyncState>& state) {
+  return [state](const Status& status) {
+    std::lock_guard<std::mutex> lock(state->mutex);
+    state->status = status;
+    state->done = true;
+    state->done_cv.notify_all();
+  };
+}
+
+}  // namespace
+
+Status ReadSync(Connection* connection, const MemoryRegion& local,
+                size_t local_offset, const RemoteKey& remote,
+                size_t remote_offset, size_t length, Deadline deadline) {
+  auto state = std::make_shared<SyncState>();
+  RETURN_IF_ERROR(connection->PostRead(local, local_offset, remote,
+                                       remote_offset, length,
+                                       Notifier(state)));
+  return WaitFor(state, connection->peer_rank(), "READ", deadline);
+}
+
+Status WriteSync(Connection* connection, const MemoryRegion& local,
+                 size_t local_offset, const RemoteKey& remote,
+                 size_t remote_offset, size_t length, Deadline deadline) {
+  auto state = std::make_shared<SyncState>();
+  RETURN_IF_ERROR(connection->PostWrite(local, local_offset, remote,
+                                        remote_offset, length,
+                                        Notifier(state)));
+  return WaitFor(state, connection->peer_rank(), "WRITE", deadline);
+}
+
+}  // namespace comm
+}  // namespace oflite

@@ -1,0 +1,239 @@
+// CommNet transport API: the provider-neutral seam between OneFlow-Lite and a
+// network (tcp/ over sockets, ibverbs/ over RDMA RC queue pairs).
+//
+// Shape. One Transport per process (per rank). It owns one Connection per
+// peer rank and registers memory. Operations are:
+//   * RegisterMemory: pins/records a caller-owned buffer and returns an owned
+//     MemoryRegion (RAII: destroying it deregisters). A region has a local key
+//     (verbs lkey) and a RemoteKey (address, length, rkey) that is encoded to
+//     bytes and shipped to peers through the control plane.
+//   * PostRead / PostWrite: one-sided transfers between a local region
+//     (region + offset) and a peer's region (RemoteKey + offset). The peer's
+//     CPU is not involved at the API level (tcp serves them on its progress
+//     thread; verbs in the NIC). A READ is one request and one response.
+//   * SendMessage: a small message (<= max_message_size()) delivered to the
+//     peer's MessageHandler. Messages travel through pre-registered rings of
+//     `message_slots` slots per direction; a sender consumes one credit per
+//     message and the receiver returns credits after its handler has run, so
+//     a receive slot is always posted before a message can land in it (no
+//     reliance on RNR retries). Messages beyond the credits wait, in order, in
+//     a bounded per-peer backlog; SendMessage never blocks.
+//
+// Ordering. Messages on one Connection are delivered in send order, exactly
+// once. A message sent after a PostWrite's completion callback has run sees
+// the written data at the peer. No ordering is promised between concurrently
+// outstanding one-sided operations.
+//
+// Completion. Every Post* that returns OK invokes its callback exactly once,
+// on the provider's progress thread, with OK or the error that ended the
+// operation. A Post* that returns an error never invokes its callback.
+// Callbacks and message handlers must not block (they may post new
+// operations and send messages: posting never blocks).
+//
+// Errors. A failure of a connection (peer closed or died, protocol violation,
+// remote access error, timeout) becomes that connection's sticky status: every
+// outstanding operation completes with it, every later call returns it, and
+// TransportOptions::on_peer_error is called once. Errors name the peer rank.
+// Bounds violations detectable locally (offset + length beyond a region or a
+// RemoteKey, message too large) return InvalidArgument and leave the
+// connection healthy. A remote key the peer does not know, or a range beyond
+// the registered region at the peer, fails the operation and the connection
+// (that is what an RC queue pair does).
+//
+// Threading. Transport, Connection and MemoryRegion methods are thread-safe.
+// A MemoryRegion must outlive every operation that uses it (until the
+// callback has run); the registered buffer must outlive the region. A region
+// may outlive its Transport (it keeps alive what deregistration needs).
+// Destroying a Transport closes all connections: outstanding operations
+// complete with Cancelled before the destructor returns.
+//
+// Connecting (done by comm/control's ConnectAll, or by tests):
+//   1. each side calls LocalEndpoint(peer) and ships the bytes to the peer;
+//   2. each side calls Connect(peer, peer_endpoint, deadline);
+//   3. a barrier across all ranks; only then may traffic flow (an RC queue
+//      pair must be in RTR on both sides before the first message).
+// Connect may be called for different peers in any order and from any
+// thread; it blocks until the connection is usable or the deadline passes.
+#ifndef ONEFLOW_LITE_COMM_TRANSPORT_H_
+#define ONEFLOW_LITE_COMM_TRANSPORT_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "oneflow_lite/common/status.h"
+
+namespace oflite {
+namespace comm {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+
+inline Deadline DeadlineAfter(std::chrono::milliseconds timeout) {
+  return Clock::now() + timeout;
+}
+
+// What a peer needs to address a registered region: encoded explicitly
+// (little-endian, fixed 24 bytes, version-free because it is embedded in
+// versioned messages) so it can cross machines and processes.
+struct RemoteKey {
+  uint64_t address = 0;  // the region's start, in the owner's address space
+  uint64_t length = 0;   // bytes registered
+  uint32_t rkey = 0;     // provider key (verbs rkey; tcp region id)
+
+  static constexpr size_t kEncodedSize = 24;
+  std::string Encode() const;
+  static StatusOr<RemoteKey> Decode(const std::string& bytes);
+
+  bool operator==(const RemoteKey& other) const {
+    return address == other.address && length == other.length &&
+           rkey == other.rkey;
+  }
+};
+
+// Access a region grants. Local write is needed for a READ's destination;
+// remote read/write for a region a peer reads from / writes into.
+enum AccessFlags : uint32_t {
+  kAccessLocalWrite = 1u << 0,
+  kAccessRemoteRead = 1u << 1,
+  kAccessRemoteWrite = 1u << 2,
+  kAccessAll = kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite,
+};
+
+// A registered buffer. Owned by whoever called RegisterMemory; destroying it
+// deregisters (after which peers using its RemoteKey fail). Thread-safe
+// accessors; the object must not be destroyed while an operation using it is
+// outstanding.
+class MemoryRegion {
+ public:
+  virtual ~MemoryRegion() = default;
+  MemoryRegion(const MemoryRegion&) = delete;
+  MemoryRegion& operator=(const MemoryRegion&) = delete;
+
+  uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  uint32_t access() const { return access_; }
+  virtual uint32_t local_key() const = 0;
+  virtual RemoteKey remote_key() const = 0;
+
+ protected:
+  MemoryRegion(void* data, size_t size, uint32_t access)
+      : data_(static_cast<uint8_t*>(data)), size_(size), access_(access) {}
+
+ private:
+  uint8_t* const data_;
+  const size_t size_;
+  const uint32_t access_;
+};
+
+// Runs once per operation on the progress thread.
+using Completion = std::function<void(const Status&)>;
+
+// Called on the progress thread for each arriving message; `data` is valid
+// only during the call (the ring slot is recycled afterwards).
+using MessageHandler =
+    std::function<void(int peer_rank, const void* data, size_t size)>;
+
+// Called once per connection when it fails (on the progress thread or the
+// thread that detected the failure).
+using PeerErrorHandler = std::function<void(int peer_rank, const Status&)>;
+
+struct TransportOptions {
+  int rank = 0;
+  int world_size = 1;
+  // Ring geometry per direction per peer: slots (= credits) of slot_size
+  // bytes each; max_message_size() is slot_size minus the provider's header.
+  size_t message_slot_size = 4096;
+  int message_slots = 64;
+  // Messages waiting for credits, per peer; beyond it SendMessage returns
+  // ResourceExhausted.
+  int max_backlog_messages = 1 << 16;
+  // A peer silent for this long while operations are outstanding (or a
+  // connection attempt that takes this long) fails the connection.
+  std::chrono::milliseconds peer_timeout{10000};
+  MessageHandler on_message;     // may be empty: messages are dropped
+  PeerErrorHandler on_peer_error;  // may be empty
+};
+
+// The link to one peer. Owned by its Transport; valid until it is destroyed.
+class Connection {
+ public:
+  virtual ~Connection() = default;
+
+  virtual int peer_rank() const = 0;
+
+  // Copies `length` bytes from the peer's region (`remote`, at
+  // `remote_offset`) into `local` at `local_offset`. `local` needs
+  // kAccessLocalWrite; the peer region needs kAccessRemoteRead.
+  virtual Status PostRead(const MemoryRegion& local, size_t local_offset,
+                          const RemoteKey& remote, size_t remote_offset,
+                          size_t length, Completion done) = 0;
+
+  // Copies `length` bytes from `local` at `local_offset` into the peer's
+  // region at `remote_offset`; the peer region needs kAccessRemoteWrite.
+  virtual Status PostWrite(const MemoryRegion& local, size_t local_offset,
+                           const RemoteKey& remote, size_t remote_offset,
+                           size_t length, Completion done) = 0;
+
+  // Copies `size` bytes into the send ring (or the backlog) and returns.
+  virtual Status SendMessage(const void* data, size_t size) = 0;
+
+  virtual size_t max_message_size() const = 0;
+
+  // OK while healthy; the sticky error afterwards.
+  virtual Status status() const = 0;
+
+  // Blocks until every operation and message posted before the call has
+  // completed (messages: handed to the peer's handler), the connection fails,
+  // or the deadline passes (DeadlineExceeded naming the peer).
+  virtual Status Flush(Deadline deadline) = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual const char* provider_name() const = 0;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+
+  // Registers caller-owned memory. Non-blocking apart from the provider's
+  // registration cost (verbs pins pages). `size` may be 0.
+  virtual StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(
+      void* data, size_t size, uint32_t access) = 0;
+
+  // This side's endpoint description for `peer_rank` (opaque bytes for the
+  // peer's Connect). Calling it twice for a peer returns the same bytes.
+  virtual StatusOr<std::string> LocalEndpoint(int peer_rank) = 0;
+
+  // Establishes the connection to `peer_rank` using the bytes its
+  // LocalEndpoint(rank()) returned. Blocks until connected or the deadline.
+  virtual Status Connect(int peer_rank, const std::string& peer_endpoint,
+                         Deadline deadline) = 0;
+
+  // The connection to `peer_rank`, or FailedPrecondition if not connected.
+  virtual StatusOr<Connection*> GetConnection(int peer_rank) = 0;
+};
+
+// Synchronous helpers on top of the callbacks: post and wait (bounded).
+// On DeadlineExceeded the operation may still be outstanding: keep `local`
+// alive until the connection fails or the Transport is destroyed.
+Status ReadSync(Connection* connection, const MemoryRegion& local,
+                size_t local_offset, const RemoteKey& remote,
+                size_t remote_offset, size_t length, Deadline deadline);
+Status WriteSync(Connection* connection, const MemoryRegion& local,
+                 size_t local_offset, const RemoteKey& remote,
+                 size_t remote_offset, size_t length, Deadline deadline);
+
+// Shared bounds check used by providers before posting.
+Status CheckTransferBounds(int peer_rank, const MemoryRegion& local,
+                           size_t local_offset, const RemoteKey& remote,
+                           size_t remote_offset, size_t length);
+
+}  // namespace comm
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_COMM_TRANSPORT_H_

@@ -1,0 +1,389 @@
+#include "oneflow_lite/comm/transport_test_suite.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+namespace oflite {
+namespace comm {
+
+StatusOr<std::vector<std::unique_ptr<Transport>>> CreateConnectedTransports(
+    const TransportFactory& factory,
+    const std::vector<TransportOptions>& options,
+    std::chrono::milliseconds timeout) {
+  const int world = static_cast<int>(options.size());
+  std::vector<std::unique_ptr<Transport>> transports;
+  for (int rank = 0; rank < world; ++rank) {
+    CHECK_EQ(options[rank].rank, rank);
+    ASSIGN_OR_RETURN(auto transport, factory.create(options[rank]));
+    transports.push_back(std::move(transport));
+  }
+  // endpoints[a][b]: a's endpoint for peer b.
+  std::vector<std::vector<std::string>> endpoints(world,
+                                                  std::vector<std::string>(world));
+  for (int a = 0; a < world; ++a) {
+    for (int b = 0; b < world; ++b) {
+      if (a == b) continue;
+      ASSIGN_OR_RETURN(endpoints[a][b], transports[a]->LocalEndpoint(b));
+    }
+  }
+  const Deadline deadline = DeadlineAfter(timeout);
+  std::vector<Status> results(world);
+  std::vector<std::thread> threads;
+  for (int a = 0; a < world; ++a) {
+    threads.emplace_back([&, a] {
+      for (int b = 0; b < world && results[a].ok(); ++b) {
+        if (a == b) continue;
+        results[a] = transports[a]->Connect(b, endpoints[b][a], deadline);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int a = 0; a < world; ++a) {
+    if (!results[a].ok()) return results[a].WithContext("rank " + std::to_string(a));
+  }
+  return transports;
+}
+
+namespace {
+
+using std::chrono::milliseconds;
+constexpr milliseconds kTimeout{20000};
+
+// Collects messages delivered to one rank.
+class Inbox {
+ public:
+  void Add(int peer, const void* data, size_t size) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    messages_.push_back(
+        {peer, std::string(static_cast<const char*>(data), size)});
+    cv_.notify_all();
+  }
+  bool WaitForCount(size_t count, milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return cv_.wait_for(lock, timeout,
+                        [&] { return messages_.size() >= count; });
+  }
+  std::vector<std::pair<int, std::string>> Messages() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return messages_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<std::pair<int, std::string>> messages_;
+};
+
+// Records peer errors reported to one rank.
+class ErrorLog {
+ public:
+  void Add(int peer, const Status& status) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    errors_.push_back({peer, status});
+    cv_.notify_all();
+  }
+  bool WaitForAny(milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return cv_.wait_for(lock, timeout, [&] { return !errors_.empty(); });
+  }
+  std::vector<std::pair<int, Status>> Errors() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return errors_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<std::pair<int, Status>> errors_;
+};
+
+// A world of connected transports with an inbox and error log per rank.
+struct World {
+  std::vector<std::unique_ptr<Inbox>> inboxes;
+  std::vector<std::unique_ptr<ErrorLog>> errors;
+  std::vector<std::unique_ptr<Transport>> transports;
+
+  Connection* Link(int from, int to) {
+    auto connection = transports[from]->GetConnection(to);
+    CHECK(connection.ok()) << connection.status();
+    return *connection;
+  }
+};
+
+std::unique_ptr<World> MakeWorld(const TransportFactory& factory, int size,
+                                 int message_slots = 8) {
+  auto world = std::make_unique<World>();
+  std::vector<TransportOptions> options(size);
+  for (int rank = 0; rank < size; ++rank) {
+    world->inboxes.push_back(std::make_unique<Inbox>());
+    world->errors.push_back(std::make_unique<ErrorLog>());
+    Inbox* inbox = world->inboxes.back().get();
+    ErrorLog* log = world->errors.back().get();
+    options[rank].rank = rank;
+    options[rank].world_size = size;
+    options[rank].message_slots = message_slots;
+    options[rank].message_slot_size = 1024;
+    options[rank].peer_timeout = milliseconds(5000);
+    options[rank].on_message = [inbox](int peer, const void* data,
+                                       size_t bytes) {
+      inbox->Add(peer, data, bytes);
+    };
+    options[rank].on_peer_error = [log](int peer, const Status& status) {
+      log->Add(peer, status);
+    };
+  }
+  auto transports = CreateConnectedTransports(factory, options, kTimeout);
+  CHECK(transports.ok()) << transports.status();
+  world->transports = std::move(*transports);
+  return world;
+}
+
+std::vector<uint8_t> Pattern(size_t size, uint32_t seed) {
+  std::vector<uint8_t> bytes(size);
+  uint32_t state = seed * 2654435761u + 1;
+  for (size_t i = 0; i < size; ++i) {
+    state = state * 1664525u + 1013904223u;
+    bytes[i] = static_cast<uint8_t>(state >> 24);
+  }
+  return bytes;
+}
+
+std::unique_ptr<MemoryRegion> Register(Transport* transport,
+                                       std::vector<uint8_t>* buffer) {
+  auto region =
+      transport->RegisterMemory(buffer->data(), buffer->size(), kAccessAll);
+  CHECK(region.ok()) << region.status();
+  return std::move(*region);
+}
+
+TEST_P(TransportConformanceTest, RemoteKeyRoundTripsThroughBytes) {
+  auto world = MakeWorld(GetParam(), 2);
+  std::vector<uint8_t> buffer(100);
+  auto region = Register(world->transports[0].get(), &buffer);
+  RemoteKey key = region->remote_key();
+  EXPECT_EQ(key.length, 100u);
+  std::string bytes = key.Encode();
+  ASSERT_EQ(bytes.size(), RemoteKey::kEncodedSize);
+  auto decoded = RemoteKey::Decode(bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(*decoded, key);
+  EXPECT_FALSE(RemoteKey::Decode(bytes.substr(1)).ok());
+}
+
+TEST_P(TransportConformanceTest, WriteThenReadBackOverSizes) {
+  auto world = MakeWorld(GetParam(), 2);
+  for (size_t size : {size_t{0}, size_t{1}, size_t{4097}, size_t{(1 << 20) + 3}}) {
+    SCOPED_TRACE(size);
+    std::vector<uint8_t> source = Pattern(size, 7 + size);
+    std::vector<uint8_t> remote(size + 16, 0xEE);
+    std::vector<uint8_t> back(size, 0);
+    auto source_region = Register(world->transports[0].get(), &source);
+    auto back_region = Register(world->transports[0].get(), &back);
+    auto remote_region = Register(world->transports[1].get(), &remote);
+    Connection* link = world->Link(0, 1);
+    ASSERT_TRUE(WriteSync(link, *source_region, 0, remote_region->remote_key(),
+                          8, size, DeadlineAfter(kTimeout))
+                    .ok());
+    EXPECT_TRUE(std::equal(source.begin(), source.end(), remote.begin() + 8));
+    EXPECT_EQ(remote[7], 0xEE);
+    EXPECT_EQ(remote[size + 8], 0xEE);
+    ASSERT_TRUE(ReadSync(link, *back_region, 0, remote_region->remote_key(), 8,
+                         size, DeadlineAfter(kTimeout))
+                    .ok());
+    EXPECT_EQ(back, source);
+  }
+}
+
+TEST_P(TransportConformanceTest, LocalBoundsViolationsLeaveConnectionHealthy) {
+  auto world = MakeWorld(GetParam(), 2);
+  std::vector<uint8_t> local(64), remote(64);
+  auto local_region = Register(world->transports[0].get(), &local);
+  auto remote_region = Register(world->transports[1].get(), &remote);
+  Connection* link = world->Link(0, 1);
+  auto never = [](const Status&) { ADD_FAILURE() << "callback after error"; };
+  Status status = link->PostRead(*local_region, 60, remote_region->remote_key(),
+                                 0, 8, never);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status;
+  status = link->PostWrite(*local_region, 0, remote_region->remote_key(), 57,
+                           8, never);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status;
+  std::string too_big(link->max_message_size() + 1, 'x');
+  status = link->SendMessage(too_big.data(), too_big.size());
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status;
+  EXPECT_TRUE(link->status().ok());
+  EXPECT_TRUE(ReadSync(link, *local_region, 56, remote_region->remote_key(),
+                       56, 8, DeadlineAfter(kTimeout))
+                  .ok());
+}
+
+TEST_P(TransportConformanceTest, MessagesArriveInOrderBeyondCredits) {
+  auto world = MakeWorld(GetParam(), 2, /*message_slots=*/4);
+  Connection* forward = world->Link(0, 1);
+  Connection* backward = world->Link(1, 0);
+  constexpr int kCount = 500;
+  const size_t max_size = forward->max_message_size();
+  for (int i = 0; i < kCount; ++i) {
+    // Sizes cycle through 0, 1, odd and the maximum.
+    size_t size = (i % 4 == 0) ? 0 : (i % 4 == 1) ? 1 : (i % 4 == 2) ? 37 : max_size;
+    std::vector<uint8_t> bytes = Pattern(size, i);
+    ASSERT_TRUE(forward->SendMessage(bytes.data(), size).ok());
+    ASSERT_TRUE(backward->SendMessage(bytes.data(), size).ok());
+  }
+  ASSERT_TRUE(forward->Flush(DeadlineAfter(kTimeout)).ok());
+  ASSERT_TRUE(world->inboxes[1]->WaitForCount(kCount, kTimeout));
+  ASSERT_TRUE(world->inboxes[0]->WaitForCount(kCount, kTimeout));
+  for (int rank : {0, 1}) {
+    auto messages = world->inboxes[rank]->Messages();
+    ASSERT_EQ(messages.size(), size_t{kCount});
+    for (int i = 0; i < kCount; ++i) {
+      size_t size = (i % 4 == 0) ? 0 : (i % 4 == 1) ? 1 : (i % 4 == 2) ? 37 : max_size;
+      std::vector<uint8_t> expected = Pattern(size, i);
+      EXPECT_EQ(messages[i].first, 1 - rank);
+      ASSERT_EQ(messages[i].second,
+                std::string(expected.begin(), expected.end()))
+          << "message " << i << " at rank " << rank;
+    }
+  }
+}
+
+TEST_P(TransportConformanceTest, ThreeRanksAllPairsExchange) {
+  auto world = MakeWorld(GetParam(), 3);
+  for (int from = 0; from < 3; ++from) {
+    for (int to = 0; to < 3; ++to) {
+      if (from == to) continue;
+      std::string text = std::to_string(from) + "->" + std::to_string(to);
+      ASSERT_TRUE(world->Link(from, to)->SendMessage(text.data(), text.size()).ok());
+    }
+  }
+  for (int rank = 0; rank < 3; ++rank) {
+    ASSERT_TRUE(world->inboxes[rank]->WaitForCount(2, kTimeout));
+    for (const auto& [peer, text] : world->inboxes[rank]->Messages()) {
+      EXPECT_EQ(text, std::to_string(peer) + "->" + std::to_string(rank));
+    }
+  }
+}
+
+TEST_P(TransportConformanceTest, ConcurrentReadsFromManyThreads) {
+  auto world = MakeWorld(GetParam(), 2);
+  constexpr size_t kBlock = 10007;
+  constexpr int kThreads = 4, kReadsPerThread = 25;
+  std::vector<uint8_t> remote = Pattern(kBlock * kThreads, 99);
+  auto remote_region = Register(world->transports[1].get(), &remote);
+  Connection* link = world->Link(0, 1);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<uint8_t> local(kBlock);
+      auto region = Register(world->transports[0].get(), &local);
+      for (int i = 0; i < kReadsPerThread; ++i) {
+        std::fill(local.begin(), local.end(), 0);
+        Status status = ReadSync(link, *region, 0, remote_region->remote_key(),
+                                 t * kBlock, kBlock, DeadlineAfter(kTimeout));
+        if (!status.ok() ||
+            !std::equal(local.begin(), local.end(), remote.begin() + t * kBlock)) {
+          failures++;
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST_P(TransportConformanceTest, CallbackMayPostTheNextOperation) {
+  auto world = MakeWorld(GetParam(), 2);
+  std::vector<uint8_t> remote = Pattern(4096, 5), local(4096);
+  auto remote_region = Register(world->transports[1].get(), &remote);
+  auto local_region = Register(world->transports[0].get(), &local);
+  Connection* link = world->Link(0, 1);
+  std::mutex mutex;
+  std::condition_variable cv;
+  int completed = 0;
+  std::function<void(const Status&)> next = [&](const Status& status) {
+    ASSERT_TRUE(status.ok()) << status;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (++completed < 16) {
+      size_t offset = completed * 256;
+      ASSERT_TRUE(link->PostRead(*local_region, offset,
+                                 remote_region->remote_key(), offset, 256, next)
+                      .ok());
+    }
+    cv.notify_all();
+  };
+  ASSERT_TRUE(link->PostRead(*local_region, 0, remote_region->remote_key(), 0,
+                             256, next)
+                  .ok());
+  std::unique_lock<std::mutex> lock(mutex);
+  ASSERT_TRUE(cv.wait_for(lock, kTimeout, [&] { return completed == 16; }));
+  EXPECT_EQ(local, remote);
+}
+
+TEST_P(TransportConformanceTest, UnknownRemoteKeyFailsTheConnection) {
+  auto world = MakeWorld(GetParam(), 2);
+  std::vector<uint8_t> local(64), remote(64);
+  auto local_region = Register(world->transports[0].get(), &local);
+  auto remote_region = Register(world->transports[1].get(), &remote);
+  RemoteKey forged = remote_region->remote_key();
+  forged.rkey ^= 0x5a5a5a;
+  Connection* link = world->Link(0, 1);
+  Status status = ReadSync(link, *local_region, 0, forged, 0, 64,
+                           DeadlineAfter(kTimeout));
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.code(), StatusCode::kDeadlineExceeded) << status;
+  EXPECT_FALSE(link->status().ok());
+  EXPECT_NE(link->status().message().find("rank 1"), std::string::npos)
+      << link->status();
+  // Sticky: later calls fail with the same error.
+  EXPECT_EQ(link->SendMessage("x", 1), link->status());
+  EXPECT_TRUE(world->errors[0]->WaitForAny(kTimeout));
+}
+
+TEST_P(TransportConformanceTest, DeregisteredRegionIsNoLongerReachable) {
+  auto world = MakeWorld(GetParam(), 2);
+  std::vector<uint8_t> local(64), remote(64);
+  auto local_region = Register(world->transports[0].get(), &local);
+  auto remote_region = Register(world->transports[1].get(), &remote);
+  RemoteKey key = remote_region->remote_key();
+  remote_region.reset();
+  Connection* link = world->Link(0, 1);
+  EXPECT_FALSE(ReadSync(link, *local_region, 0, key, 0, 64,
+                        DeadlineAfter(kTimeout)).ok());
+}
+
+TEST_P(TransportConformanceTest, ClosedPeerFailsWaitersAndLaterCalls) {
+  auto world = MakeWorld(GetParam(), 2);
+  Connection* link = world->Link(0, 1);
+  world->transports[1].reset();
+  ASSERT_TRUE(world->errors[0]->WaitForAny(kTimeout));
+  auto errors = world->errors[0]->Errors();
+  EXPECT_EQ(errors[0].first, 1);
+  EXPECT_NE(errors[0].second.message().find("rank 1"), std::string::npos)
+      << errors[0].second;
+  EXPECT_FALSE(link->status().ok());
+  EXPECT_FALSE(link->SendMessage("x", 1).ok());
+  EXPECT_FALSE(link->Flush(DeadlineAfter(kTimeout)).ok());
+}
+
+TEST_P(TransportConformanceTest, DestroyingTransportCancelsOutstandingOps) {
+  auto world = MakeWorld(GetParam(), 2);
+  std::vector<uint8_t> local(1 << 20), remote(1 << 20);
+  auto local_region = Register(world->transports[0].get(), &local);
+  auto remote_region = Register(world->transports[1].get(), &remote);
+  Connection* link = world->Link(0, 1);
+  std::atomic<int> callbacks{0};
+  for (int i = 0; i < 32; ++i) {
+    ASSERT_TRUE(link->PostRead(*local_region, 0, remote_region->remote_key(), 0,
+                               local.size(),
+                               [&](const Status&) { callbacks++; })
+                    .ok());
+  }
+  world->transports[0].reset();  // must run every callback before returning
+  EXPECT_EQ(callbacks.load(), 32);
+}
+
+}  // namespace
+}  // namespace comm
+}  // namespace oflite

@@ -1,0 +1,119 @@
+// VerbsEmulator: a software model of the libibverbs subset in VerbsApi, for
+// tests on machines without RDMA hardware (test-only).
+//
+// One VerbsEmulator is one fabric (a subnet with its switch): any number of
+// emulated HCAs ("devices", one port each) attached to it, reachable from each
+// other by LID (InfiniBand link layer) or by GID (Ethernet link layer, RoCE).
+// Several "machines" in one test process each take a VerbsApi that lists only
+// their own device(s) (Api({"emu0"})), exactly as each host sees only its own
+// HCAs. Several emulators may coexist; they never see each other.
+//
+// Faithfulness. The emulator checks what an HCA checks and fails the way an
+// HCA fails (details in emulator.cc and docs/rdma.md):
+//   * registration: every local scatter/gather entry must lie inside an MR of
+//     the QP's protection domain found by its lkey (else IBV_WC_LOC_PROT_ERR;
+//     a READ's or RECV's destination also needs IBV_ACCESS_LOCAL_WRITE);
+//   * remote keys: an RDMA READ/WRITE needs an rkey of the responder's PD
+//     covering the range, with IBV_ACCESS_REMOTE_READ/WRITE on both the MR and
+//     the responder QP (else IBV_WC_REM_ACCESS_ERR at the requester, and the
+//     responder QP moves to the error state);
+//   * the RC state machine RESET->INIT->RTR->RTS with the attribute masks the
+//     IB specification requires and allows per transition (else EINVAL);
+//     post_send needs RTS, post_recv INIT or later (else EINVAL); posting in
+//     ERR completes the work request with IBV_WC_WR_FLUSH_ERR;
+//   * addressing: packets are routed by DLID, or by DGID when the port's link
+//     layer is Ethernet (where a GRH is mandatory); the responder accepts them
+//     only from its connected QP, with the expected PSN and a path MTU its port
+//     supports. Anything else is dropped, so the requester retransmits every
+//     `timeout` (4.096 us << timeout) and after `retry_cnt` retries completes
+//     with IBV_WC_RETRY_EXC_ERR;
+//   * SEND / WRITE_WITH_IMM need a posted receive: otherwise RNR NAK, retried
+//     after the responder's min_rnr_timer up to `rnr_retry` times (7 =
+//     forever), then IBV_WC_RNR_RETRY_EXC_ERR;
+//   * after an error completion the QP is in ERR and every outstanding work
+//     request completes with IBV_WC_WR_FLUSH_ERR;
+//   * queue depths: at most max_send_wr / max_recv_wr work requests may be
+//     outstanding; a send slot is retired when a completion for it (or for a
+//     later work request of the same QP) has been polled, as on mlx5;
+//   * a CQ that would hold more than `cqe` completions overruns: poll_cq
+//     returns -1 from then on (hardware raises IBV_EVENT_CQ_ERR).
+// Delivery runs on one emulator thread, asynchronously to posting, one work
+// request per QP at a time and in order per QP. Data is copied with memcpy
+// under the fabric lock: figures measured on the emulator are functional,
+// never RDMA speed.
+//
+// Thread-safety: all entries of the VerbsApi and all methods are thread-safe.
+// Lifetime: Create() returns a shared fabric; every VerbsApi it hands out
+// keeps it alive. Objects created through a VerbsApi must be destroyed through
+// it (the emulator reports EBUSY for a PD/CQ/context still in use).
+#ifndef ONEFLOW_LITE_COMM_VERBS_EMULATOR_H_
+#define ONEFLOW_LITE_COMM_VERBS_EMULATOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "oneflow_lite/comm/verbs/verbs_api.h"
+#include "oneflow_lite/common/status.h"
+
+namespace oflite {
+namespace verbs {
+
+enum class LinkLayer { kInfiniBand, kEthernet };
+
+struct EmulatedDeviceOptions {
+  std::string name;  // e.g. "emu0"; unique within the fabric
+  LinkLayer link_layer = LinkLayer::kInfiniBand;
+  ibv_mtu active_mtu = IBV_MTU_4096;
+  ibv_mtu max_mtu = IBV_MTU_4096;
+  uint32_t max_message_size = 1u << 30;  // port max_msg_sz
+  int max_qp_wr = 16384;
+  int max_sge = 16;
+  int max_cqe = 1 << 20;
+  uint32_t max_inline_data = 256;
+};
+
+class VerbsEmulator : public std::enable_shared_from_this<VerbsEmulator> {
+ public:
+  static std::shared_ptr<VerbsEmulator> Create();
+  ~VerbsEmulator();
+  VerbsEmulator(const VerbsEmulator&) = delete;
+  VerbsEmulator& operator=(const VerbsEmulator&) = delete;
+
+  // Attaches a new HCA. Its port gets the next LID (1, 2, ...) on an
+  // InfiniBand link layer, or on Ethernet the GID table
+  //   [0] fe80::<interface id>   (RoCE v1, link-local)
+  //   [1] ::ffff:10.0.0.<n>      (RoCE v2, IPv4-mapped)
+  //   [2], [3] empty (all zero, unusable as a source GID).
+  // On InfiniBand the table is [0] fe80::<port GUID> and [1..3] empty.
+  // AlreadyExists for a duplicate name, InvalidArgument for bad limits.
+  Status AddDevice(const EmulatedDeviceOptions& options);
+
+  // A function table listing `visible_devices` (all devices when empty), in
+  // the given order. The table keeps the fabric alive.
+  std::shared_ptr<const VerbsApi> Api(
+      const std::vector<std::string>& visible_devices = {});
+
+  // Fault injection: moves QP `qp_num` of `device` to ERR as an asynchronous
+  // error would (flushing its work requests). NotFound if absent.
+  Status InjectQpError(const std::string& device, uint32_t qp_num);
+  // "Pulls the cable" of `device`: every QP on it moves to ERR and packets
+  // addressed to it are dropped from now on. NotFound if absent.
+  Status FailDevice(const std::string& device);
+
+  // QP numbers currently existing on `device` (ascending), for tests.
+  std::vector<uint32_t> QpNumbers(const std::string& device) const;
+  // Number of times fork_init was called through any table of this fabric.
+  int fork_init_calls() const;
+
+ private:
+  class Fabric;
+  VerbsEmulator();
+  std::unique_ptr<Fabric> fabric_;
+};
+
+}  // namespace verbs
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_COMM_VERBS_EMULATOR_H_
