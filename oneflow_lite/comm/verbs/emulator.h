@@ -59,6 +59,9 @@
 
 namespace oflite {
 namespace verbs {
+namespace emulator {
+class Fabric;
+}  // namespace emulator
 
 enum class LinkLayer { kInfiniBand, kEthernet };
 
@@ -108,9 +111,8 @@ class VerbsEmulator : public std::enable_shared_from_this<VerbsEmulator> {
   int fork_init_calls() const;
 
  private:
-  class Fabric;
   VerbsEmulator();
-  std::unique_ptr<Fabric> fabric_;
+  std::unique_ptr<emulator::Fabric> fabric_;
 };
 
 }  // namespace verbs

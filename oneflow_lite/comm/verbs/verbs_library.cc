@@ -81,25 +81,25 @@ int QueryPort(QueryPortFn exported, ibv_context* context, uint8_t port,
 }
 
 Status FillTable(Library* library, VerbsApi* api) {
-  GetDeviceListFn get_device_list;
-  FreeDeviceListFn free_device_list;
-  GetDeviceNameFn get_device_name;
-  OpenDeviceFn open_device;
-  CloseDeviceFn close_device;
-  QueryDeviceFn query_device;
-  QueryPortFn query_port;
-  QueryGidFn query_gid;
-  AllocPdFn alloc_pd;
-  DeallocPdFn dealloc_pd;
-  RegMrFn reg_mr;
-  DeregMrFn dereg_mr;
-  CreateCqFn create_cq;
-  DestroyCqFn destroy_cq;
-  CreateQpFn create_qp;
-  DestroyQpFn destroy_qp;
-  ModifyQpFn modify_qp;
-  QueryQpFn query_qp;
-  ForkInitFn fork_init;
+  GetDeviceListFn get_device_list = nullptr;
+  FreeDeviceListFn free_device_list = nullptr;
+  GetDeviceNameFn get_device_name = nullptr;
+  OpenDeviceFn open_device = nullptr;
+  CloseDeviceFn close_device = nullptr;
+  QueryDeviceFn query_device = nullptr;
+  QueryPortFn query_port = nullptr;
+  QueryGidFn query_gid = nullptr;
+  AllocPdFn alloc_pd = nullptr;
+  DeallocPdFn dealloc_pd = nullptr;
+  RegMrFn reg_mr = nullptr;
+  DeregMrFn dereg_mr = nullptr;
+  CreateCqFn create_cq = nullptr;
+  DestroyCqFn destroy_cq = nullptr;
+  CreateQpFn create_qp = nullptr;
+  DestroyQpFn destroy_qp = nullptr;
+  ModifyQpFn modify_qp = nullptr;
+  QueryQpFn query_qp = nullptr;
+  ForkInitFn fork_init = nullptr;
   RETURN_IF_ERROR(library->Resolve("ibv_get_device_list", &get_device_list));
   RETURN_IF_ERROR(library->Resolve("ibv_free_device_list", &free_device_list));
   RETURN_IF_ERROR(library->Resolve("ibv_get_device_name", &get_device_name));

@@ -1,0 +1,624 @@
+#include "oneflow_lite/comm/tcp/tcp_connection.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "oneflow_lite/comm/tcp/tcp_transport_impl.h"
+
+namespace oflite {
+namespace comm {
+namespace tcp {
+namespace {
+
+constexpr size_t kInBufferSize = 256 * 1024;
+// Payloads with at least this much left are read straight into their
+// destination (registered memory) instead of through the input buffer.
+constexpr size_t kDirectReadThreshold = 64 * 1024;
+// Bytes read per readiness event before yielding to other sockets.
+constexpr size_t kMaxReadPerEvent = 32u << 20;
+constexpr int kMaxIovecs = 64;
+
+Status StatusFromWire(uint32_t code, std::string message) {
+  if (code == 0 || code > static_cast<uint32_t>(StatusCode::kDataLoss)) {
+    code = static_cast<uint32_t>(StatusCode::kUnknown);
+  }
+  return Status(static_cast<StatusCode>(code), std::move(message));
+}
+
+}  // namespace
+
+TcpConnection::TcpConnection(TcpTransportImpl* owner, int fd, int peer_rank)
+    : owner_(owner),
+      fd_(fd),
+      peer_rank_(peer_rank),
+      credits_(owner->options().message_slots),
+      last_send_(Clock::now()),
+      last_receive_(Clock::now()),
+      in_buffer_(kInBufferSize) {}
+
+TcpConnection::~TcpConnection() {
+  write_pin_.reset();
+  ::close(fd_);
+}
+
+int TcpConnection::peer_rank() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return peer_rank_;
+}
+
+std::string TcpConnection::PeerName() const {
+  return peer_rank_ >= 0 ? "rank " + std::to_string(peer_rank_)
+                         : std::string("an unidentified peer");
+}
+
+size_t TcpConnection::max_message_size() const {
+  return owner_->options().message_slot_size;
+}
+
+Status TcpConnection::status() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return status_;
+}
+
+TcpConnection::State TcpConnection::state() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return state_;
+}
+
+// ---------------------------------------------------------------- posting
+
+Status TcpConnection::PostRead(const MemoryRegion& local, size_t local_offset,
+                               const RemoteKey& remote, size_t remote_offset,
+                               size_t length, Completion done) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  RETURN_IF_ERROR(CheckTransferBounds(peer_rank_, local, local_offset, remote,
+                                      remote_offset, length));
+  if ((local.access() & kAccessLocalWrite) == 0) {
+    return InvalidArgumentError("READ from rank ", peer_rank_,
+                                ": local region lacks local write access");
+  }
+  return PostTransferLocked(true, local.data() + local_offset, remote,
+                            remote_offset, length, std::move(done));
+}
+
+Status TcpConnection::PostWrite(const MemoryRegion& local, size_t local_offset,
+                                const RemoteKey& remote, size_t remote_offset,
+                                size_t length, Completion done) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  RETURN_IF_ERROR(CheckTransferBounds(peer_rank_, local, local_offset, remote,
+                                      remote_offset, length));
+  return PostTransferLocked(false, local.data() + local_offset, remote,
+                            remote_offset, length, std::move(done));
+}
+
+Status TcpConnection::PostTransferLocked(bool is_read, uint8_t* local,
+                                         const RemoteKey& remote,
+                                         size_t remote_offset, size_t length,
+                                         Completion done) {
+  if (state_ == State::kFailed) return status_;
+  if (state_ != State::kReady) {
+    return FailedPreconditionError("connection to ", PeerName(),
+                                   " is not established");
+  }
+  const uint64_t id = next_request_id_++;
+  pending_[id] = PendingOp{is_read, local, length, std::move(done)};
+  OutFrame frame;
+  FrameHeader header;
+  header.type = is_read ? FrameType::kReadRequest : FrameType::kWrite;
+  header.rkey = remote.rkey;
+  header.request_id = id;
+  header.address = remote.address + remote_offset;
+  header.length = length;
+  header.payload_length = is_read ? 0 : length;
+  EncodeFrameHeader(header, frame.header);
+  if (!is_read) {
+    frame.payload = local;
+    frame.payload_size = length;
+  }
+  QueueFrameLocked(std::move(frame));
+  return Status::OK();
+}
+
+Status TcpConnection::SendMessage(const void* data, size_t size) {
+  if (size > max_message_size()) {
+    return InvalidArgumentError("message of ", size, " bytes to rank ",
+                                peer_rank(), " exceeds the maximum of ",
+                                max_message_size());
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (state_ == State::kFailed) return status_;
+  if (state_ != State::kReady) {
+    return FailedPreconditionError("connection to ", PeerName(),
+                                   " is not established");
+  }
+  std::string bytes(static_cast<const char*>(data), size);
+  if (credits_ > 0 && backlog_.empty()) {
+    --credits_;
+    QueueControlLocked(FrameType::kMessage, 0, 0, std::move(bytes));
+    return Status::OK();
+  }
+  if (backlog_.size() >=
+      static_cast<size_t>(owner_->options().max_backlog_messages)) {
+    return ResourceExhaustedError("backlog of messages to ", PeerName(),
+                                  " is full (", backlog_.size(),
+                                  " waiting for credits)");
+  }
+  backlog_.push_back(std::move(bytes));
+  return Status::OK();
+}
+
+Status TcpConnection::Flush(Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const int slots = owner_->options().message_slots;
+  bool settled = changed_.wait_until(lock, deadline, [&] {
+    return state_ == State::kFailed ||
+           (pending_.empty() && backlog_.empty() && out_.empty() &&
+            credits_ == slots);
+  });
+  if (state_ == State::kFailed) return status_;
+  if (!settled) {
+    return DeadlineExceededError("flush of the connection to ", PeerName(),
+                                 ": ", pending_.size(), " operations and ",
+                                 slots - credits_ + backlog_.size(),
+                                 " messages still outstanding");
+  }
+  return Status::OK();
+}
+
+Status TcpConnection::StartHandshake(const std::string& hello_payload) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  QueueControlLocked(FrameType::kHello, 0, 0, hello_payload);
+  return Status::OK();
+}
+
+Status TcpConnection::WaitReady(Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait_until(lock, deadline,
+                      [&] { return state_ != State::kHandshake; });
+  if (state_ == State::kFailed) return status_;
+  if (state_ == State::kHandshake) {
+    return DeadlineExceededError(PeerName(),
+                                 " did not complete the handshake in time");
+  }
+  return Status::OK();
+}
+
+void TcpConnection::SayGoodbye() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (state_ == State::kReady && out_.empty()) {
+    QueueControlLocked(FrameType::kGoodbye, 0, 0, "");
+  }
+}
+
+// ---------------------------------------------------------------- writing
+
+void TcpConnection::QueueControlLocked(FrameType type, uint64_t request_id,
+                                       uint32_t status, std::string payload) {
+  OutFrame frame;
+  FrameHeader header;
+  header.type = type;
+  header.request_id = request_id;
+  header.status = status;
+  header.length = type == FrameType::kMessage ? payload.size() : 0;
+  header.payload_length = payload.size();
+  EncodeFrameHeader(header, frame.header);
+  frame.owned = std::move(payload);
+  QueueFrameLocked(std::move(frame));
+}
+
+void TcpConnection::QueueFrameLocked(OutFrame frame) {
+  if (state_ == State::kFailed) return;
+  if (frame.payload == nullptr && !frame.owned.empty()) {
+    frame.payload = reinterpret_cast<const uint8_t*>(frame.owned.data());
+    frame.payload_size = frame.owned.size();
+  }
+  const bool was_empty = out_.empty();
+  out_.push_back(std::move(frame));
+  // Only the first frame starts a write; later ones ride on EPOLLOUT.
+  if (was_empty) WriteSomeLocked().IgnoreError();
+}
+
+Status TcpConnection::WriteSomeLocked() {
+  while (state_ != State::kFailed && !out_.empty()) {
+    iovec iov[kMaxIovecs];
+    int count = 0;
+    for (auto it = out_.begin(); it != out_.end() && count + 2 <= kMaxIovecs;
+         ++it) {
+      // std::string moves may relocate small buffers: refresh the pointer.
+      if (!it->owned.empty()) {
+        it->payload = reinterpret_cast<const uint8_t*>(it->owned.data());
+      }
+      if (it->written < kFrameHeaderSize) {
+        iov[count++] = {it->header + it->written,
+                        kFrameHeaderSize - it->written};
+      }
+      size_t payload_written =
+          it->written > kFrameHeaderSize ? it->written - kFrameHeaderSize : 0;
+      if (payload_written < it->payload_size) {
+        iov[count++] = {const_cast<uint8_t*>(it->payload) + payload_written,
+                        it->payload_size - payload_written};
+      }
+    }
+    msghdr message{};
+    message.msg_iov = iov;
+    message.msg_iovlen = count;
+    ssize_t sent = ::sendmsg(fd_, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      // The reader sees the reset and fails the connection with its status.
+      ::shutdown(fd_, SHUT_RDWR);
+      break;
+    }
+    last_send_ = Clock::now();
+    size_t remaining = static_cast<size_t>(sent);
+    while (remaining > 0 && !out_.empty()) {
+      OutFrame& front = out_.front();
+      size_t left = kFrameHeaderSize + front.payload_size - front.written;
+      size_t take = std::min(left, remaining);
+      front.written += take;
+      remaining -= take;
+      if (front.written == kFrameHeaderSize + front.payload_size) {
+        out_.pop_front();
+      }
+    }
+  }
+  if (out_.empty()) changed_.notify_all();
+  const bool want = state_ != State::kFailed && !out_.empty();
+  if (want != want_write_) {
+    want_write_ = want;
+    owner_->SetWriteInterest(this, want);
+  }
+  return Status::OK();
+}
+
+void TcpConnection::OnWritable() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  WriteSomeLocked().IgnoreError();
+}
+
+// ---------------------------------------------------------------- reading
+
+void TcpConnection::OnReadable() {
+  Status status = ReadAvailable();
+  if (!status.ok()) {
+    write_pin_.reset();
+    have_header_ = false;
+    Fail(status);
+    return;
+  }
+  ReturnCredits();
+}
+
+Status TcpConnection::ReadAvailable() {
+  size_t total = 0;
+  while (total < kMaxReadPerEvent) {
+    RETURN_IF_ERROR(ConsumeBuffered());
+    ssize_t received;
+    const uint64_t left =
+        have_header_ ? header_.payload_length - payload_done_ : 0;
+    if (have_header_ && left >= kDirectReadThreshold) {
+      // The buffer is drained: read the payload in place, and whatever
+      // follows into the buffer.
+      in_begin_ = in_end_ = 0;
+      iovec iov[2] = {{payload_destination_ + payload_done_, left},
+                      {in_buffer_.data(), in_buffer_.size()}};
+      received = ::readv(fd_, iov, 2);
+      if (received > 0) {
+        const size_t direct = std::min<uint64_t>(received, left);
+        payload_done_ += direct;
+        in_end_ = received - direct;
+        if (payload_done_ == header_.payload_length) {
+          RETURN_IF_ERROR(FinishFrame());
+        }
+      }
+    } else {
+      if (in_begin_ > 0) {
+        std::memmove(in_buffer_.data(), in_buffer_.data() + in_begin_,
+                     in_end_ - in_begin_);
+        in_end_ -= in_begin_;
+        in_begin_ = 0;
+      }
+      received = ::read(fd_, in_buffer_.data() + in_end_,
+                        in_buffer_.size() - in_end_);
+      if (received > 0) in_end_ += received;
+    }
+    if (received == 0) {
+      return UnavailableError("connection to ", PeerName(),
+                              " lost: the peer closed the socket");
+    }
+    if (received < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::OK();
+      return UnavailableError("connection to ", PeerName(),
+                              " lost: ", strerror(errno));
+    }
+    total += received;
+    last_receive_ = Clock::now();
+  }
+  return ConsumeBuffered();
+}
+
+Status TcpConnection::ConsumeBuffered() {
+  while (true) {
+    const size_t available = in_end_ - in_begin_;
+    if (!have_header_) {
+      if (available < kFrameHeaderSize) return Status::OK();
+      Status decoded = DecodeFrameHeader(in_buffer_.data() + in_begin_,
+                                         owner_->limits(), &header_);
+      if (!decoded.ok()) {
+        return DataLossError(PeerName(), " sent a malformed frame: ",
+                             decoded.message());
+      }
+      in_begin_ += kFrameHeaderSize;
+      have_header_ = true;
+      payload_done_ = 0;
+      payload_destination_ = nullptr;
+      RETURN_IF_ERROR(BeginFrame());
+      if (header_.payload_length == 0) RETURN_IF_ERROR(FinishFrame());
+      continue;
+    }
+    const uint64_t left = header_.payload_length - payload_done_;
+    const size_t take = std::min<uint64_t>(available, left);
+    if (take == 0) return Status::OK();
+    std::memcpy(payload_destination_ + payload_done_,
+                in_buffer_.data() + in_begin_, take);
+    in_begin_ += take;
+    payload_done_ += take;
+    if (payload_done_ == header_.payload_length) {
+      RETURN_IF_ERROR(FinishFrame());
+    }
+  }
+}
+
+Status TcpConnection::BeginFrame() {
+  const FrameType type = header_.type;
+  const bool handshake_frame =
+      type == FrameType::kHello || type == FrameType::kHelloAck;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const bool ready = state_ == State::kReady;
+    const bool expected_hello =
+        (type == FrameType::kHello && peer_rank_ < 0) ||
+        (type == FrameType::kHelloAck && peer_rank_ >= 0);
+    if (ready == handshake_frame || (!ready && !expected_hello &&
+                                     type != FrameType::kError)) {
+      return DataLossError(PeerName(), " sent ", FrameTypeName(type),
+                           ready ? " after" : " before", " the handshake");
+    }
+    if (type == FrameType::kReadResponse) {
+      auto it = pending_.find(header_.request_id);
+      if (it == pending_.end() || !it->second.is_read ||
+          it->second.length != header_.length) {
+        return DataLossError(PeerName(), " answered unknown READ request ",
+                             header_.request_id);
+      }
+      payload_destination_ = it->second.destination;
+      return Status::OK();
+    }
+  }
+  switch (type) {
+    case FrameType::kHello:
+    case FrameType::kHelloAck:
+    case FrameType::kError:
+    case FrameType::kMessage:
+      small_payload_.resize(header_.payload_length);
+      payload_destination_ = reinterpret_cast<uint8_t*>(&small_payload_[0]);
+      return Status::OK();
+    case FrameType::kWrite: {
+      auto pin = owner_->regions()->Resolve(header_.rkey, header_.address,
+                                            header_.length,
+                                            kAccessRemoteWrite,
+                                            &payload_destination_);
+      if (!pin.ok()) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        QueueControlLocked(FrameType::kError, header_.request_id,
+                           static_cast<uint32_t>(pin.status().code()),
+                           "WRITE refused: " + pin.status().message());
+        return pin.status().WithContext(PeerName() + " sent an invalid WRITE");
+      }
+      write_pin_ = std::move(*pin);
+      return Status::OK();
+    }
+    default:
+      return Status::OK();
+  }
+}
+
+Status TcpConnection::FinishFrame() {
+  have_header_ = false;
+  switch (header_.type) {
+    case FrameType::kHello:
+      return HandleHello(false);
+    case FrameType::kHelloAck:
+      return HandleHello(true);
+    case FrameType::kMessage: {
+      const auto& handler = owner_->options().on_message;
+      if (handler) handler(peer_rank_, small_payload_.data(), small_payload_.size());
+      ++credits_to_return_;
+      return Status::OK();
+    }
+    case FrameType::kCredit:
+      return HandleCredit(header_.request_id);
+    case FrameType::kWrite: {
+      write_pin_.reset();
+      std::lock_guard<std::mutex> lock(mutex_);
+      QueueControlLocked(FrameType::kWriteAck, header_.request_id, 0, "");
+      return Status::OK();
+    }
+    case FrameType::kWriteAck:
+      return HandleAck(header_.request_id, header_.status);
+    case FrameType::kReadRequest:
+      return HandleReadRequest();
+    case FrameType::kReadResponse:
+      return HandleAck(header_.request_id, 0);
+    case FrameType::kError:
+      return StatusFromWire(header_.status,
+                            PeerName() + " reported: " + small_payload_);
+    case FrameType::kGoodbye:
+      return UnavailableError("connection to ", PeerName(),
+                              " closed: the peer shut down");
+    case FrameType::kPing:
+      return Status::OK();
+  }
+  return DataLossError(PeerName(), " sent an unknown frame");
+}
+
+Status TcpConnection::HandleHello(bool is_ack) {
+  auto hello = DecodeHello(small_payload_.data(), small_payload_.size());
+  if (!hello.ok()) return hello.status().WithContext(PeerName());
+  if (!is_ack) {
+    Status accepted = owner_->AcceptHello(this, *hello);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!accepted.ok()) {
+      QueueControlLocked(FrameType::kError, 0,
+                         static_cast<uint32_t>(accepted.code()),
+                         accepted.message());
+      return accepted;
+    }
+    peer_rank_ = static_cast<int>(hello->rank);
+    state_ = State::kReady;
+    QueueControlLocked(FrameType::kHelloAck, 0, 0, owner_->HelloPayload());
+  } else {
+    int expected;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      expected = peer_rank_;
+    }
+    RETURN_IF_ERROR(owner_->CheckPeerHello(*hello, expected));
+    std::lock_guard<std::mutex> lock(mutex_);
+    state_ = State::kReady;
+  }
+  changed_.notify_all();
+  owner_->NotifyStateChange();
+  return Status::OK();
+}
+
+Status TcpConnection::HandleCredit(uint64_t credits) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const int slots = owner_->options().message_slots;
+  if (credits > static_cast<uint64_t>(slots - credits_)) {
+    return DataLossError(PeerName(), " returned ", credits,
+                         " credits but only ", slots - credits_,
+                         " were outstanding");
+  }
+  credits_ += static_cast<int>(credits);
+  while (credits_ > 0 && !backlog_.empty()) {
+    --credits_;
+    std::string bytes = std::move(backlog_.front());
+    backlog_.pop_front();
+    QueueControlLocked(FrameType::kMessage, 0, 0, std::move(bytes));
+  }
+  changed_.notify_all();
+  return Status::OK();
+}
+
+Status TcpConnection::HandleAck(uint64_t request_id, uint32_t status) {
+  Completion done;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = pending_.find(request_id);
+    if (it == pending_.end()) {
+      return DataLossError(PeerName(), " acknowledged unknown request ",
+                           request_id);
+    }
+    done = std::move(it->second.done);
+    pending_.erase(it);
+    changed_.notify_all();
+  }
+  if (done) {
+    done(status == 0 ? Status::OK()
+                     : StatusFromWire(status, "WRITE to " + PeerName() +
+                                                  " failed"));
+  }
+  return Status::OK();
+}
+
+Status TcpConnection::HandleReadRequest() {
+  uint8_t* source = nullptr;
+  auto pin = owner_->regions()->Resolve(header_.rkey, header_.address,
+                                        header_.length, kAccessRemoteRead,
+                                        &source);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!pin.ok()) {
+    QueueControlLocked(FrameType::kError, header_.request_id,
+                       static_cast<uint32_t>(pin.status().code()),
+                       "READ refused: " + pin.status().message());
+    return pin.status().WithContext(PeerName() + " sent an invalid READ");
+  }
+  OutFrame frame;
+  FrameHeader header;
+  header.type = FrameType::kReadResponse;
+  header.request_id = header_.request_id;
+  header.length = header_.length;
+  header.payload_length = header_.length;
+  EncodeFrameHeader(header, frame.header);
+  frame.payload = source;
+  frame.payload_size = header_.length;
+  frame.pin = std::move(*pin);
+  QueueFrameLocked(std::move(frame));
+  return Status::OK();
+}
+
+void TcpConnection::ReturnCredits() {
+  if (credits_to_return_ == 0) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  QueueControlLocked(FrameType::kCredit, credits_to_return_, 0, "");
+  credits_to_return_ = 0;
+}
+
+// ---------------------------------------------------------------- liveness
+
+void TcpConnection::OnTick(Clock::time_point now) {
+  const auto timeout = owner_->options().peer_timeout;
+  Status failure;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (state_ == State::kFailed) return;
+    if (now - last_receive_ > timeout) {
+      failure = DeadlineExceededError(
+          PeerName(), " silent for more than ",
+          std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count(),
+          " ms; presumed dead");
+    } else if (state_ == State::kReady && out_.empty() &&
+               now - last_send_ > timeout / 4) {
+      QueueControlLocked(FrameType::kPing, 0, 0, "");
+    }
+  }
+  if (!failure.ok()) {
+    write_pin_.reset();
+    Fail(failure);
+  }
+}
+
+void TcpConnection::Fail(const Status& status) {
+  std::vector<Completion> callbacks;
+  int peer;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (state_ == State::kFailed) return;
+    state_ = State::kFailed;
+    status_ = status;
+    for (auto& [id, op] : pending_) callbacks.push_back(std::move(op.done));
+    pending_.clear();
+    out_.clear();
+    backlog_.clear();
+    peer = peer_rank_;
+    changed_.notify_all();
+  }
+  ::shutdown(fd_, SHUT_RDWR);
+  owner_->OnConnectionFailed(this, peer, status);
+  for (auto& callback : callbacks) {
+    if (callback) callback(status);
+  }
+}
+
+}  // namespace tcp
+}  // namespace comm
+}  // namespace oflite

@@ -1,0 +1,136 @@
+// One TCP connection of the CommNet TCP provider (internal to tcp/).
+//
+// Owned by TcpTransportImpl; lives until the transport is destroyed (a failed
+// connection stays as a tombstone holding its sticky status). The socket is
+// only read by the progress thread; writes happen under `mutex_` from the
+// progress thread or from a caller's thread. Completion callbacks, the
+// message handler and the peer-error handler run without `mutex_` held.
+#ifndef ONEFLOW_LITE_COMM_TCP_TCP_CONNECTION_H_
+#define ONEFLOW_LITE_COMM_TCP_TCP_CONNECTION_H_
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "oneflow_lite/comm/tcp/frame.h"
+#include "oneflow_lite/comm/tcp/region_table.h"
+#include "oneflow_lite/comm/transport.h"
+
+namespace oflite {
+namespace comm {
+namespace tcp {
+
+class TcpTransportImpl;
+
+class TcpConnection : public Connection {
+ public:
+  enum class State { kHandshake, kReady, kFailed };
+
+  // `peer_rank` is -1 for an accepted socket until its HELLO arrives.
+  TcpConnection(TcpTransportImpl* owner, int fd, int peer_rank);
+  ~TcpConnection() override;
+
+  // Connection API (transport.h).
+  int peer_rank() const override;
+  Status PostRead(const MemoryRegion& local, size_t local_offset,
+                  const RemoteKey& remote, size_t remote_offset, size_t length,
+                  Completion done) override;
+  Status PostWrite(const MemoryRegion& local, size_t local_offset,
+                   const RemoteKey& remote, size_t remote_offset,
+                   size_t length, Completion done) override;
+  Status SendMessage(const void* data, size_t size) override;
+  size_t max_message_size() const override;
+  Status status() const override;
+  Status Flush(Deadline deadline) override;
+
+  // Initiator: queues HELLO. Waits for HELLO_ACK until `deadline`.
+  Status StartHandshake(const std::string& hello_payload);
+  Status WaitReady(Deadline deadline);
+
+  // Progress thread.
+  int fd() const { return fd_; }
+  void OnReadable();
+  void OnWritable();
+  void OnTick(Clock::time_point now);
+  // Sticky failure: completes everything outstanding with `status`.
+  void Fail(const Status& status);
+  // Best effort GOODBYE (nonblocking) before shutdown.
+  void SayGoodbye();
+  State state() const;
+
+ private:
+  struct OutFrame {
+    uint8_t header[kFrameHeaderSize];
+    std::string owned;                // small payloads
+    const uint8_t* payload = nullptr;  // large payloads (registered memory)
+    size_t payload_size = 0;
+    size_t written = 0;               // over header + payload
+    std::unique_ptr<RegionTable::Pin> pin;
+  };
+  struct PendingOp {
+    bool is_read;
+    uint8_t* destination;  // reads: where the response lands
+    uint64_t length;
+    Completion done;
+  };
+
+  // All *Locked methods require mutex_.
+  void QueueFrameLocked(OutFrame frame);
+  void QueueControlLocked(FrameType type, uint64_t request_id,
+                          uint32_t status, std::string payload);
+  Status WriteSomeLocked();  // nonblocking; updates EPOLLOUT interest
+  Status PostTransferLocked(bool is_read, uint8_t* local, const RemoteKey& remote,
+                            size_t remote_offset, size_t length,
+                            Completion done);
+  std::string PeerName() const;
+
+  // Read side (progress thread only).
+  Status ReadAvailable();
+  Status ConsumeBuffered();
+  Status BeginFrame();
+  Status FinishFrame();
+  Status HandleHello(bool is_ack);
+  Status HandleCredit(uint64_t credits);
+  Status HandleAck(uint64_t request_id, uint32_t status);
+  Status HandleReadRequest();
+  void ReturnCredits();
+
+  TcpTransportImpl* const owner_;
+  const int fd_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  int peer_rank_;
+  State state_ = State::kHandshake;
+  Status status_;
+  std::deque<OutFrame> out_;
+  bool want_write_ = false;
+  std::deque<std::string> backlog_;
+  int credits_ = 0;
+  uint64_t next_request_id_ = 1;
+  std::unordered_map<uint64_t, PendingOp> pending_;
+  Clock::time_point last_send_;
+  Clock::time_point last_receive_;
+
+  // Read state (progress thread only).
+  std::vector<uint8_t> in_buffer_;
+  size_t in_begin_ = 0;
+  size_t in_end_ = 0;
+  bool have_header_ = false;
+  FrameHeader header_;
+  uint8_t* payload_destination_ = nullptr;
+  uint64_t payload_done_ = 0;
+  std::string small_payload_;
+  std::unique_ptr<RegionTable::Pin> write_pin_;
+  int credits_to_return_ = 0;
+};
+
+}  // namespace tcp
+}  // namespace comm
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_COMM_TCP_TCP_CONNECTION_H_

@@ -1,0 +1,48 @@
+// CommNet TCP provider: the transport API (comm/transport.h) over TCP
+// sockets, for Ethernet clusters and machines without RDMA.
+//
+// One progress thread per transport runs an epoll loop over a listening
+// socket, an eventfd and one nonblocking socket per peer. It reads frames
+// (tcp/frame.h; docs/comm.md), serves peers' READ requests and WRITEs
+// straight from/into registered memory (readv/sendmsg on the region, no
+// staging copy for payloads of 64 KiB and more), runs completion callbacks
+// and message handlers, returns ring credits, and sends PINGs so that a peer
+// silent for `peer_timeout` fails the connection. Callers' threads may also
+// write to a socket directly (under the connection's lock) when nothing is
+// queued, saving a thread hop for small messages.
+//
+// Connection setup: LocalEndpoint() is "rank, host, port" of this process's
+// listener; for a pair, the lower rank dials the higher one and sends HELLO
+// (rank, world size, ring geometry, job token); the acceptor checks every
+// field, answers HELLO_ACK, or ERROR(PermissionDenied) and closes.
+//
+// Thread-safety and lifetimes follow transport.h.
+#ifndef ONEFLOW_LITE_COMM_TCP_TCP_TRANSPORT_H_
+#define ONEFLOW_LITE_COMM_TCP_TCP_TRANSPORT_H_
+
+#include <memory>
+#include <string>
+
+#include "oneflow_lite/comm/transport.h"
+
+namespace oflite {
+namespace comm {
+namespace tcp {
+
+struct TcpOptions {
+  // Address to listen on (and advertise). Port 0 picks a free port.
+  std::string listen_host = "127.0.0.1";
+  int listen_port = 0;
+  // Presented in HELLO; a peer with a different token is refused.
+  std::string job_token;
+};
+
+// Creates the transport and starts its listener and progress thread.
+StatusOr<std::unique_ptr<Transport>> CreateTcpTransport(
+    const TransportOptions& options, const TcpOptions& tcp_options);
+
+}  // namespace tcp
+}  // namespace comm
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_COMM_TCP_TCP_TRANSPORT_H_

@@ -1,0 +1,82 @@
+// Internal: the TCP provider's Transport (see tcp_transport.h for the
+// contract). Exposed to tcp_connection.cc only.
+#ifndef ONEFLOW_LITE_COMM_TCP_TCP_TRANSPORT_IMPL_H_
+#define ONEFLOW_LITE_COMM_TCP_TCP_TRANSPORT_IMPL_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "oneflow_lite/comm/tcp/frame.h"
+#include "oneflow_lite/comm/tcp/region_table.h"
+#include "oneflow_lite/comm/tcp/tcp_connection.h"
+#include "oneflow_lite/comm/tcp/tcp_transport.h"
+
+namespace oflite {
+namespace comm {
+namespace tcp {
+
+class TcpTransportImpl : public Transport {
+ public:
+  TcpTransportImpl(const TransportOptions& options, const TcpOptions& tcp);
+  ~TcpTransportImpl() override;
+
+  Status Start();
+
+  const char* provider_name() const override { return "tcp"; }
+  int rank() const override { return options_.rank; }
+  int world_size() const override { return options_.world_size; }
+  StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(
+      void* data, size_t size, uint32_t access) override;
+  StatusOr<std::string> LocalEndpoint(int peer_rank) override;
+  Status Connect(int peer_rank, const std::string& peer_endpoint,
+                 Deadline deadline) override;
+  StatusOr<Connection*> GetConnection(int peer_rank) override;
+
+  // For connections.
+  const TransportOptions& options() const { return options_; }
+  const FrameLimits& limits() const { return limits_; }
+  RegionTable* regions() { return regions_.get(); }
+  std::string HelloPayload() const;
+  // Validates an accepted peer's HELLO and binds the connection to its rank.
+  Status AcceptHello(TcpConnection* connection, const Hello& hello);
+  Status CheckPeerHello(const Hello& hello, int expected_rank) const;
+  void SetWriteInterest(TcpConnection* connection, bool enabled);
+  void OnConnectionFailed(TcpConnection* connection, int peer_rank,
+                          const Status& status);
+  void NotifyStateChange();
+
+ private:
+  void ProgressLoop();
+  void AcceptAll();
+  StatusOr<int> Dial(const std::string& host, int port, int peer_rank,
+                     Deadline deadline);
+  Status WaitForAccepted(int peer_rank, Deadline deadline);
+  TcpConnection* AddConnection(int fd, int peer_rank);
+
+  const TransportOptions options_;
+  const TcpOptions tcp_;
+  FrameLimits limits_;
+  std::shared_ptr<RegionTable> regions_;
+  int listen_fd_ = -1;
+  int listen_port_ = 0;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  std::atomic<bool> stopping_{false};
+  std::thread progress_thread_;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::unique_ptr<TcpConnection>> connections_;  // all, ever
+  std::map<int, TcpConnection*> peers_;                      // bound by rank
+};
+
+}  // namespace tcp
+}  // namespace comm
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_COMM_TCP_TCP_TRANSPORT_IMPL_H_
