@@ -1,0 +1,97 @@
+// Counter-based random numbers: the same (seed, counter) gives the same bits
+// on every machine, compiler and standard library.
+//
+// std::*_distribution results are implementation-defined, so OneFlow-Lite
+// never uses them for anything that must agree across machines (variable
+// initial values, shuffling orders, synthetic data). Instead each value is a
+// pure function of (seed, counter): a SplitMix64 finalizer applied to the
+// seed and to the counter. Because values depend only on their index, a
+// device holding a shard of a tensor computes its elements directly, without
+// generating the rest.
+//
+// Floating-point helpers compute in double. Uniform values are exact
+// functions of the bits; NormalFromBits uses std::log/std::sqrt/std::cos and
+// so is bit-identical wherever the same libm is used (every machine of a job
+// runs the same image).
+//
+// All functions are pure and thread-safe; CounterRng is a tiny value type
+// (one object per thread).
+#ifndef ONEFLOW_LITE_DATA_COUNTER_RNG_H_
+#define ONEFLOW_LITE_DATA_COUNTER_RNG_H_
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+namespace oflite {
+
+// The SplitMix64 output function: a bijective 64-bit mixer.
+inline uint64_t MixBits(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+// Random bits for element `counter` of the stream `seed`.
+inline uint64_t CounterBits(uint64_t seed, uint64_t counter) {
+  return MixBits(MixBits(seed) ^ MixBits(counter * 0xD1B54A32D192ED03ULL + 0x8CB92BA72F3D8DD7ULL));
+}
+
+// Derives an independent stream seed from a seed and a tag (e.g. an epoch,
+// an iteration or a device index).
+inline uint64_t DeriveSeed(uint64_t seed, uint64_t tag) {
+  return MixBits(seed ^ MixBits(tag + 0x632BE59BD9B4E019ULL));
+}
+
+// 64-bit FNV-1a of a string: a stable hash for names (op names).
+inline uint64_t StableHash(const std::string& text) {
+  uint64_t hash = 0xCBF29CE484222325ULL;
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 0x100000001B3ULL;
+  }
+  return hash;
+}
+
+// Uniform in [0, 1), 53 bits of precision.
+inline double UniformFromBits(uint64_t bits) {
+  return static_cast<double>(bits >> 11) * (1.0 / 9007199254740992.0);
+}
+
+// Uniform in (0, 1]: never 0, safe for log.
+inline double OpenUniformFromBits(uint64_t bits) {
+  return static_cast<double>((bits >> 11) + 1) * (1.0 / 9007199254740992.0);
+}
+
+// Standard normal by Box-Muller from two independent words.
+inline double NormalFromBits(uint64_t bits_a, uint64_t bits_b) {
+  constexpr double kTwoPi = 6.283185307179586476925286766559;
+  const double radius = std::sqrt(-2.0 * std::log(OpenUniformFromBits(bits_a)));
+  return radius * std::cos(kTwoPi * UniformFromBits(bits_b));
+}
+
+// A sequential stream over CounterBits(seed, 0), (seed, 1), ...
+class CounterRng {
+ public:
+  explicit CounterRng(uint64_t seed, uint64_t counter = 0) : seed_(seed), counter_(counter) {}
+
+  uint64_t Next() { return CounterBits(seed_, counter_++); }
+  double NextUniform() { return UniformFromBits(Next()); }
+  // Uniform integer in [0, bound), bound > 0, without modulo bias
+  // (rejection sampling).
+  uint64_t NextBelow(uint64_t bound) {
+    const uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
+    uint64_t bits = Next();
+    while (bits >= limit) bits = Next();
+    return bits % bound;
+  }
+
+ private:
+  uint64_t seed_;
+  uint64_t counter_;
+};
+
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_DATA_COUNTER_RNG_H_

@@ -1,0 +1,62 @@
+// CPU kernel of `random_batch`: synthetic, learnable data for tests.
+//
+// Row g of the logical batch at iteration t draws from
+// CounterRng(DeriveSeed(DeriveSeed(seed, t), g)): first its label
+// (uniform in [0, num_classes)), then each feature j as
+// uniform[-0.5, 0.5) + (j % num_classes == label ? 1 : 0). Values depend only
+// on (seed, t, g), so shards of an S(0) split concatenate to the 1-device
+// batch and a linear classifier can learn the labels.
+#include <cstdint>
+
+#include "oneflow_lite/data/counter_rng.h"
+#include "oneflow_lite/kernels/cpu/data/batch_shard.h"
+#include "oneflow_lite/kernels/kernel.h"
+
+namespace oflite {
+namespace {
+
+template <typename T>
+class RandomBatchKernel final : public Kernel {
+ public:
+  Status Init(const KernelInitContext& ctx) override {
+    ASSIGN_OR_RETURN(Shape logical, ctx.attrs().GetShape("shape"));
+    ASSIGN_OR_RETURN(num_classes_, ctx.attrs().GetInt("num_classes"));
+    if (logical.rank() < 1 || num_classes_ <= 0) {
+      return InvalidArgumentError("op '", ctx.op->name(), "' (random_batch): bad shape ", logical,
+                                  " or num_classes ", num_classes_);
+    }
+    seed_ = static_cast<uint64_t>(ctx.attrs().GetIntOr("seed", ctx.seed));
+    features_ = logical.Count(1);
+    ASSIGN_OR_RETURN(shard_, ResolveBatchShard(ctx, logical.dim(0)));
+    return Status::OK();
+  }
+
+  Status Forward(KernelContext* ctx) override {
+    const uint64_t stream = DeriveSeed(seed_, static_cast<uint64_t>(ctx->iteration()));
+    T* image = ctx->Output("image")->data<T>();
+    int32_t* label = ctx->Output("label")->data<int32_t>();
+    for (int64_t row = 0; row < shard_.size; ++row) {
+      CounterRng rng(DeriveSeed(stream, static_cast<uint64_t>(shard_.begin + row)));
+      const int64_t row_label = static_cast<int64_t>(rng.NextBelow(num_classes_));
+      label[row] = static_cast<int32_t>(row_label);
+      T* features = image + row * features_;
+      for (int64_t j = 0; j < features_; ++j) {
+        const double signal = j % num_classes_ == row_label ? 1.0 : 0.0;
+        features[j] = static_cast<T>(rng.NextUniform() - 0.5 + signal);
+      }
+    }
+    return Status::OK();
+  }
+
+ private:
+  int64_t num_classes_ = 1;
+  int64_t features_ = 1;
+  uint64_t seed_ = 0;
+  BatchShard shard_;
+};
+
+REGISTER_KERNEL("random_batch", DEVICE_CPU, DT_FLOAT, RandomBatchKernel<float>);
+REGISTER_KERNEL("random_batch", DEVICE_CPU, DT_DOUBLE, RandomBatchKernel<double>);
+
+}  // namespace
+}  // namespace oflite

@@ -1,0 +1,224 @@
+// Update kernels against hand-computed values over several steps.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "oneflow_lite/ops/op_builder.h"
+#include "oneflow_lite/testing/op_runner.h"
+
+namespace oflite {
+namespace {
+
+HostTensor Vector(const std::vector<double>& values) {
+  return HostTensor::FromVector<double>(Shape{static_cast<int64_t>(values.size())}, values);
+}
+
+HostTensor Scalar(double value) { return HostTensor::FromVector<double>(Shape{}, {value}); }
+
+// Runs `op` once per entry of `grads` at iterations first_iteration, +1, ...
+// with env["g"] set to that gradient.
+void RunSteps(const OpConf& op, TensorMap* env, const std::vector<std::vector<double>>& grads,
+              int64_t first_iteration = 0) {
+  for (size_t step = 0; step < grads.size(); ++step) {
+    (*env)["g"] = Vector(grads[step]);
+    RunOpOptions options;
+    options.iteration = first_iteration + static_cast<int64_t>(step);
+    StatusOr<TensorMap> result = RunOp(op, env, options);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_TRUE(result->empty());
+  }
+}
+
+std::vector<double> Values(const TensorMap& env, const std::string& lbn) {
+  return env.at(lbn).ToVector<double>();
+}
+
+OpConf Sgd(double lr, double weight_decay, bool with_scale = false) {
+  OpConfBuilder builder("sgd_update", "w-sgd");
+  builder.Input("model", "w").Input("model_diff", "g");
+  if (with_scale) builder.Input("scale", "s");
+  return builder.Attr("base_lr", lr).Attr("weight_decay", weight_decay).Build();
+}
+
+TEST(SgdUpdateTest, PlainSteps) {
+  TensorMap env;
+  env["w"] = Vector({1.0, -2.0});
+  RunSteps(Sgd(0.1, 0.0), &env, {{0.5, 1.0}, {0.5, 1.0}});
+  std::vector<double> w = Values(env, "w");
+  EXPECT_DOUBLE_EQ(w[0], 0.9);
+  EXPECT_DOUBLE_EQ(w[1], -2.2);
+}
+
+TEST(SgdUpdateTest, WeightDecayAddsL2Term) {
+  TensorMap env;
+  env["w"] = Vector({1.0});
+  RunSteps(Sgd(0.1, 0.1), &env, {{0.5}, {0.5}});
+  // step 1: g = 0.5 + 0.1 * 1 = 0.6 -> 0.94; step 2: g = 0.5 + 0.094 -> 0.8806
+  EXPECT_DOUBLE_EQ(Values(env, "w")[0], 0.8806);
+}
+
+TEST(SgdUpdateTest, ScaleInputMultipliesGradient) {
+  TensorMap env;
+  env["w"] = Vector({1.0, 0.0, 3.0});
+  env["s"] = Scalar(0.5);
+  RunSteps(Sgd(0.1, 0.0, true), &env, {{0.5, -4.0, 0.0}});
+  std::vector<double> w = Values(env, "w");
+  EXPECT_DOUBLE_EQ(w[0], 0.975);
+  EXPECT_DOUBLE_EQ(w[1], 0.2);
+  EXPECT_EQ(w[2], 3.0);
+  env["s"] = Scalar(std::nan(""));
+  (*&env)["g"] = Vector({1.0, 1.0, 1.0});
+  StatusOr<TensorMap> bad = RunOp(Sgd(0.1, 0.0, true), &env);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("w-sgd"), std::string::npos) << bad.status();
+}
+
+TEST(SgdUpdateTest, UsesScheduleAtTheIteration) {
+  OpConf op = Sgd(1.0, 0.0);
+  SetStringAttr(&op, "lr_type", "step");
+  SetIntAttr(&op, "step_size", 10);
+  SetFloatAttr(&op, "gamma", 0.5);
+  TensorMap env;
+  env["w"] = Vector({0.0});
+  RunSteps(op, &env, {{1.0}}, /*first_iteration=*/9);  // lr 1
+  EXPECT_EQ(Values(env, "w")[0], -1.0);
+  RunSteps(op, &env, {{1.0}}, /*first_iteration=*/10);  // lr 0.5
+  EXPECT_EQ(Values(env, "w")[0], -1.5);
+  RunSteps(op, &env, {{1.0}}, /*first_iteration=*/20);  // lr 0.25
+  EXPECT_EQ(Values(env, "w")[0], -1.75);
+}
+
+TEST(SgdUpdateTest, EmptyTensorIsANoOp) {
+  TensorMap env;
+  env["w"] = Vector({});
+  RunSteps(Sgd(0.1, 0.0), &env, {{}});
+  EXPECT_EQ(env.at("w").elem_count(), 0);
+}
+
+TEST(MomentumUpdateTest, ThreeSteps) {
+  OpConf op = OpConfBuilder("momentum_update", "w-momentum")
+                  .Input("model", "w")
+                  .Input("model_diff", "g")
+                  .Input("momentum", "m")
+                  .Attr("base_lr", 0.1)
+                  .Attr("beta", 0.9)
+                  .Build();
+  TensorMap env;
+  env["w"] = Vector({1.0});
+  env["m"] = Vector({0.0});
+  RunSteps(op, &env, {{1.0}, {1.0}, {1.0}});
+  // m: 1, 1.9, 2.71; w: 0.9, 0.71, 0.439
+  EXPECT_DOUBLE_EQ(Values(env, "m")[0], 2.71);
+  EXPECT_DOUBLE_EQ(Values(env, "w")[0], 0.439);
+}
+
+OpConf Adam(double weight_decay, bool decoupled) {
+  return OpConfBuilder("adam_update", "w-adam")
+      .Input("model", "w")
+      .Input("model_diff", "g")
+      .Input("m", "m")
+      .Input("v", "v")
+      .Attr("base_lr", 0.1)
+      .Attr("beta1", 0.9)
+      .Attr("beta2", 0.999)
+      .Attr("epsilon", 1e-8)
+      .Attr("weight_decay", weight_decay)
+      .Attr("decoupled", decoupled)
+      .Build();
+}
+
+TensorMap AdamEnv() {
+  TensorMap env;
+  env["w"] = Vector({1.0});
+  env["m"] = Vector({0.0});
+  env["v"] = Vector({0.0});
+  return env;
+}
+
+TEST(AdamUpdateTest, TwoBiasCorrectedSteps) {
+  TensorMap env = AdamEnv();
+  RunSteps(Adam(0.0, false), &env, {{0.5}});
+  EXPECT_DOUBLE_EQ(Values(env, "w")[0], 0.900000002);  // 1 - 0.1 * 0.5 / (0.5 + 1e-8)
+  RunSteps(Adam(0.0, false), &env, {{-0.25}}, /*first_iteration=*/1);
+  EXPECT_DOUBLE_EQ(Values(env, "m")[0], 0.02);
+  EXPECT_NEAR(Values(env, "v")[0], 0.00031225, 1e-18);  // 1 - beta2 is inexact
+  // m^ = 0.02 / 0.19, v^ = 0.00031225 / 0.001999
+  EXPECT_DOUBLE_EQ(Values(env, "w")[0], 0.8733662987078463);
+}
+
+TEST(AdamUpdateTest, AdamWDecaysWeightsDirectly) {
+  TensorMap decoupled = AdamEnv();
+  RunSteps(Adam(0.1, true), &decoupled, {{0.5}});
+  EXPECT_DOUBLE_EQ(Values(decoupled, "w")[0], 0.890000002);  // extra lr * wd * w
+  // Coupled decay goes through the moments: the first step stays ~lr.
+  TensorMap coupled = AdamEnv();
+  RunSteps(Adam(0.1, false), &coupled, {{0.5}});
+  EXPECT_NEAR(Values(coupled, "w")[0], 0.9, 1e-7);
+  EXPECT_DOUBLE_EQ(Values(coupled, "m")[0], 0.06);  // 0.1 * (0.5 + 0.1)
+}
+
+TEST(AdamUpdateTest, FloatKernelMatchesDouble) {
+  OpConf op = Adam(0.01, true);
+  TensorMap env;
+  env["w"] = HostTensor::FromVector<float>(Shape{3}, {1.0f, -1.0f, 0.5f});
+  env["m"] = HostTensor(TensorDesc(Shape{3}, DT_FLOAT));
+  env["v"] = HostTensor(TensorDesc(Shape{3}, DT_FLOAT));
+  env["g"] = HostTensor::FromVector<float>(Shape{3}, {0.5f, 0.25f, -2.0f});
+  ASSERT_TRUE(RunOp(op, &env).ok());
+  std::vector<float> w = env.at("w").ToVector<float>();
+  EXPECT_NEAR(w[0], 1.0 - 0.1 * (1.0 + 0.01), 1e-6);
+  EXPECT_NEAR(w[1], -1.0 - 0.1 * (1.0 - 0.01), 1e-6);
+  EXPECT_NEAR(w[2], 0.5 + 0.1 * (1.0 - 0.005), 1e-6);
+}
+
+OpConf ClipScale(int inputs, double max_norm) {
+  std::vector<std::string> lbns;
+  for (int i = 0; i < inputs; ++i) lbns.push_back("g" + std::to_string(i));
+  return OpConfBuilder("clip_scale", "clip").Input("in", lbns).Output("out")
+      .Attr("max_norm", max_norm).Build();
+}
+
+double RunClip(const OpConf& op, TensorMap* env) {
+  StatusOr<TensorMap> out = RunOp(op, env);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? out->at("clip/out_0").data<double>()[0] : -1.0;
+}
+
+TEST(ClipScaleTest, GlobalNormOverAllInputs) {
+  TensorMap env;
+  env["g0"] = Vector({3.0, 4.0});
+  env["g1"] = Vector({12.0});
+  env["g2"] = Vector({});
+  EXPECT_DOUBLE_EQ(RunClip(ClipScale(3, 6.5), &env), 6.5 / (13.0 + 1e-6));  // norm 13
+  EXPECT_EQ(RunClip(ClipScale(3, 100.0), &env), 1.0);
+  env["g0"] = Vector({0.0, 0.0});
+  env["g1"] = Vector({0.0});
+  EXPECT_EQ(RunClip(ClipScale(3, 0.5), &env), 1.0);
+}
+
+TEST(ClipScaleTest, ClippedSgdStepHasNormMaxNorm) {
+  TensorMap env;
+  env["g0"] = Vector({30.0, 40.0});  // norm 50
+  const double scale = RunClip(ClipScale(1, 5.0), &env);
+  env["w"] = Vector({0.0, 0.0});
+  env["s"] = Scalar(scale);
+  env["g"] = env.at("g0").Clone();
+  ASSERT_TRUE(RunOp(Sgd(1.0, 0.0, true), &env).ok());
+  std::vector<double> w = Values(env, "w");
+  EXPECT_NEAR(std::hypot(w[0], w[1]), 5.0, 1e-6);
+  EXPECT_NEAR(w[0], -3.0, 1e-6);
+}
+
+TEST(ClipScaleTest, NonFiniteNormIsAnErrorNamingTheInput) {
+  TensorMap env;
+  env["g0"] = Vector({1.0});
+  env["g1"] = Vector({std::nan("")});
+  StatusOr<TensorMap> out = RunOp(ClipScale(2, 1.0), &env);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("in[1]"), std::string::npos) << out.status();
+}
+
+}  // namespace
+}  // namespace oflite
