@@ -1,0 +1,713 @@
+#include "oneflow_lite/api/graph.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+
+#include "oneflow_lite/api/autodiff.h"
+#include "oneflow_lite/api/job_util.h"
+#include "oneflow_lite/common/version.h"
+#include "oneflow_lite/ops/op_builder.h"
+#include "oneflow_lite/ops/op_def.h"
+
+namespace oflite {
+namespace {
+
+bool IsFloating(DataType dtype) { return dtype == DT_FLOAT || dtype == DT_DOUBLE; }
+
+bool FileExists(const std::string& path) {
+  struct stat info;
+  return stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode);
+}
+
+std::string DescribeInputs(const OpConf& op, const std::map<std::string, TensorDesc>& descs) {
+  std::string out;
+  for (const ArgProto& arg : op.input()) {
+    for (int i = 0; i < arg.lbn_size(); ++i) {
+      auto it = descs.find(arg.lbn(i));
+      if (!out.empty()) out += ", ";
+      out += arg.name() + (arg.lbn_size() > 1 ? "[" + std::to_string(i) + "]" : "") + "=" +
+             (it == descs.end() ? "?" : it->second.ToString());
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Graph::Graph(std::string name, int64_t seed) : name_(std::move(name)), seed_(seed) {
+  default_placement_ = Placement().proto();
+}
+
+void Graph::RecordError(const Status& status) {
+  if (status_.ok() && !status.ok()) status_ = status.WithContext("graph '" + name_ + "'");
+}
+
+// ---- Configuration ---------------------------------------------------------
+
+void Graph::SetPlacement(const Placement& placement) { default_placement_ = placement.proto(); }
+
+void Graph::SetPlacement(const StatusOr<Placement>& placement) {
+  if (!placement.ok()) return RecordError(placement.status());
+  SetPlacement(*placement);
+}
+
+Graph::PlacementScope::PlacementScope(Graph* graph, bool restore, PlacementProto previous,
+                                      bool had_previous)
+    : graph_(graph), restore_(restore), previous_(std::move(previous)), had_previous_(had_previous) {}
+
+Graph::PlacementScope::PlacementScope(PlacementScope&& other) noexcept
+    : graph_(other.graph_),
+      restore_(other.restore_),
+      previous_(std::move(other.previous_)),
+      had_previous_(other.had_previous_) {
+  other.restore_ = false;
+}
+
+Graph::PlacementScope::~PlacementScope() {
+  if (!restore_) return;
+  graph_->has_scope_placement_ = had_previous_;
+  graph_->scope_placement_ = previous_;
+}
+
+Graph::PlacementScope Graph::WithPlacement(const Placement& placement) {
+  PlacementScope scope(this, true, scope_placement_, has_scope_placement_);
+  has_scope_placement_ = true;
+  scope_placement_ = placement.proto();
+  return scope;
+}
+
+Graph::PlacementScope Graph::WithPlacement(const StatusOr<Placement>& placement) {
+  if (!placement.ok()) {
+    RecordError(placement.status());
+    return PlacementScope(this, false, PlacementProto(), false);
+  }
+  return WithPlacement(*placement);
+}
+
+void Graph::HintSbp(const Tensor& tensor, const SbpParallel& sbp) {
+  NdSbp nd;
+  *nd.add_sbp() = sbp;
+  HintSbp(tensor, nd);
+}
+
+void Graph::HintSbp(const Tensor& tensor, const NdSbp& sbp) {
+  if (!ok() || !CheckInputs("HintSbp", {&tensor})) return;
+  std::string op_name, arg;
+  OpConf* op = SplitLbn(tensor.lbn, &op_name, &arg) ? FindMutableOp(&job_, op_name) : nullptr;
+  if (op == nullptr) {
+    return RecordError(NotFoundError("HintSbp: tensor '", tensor.lbn, "' is not in this graph"));
+  }
+  int flat_index = 0, found = -1;
+  for (const ArgProto& output : op->output()) {
+    for (const std::string& lbn : output.lbn()) {
+      if (lbn == tensor.lbn) found = flat_index;
+      ++flat_index;
+    }
+  }
+  CHECK_GE(found, 0) << tensor.lbn;
+  while (op->output_sbp_hint_size() < flat_index) op->add_output_sbp_hint();
+  *op->mutable_output_sbp_hint(found) = sbp;
+}
+
+void Graph::SetIterations(int64_t iterations) {
+  if (iterations < 0) {
+    return RecordError(InvalidArgumentError("SetIterations: negative count ", iterations));
+  }
+  iterations_ = iterations;
+}
+
+void Graph::SetEpochs(int64_t epochs) {
+  if (epochs <= 0) return RecordError(InvalidArgumentError("SetEpochs: want > 0, got ", epochs));
+  epochs_ = epochs;
+}
+
+void Graph::AddMetric(const std::string& name, const Tensor& scalar) {
+  if (!ok() || !CheckInputs("AddMetric '" + name + "'", {&scalar})) return;
+  if (name == "loss" || name.empty()) {
+    return RecordError(InvalidArgumentError("metric name '", name,
+                                            "' is reserved (Minimize reports the loss)"));
+  }
+  if (scalar.desc.shape.elem_count() != 1) {
+    return RecordError(InvalidArgumentError("metric '", name, "' must be a scalar, got ",
+                                            scalar.desc.ToString()));
+  }
+  for (const auto& [existing, lbn] : metrics_) {
+    if (existing == name) {
+      return RecordError(AlreadyExistsError("metric name '", name, "' is already used"));
+    }
+  }
+  metrics_.emplace_back(name, scalar.lbn);
+}
+
+// ---- Op emission -------------------------------------------------------------
+
+bool Graph::CheckInputs(const std::string& what, const std::vector<const Tensor*>& inputs) {
+  for (const Tensor* tensor : inputs) {
+    if (!tensor->valid()) {
+      RecordError(InvalidArgumentError(what, ": an input tensor is invalid (default-constructed)"));
+      return false;
+    }
+    if (!descs_.count(tensor->lbn)) {
+      RecordError(NotFoundError(what, ": tensor '", tensor->lbn, "' is not in this graph"));
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string Graph::LayerName(const std::string& kind, const std::string& requested) {
+  if (requested.empty()) return MakeUniqueName(kind, &used_names_);
+  if (!used_names_.insert(requested).second) {
+    RecordError(AlreadyExistsError("name '", requested, "' is already used"));
+  }
+  return requested;
+}
+
+std::string Graph::OpName(const std::string& base) { return MakeUniqueName(base, &used_names_); }
+
+std::vector<Tensor> Graph::Emit(OpConf op) {
+  if (!ok()) return {};
+  if (op.name().empty()) op.set_name(OpName(op.op_type()));
+  used_names_.insert(op.name());
+  for (ArgProto& arg : *op.mutable_output()) {
+    if (arg.lbn_size() == 0) arg.add_lbn();
+    for (int i = 0; i < arg.lbn_size(); ++i) arg.set_lbn(i, OutputLbn(op.name(), arg.name(), i));
+  }
+  if (has_scope_placement_ && !op.has_placement()) *op.mutable_placement() = scope_placement_;
+  StatusOr<const OpDef*> def = LookupOpDef(op.op_type(), op.name());
+  if (!def.ok()) {
+    RecordError(def.status());
+    return {};
+  }
+  op.clear_mutable_input();
+  for (const std::string& arg : (*def)->mutable_inputs) op.add_mutable_input(arg);
+  Status status = InferAndRecord(op, &descs_);
+  if (!status.ok()) {
+    RecordError(Status(status.code(),
+                       status.message() + " [inputs: " + DescribeInputs(op, descs_) + "]"));
+    return {};
+  }
+  std::vector<Tensor> outputs;
+  for (const ArgProto& arg : op.output()) {
+    for (const std::string& lbn : arg.lbn()) outputs.push_back(Tensor{lbn, descs_.at(lbn)});
+  }
+  *job_.add_op() = std::move(op);
+  return outputs;
+}
+
+Tensor Graph::EmitOne(OpConf op) {
+  std::vector<Tensor> outputs = Emit(std::move(op));
+  return outputs.empty() ? Tensor() : outputs.front();
+}
+
+std::vector<Tensor> Graph::AddOp(OpConf op) {
+  if (!ok()) return {};
+  for (const ArgProto& arg : op.input()) {
+    for (const std::string& lbn : arg.lbn()) {
+      if (!descs_.count(lbn)) {
+        RecordError(NotFoundError("op '", op.name(), "' (", op.op_type(), "): input '",
+                                  arg.name(), "' reads '", lbn, "', not a blob of this graph"));
+        return {};
+      }
+    }
+  }
+  if (!op.name().empty() && used_names_.count(op.name())) {
+    RecordError(AlreadyExistsError("op name '", op.name(), "' is already used"));
+    return {};
+  }
+  return Emit(std::move(op));
+}
+
+Tensor Graph::Unary(const std::string& op_type, const std::string& input_arg, const Tensor& x,
+                    const std::string& output_arg) {
+  if (!ok() || !CheckInputs(op_type, {&x})) return {};
+  return EmitOne(OpConfBuilder(op_type, OpName(op_type)).Input(input_arg, x.lbn).Output(output_arg).Build());
+}
+
+Tensor Graph::MakeParameter(const std::string& name, const Shape& shape, DataType dtype,
+                            const Initializer& init) {
+  return EmitOne(MakeVariableOp(OpName(name), TensorDesc(shape, dtype), init,
+                                /*trainable=*/true, NextSeed()));
+}
+
+// ---- Sources -------------------------------------------------------------------
+
+Tensor Graph::Variable(const std::string& name, const Shape& shape, const VariableOptions& options) {
+  if (!ok()) return {};
+  const std::string op_name = LayerName("variable", name);
+  return EmitOne(MakeVariableOp(op_name, TensorDesc(shape, options.dtype), options.initializer,
+                                options.trainable, NextSeed()));
+}
+
+Batch Graph::FashionMnist(const std::string& path, int64_t batch_size, const SbpParallel& sbp,
+                          const FashionMnistOptions& options) {
+  if (!ok()) return {};
+  if (options.split != "train" && options.split != "test") {
+    RecordError(InvalidArgumentError("FashionMnist: split must be \"train\" or \"test\", got \"",
+                                     options.split, "\""));
+    return {};
+  }
+  if (options.check_path) {
+    const std::string prefix = options.split == "train" ? "train" : "t10k";
+    for (const char* kind : {"-images-idx3-ubyte", "-labels-idx1-ubyte"}) {
+      const std::string file = path + "/" + prefix + kind;
+      if (!FileExists(file) && !FileExists(file + ".gz")) {
+        RecordError(NotFoundError("FashionMnist: dataset path '", path, "' has no '", prefix,
+                                  kind, "[.gz]' (install dataset-fashion-mnist?)"));
+        return {};
+      }
+    }
+  }
+  const std::string name = LayerName("fashion_mnist", options.name);
+  std::vector<Tensor> outputs = Emit(OpConfBuilder("fashion_mnist", name)
+                                         .Output("image")
+                                         .Output("label")
+                                         .Attr("path", path)
+                                         .Attr("split", options.split)
+                                         .Attr("batch_size", batch_size)
+                                         .Attr("shuffle", options.shuffle)
+                                         .Attr("seed", NextSeed())
+                                         .Attr("mean", options.mean)
+                                         .Attr("std", options.std)
+                                         .Attr("flatten", options.flatten)
+                                         .Build());
+  if (outputs.size() != 2) return {};
+  Batch batch{outputs[0], outputs[1]};
+  HintSbp(batch.image, sbp);
+  HintSbp(batch.label, sbp);
+  if (batch_size_ == 0) batch_size_ = batch_size;
+  if (options.split == "train" && train_source_size_ == 0) {
+    train_source_size_ = kFashionMnistTrainSize;
+    train_batch_size_ = batch_size;
+  }
+  return batch;
+}
+
+Batch Graph::RandomBatch(const Shape& image_shape, int64_t num_classes, const SbpParallel& sbp,
+                         const std::string& name) {
+  if (!ok()) return {};
+  std::vector<Tensor> outputs = Emit(OpConfBuilder("random_batch", LayerName("random_batch", name))
+                                         .Output("image")
+                                         .Output("label")
+                                         .Attr("shape", image_shape)
+                                         .Attr("num_classes", num_classes)
+                                         .Attr("seed", NextSeed())
+                                         .Build());
+  if (outputs.size() != 2) return {};
+  Batch batch{outputs[0], outputs[1]};
+  HintSbp(batch.image, sbp);
+  HintSbp(batch.label, sbp);
+  if (batch_size_ == 0 && image_shape.rank() > 0) batch_size_ = image_shape.dim(0);
+  return batch;
+}
+
+// ---- Layers --------------------------------------------------------------------
+
+Tensor Graph::Dense(const Tensor& x, int64_t units, const DenseOptions& options) {
+  if (!ok() || !CheckInputs("Dense", {&x})) return {};
+  const std::string layer = LayerName("dense", options.name);
+  if (x.rank() < 2 || units <= 0) {
+    RecordError(InvalidArgumentError("dense '", layer, "': want an input of rank >= 2 and units > 0, got ",
+                                     x.desc.ToString(), " and units ", units));
+    return {};
+  }
+  Tensor in = x;
+  if (x.rank() > 2) {
+    in = EmitOne(OpConfBuilder("flatten", OpName(layer + "-flatten"))
+                     .Input("x", x.lbn)
+                     .Output("y")
+                     .Attr("start_dim", int64_t{1})
+                     .Attr("end_dim", int64_t{-1})
+                     .Build());
+    if (!in.valid()) return {};
+  }
+  const Shape want_weight{in.shape().dim(1), units};
+  Tensor weight = options.weight;
+  if (weight.valid()) {
+    if (!CheckInputs("dense '" + layer + "' weight", {&weight})) return {};
+    if (weight.shape() != want_weight) {
+      RecordError(InvalidArgumentError("dense '", layer, "': input ", in.desc.ToString(),
+                                       " does not match the shared weight ",
+                                       weight.desc.ToString(), " (want ", want_weight,
+                                       ")"));
+      return {};
+    }
+  } else {
+    weight = MakeParameter(layer + "-weight", want_weight, x.dtype(), options.weight_init);
+  }
+  Tensor y = EmitOne(OpConfBuilder("matmul", OpName(layer + "-matmul"))
+                         .Input("a", in.lbn)
+                         .Input("b", weight.lbn)
+                         .Output("out")
+                         .Attr("transpose_a", false)
+                         .Attr("transpose_b", false)
+                         .Attr("alpha", 1.0)
+                         .Build());
+  if (!options.use_bias || !y.valid()) return y;
+  Tensor bias = options.bias.valid()
+                    ? options.bias
+                    : MakeParameter(layer + "-bias", Shape{units}, x.dtype(), options.bias_init);
+  if (!ok() || !CheckInputs("dense '" + layer + "' bias", {&bias})) return {};
+  return EmitOne(OpConfBuilder("bias_add", OpName(layer + "-bias_add"))
+                     .Input("a", y.lbn)
+                     .Input("b", bias.lbn)
+                     .Output("out")
+                     .Attr("axis", int64_t{1})
+                     .Build());
+}
+
+Tensor Graph::Conv2d(const Tensor& x, int64_t filters, int64_t kernel_size,
+                     const Conv2dOptions& options) {
+  if (!ok() || !CheckInputs("Conv2d", {&x})) return {};
+  const std::string layer = LayerName("conv2d", options.name);
+  if (x.rank() != 4 || filters <= 0 || kernel_size <= 0) {
+    RecordError(InvalidArgumentError("conv2d '", layer, "': want x [N, C, H, W], filters > 0, kernel > 0; got ",
+                                     x.desc.ToString(), ", filters ", filters, ", kernel ",
+                                     kernel_size));
+    return {};
+  }
+  Tensor weight = MakeParameter(layer + "-weight", Shape{filters, x.shape().dim(1), kernel_size, kernel_size},
+                                x.dtype(), options.weight_init);
+  Tensor y = EmitOne(OpConfBuilder("conv2d", OpName(layer + "-conv"))
+                         .Input("x", x.lbn)
+                         .Input("weight", weight.lbn)
+                         .Output("y")
+                         .Attr("strides", options.strides)
+                         .Attr("padding", options.padding)
+                         .Attr("dilations", options.dilations)
+                         .Build());
+  if (!options.use_bias || !y.valid()) return y;
+  Tensor bias = MakeParameter(layer + "-bias", Shape{filters}, x.dtype(), options.bias_init);
+  return EmitOne(OpConfBuilder("bias_add", OpName(layer + "-bias_add"))
+                     .Input("a", y.lbn)
+                     .Input("b", bias.lbn)
+                     .Output("out")
+                     .Attr("axis", int64_t{1})
+                     .Build());
+}
+
+Tensor Graph::Pool(const std::string& op_type, const Tensor& x, int64_t kernel_size,
+                   const Pool2dOptions& options) {
+  if (!ok() || !CheckInputs(op_type, {&x})) return {};
+  const std::string layer = LayerName(op_type, options.name);
+  std::vector<int64_t> strides = options.strides;
+  if (strides.empty()) strides = {kernel_size, kernel_size};
+  return EmitOne(OpConfBuilder(op_type, layer)
+                     .Input("x", x.lbn)
+                     .Output("y")
+                     .Attr("kernel_size", std::vector<int64_t>{kernel_size, kernel_size})
+                     .Attr("strides", strides)
+                     .Attr("padding", options.padding)
+                     .Build());
+}
+
+Tensor Graph::MaxPool2d(const Tensor& x, int64_t kernel_size, const Pool2dOptions& options) {
+  return Pool("max_pool2d", x, kernel_size, options);
+}
+
+Tensor Graph::AvgPool2d(const Tensor& x, int64_t kernel_size, const Pool2dOptions& options) {
+  return Pool("avg_pool2d", x, kernel_size, options);
+}
+
+Tensor Graph::LayerNorm(const Tensor& x, const LayerNormOptions& options) {
+  if (!ok() || !CheckInputs("LayerNorm", {&x})) return {};
+  const std::string layer = LayerName("layer_norm", options.name);
+  int64_t begin = options.begin_norm_axis < 0 ? options.begin_norm_axis + x.rank()
+                                              : options.begin_norm_axis;
+  if (begin < 0 || begin >= x.rank()) {
+    RecordError(InvalidArgumentError("layer_norm '", layer, "': begin_norm_axis ",
+                                     options.begin_norm_axis, " is out of range for ",
+                                     x.desc.ToString()));
+    return {};
+  }
+  Shape param_shape(std::vector<int64_t>(x.shape().dims().begin() + begin, x.shape().dims().end()));
+  Tensor gamma = MakeParameter(layer + "-gamma", param_shape, x.dtype(), Initializer::Ones());
+  Tensor beta = MakeParameter(layer + "-beta", param_shape, x.dtype(), Initializer::Zeros());
+  if (!ok()) return {};
+  return EmitOne(OpConfBuilder("layer_norm", OpName(layer + "-norm"))
+                     .Input("x", x.lbn)
+                     .Input("gamma", gamma.lbn)
+                     .Input("beta", beta.lbn)
+                     .Output("y")
+                     .Output("mean")
+                     .Output("inv_variance")
+                     .Attr("begin_norm_axis", options.begin_norm_axis)
+                     .Attr("epsilon", options.epsilon)
+                     .Build());
+}
+
+Tensor Graph::Embedding(const Tensor& indices, int64_t vocab_size, int64_t dim,
+                        const EmbeddingOptions& options) {
+  if (!ok() || !CheckInputs("Embedding", {&indices})) return {};
+  const std::string layer = LayerName("embedding", options.name);
+  Tensor weight = MakeParameter(layer + "-weight", Shape{vocab_size, dim}, DT_FLOAT, options.initializer);
+  if (!ok()) return {};
+  return EmitOne(OpConfBuilder("embedding", OpName(layer + "-lookup"))
+                     .Input("weight", weight.lbn)
+                     .Input("indices", indices.lbn)
+                     .Output("out")
+                     .Build());
+}
+
+Tensor Graph::Dropout(const Tensor& x, double rate, const std::string& name) {
+  if (!ok() || !CheckInputs("Dropout", {&x})) return {};
+  return EmitOne(OpConfBuilder("dropout", LayerName("dropout", name))
+                     .Input("x", x.lbn)
+                     .Output("y")
+                     .Output("mask")
+                     .Attr("rate", rate)
+                     .Attr("seed", NextSeed())
+                     .Build());
+}
+
+Tensor Graph::Flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
+  if (!ok() || !CheckInputs("Flatten", {&x})) return {};
+  return EmitOne(OpConfBuilder("flatten", OpName("flatten"))
+                     .Input("x", x.lbn)
+                     .Output("y")
+                     .Attr("start_dim", start_dim)
+                     .Attr("end_dim", end_dim)
+                     .Build());
+}
+
+// ---- Activations and math ---------------------------------------------------
+
+Tensor Graph::Relu(const Tensor& x) { return Unary("relu", "x", x, "y"); }
+Tensor Graph::Sigmoid(const Tensor& x) { return Unary("sigmoid", "x", x, "y"); }
+Tensor Graph::Tanh(const Tensor& x) { return Unary("tanh", "x", x, "y"); }
+Tensor Graph::Gelu(const Tensor& x) { return Unary("gelu", "x", x, "y"); }
+Tensor Graph::Identity(const Tensor& x) { return Unary("identity", "in", x, "out"); }
+
+Tensor Graph::Softmax(const Tensor& x, int64_t axis) {
+  if (!ok() || !CheckInputs("Softmax", {&x})) return {};
+  return EmitOne(OpConfBuilder("softmax", OpName("softmax")).Input("x", x.lbn).Output("y").Attr("axis", axis).Build());
+}
+
+Tensor Graph::LogSoftmax(const Tensor& x, int64_t axis) {
+  if (!ok() || !CheckInputs("LogSoftmax", {&x})) return {};
+  return EmitOne(OpConfBuilder("log_softmax", OpName("log_softmax")).Input("x", x.lbn).Output("y").Attr("axis", axis).Build());
+}
+
+Tensor Graph::MatMul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b,
+                     double alpha) {
+  if (!ok() || !CheckInputs("MatMul", {&a, &b})) return {};
+  return EmitOne(OpConfBuilder("matmul", OpName("matmul"))
+                     .Input("a", a.lbn)
+                     .Input("b", b.lbn)
+                     .Output("out")
+                     .Attr("transpose_a", transpose_a)
+                     .Attr("transpose_b", transpose_b)
+                     .Attr("alpha", alpha)
+                     .Build());
+}
+
+Tensor Graph::BiasAdd(const Tensor& a, const Tensor& bias, int64_t axis) {
+  if (!ok() || !CheckInputs("BiasAdd", {&a, &bias})) return {};
+  return EmitOne(OpConfBuilder("bias_add", OpName("bias_add"))
+                     .Input("a", a.lbn)
+                     .Input("b", bias.lbn)
+                     .Output("out")
+                     .Attr("axis", axis)
+                     .Build());
+}
+
+Tensor Graph::Add(const Tensor& a, const Tensor& b) { return AddN({a, b}); }
+
+Tensor Graph::AddN(const std::vector<Tensor>& inputs) {
+  std::vector<const Tensor*> pointers;
+  std::vector<std::string> lbns;
+  for (const Tensor& t : inputs) {
+    pointers.push_back(&t);
+    lbns.push_back(t.lbn);
+  }
+  if (!ok() || !CheckInputs("Add", pointers)) return {};
+  return EmitOne(OpConfBuilder("add", OpName("add")).Input("in", lbns).Output("out").Build());
+}
+
+namespace {
+OpConf Binary(const std::string& type, const std::string& name, const Tensor& x, const Tensor& y) {
+  return OpConfBuilder(type, name).Input("x", x.lbn).Input("y", y.lbn).Output("out").Build();
+}
+}  // namespace
+
+Tensor Graph::Sub(const Tensor& x, const Tensor& y) {
+  if (!ok() || !CheckInputs("Sub", {&x, &y})) return {};
+  return EmitOne(Binary("sub", OpName("sub"), x, y));
+}
+
+Tensor Graph::Mul(const Tensor& x, const Tensor& y) {
+  if (!ok() || !CheckInputs("Mul", {&x, &y})) return {};
+  return EmitOne(Binary("mul", OpName("mul"), x, y));
+}
+
+Tensor Graph::Div(const Tensor& x, const Tensor& y) {
+  if (!ok() || !CheckInputs("Div", {&x, &y})) return {};
+  return EmitOne(Binary("div", OpName("div"), x, y));
+}
+
+Tensor Graph::ScalarAdd(const Tensor& x, double value) {
+  if (!ok() || !CheckInputs("ScalarAdd", {&x})) return {};
+  return EmitOne(OpConfBuilder("scalar_add", OpName("scalar_add")).Input("in", x.lbn).Output("out").Attr("value", value).Build());
+}
+
+Tensor Graph::ScalarMul(const Tensor& x, double value) {
+  if (!ok() || !CheckInputs("ScalarMul", {&x})) return {};
+  return EmitOne(OpConfBuilder("scalar_mul", OpName("scalar_mul")).Input("in", x.lbn).Output("out").Attr("value", value).Build());
+}
+
+Tensor Graph::Pow(const Tensor& x, double exponent) {
+  if (!ok() || !CheckInputs("Pow", {&x})) return {};
+  return EmitOne(OpConfBuilder("scalar_pow", OpName("scalar_pow")).Input("in", x.lbn).Output("out").Attr("exponent", exponent).Build());
+}
+
+Tensor Graph::ReduceSum(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
+  if (!ok() || !CheckInputs("ReduceSum", {&x})) return {};
+  return EmitOne(OpConfBuilder("reduce_sum", OpName("reduce_sum"))
+                     .Input("x", x.lbn).Output("y").Attr("axis", axes).Attr("keepdims", keepdims).Build());
+}
+
+Tensor Graph::ReduceMean(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
+  if (!ok() || !CheckInputs("ReduceMean", {&x})) return {};
+  return EmitOne(OpConfBuilder("reduce_mean", OpName("reduce_mean"))
+                     .Input("x", x.lbn).Output("y").Attr("axis", axes).Attr("keepdims", keepdims).Build());
+}
+
+Tensor Graph::Reshape(const Tensor& x, const Shape& shape) {
+  if (!ok() || !CheckInputs("Reshape", {&x})) return {};
+  return EmitOne(OpConfBuilder("reshape", OpName("reshape")).Input("x", x.lbn).Output("y").Attr("shape", shape).Build());
+}
+
+Tensor Graph::Transpose(const Tensor& x, const std::vector<int64_t>& perm) {
+  if (!ok() || !CheckInputs("Transpose", {&x})) return {};
+  return EmitOne(OpConfBuilder("transpose", OpName("transpose")).Input("x", x.lbn).Output("y").Attr("perm", perm).Build());
+}
+
+Tensor Graph::Concat(const std::vector<Tensor>& inputs, int64_t axis) {
+  std::vector<const Tensor*> pointers;
+  std::vector<std::string> lbns;
+  for (const Tensor& t : inputs) {
+    pointers.push_back(&t);
+    lbns.push_back(t.lbn);
+  }
+  if (!ok() || !CheckInputs("Concat", pointers)) return {};
+  return EmitOne(OpConfBuilder("concat", OpName("concat")).Input("in", lbns).Output("out").Attr("axis", axis).Build());
+}
+
+Tensor Graph::Slice(const Tensor& x, const std::vector<int64_t>& start,
+                    const std::vector<int64_t>& stop, const std::vector<int64_t>& step) {
+  if (!ok() || !CheckInputs("Slice", {&x})) return {};
+  return EmitOne(OpConfBuilder("slice", OpName("slice"))
+                     .Input("x", x.lbn).Output("y").Attr("start", start).Attr("stop", stop).Attr("step", step).Build());
+}
+
+Tensor Graph::Cast(const Tensor& x, DataType dtype) {
+  if (!ok() || !CheckInputs("Cast", {&x})) return {};
+  return EmitOne(OpConfBuilder("cast", OpName("cast")).Input("in", x.lbn).Output("out").Attr("dtype", dtype).Build());
+}
+
+// ---- Losses and metrics ------------------------------------------------------
+
+Tensor Graph::SparseSoftmaxCrossEntropy(const Tensor& logits, const Tensor& labels) {
+  if (!ok() || !CheckInputs("SparseSoftmaxCrossEntropy", {&logits, &labels})) return {};
+  const std::string layer = LayerName("cross_entropy", "");
+  std::vector<Tensor> outputs = Emit(OpConfBuilder("sparse_softmax_cross_entropy", layer)
+                                         .Input("prediction", logits.lbn)
+                                         .Input("label", labels.lbn)
+                                         .Output("prob")
+                                         .Output("out")
+                                         .Build());
+  if (outputs.size() != 2) return {};
+  return EmitOne(OpConfBuilder("reduce_mean", OpName(layer + "-mean"))
+                     .Input("x", outputs[1].lbn)
+                     .Output("y")
+                     .Attr("axis", std::vector<int64_t>{})
+                     .Attr("keepdims", false)
+                     .Build());
+}
+
+Tensor Graph::MeanSquaredError(const Tensor& prediction, const Tensor& target) {
+  Tensor diff = Sub(prediction, target);
+  return ReduceMean(Mul(diff, diff));
+}
+
+Tensor Graph::Accuracy(const Tensor& logits, const Tensor& labels) {
+  if (!ok() || !CheckInputs("Accuracy", {&logits, &labels})) return {};
+  return EmitOne(OpConfBuilder("accuracy", LayerName("accuracy", ""))
+                     .Input("prediction", logits.lbn)
+                     .Input("label", labels.lbn)
+                     .Output("out")
+                     .Build());
+}
+
+// ---- Training and Build ------------------------------------------------------
+
+void Graph::Minimize(const Tensor& loss, const Optimizer& optimizer,
+                     const MinimizeOptions& options) {
+  if (!ok() || !CheckInputs("Minimize", {&loss})) return;
+  if (is_train_) return RecordError(FailedPreconditionError("Minimize called twice"));
+  if (!IsFloating(loss.dtype()) || loss.desc.shape.elem_count() != 1) {
+    return RecordError(InvalidArgumentError("Minimize: the loss '", loss.lbn,
+                                            "' must be a floating scalar, got ",
+                                            loss.desc.ToString(),
+                                            " (reduce it, e.g. with ReduceMean)"));
+  }
+  is_train_ = true;
+  loss_lbn_ = loss.lbn;
+  optimizer_ = MakeOptimizerConf(optimizer, options);
+}
+
+StatusOr<int64_t> Graph::TotalIterations() const {
+  if (iterations_ >= 0) return iterations_;
+  if (epochs_ > 0 && train_source_size_ == 0) {
+    return FailedPreconditionError("graph '", name_,
+                                   "': SetEpochs needs a Fashion-MNIST training source; use "
+                                   "SetIterations");
+  }
+  if (train_source_size_ == 0) return int64_t{0};
+  int64_t epochs = epochs_ > 0 ? epochs_ : 1;
+  return epochs * train_source_size_ / train_batch_size_;
+}
+
+StatusOr<Job> Graph::BuildForward() const {
+  RETURN_IF_ERROR(status_);
+  ASSIGN_OR_RETURN(int64_t total_iters, TotalIterations());
+  Job job = job_;
+  job.set_version(kJobVersion);
+  JobConf* conf = job.mutable_conf();
+  conf->set_name(name_);
+  conf->set_seed(seed_);
+  *conf->mutable_default_placement() = default_placement_;
+  conf->set_is_train(is_train_);
+  conf->set_total_iters(total_iters);
+  conf->set_batch_size(batch_size_);
+  TrainConf* train = conf->mutable_train();
+  if (is_train_) {
+    train->set_loss_lbn(loss_lbn_);
+    *train->mutable_optimizer() = optimizer_;
+    train->mutable_optimizer()->mutable_lr()->set_total_iters(total_iters);
+    ArgProto* metric = train->add_metric();
+    metric->set_name("loss");
+    metric->add_lbn(loss_lbn_);
+  }
+  for (const auto& [name, lbn] : metrics_) {
+    ArgProto* metric = train->add_metric();
+    metric->set_name(name);
+    metric->add_lbn(lbn);
+  }
+  SetBlobDescs(descs_, &job);
+  return job;
+}
+
+StatusOr<Job> Graph::Build() const {
+  ASSIGN_OR_RETURN(Job job, BuildForward());
+  if (!is_train_) return job;
+  const std::string where = "graph '" + name_ + "'";
+  StatusOr<AutodiffResult> autodiff = Autodiff(job);
+  if (!autodiff.ok()) return autodiff.status().WithContext(where);
+  StatusOr<Job> trained = AddOptimizerOps(autodiff->job, autodiff->variable_grads);
+  if (!trained.ok()) return trained.status().WithContext(where);
+  return trained;
+}
+
+}  // namespace oflite
