@@ -1,0 +1,98 @@
+// Checkpoints: saving and loading named variables (logical tensors) to a
+// directory. Format: docs/checkpoint_format.md (constants in this header).
+//
+// Layout of a checkpoint directory:
+//   <dir>/<escaped name>.var   one file per variable: a versioned header
+//                              (magic, version, dtype, shape, byte count,
+//                              CRC-32 of the data, CRC-32 of the header),
+//                              then the raw little-endian data
+//   <dir>/MANIFEST             text: format version, iteration, one line per
+//                              variable (name, file, dtype, shape, bytes,
+//                              CRC-32), and an end marker with the count
+// Names are escaped for file names: bytes outside [A-Za-z0-9._-] become %XX.
+//
+// Crash safety: SaveVariables first removes an existing MANIFEST, writes each
+// file to a temporary name, fsyncs and renames it, and writes the MANIFEST
+// the same way last, then fsyncs the directory. A directory without a
+// MANIFEST is never a checkpoint, so a half-written save is never loaded;
+// a file changed after its MANIFEST line was written fails its CRC.
+//
+// Loading checks everything: the MANIFEST's syntax and version, each
+// requested variable's presence, its dtype and shape against the caller's
+// expectation, the file's size, header, and both checksums. Errors are
+// Status values naming the variable and the file (NotFound, InvalidArgument
+// for a mismatch with the expectation, DataLoss for corruption).
+//
+// Blocking file I/O on the calling thread. Functions are thread-safe for
+// distinct directories; concurrent saves to one directory are not supported.
+// Little-endian hosts only (checked at compile time).
+#ifndef ONEFLOW_LITE_CHECKPOINT_CHECKPOINT_H_
+#define ONEFLOW_LITE_CHECKPOINT_CHECKPOINT_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "oneflow_lite/common/host_tensor.h"
+#include "oneflow_lite/common/status.h"
+#include "oneflow_lite/common/tensor.h"
+
+namespace oflite {
+
+inline constexpr char kCheckpointManifestName[] = "MANIFEST";
+inline constexpr char kCheckpointManifestMagic[] = "oflite-checkpoint";
+inline constexpr char kVariableFileMagic[4] = {'O', 'F', 'L', 'V'};
+inline constexpr uint32_t kCheckpointVersion = 1;
+inline constexpr char kVariableFileSuffix[] = ".var";
+
+struct CheckpointEntry {
+  std::string name;  // the variable name (unescaped)
+  std::string file;  // file name inside the directory
+  TensorDesc desc;
+  uint64_t byte_count = 0;
+  uint32_t crc32 = 0;  // CRC-32 (zlib) of the data
+};
+
+struct CheckpointManifest {
+  uint32_t version = kCheckpointVersion;
+  int64_t iteration = 0;
+  std::vector<CheckpointEntry> variables;  // sorted by name
+};
+
+// Saves `variables` (name -> view of the data; the memory must stay valid and
+// unchanged during the call) and `iteration` into `dir`, creating it (and
+// missing parents) if needed. Replaces a previous checkpoint in `dir`.
+Status SaveVariables(const std::string& dir, int64_t iteration,
+                     const std::map<std::string, Blob>& variables);
+Status SaveVariables(const std::string& dir, int64_t iteration,
+                     const std::map<std::string, HostTensor>& variables);
+
+// True when `dir` holds a MANIFEST (a complete save).
+bool IsCheckpoint(const std::string& dir);
+
+// Reads and validates `dir`/MANIFEST.
+StatusOr<CheckpointManifest> ReadCheckpointManifest(const std::string& dir);
+
+struct LoadedVariables {
+  int64_t iteration = 0;
+  std::map<std::string, HostTensor> tensors;
+};
+
+// Loads the variables named in `expected` (name -> the desc the caller
+// needs); variables in the checkpoint but not in `expected` are ignored.
+StatusOr<LoadedVariables> LoadVariables(const std::string& dir,
+                                        const std::map<std::string, TensorDesc>& expected);
+
+// Loads straight into caller-owned memory: each target blob's desc is the
+// expectation. Returns the checkpoint's iteration. On error some targets may
+// have been written.
+StatusOr<int64_t> LoadVariablesInto(const std::string& dir,
+                                    const std::map<std::string, Blob>& targets);
+
+// The file name used for a variable ("dense1/weight" -> "dense1%2Fweight.var").
+std::string VariableFileName(const std::string& name);
+
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_CHECKPOINT_CHECKPOINT_H_
