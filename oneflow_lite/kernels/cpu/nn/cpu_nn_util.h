@@ -1,0 +1,45 @@
+// Small helpers for the CPU nn kernels: a typed GEMM over OpenBLAS, index
+// reading for int32/int64 label and index blobs, and the registration macro
+// for the float32 + float64 kernel pair.
+//
+// Stateless and thread-safe. Gemm follows BLAS semantics on row-major
+// matrices: C[M, N] = alpha * op(A)[M, K] * op(B)[K, N] + beta * C, and
+// handles the degenerate sizes (M, N or K of 0) that BLAS rejects.
+#ifndef ONEFLOW_LITE_KERNELS_CPU_NN_CPU_NN_UTIL_H_
+#define ONEFLOW_LITE_KERNELS_CPU_NN_CPU_NN_UTIL_H_
+
+#include <cstdint>
+
+#include "oneflow_lite/common/tensor.h"
+#include "oneflow_lite/kernels/kernel.h"
+
+namespace oflite {
+namespace nn {
+
+template <typename T>
+void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, T alpha,
+          const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
+
+// Element `i` of an int32 or int64 blob, widened to int64 (the dtype was
+// validated by shape inference).
+inline int64_t IndexAt(const Blob& blob, int64_t i) {
+  return blob.dtype() == DT_INT32 ? blob.data<int32_t>()[i] : blob.data<int64_t>()[i];
+}
+
+// A validated axis decomposition of a shape: [outer, axis_size, inner].
+struct AxisLayout {
+  int64_t outer = 1, size = 1, inner = 1;
+};
+StatusOr<AxisLayout> MakeAxisLayout(const Shape& shape, int64_t axis);
+
+}  // namespace nn
+}  // namespace oflite
+
+// Registers Kernel<float> for DT_FLOAT and Kernel<double> for DT_DOUBLE.
+#define REGISTER_NN_CPU_KERNELS(op_type, KernelTemplate)                    \
+  REGISTER_KERNEL(op_type, ::oflite::DEVICE_CPU, ::oflite::DT_FLOAT,        \
+                  KernelTemplate<float>);                                   \
+  REGISTER_KERNEL(op_type, ::oflite::DEVICE_CPU, ::oflite::DT_DOUBLE,       \
+                  KernelTemplate<double>)
+
+#endif  // ONEFLOW_LITE_KERNELS_CPU_NN_CPU_NN_UTIL_H_

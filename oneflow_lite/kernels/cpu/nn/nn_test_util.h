@@ -1,0 +1,73 @@
+// Test helpers for the nn CPU kernels: build random inputs, run one op
+// eagerly (testing/op_runner.h) and compare outputs with references computed
+// in double precision. Test-only; single-threaded.
+#ifndef ONEFLOW_LITE_KERNELS_CPU_NN_NN_TEST_UTIL_H_
+#define ONEFLOW_LITE_KERNELS_CPU_NN_NN_TEST_UTIL_H_
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "oneflow_lite/common/host_tensor.h"
+#include "oneflow_lite/ops/op_builder.h"
+#include "oneflow_lite/testing/op_runner.h"
+
+namespace oflite {
+namespace nn {
+namespace testing {
+
+// Float dtypes every kernel is registered for.
+inline std::vector<DataType> FloatTypes() { return {DT_FLOAT, DT_DOUBLE}; }
+
+// Comparison tolerance for a dtype's results against a double reference.
+inline double Tolerance(DataType dtype) { return dtype == DT_FLOAT ? 2e-5 : 1e-11; }
+
+// Any numeric tensor's values as doubles.
+inline std::vector<double> ToDoubles(const HostTensor& t) {
+  std::vector<double> v(t.elem_count());
+  for (int64_t i = 0; i < t.elem_count(); ++i) {
+    switch (t.dtype()) {
+      case DT_FLOAT: v[i] = t.data<float>()[i]; break;
+      case DT_DOUBLE: v[i] = t.data<double>()[i]; break;
+      case DT_INT32: v[i] = t.data<int32_t>()[i]; break;
+      case DT_INT64: v[i] = static_cast<double>(t.data<int64_t>()[i]); break;
+      case DT_UINT8: v[i] = t.data<uint8_t>()[i]; break;
+      default: ADD_FAILURE() << "unsupported dtype " << DataTypeName(t.dtype());
+    }
+  }
+  return v;
+}
+
+// Expects |actual - expected| <= tol * max(1, |expected|) elementwise.
+inline void ExpectAllNear(const HostTensor& actual, const std::vector<double>& expected,
+                          double tol, const std::string& what = "") {
+  std::vector<double> got = ToDoubles(actual);
+  ASSERT_EQ(got.size(), expected.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], expected[i], tol * std::max(1.0, std::fabs(expected[i])))
+        << what << " element " << i;
+  }
+}
+
+// Runs `op` on `env` and returns the outputs; fails the test on error.
+inline TensorMap MustRun(const OpConf& op, TensorMap* env, const RunOpOptions& options = {}) {
+  StatusOr<TensorMap> out = RunOp(op, env, options);
+  EXPECT_TRUE(out.ok()) << out.status();
+  if (!out.ok()) return {};
+  return std::move(out).value();
+}
+
+// The message of a failed RunOp (empty and a test failure if it succeeded).
+inline std::string RunError(const OpConf& op, TensorMap* env, const RunOpOptions& options = {}) {
+  StatusOr<TensorMap> out = RunOp(op, env, options);
+  EXPECT_FALSE(out.ok()) << "op '" << op.name() << "' unexpectedly succeeded";
+  return out.ok() ? "" : out.status().message();
+}
+
+}  // namespace testing
+}  // namespace nn
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_KERNELS_CPU_NN_NN_TEST_UTIL_H_

@@ -1,0 +1,167 @@
+// CPU pooling kernels (NCHW). Windows are clipped to the input: max pooling
+// ignores padded positions, average pooling divides by the number of
+// in-bounds elements. Ties in max pooling go to the first maximum (row-major
+// within the window), in the forward and the backward pass alike.
+#include <algorithm>
+
+#include "oneflow_lite/kernels/cpu/nn/cpu_nn_util.h"
+#include "oneflow_lite/kernels/kernel.h"
+#include "oneflow_lite/ops/nn/nn_util.h"
+
+namespace oflite {
+namespace nn {
+namespace {
+
+// The in-bounds part of one output position's window: rows [h0, h1),
+// cols [w0, w1).
+struct Span {
+  int64_t h0, h1, w0, w1;
+  int64_t Count() const { return std::max<int64_t>(0, (h1 - h0) * (w1 - w0)); }
+};
+
+Span WindowAt(const Window2d& w, int64_t oh, int64_t ow) {
+  const int64_t hs = oh * w.stride_h - w.pad_h;
+  const int64_t ws = ow * w.stride_w - w.pad_w;
+  return Span{std::max<int64_t>(hs, 0), std::min(hs + w.kernel_h, w.height),
+              std::max<int64_t>(ws, 0), std::min(ws + w.kernel_w, w.width)};
+}
+
+// Offset (within the plane) of the first maximum of a window; -1 if empty.
+template <typename T>
+int64_t ArgMaxIn(const Window2d& w, const T* plane, const Span& s) {
+  int64_t best = -1;
+  for (int64_t h = s.h0; h < s.h1; ++h) {
+    for (int64_t c = s.w0; c < s.w1; ++c) {
+      const int64_t k = h * w.width + c;
+      if (best < 0 || plane[k] > plane[best]) best = k;
+    }
+  }
+  return best;
+}
+
+class PoolKernelBase : public Kernel {
+ protected:
+  Status InitWindow(const KernelInitContext& ctx, const Shape& image) {
+    auto window = MakePoolWindow(ctx.attrs(), image);
+    if (!window.ok()) {
+      return InvalidArgumentError("op '", ctx.op->name(), "' (", ctx.op->op_type(),
+                                  "): ", window.status().message());
+    }
+    window_ = *window;
+    return Status::OK();
+  }
+  // Planes (N * C) of the blob's actual batch.
+  int64_t Planes(const Shape& image) const { return image.dim(0) * image.dim(1); }
+
+  Window2d window_;
+};
+
+template <typename T>
+class MaxPoolKernel final : public PoolKernelBase {
+ public:
+  Status Init(const KernelInitContext& ctx) override { return InitWindow(ctx, ctx.Input("x").shape); }
+  Status Forward(KernelContext* ctx) override {
+    const Blob& x = ctx->Input("x");
+    const Window2d& w = window_;
+    T* y = ctx->Output("y")->data<T>();
+    for (int64_t p = 0; p < Planes(x.shape()); ++p) {
+      const T* plane = x.data<T>() + p * w.InSpatial();
+      for (int64_t oh = 0; oh < w.out_h; ++oh) {
+        for (int64_t ow = 0; ow < w.out_w; ++ow) {
+          const int64_t best = ArgMaxIn(w, plane, WindowAt(w, oh, ow));
+          y[(p * w.out_h + oh) * w.out_w + ow] = best < 0 ? T(0) : plane[best];
+        }
+      }
+    }
+    return Status::OK();
+  }
+};
+
+// dx at each window's first maximum (recomputed from x) += dy.
+template <typename T>
+class MaxPoolGradKernel final : public PoolKernelBase {
+ public:
+  Status Init(const KernelInitContext& ctx) override { return InitWindow(ctx, ctx.Input("x").shape); }
+  Status Forward(KernelContext* ctx) override {
+    const Blob& x = ctx->Input("x");
+    const T* dy = ctx->Input("dy").data<T>();
+    Blob* dx_blob = ctx->Output("dx");
+    T* dx = dx_blob->data<T>();
+    std::fill(dx, dx + dx_blob->elem_count(), T(0));
+    const Window2d& w = window_;
+    for (int64_t p = 0; p < Planes(x.shape()); ++p) {
+      const T* plane = x.data<T>() + p * w.InSpatial();
+      T* grad = dx + p * w.InSpatial();
+      for (int64_t oh = 0; oh < w.out_h; ++oh) {
+        for (int64_t ow = 0; ow < w.out_w; ++ow) {
+          const int64_t best = ArgMaxIn(w, plane, WindowAt(w, oh, ow));
+          if (best >= 0) grad[best] += dy[(p * w.out_h + oh) * w.out_w + ow];
+        }
+      }
+    }
+    return Status::OK();
+  }
+};
+
+template <typename T>
+class AvgPoolKernel final : public PoolKernelBase {
+ public:
+  Status Init(const KernelInitContext& ctx) override { return InitWindow(ctx, ctx.Input("x").shape); }
+  Status Forward(KernelContext* ctx) override {
+    const Blob& x = ctx->Input("x");
+    const Window2d& w = window_;
+    T* y = ctx->Output("y")->data<T>();
+    for (int64_t p = 0; p < Planes(x.shape()); ++p) {
+      const T* plane = x.data<T>() + p * w.InSpatial();
+      for (int64_t oh = 0; oh < w.out_h; ++oh) {
+        for (int64_t ow = 0; ow < w.out_w; ++ow) {
+          const Span s = WindowAt(w, oh, ow);
+          T sum = 0;
+          for (int64_t h = s.h0; h < s.h1; ++h) {
+            for (int64_t c = s.w0; c < s.w1; ++c) sum += plane[h * w.width + c];
+          }
+          y[(p * w.out_h + oh) * w.out_w + ow] = s.Count() > 0 ? sum / T(s.Count()) : T(0);
+        }
+      }
+    }
+    return Status::OK();
+  }
+};
+
+template <typename T>
+class AvgPoolGradKernel final : public PoolKernelBase {
+ public:
+  Status Init(const KernelInitContext& ctx) override {
+    return InitWindow(ctx, ctx.Input("like").shape);
+  }
+  Status Forward(KernelContext* ctx) override {
+    const T* dy = ctx->Input("dy").data<T>();
+    Blob* dx_blob = ctx->Output("dx");
+    T* dx = dx_blob->data<T>();
+    std::fill(dx, dx + dx_blob->elem_count(), T(0));
+    const Window2d& w = window_;
+    for (int64_t p = 0; p < Planes(dx_blob->shape()); ++p) {
+      T* grad = dx + p * w.InSpatial();
+      for (int64_t oh = 0; oh < w.out_h; ++oh) {
+        for (int64_t ow = 0; ow < w.out_w; ++ow) {
+          const Span s = WindowAt(w, oh, ow);
+          if (s.Count() == 0) continue;
+          const T share = dy[(p * w.out_h + oh) * w.out_w + ow] / T(s.Count());
+          for (int64_t h = s.h0; h < s.h1; ++h) {
+            for (int64_t c = s.w0; c < s.w1; ++c) grad[h * w.width + c] += share;
+          }
+        }
+      }
+    }
+    return Status::OK();
+  }
+};
+
+REGISTER_NN_CPU_KERNELS("max_pool2d", MaxPoolKernel);
+REGISTER_NN_CPU_KERNELS("max_pool2d_grad", MaxPoolGradKernel);
+REGISTER_NN_CPU_KERNELS("avg_pool2d", AvgPoolKernel);
+REGISTER_NN_CPU_KERNELS("avg_pool2d_grad", AvgPoolGradKernel);
+
+}  // namespace
+}  // namespace nn
+}  // namespace oflite
