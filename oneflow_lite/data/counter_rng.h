@@ -40,7 +40,7 @@ inline uint64_t CounterBits(uint64_t seed, uint64_t counter) {
 
 // Derives an independent stream seed from a seed and a tag (e.g. an epoch,
 // an iteration or a device index).
-inline uint64_t DeriveSeed(uint64_t seed, uint64_t tag) {
+inline uint64_t DeriveStreamSeed(uint64_t seed, uint64_t tag) {
   return MixBits(seed ^ MixBits(tag + 0x632BE59BD9B4E019ULL));
 }
 

@@ -1,5 +1,7 @@
 #include "oneflow_lite/data/fashion_mnist.h"
 
+#include <sys/stat.h>
+
 #include <numeric>
 #include <utility>
 
@@ -7,6 +9,17 @@
 #include "oneflow_lite/data/idx_reader.h"
 
 namespace oflite {
+namespace {
+
+// "<stem>.gz" unless only the uncompressed "<stem>" exists.
+std::string PreferGzip(const std::string& stem) {
+  struct stat info;
+  const std::string gzip = stem + ".gz";
+  if (stat(gzip.c_str(), &info) != 0 && stat(stem.c_str(), &info) == 0) return stem;
+  return gzip;
+}
+
+}  // namespace
 
 StatusOr<SplitFiles> FashionMnistFiles(const std::string& dir, const std::string& split) {
   std::string prefix;
@@ -19,8 +32,8 @@ StatusOr<SplitFiles> FashionMnistFiles(const std::string& dir, const std::string
                                 "' (expected train or test)");
   }
   const std::string base = dir.empty() || dir.back() == '/' ? dir : dir + "/";
-  return SplitFiles{base + prefix + "-images-idx3-ubyte.gz",
-                    base + prefix + "-labels-idx1-ubyte.gz"};
+  return SplitFiles{PreferGzip(base + prefix + "-images-idx3-ubyte"),
+                    PreferGzip(base + prefix + "-labels-idx1-ubyte")};
 }
 
 StatusOr<ImageDataset> LoadImageDataset(const std::string& images_path,
@@ -63,7 +76,7 @@ std::vector<int64_t> EpochOrder(int64_t count, bool shuffle, uint64_t seed, int6
   std::vector<int64_t> order(count);
   std::iota(order.begin(), order.end(), int64_t{0});
   if (!shuffle) return order;
-  CounterRng rng(DeriveSeed(seed, static_cast<uint64_t>(epoch)));
+  CounterRng rng(DeriveStreamSeed(seed, static_cast<uint64_t>(epoch)));
   for (int64_t i = count - 1; i > 0; --i) {
     const int64_t j = static_cast<int64_t>(rng.NextBelow(static_cast<uint64_t>(i) + 1));
     std::swap(order[i], order[j]);

@@ -3,12 +3,13 @@
 // A split is a pair of idx files in one directory:
 //   train: train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz (60000)
 //   test:  t10k-images-idx3-ubyte.gz,  t10k-labels-idx1-ubyte.gz  (10000)
+// (an uncompressed file without ".gz" is used when only it exists).
 // LoadImageDataset reads both (idx_reader.h), checks that the images are
 // [N, rows, cols], the labels [N] with the same N, and every label below
 // kFashionMnistClasses; errors name the offending file.
 //
 // EpochOrder gives the sample order of an epoch: the identity, or a
-// Fisher-Yates permutation drawn from CounterRng(DeriveSeed(seed, epoch)), so
+// Fisher-Yates permutation drawn from CounterRng(DeriveStreamSeed(seed, epoch)), so
 // every machine computes the same order without communicating.
 //
 // Thread-safe free functions; results owned by the caller.

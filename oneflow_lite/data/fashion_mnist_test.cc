@@ -2,7 +2,11 @@
 // known facts about it, plus the epoch ordering.
 #include "oneflow_lite/data/fashion_mnist.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <numeric>
 #include <vector>
 
@@ -63,6 +67,35 @@ TEST(FashionMnistTest, ErrorsNameTheFile) {
   StatusOr<ImageDataset> swapped = LoadImageDataset(images, images);
   ASSERT_FALSE(swapped.ok());
   EXPECT_NE(swapped.status().message().find("labels must have 1 dimension"), std::string::npos);
+}
+
+// A tiny uncompressed test split: 3 images of 2x2 and their labels.
+std::string WriteTinySplit(const std::string& name, uint8_t last_label) {
+  const char* root = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(root != nullptr ? root : "/tmp") + "/" + name;
+  mkdir(dir.c_str(), 0755);
+  const std::string images = {0, 0, 8, 3, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 2,
+                              1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  const std::string labels = {0, 0, 8, 1, 0, 0, 0, 3, 4, 0, static_cast<char>(last_label)};
+  std::ofstream(dir + "/t10k-images-idx3-ubyte", std::ios::binary) << images;
+  std::ofstream(dir + "/t10k-labels-idx1-ubyte", std::ios::binary) << labels;
+  return dir;
+}
+
+TEST(FashionMnistTest, UncompressedFilesAndLabelRange) {
+  StatusOr<ImageDataset> tiny = LoadFashionMnist(WriteTinySplit("tiny", 9), "test");
+  ASSERT_TRUE(tiny.ok()) << tiny.status();
+  EXPECT_EQ(tiny->count, 3);
+  EXPECT_EQ(tiny->rows, 2);
+  EXPECT_EQ(tiny->Image(2)[3], 12);
+  EXPECT_EQ(tiny->labels, (std::vector<uint8_t>{4, 0, 9}));
+  const std::string bad_dir = WriteTinySplit("bad_label", 10);
+  StatusOr<ImageDataset> bad = LoadFashionMnist(bad_dir, "test");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(bad_dir + "/t10k-labels-idx1-ubyte"), std::string::npos)
+      << bad.status();
+  EXPECT_NE(bad.status().message().find("label 10 of sample 2"), std::string::npos)
+      << bad.status();
 }
 
 TEST(EpochOrderTest, ShuffleIsASeededPermutation) {

@@ -1,7 +1,7 @@
 // CPU kernel of `random_batch`: synthetic, learnable data for tests.
 //
 // Row g of the logical batch at iteration t draws from
-// CounterRng(DeriveSeed(DeriveSeed(seed, t), g)): first its label
+// CounterRng(DeriveStreamSeed(DeriveStreamSeed(seed, t), g)): first its label
 // (uniform in [0, num_classes)), then each feature j as
 // uniform[-0.5, 0.5) + (j % num_classes == label ? 1 : 0). Values depend only
 // on (seed, t, g), so shards of an S(0) split concatenate to the 1-device
@@ -32,11 +32,11 @@ class RandomBatchKernel final : public Kernel {
   }
 
   Status Forward(KernelContext* ctx) override {
-    const uint64_t stream = DeriveSeed(seed_, static_cast<uint64_t>(ctx->iteration()));
+    const uint64_t stream = DeriveStreamSeed(seed_, static_cast<uint64_t>(ctx->iteration()));
     T* image = ctx->Output("image")->data<T>();
     int32_t* label = ctx->Output("label")->data<int32_t>();
     for (int64_t row = 0; row < shard_.size; ++row) {
-      CounterRng rng(DeriveSeed(stream, static_cast<uint64_t>(shard_.begin + row)));
+      CounterRng rng(DeriveStreamSeed(stream, static_cast<uint64_t>(shard_.begin + row)));
       const int64_t row_label = static_cast<int64_t>(rng.NextBelow(num_classes_));
       label[row] = static_cast<int32_t>(row_label);
       T* features = image + row * features_;
