@@ -1,0 +1,255 @@
+// CPU kernels for the elementwise math ops: activations and their gradients,
+// scalar ops, add (add_n), broadcasting sub/mul/div, identity, zeros_like and
+// cast. Every hot loop is a plain indexed loop over contiguous memory.
+#include <cstring>
+#include <optional>
+
+#include "oneflow_lite/kernels/cpu/math/copy_kernel.h"
+#include "oneflow_lite/kernels/cpu/math/elementwise_functors.h"
+#include "oneflow_lite/kernels/cpu/math/strided_loop.h"
+#include "oneflow_lite/kernels/kernel.h"
+#include "oneflow_lite/ops/math/math_util.h"
+
+namespace oflite {
+namespace math {
+namespace {
+
+// y = F(x) elementwise; `in`/`out` are the op's argument names.
+template <typename T, typename F>
+class UnaryKernel final : public Kernel {
+ public:
+  UnaryKernel(const char* in, const char* out) : in_(in), out_(out) {}
+
+  Status Init(const KernelInitContext& ctx) override {
+    functor_.emplace(ctx.attrs());
+    return Status::OK();
+  }
+
+  Status Forward(KernelContext* ctx) override {
+    const Blob& x = ctx->Input(in_);
+    Blob* y = ctx->Output(out_);
+    if (x.elem_count() != y->elem_count()) {
+      return ctx->Error("blob sizes disagree: ", in_, " ", x.shape(), ", ", out_, " ", y->shape());
+    }
+    const T* in = x.data<T>();
+    T* out = y->data<T>();
+    const F f = *functor_;
+    const int64_t n = x.elem_count();
+    for (int64_t i = 0; i < n; ++i) out[i] = f(in[i]);
+    return Status::OK();
+  }
+
+ private:
+  const char* in_;
+  const char* out_;
+  std::optional<F> functor_;
+};
+
+// dx = F(dy, saved) elementwise.
+template <typename T, typename F>
+class GradKernel final : public Kernel {
+ public:
+  explicit GradKernel(const char* saved) : saved_(saved) {}
+
+  Status Forward(KernelContext* ctx) override {
+    const Blob& dy = ctx->Input("dy");
+    const Blob& saved = ctx->Input(saved_);
+    Blob* dx = ctx->Output("dx");
+    const int64_t n = dy.elem_count();
+    if (saved.elem_count() != n || dx->elem_count() != n) {
+      return ctx->Error("blob sizes disagree: dy ", dy.shape(), ", ", saved_, " ", saved.shape(),
+                        ", dx ", dx->shape());
+    }
+    const T* g = dy.data<T>();
+    const T* s = saved.data<T>();
+    T* out = dx->data<T>();
+    const F f;
+    for (int64_t i = 0; i < n; ++i) out[i] = f(g[i], s[i]);
+    return Status::OK();
+  }
+
+ private:
+  const char* saved_;
+};
+
+// out = F(x, y) with numpy broadcasting over out's shape.
+template <typename T, typename F>
+class BroadcastBinaryKernel final : public Kernel {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    const Blob& x = ctx->Input("x");
+    const Blob& y = ctx->Input("y");
+    Blob* out = ctx->Output("out");
+    Shape expected;
+    if (!BroadcastShapes(x.shape(), y.shape(), &expected) || expected != out->shape()) {
+      return ctx->Error("blob shapes disagree: x ", x.shape(), ", y ", y.shape(), ", out ",
+                        out->shape());
+    }
+    const Shape& shape = out->shape();
+    StridedLoop loop(shape.dims(), {ContiguousStrides(shape), BroadcastStrides(x.shape(), shape),
+                                    BroadcastStrides(y.shape(), shape)});
+    const T* a = x.data<T>();
+    const T* b = y.data<T>();
+    T* c = out->data<T>();
+    const int64_t sa = loop.InnerStride(1), sb = loop.InnerStride(2);
+    const F f;
+    loop.ForEachRow([&](const int64_t* offsets, int64_t n) {
+      T* o = c + offsets[0];
+      const T* p = a + offsets[1];
+      const T* q = b + offsets[2];
+      if (sa == 1 && sb == 1) {
+        for (int64_t i = 0; i < n; ++i) o[i] = f(p[i], q[i]);
+      } else if (sa == 1 && sb == 0) {
+        const T v = *q;
+        for (int64_t i = 0; i < n; ++i) o[i] = f(p[i], v);
+      } else if (sa == 0 && sb == 1) {
+        const T v = *p;
+        for (int64_t i = 0; i < n; ++i) o[i] = f(v, q[i]);
+      } else {
+        for (int64_t i = 0; i < n; ++i) o[i] = f(p[i * sa], q[i * sb]);
+      }
+    });
+    return Status::OK();
+  }
+};
+
+// out = in[0] + in[1] + ... (equal shapes).
+template <typename T>
+class AddKernel final : public Kernel {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    Blob* out = ctx->Output("out");
+    const int64_t n = out->elem_count();
+    const int count = ctx->InputCount("in");
+    for (int k = 0; k < count; ++k) {
+      if (ctx->Input("in", k).elem_count() != n) {
+        return ctx->Error("blob sizes disagree: in[", k, "] ", ctx->Input("in", k).shape(),
+                          ", out ", out->shape());
+      }
+    }
+    T* o = out->data<T>();
+    const T* first = ctx->Input("in", 0).data<T>();
+    if (count == 1) {
+      std::copy_n(first, n, o);
+      return Status::OK();
+    }
+    const T* second = ctx->Input("in", 1).data<T>();
+    for (int64_t i = 0; i < n; ++i) o[i] = first[i] + second[i];
+    for (int k = 2; k < count; ++k) {
+      const T* p = ctx->Input("in", k).data<T>();
+      for (int64_t i = 0; i < n; ++i) o[i] += p[i];
+    }
+    return Status::OK();
+  }
+};
+
+class ZerosLikeKernel final : public Kernel {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    Blob* out = ctx->Output("out");
+    if (out->ByteSize() > 0) std::memset(out->raw(), 0, out->ByteSize());
+    return Status::OK();
+  }
+};
+
+template <typename From, typename To>
+void CastLoop(const From* in, To* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<To>(in[i]);
+}
+
+template <typename From>
+class CastKernel final : public Kernel {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    const Blob& in = ctx->Input("in");
+    Blob* out = ctx->Output("out");
+    const int64_t n = in.elem_count();
+    if (out->elem_count() != n) {
+      return ctx->Error("blob sizes disagree: in ", in.shape(), ", out ", out->shape());
+    }
+    const From* p = in.data<From>();
+    switch (out->dtype()) {
+      case DT_FLOAT: CastLoop(p, out->data<float>(), n); break;
+      case DT_DOUBLE: CastLoop(p, out->data<double>(), n); break;
+      case DT_INT32: CastLoop(p, out->data<int32_t>(), n); break;
+      case DT_INT64: CastLoop(p, out->data<int64_t>(), n); break;
+      case DT_INT8: CastLoop(p, out->data<int8_t>(), n); break;
+      case DT_UINT8: CastLoop(p, out->data<uint8_t>(), n); break;
+      case DT_BOOL: {
+        bool* o = out->data<bool>();
+        for (int64_t i = 0; i < n; ++i) o[i] = p[i] != From(0);
+        break;
+      }
+      default:
+        return ctx->Error("cannot cast to ", DataTypeName(out->dtype()));
+    }
+    return Status::OK();
+  }
+};
+
+#define OFLITE_MATH_UNARY(op, in, out, Functor)                                       \
+  template <typename T>                                                               \
+  class Functor##Kernel final : public Kernel {                                       \
+   public:                                                                            \
+    Status Init(const KernelInitContext& ctx) override { return impl_.Init(ctx); }    \
+    Status Forward(KernelContext* ctx) override { return impl_.Forward(ctx); }        \
+                                                                                      \
+   private:                                                                           \
+    UnaryKernel<T, Functor<T>> impl_{in, out};                                        \
+  };                                                                                  \
+  REGISTER_KERNEL(op, DEVICE_CPU, DT_FLOAT, Functor##Kernel<float>);                  \
+  REGISTER_KERNEL(op, DEVICE_CPU, DT_DOUBLE, Functor##Kernel<double>)
+
+#define OFLITE_MATH_GRAD(op, saved, Functor)                                          \
+  template <typename T>                                                               \
+  class Functor##Kernel final : public Kernel {                                       \
+   public:                                                                            \
+    Status Forward(KernelContext* ctx) override { return impl_.Forward(ctx); }        \
+                                                                                      \
+   private:                                                                           \
+    GradKernel<T, Functor<T>> impl_{saved};                                           \
+  };                                                                                  \
+  REGISTER_KERNEL(op, DEVICE_CPU, DT_FLOAT, Functor##Kernel<float>);                  \
+  REGISTER_KERNEL(op, DEVICE_CPU, DT_DOUBLE, Functor##Kernel<double>)
+
+OFLITE_MATH_UNARY("relu", "x", "y", ReluFunctor);
+OFLITE_MATH_UNARY("sigmoid", "x", "y", SigmoidFunctor);
+OFLITE_MATH_UNARY("tanh", "x", "y", TanhFunctor);
+OFLITE_MATH_UNARY("gelu", "x", "y", GeluFunctor);
+OFLITE_MATH_UNARY("scalar_add", "in", "out", ScalarAddFunctor);
+OFLITE_MATH_UNARY("scalar_mul", "in", "out", ScalarMulFunctor);
+OFLITE_MATH_UNARY("scalar_pow", "in", "out", ScalarPowFunctor);
+OFLITE_MATH_GRAD("relu_grad", "y", ReluGradFunctor);
+OFLITE_MATH_GRAD("sigmoid_grad", "y", SigmoidGradFunctor);
+OFLITE_MATH_GRAD("tanh_grad", "y", TanhGradFunctor);
+OFLITE_MATH_GRAD("gelu_grad", "x", GeluGradFunctor);
+
+REGISTER_KERNEL("sub", DEVICE_CPU, DT_FLOAT, BroadcastBinaryKernel<float, SubFunctor<float>>);
+REGISTER_KERNEL("sub", DEVICE_CPU, DT_DOUBLE, BroadcastBinaryKernel<double, SubFunctor<double>>);
+REGISTER_KERNEL("mul", DEVICE_CPU, DT_FLOAT, BroadcastBinaryKernel<float, MulFunctor<float>>);
+REGISTER_KERNEL("mul", DEVICE_CPU, DT_DOUBLE, BroadcastBinaryKernel<double, MulFunctor<double>>);
+REGISTER_KERNEL("div", DEVICE_CPU, DT_FLOAT, BroadcastBinaryKernel<float, DivFunctor<float>>);
+REGISTER_KERNEL("div", DEVICE_CPU, DT_DOUBLE, BroadcastBinaryKernel<double, DivFunctor<double>>);
+REGISTER_KERNEL("add", DEVICE_CPU, DT_FLOAT, AddKernel<float>);
+REGISTER_KERNEL("add", DEVICE_CPU, DT_DOUBLE, AddKernel<double>);
+
+class IdentityKernel final : public CopyKernel {
+ public:
+  IdentityKernel() : CopyKernel("in", "out") {}
+};
+REGISTER_KERNEL("identity", DEVICE_CPU, DT_FLOAT, IdentityKernel);
+REGISTER_KERNEL("identity", DEVICE_CPU, DT_DOUBLE, IdentityKernel);
+REGISTER_KERNEL("identity", DEVICE_CPU, DT_INT32, IdentityKernel);
+REGISTER_KERNEL("identity", DEVICE_CPU, DT_INT64, IdentityKernel);
+REGISTER_KERNEL("zeros_like", DEVICE_CPU, DT_FLOAT, ZerosLikeKernel);
+REGISTER_KERNEL("zeros_like", DEVICE_CPU, DT_DOUBLE, ZerosLikeKernel);
+REGISTER_KERNEL("zeros_like", DEVICE_CPU, DT_INT32, ZerosLikeKernel);
+REGISTER_KERNEL("zeros_like", DEVICE_CPU, DT_INT64, ZerosLikeKernel);
+REGISTER_KERNEL("cast", DEVICE_CPU, DT_FLOAT, CastKernel<float>);
+REGISTER_KERNEL("cast", DEVICE_CPU, DT_DOUBLE, CastKernel<double>);
+REGISTER_KERNEL("cast", DEVICE_CPU, DT_INT32, CastKernel<int32_t>);
+REGISTER_KERNEL("cast", DEVICE_CPU, DT_INT64, CastKernel<int64_t>);
+
+}  // namespace
+}  // namespace math
+}  // namespace oflite

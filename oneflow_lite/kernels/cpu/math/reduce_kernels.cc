@@ -1,0 +1,117 @@
+// CPU kernels for reduce_sum, reduce_mean and broadcast_like.
+#include <algorithm>
+#include <limits>
+
+#include "oneflow_lite/kernels/cpu/math/strided_loop.h"
+#include "oneflow_lite/kernels/kernel.h"
+#include "oneflow_lite/ops/math/math_util.h"
+
+namespace oflite {
+namespace math {
+namespace {
+
+// y = sum (or mean) of x over `axis` (empty = all). Walks x once; each inner
+// run either accumulates into one output element (reduced inner axis) or
+// adds a contiguous row (kept inner axis).
+template <typename T, bool kMean>
+class ReduceKernel final : public Kernel {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    const Blob& x = ctx->Input("x");
+    Blob* y = ctx->Output("y");
+    const Shape& shape = x.shape();
+    auto axes_or = NormalizeAxes(ctx->attrs().GetIntsOr("axis", {}), shape.rank(), true, "");
+    if (!axes_or.ok()) return ctx->Error(axes_or.status().message());
+    const std::vector<int64_t>& axes = *axes_or;
+    std::vector<int64_t> kept_dims = shape.dims();
+    int64_t count = 1;
+    for (int64_t axis : axes) {
+      count *= shape.dim(axis);
+      kept_dims[axis] = 1;
+    }
+    const Shape kept(kept_dims);
+    if (kept.elem_count() != y->elem_count()) {
+      return ctx->Error("blob shapes disagree: x ", shape, ", y ", y->shape());
+    }
+    std::vector<int64_t> out_strides = ContiguousStrides(kept);
+    for (int64_t axis : axes) out_strides[axis] = 0;
+    T* out = y->data<T>();
+    std::fill_n(out, y->elem_count(), T(0));
+    const T* in = x.data<T>();
+    StridedLoop loop(shape.dims(), {ContiguousStrides(shape), out_strides});
+    const int64_t out_stride = loop.InnerStride(1);
+    loop.ForEachRow([&](const int64_t* offsets, int64_t n) {
+      const T* p = in + offsets[0];
+      T* o = out + offsets[1];
+      if (out_stride == 0) {
+        T sum = T(0);
+        for (int64_t i = 0; i < n; ++i) sum += p[i];
+        *o += sum;
+      } else {
+        for (int64_t i = 0; i < n; ++i) o[i] += p[i];
+      }
+    });
+    if (kMean) {
+      const T scale = count > 0 ? T(1) / static_cast<T>(count) : T(0);
+      const int64_t m = y->elem_count();
+      if (count == 0) {
+        std::fill_n(out, m, std::numeric_limits<T>::quiet_NaN());
+      } else {
+        for (int64_t i = 0; i < m; ++i) out[i] *= scale;
+      }
+    }
+    return Status::OK();
+  }
+};
+
+// y (like's shape) = x broadcast along the listed axes.
+template <typename T>
+class BroadcastLikeKernel final : public Kernel {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    const Blob& x = ctx->Input("x");
+    const Blob& like = ctx->Input("like");
+    Blob* y = ctx->Output("y");
+    const Shape& shape = like.shape();
+    auto axes_or = NormalizeAxes(ctx->attrs().GetIntsOr("axis", {}), shape.rank(), false, "");
+    std::vector<int64_t> x_axis_of;
+    if (!axes_or.ok() || !BroadcastLikeAxisMap(x.shape(), shape, *axes_or, &x_axis_of) ||
+        y->shape() != shape) {
+      return ctx->Error("cannot broadcast x ", x.shape(), " to like ", shape, " (y ", y->shape(),
+                        ")");
+    }
+    const std::vector<int64_t> x_contiguous = ContiguousStrides(x.shape());
+    std::vector<int64_t> x_strides(shape.rank(), 0);
+    for (int64_t i = 0; i < shape.rank(); ++i) {
+      if (x_axis_of[i] >= 0) x_strides[i] = x_contiguous[x_axis_of[i]];
+    }
+    StridedLoop loop(shape.dims(), {ContiguousStrides(shape), x_strides});
+    const T* in = x.data<T>();
+    T* out = y->data<T>();
+    const int64_t in_stride = loop.InnerStride(1);
+    loop.ForEachRow([&](const int64_t* offsets, int64_t n) {
+      T* o = out + offsets[0];
+      const T* p = in + offsets[1];
+      if (in_stride == 0) {
+        const T v = *p;
+        for (int64_t i = 0; i < n; ++i) o[i] = v;
+      } else if (in_stride == 1) {
+        for (int64_t i = 0; i < n; ++i) o[i] = p[i];
+      } else {
+        for (int64_t i = 0; i < n; ++i) o[i] = p[i * in_stride];
+      }
+    });
+    return Status::OK();
+  }
+};
+
+REGISTER_KERNEL("reduce_sum", DEVICE_CPU, DT_FLOAT, ReduceKernel<float, false>);
+REGISTER_KERNEL("reduce_sum", DEVICE_CPU, DT_DOUBLE, ReduceKernel<double, false>);
+REGISTER_KERNEL("reduce_mean", DEVICE_CPU, DT_FLOAT, ReduceKernel<float, true>);
+REGISTER_KERNEL("reduce_mean", DEVICE_CPU, DT_DOUBLE, ReduceKernel<double, true>);
+REGISTER_KERNEL("broadcast_like", DEVICE_CPU, DT_FLOAT, BroadcastLikeKernel<float>);
+REGISTER_KERNEL("broadcast_like", DEVICE_CPU, DT_DOUBLE, BroadcastLikeKernel<double>);
+
+}  // namespace
+}  // namespace math
+}  // namespace oflite
