@@ -387,8 +387,8 @@ Status TcpConnection::BeginFrame() {
     const bool expected_hello =
         (type == FrameType::kHello && peer_rank_ < 0) ||
         (type == FrameType::kHelloAck && peer_rank_ >= 0);
-    if (ready == handshake_frame || (!ready && !expected_hello &&
-                                     type != FrameType::kError)) {
+    if ((ready && handshake_frame) ||
+        (!ready && !expected_hello && type != FrameType::kError)) {
       return DataLossError(PeerName(), " sent ", FrameTypeName(type),
                            ready ? " after" : " before", " the handshake");
     }

@@ -1,0 +1,117 @@
+#include "oneflow_lite/comm/control/control_client.h"
+
+#include <unistd.h>
+
+#include <random>
+
+#include "oneflow_lite/comm/control/channel.h"
+#include "oneflow_lite/comm/socket_util.h"
+
+namespace oflite {
+namespace comm {
+namespace control {
+namespace {
+
+// Slack for the server's answer beyond the request's own timeout.
+constexpr std::chrono::milliseconds kAnswerSlack{10000};
+
+uint32_t ToMilliseconds(std::chrono::milliseconds timeout) {
+  return static_cast<uint32_t>(
+      std::clamp<int64_t>(timeout.count(), 0, 0x7FFFFFFF));
+}
+
+}  // namespace
+
+std::string GenerateJobToken() {
+  std::random_device random;
+  static const char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (int i = 0; i < 32; ++i) token.push_back(kHex[random() % 16]);
+  return token;
+}
+
+ControlClient::ControlClient(const ControlClientOptions& options, int fd)
+    : options_(options), fd_(fd) {}
+
+ControlClient::~ControlClient() { ::close(fd_); }
+
+StatusOr<std::unique_ptr<ControlClient>> ControlClient::Connect(
+    const ControlClientOptions& options) {
+  std::string host;
+  int port = 0;
+  RETURN_IF_ERROR(ParseHostPort(options.master, &host, &port));
+  const Deadline deadline = DeadlineAfter(options.connect_timeout);
+  const std::string master = "the master (rank 0)";
+  ASSIGN_OR_RETURN(int fd, DialTcp(host, port, deadline, master));
+  std::unique_ptr<ControlClient> client(new ControlClient(options, fd));
+  ControlMessage join;
+  join.type = ControlType::kJoin;
+  join.rank = static_cast<uint32_t>(options.rank);
+  join.world_size = static_cast<uint32_t>(options.world_size);
+  join.key = options.job_token;
+  RETURN_IF_ERROR(SendControl(fd, join, deadline, master));
+  ASSIGN_OR_RETURN(ControlMessage answer, ReceiveControl(fd, deadline, master));
+  if (answer.type != ControlType::kResponse) {
+    return DataLossError(master, " answered JOIN with type ",
+                         static_cast<int>(answer.type));
+  }
+  if (answer.status != 0) {
+    return Status(static_cast<StatusCode>(std::min<uint32_t>(answer.status, 15)),
+                  "rank " + std::to_string(options.rank) +
+                      " was refused by the master: " + answer.message);
+  }
+  return client;
+}
+
+StatusOr<std::string> ControlClient::Call(const ControlMessage& request,
+                                          std::chrono::milliseconds wait) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::string master = "the master (rank 0)";
+  const Deadline deadline = DeadlineAfter(wait + kAnswerSlack);
+  RETURN_IF_ERROR(SendControl(fd_, request, deadline, master));
+  ASSIGN_OR_RETURN(ControlMessage answer, ReceiveControl(fd_, deadline, master));
+  if (answer.type != ControlType::kResponse) {
+    return DataLossError(master, " sent an unexpected message");
+  }
+  if (answer.status != 0) {
+    const uint32_t code = answer.status <= 15 ? answer.status : 2;
+    return Status(static_cast<StatusCode>(code), answer.message);
+  }
+  return std::move(answer.value);
+}
+
+Status ControlClient::Put(const std::string& key, const std::string& value) {
+  ControlMessage request;
+  request.type = ControlType::kPut;
+  request.key = key;
+  request.value = value;
+  return Call(request, std::chrono::milliseconds(0)).status();
+}
+
+StatusOr<std::string> ControlClient::Get(const std::string& key,
+                                         std::chrono::milliseconds timeout,
+                                         int publisher_rank) {
+  ControlMessage request;
+  request.type = ControlType::kGet;
+  request.key = key;
+  request.timeout_ms = ToMilliseconds(timeout);
+  request.expected_rank =
+      publisher_rank < 0 ? kNoRank : static_cast<uint32_t>(publisher_rank);
+  return Call(request, timeout);
+}
+
+Status ControlClient::Barrier(const std::string& name,
+                              std::chrono::milliseconds timeout) {
+  ControlMessage request;
+  request.type = ControlType::kBarrier;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    request.key = name + "#" + std::to_string(barrier_count_++);
+  }
+  request.timeout_ms = ToMilliseconds(timeout);
+  return Call(request, timeout).status();
+}
+
+}  // namespace control
+}  // namespace comm
+}  // namespace oflite

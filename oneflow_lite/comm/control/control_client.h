@@ -1,0 +1,68 @@
+// A rank's connection to the rendezvous service (rank 0 serves it).
+//
+// Connect() dials the master (retrying until its deadline, since the master
+// may start later), presents the job token, rank and world size, and waits
+// for admission. Put/Get/Barrier are blocking, bounded requests; errors name
+// the missing rank where one is known (GET with an expected publisher,
+// barriers). If the master dies, every call fails with an error saying so.
+// Thread-safe: calls are serialized on the one connection.
+#ifndef ONEFLOW_LITE_COMM_CONTROL_CONTROL_CLIENT_H_
+#define ONEFLOW_LITE_COMM_CONTROL_CONTROL_CLIENT_H_
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "oneflow_lite/comm/control/control_wire.h"
+#include "oneflow_lite/comm/transport.h"
+
+namespace oflite {
+namespace comm {
+namespace control {
+
+struct ControlClientOptions {
+  std::string master;  // "host:port" of rank 0's rendezvous server
+  int rank = 0;
+  int world_size = 1;
+  std::string job_token;
+  std::chrono::milliseconds connect_timeout{30000};
+};
+
+class ControlClient {
+ public:
+  static StatusOr<std::unique_ptr<ControlClient>> Connect(
+      const ControlClientOptions& options);
+  ~ControlClient();
+
+  int rank() const { return options_.rank; }
+  int world_size() const { return options_.world_size; }
+
+  Status Put(const std::string& key, const std::string& value);
+  // Waits up to `timeout` for `key`. With `publisher_rank` >= 0 the wait
+  // fails early (naming it) if that rank leaves the job.
+  StatusOr<std::string> Get(const std::string& key,
+                            std::chrono::milliseconds timeout,
+                            int publisher_rank = -1);
+  // All ranks must call barriers in the same order; `name` is for errors
+  // and must be the same on every rank for a given call.
+  Status Barrier(const std::string& name, std::chrono::milliseconds timeout);
+
+ private:
+  ControlClient(const ControlClientOptions& options, int fd);
+  StatusOr<std::string> Call(const ControlMessage& request,
+                             std::chrono::milliseconds wait);
+
+  const ControlClientOptions options_;
+  const int fd_;
+  std::mutex mutex_;
+  int barrier_count_ = 0;
+};
+
+// A fresh random job token (32 hex digits).
+std::string GenerateJobToken();
+
+}  // namespace control
+}  // namespace comm
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_COMM_CONTROL_CONTROL_CLIENT_H_

@@ -1,0 +1,37 @@
+// Small blocking-socket helpers with deadlines, for the control plane and
+// tools (the TCP provider's data path is nonblocking and lives in tcp/).
+// Every function is bounded by its deadline and returns a Status naming
+// `peer` (e.g. "rank 3" or "master 10.0.0.1:29500") on failure. Thread-safe
+// (no shared state); a socket must not be used by two callers at once.
+#ifndef ONEFLOW_LITE_COMM_SOCKET_UTIL_H_
+#define ONEFLOW_LITE_COMM_SOCKET_UTIL_H_
+
+#include <string>
+
+#include "oneflow_lite/comm/transport.h"
+
+namespace oflite {
+namespace comm {
+
+// "host:port" -> parts. Port must be 1..65535.
+Status ParseHostPort(const std::string& text, std::string* host, int* port);
+
+// A listening IPv4 socket; *port receives the bound port (0 picks one).
+StatusOr<int> ListenTcp(const std::string& host, int* port);
+
+// Connects, retrying refused connections every 50 ms until the deadline.
+StatusOr<int> DialTcp(const std::string& host, int port, Deadline deadline,
+                      const std::string& peer);
+
+// Accepts one connection, or DeadlineExceeded.
+StatusOr<int> AcceptTcp(int listen_fd, Deadline deadline);
+
+Status WriteFull(int fd, const void* data, size_t size, Deadline deadline,
+                 const std::string& peer);
+Status ReadFull(int fd, void* data, size_t size, Deadline deadline,
+                const std::string& peer);
+
+}  // namespace comm
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_COMM_SOCKET_UTIL_H_
