@@ -1,0 +1,83 @@
+// The acts of the actor kinds, one small class each:
+//   ComputeBody   compute and source tasks: runs the task's kernels.
+//   VariableBody  owns a persistent register: initializes it once (from the
+//                 VariableStore on resume, else with its initializer
+//                 kernel), then hands the same register out every
+//                 iteration; update tasks write it in place. Snapshots it
+//                 every env.save_every iterations and at the end.
+//   SinkBody      reads scalar metrics (loss, accuracy) and reports them.
+//   CopyBody      host <-> device copy (plain memcpy in the CPU build).
+// Boxing lives in boxing_body.h. Each is used on its actor's thread only.
+#ifndef ONEFLOW_LITE_RUNTIME_ACTOR_BODIES_H_
+#define ONEFLOW_LITE_RUNTIME_ACTOR_BODIES_H_
+
+#include <memory>
+
+#include "oneflow_lite/runtime/actor.h"
+#include "oneflow_lite/runtime/actor_env.h"
+#include "oneflow_lite/runtime/kernel_runner.h"
+#include "proto/plan.pb.h"
+
+namespace oflite {
+
+class ComputeBody final : public ActBody {
+ public:
+  static StatusOr<std::unique_ptr<ActBody>> Create(const TaskProto& task, const ActorEnv& env);
+  Status Act(ActContext* context) override { return kernels_->Run(context); }
+
+ private:
+  explicit ComputeBody(std::unique_ptr<KernelRunner> kernels) : kernels_(std::move(kernels)) {}
+  std::unique_ptr<KernelRunner> kernels_;
+};
+
+class VariableBody final : public ActBody {
+ public:
+  // InvalidArgument unless the task produces one persistent register with
+  // regst_num 1 and has one kernel (the initializer).
+  static StatusOr<std::unique_ptr<ActBody>> Create(const TaskProto& task, const ActorEnv& env);
+  Status Act(ActContext* context) override;
+  Status OnFinish(int64_t end_piece) override;
+
+ private:
+  VariableBody(const TaskProto& task, const ActorEnv& env) : task_(&task), env_(&env) {}
+  Status Initialize(ActContext* context);
+  Blob* ValueBlob(ActContext* context) const;
+
+  const TaskProto* task_;
+  const ActorEnv* env_;
+  std::unique_ptr<KernelRunner> initializer_;
+  VariablePart part_;
+  Regst* regst_ = nullptr;
+  bool initialized_ = false;
+  int64_t last_saved_ = -1;
+};
+
+class SinkBody final : public ActBody {
+ public:
+  static StatusOr<std::unique_ptr<ActBody>> Create(const TaskProto& task, const ActorEnv& env);
+  Status Act(ActContext* context) override;
+
+ private:
+  SinkBody(const TaskProto& task, const ActorEnv& env) : task_(&task), env_(&env) {}
+  const TaskProto* task_;
+  const ActorEnv* env_;
+  std::unique_ptr<KernelRunner> kernels_;
+};
+
+class CopyBody final : public ActBody {
+ public:
+  static StatusOr<std::unique_ptr<ActBody>> Create(const TaskProto& task, const ActorEnv& env);
+  Status Act(ActContext* context) override;
+
+ private:
+  explicit CopyBody(const TaskProto& task) : task_(&task) {}
+  const TaskProto* task_;
+};
+
+// Mean over every element of every blob of `regsts` (float, double, int32,
+// int64 blobs); 0 when there are no elements.
+double MeanOfBlobs(const std::vector<const Regst*>& regsts);
+
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_RUNTIME_ACTOR_BODIES_H_

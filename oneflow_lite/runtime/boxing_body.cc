@@ -1,0 +1,159 @@
+#include "oneflow_lite/runtime/boxing_body.h"
+
+#include <cstring>
+
+namespace oflite {
+namespace {
+
+const SbpParallel& FirstSbp(const NdSbp& sbp) {
+  static const SbpParallel* broadcast = [] {
+    auto* s = new SbpParallel();
+    s->set_broadcast(true);
+    return s;
+  }();
+  return sbp.sbp_size() > 0 ? sbp.sbp(0) : *broadcast;
+}
+
+// Copies between a part (sliced along `axis` at [begin, begin+size)) and the
+// whole tensor of shape `whole`. to_whole: part -> whole, else whole -> part.
+void CopySlab(const Shape& whole, int64_t axis, int64_t begin, int64_t size, int64_t elem_bytes,
+              char* whole_data, char* part_data, bool to_whole) {
+  const int64_t outer = whole.Count(0, axis);
+  const int64_t inner = whole.Count(axis + 1) * elem_bytes;
+  const int64_t whole_row = whole.dim(axis) * inner;
+  const int64_t part_row = size * inner;
+  for (int64_t o = 0; o < outer; ++o) {
+    char* w = whole_data + o * whole_row + begin * inner;
+    char* p = part_data + o * part_row;
+    if (to_whole) {
+      std::memcpy(w, p, part_row);
+    } else {
+      std::memcpy(p, w, part_row);
+    }
+  }
+}
+
+template <typename T>
+void AddInto(const void* from, void* to, int64_t count) {
+  const T* a = static_cast<const T*>(from);
+  T* b = static_cast<T*>(to);
+  for (int64_t i = 0; i < count; ++i) b[i] += a[i];
+}
+
+Status Accumulate(DataType dtype, const void* from, void* to, int64_t count) {
+  switch (dtype) {
+    case DT_FLOAT: AddInto<float>(from, to, count); return Status::OK();
+    case DT_DOUBLE: AddInto<double>(from, to, count); return Status::OK();
+    case DT_INT32: AddInto<int32_t>(from, to, count); return Status::OK();
+    case DT_INT64: AddInto<int64_t>(from, to, count); return Status::OK();
+    default: return UnimplementedError("boxing: partial-sum of ", DataTypeName(dtype));
+  }
+}
+
+}  // namespace
+
+void BalancedRange(int64_t dim, int64_t parts, int64_t index, int64_t* begin, int64_t* size) {
+  const int64_t base = dim / parts;
+  const int64_t rest = dim % parts;
+  *size = base + (index < rest ? 1 : 0);
+  *begin = index * base + std::min(index, rest);
+}
+
+StatusOr<std::unique_ptr<ActBody>> BoxingBody::Create(const TaskProto& task,
+                                                      const ActorEnv& env) {
+  std::unique_ptr<BoxingBody> body(new BoxingBody(task));
+  const BoxingConf& conf = task.boxing();
+  for (int64_t id : conf.in_regst_desc_id()) body->inputs_.push_back(id);
+  if (body->inputs_.empty()) {
+    for (const ConsumedRegst& c : task.consumed()) {
+      for (int64_t id : c.regst_desc_id()) body->inputs_.push_back(id);
+    }
+  }
+  for (const RegstDescProto& desc : task.produced()) body->outputs_.push_back(desc.regst_desc_id());
+  body->logical_ = TensorDesc(conf.logical_desc());
+  const std::string what = "boxing task '" + task.name() + "'";
+  if (body->inputs_.empty() || body->outputs_.empty()) {
+    return InvalidArgumentError(what, ": needs inputs and outputs");
+  }
+  for (int64_t id : body->inputs_) {
+    const RegstDescProto* desc = env.regsts->FindDesc(id);
+    if (desc == nullptr || desc->blob_size() < 1) {
+      return InvalidArgumentError(what, ": input register ", id, " missing or empty");
+    }
+  }
+  for (const SbpParallel* sbp : {&FirstSbp(conf.in_sbp()), &FirstSbp(conf.out_sbp())}) {
+    if (sbp->has_split_axis() &&
+        (sbp->split_axis() < 0 || sbp->split_axis() >= body->logical_.shape.rank())) {
+      return InvalidArgumentError(what, ": split axis ", sbp->split_axis(), " outside ",
+                                  body->logical_.ToString());
+    }
+  }
+  body->buffer_.resize(body->logical_.ByteSize());
+  return std::unique_ptr<ActBody>(std::move(body));
+}
+
+Status BoxingBody::Act(ActContext* context) {
+  RETURN_IF_ERROR(Assemble(context));
+  return Scatter(context);
+}
+
+Status BoxingBody::Assemble(ActContext* context) {
+  const SbpParallel& sbp = FirstSbp(task_->boxing().in_sbp());
+  const int64_t parts = static_cast<int64_t>(inputs_.size());
+  const int64_t elem_bytes = SizeOf(logical_.dtype);
+  char* whole = buffer_.data();
+  for (int64_t i = 0; i < parts; ++i) {
+    const Blob& part = context->consumed.at(inputs_[i])->blobs[0];
+    if (sbp.has_split_axis()) {
+      int64_t begin = 0, size = 0;
+      BalancedRange(logical_.shape.dim(sbp.split_axis()), parts, i, &begin, &size);
+      const int64_t dim = logical_.shape.dim(sbp.split_axis());
+      const int64_t row = dim == 0 ? 0 : logical_.shape.elem_count() / dim;
+      if (part.elem_count() != row * size) {
+        return InternalError("boxing task '", task_->name(), "': input part ", i, " is ",
+                             part.desc().ToString(), ", logical ", logical_.ToString());
+      }
+      CopySlab(logical_.shape, sbp.split_axis(), begin, size, elem_bytes, whole,
+               static_cast<char*>(const_cast<void*>(part.raw())), /*to_whole=*/true);
+    } else if (part.ByteSize() != logical_.ByteSize()) {
+      return InternalError("boxing task '", task_->name(), "': input part ", i, " is ",
+                           part.desc().ToString(), ", logical ", logical_.ToString());
+    } else if (i == 0) {
+      std::memcpy(whole, part.raw(), part.ByteSize());
+    } else if (sbp.has_partial_sum()) {
+      RETURN_IF_ERROR(Accumulate(logical_.dtype, part.raw(), whole, part.elem_count()));
+    }
+  }
+  return Status::OK();
+}
+
+Status BoxingBody::Scatter(ActContext* context) {
+  const SbpParallel& sbp = FirstSbp(task_->boxing().out_sbp());
+  const int64_t parts = static_cast<int64_t>(outputs_.size());
+  const int64_t elem_bytes = SizeOf(logical_.dtype);
+  for (int64_t j = 0; j < parts; ++j) {
+    Blob& part = context->produced.at(outputs_[j])->blobs[0];
+    if (sbp.has_split_axis()) {
+      int64_t begin = 0, size = 0;
+      const int64_t dim = logical_.shape.dim(sbp.split_axis());
+      BalancedRange(dim, parts, j, &begin, &size);
+      const int64_t row = dim == 0 ? 0 : logical_.shape.elem_count() / dim;
+      if (part.elem_count() != row * size) {
+        return InternalError("boxing task '", task_->name(), "': output part ", j, " is ",
+                             part.desc().ToString(), ", logical ", logical_.ToString());
+      }
+      CopySlab(logical_.shape, sbp.split_axis(), begin, size, elem_bytes, buffer_.data(),
+               static_cast<char*>(part.raw()), /*to_whole=*/false);
+    } else if (part.ByteSize() != logical_.ByteSize()) {
+      return InternalError("boxing task '", task_->name(), "': output part ", j, " is ",
+                           part.desc().ToString(), ", logical ", logical_.ToString());
+    } else if (sbp.has_partial_sum() && j > 0) {
+      std::memset(part.raw(), 0, part.ByteSize());
+    } else {
+      std::memcpy(part.raw(), buffer_.data(), logical_.ByteSize());
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace oflite

@@ -1,0 +1,117 @@
+#include "oneflow_lite/runtime/kernel_runner.h"
+
+#include <cmath>
+
+namespace oflite {
+namespace {
+
+StatusOr<TensorDesc> DescOfBinding(const BlobBinding& binding, const RegstStore& regsts) {
+  const RegstDescProto* desc = regsts.FindDesc(binding.regst_desc_id());
+  if (desc == nullptr || binding.blob_index() < 0 ||
+      binding.blob_index() >= desc->blob_size()) {
+    return InvalidArgumentError("binding of arg '", binding.arg(), "': no blob ",
+                                binding.blob_index(), " in register ", binding.regst_desc_id());
+  }
+  return TensorDesc(desc->blob(binding.blob_index()).desc());
+}
+
+template <typename T>
+int64_t FirstNonFinite(const Blob& blob) {
+  const T* data = blob.data<T>();
+  for (int64_t i = 0; i < blob.elem_count(); ++i) {
+    if (!std::isfinite(data[i])) return i;
+  }
+  return -1;
+}
+
+}  // namespace
+
+StatusOr<Blob*> ResolveBinding(const BlobBinding& binding, ActContext* context) {
+  Regst* regst = nullptr;
+  auto consumed = context->consumed.find(binding.regst_desc_id());
+  if (consumed != context->consumed.end()) regst = consumed->second;
+  auto produced = context->produced.find(binding.regst_desc_id());
+  if (produced != context->produced.end()) regst = produced->second;
+  if (regst == nullptr) {
+    return InvalidArgumentError("arg '", binding.arg(), "' is bound to register ",
+                                binding.regst_desc_id(),
+                                " which the task neither consumes nor produces");
+  }
+  if (binding.blob_index() < 0 || binding.blob_index() >= static_cast<int>(regst->blobs.size())) {
+    return InvalidArgumentError("arg '", binding.arg(), "': no blob ", binding.blob_index(),
+                                " in register ", binding.regst_desc_id());
+  }
+  return &regst->blobs[binding.blob_index()];
+}
+
+StatusOr<std::unique_ptr<KernelRunner>> KernelRunner::Create(const TaskProto& task,
+                                                             const ActorEnv& env) {
+  std::unique_ptr<KernelRunner> runner(new KernelRunner(task, env));
+  for (const KernelConf& conf : task.kernel()) {
+    const std::string where = "task '" + task.name() + "', op '" + conf.op().name() + "'";
+    KernelInitContext init;
+    init.op = &conf.op();
+    init.parallel_id = task.parallel_ctx().parallel_id();
+    init.parallel_num = std::max<int64_t>(1, task.parallel_ctx().parallel_num());
+    init.seed = env.seed;
+    init.device = env.device;
+    for (const BlobBinding& binding : conf.input()) {
+      StatusOr<TensorDesc> desc = DescOfBinding(binding, *env.regsts);
+      if (!desc.ok()) return desc.status().WithContext(where);
+      init.inputs[binding.arg()].push_back(*desc);
+    }
+    for (const BlobBinding& binding : conf.output()) {
+      StatusOr<TensorDesc> desc = DescOfBinding(binding, *env.regsts);
+      if (!desc.ok()) return desc.status().WithContext(where);
+      init.outputs[binding.arg()].push_back(*desc);
+    }
+    StatusOr<std::unique_ptr<Kernel>> kernel =
+        CreateAndInitKernel(init, task.device_type(), conf.dtype());
+    if (!kernel.ok()) return kernel.status().WithContext(where);
+    runner->entries_.push_back(Entry{&conf, std::move(kernel).value()});
+  }
+  return runner;
+}
+
+Status KernelRunner::Run(ActContext* context) {
+  for (const Entry& entry : entries_) RETURN_IF_ERROR(RunOne(entry, context));
+  return Status::OK();
+}
+
+Status KernelRunner::RunOne(const Entry& entry, ActContext* context) {
+  const OpConf& op = entry.conf->op();
+  KernelContext kernel_context(op, env_->device, context->piece_id);
+  for (const BlobBinding& binding : entry.conf->input()) {
+    ASSIGN_OR_RETURN(Blob * blob, ResolveBinding(binding, context));
+    kernel_context.BindInput(binding.arg(), blob);
+  }
+  for (const BlobBinding& binding : entry.conf->output()) {
+    ASSIGN_OR_RETURN(Blob * blob, ResolveBinding(binding, context));
+    kernel_context.BindOutput(binding.arg(), blob);
+  }
+  Status status = entry.kernel->Forward(&kernel_context);
+  if (!status.ok()) {
+    // Kernels name their op and iteration through ctx.Error; add it if not.
+    if (status.message().find("'" + op.name() + "'") != std::string::npos) return status;
+    return status.WithContext("op '" + op.name() + "' (" + op.op_type() + ") at iteration " +
+                              std::to_string(context->piece_id));
+  }
+  if (env_->check_nan) RETURN_IF_ERROR(CheckFinite(entry, &kernel_context));
+  return Status::OK();
+}
+
+Status KernelRunner::CheckFinite(const Entry& entry, KernelContext* kernel_context) const {
+  for (const BlobBinding& binding : entry.conf->output()) {
+    const Blob& blob = *kernel_context->Output(binding.arg(), binding.index());
+    int64_t bad = -1;
+    if (blob.dtype() == DT_FLOAT) bad = FirstNonFinite<float>(blob);
+    if (blob.dtype() == DT_DOUBLE) bad = FirstNonFinite<double>(blob);
+    if (bad >= 0) {
+      return kernel_context->Error("NaN/Inf in output '", binding.arg(), "'[", binding.index(),
+                                   "] at element ", bad, " (NaN check enabled)");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace oflite

@@ -1,0 +1,53 @@
+// KernelRunner: creates the kernels of one task (TaskProto.kernel, in order)
+// and runs them on the registers of one act.
+//
+// Each BlobBinding names a register desc and a blob in it; at run time the
+// desc resolves to the register the act reads (consumed) or writes
+// (produced). With check_nan, every float output is scanned after its
+// kernel and a NaN or Inf fails the act naming the op, the output and the
+// iteration. Owned by one actor; used on its thread only.
+#ifndef ONEFLOW_LITE_RUNTIME_KERNEL_RUNNER_H_
+#define ONEFLOW_LITE_RUNTIME_KERNEL_RUNNER_H_
+
+#include <memory>
+#include <vector>
+
+#include "oneflow_lite/kernels/kernel.h"
+#include "oneflow_lite/runtime/actor.h"
+#include "oneflow_lite/runtime/actor_env.h"
+#include "proto/plan.pb.h"
+
+namespace oflite {
+
+class KernelRunner {
+ public:
+  // Creates and initializes every kernel of `task` (or only those for which
+  // `select(conf)` is true). Errors name the task and op.
+  static StatusOr<std::unique_ptr<KernelRunner>> Create(const TaskProto& task,
+                                                        const ActorEnv& env);
+
+  // Runs all kernels in order on `context`'s registers.
+  Status Run(ActContext* context);
+  int kernel_count() const { return static_cast<int>(entries_.size()); }
+
+ private:
+  struct Entry {
+    const KernelConf* conf = nullptr;
+    std::unique_ptr<Kernel> kernel;
+  };
+  KernelRunner(const TaskProto& task, const ActorEnv& env) : task_(&task), env_(&env) {}
+  Status RunOne(const Entry& entry, ActContext* context);
+  Status CheckFinite(const Entry& entry, KernelContext* kernel_context) const;
+
+  const TaskProto* task_;
+  const ActorEnv* env_;
+  std::vector<Entry> entries_;
+};
+
+// The blob a binding names, in the registers of `context`; InvalidArgument
+// when the register is neither consumed nor produced by the act.
+StatusOr<Blob*> ResolveBinding(const BlobBinding& binding, ActContext* context);
+
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_RUNTIME_KERNEL_RUNNER_H_

@@ -1,0 +1,76 @@
+#include "oneflow_lite/runtime/regst.h"
+
+namespace oflite {
+
+StatusOr<std::unique_ptr<RegstStore>> RegstStore::Create(const MachinePlan& plan,
+                                                         const MemoryZones& zones) {
+  auto store = std::unique_ptr<RegstStore>(new RegstStore());
+  for (const TaskProto& task : plan.task()) {
+    for (const RegstDescProto& desc : task.produced()) {
+      RETURN_IF_ERROR(store->AddDesc(desc, zones).WithContext("task '" + task.name() + "'"));
+    }
+  }
+  return store;
+}
+
+Status RegstStore::AddDesc(const RegstDescProto& desc, const MemoryZones& zones) {
+  const std::string what = "register " + std::to_string(desc.regst_desc_id()) + " ('" +
+                           desc.name() + "')";
+  if (descs_.count(desc.regst_desc_id())) return InvalidArgumentError(what, " declared twice");
+  if (desc.regst_num() < 1) return InvalidArgumentError(what, ": regst_num < 1");
+  if (desc.mem_offset_size() != desc.regst_num()) {
+    return InvalidArgumentError(what, ": ", desc.mem_offset_size(), " mem_offsets for regst_num ",
+                                desc.regst_num());
+  }
+  ASSIGN_OR_RETURN(char* base, zones.Base(desc.zone()));
+  ASSIGN_OR_RETURN(int64_t zone_size, zones.Size(desc.zone()));
+  for (const BlobInRegst& blob : desc.blob()) {
+    const int64_t need = TensorDesc(blob.desc()).ByteSize();
+    if (blob.offset() < 0 || blob.offset() + std::max(need, blob.bytes()) > desc.bytes_per_regst()) {
+      return InvalidArgumentError(what, ": blob '", blob.lbn(), "' [", blob.offset(), ", +",
+                                  blob.bytes(), ") outside the register's ",
+                                  desc.bytes_per_regst(), " bytes");
+    }
+  }
+  std::vector<std::unique_ptr<Regst>>& copies = regsts_[desc.regst_desc_id()];
+  for (int32_t i = 0; i < desc.regst_num(); ++i) {
+    const int64_t offset = desc.mem_offset(i);
+    if (offset < 0 || offset + desc.bytes_per_regst() > zone_size) {
+      return InvalidArgumentError(what, " copy ", i, ": [", offset, ", +",
+                                  desc.bytes_per_regst(), ") outside zone ",
+                                  MemZoneName(desc.zone()), " of ", zone_size, " bytes");
+    }
+    auto regst = std::make_unique<Regst>();
+    regst->desc = &desc;
+    regst->index = i;
+    regst->base = base == nullptr ? nullptr : base + offset;
+    for (const BlobInRegst& blob : desc.blob()) {
+      regst->blobs.emplace_back(regst->base == nullptr ? nullptr : regst->base + blob.offset(),
+                                TensorDesc(blob.desc()));
+    }
+    copies.push_back(std::move(regst));
+  }
+  descs_[desc.regst_desc_id()] = &desc;
+  return Status::OK();
+}
+
+const RegstDescProto* RegstStore::FindDesc(int64_t regst_desc_id) const {
+  auto it = descs_.find(regst_desc_id);
+  return it == descs_.end() ? nullptr : it->second;
+}
+
+StatusOr<Regst*> RegstStore::Find(int64_t regst_desc_id, int32_t index) const {
+  auto it = regsts_.find(regst_desc_id);
+  if (it == regsts_.end() || index < 0 || index >= static_cast<int32_t>(it->second.size())) {
+    return NotFoundError("no register ", regst_desc_id, "[", index, "] on this machine");
+  }
+  return it->second[index].get();
+}
+
+Regst* RegstStore::Get(int64_t regst_desc_id, int32_t index) const {
+  StatusOr<Regst*> regst = Find(regst_desc_id, index);
+  CHECK(regst.ok()) << regst.status();
+  return *regst;
+}
+
+}  // namespace oflite

@@ -1,0 +1,149 @@
+#include "oneflow_lite/runtime/regst_actor.h"
+
+#include <sstream>
+
+#include "oneflow_lite/common/id.h"
+
+namespace oflite {
+
+StatusOr<std::unique_ptr<RegstActor>> RegstActor::Create(const TaskProto& task,
+                                                         const ActorEnv& env,
+                                                         std::unique_ptr<ActBody> body) {
+  std::unique_ptr<RegstActor> actor(new RegstActor(task, env, std::move(body)));
+  for (const ConsumedRegst& consumed : task.consumed()) {
+    for (int64_t desc_id : consumed.regst_desc_id()) {
+      const RegstDescProto* desc = env.regsts->FindDesc(desc_id);
+      if (desc == nullptr) {
+        return InvalidArgumentError("task '", task.name(), "' consumes register ", desc_id,
+                                    " ('", consumed.name(), "') that no task of this machine "
+                                    "produces");
+      }
+      actor->consumed_.AddDesc(desc_id, desc->producer_task_id());
+    }
+  }
+  for (const RegstDescProto& desc : task.produced()) {
+    std::vector<Regst*> copies;
+    for (int32_t i = 0; i < desc.regst_num(); ++i) {
+      copies.push_back(env.regsts->Get(desc.regst_desc_id(), i));
+    }
+    actor->produced_.AddDesc(desc.regst_desc_id(), std::move(copies),
+                             desc.consumer_task_id_size());
+  }
+  actor->next_piece_ = env.start_iter;
+  return actor;
+}
+
+Status RegstActor::Handle(const ActorMessage& message) {
+  switch (message.kind) {
+    case MessageKind::kStart:
+      started_ = true;
+      break;
+    case MessageKind::kProduced: {
+      ASSIGN_OR_RETURN(Regst * regst,
+                       env_->regsts->Find(message.regst_desc_id, message.regst_index));
+      RETURN_IF_ERROR(consumed_.OnProduced(regst).WithContext("actor '" + name() + "'"));
+      break;
+    }
+    case MessageKind::kReturned:
+      RETURN_IF_ERROR(produced_.OnReturned(message.regst_desc_id, message.regst_index)
+                          .WithContext("actor '" + name() + "'"));
+      break;
+    case MessageKind::kEndOfData:
+      RETURN_IF_ERROR(
+          consumed_.OnEndOfData(message.regst_desc_id).WithContext("actor '" + name() + "'"));
+      break;
+  }
+  while (ReadyToAct()) RETURN_IF_ERROR(ActOnce());
+  return MaybeFinish();
+}
+
+bool RegstActor::ReadyToAct() const {
+  if (end_of_data_sent_) return false;
+  if (is_source()) {
+    return started_ && next_piece_ < env_->end_iter && produced_.AllHaveFree();
+  }
+  return consumed_.AllReadable() && produced_.AllHaveFree();
+}
+
+Status RegstActor::ActOnce() {
+  ActContext context;
+  if (is_source()) {
+    context.piece_id = next_piece_++;
+  } else {
+    bool first = true;
+    for (const auto& [desc_id, producer] : consumed_.producers()) {
+      Regst* regst = consumed_.Front(desc_id);
+      context.consumed[desc_id] = regst;
+      if (first) context.piece_id = regst->piece_id;
+      if (regst->piece_id != context.piece_id) {
+        return InternalError("actor '", name(), "': inputs of different iterations (register ",
+                             desc_id, " holds piece ", regst->piece_id, ", another holds ",
+                             context.piece_id, ")");
+      }
+      first = false;
+    }
+  }
+  for (const RegstDescProto& desc : task_->produced()) {
+    Regst* regst = produced_.Acquire(desc.regst_desc_id());
+    regst->piece_id = context.piece_id;
+    context.produced[desc.regst_desc_id()] = regst;
+  }
+  RETURN_IF_ERROR(body_->Act(&context).WithContext("actor '" + name() + "'"));
+  ++act_count_;
+  RETURN_IF_ERROR(SendProduced(context));
+  if (!is_source()) RETURN_IF_ERROR(SendReturned(consumed_.PopFronts()));
+  return Status::OK();
+}
+
+Status RegstActor::SendProduced(const ActContext& context) {
+  for (const auto& [desc_id, regst] : context.produced) {
+    produced_.MarkProduced(regst);
+    for (int64_t consumer : regst->desc->consumer_task_id()) {
+      RETURN_IF_ERROR(env_->bus->Send(
+          ActorMessage::Produced(id(), consumer, desc_id, regst->index, regst->piece_id)));
+    }
+  }
+  return Status::OK();
+}
+
+Status RegstActor::SendReturned(const std::vector<Regst*>& consumed) {
+  for (Regst* regst : consumed) {
+    RETURN_IF_ERROR(env_->bus->Send(ActorMessage::Returned(
+        id(), regst->desc->producer_task_id(), regst->desc->regst_desc_id(), regst->index,
+        regst->piece_id)));
+  }
+  return Status::OK();
+}
+
+Status RegstActor::MaybeFinish() {
+  if (finished_) return Status::OK();
+  if (!end_of_data_sent_) {
+    const bool done = is_source() ? (started_ && next_piece_ >= env_->end_iter)
+                                  : consumed_.AllDrained();
+    if (!done) return Status::OK();
+    end_of_data_sent_ = true;
+    for (const RegstDescProto& desc : task_->produced()) {
+      for (int64_t consumer : desc.consumer_task_id()) {
+        RETURN_IF_ERROR(
+            env_->bus->Send(ActorMessage::EndOfData(id(), consumer, desc.regst_desc_id())));
+      }
+    }
+  }
+  if (!produced_.AllFree()) return Status::OK();
+  finished_ = true;
+  return body_->OnFinish(env_->end_iter).WithContext("actor '" + name() + "'");
+}
+
+std::string RegstActor::DescribeWaiting() const {
+  if (finished_) return "";
+  std::ostringstream os;
+  os << "actor '" << name() << "' (" << TaskIdToString(id()) << ", " << act_count_
+     << " acts): ";
+  if (is_source() && !started_) os << "not started; ";
+  if (!end_of_data_sent_) os << consumed_.DescribeMissing();
+  os << produced_.DescribeMissing();
+  if (end_of_data_sent_) os << "finishing, registers still out; ";
+  return os.str();
+}
+
+}  // namespace oflite

@@ -1,0 +1,226 @@
+#include "oneflow_lite/runtime/runtime.h"
+
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "oneflow_lite/common/id.h"
+#include "oneflow_lite/device/device_context.h"
+
+namespace oflite {
+
+// One thread per device stream: pops messages for its actors and hands each
+// to its receiver until all of them are finished or the run aborts.
+class Runtime::StreamThread {
+ public:
+  StreamThread(Runtime* runtime, int64_t stream_key) : runtime_(runtime), key_(stream_key) {
+    env_.device = &device_;
+  }
+
+  Inbox* inbox() { return &inbox_; }
+  ActorEnv* env() { return &env_; }
+  void Add(std::unique_ptr<Actor> actor) { actors_[actor->id()] = std::move(actor); }
+  const std::map<int64_t, std::unique_ptr<Actor>>& actors() const { return actors_; }
+
+  void Start() { thread_ = std::thread([this] { Loop(); }); }
+  void Join() {
+    if (thread_.joinable()) thread_.join();
+  }
+  void Close() { inbox_.Close(); }
+
+ private:
+  void Loop();
+  int CountUnfinished() const;
+
+  Runtime* runtime_;
+  const int64_t key_;
+  Inbox inbox_;
+  CpuDeviceContext device_;
+  ActorEnv env_;
+  std::map<int64_t, std::unique_ptr<Actor>> actors_;
+  std::thread thread_;
+};
+
+int Runtime::StreamThread::CountUnfinished() const {
+  int count = 0;
+  for (const auto& [id, actor] : actors_) count += actor->finished() ? 0 : 1;
+  return count;
+}
+
+void Runtime::StreamThread::Loop() {
+  int unfinished = CountUnfinished();
+  while (unfinished > 0 && !runtime_->aborted_.load(std::memory_order_acquire)) {
+    std::optional<ActorMessage> message = inbox_.Pop(std::chrono::milliseconds(50));
+    if (!message) continue;
+    runtime_->progress_.fetch_add(1, std::memory_order_relaxed);
+    auto it = actors_.find(message->dst_actor_id);
+    if (it == actors_.end()) {
+      runtime_->Abort(InternalError("thread ", key_, ": message for unknown actor: ",
+                                    message->ToString()));
+      break;
+    }
+    const bool was_finished = it->second->finished();
+    Status status = it->second->Handle(*message);
+    if (!status.ok()) {
+      runtime_->Abort(status);
+      break;
+    }
+    if (!was_finished && it->second->finished()) --unfinished;
+  }
+  std::vector<std::string> waiting;
+  for (const auto& [id, actor] : actors_) {
+    if (!actor->finished()) waiting.push_back(actor->DescribeWaiting());
+  }
+  runtime_->ThreadDone(waiting);
+}
+
+StatusOr<const MachinePlan*> FindMachinePlan(const Plan& plan, int64_t machine_id) {
+  for (const MachinePlan& machine : plan.machine()) {
+    if (machine.machine_id() == machine_id) return &machine;
+  }
+  return NotFoundError("the plan has no machine ", machine_id, " (it has ", plan.machine_size(),
+                       " machines)");
+}
+
+StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const Plan& plan, RuntimeOptions options) {
+  ASSIGN_OR_RETURN(const MachinePlan* machine, FindMachinePlan(plan, options.machine_id));
+  std::unique_ptr<Runtime> runtime(new Runtime(*machine, options));
+  runtime->start_iter_ = options.start_iter;
+  runtime->end_iter_ = options.total_iters > 0   ? options.total_iters
+                       : plan.total_iters() > 0  ? plan.total_iters()
+                                                 : plan.job().conf().total_iters();
+  if (runtime->end_iter_ <= 0) {
+    return InvalidArgumentError("the plan sets no iteration count (Plan.total_iters) and none "
+                                "was given");
+  }
+  if (runtime->start_iter_ < 0 || runtime->start_iter_ > runtime->end_iter_) {
+    return InvalidArgumentError("start iteration ", runtime->start_iter_, " outside [0, ",
+                                runtime->end_iter_, "]");
+  }
+  ASSIGN_OR_RETURN(runtime->zones_, MemoryZones::Create(*machine, options.max_zone_bytes));
+  ASSIGN_OR_RETURN(runtime->regsts_, RegstStore::Create(*machine, *runtime->zones_));
+  if (options.remote_route != nullptr) runtime->bus_.SetRemoteRoute(options.remote_route);
+  RETURN_IF_ERROR(runtime->BuildActors(plan));
+  return runtime;
+}
+
+Status Runtime::BuildActors(const Plan& plan) {
+  if (options_.registry == nullptr) {
+    builtin_registry_ = BuiltinActorRegistry();
+    options_.registry = &builtin_registry_;
+  }
+  std::map<int64_t, StreamThread*> by_key;
+  for (const TaskProto& task : plan_->task()) {
+    if (MachineOfTaskId(task.task_id()) != plan_->machine_id()) {
+      return InvalidArgumentError("task '", task.name(), "' id ", TaskIdToString(task.task_id()),
+                                  " is not on machine ", plan_->machine_id());
+    }
+    const int64_t key = StreamKeyOfTaskId(task.task_id());
+    StreamThread*& thread = by_key[key];
+    if (thread == nullptr) {
+      threads_.push_back(std::make_unique<StreamThread>(this, key));
+      thread = threads_.back().get();
+      ActorEnv* env = thread->env();
+      env->regsts = regsts_.get();
+      env->bus = &bus_;
+      env->seed = plan.job().conf().seed();
+      env->start_iter = start_iter_;
+      env->end_iter = end_iter_;
+      env->check_nan = options_.check_nan;
+      env->save_every = options_.save_every;
+      env->metrics = options_.metrics;
+      env->variables = options_.variables;
+      bus_.RegisterInbox(key, thread->inbox());
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<Actor> actor, options_.registry->Create(task, *thread->env()));
+    thread->Add(std::move(actor));
+  }
+  return Status::OK();
+}
+
+Runtime::Runtime(const MachinePlan& plan, RuntimeOptions options)
+    : plan_(&plan), options_(options), bus_(plan.machine_id()) {}
+
+Runtime::~Runtime() {
+  for (auto& thread : threads_) thread->Close();
+  for (auto& thread : threads_) thread->Join();
+}
+
+void Runtime::Abort(const Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (first_error_.ok()) first_error_ = status;
+  }
+  aborted_.store(true, std::memory_order_release);
+  for (auto& thread : threads_) thread->Close();
+  changed_.notify_all();
+}
+
+void Runtime::ThreadDone(const std::vector<std::string>& waiting) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++threads_done_;
+    waiting_.insert(waiting_.end(), waiting.begin(), waiting.end());
+  }
+  changed_.notify_all();
+}
+
+void Runtime::Watch() {
+  const int total = static_cast<int>(threads_.size());
+  int64_t last_progress = progress_.load();
+  auto last_change = std::chrono::steady_clock::now();
+  const auto tick = std::min(options_.watchdog_timeout / 4 + std::chrono::milliseconds(1),
+                             std::chrono::milliseconds(100));
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (threads_done_ < total && !aborted_.load()) {
+    changed_.wait_for(lock, tick);
+    const int64_t progress = progress_.load();
+    const auto now = std::chrono::steady_clock::now();
+    if (progress != last_progress) {
+      last_progress = progress;
+      last_change = now;
+    } else if (now - last_change >= options_.watchdog_timeout && threads_done_ < total) {
+      lock.unlock();
+      Abort(DeadlineExceededError(
+          "watchdog: no actor made progress for ",
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - last_change).count(),
+          " ms"));
+      lock.lock();
+    }
+  }
+}
+
+Status Runtime::Run() {
+  if (ran_) return FailedPreconditionError("Runtime::Run called twice");
+  ran_ = true;
+  const auto begin = std::chrono::steady_clock::now();
+  for (auto& thread : threads_) thread->Start();
+  for (auto& thread : threads_) {
+    for (const auto& [id, actor] : thread->actors()) {
+      RETURN_IF_ERROR(bus_.DeliverLocal(ActorMessage::Start(id)));
+    }
+  }
+  Watch();
+  for (auto& thread : threads_) thread->Join();
+  stats_.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  stats_.threads = static_cast<int64_t>(threads_.size());
+  for (auto& thread : threads_) {
+    for (const auto& [id, actor] : thread->actors()) {
+      ++stats_.actors;
+      stats_.acts += actor->act_count();
+    }
+  }
+  stats_.messages = bus_.sent_count();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (first_error_.ok()) return Status::OK();
+  if (first_error_.code() != StatusCode::kDeadlineExceeded || waiting_.empty()) {
+    return first_error_;
+  }
+  std::ostringstream os;
+  os << first_error_.message() << "; actors not finished:";
+  for (const std::string& line : waiting_) os << "\n  " << line;
+  return Status(first_error_.code(), os.str());
+}
+
+}  // namespace oflite

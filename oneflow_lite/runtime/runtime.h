@@ -1,0 +1,114 @@
+// Runtime: runs one machine's part of a Plan.
+//
+// Create does the whole start-up before anything runs: one allocation per
+// memory zone of the memory plan (MemoryZones), every register cut out of it
+// (RegstStore), one thread per device stream (StreamKeyOfTaskId of the task
+// ids), and every actor built from its task by type (ActorRegistry). Any
+// failure there (allocation, a malformed plan, a missing kernel) is returned
+// and nothing runs. Run then starts the threads, sends "start" to every
+// actor, and blocks until every actor has finished or the run failed.
+//
+// Failure: the first error any actor returns (a kernel error naming the op
+// and iteration, a NaN found by the NaN check, a protocol violation) stops
+// every thread; Run returns it. The watchdog aborts a run in which no actor
+// handled a message for `watchdog_timeout` and reports, for every actor not
+// finished, what it waits on. Run never blocks longer than that bound past
+// the last progress (kernel calls themselves are not interrupted).
+//
+// Messages to other machines leave through options.remote_route; messages
+// from them enter through bus()->DeliverLocal (CommNet's seam, see
+// message_bus.h). Hooks (metrics, variables) are called from actor threads.
+// Run may be called once. The plan and hooks must outlive the Runtime.
+#ifndef ONEFLOW_LITE_RUNTIME_RUNTIME_H_
+#define ONEFLOW_LITE_RUNTIME_RUNTIME_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "oneflow_lite/common/status.h"
+#include "oneflow_lite/runtime/actor_registry.h"
+#include "oneflow_lite/runtime/memory_zones.h"
+#include "oneflow_lite/runtime/message_bus.h"
+#include "oneflow_lite/runtime/regst.h"
+#include "oneflow_lite/runtime/runtime_hooks.h"
+#include "proto/plan.pb.h"
+
+namespace oflite {
+
+struct RuntimeOptions {
+  int64_t machine_id = 0;
+  // Iterations run: [start_iter, total_iters). total_iters 0 = the plan's
+  // Plan.total_iters (else JobConf.total_iters).
+  int64_t start_iter = 0;
+  int64_t total_iters = 0;
+  bool check_nan = false;
+  int64_t save_every = 0;  // variables snapshot to `variables` every N iters
+  std::chrono::milliseconds watchdog_timeout{60000};
+  int64_t max_zone_bytes = 0;  // 0: no limit (tests inject allocation failure)
+  MetricsObserver* metrics = nullptr;
+  VariableStore* variables = nullptr;
+  RemoteRoute* remote_route = nullptr;
+  const ActorRegistry* registry = nullptr;  // null: BuiltinActorRegistry()
+};
+
+struct RunStats {
+  int64_t actors = 0;
+  int64_t threads = 0;
+  int64_t acts = 0;      // acts of all actors
+  int64_t messages = 0;  // messages routed by the bus
+  double seconds = 0;    // wall time of Run
+};
+
+class Runtime {
+ public:
+  static StatusOr<std::unique_ptr<Runtime>> Create(const Plan& plan, RuntimeOptions options);
+  ~Runtime();
+
+  Status Run();
+  // Valid after Run.
+  const RunStats& stats() const { return stats_; }
+  LocalMessageBus* bus() { return &bus_; }
+  int64_t start_iter() const { return start_iter_; }
+  int64_t end_iter() const { return end_iter_; }
+
+ private:
+  class StreamThread;
+  Runtime(const MachinePlan& plan, RuntimeOptions options);
+
+  Status BuildActors(const Plan& plan);
+  void Abort(const Status& status);
+  void ThreadDone(const std::vector<std::string>& waiting);
+  void Watch();
+
+  const MachinePlan* plan_;
+  RuntimeOptions options_;
+  ActorRegistry builtin_registry_;
+  std::unique_ptr<MemoryZones> zones_;
+  std::unique_ptr<RegstStore> regsts_;
+  LocalMessageBus bus_;
+  std::vector<std::unique_ptr<StreamThread>> threads_;
+  int64_t start_iter_ = 0;
+  int64_t end_iter_ = 0;
+  bool ran_ = false;
+
+  std::atomic<bool> aborted_{false};
+  std::atomic<int64_t> progress_{0};
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  Status first_error_;                // guarded by mutex_
+  int threads_done_ = 0;              // guarded by mutex_
+  std::vector<std::string> waiting_;  // guarded by mutex_
+  RunStats stats_;
+};
+
+// The machine's part of `plan`, or NotFound naming the machine.
+StatusOr<const MachinePlan*> FindMachinePlan(const Plan& plan, int64_t machine_id);
+
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_RUNTIME_RUNTIME_H_

@@ -1,0 +1,110 @@
+// Test-only CPU kernels (float) for runtime machinery tests and benchmarks.
+// Registered under "test_*" op types so they never collide with real ops.
+//   test_source       out[:] = iteration + attr offset
+//   test_add_one      out = sum(in...) + 1
+//   test_noop         touches nothing
+//   test_fail_at      out = in; fails at iteration attr "at"
+//   test_nan_at       out = in; writes NaN at iteration attr "at"
+//   test_init         out[:] = attr "value" (a variable initializer)
+//   test_accumulate   model (mutable) += in[0]
+#include <cmath>
+#include <limits>
+
+#include "oneflow_lite/kernels/kernel.h"
+
+namespace oflite {
+namespace testing {
+namespace {
+
+void Fill(Blob* blob, float value) {
+  float* data = blob->data<float>();
+  for (int64_t i = 0; i < blob->elem_count(); ++i) data[i] = value;
+}
+
+class SourceKernel final : public Kernel {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    Fill(ctx->Output("out"), static_cast<float>(ctx->iteration() + ctx->attrs().GetIntOr("offset", 0)));
+    return Status::OK();
+  }
+};
+
+class AddOneKernel final : public Kernel {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    Blob* out = ctx->Output("out");
+    Fill(out, 1.0f);
+    float* o = out->data<float>();
+    for (int k = 0; k < ctx->InputCount("in"); ++k) {
+      const float* in = ctx->Input("in", k).data<float>();
+      for (int64_t i = 0; i < out->elem_count(); ++i) o[i] += in[i];
+    }
+    return Status::OK();
+  }
+};
+
+class NoopKernel final : public Kernel {
+ public:
+  Status Forward(KernelContext* ctx) override { return Status::OK(); }
+};
+
+class CopyKernel : public Kernel {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    const Blob& in = ctx->Input("in");
+    Blob* out = ctx->Output("out");
+    for (int64_t i = 0; i < out->elem_count(); ++i) out->data<float>()[i] = in.data<float>()[i];
+    return Status::OK();
+  }
+};
+
+class FailAtKernel final : public CopyKernel {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    if (ctx->iteration() == ctx->attrs().GetIntOr("at", -1)) {
+      return ctx->Error("injected failure");
+    }
+    return CopyKernel::Forward(ctx);
+  }
+};
+
+class NanAtKernel final : public CopyKernel {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    RETURN_IF_ERROR(CopyKernel::Forward(ctx));
+    if (ctx->iteration() == ctx->attrs().GetIntOr("at", -1)) {
+      ctx->Output("out")->data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+    }
+    return Status::OK();
+  }
+};
+
+class InitKernel final : public Kernel {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    Fill(ctx->Output("out"), static_cast<float>(ctx->attrs().GetIntOr("value", 0)));
+    return Status::OK();
+  }
+};
+
+class AccumulateKernel final : public Kernel {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    Blob* model = ctx->MutableInput("model");
+    const float* in = ctx->Input("in").data<float>();
+    for (int64_t i = 0; i < model->elem_count(); ++i) model->data<float>()[i] += in[i];
+    return Status::OK();
+  }
+};
+
+REGISTER_KERNEL("test_source", DEVICE_CPU, DT_FLOAT, SourceKernel);
+REGISTER_KERNEL("test_add_one", DEVICE_CPU, DT_FLOAT, AddOneKernel);
+REGISTER_KERNEL("test_noop", DEVICE_CPU, DT_FLOAT, NoopKernel);
+REGISTER_KERNEL("test_fail_at", DEVICE_CPU, DT_FLOAT, FailAtKernel);
+REGISTER_KERNEL("test_nan_at", DEVICE_CPU, DT_FLOAT, NanAtKernel);
+REGISTER_KERNEL("test_init", DEVICE_CPU, DT_FLOAT, InitKernel);
+REGISTER_KERNEL("test_accumulate", DEVICE_CPU, DT_FLOAT, AccumulateKernel);
+
+}  // namespace
+}  // namespace testing
+}  // namespace oflite
