@@ -1,0 +1,32 @@
+// The provider conformance suite (comm/transport_test_suite.h) on the ibverbs
+// provider over the verbs emulator, on an InfiniBand and a RoCE fabric. RNR
+// retries are set to 0: flow control alone must keep receives posted.
+#include "oneflow_lite/comm/ibverbs/ibverbs_transport.h"
+
+#include "oneflow_lite/comm/ibverbs/emulated_transport.h"
+#include "oneflow_lite/comm/transport_test_suite.h"
+
+namespace oflite {
+namespace comm {
+namespace {
+
+TransportFactory EmulatedFactory(const std::string& name,
+                                 verbs::LinkLayer link_layer) {
+  ibverbs::EmulatedFabricOptions options;
+  options.device.link_layer = link_layer;
+  options.ibverbs.rnr_retry = 0;
+  options.ibverbs.ack_timeout = 10;  // 4 ms: a lost peer shows up fast
+  options.ibverbs.heartbeat_interval = std::chrono::milliseconds(100);
+  options.ibverbs.block_size = 256 * 1024;
+  return {name, ibverbs::EmulatedIbverbsCreator(options)};
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ibverbs, TransportConformanceTest,
+    ::testing::Values(EmulatedFactory("InfiniBand", verbs::LinkLayer::kInfiniBand),
+                      EmulatedFactory("RoCE", verbs::LinkLayer::kEthernet)),
+    [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace comm
+}  // namespace oflite
