@@ -1,5 +1,6 @@
 #include "oneflow_lite/comm/tcp/tcp_transport.h"
 
+#include "oneflow_lite/comm/memory/strategy_test_suite.h"
 #include "oneflow_lite/comm/transport_test_suite.h"
 
 namespace oflite {
@@ -15,6 +16,9 @@ TransportFactory TcpFactory() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tcp, TransportConformanceTest,
+                         ::testing::Values(TcpFactory()),
+                         [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Tcp, MemoryStrategyTest,
                          ::testing::Values(TcpFactory()),
                          [](const auto& info) { return info.param.name; });
 

@@ -1,0 +1,54 @@
+#include "oneflow_lite/comm/message_router.h"
+
+#include "oneflow_lite/comm/wire.h"
+
+namespace oflite {
+namespace comm {
+
+void MessageRouter::SetHandler(uint32_t channel, MessageHandler handler) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  handlers_[channel] = std::move(handler);
+}
+
+void MessageRouter::RemoveHandler(uint32_t channel) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  handlers_.erase(channel);
+}
+
+MessageHandler MessageRouter::AsHandler() {
+  return [this](int peer, const void* data, size_t size) {
+    Dispatch(peer, data, size);
+  };
+}
+
+void MessageRouter::Dispatch(int peer_rank, const void* data, size_t size) {
+  if (size < kChannelHeaderSize) {
+    ++dropped_;
+    return;
+  }
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  const uint32_t channel = wire::LoadU32(bytes);
+  MessageHandler handler;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = handlers_.find(channel);
+    if (it == handlers_.end()) {
+      ++dropped_;
+      return;
+    }
+    handler = it->second;
+  }
+  handler(peer_rank, bytes + kChannelHeaderSize, size - kChannelHeaderSize);
+}
+
+Status MessageRouter::Send(Connection* connection, uint32_t channel,
+                           const std::string& payload) {
+  std::string message;
+  message.reserve(kChannelHeaderSize + payload.size());
+  wire::AppendU32(&message, channel);
+  message += payload;
+  return connection->SendMessage(message.data(), message.size());
+}
+
+}  // namespace comm
+}  // namespace oflite

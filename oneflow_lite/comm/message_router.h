@@ -1,0 +1,48 @@
+// Multiplexes one Transport's message stream among independent users
+// (bounce channels, collectives, the runtime's actor messages). Every
+// message starts with a little-endian u32 channel id; the router strips it
+// and calls the handler registered for that channel. Messages for a channel
+// without a handler are counted and dropped.
+//
+// Install with options.on_message = router->AsHandler() before creating the
+// transport (the router must outlive the transport). Handlers run on the
+// transport's progress thread and must not block. Thread-safe.
+#ifndef ONEFLOW_LITE_COMM_MESSAGE_ROUTER_H_
+#define ONEFLOW_LITE_COMM_MESSAGE_ROUTER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "oneflow_lite/comm/transport.h"
+
+namespace oflite {
+namespace comm {
+
+class MessageRouter {
+ public:
+  static constexpr size_t kChannelHeaderSize = 4;
+
+  void SetHandler(uint32_t channel, MessageHandler handler);
+  void RemoveHandler(uint32_t channel);
+  MessageHandler AsHandler();
+  uint64_t dropped() const { return dropped_; }
+
+  // Prefixes `payload` with the channel id and sends it.
+  static Status Send(Connection* connection, uint32_t channel,
+                     const std::string& payload);
+
+ private:
+  void Dispatch(int peer_rank, const void* data, size_t size);
+
+  std::mutex mutex_;
+  std::map<uint32_t, MessageHandler> handlers_;
+  std::atomic<uint64_t> dropped_{0};
+};
+
+}  // namespace comm
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_COMM_MESSAGE_ROUTER_H_
