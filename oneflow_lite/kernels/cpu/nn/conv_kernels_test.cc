@@ -1,4 +1,6 @@
+#include "oneflow_lite/device/device_context.h"
 #include "oneflow_lite/kernels/cpu/nn/nn_test_util.h"
+#include "oneflow_lite/kernels/kernel.h"
 
 namespace oflite {
 namespace nn {
@@ -128,6 +130,55 @@ TEST(Conv2dKernelTest, FloatGradKernelsMatchDouble) {
       EXPECT_NEAR(in_float[i], in_double[i], 1e-4 * std::max(1.0, std::fabs(in_double[i])))
           << type << " element " << i;
     }
+  }
+}
+
+// One kernel object serves many iterations: its scratch (allocated in Init)
+// is reused, the filter gradient is re-zeroed each call, and a smaller
+// dynamic batch works.
+TEST(Conv2dKernelTest, KernelObjectReusedAcrossCalls) {
+  const ConvCase c = Cases()[1];
+  Shape y_shape;
+  ReferenceConv(c, std::vector<double>(c.x.elem_count()),
+                std::vector<double>(c.weight.elem_count()), &y_shape);
+  OpConf op = OpConfBuilder("conv2d_grad_filter", "gf")
+                  .Input("dy", "in/dy_0")
+                  .Input("x", "in/x_0")
+                  .Input("like", "in/like_0")
+                  .Output("dw")
+                  .Attr("strides", c.strides)
+                  .Attr("padding", c.padding)
+                  .Attr("dilations", c.dilations)
+                  .Build();
+  CpuDeviceContext cpu;
+  KernelInitContext init;
+  init.op = &op;
+  init.inputs["dy"] = {TensorDesc(y_shape, DT_DOUBLE)};
+  init.inputs["x"] = {TensorDesc(c.x, DT_DOUBLE)};
+  init.inputs["like"] = {TensorDesc(c.weight, DT_DOUBLE)};
+  init.outputs["dw"] = {TensorDesc(c.weight, DT_DOUBLE)};
+  init.device = &cpu;
+  StatusOr<std::unique_ptr<Kernel>> kernel = CreateAndInitKernel(init, DEVICE_CPU, DT_DOUBLE);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  for (int64_t batch : {c.x.dim(0), c.x.dim(0), int64_t{1}}) {
+    Shape x_shape = c.x, dy_shape = y_shape;
+    x_shape.mutable_dim(0) = batch;
+    dy_shape.mutable_dim(0) = batch;
+    TensorMap env;
+    env.emplace("in/dy_0", RandomTensor(TensorDesc(dy_shape, DT_DOUBLE), 10 + batch));
+    env.emplace("in/x_0", RandomTensor(TensorDesc(x_shape, DT_DOUBLE), 20 + batch));
+    env.emplace("in/like_0", HostTensor(TensorDesc(c.weight, DT_DOUBLE)));
+    const std::vector<double> fresh = ToDoubles(MustRun(op, &env).at("gf/dw_0"));
+    HostTensor dw(TensorDesc(c.weight, DT_DOUBLE));
+    Blob dy_blob = env.at("in/dy_0").AsBlob(), x_blob = env.at("in/x_0").AsBlob();
+    Blob like_blob = env.at("in/like_0").AsBlob(), dw_blob = dw.AsBlob();
+    KernelContext ctx(op, &cpu, 0);
+    ctx.BindInput("dy", &dy_blob);
+    ctx.BindInput("x", &x_blob);
+    ctx.BindInput("like", &like_blob);
+    ctx.BindOutput("dw", &dw_blob);
+    ASSERT_TRUE((*kernel)->Forward(&ctx).ok());
+    ExpectAllNear(dw, fresh, 1e-12, "batch " + std::to_string(batch));
   }
 }
 

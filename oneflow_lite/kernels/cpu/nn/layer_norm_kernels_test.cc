@@ -75,6 +75,41 @@ TEST(LayerNormKernelTest, GradientsMatchFiniteDifferences) {
   }
 }
 
+// The usual training path: only y receives a gradient (no dmean/dinv_variance).
+TEST(LayerNormKernelTest, GradOpWithOnlyDyMatchesFiniteDifferences) {
+  const Shape x_shape({3, 2, 5});
+  TensorMap env;
+  env.emplace("in/x_0", RandomTensor(TensorDesc(x_shape, DT_DOUBLE), 4, -2, 2));
+  env.emplace("in/g_0", RandomTensor(TensorDesc(Shape({2, 5}), DT_DOUBLE), 5));
+  env.emplace("in/b_0", RandomTensor(TensorDesc(Shape({2, 5}), DT_DOUBLE), 6));
+  const OpConf forward = LayerNormOp(1);
+  TensorMap run_env;
+  for (const auto& [lbn, t] : env) run_env.emplace(lbn, t.Clone());
+  TensorMap out = MustRun(forward, &run_env);
+  HostTensor dy = RandomTensor(TensorDesc(x_shape, DT_DOUBLE), 8);
+  const std::vector<double> cotangent = ToDoubles(dy);
+  for (auto& [lbn, t] : out) run_env.emplace(lbn, std::move(t));
+  run_env.emplace("in/dy_0", std::move(dy));
+  OpConf grad = OpConfBuilder("layer_norm_grad", "lng")
+                    .Input("dy", "in/dy_0")
+                    .Input("x", "in/x_0")
+                    .Input("mean", "ln/mean_0")
+                    .Input("inv_variance", "ln/inv_variance_0")
+                    .Input("gamma", "in/g_0")
+                    .Output("dx")
+                    .Output("dgamma")
+                    .Output("dbeta")
+                    .Attr("begin_norm_axis", 1)
+                    .Build();
+  TensorMap grads = MustRun(grad, &run_env);
+  const std::vector<std::pair<std::string, std::string>> checks = {
+      {"in/x_0", "lng/dx_0"}, {"in/g_0", "lng/dgamma_0"}, {"in/b_0", "lng/dbeta_0"}};
+  for (const auto& [input, grad_lbn] : checks) {
+    ExpectAllNear(grads.at(grad_lbn), NumericGradient(forward, env, input, "ln/y_0", cotangent),
+                  1e-6, grad_lbn);
+  }
+}
+
 TEST(LayerNormKernelTest, GammaShapeMismatchNamesOpAndShapes) {
   TensorMap env;
   env.emplace("in/x_0", HostTensor(TensorDesc(Shape({2, 6}), DT_FLOAT)));

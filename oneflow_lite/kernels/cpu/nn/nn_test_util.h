@@ -66,6 +66,31 @@ inline std::string RunError(const OpConf& op, TensorMap* env, const RunOpOptions
   return out.ok() ? "" : out.status().message();
 }
 
+// Central finite differences of sum(cotangent * output) with respect to every
+// element of the float64 input `input_lbn` (for checking a grad op on its own,
+// e.g. with only some of the forward op's outputs receiving a gradient).
+inline std::vector<double> NumericGradient(const OpConf& op, const TensorMap& env,
+                                           const std::string& input_lbn,
+                                           const std::string& output_lbn,
+                                           const std::vector<double>& cotangent,
+                                           double epsilon = 1e-6) {
+  std::vector<double> grad(env.at(input_lbn).elem_count());
+  auto loss = [&](int64_t element, double delta) {
+    TensorMap copy;
+    for (const auto& [lbn, t] : env) copy.emplace(lbn, t.Clone());
+    copy.at(input_lbn).data<double>()[element] += delta;
+    TensorMap out = MustRun(op, &copy);
+    const std::vector<double> y = ToDoubles(out.at(output_lbn));
+    double sum = 0;
+    for (size_t i = 0; i < y.size(); ++i) sum += cotangent.at(i) * y[i];
+    return sum;
+  };
+  for (size_t i = 0; i < grad.size(); ++i) {
+    grad[i] = (loss(i, epsilon) - loss(i, -epsilon)) / (2 * epsilon);
+  }
+  return grad;
+}
+
 }  // namespace testing
 }  // namespace nn
 }  // namespace oflite

@@ -150,6 +150,31 @@ TEST(SparseSoftmaxCrossEntropyKernelTest, LabelShapeMismatchNamesBothShapes) {
   EXPECT_NE(error.find("(2,)"), std::string::npos) << error;
 }
 
+// The usual training path: only the loss receives a gradient (no dprob).
+TEST(SparseSoftmaxCrossEntropyKernelTest, GradOpWithOnlyDyIsProbMinusOneHot) {
+  for (DataType dtype : FloatTypes()) {
+    TensorMap env;
+    env.emplace("in/dy_0", RandomTensor(TensorDesc(Shape({3}), dtype), 1));
+    env.emplace("in/prob_0", RandomTensor(TensorDesc(Shape({3, 4}), dtype), 2, 0, 1));
+    env.emplace("in/l_0", HostTensor::FromVector<int32_t>(Shape({3}), {3, 0, 1}));
+    const std::vector<double> dy = ToDoubles(env.at("in/dy_0"));
+    std::vector<double> expected = ToDoubles(env.at("in/prob_0"));
+    const int labels[3] = {3, 0, 1};
+    for (int n = 0; n < 3; ++n) {
+      for (int c = 0; c < 4; ++c) {
+        expected[n * 4 + c] = dy[n] * (expected[n * 4 + c] - (c == labels[n] ? 1 : 0));
+      }
+    }
+    OpConf op = OpConfBuilder("sparse_softmax_cross_entropy_grad", "xg")
+                    .Input("dy", "in/dy_0")
+                    .Input("prob", "in/prob_0")
+                    .Input("label", "in/l_0")
+                    .Output("dx")
+                    .Build();
+    ExpectAllNear(MustRun(op, &env).at("xg/dx_0"), expected, Tolerance(dtype));
+  }
+}
+
 TEST(SparseSoftmaxCrossEntropyKernelTest, GradientOfLossAndProbMatchesFiniteDifferences) {
   for (DataType label_type : {DT_INT32, DT_INT64}) {
     TensorMap env;
