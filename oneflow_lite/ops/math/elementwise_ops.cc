@@ -248,6 +248,17 @@ Status InferCast(InferContext* ctx) {
   return Status::OK();
 }
 
+// A partial sum stays one under a cast between float types (up to rounding);
+// integer casts truncate, so only splits are offered for them.
+Status CastSbp(SbpContext* ctx) {
+  const TensorDesc& in = SbpInput(*ctx, "in");
+  AddAllSplitSignatures(ctx, in.shape.rank());
+  if (IsFloatingType(in.dtype) && IsFloatingType(SbpOutput(*ctx, "out").dtype)) {
+    AddPartialSignature(ctx, {"in"});
+  }
+  return Status::OK();
+}
+
 Status CastGrad(GradContext* ctx) {
   const std::string dy = ctx->OutputGradLbn("out");
   const DataType in_type = ctx->InputDesc("in").dtype;
@@ -296,8 +307,7 @@ REGISTER_OP("zeros_like")
     .Infer(InferZerosLike)
     .Sbp(ZerosLikeSbp)
     .Grad(ZerosLikeGrad);
-// Casting a partial sum is exact only between float types; offer splits only.
-REGISTER_OP("cast").Input("in").Output("out").Infer(InferCast).Sbp(SplitSbpOfIn).Grad(CastGrad);
+REGISTER_OP("cast").Input("in").Output("out").Infer(InferCast).Sbp(CastSbp).Grad(CastGrad);
 
 }  // namespace
 }  // namespace math

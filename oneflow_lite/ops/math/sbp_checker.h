@@ -8,7 +8,8 @@
 // are the split of the logical ones), then combines the outputs (S: concat,
 // B: every device must hold the full result, P: sum) and compares them with
 // the single-device result. Inputs must be float64 (integer inputs are only
-// split or broadcast). Single-threaded; for tests.
+// split or broadcast). float32 outputs are compared with a tolerance of at
+// least 1e-5. Single-threaded; for tests.
 #ifndef ONEFLOW_LITE_OPS_MATH_SBP_CHECKER_H_
 #define ONEFLOW_LITE_OPS_MATH_SBP_CHECKER_H_
 

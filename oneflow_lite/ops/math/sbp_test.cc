@@ -90,6 +90,8 @@ TEST(SbpTest, ElementwiseAndActivationOps) {
       {Unary("identity", "in", "out"), {{"x", s}}, 3},
       {OpConfBuilder("zeros_like", "z").Input("like", "x").Output("out").Build(), {{"x", s}}, 3},
       {OpConfBuilder("cast", "c").Input("in", "x").Output("out").Attr("dtype", DT_FLOAT).Build(),
+       {{"x", s}}, 3},
+      {OpConfBuilder("cast", "c").Input("in", "x").Output("out").Attr("dtype", DT_INT64).Build(),
        {{"x", s}}, 2},
       {OpConfBuilder("bias_add", "ba").Input("a", "x").Input("b", "y").Output("out").Attr("axis", 1).Build(),
        {{"x", Shape({6, 5, 3})}, {"y", Shape({5})}}, 4},
