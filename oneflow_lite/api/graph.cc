@@ -285,13 +285,14 @@ Batch Graph::FashionMnist(const std::string& path, int64_t batch_size, const Sbp
 }
 
 Batch Graph::RandomBatch(const Shape& image_shape, int64_t num_classes, const SbpParallel& sbp,
-                         const std::string& name) {
+                         DataType dtype, const std::string& name) {
   if (!ok()) return {};
   std::vector<Tensor> outputs = Emit(OpConfBuilder("random_batch", LayerName("random_batch", name))
                                          .Output("image")
                                          .Output("label")
                                          .Attr("shape", image_shape)
                                          .Attr("num_classes", num_classes)
+                                         .Attr("dtype", dtype)
                                          .Attr("seed", NextSeed())
                                          .Build());
   if (outputs.size() != 2) return {};

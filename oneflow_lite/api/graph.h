@@ -193,10 +193,11 @@ class Graph {
   // over the placement's devices (Split(0): data parallel).
   Batch FashionMnist(const std::string& path, int64_t batch_size, const SbpParallel& sbp = Split(0),
                      const FashionMnistOptions& options = {});
-  // Deterministic synthetic data: image float32 `image_shape` ([B, ...]),
-  // label int32 [B] in [0, num_classes).
+  // Deterministic synthetic data: image `dtype` (float32 or float64) of
+  // `image_shape` ([B, ...]), label int32 [B] in [0, num_classes).
   Batch RandomBatch(const Shape& image_shape, int64_t num_classes,
-                    const SbpParallel& sbp = Split(0), const std::string& name = "");
+                    const SbpParallel& sbp = Split(0), DataType dtype = DT_FLOAT,
+                    const std::string& name = "");
 
   // ---- Layers (create variables) -----------------------------------------
   // x [N, in] (rank > 2: flattened to [N, prod(rest)]) -> [N, units].

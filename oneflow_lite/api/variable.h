@@ -3,7 +3,8 @@
 // An Initializer is a plain value naming one of the initializers of the
 // `variable` op (docs/ops.md, train family) and its parameters. Fan-in and
 // fan-out for the xavier/kaiming initializers are computed by the variable
-// kernel from the variable's shape. MakeVariableOp writes every initializer
+// kernel from the variable's shape (ops/train/initializer.h: [in, out] for
+// rank 2, [O, C, K...] for convolutions). MakeVariableOp writes every initializer
 // attribute explicitly, so the Job does not depend on kernel defaults.
 #ifndef ONEFLOW_LITE_API_VARIABLE_H_
 #define ONEFLOW_LITE_API_VARIABLE_H_
@@ -30,8 +31,9 @@ struct Initializer {
   static Initializer Normal(double mean, double std);
   static Initializer XavierUniform(double gain = 1);
   static Initializer XavierNormal(double gain = 1);
-  static Initializer KaimingUniform(double gain = 1);
-  static Initializer KaimingNormal(double gain = 1);
+  // Kaiming gains default to sqrt(2) (ReLU), as in the variable op.
+  static Initializer KaimingUniform(double gain = 1.4142135623730951);
+  static Initializer KaimingNormal(double gain = 1.4142135623730951);
 };
 
 // A `variable` op named `name` whose output "<name>/out_0" has `desc`.
