@@ -56,13 +56,14 @@ class EmulatorTest : public ::testing::Test {
       if (node->qp) {
         EXPECT_EQ(api_->destroy_qp(node->qp), 0);
       }
+    }
+    for (ibv_mr* mr : mrs_) {
+      EXPECT_EQ(api_->dereg_mr(mr), 0);
+    }
+    mrs_.clear();
+    for (Node* node : {&first_, &second_}) {
       if (node->cq) {
         EXPECT_EQ(api_->destroy_cq(node->cq), 0);
-      }
-      for (ibv_mr* mr : mrs_) {
-        if (mr->pd == node->pd) {
-          EXPECT_EQ(api_->dereg_mr(mr), 0);
-        }
       }
       if (node->pd) {
         EXPECT_EQ(api_->dealloc_pd(node->pd), 0);
@@ -70,6 +71,7 @@ class EmulatorTest : public ::testing::Test {
       if (node->context) {
         EXPECT_EQ(api_->close_device(node->context), 0);
       }
+      *node = Node();
     }
   }
 
@@ -513,9 +515,6 @@ TEST_F(EmulatorTest, WrongLkeyAndReadIntoReadOnlyMemory) {
   for (int variant = 0; variant < 2; ++variant) {
     SCOPED_TRACE(variant == 0 ? "wrong lkey" : "read into read-only MR");
     TearDown();
-    mrs_.clear();
-    first_ = Node();
-    second_ = Node();
     OpenBoth();
     Connect();
     std::vector<char> local(64), remote(64, 'q');
@@ -552,9 +551,6 @@ TEST_F(EmulatorTest, RemoteKeyAndAccessViolationsAreRemoteAccessErrors) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     TearDown();
-    mrs_.clear();
-    first_ = Node();
-    second_ = Node();
     OpenBoth();
     Connect();
     std::vector<char> local(64, 'l'), remote(64, 'r');
@@ -667,9 +663,6 @@ TEST_F(EmulatorTest, WrongAddressOrPsnIsDroppedUntilRetryExceeded) {
   for (int variant = 0; variant < 2; ++variant) {
     SCOPED_TRACE(variant);
     TearDown();
-    mrs_.clear();
-    first_ = Node();
-    second_ = Node();
     OpenBoth();
     PathOptions path;
     path.timeout = 4;
