@@ -8,6 +8,13 @@ namespace comm {
 void MessageRouter::SetHandler(uint32_t channel, MessageHandler handler) {
   std::lock_guard<std::mutex> lock(mutex_);
   handlers_[channel] = std::move(handler);
+  auto parked = parked_.find(channel);
+  if (parked == parked_.end()) return;
+  for (const auto& [peer, bytes] : parked->second) {
+    handlers_[channel](peer, bytes.data(), bytes.size());
+  }
+  parked_count_ -= parked->second.size();
+  parked_.erase(parked);
 }
 
 void MessageRouter::RemoveHandler(uint32_t channel) {
@@ -28,17 +35,23 @@ void MessageRouter::Dispatch(int peer_rank, const void* data, size_t size) {
   }
   const auto* bytes = static_cast<const uint8_t*>(data);
   const uint32_t channel = wire::LoadU32(bytes);
-  MessageHandler handler;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = handlers_.find(channel);
-    if (it == handlers_.end()) {
-      ++dropped_;
-      return;
-    }
-    handler = it->second;
+  const uint8_t* payload = bytes + kChannelHeaderSize;
+  const size_t payload_size = size - kChannelHeaderSize;
+  // Handlers run under the lock: one at a time, and in order with parked
+  // messages delivered by SetHandler.
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = handlers_.find(channel);
+  if (it != handlers_.end()) {
+    it->second(peer_rank, payload, payload_size);
+    return;
   }
-  handler(peer_rank, bytes + kChannelHeaderSize, size - kChannelHeaderSize);
+  if (parked_count_ >= kMaxParked) {
+    ++dropped_;
+    return;
+  }
+  parked_[channel].emplace_back(
+      peer_rank, std::string(reinterpret_cast<const char*>(payload), payload_size));
+  ++parked_count_;
 }
 
 Status MessageRouter::Send(Connection* connection, uint32_t channel,

@@ -2,11 +2,15 @@
 // (bounce channels, collectives, the runtime's actor messages). Every
 // message starts with a little-endian u32 channel id; the router strips it
 // and calls the handler registered for that channel. Messages for a channel
-// without a handler are counted and dropped.
+// without a handler yet are kept (up to kMaxParked in all) and delivered, in
+// order, when its handler is set: a peer may talk before this side is ready.
+// Beyond the bound they are counted in dropped().
 //
 // Install with options.on_message = router->AsHandler() before creating the
 // transport (the router must outlive the transport). Handlers run on the
-// transport's progress thread and must not block. Thread-safe.
+// transport's progress thread (parked ones on the SetHandler caller's
+// thread), one at a time, and must not block or call SetHandler/RemoveHandler.
+// Thread-safe.
 #ifndef ONEFLOW_LITE_COMM_MESSAGE_ROUTER_H_
 #define ONEFLOW_LITE_COMM_MESSAGE_ROUTER_H_
 
@@ -15,6 +19,8 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "oneflow_lite/comm/transport.h"
 
@@ -24,6 +30,7 @@ namespace comm {
 class MessageRouter {
  public:
   static constexpr size_t kChannelHeaderSize = 4;
+  static constexpr size_t kMaxParked = 1 << 16;
 
   void SetHandler(uint32_t channel, MessageHandler handler);
   void RemoveHandler(uint32_t channel);
@@ -39,6 +46,8 @@ class MessageRouter {
 
   std::mutex mutex_;
   std::map<uint32_t, MessageHandler> handlers_;
+  std::map<uint32_t, std::vector<std::pair<int, std::string>>> parked_;
+  size_t parked_count_ = 0;
   std::atomic<uint64_t> dropped_{0};
 };
 

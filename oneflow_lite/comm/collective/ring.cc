@@ -1,0 +1,413 @@
+#include "oneflow_lite/comm/collective/ring.h"
+
+#include "oneflow_lite/comm/memory/bounce_buffers.h"  // kReplyBit
+#include "oneflow_lite/comm/wire.h"
+
+namespace oflite {
+namespace comm {
+namespace {
+
+constexpr std::chrono::milliseconds kStatusPoll{20};
+
+enum MessageType : uint8_t {
+  kReady = 1,       // forward: a chunk landed
+  kScratchKey = 2,  // backward: where to write reduce chunks
+  kDataKey = 3,     // backward: the buffer of this call (gather chunks)
+  kAck = 4,         // backward: scratch slots consumed
+};
+
+size_t ElementSize(DataType dtype) {
+  switch (dtype) {
+    case DT_FLOAT:
+    case DT_INT32:
+      return 4;
+    case DT_DOUBLE:
+    case DT_INT64:
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+template <typename T>
+void AddInto(uint8_t* destination, const uint8_t* source, size_t bytes) {
+  T* out = reinterpret_cast<T*>(destination);
+  const T* in = reinterpret_cast<const T*>(source);
+  const size_t count = bytes / sizeof(T);
+  for (size_t i = 0; i < count; ++i) out[i] += in[i];
+}
+
+void Reduce(DataType dtype, uint8_t* destination, const uint8_t* source,
+            size_t bytes) {
+  switch (dtype) {
+    case DT_FLOAT: AddInto<float>(destination, source, bytes); break;
+    case DT_DOUBLE: AddInto<double>(destination, source, bytes); break;
+    case DT_INT32: AddInto<int32_t>(destination, source, bytes); break;
+    case DT_INT64: AddInto<int64_t>(destination, source, bytes); break;
+    default: LOG(FATAL) << "unsupported dtype reached Reduce";
+  }
+}
+
+int Modulo(int value, int world) { return ((value % world) + world) % world; }
+
+}  // namespace
+
+void RingCommunicator::SegmentBounds(size_t count, int world, int index,
+                                     size_t* begin, size_t* end) {
+  *begin = count * index / world;
+  *end = count * (index + 1) / world;
+}
+
+RingCommunicator::RingCommunicator(Transport* transport, MessageRouter* router,
+                                   const CollectiveOptions& options)
+    : transport_(transport),
+      router_(router),
+      options_(options),
+      rank_(transport->rank()),
+      world_(transport->world_size()) {}
+
+RingCommunicator::~RingCommunicator() {
+  {
+    // Completions still in flight (after a failure) must not outlive us.
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait_for(lock, std::chrono::seconds(10),
+                      [&] { return sends_in_flight_ == 0; });
+  }
+  router_->RemoveHandler(options_.channel);
+  router_->RemoveHandler(options_.channel | kReplyBit);
+}
+
+StatusOr<std::unique_ptr<RingCommunicator>> RingCommunicator::Create(
+    Transport* transport, MessageRouter* router, RegisteredPool* pool,
+    const CollectiveOptions& options) {
+  if (options.slots < 1 || options.chunk_bytes < 8 ||
+      (options.channel & kReplyBit)) {
+    return InvalidArgumentError("collective options: need slots >= 1, "
+                                "chunk_bytes >= 8 and a channel without the reply bit");
+  }
+  std::unique_ptr<RingCommunicator> ring(
+      new RingCommunicator(transport, router, options));
+  if (ring->world_ > 1) RETURN_IF_ERROR(ring->Setup(pool));
+  return ring;
+}
+
+Status RingCommunicator::Setup(RegisteredPool* pool) {
+  ASSIGN_OR_RETURN(left_, transport_->GetConnection(Modulo(rank_ - 1, world_)));
+  ASSIGN_OR_RETURN(right_, transport_->GetConnection(Modulo(rank_ + 1, world_)));
+  ASSIGN_OR_RETURN(scratch_, pool->Allocate(options_.chunk_bytes * options_.slots));
+  router_->SetHandler(options_.channel, [this](int, const void* data, size_t size) {
+    OnForward(data, size);
+  });
+  router_->SetHandler(options_.channel | kReplyBit,
+                      [this](int, const void* data, size_t size) {
+                        OnBackward(data, size);
+                      });
+  std::string message(1, static_cast<char>(kScratchKey));
+  message += scratch_.remote_key().Encode();
+  RETURN_IF_ERROR(
+      MessageRouter::Send(left_, options_.channel | kReplyBit, message));
+  const Deadline deadline = DeadlineAfter(options_.setup_timeout);
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!have_right_scratch_) {
+    RETURN_IF_ERROR(HealthLocked());
+    if (Clock::now() >= deadline) {
+      return DeadlineExceededError("ring setup: rank ", Modulo(rank_ + 1, world_),
+                                   " never sent its scratch key to rank ", rank_);
+    }
+    changed_.wait_until(lock, std::min(deadline, Clock::now() + kStatusPoll));
+  }
+  return Status::OK();
+}
+
+Status RingCommunicator::HealthLocked() const {
+  RETURN_IF_ERROR(error_);
+  if (left_) RETURN_IF_ERROR(left_->status());
+  if (right_) RETURN_IF_ERROR(right_->status());
+  return Status::OK();
+}
+
+void RingCommunicator::FailLocked(const Status& status) {
+  if (error_.ok()) error_ = status;
+  changed_.notify_all();
+}
+
+void RingCommunicator::OnForward(const void* data, size_t size) {
+  wire::Reader reader(data, size);
+  uint8_t type = 0, in_scratch = 0;
+  uint64_t sequence = 0, byte_offset = 0, bytes = 0;
+  uint32_t slot = 0;
+  reader.ReadU8(&type);
+  reader.ReadU64(&sequence);
+  reader.ReadU64(&byte_offset);
+  reader.ReadU64(&bytes);
+  reader.ReadU8(&in_scratch);
+  reader.ReadU32(&slot);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!reader.ok() || reader.remaining() != 0 || type != kReady ||
+      slot >= static_cast<uint32_t>(options_.slots) ||
+      bytes > options_.chunk_bytes) {
+    FailLocked(DataLossError("ring: malformed READY from rank ",
+                             Modulo(rank_ - 1, world_)));
+    return;
+  }
+  ready_[sequence] = Ready{byte_offset, bytes, in_scratch != 0, slot};
+  changed_.notify_all();
+}
+
+void RingCommunicator::OnBackward(const void* data, size_t size) {
+  wire::Reader reader(data, size);
+  uint8_t type = 0;
+  reader.ReadU8(&type);
+  std::lock_guard<std::mutex> lock(mutex_);
+  const int right = Modulo(rank_ + 1, world_);
+  if (type == kAck) {
+    uint32_t count = 0;
+    reader.ReadU32(&count);
+    if (!reader.ok() || scratch_acked_ + count > scratch_sent_) {
+      FailLocked(DataLossError("ring: bad ACK from rank ", right));
+      return;
+    }
+    scratch_acked_ += count;
+  } else if (type == kScratchKey || type == kDataKey) {
+    uint64_t call = 0;
+    if (type == kDataKey) reader.ReadU64(&call);
+    if (!reader.ok() || reader.remaining() != RemoteKey::kEncodedSize) {
+      FailLocked(DataLossError("ring: bad key message from rank ", right));
+      return;
+    }
+    auto key = RemoteKey::Decode(std::string(
+        static_cast<const char*>(data) + size - RemoteKey::kEncodedSize,
+        RemoteKey::kEncodedSize));
+    if (!key.ok()) {
+      FailLocked(key.status().WithContext("ring: key from rank " + std::to_string(right)));
+      return;
+    }
+    if (type == kScratchKey) {
+      right_scratch_ = *key;
+      have_right_scratch_ = true;
+    } else {
+      right_data_keys_[call] = *key;
+    }
+  } else {
+    FailLocked(DataLossError("ring: unknown message ", int{type}, " from rank ", right));
+    return;
+  }
+  PumpSendsLocked();
+  changed_.notify_all();
+}
+
+void RingCommunicator::QueueSendsLocked(const MemoryRegion& region, size_t offset,
+                                        size_t begin_byte, size_t end_byte,
+                                        bool to_scratch) {
+  (void)region;
+  (void)offset;
+  for (size_t at = begin_byte; at < end_byte;) {
+    const size_t bytes = std::min(end_byte - at, options_.chunk_bytes);
+    send_queue_.push_back(SendItem{next_send_sequence_++, at, bytes, to_scratch});
+    at += bytes;
+  }
+}
+
+void RingCommunicator::PumpSendsLocked() {
+  while (!send_queue_.empty() && error_.ok() && send_region_ != nullptr) {
+    const SendItem item = send_queue_.front();
+    RemoteKey remote;
+    size_t remote_offset = 0;
+    uint32_t slot = 0;
+    if (item.to_scratch) {
+      if (!have_right_scratch_ ||
+          scratch_sent_ - scratch_acked_ >= static_cast<uint64_t>(options_.slots)) {
+        return;  // resumed by the next ACK
+      }
+      slot = static_cast<uint32_t>(scratch_sent_ % options_.slots);
+      remote = right_scratch_;
+      remote_offset = slot * options_.chunk_bytes;
+    } else {
+      auto key = right_data_keys_.find(call_);
+      if (key == right_data_keys_.end()) return;  // resumed by its DATA_KEY
+      remote = key->second;
+      remote_offset = item.byte_offset;
+    }
+    Connection* right = right_;
+    const uint32_t channel = options_.channel;
+    Status posted = right_->PostWrite(
+        *send_region_, send_offset_ + item.byte_offset, remote, remote_offset,
+        item.bytes, [this, item, slot, right, channel](const Status& status) {
+          Status result = status;
+          if (result.ok()) {
+            std::string ready(1, static_cast<char>(kReady));
+            wire::AppendU64(&ready, item.sequence);
+            wire::AppendU64(&ready, item.byte_offset);
+            wire::AppendU64(&ready, item.bytes);
+            wire::AppendU8(&ready, item.to_scratch ? 1 : 0);
+            wire::AppendU32(&ready, slot);
+            result = MessageRouter::Send(right, channel, ready);
+          }
+          std::lock_guard<std::mutex> lock(mutex_);
+          if (!result.ok()) FailLocked(result);
+          --sends_in_flight_;
+          changed_.notify_all();
+        });
+    if (!posted.ok()) {
+      FailLocked(posted);
+      return;
+    }
+    if (item.to_scratch) ++scratch_sent_;
+    ++sends_in_flight_;
+    send_queue_.pop_front();
+  }
+}
+
+StatusOr<RingCommunicator::Ready> RingCommunicator::WaitReady(uint64_t sequence,
+                                                              Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    auto it = ready_.find(sequence);
+    if (it != ready_.end()) {
+      Ready ready = it->second;
+      ready_.erase(it);
+      return ready;
+    }
+    RETURN_IF_ERROR(HealthLocked());
+    if (Clock::now() >= deadline) {
+      return DeadlineExceededError("ring collective on rank ", rank_,
+                                   ": no data from rank ", Modulo(rank_ - 1, world_),
+                                   " before the deadline");
+    }
+    changed_.wait_until(lock, std::min(deadline, Clock::now() + kStatusPoll));
+  }
+}
+
+Status RingCommunicator::Run(const std::vector<Step>& steps,
+                             const MemoryRegion& region, size_t offset,
+                             size_t count, DataType dtype, Deadline deadline) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    RETURN_IF_ERROR(error_);
+  }
+  Status status = RunSteps(steps, region, offset, count, dtype, deadline);
+  if (!status.ok() && status.code() != StatusCode::kInvalidArgument) {
+    // Mid-collective failures leave neighbours out of step: sticky.
+    std::lock_guard<std::mutex> lock(mutex_);
+    FailLocked(status);
+  }
+  return status;
+}
+
+Status RingCommunicator::RunSteps(const std::vector<Step>& steps,
+                                  const MemoryRegion& region, size_t offset,
+                                  size_t count, DataType dtype,
+                                  Deadline deadline) {
+  const size_t element = ElementSize(dtype);
+  if (element == 0) {
+    return InvalidArgumentError("ring collective: unsupported dtype ", dtype);
+  }
+  if (offset > region.size() || count > (region.size() - offset) / element) {
+    return InvalidArgumentError("ring collective: ", count, " elements at offset ",
+                                offset, " exceed the region of ", region.size(),
+                                " bytes");
+  }
+  if (options_.chunk_bytes % element != 0) {
+    return InvalidArgumentError("chunk_bytes ", options_.chunk_bytes,
+                                " is not a multiple of the element size");
+  }
+  if (world_ == 1 || steps.empty()) return Status::OK();
+  RemoteKey my_key = region.remote_key();
+  my_key.address += offset;
+  my_key.length = count * element;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    RETURN_IF_ERROR(HealthLocked());
+    std::string message(1, static_cast<char>(kDataKey));
+    wire::AppendU64(&message, call_);
+    message += my_key.Encode();
+    RETURN_IF_ERROR(MessageRouter::Send(left_, options_.channel | kReplyBit, message));
+    send_region_ = &region;
+    send_offset_ = offset;
+    size_t begin, end;
+    SegmentBounds(count, world_, steps[0].send_segment, &begin, &end);
+    QueueSendsLocked(region, offset, begin * element, end * element, steps[0].reduce);
+    PumpSendsLocked();
+  }
+  uint8_t* base = region.data() + offset;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    size_t begin, end;
+    SegmentBounds(count, world_, steps[k].receive_segment, &begin, &end);
+    for (size_t at = begin * element; at < end * element;) {
+      const size_t bytes = std::min(end * element - at, options_.chunk_bytes);
+      ASSIGN_OR_RETURN(Ready ready, WaitReady(next_receive_sequence_++, deadline));
+      if (ready.byte_offset != at || ready.bytes != bytes ||
+          ready.in_scratch != steps[k].reduce) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        FailLocked(DataLossError("ring: rank ", Modulo(rank_ - 1, world_),
+                                 " sent a chunk out of schedule (different count"
+                                 " or call order?)"));
+        return error_;
+      }
+      if (steps[k].reduce) {
+        Reduce(dtype, base + at,
+               scratch_.data() + ready.slot * options_.chunk_bytes, bytes);
+        std::string ack(1, static_cast<char>(kAck));
+        wire::AppendU32(&ack, 1);
+        RETURN_IF_ERROR(MessageRouter::Send(left_, options_.channel | kReplyBit, ack));
+      }
+      if (k + 1 < steps.size()) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        QueueSendsLocked(region, offset, at, at + bytes, steps[k + 1].reduce);
+        PumpSendsLocked();
+      }
+      at += bytes;
+    }
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!(send_queue_.empty() && sends_in_flight_ == 0)) {
+    RETURN_IF_ERROR(HealthLocked());
+    if (Clock::now() >= deadline) {
+      return DeadlineExceededError("ring collective on rank ", rank_,
+                                   ": rank ", Modulo(rank_ + 1, world_),
+                                   " did not take its data before the deadline");
+    }
+    changed_.wait_until(lock, std::min(deadline, Clock::now() + kStatusPoll));
+  }
+  RETURN_IF_ERROR(error_);
+  right_data_keys_.erase(call_);
+  ++call_;
+  send_region_ = nullptr;
+  return Status::OK();
+}
+
+Status RingCommunicator::AllReduce(const MemoryRegion& region, size_t offset,
+                                   size_t count, DataType dtype,
+                                   Deadline deadline) {
+  std::vector<Step> steps;
+  for (int k = 0; k < world_ - 1; ++k) {  // reduce-scatter
+    steps.push_back({Modulo(rank_ - k, world_), Modulo(rank_ - k - 1, world_), true});
+  }
+  for (int j = 0; j < world_ - 1; ++j) {  // all-gather
+    steps.push_back({Modulo(rank_ + 1 - j, world_), Modulo(rank_ - j, world_), false});
+  }
+  return Run(steps, region, offset, count, dtype, deadline);
+}
+
+Status RingCommunicator::ReduceScatter(const MemoryRegion& region, size_t offset,
+                                       size_t count, DataType dtype,
+                                       Deadline deadline) {
+  std::vector<Step> steps;
+  for (int k = 0; k < world_ - 1; ++k) {
+    steps.push_back({Modulo(rank_ - k - 1, world_), Modulo(rank_ - k - 2, world_), true});
+  }
+  return Run(steps, region, offset, count, dtype, deadline);
+}
+
+Status RingCommunicator::AllGather(const MemoryRegion& region, size_t offset,
+                                   size_t count, DataType dtype,
+                                   Deadline deadline) {
+  std::vector<Step> steps;
+  for (int j = 0; j < world_ - 1; ++j) {
+    steps.push_back({Modulo(rank_ - j, world_), Modulo(rank_ - j - 1, world_), false});
+  }
+  return Run(steps, region, offset, count, dtype, deadline);
+}
+
+}  // namespace comm
+}  // namespace oflite

@@ -1,0 +1,136 @@
+// Ring collectives on CommNet: all-reduce (sum), reduce-scatter and
+// all-gather over all ranks of a Transport, ring order = rank order. Used by
+// the runtime's boxing actors across machines (P->B, P->S, S->B).
+//
+// Data path. The buffer is a caller-registered region (static zero-copy:
+// registered once, e.g. at plan load). Each step moves one segment to the
+// right neighbour in chunks of `chunk_bytes`: reduce steps WRITE a chunk into
+// one of `slots` registered scratch slots of the neighbour (from a
+// RegisteredPool) which it adds into its buffer and acknowledges (credit);
+// gather steps WRITE straight into the neighbour's buffer. After each WRITE
+// completes, a READY message tells the neighbour the chunk has landed.
+// Sends are queued and issued as credits allow (from the progress thread),
+// so no rank ever blocks in a send; the caller's thread only waits for
+// incoming chunks, reduces and forwards them.
+//
+// Segments: element range [count * i / N, count * (i + 1) / N) is segment i.
+// ReduceScatter leaves the sum of segment r on rank r; AllGather expects
+// rank r's segment r and fills the rest.
+//
+// Contract. All ranks call the same collectives in the same order with the
+// same count and dtype (DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64). Calls block
+// until done, the deadline, or a neighbour's failure (error names the rank).
+// One thread at a time per communicator. A failure other than a bad argument
+// is sticky: the ranks are out of step, so later calls return it. The communicator must be destroyed
+// before the router and the transport.
+#ifndef ONEFLOW_LITE_COMM_COLLECTIVE_RING_H_
+#define ONEFLOW_LITE_COMM_COLLECTIVE_RING_H_
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "oneflow_lite/comm/memory/registered_pool.h"
+#include "oneflow_lite/comm/message_router.h"
+#include "oneflow_lite/comm/transport.h"
+#include "proto/common.pb.h"
+
+namespace oflite {
+namespace comm {
+
+struct CollectiveOptions {
+  uint32_t channel = 0x100;  // router channel (and channel | kReplyBit)
+  size_t chunk_bytes = 512 * 1024;
+  int slots = 4;
+  std::chrono::milliseconds setup_timeout{30000};
+};
+
+class RingCommunicator {
+ public:
+  static StatusOr<std::unique_ptr<RingCommunicator>> Create(
+      Transport* transport, MessageRouter* router, RegisteredPool* pool,
+      const CollectiveOptions& options);
+  ~RingCommunicator();
+
+  // `count` elements of `dtype` at `region.data() + offset`.
+  Status AllReduce(const MemoryRegion& region, size_t offset, size_t count,
+                   DataType dtype, Deadline deadline);
+  Status ReduceScatter(const MemoryRegion& region, size_t offset, size_t count,
+                       DataType dtype, Deadline deadline);
+  Status AllGather(const MemoryRegion& region, size_t offset, size_t count,
+                   DataType dtype, Deadline deadline);
+
+  static void SegmentBounds(size_t count, int world, int index, size_t* begin,
+                            size_t* end);
+
+ private:
+  struct Step {
+    int send_segment;
+    int receive_segment;
+    bool reduce;  // the received chunk is added (else it was written in place)
+  };
+  struct SendItem {
+    uint64_t sequence;
+    size_t byte_offset;  // from the buffer start
+    size_t bytes;
+    bool to_scratch;
+  };
+  struct Ready {
+    size_t byte_offset;
+    size_t bytes;
+    bool in_scratch;
+    uint32_t slot;
+  };
+
+  RingCommunicator(Transport* transport, MessageRouter* router,
+                   const CollectiveOptions& options);
+  Status Setup(RegisteredPool* pool);
+  Status Run(const std::vector<Step>& steps, const MemoryRegion& region,
+             size_t offset, size_t count, DataType dtype, Deadline deadline);
+  Status RunSteps(const std::vector<Step>& steps, const MemoryRegion& region,
+                  size_t offset, size_t count, DataType dtype,
+                  Deadline deadline);
+  void QueueSendsLocked(const MemoryRegion& region, size_t offset,
+                        size_t begin_byte, size_t end_byte, bool to_scratch);
+  void PumpSendsLocked();
+  void OnForward(const void* data, size_t size);   // from the left neighbour
+  void OnBackward(const void* data, size_t size);  // from the right neighbour
+  StatusOr<Ready> WaitReady(uint64_t sequence, Deadline deadline);
+  Status HealthLocked() const;
+  void FailLocked(const Status& status);
+
+  Transport* const transport_;
+  MessageRouter* const router_;
+  const CollectiveOptions options_;
+  const int rank_;
+  const int world_;
+  Connection* left_ = nullptr;
+  Connection* right_ = nullptr;
+  PoolBuffer scratch_;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  Status error_;
+  RemoteKey right_scratch_;
+  bool have_right_scratch_ = false;
+  std::map<uint64_t, RemoteKey> right_data_keys_;  // by call id
+  uint64_t call_ = 0;
+  // Sending (to the right).
+  const MemoryRegion* send_region_ = nullptr;
+  size_t send_offset_ = 0;
+  std::deque<SendItem> send_queue_;
+  uint64_t next_send_sequence_ = 0;
+  uint64_t scratch_sent_ = 0;
+  uint64_t scratch_acked_ = 0;
+  uint64_t sends_in_flight_ = 0;
+  // Receiving (from the left).
+  std::map<uint64_t, Ready> ready_;
+  uint64_t next_receive_sequence_ = 0;
+};
+
+}  // namespace comm
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_COMM_COLLECTIVE_RING_H_

@@ -1,0 +1,213 @@
+#include "oneflow_lite/comm/collective/ring.h"
+
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "oneflow_lite/comm/tcp/tcp_transport.h"
+#include "oneflow_lite/comm/transport_test_suite.h"
+
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TransportConformanceTest);
+
+namespace oflite {
+namespace comm {
+namespace {
+
+using std::chrono::milliseconds;
+constexpr milliseconds kTimeout{20000};
+
+TransportFactory TcpFactory() {
+  return {"tcp", [](const TransportOptions& options) {
+            return tcp::CreateTcpTransport(options, tcp::TcpOptions());
+          }};
+}
+
+// N ranks in one process, each with a router, pool and communicator.
+struct Ring {
+  std::vector<std::unique_ptr<MessageRouter>> routers;
+  std::vector<std::unique_ptr<Transport>> transports;
+  std::vector<CommStats> stats;
+  std::vector<std::unique_ptr<RegisteredPool>> pools;
+  std::vector<std::unique_ptr<RingCommunicator>> communicators;
+
+  ~Ring() {
+    communicators.clear();
+    pools.clear();
+    transports.clear();
+  }
+};
+
+std::unique_ptr<Ring> MakeRing(int world, size_t chunk_bytes = 4096, int slots = 2) {
+  auto ring = std::make_unique<Ring>();
+  ring->stats = std::vector<CommStats>(world);
+  std::vector<TransportOptions> options(world);
+  for (int rank = 0; rank < world; ++rank) {
+    ring->routers.push_back(std::make_unique<MessageRouter>());
+    options[rank].rank = rank;
+    options[rank].world_size = world;
+    options[rank].on_message = ring->routers[rank]->AsHandler();
+  }
+  auto transports = CreateConnectedTransports(TcpFactory(), options, kTimeout);
+  CHECK(transports.ok()) << transports.status();
+  ring->transports = std::move(*transports);
+  ring->communicators.resize(world);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < world; ++rank) {
+    RegisteredPoolOptions pool_options;
+    pool_options.block_size = 1 << 20;
+    ring->pools.push_back(std::move(*RegisteredPool::Create(
+        ring->transports[rank].get(), pool_options, &ring->stats[rank].pool)));
+  }
+  for (int rank = 0; rank < world; ++rank) {
+    threads.emplace_back([&, rank] {
+      CollectiveOptions collective;
+      collective.chunk_bytes = chunk_bytes;
+      collective.slots = slots;
+      auto communicator = RingCommunicator::Create(
+          ring->transports[rank].get(), ring->routers[rank].get(),
+          ring->pools[rank].get(), collective);
+      CHECK(communicator.ok()) << communicator.status();
+      ring->communicators[rank] = std::move(*communicator);
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  return ring;
+}
+
+enum class Kind { kAllReduce, kReduceScatter, kAllGather };
+
+// Runs one collective on every rank over int64 data: rank r element i holds
+// (r + 1) * 1000 + i, so sums are exact.
+void RunAndCheck(Ring* ring, Kind kind, size_t count) {
+  SCOPED_TRACE("kind " + std::to_string(static_cast<int>(kind)));
+  const int world = static_cast<int>(ring->transports.size());
+  std::vector<std::vector<int64_t>> data(world, std::vector<int64_t>(count));
+  std::vector<Status> results(world);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < world; ++rank) {
+    for (size_t i = 0; i < count; ++i) data[rank][i] = (rank + 1) * 1000 + i;
+    threads.emplace_back([&, rank] {
+      auto region = ring->transports[rank]->RegisterMemory(
+          data[rank].data(), count * sizeof(int64_t), kAccessAll);
+      RingCommunicator* communicator = ring->communicators[rank].get();
+      const Deadline deadline = DeadlineAfter(kTimeout);
+      switch (kind) {
+        case Kind::kAllReduce:
+          results[rank] = communicator->AllReduce(**region, 0, count, DT_INT64, deadline);
+          break;
+        case Kind::kReduceScatter:
+          results[rank] = communicator->ReduceScatter(**region, 0, count, DT_INT64, deadline);
+          break;
+        case Kind::kAllGather:
+          results[rank] = communicator->AllGather(**region, 0, count, DT_INT64, deadline);
+          break;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  const int64_t rank_sum = world * (world + 1) / 2;
+  for (int rank = 0; rank < world; ++rank) {
+    ASSERT_TRUE(results[rank].ok()) << results[rank];
+    for (size_t i = 0; i < count; ++i) {
+      int owner = 0;
+      while (owner + 1 < world) {
+        size_t begin, end;
+        RingCommunicator::SegmentBounds(count, world, owner, &begin, &end);
+        if (i < end) break;
+        ++owner;
+      }
+      int64_t expected;
+      if (kind == Kind::kAllReduce) {
+        expected = rank_sum * 1000 + world * static_cast<int64_t>(i);
+      } else if (kind == Kind::kReduceScatter) {
+        if (owner != rank) continue;  // other segments hold partial sums
+        expected = rank_sum * 1000 + world * static_cast<int64_t>(i);
+      } else {
+        expected = (owner + 1) * 1000 + static_cast<int64_t>(i);
+      }
+      ASSERT_EQ(data[rank][i], expected)
+          << "rank " << rank << " element " << i << " of " << count;
+    }
+  }
+}
+
+TEST(RingTest, AllReduceOverWorldsAndSizes) {
+  for (int world : {1, 2, 3, 4}) {
+    auto ring = MakeRing(world);
+    for (size_t count : {size_t{0}, size_t{1}, size_t{3}, size_t{1001}, size_t{40000}}) {
+      SCOPED_TRACE("world " + std::to_string(world) + " count " + std::to_string(count));
+      RunAndCheck(ring.get(), Kind::kAllReduce, count);
+    }
+  }
+}
+
+TEST(RingTest, ReduceScatterAndAllGatherPlaceSegmentsByRank) {
+  for (int world : {2, 3, 4}) {
+    auto ring = MakeRing(world);
+    for (size_t count : {size_t{1}, size_t{7}, size_t{5003}}) {
+      SCOPED_TRACE("world " + std::to_string(world) + " count " + std::to_string(count));
+      RunAndCheck(ring.get(), Kind::kReduceScatter, count);
+      RunAndCheck(ring.get(), Kind::kAllGather, count);
+    }
+  }
+}
+
+TEST(RingTest, FloatAllReduceMatchesSerialSum) {
+  auto ring = MakeRing(3, 1024, 1);
+  const size_t count = 777;
+  std::vector<std::vector<float>> data(3, std::vector<float>(count));
+  std::vector<float> expected(count, 0.0f);
+  for (int rank = 0; rank < 3; ++rank) {
+    for (size_t i = 0; i < count; ++i) {
+      data[rank][i] = 0.25f * rank + 0.5f * i;  // exactly representable sums
+      expected[i] += data[rank][i];
+    }
+  }
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 3; ++rank) {
+    threads.emplace_back([&, rank] {
+      auto region = ring->transports[rank]->RegisterMemory(data[rank].data(),
+                                                           count * 4, kAccessAll);
+      ASSERT_TRUE(ring->communicators[rank]->AllReduce(**region, 0, count, DT_FLOAT,
+                                                       DeadlineAfter(kTimeout)).ok());
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int rank = 0; rank < 3; ++rank) EXPECT_EQ(data[rank], expected);
+}
+
+TEST(RingTest, BadArgumentsAreRejectedWithoutBreakingTheRing) {
+  auto ring = MakeRing(2);
+  std::vector<int64_t> small(4);
+  auto region = ring->transports[0]->RegisterMemory(small.data(), 32, kAccessAll);
+  EXPECT_EQ(ring->communicators[0]->AllReduce(**region, 0, 5, DT_INT64,
+                                              DeadlineAfter(kTimeout)).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ring->communicators[0]->AllReduce(**region, 0, 4, DT_BOOL,
+                                              DeadlineAfter(kTimeout)).code(),
+            StatusCode::kInvalidArgument);
+  region->reset();
+  RunAndCheck(ring.get(), Kind::kAllReduce, 100);
+}
+
+TEST(RingTest, LostNeighbourFailsTheCollectiveNamingIt) {
+  auto ring = MakeRing(3);
+  ring->communicators[2].reset();
+  ring->transports[2].reset();  // rank 2 is gone
+  std::vector<int64_t> data(1000, 1);
+  auto region = ring->transports[0]->RegisterMemory(data.data(), 8000, kAccessAll);
+  auto start = Clock::now();
+  Status status = ring->communicators[0]->AllReduce(**region, 0, 1000, DT_INT64,
+                                                    DeadlineAfter(kTimeout));
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("rank 2"), std::string::npos) << status;
+  EXPECT_LT(Clock::now() - start, milliseconds(5000));
+  // Sticky afterwards.
+  EXPECT_FALSE(ring->communicators[0]->AllReduce(**region, 0, 1000, DT_INT64,
+                                                 DeadlineAfter(kTimeout)).ok());
+  region->reset();
+}
+
+}  // namespace
+}  // namespace comm
+}  // namespace oflite
