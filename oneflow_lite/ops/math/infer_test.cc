@@ -51,6 +51,16 @@ TEST(MathInferTest, MatmulShapesAndMismatch) {
       {"dense1", "dtype"});
 }
 
+TEST(MathInferTest, MistypedOptionalAttributeIsAnError) {
+  OpConf op = Matmul(false, false);
+  SetIntAttr(&op, "transpose_a", 1);
+  ExpectError(InferOne(op, {{"a", {D({3, 5})}}, {"b", {D({5, 7})}}}, "out"),
+              {"dense1", "transpose_a"});
+  OpConf reduce =
+      OpConfBuilder("reduce_sum", "r").Input("x", "x").Output("y").Attr("axis", int64_t{0}).Build();
+  ExpectError(InferOne(reduce, {{"x", {D({3, 5})}}}, "y"), {"'r'", "axis"});
+}
+
 TEST(MathInferTest, BiasAddNeedsMatchingLength) {
   OpConf op = OpConfBuilder("bias_add", "fc_bias").Input("a", "a").Input("b", "b").Output("out").Build();
   auto out = InferOne(op, {{"a", {D({4, 6})}}, {"b", {D({6})}}}, "out");

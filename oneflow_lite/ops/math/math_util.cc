@@ -5,6 +5,21 @@
 namespace oflite {
 namespace math {
 
+Status CheckOptionalAttrTypes(const OpConf& op, std::initializer_list<AttrType> attrs) {
+  for (const AttrEntry& entry : op.attr()) {
+    for (const AttrType& expected : attrs) {
+      // An empty list may be stored without a value case.
+      const AttrValue::ValueCase got = entry.value().value_case();
+      if (entry.key() == expected.key && got != expected.type &&
+          got != AttrValue::VALUE_NOT_SET) {
+        return InvalidArgumentError("op '", op.name(), "' (", op.op_type(), "): attribute '",
+                                    entry.key(), "' has the wrong type (see docs/ops.md)");
+      }
+    }
+  }
+  return Status::OK();
+}
+
 bool NormalizeAxis(int64_t axis, int64_t rank, int64_t* normalized) {
   if (axis < -rank || axis >= rank) return false;
   *normalized = axis < 0 ? axis + rank : axis;

@@ -9,6 +9,7 @@
 #ifndef ONEFLOW_LITE_OPS_MATH_MATH_UTIL_H_
 #define ONEFLOW_LITE_OPS_MATH_MATH_UTIL_H_
 
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
@@ -21,6 +22,16 @@
 
 namespace oflite {
 namespace math {
+
+// AttrView's *Or getters fall back to the default when an attribute has the
+// wrong type; inference calls this first so that a mistyped optional
+// attribute (e.g. transpose_a given as an int) is an error naming the op and
+// the key instead of being silently ignored.
+struct AttrType {
+  const char* key;
+  AttrValue::ValueCase type;
+};
+Status CheckOptionalAttrTypes(const OpConf& op, std::initializer_list<AttrType> attrs);
 
 // Maps a possibly negative axis into [0, rank). False if out of range.
 bool NormalizeAxis(int64_t axis, int64_t rank, int64_t* normalized);

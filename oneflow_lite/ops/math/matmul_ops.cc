@@ -6,6 +6,9 @@ namespace math {
 namespace {
 
 Status InferMatmul(InferContext* ctx) {
+  RETURN_IF_ERROR(CheckOptionalAttrTypes(ctx->op(), {{"transpose_a", AttrValue::kB},
+                                                     {"transpose_b", AttrValue::kB},
+                                                     {"alpha", AttrValue::kF}}));
   const TensorDesc& a = ctx->Input("a");
   const TensorDesc& b = ctx->Input("b");
   const bool transpose_a = ctx->attrs().GetBoolOr("transpose_a", false);
@@ -96,6 +99,7 @@ StatusOr<int64_t> BiasAxis(const OpConf& op, int64_t rank) {
 }
 
 Status InferBiasAdd(InferContext* ctx) {
+  RETURN_IF_ERROR(CheckOptionalAttrTypes(ctx->op(), {{"axis", AttrValue::kI}}));
   const TensorDesc& a = ctx->Input("a");
   const TensorDesc& b = ctx->Input("b");
   ASSIGN_OR_RETURN(int64_t axis, BiasAxis(ctx->op(), a.shape.rank()));

@@ -21,6 +21,8 @@ bool Contains(const std::vector<int64_t>& v, int64_t x) {
 }
 
 Status InferReduce(InferContext* ctx) {
+  RETURN_IF_ERROR(CheckOptionalAttrTypes(
+      ctx->op(), {{"axis", AttrValue::kInts}, {"keepdims", AttrValue::kB}}));
   const TensorDesc& x = ctx->Input("x");
   ASSIGN_OR_RETURN(std::vector<int64_t> axes, ReduceAxes(ctx->op(), x.shape.rank()));
   if (x.dtype != DT_FLOAT && x.dtype != DT_DOUBLE) {
@@ -102,6 +104,7 @@ StatusOr<BroadcastLikeInfo> AnalyzeBroadcastLike(const OpConf& op, const TensorD
 }
 
 Status InferBroadcastLike(InferContext* ctx) {
+  RETURN_IF_ERROR(CheckOptionalAttrTypes(ctx->op(), {{"axis", AttrValue::kInts}}));
   const TensorDesc& x = ctx->Input("x");
   const TensorDesc& like = ctx->Input("like");
   RETURN_IF_ERROR(AnalyzeBroadcastLike(ctx->op(), x, like).status());

@@ -55,6 +55,8 @@ Status InferReshapeLike(InferContext* ctx) {
 }
 
 Status InferFlatten(InferContext* ctx) {
+  RETURN_IF_ERROR(CheckOptionalAttrTypes(
+      ctx->op(), {{"start_dim", AttrValue::kI}, {"end_dim", AttrValue::kI}}));
   const TensorDesc& x = ctx->Input("x");
   const int64_t rank = x.shape.rank();
   if (rank == 0) {
@@ -244,6 +246,7 @@ Status ConcatGrad(GradContext* ctx) {
 // ---- slice / slice_grad ----
 
 Status InferSlice(InferContext* ctx) {
+  RETURN_IF_ERROR(CheckOptionalAttrTypes(ctx->op(), {{"step", AttrValue::kInts}}));
   const TensorDesc& x = ctx->Input("x");
   ASSIGN_OR_RETURN(SliceSpec spec, NormalizeSlice(ctx->op(), x.shape));
   *ctx->Output("y") = TensorDesc(spec.out_shape, x.dtype);
@@ -251,6 +254,7 @@ Status InferSlice(InferContext* ctx) {
 }
 
 Status InferSliceGrad(InferContext* ctx) {
+  RETURN_IF_ERROR(CheckOptionalAttrTypes(ctx->op(), {{"step", AttrValue::kInts}}));
   const TensorDesc& dy = ctx->Input("dy");
   const TensorDesc& like = ctx->Input("like");
   ASSIGN_OR_RETURN(SliceSpec spec, NormalizeSlice(ctx->op(), like.shape));

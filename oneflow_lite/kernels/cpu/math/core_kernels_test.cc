@@ -44,7 +44,7 @@ std::vector<double> ReferenceMatmul(const HostTensor& a, const HostTensor& b, bo
 
 TEST_P(CoreKernelTest, MatmulMatchesReferenceForAllTransposes) {
   const std::vector<std::array<int64_t, 3>> sizes = {{1, 1, 1}, {3, 5, 7}, {7, 1, 9}, {4, 0, 3},
-                                                     {2, 6, 1}};
+                                                     {2, 6, 1}, {33, 130, 65}};
   uint64_t seed = 1;
   for (const auto& [m, k, n] : sizes) {
     for (int t = 0; t < 4; ++t) {

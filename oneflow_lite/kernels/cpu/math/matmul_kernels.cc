@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "oneflow_lite/kernels/kernel.h"
 #include "oneflow_lite/ops/math/math_util.h"
@@ -47,6 +48,10 @@ class MatmulKernel final : public Kernel {
     if (k != kb || out->shape() != Shape({m, n})) {
       return ctx->Error("blob shapes disagree: a ", a.shape(), ", b ", b.shape(), ", out ",
                         out->shape());
+    }
+    constexpr int64_t kMaxBlasDim = std::numeric_limits<int>::max();
+    if (std::max({m, n, k, a.shape().dim(1), b.shape().dim(1)}) > kMaxBlasDim) {
+      return ctx->Error("dimension too large for BLAS (int): a ", a.shape(), ", b ", b.shape());
     }
     if (m == 0 || n == 0) return Status::OK();
     T* c = out->data<T>();
