@@ -394,20 +394,22 @@ bool Fabric::CheckRemote(const QueuePair& responder,
 void Fabric::Deliver(QueuePair* qp, QueuePair* responder,
                      const std::vector<Segment>& local, const Segment& remote,
                      const std::vector<Segment>& receive) {
-  SendRequest request = std::move(qp->send_queue.front());
-  qp->send_queue.pop_front();
-  switch (request.opcode) {
+  // Copy first: an inline request's segment points into the request itself.
+  const SendRequest& head = qp->send_queue.front();
+  switch (head.opcode) {
     case IBV_WR_RDMA_READ:
-      CopySegments({remote}, local, request.length);
+      CopySegments({remote}, local, head.length);
       break;
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
-      CopySegments(local, {remote}, request.length);
+      CopySegments(local, {remote}, head.length);
       break;
     default:
-      CopySegments(local, receive, request.length);
+      CopySegments(local, receive, head.length);
       break;
   }
+  SendRequest request = std::move(qp->send_queue.front());
+  qp->send_queue.pop_front();
   uint32_t packets = PacketCount(request.length, qp->attr.path_mtu);
   qp->next_send_psn = (qp->next_send_psn + packets) & kPsnMask;
   responder->expected_recv_psn =

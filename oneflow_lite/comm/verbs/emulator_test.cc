@@ -574,6 +574,72 @@ TEST_F(EmulatorTest, RemoteKeyAndAccessViolationsAreRemoteAccessErrors) {
   }
 }
 
+TEST_F(EmulatorTest, KeysOfAnotherProtectionDomainAreRejected) {
+  for (int variant = 0; variant < 2; ++variant) {
+    SCOPED_TRACE(variant == 0 ? "remote MR in another PD"
+                              : "local MR in another PD");
+    TearDown();
+    OpenBoth();
+    Connect();
+    Node& owner = variant == 0 ? second_ : first_;
+    ibv_pd* other_pd = api_->alloc_pd(owner.context);
+    ASSERT_NE(other_pd, nullptr);
+    std::vector<char> local(32, 'l'), remote(32, 'r');
+    ibv_mr* foreign = api_->reg_mr(
+        other_pd, variant == 0 ? remote.data() : local.data(), 32,
+        kFullAccess);
+    ASSERT_NE(foreign, nullptr);
+    ibv_mr* local_mr =
+        variant == 0 ? Register(first_, local.data(), 32, kFullAccess)
+                     : foreign;
+    ibv_mr* remote_mr =
+        variant == 0 ? foreign
+                     : Register(second_, remote.data(), 32, kFullAccess);
+    ASSERT_EQ(PostSend(first_, IBV_WR_RDMA_WRITE, local.data(), 32,
+                       local_mr->lkey, 1,
+                       reinterpret_cast<uint64_t>(remote.data()),
+                       remote_mr->rkey),
+              0);
+    ibv_wc wc = Poll(first_);
+    EXPECT_EQ(wc.status,
+              variant == 0 ? IBV_WC_REM_ACCESS_ERR : IBV_WC_LOC_PROT_ERR)
+        << WcStatusName(wc.status);
+    EXPECT_EQ(remote[0], 'r');
+    EXPECT_EQ(api_->dereg_mr(foreign), 0);
+    EXPECT_EQ(api_->dealloc_pd(other_pd), 0);
+  }
+}
+
+TEST_F(EmulatorTest, InlineSendIgnoresLkeyAndSendCarriesImmediate) {
+  OpenBoth();
+  Connect();
+  char inbox[64] = {};
+  ibv_mr* inbox_mr = Register(second_, inbox, sizeof(inbox), kFullAccess);
+  ASSERT_EQ(PostRecv(second_, inbox, sizeof(inbox), inbox_mr->lkey, 9), 0);
+  char message[80] = "inline!";
+  ibv_sge sge{reinterpret_cast<uint64_t>(message), 8, /*lkey=*/0xdead};
+  ibv_send_wr wr{};
+  wr.wr_id = 1;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND_WITH_IMM;
+  wr.imm_data = htonl(42);
+  wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(api_->post_send(first_.qp, &wr, &bad), 0);
+  std::strcpy(message, "changed");  // inline data was copied at post time
+  EXPECT_EQ(Poll(first_).status, IBV_WC_SUCCESS);
+  ibv_wc received = Poll(second_);
+  EXPECT_EQ(received.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(received.opcode, IBV_WC_RECV);
+  EXPECT_TRUE(received.wc_flags & IBV_WC_WITH_IMM);
+  EXPECT_EQ(ntohl(received.imm_data), 42u);
+  EXPECT_STREQ(inbox, "inline!");
+  sge.length = 65;  // above the QP's max_inline_data of 64
+  EXPECT_EQ(api_->post_send(first_.qp, &wr, &bad), EINVAL);
+  EXPECT_EQ(bad, &wr);
+}
+
 TEST_F(EmulatorTest, QpAccessFlagsAreEnforcedLikeMrFlags) {
   OpenBoth();
   PathOptions path;
