@@ -1,0 +1,219 @@
+// All-reduce bus bandwidth of CommNet's ring (TCP provider) next to Gloo's
+// ring all-reduce (Debian libgloo-dev, TCP transport) in the same run, for
+// 2, 3 and 4 processes on this host, float32 sums from 4 KiB to 64 MiB.
+//
+//   bazel run -c opt //tools/bench:allreduce_bench -- [--nproc=0 (2,3,4)]
+//       [--repeats=5] [--min_bytes=4096] [--max_bytes=67108864]
+//
+// busbw = 2 (N - 1) / N * bytes / time (the nccl-tests convention): the bytes
+// each rank moves per unit time. Each sample times `iterations` back-to-back
+// all-reduces on rank 0; figures are medians over --repeats samples. Both
+// libraries reduce the same registered buffer in place; results are checked.
+#include <cmath>
+#include <cstring>
+
+#include <gloo/allreduce_ring.h>
+#include <gloo/allreduce_ring_chunked.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include "oneflow_lite/comm/collective/ring.h"
+#include "oneflow_lite/comm/control/connect.h"
+#include "oneflow_lite/comm/control/rendezvous_server.h"
+#include "oneflow_lite/comm/tcp/tcp_transport.h"
+#include "tools/bench/comm_bench_util.h"
+
+namespace oflite {
+namespace bench {
+namespace {
+
+using comm::Clock;
+using std::chrono::milliseconds;
+
+struct Config {
+  int world;
+  int repeats;
+  size_t min_bytes;
+  size_t max_bytes;
+  int control_port;
+  std::string gloo_dir;
+};
+
+void Check(const Status& status, const char* what) {
+  if (!status.ok()) {
+    std::fprintf(stderr, "%s: %s\n", what, status.ToString().c_str());
+    std::exit(1);
+  }
+}
+
+int Iterations(size_t bytes) {
+  return static_cast<int>(std::clamp<size_t>((8u << 20) / bytes, 1, 32));
+}
+
+double BusBandwidth(int world, size_t bytes, double seconds) {
+  return 2.0 * (world - 1) / world * bytes / seconds / 1e6;
+}
+
+// Times `run` (one all-reduce) as a median of samples, in seconds per op.
+template <typename Run>
+double TimeMedian(int repeats, int iterations, Run run) {
+  run();  // warm-up
+  std::vector<double> samples;
+  for (int repeat = 0; repeat < repeats; ++repeat) {
+    auto start = Clock::now();
+    for (int i = 0; i < iterations; ++i) run();
+    samples.push_back(SecondsSince(start) / iterations);
+  }
+  return Median(samples);
+}
+
+void Fill(float* data, size_t count, int rank) {
+  for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(rank + 1);
+}
+
+// After k all-reduces of a buffer filled with rank + 1, every element is
+// (N(N+1)/2) * N^(k-1): checked on a few elements.
+void Verify(const float* data, size_t count, int world, int operations,
+            const char* who) {
+  double expected = world * (world + 1) / 2.0 * std::pow(world, operations - 1);
+  for (size_t i : {size_t{0}, count / 2, count - 1}) {
+    if (std::fabs(data[i] - expected) > 1e-3 * expected) {
+      std::fprintf(stderr, "%s: wrong result %f (expected %f)\n", who, data[i], expected);
+      std::exit(3);
+    }
+  }
+}
+
+int RunRank(int rank, const Config& config) {
+  const int world = config.world;
+  const std::string token = "allreduce-bench";
+  // CommNet: control plane, TCP transport, ring communicator.
+  std::unique_ptr<comm::control::RendezvousServer> server;
+  if (rank == 0) {
+    comm::control::RendezvousOptions options;
+    options.port = config.control_port;
+    options.world_size = world;
+    options.job_token = token;
+    auto started = comm::control::RendezvousServer::Start(options);
+    Check(started.status(), "rendezvous");
+    server = std::move(*started);
+  }
+  comm::control::ControlClientOptions client_options;
+  client_options.master = "127.0.0.1:" + std::to_string(config.control_port);
+  client_options.rank = rank;
+  client_options.world_size = world;
+  client_options.job_token = token;
+  auto control = comm::control::ControlClient::Connect(client_options);
+  Check(control.status(), "control");
+  comm::MessageRouter router;
+  comm::TransportOptions options;
+  options.rank = rank;
+  options.world_size = world;
+  options.on_message = router.AsHandler();
+  comm::tcp::TcpOptions tcp_options;
+  tcp_options.job_token = token;
+  auto transport = comm::tcp::CreateTcpTransport(options, tcp_options);
+  Check(transport.status(), "transport");
+  Check(comm::control::ConnectTransport(transport->get(), control->get(), "bench",
+                                        milliseconds(60000)),
+        "connect");
+  comm::CommStats stats;
+  auto pool = comm::RegisteredPool::Create(transport->get(), comm::RegisteredPoolOptions(),
+                                           &stats.pool);
+  Check(pool.status(), "pool");
+  auto ring = comm::RingCommunicator::Create(transport->get(), &router, pool->get(),
+                                             comm::CollectiveOptions());
+  Check(ring.status(), "ring");
+  std::vector<float> buffer(config.max_bytes / sizeof(float));
+  auto region = (*transport)->RegisterMemory(buffer.data(), config.max_bytes,
+                                             comm::kAccessAll);
+  Check(region.status(), "register");
+
+  // Gloo: file-store rendezvous, TCP device, full mesh.
+  auto device = gloo::transport::tcp::CreateDevice("127.0.0.1");
+  gloo::rendezvous::FileStore store(config.gloo_dir);
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, world);
+  context->connectFullMesh(store, device);
+
+  struct Row {
+    size_t bytes;
+    double commnet, gloo_ring, gloo_chunked;
+  };
+  std::vector<Row> rows;
+  for (size_t bytes = config.min_bytes; bytes <= config.max_bytes; bytes *= 4) {
+    const size_t count = bytes / sizeof(float);
+    const int iterations = Iterations(bytes);
+    const int operations = 1 + iterations * config.repeats;
+    Row row{bytes, 0, 0, 0};
+    Fill(buffer.data(), count, rank);
+    row.commnet = TimeMedian(config.repeats, iterations, [&] {
+      Check((*ring)->AllReduce(**region, 0, count, DT_FLOAT,
+                               comm::DeadlineAfter(milliseconds(120000))),
+            "CommNet all-reduce");
+    });
+    Verify(buffer.data(), count, world, operations, "CommNet");
+    Check((*control)->Barrier("commnet", milliseconds(120000)), "barrier");
+    {
+      Fill(buffer.data(), count, rank);
+      gloo::AllreduceRing<float> algorithm(context, {buffer.data()}, static_cast<int>(count));
+      row.gloo_ring = TimeMedian(config.repeats, iterations, [&] { algorithm.run(); });
+      Verify(buffer.data(), count, world, operations, "Gloo ring");
+    }
+    {
+      Fill(buffer.data(), count, rank);
+      gloo::AllreduceRingChunked<float> algorithm(context, {buffer.data()},
+                                                  static_cast<int>(count));
+      row.gloo_chunked = TimeMedian(config.repeats, iterations, [&] { algorithm.run(); });
+      Verify(buffer.data(), count, world, operations, "Gloo ring_chunked");
+    }
+    Check((*control)->Barrier("gloo", milliseconds(120000)), "barrier");
+    rows.push_back(row);
+  }
+  Check((*control)->Barrier("done", milliseconds(120000)), "final barrier");
+  if (rank == 0) {
+    std::printf("\nAll-reduce busbw, %d processes, float32 sum (MB/s, medians of %d)\n",
+                world, config.repeats);
+    std::printf("%-8s %14s %14s %18s %12s\n", "size", "CommNet ring", "Gloo ring",
+                "Gloo ring_chunked", "CommNet/Gloo");
+    for (const Row& row : rows) {
+      double commnet = BusBandwidth(world, row.bytes, row.commnet);
+      double gloo = BusBandwidth(world, row.bytes, row.gloo_ring);
+      std::printf("%-8s %14.0f %14.0f %18.0f %11.0f%%\n", SizeName(row.bytes).c_str(),
+                  commnet, gloo, BusBandwidth(world, row.bytes, row.gloo_chunked),
+                  100.0 * commnet / gloo);
+    }
+    std::fflush(stdout);
+  }
+  ring->reset();
+  region->reset();
+  return 0;
+}
+
+}  // namespace
+}  // namespace bench
+}  // namespace oflite
+
+int main(int argc, char** argv) {
+  using oflite::bench::FlagValue;
+  const int only = static_cast<int>(FlagValue(argc, argv, "nproc", 0));
+  std::vector<int> worlds = only > 0 ? std::vector<int>{only} : std::vector<int>{2, 3, 4};
+  int failed = 0;
+  for (int world : worlds) {
+    oflite::bench::Config config;
+    config.world = world;
+    config.repeats = static_cast<int>(FlagValue(argc, argv, "repeats", 5));
+    config.min_bytes = FlagValue(argc, argv, "min_bytes", 4096);
+    config.max_bytes = FlagValue(argc, argv, "max_bytes", 64 << 20);
+    config.control_port = oflite::bench::FreePort();
+    char directory[] = "/tmp/oflite-gloo-XXXXXX";
+    if (::mkdtemp(directory) == nullptr) return 1;
+    config.gloo_dir = directory;
+    failed |= oflite::bench::RunRanks(
+        world, [&](int rank) { return oflite::bench::RunRank(rank, config); });
+    std::string cleanup = std::string("rm -rf ") + directory;
+    if (std::system(cleanup.c_str()) != 0) failed = 1;
+  }
+  return failed;
+}

@@ -1,0 +1,94 @@
+// Helpers shared by the CommNet benchmarks (tools/bench/comm_*,
+// allreduce_*): argument parsing, medians, free ports, forking ranks.
+// Single-threaded use before the ranks start; not a library API.
+#ifndef ONEFLOW_LITE_TOOLS_BENCH_COMM_BENCH_UTIL_H_
+#define ONEFLOW_LITE_TOOLS_BENCH_COMM_BENCH_UTIL_H_
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "oneflow_lite/comm/socket_util.h"
+
+namespace oflite {
+namespace bench {
+
+inline double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  if (values.empty()) return 0;
+  const size_t middle = values.size() / 2;
+  return values.size() % 2 ? values[middle]
+                           : (values[middle - 1] + values[middle]) / 2;
+}
+
+inline double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+// "--name=value" lookup with a default.
+inline long long FlagValue(int argc, char** argv, const std::string& name,
+                           long long fallback) {
+  const std::string prefix = "--" + name + "=";
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind(prefix, 0) == 0) return std::atoll(arg.c_str() + prefix.size());
+  }
+  return fallback;
+}
+
+// A port that was free a moment ago (bound then released).
+inline int FreePort() {
+  int port = 0;
+  auto fd = comm::ListenTcp("127.0.0.1", &port);
+  if (!fd.ok()) {
+    std::fprintf(stderr, "no free port: %s\n", fd.status().ToString().c_str());
+    std::exit(1);
+  }
+  ::close(*fd);
+  return port;
+}
+
+// Forks ranks 1..world-1 (each runs body(rank) and exits with its result),
+// runs body(0) here, and returns non-zero if any rank failed. Call before
+// any thread exists.
+inline int RunRanks(int world, const std::function<int(int)>& body) {
+  std::vector<pid_t> children;
+  for (int rank = 1; rank < world; ++rank) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      std::fflush(stdout);
+      ::_exit(body(rank));
+    }
+    children.push_back(pid);
+  }
+  int failed = body(0);
+  for (pid_t child : children) {
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) failed = 1;
+  }
+  return failed;
+}
+
+inline std::string SizeName(size_t bytes) {
+  char text[32];
+  if (bytes >= (1u << 20)) {
+    std::snprintf(text, sizeof(text), "%zu MiB", bytes >> 20);
+  } else {
+    std::snprintf(text, sizeof(text), "%zu KiB", bytes >> 10);
+  }
+  return text;
+}
+
+}  // namespace bench
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_TOOLS_BENCH_COMM_BENCH_UTIL_H_

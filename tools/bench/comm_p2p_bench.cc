@@ -1,0 +1,298 @@
+// Point-to-point bandwidth and small-message latency of CommNet/TCP between
+// two processes, next to a raw blocking-socket loop in the same run.
+//
+//   bazel run -c opt //tools/bench:comm_p2p_bench -- [--repeats=5]
+//       [--min_bytes=4096] [--max_bytes=67108864] [--latency_iterations=20000]
+//
+// Bandwidth: rank 0 moves `total` bytes (at least 32 MiB per sample) to rank
+// 1 in transfers of each size: raw = send() loop into recv(), CommNet =
+// one-sided WRITE (and READ) with a window of outstanding operations, into a
+// registered buffer. Latency: ping-pong of 8-byte messages, median round
+// trip. Every figure is the median over --repeats samples.
+#include <fcntl.h>
+#include <sys/socket.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+
+#include "oneflow_lite/comm/control/connect.h"
+#include "oneflow_lite/comm/control/rendezvous_server.h"
+#include "oneflow_lite/comm/tcp/tcp_transport.h"
+#include "tools/bench/comm_bench_util.h"
+
+namespace oflite {
+namespace bench {
+namespace {
+
+using comm::Clock;
+using std::chrono::milliseconds;
+
+struct Config {
+  int repeats;
+  size_t min_bytes;
+  size_t max_bytes;
+  int latency_iterations;
+  int control_port;
+  int raw_port;
+};
+
+size_t TotalFor(size_t size) {
+  return std::min<size_t>(std::max<size_t>(size * 16, 32u << 20), 256u << 20) / size * size;
+}
+
+std::vector<size_t> Sizes(const Config& config) {
+  std::vector<size_t> sizes;
+  for (size_t size = config.min_bytes; size <= config.max_bytes; size *= 4) sizes.push_back(size);
+  return sizes;
+}
+
+void Check(const Status& status, const char* what) {
+  if (!status.ok()) {
+    std::fprintf(stderr, "%s: %s\n", what, status.ToString().c_str());
+    std::exit(1);
+  }
+}
+
+// ---------------------------------------------------------------- raw loop
+
+struct RawResult {
+  std::vector<double> bandwidth;  // MB/s per size
+  double rtt_us = 0;
+};
+
+RawResult RawSocketLoop(int rank, const Config& config) {
+  RawResult result;
+  const auto deadline = comm::DeadlineAfter(milliseconds(30000));
+  int fd;
+  if (rank == 0) {
+    int port = config.raw_port;
+    auto listener = comm::ListenTcp("127.0.0.1", &port);
+    Check(listener.status(), "raw listen");
+    auto accepted = comm::AcceptTcp(*listener, deadline);
+    Check(accepted.status(), "raw accept");
+    fd = *accepted;
+    ::close(*listener);
+  } else {
+    auto dialed = comm::DialTcp("127.0.0.1", config.raw_port, deadline, "rank 0");
+    Check(dialed.status(), "raw dial");
+    fd = *dialed;
+  }
+  // Blocking mode for the classic loop.
+  int flags = fcntl(fd, F_GETFL, 0);
+  fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  std::vector<char> buffer(config.max_bytes);
+  for (size_t size : Sizes(config)) {
+    const size_t total = TotalFor(size);
+    std::vector<double> samples;
+    for (int repeat = 0; repeat < config.repeats; ++repeat) {
+      char ack = 0;
+      auto start = Clock::now();
+      if (rank == 0) {  // sender
+        for (size_t sent = 0; sent < total; sent += size) {
+          for (size_t at = 0; at < size;) {
+            ssize_t n = ::send(fd, buffer.data() + at, size - at, MSG_NOSIGNAL);
+            if (n <= 0) std::exit(2);
+            at += n;
+          }
+        }
+        if (::recv(fd, &ack, 1, MSG_WAITALL) != 1) std::exit(2);
+        samples.push_back(total / SecondsSince(start) / 1e6);
+      } else {
+        for (size_t received = 0; received < total; received += size) {
+          if (::recv(fd, buffer.data(), size, MSG_WAITALL) != static_cast<ssize_t>(size)) {
+            std::exit(2);
+          }
+        }
+        if (::send(fd, &ack, 1, MSG_NOSIGNAL) != 1) std::exit(2);
+      }
+    }
+    result.bandwidth.push_back(Median(samples));
+  }
+  std::vector<double> rtts;
+  char message[8] = {0};
+  for (int i = 0; i < config.latency_iterations; ++i) {
+    auto start = Clock::now();
+    if (rank == 0) {
+      ::send(fd, message, 8, MSG_NOSIGNAL);
+      ::recv(fd, message, 8, MSG_WAITALL);
+      rtts.push_back(SecondsSince(start) * 1e6);
+    } else {
+      ::recv(fd, message, 8, MSG_WAITALL);
+      ::send(fd, message, 8, MSG_NOSIGNAL);
+    }
+  }
+  result.rtt_us = Median(rtts);
+  ::close(fd);
+  return result;
+}
+
+// ---------------------------------------------------------------- CommNet
+
+struct Window {
+  std::mutex mutex;
+  std::condition_variable changed;
+  int outstanding = 0;
+  Status error;
+
+  comm::Completion Take() {
+    std::lock_guard<std::mutex> lock(mutex);
+    ++outstanding;
+    return [this](const Status& status) {
+      std::lock_guard<std::mutex> lock(mutex);
+      --outstanding;
+      if (!status.ok()) error = status;
+      changed.notify_all();
+    };
+  }
+  void WaitBelow(int limit) {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [&] { return outstanding < limit || !error.ok(); });
+    Check(error, "CommNet transfer");
+  }
+};
+
+struct Pong {
+  std::mutex mutex;
+  std::condition_variable arrived;
+  uint64_t count = 0;
+  comm::Connection* connection = nullptr;
+  bool echo = false;
+};
+
+struct CommNetResult {
+  std::vector<double> write_bandwidth;
+  std::vector<double> read_bandwidth;
+  double rtt_us = 0;
+};
+
+double TimeTransfers(comm::Connection* link, const comm::MemoryRegion& local,
+                     const comm::RemoteKey& remote, size_t size, bool is_read) {
+  const size_t total = TotalFor(size);
+  const int window = static_cast<int>(std::clamp<size_t>((16u << 20) / size, 2, 64));
+  Window inflight;
+  auto start = Clock::now();
+  for (size_t moved = 0; moved < total; moved += size) {
+    inflight.WaitBelow(window);
+    Status posted = is_read ? link->PostRead(local, 0, remote, 0, size, inflight.Take())
+                            : link->PostWrite(local, 0, remote, 0, size, inflight.Take());
+    Check(posted, "post");
+  }
+  inflight.WaitBelow(1);
+  return total / SecondsSince(start) / 1e6;
+}
+
+CommNetResult CommNetLoop(int rank, const Config& config) {
+  CommNetResult result;
+  const std::string token = "p2p-bench";
+  std::unique_ptr<comm::control::RendezvousServer> server;
+  if (rank == 0) {
+    comm::control::RendezvousOptions options;
+    options.port = config.control_port;
+    options.world_size = 2;
+    options.job_token = token;
+    auto started = comm::control::RendezvousServer::Start(options);
+    Check(started.status(), "rendezvous");
+    server = std::move(*started);
+  }
+  comm::control::ControlClientOptions client_options;
+  client_options.master = "127.0.0.1:" + std::to_string(config.control_port);
+  client_options.rank = rank;
+  client_options.world_size = 2;
+  client_options.job_token = token;
+  auto control = comm::control::ControlClient::Connect(client_options);
+  Check(control.status(), "control connect");
+
+  Pong pong;
+  comm::TransportOptions options;
+  options.rank = rank;
+  options.world_size = 2;
+  options.on_message = [&pong](int, const void* data, size_t size) {
+    if (pong.echo) {
+      pong.connection->SendMessage(data, size).IgnoreError();
+      return;
+    }
+    std::lock_guard<std::mutex> lock(pong.mutex);
+    ++pong.count;
+    pong.arrived.notify_all();
+  };
+  comm::tcp::TcpOptions tcp_options;
+  tcp_options.job_token = token;
+  auto transport = comm::tcp::CreateTcpTransport(options, tcp_options);
+  Check(transport.status(), "transport");
+  Check(comm::control::ConnectTransport(transport->get(), control->get(), "bench",
+                                        milliseconds(30000)),
+        "connect");
+  comm::Connection* link = *(*transport)->GetConnection(1 - rank);
+  pong.connection = link;
+  pong.echo = rank == 1;
+  std::vector<uint8_t> buffer(config.max_bytes, static_cast<uint8_t>(rank));
+  auto region = (*transport)->RegisterMemory(buffer.data(), buffer.size(), comm::kAccessAll);
+  Check(region.status(), "register");
+  Check(comm::control::PublishRemoteKey(control->get(), "buffer", (*region)->remote_key()),
+        "publish");
+  auto peer_key = comm::control::FetchRemoteKey(control->get(), "buffer", 1 - rank,
+                                                milliseconds(30000));
+  Check(peer_key.status(), "fetch key");
+  if (rank == 0) {
+    for (size_t size : Sizes(config)) {
+      std::vector<double> writes, reads;
+      for (int repeat = 0; repeat < config.repeats; ++repeat) {
+        writes.push_back(TimeTransfers(link, **region, *peer_key, size, false));
+        reads.push_back(TimeTransfers(link, **region, *peer_key, size, true));
+      }
+      result.write_bandwidth.push_back(Median(writes));
+      result.read_bandwidth.push_back(Median(reads));
+    }
+    std::vector<double> rtts;
+    char message[8] = {0};
+    for (int i = 0; i < config.latency_iterations; ++i) {
+      auto start = Clock::now();
+      Check(link->SendMessage(message, 8), "send");
+      std::unique_lock<std::mutex> lock(pong.mutex);
+      pong.arrived.wait(lock, [&] { return pong.count == static_cast<uint64_t>(i + 1); });
+      rtts.push_back(SecondsSince(start) * 1e6);
+    }
+    result.rtt_us = Median(rtts);
+  }
+  Check((*control)->Barrier("done", milliseconds(600000)), "final barrier");
+  region->reset();
+  return result;
+}
+
+int RunRank(int rank, const Config& config) {
+  RawResult raw = RawSocketLoop(rank, config);
+  CommNetResult commnet = CommNetLoop(rank, config);
+  if (rank != 0) return 0;
+  std::printf("CommNet/TCP point-to-point, 2 processes on loopback (medians of %d)\n",
+              config.repeats);
+  std::printf("%-8s %14s %16s %16s %10s\n", "size", "raw MB/s", "WRITE MB/s",
+              "READ MB/s", "WRITE/raw");
+  const auto sizes = Sizes(config);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    std::printf("%-8s %14.0f %16.0f %16.0f %9.0f%%\n", SizeName(sizes[i]).c_str(),
+                raw.bandwidth[i], commnet.write_bandwidth[i], commnet.read_bandwidth[i],
+                100.0 * commnet.write_bandwidth[i] / raw.bandwidth[i]);
+  }
+  std::printf("8-byte round trip: raw socket %.1f us, CommNet message %.1f us\n",
+              raw.rtt_us, commnet.rtt_us);
+  return 0;
+}
+
+}  // namespace
+}  // namespace bench
+}  // namespace oflite
+
+int main(int argc, char** argv) {
+  using oflite::bench::FlagValue;
+  oflite::bench::Config config;
+  config.repeats = static_cast<int>(FlagValue(argc, argv, "repeats", 5));
+  config.min_bytes = FlagValue(argc, argv, "min_bytes", 4096);
+  config.max_bytes = FlagValue(argc, argv, "max_bytes", 64 << 20);
+  config.latency_iterations =
+      static_cast<int>(FlagValue(argc, argv, "latency_iterations", 20000));
+  config.control_port = oflite::bench::FreePort();
+  config.raw_port = oflite::bench::FreePort();
+  return oflite::bench::RunRanks(
+      2, [&](int rank) { return oflite::bench::RunRank(rank, config); });
+}
