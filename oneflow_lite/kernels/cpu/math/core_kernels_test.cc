@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "oneflow_lite/kernels/cpu/math/math_test_util.h"
+#include "oneflow_lite/kernels/kernel.h"
 
 namespace oflite {
 namespace math {
@@ -272,6 +273,30 @@ TEST_P(CoreKernelTest, ReshapeFlattenIdentityCopyValues) {
   ASSERT_TRUE(i.ok()) << i.status();
   EXPECT_EQ(i->shape(), Shape({2, 3, 5}));
   EXPECT_EQ(ToDoubles(*i), x);
+}
+
+// Blobs that disagree with each other (a planner bug or corrupt plan) give an
+// error naming the op and the shapes, not a crash.
+TEST(KernelErrorTest, MatmulWithInconsistentBlobsReturnsError) {
+  OpConf op = OpConfBuilder("matmul", "dense7").Input("a", "a").Input("b", "b").Output("out").Build();
+  CpuDeviceContext cpu;
+  KernelInitContext init;
+  init.op = &op;
+  init.device = &cpu;
+  auto kernel = CreateAndInitKernel(init, DEVICE_CPU, DT_FLOAT);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  HostTensor a(TensorDesc(Shape({3, 5}), DT_FLOAT)), b(TensorDesc(Shape({4, 7}), DT_FLOAT));
+  HostTensor out(TensorDesc(Shape({3, 7}), DT_FLOAT));
+  Blob a_blob = a.AsBlob(), b_blob = b.AsBlob(), out_blob = out.AsBlob();
+  KernelContext ctx(op, &cpu, 3);
+  ctx.BindInput("a", &a_blob);
+  ctx.BindInput("b", &b_blob);
+  ctx.BindOutput("out", &out_blob);
+  Status status = (*kernel)->Forward(&ctx);
+  ASSERT_FALSE(status.ok());
+  for (const char* piece : {"dense7", "(3, 5)", "(4, 7)"}) {
+    EXPECT_NE(status.message().find(piece), std::string::npos) << status;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(FloatTypes, CoreKernelTest, ::testing::Values(DT_FLOAT, DT_DOUBLE),
