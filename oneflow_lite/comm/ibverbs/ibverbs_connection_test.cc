@@ -265,11 +265,11 @@ TEST_F(IbverbsProviderTest, HeartbeatDetectsADeadPeerWithoutTraffic) {
 TEST_F(IbverbsProviderTest, MessagesFlowBothWaysWithTinyRings) {
   std::mutex mutex;
   std::vector<std::string> received[2];
-  auto a = Make(0, EmulatedDeviceOptions());
-  auto b = Make(1, EmulatedDeviceOptions());
-  ASSERT_TRUE(a.ok() && b.ok());
-  // Replace handlers: Make() does not install message handlers, so build a
-  // dedicated pair here.
+  for (int rank = 0; rank < 2; ++rank) {
+    EmulatedDeviceOptions device;
+    device.name = "hca" + std::to_string(rank);
+    ASSERT_TRUE(emulator_->AddDevice(device).ok());
+  }
   TransportOptions base;
   base.world_size = 2;
   base.message_slots = 1;  // one credit: every message waits for the last
@@ -290,8 +290,6 @@ TEST_F(IbverbsProviderTest, MessagesFlowBothWaysWithTinyRings) {
     ASSERT_TRUE(transport.ok()) << transport.status();
     ends[rank] = std::move(*transport);
   }
-  a->reset();
-  b->reset();
   ASSERT_TRUE(ConnectPair(ends[0].get(), ends[1].get()).ok());
   constexpr int kCount = 200;
   for (int i = 0; i < kCount; ++i) {
