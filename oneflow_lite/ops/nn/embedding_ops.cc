@@ -93,8 +93,7 @@ Status EmbeddingGradSbp(SbpContext* ctx) {
         {{"dweight", PartialSumSbp()}}));
   }
   ctx->Add(SignatureByArg(
-      *ctx,
-      {{"dy", SplitSbp(indices_rank)}, {"indices", BroadcastSbp()}, {"like", SplitSbp(1)}},
+      *ctx, {{"dy", SplitSbp(indices_rank)}, {"indices", BroadcastSbp()}, {"like", SplitSbp(1)}},
       {{"dweight", SplitSbp(1)}}));
   return Status::OK();
 }

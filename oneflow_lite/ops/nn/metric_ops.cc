@@ -64,8 +64,12 @@ Status InferAccuracy(InferContext* ctx) {
 }
 
 REGISTER_OP("argmax").Input("x").Output("y").NoGrad().Infer(InferArgmax).Sbp(ArgmaxSbp);
-REGISTER_OP("accuracy").Input("prediction").Input("label").Output("out").NoGrad().Infer(
-    InferAccuracy);
+REGISTER_OP("accuracy")
+    .Input("prediction")
+    .Input("label")
+    .Output("out")
+    .NoGrad()
+    .Infer(InferAccuracy);
 
 }  // namespace
 }  // namespace nn

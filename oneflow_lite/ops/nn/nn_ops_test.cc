@@ -78,7 +78,8 @@ TEST(NnOpsTest, Conv2dSbp) {
 }
 
 TEST(NnOpsTest, SoftmaxSbpSplitsEveryAxisButTheSoftmaxAxis) {
-  OpConf op = OpConfBuilder("softmax", "sm").Input("x", "a/x_0").Output("y").Attr("axis", 1).Build();
+  OpConf op =
+      OpConfBuilder("softmax", "sm").Input("x", "a/x_0").Output("y").Attr("axis", 1).Build();
   EXPECT_EQ(Signatures(op, {F(Shape({2, 3, 4}))}),
             (std::set<std::string>{"S(0) -> S(0)", "S(2) -> S(2)"}));
 }
@@ -148,7 +149,8 @@ TEST(NnOpsTest, PoolArgmaxAccuracyDropoutShapes) {
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->at("y")[0], F(Shape({1, 2, 4, 3})));
 
-  OpConf argmax = OpConfBuilder("argmax", "am").Input("x", "a/x_0").Output("y").Attr("axis", 1).Build();
+  OpConf argmax =
+      OpConfBuilder("argmax", "am").Input("x", "a/x_0").Output("y").Attr("axis", 1).Build();
   out = Infer(argmax, {F(Shape({2, 3, 4}))});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->at("y")[0], TensorDesc(Shape({2, 4}), DT_INT32));
@@ -175,7 +177,12 @@ TEST(NnOpsTest, PoolArgmaxAccuracyDropoutShapes) {
   out = Infer(dropout, {F(Shape({3, 2}))});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->at("mask")[0], TensorDesc(Shape({3, 2}), DT_UINT8));
-  OpConf bad_rate = OpConfBuilder("dropout", "drop2").Input("x", "a/x_0").Output("y").Output("mask").Attr("rate", 1.5).Build();
+  OpConf bad_rate = OpConfBuilder("dropout", "drop2")
+                        .Input("x", "a/x_0")
+                        .Output("y")
+                        .Output("mask")
+                        .Attr("rate", 1.5)
+                        .Build();
   out = Infer(bad_rate, {F(Shape({3, 2}))});
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().message().find("drop2"), std::string::npos) << out.status();

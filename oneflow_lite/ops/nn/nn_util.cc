@@ -80,8 +80,7 @@ StatusOr<Window2d> MakeWindow2d(const AttrView& attrs, const Shape& x, int64_t k
 
 StatusOr<Window2d> MakeConvWindow(const AttrView& attrs, const Shape& x, const Shape& weight) {
   if (weight.rank() != 4) {
-    return InvalidArgumentError("weight must be 4-D [O, C, KH, KW], got shape ",
-                                weight.ToString());
+    return InvalidArgumentError("weight must be 4-D [O, C, KH, KW], got shape ", weight.ToString());
   }
   if (x.rank() == 4 && x.dim(1) != weight.dim(1)) {
     return InvalidArgumentError("input channels differ: ", ShapePair("x", x, "weight", weight));
@@ -95,8 +94,7 @@ StatusOr<Window2d> MakePoolWindow(const AttrView& attrs, const Shape& x) {
   const std::vector<int64_t> padding = attrs.GetIntsOr("padding", {0, 0});
   if (padding.size() == 2 && (2 * padding[0] > kernel[0] || 2 * padding[1] > kernel[1])) {
     return InvalidArgumentError("padding [", padding[0], ", ", padding[1],
-                                "] exceeds half of kernel_size [", kernel[0], ", ", kernel[1],
-                                "]");
+                                "] exceeds half of kernel_size [", kernel[0], ", ", kernel[1], "]");
   }
   return MakeWindow2d(attrs, x, kernel[0], kernel[1], /*with_dilations=*/false);
 }
@@ -132,8 +130,7 @@ std::string ShapePair(const std::string& name_a, const Shape& a, const std::stri
   return name_a + " " + a.ToString() + " vs " + name_b + " " + b.ToString();
 }
 
-SbpSignature SignatureByArg(const SbpContext& ctx,
-                            const std::map<std::string, SbpParallel>& inputs,
+SbpSignature SignatureByArg(const SbpContext& ctx, const std::map<std::string, SbpParallel>& inputs,
                             const std::map<std::string, SbpParallel>& outputs) {
   SbpSignature sig;
   for (const ArgProto& arg : ctx.op().input()) {

@@ -75,8 +75,7 @@ std::string ShapePair(const std::string& name_a, const Shape& a, const std::stri
 // A signature built from per-argument SBPs, flattened in the OpConf's own
 // argument order (every blob of an arg gets the arg's SBP). CHECK-fails if an
 // argument of the op is missing from the maps (a bug in the op's SbpFn).
-SbpSignature SignatureByArg(const SbpContext& ctx,
-                            const std::map<std::string, SbpParallel>& inputs,
+SbpSignature SignatureByArg(const SbpContext& ctx, const std::map<std::string, SbpParallel>& inputs,
                             const std::map<std::string, SbpParallel>& outputs);
 
 // The logical desc of the first blob of input `arg` (CHECK-fails if absent).

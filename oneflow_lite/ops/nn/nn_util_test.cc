@@ -31,7 +31,8 @@ TEST(Window2dTest, ConvOutputSizes) {
 }
 
 TEST(Window2dTest, RejectsBadAttributesAndNonFittingWindows) {
-  OpConf zero_stride = OpConfBuilder("conv2d", "c").Attr("strides", std::vector<int64_t>{0, 1}).Build();
+  OpConf zero_stride =
+      OpConfBuilder("conv2d", "c").Attr("strides", std::vector<int64_t>{0, 1}).Build();
   auto w = MakeConvWindow(AttrView(zero_stride), Shape({1, 1, 5, 5}), Shape({1, 1, 3, 3}));
   ASSERT_FALSE(w.ok());
   EXPECT_NE(w.status().message().find("strides"), std::string::npos) << w.status();
@@ -74,7 +75,8 @@ TEST(DropoutUniformTest, DeterministicAndKeyed) {
 TEST(DropoutRateTest, Validates) {
   EXPECT_TRUE(DropoutRate(AttrView(OpConfBuilder("dropout", "d").Attr("rate", 0.0).Build())).ok());
   EXPECT_FALSE(DropoutRate(AttrView(OpConfBuilder("dropout", "d").Attr("rate", 1.0).Build())).ok());
-  EXPECT_FALSE(DropoutRate(AttrView(OpConfBuilder("dropout", "d").Attr("rate", -0.1).Build())).ok());
+  EXPECT_FALSE(
+      DropoutRate(AttrView(OpConfBuilder("dropout", "d").Attr("rate", -0.1).Build())).ok());
   EXPECT_FALSE(DropoutRate(AttrView(OpConfBuilder("dropout", "d").Build())).ok());
 }
 

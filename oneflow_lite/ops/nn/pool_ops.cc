@@ -74,8 +74,10 @@ Status MaxPoolGradRule(GradContext* ctx) {
   const std::string dy = ctx->OutputGradLbn("y");
   if (dy.empty() || !ctx->NeedsInputGrad("x")) return Status::OK();
   OpConfBuilder builder("max_pool2d_grad", BackwardOpName(*ctx, "max_pool2d_grad"));
-  builder.Input("dy", dy).Input("x", ctx->InputLbn("x")).Input("y", ctx->OutputLbn("y")).Output(
-      "dx");
+  builder.Input("dy", dy)
+      .Input("x", ctx->InputLbn("x"))
+      .Input("y", ctx->OutputLbn("y"))
+      .Output("dx");
   ASSIGN_OR_RETURN(std::string name,
                    ctx->AddOp(AsBackward(*ctx, CopyPoolAttrs(ctx->attrs(), builder).Build())));
   ctx->SetInputGrad("x", 0, OutputLbn(name, "dx"));
@@ -93,10 +95,18 @@ Status AvgPoolGradRule(GradContext* ctx) {
   return Status::OK();
 }
 
-REGISTER_OP("max_pool2d").Input("x").Output("y").Infer(InferPool).Sbp(PoolSbp).Grad(
-    MaxPoolGradRule);
-REGISTER_OP("avg_pool2d").Input("x").Output("y").Infer(InferPool).Sbp(PoolSbp).Grad(
-    AvgPoolGradRule);
+REGISTER_OP("max_pool2d")
+    .Input("x")
+    .Output("y")
+    .Infer(InferPool)
+    .Sbp(PoolSbp)
+    .Grad(MaxPoolGradRule);
+REGISTER_OP("avg_pool2d")
+    .Input("x")
+    .Output("y")
+    .Infer(InferPool)
+    .Sbp(PoolSbp)
+    .Grad(AvgPoolGradRule);
 REGISTER_OP("max_pool2d_grad")
     .Input("dy")
     .Input("x")

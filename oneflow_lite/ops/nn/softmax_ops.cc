@@ -84,12 +84,24 @@ GradFn SoftmaxGradRule(const std::string& grad_type) {
   };
 }
 
-REGISTER_OP("softmax").Input("x").Output("y").Infer(InferSoftmax).Sbp(SoftmaxSbp).Grad(
-    SoftmaxGradRule("softmax_grad"));
-REGISTER_OP("log_softmax").Input("x").Output("y").Infer(InferSoftmax).Sbp(SoftmaxSbp).Grad(
-    SoftmaxGradRule("log_softmax_grad"));
-REGISTER_OP("softmax_grad").Input("dy").Input("y").Output("dx").Infer(InferSoftmaxGrad).Sbp(
-    SoftmaxSbp);
+REGISTER_OP("softmax")
+    .Input("x")
+    .Output("y")
+    .Infer(InferSoftmax)
+    .Sbp(SoftmaxSbp)
+    .Grad(SoftmaxGradRule("softmax_grad"));
+REGISTER_OP("log_softmax")
+    .Input("x")
+    .Output("y")
+    .Infer(InferSoftmax)
+    .Sbp(SoftmaxSbp)
+    .Grad(SoftmaxGradRule("log_softmax_grad"));
+REGISTER_OP("softmax_grad")
+    .Input("dy")
+    .Input("y")
+    .Output("dx")
+    .Infer(InferSoftmaxGrad)
+    .Sbp(SoftmaxSbp);
 REGISTER_OP("log_softmax_grad")
     .Input("dy")
     .Input("y")
@@ -132,8 +144,8 @@ Status InferXentGrad(InferContext* ctx) {
   const TensorDesc& prob = ctx->Input("prob");
   const TensorDesc& dy = ctx->Input("dy");
   if (dy.dtype != prob.dtype || dy.shape != Shape({prob.shape.dim(0)})) {
-    return ctx->Error("dy must be ", DataTypeName(prob.dtype), " [N]: ",
-                      ShapePair("dy", dy.shape, "prob", prob.shape));
+    return ctx->Error("dy must be ", DataTypeName(prob.dtype),
+                      " [N]: ", ShapePair("dy", dy.shape, "prob", prob.shape));
   }
   if (ctx->InputCount("dprob") > 0) RETURN_IF_ERROR(CheckSameDesc(*ctx, "dprob", "prob"));
   *ctx->Output("dx") = prob;
@@ -165,8 +177,9 @@ Status XentGradRule(GradContext* ctx) {
   } else {
     OpConfBuilder builder("sparse_softmax_cross_entropy_grad",
                           BackwardOpName(*ctx, "sparse_softmax_cross_entropy_grad"));
-    builder.Input("dy", dout).Input("prob", ctx->OutputLbn("prob")).Input(
-        "label", ctx->InputLbn("label"));
+    builder.Input("dy", dout)
+        .Input("prob", ctx->OutputLbn("prob"))
+        .Input("label", ctx->InputLbn("label"));
     if (!dprob.empty()) builder.Input("dprob", dprob);
     op = builder.Output("dx").Build();
   }

@@ -68,8 +68,8 @@ void Col2Im(const Window2d& w, const T* col, T* image) {
 }
 
 bool IsPointwise(const Window2d& w) {
-  return w.kernel_h == 1 && w.kernel_w == 1 && w.stride_h == 1 && w.stride_w == 1 &&
-         w.pad_h == 0 && w.pad_w == 0;
+  return w.kernel_h == 1 && w.kernel_w == 1 && w.stride_h == 1 && w.stride_w == 1 && w.pad_h == 0 &&
+         w.pad_w == 0;
 }
 
 // Shared set-up: the window from (image shape, weight shape) and the scratch.
@@ -92,9 +92,9 @@ class ConvKernelBase : public Kernel {
   Status CheckImage(KernelContext* ctx, const Shape& image) const {
     if (image.rank() != 4 || image.dim(1) != window_.channels || image.dim(2) != window_.height ||
         image.dim(3) != window_.width || image.dim(0) > window_.batch) {
-      return ctx->Error("input shape ", image.ToString(), " differs from the planned ",
-                        Shape({window_.batch, window_.channels, window_.height, window_.width})
-                            .ToString());
+      return ctx->Error(
+          "input shape ", image.ToString(), " differs from the planned ",
+          Shape({window_.batch, window_.channels, window_.height, window_.width}).ToString());
     }
     return Status::OK();
   }
@@ -185,8 +185,8 @@ class Conv2dGradFilterKernel final : public ConvKernelBase<T> {
     const int64_t k = this->ColRows();
     for (int64_t n = 0; n < x.shape().dim(0); ++n) {
       const T* col = this->Unfold(x.data<T>() + n * this->ImageSize());
-      Gemm<T>(false, true, this->out_channels_, k, spatial, T(1), dy + n * this->OutSize(),
-              spatial, col, spatial, T(1), dw, k);
+      Gemm<T>(false, true, this->out_channels_, k, spatial, T(1), dy + n * this->OutSize(), spatial,
+              col, spatial, T(1), dw, k);
     }
     return Status::OK();
   }

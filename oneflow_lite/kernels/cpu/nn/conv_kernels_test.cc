@@ -67,8 +67,8 @@ TEST(Conv2dKernelTest, MatchesDirectConvolution) {
       env.emplace("in/x_0", RandomTensor(TensorDesc(c.x, dtype), 1));
       env.emplace("in/w_0", RandomTensor(TensorDesc(c.weight, dtype), 2));
       Shape y_shape;
-      std::vector<double> expected = ReferenceConv(c, ToDoubles(env.at("in/x_0")),
-                                                   ToDoubles(env.at("in/w_0")), &y_shape);
+      std::vector<double> expected =
+          ReferenceConv(c, ToDoubles(env.at("in/x_0")), ToDoubles(env.at("in/w_0")), &y_shape);
       TensorMap out = MustRun(ConvOp(c), &env);
       EXPECT_EQ(out.at("conv/y_0").shape(), y_shape);
       ExpectAllNear(out.at("conv/y_0"), expected, Tolerance(dtype) * 10, c.x.ToString());

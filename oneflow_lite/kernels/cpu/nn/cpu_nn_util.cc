@@ -33,18 +33,18 @@ void Gemm<float>(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64
                  int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) return ScaleRows(m, n, beta, c, ldc);
-  cblas_sgemm(CblasRowMajor, Trans(transpose_a), Trans(transpose_b), m, n, k, alpha, a, lda, b,
-              ldb, beta, c, ldc);
+  cblas_sgemm(CblasRowMajor, Trans(transpose_a), Trans(transpose_b), m, n, k, alpha, a, lda, b, ldb,
+              beta, c, ldc);
 }
 
 template <>
-void Gemm<double>(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
-                  double alpha, const double* a, int64_t lda, const double* b, int64_t ldb,
-                  double beta, double* c, int64_t ldc) {
+void Gemm<double>(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, double alpha,
+                  const double* a, int64_t lda, const double* b, int64_t ldb, double beta,
+                  double* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) return ScaleRows(m, n, beta, c, ldc);
-  cblas_dgemm(CblasRowMajor, Trans(transpose_a), Trans(transpose_b), m, n, k, alpha, a, lda, b,
-              ldb, beta, c, ldc);
+  cblas_dgemm(CblasRowMajor, Trans(transpose_a), Trans(transpose_b), m, n, k, alpha, a, lda, b, ldb,
+              beta, c, ldc);
 }
 
 StatusOr<AxisLayout> MakeAxisLayout(const Shape& shape, int64_t axis) {

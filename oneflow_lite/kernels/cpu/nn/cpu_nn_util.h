@@ -17,8 +17,8 @@ namespace oflite {
 namespace nn {
 
 template <typename T>
-void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, T alpha,
-          const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
+void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+          int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
 
 // Element `i` of an int32 or int64 blob, widened to int64 (the dtype was
 // validated by shape inference).
@@ -36,10 +36,8 @@ StatusOr<AxisLayout> MakeAxisLayout(const Shape& shape, int64_t axis);
 }  // namespace oflite
 
 // Registers Kernel<float> for DT_FLOAT and Kernel<double> for DT_DOUBLE.
-#define REGISTER_NN_CPU_KERNELS(op_type, KernelTemplate)                    \
-  REGISTER_KERNEL(op_type, ::oflite::DEVICE_CPU, ::oflite::DT_FLOAT,        \
-                  KernelTemplate<float>);                                   \
-  REGISTER_KERNEL(op_type, ::oflite::DEVICE_CPU, ::oflite::DT_DOUBLE,       \
-                  KernelTemplate<double>)
+#define REGISTER_NN_CPU_KERNELS(op_type, KernelTemplate)                                     \
+  REGISTER_KERNEL(op_type, ::oflite::DEVICE_CPU, ::oflite::DT_FLOAT, KernelTemplate<float>); \
+  REGISTER_KERNEL(op_type, ::oflite::DEVICE_CPU, ::oflite::DT_DOUBLE, KernelTemplate<double>)
 
 #endif  // ONEFLOW_LITE_KERNELS_CPU_NN_CPU_NN_UTIL_H_

@@ -53,16 +53,15 @@ TEST(DropoutKernelTest, ScalesKeptElementsAndZeroesDropped) {
 TEST(DropoutKernelTest, MaskDeterminedBySeedIterationAndDevice) {
   const Shape shape({16, 16});
   auto mask = [&](int64_t seed, int64_t iteration, int64_t parallel_id) {
-    return ToDoubles(RunDropout(DT_FLOAT, shape, 0.5, seed, iteration, parallel_id)
-                         .at("drop/mask_0"));
+    return ToDoubles(
+        RunDropout(DT_FLOAT, shape, 0.5, seed, iteration, parallel_id).at("drop/mask_0"));
   };
   EXPECT_EQ(mask(3, 7, 1), mask(3, 7, 1));
   EXPECT_NE(mask(3, 7, 1), mask(3, 8, 1));
   EXPECT_NE(mask(3, 7, 1), mask(3, 7, 2));
   EXPECT_NE(mask(3, 7, 1), mask(4, 7, 1));
   // The same mask in float32 and float64.
-  EXPECT_EQ(mask(3, 7, 1),
-            ToDoubles(RunDropout(DT_DOUBLE, shape, 0.5, 3, 7, 1).at("drop/mask_0")));
+  EXPECT_EQ(mask(3, 7, 1), ToDoubles(RunDropout(DT_DOUBLE, shape, 0.5, 3, 7, 1).at("drop/mask_0")));
 }
 
 TEST(DropoutKernelTest, RateZeroKeepsEverything) {

@@ -20,12 +20,14 @@ TEST(EmbeddingKernelTest, GathersRowsExactly) {
         const int64_t vocabulary = 7, depth = 3;
         TensorMap env;
         env.emplace("in/w_0", RandomTensor(TensorDesc(Shape({vocabulary, depth}), dtype), 1));
-        env.emplace("in/i_0", RandomTensor(TensorDesc(indices_shape, index_type), 2, 0, vocabulary));
+        env.emplace("in/i_0",
+                    RandomTensor(TensorDesc(indices_shape, index_type), 2, 0, vocabulary));
         const std::vector<double> w = ToDoubles(env.at("in/w_0"));
         const std::vector<double> idx = ToDoubles(env.at("in/i_0"));
         std::vector<double> expected;
         for (double i : idx) {
-          for (int64_t d = 0; d < depth; ++d) expected.push_back(w[static_cast<int64_t>(i) * depth + d]);
+          for (int64_t d = 0; d < depth; ++d)
+            expected.push_back(w[static_cast<int64_t>(i) * depth + d]);
         }
         TensorMap out = MustRun(EmbeddingOp(), &env);
         std::vector<int64_t> dims = indices_shape.dims();

@@ -78,7 +78,8 @@ class LayerNormGradKernel final : public LayerNormKernelBase {
     const T* inv_variance = ctx->Input("inv_variance").data<T>();
     const T* gamma = ctx->Input("gamma").data<T>();
     const T* dmean = ctx->HasInput("dmean") ? ctx->Input("dmean").data<T>() : nullptr;
-    const T* dinv = ctx->HasInput("dinv_variance") ? ctx->Input("dinv_variance").data<T>() : nullptr;
+    const T* dinv =
+        ctx->HasInput("dinv_variance") ? ctx->Input("dinv_variance").data<T>() : nullptr;
     T* dx = ctx->Output("dx")->data<T>();
     T* dgamma = ctx->Output("dgamma")->data<T>();
     T* dbeta = ctx->Output("dbeta")->data<T>();

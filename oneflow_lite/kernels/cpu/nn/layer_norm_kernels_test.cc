@@ -30,8 +30,11 @@ struct Case {
 };
 
 TEST(LayerNormKernelTest, MatchesReference) {
-  const std::vector<Case> cases = {{Shape({1, 1}), 1}, {Shape({3, 5}), 1}, {Shape({2, 3, 7}), 1},
-                                   {Shape({2, 3, 7}), 2}, {Shape({4, 3}), 0}};
+  const std::vector<Case> cases = {{Shape({1, 1}), 1},
+                                   {Shape({3, 5}), 1},
+                                   {Shape({2, 3, 7}), 1},
+                                   {Shape({2, 3, 7}), 2},
+                                   {Shape({4, 3}), 0}};
   for (DataType dtype : FloatTypes()) {
     for (const Case& c : cases) {
       TensorMap env;
@@ -62,7 +65,8 @@ TEST(LayerNormKernelTest, MatchesReference) {
 }
 
 TEST(LayerNormKernelTest, GradientsMatchFiniteDifferences) {
-  for (const Case& c : std::vector<Case>{{Shape({3, 5}), 1}, {Shape({2, 3, 4}), 1}, {Shape({1, 1}), 1}}) {
+  for (const Case& c :
+       std::vector<Case>{{Shape({3, 5}), 1}, {Shape({2, 3, 4}), 1}, {Shape({1, 1}), 1}}) {
     TensorMap env;
     env.emplace("in/x_0", RandomTensor(TensorDesc(c.x, DT_DOUBLE), 4, -2, 2));
     env.emplace("in/g_0", RandomTensor(TensorDesc(Suffix(c.x, c.begin), DT_DOUBLE), 5));
@@ -70,7 +74,8 @@ TEST(LayerNormKernelTest, GradientsMatchFiniteDifferences) {
     GradCheckOptions options;
     options.rtol = 1e-4;
     // epsilon 1e-3 keeps inv_variance of a single element well-conditioned.
-    Status status = CheckOpGradient(LayerNormOp(-static_cast<int64_t>(c.x.rank()) + c.begin, 1e-3), env, options);
+    Status status = CheckOpGradient(LayerNormOp(-static_cast<int64_t>(c.x.rank()) + c.begin, 1e-3),
+                                    env, options);
     EXPECT_TRUE(status.ok()) << c.x.ToString() << ": " << status;
   }
 }

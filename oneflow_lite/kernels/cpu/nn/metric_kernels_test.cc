@@ -11,7 +11,8 @@ TEST(ArgmaxKernelTest, FirstMaximumAlongAxis) {
     env.emplace("in/x_0", RandomTensor(TensorDesc(Shape({2, 3, 5}), dtype), 4));
     const std::vector<double> x = ToDoubles(env.at("in/x_0"));
     for (int64_t axis : {0, 1, 2}) {
-      OpConf op = OpConfBuilder("argmax", "am").Input("x", "in/x_0").Output("y").Attr("axis", axis).Build();
+      OpConf op =
+          OpConfBuilder("argmax", "am").Input("x", "in/x_0").Output("y").Attr("axis", axis).Build();
       TensorMap out = MustRun(op, &env);
       const int64_t dims[3] = {2, 3, 5};
       std::vector<double> expected;
@@ -49,9 +50,9 @@ OpConf AccuracyOp() {
 TEST(AccuracyKernelTest, FractionOfCorrectRows) {
   TensorMap env;
   env.emplace("in/p_0", HostTensor::FromVector<double>(Shape({4, 3}), {0.1, 0.8, 0.1,  //
-                                                                        0.5, 0.2, 0.3,  //
-                                                                        0.2, 0.2, 0.6,  //
-                                                                        0.3, 0.4, 0.3}));
+                                                                       0.5, 0.2, 0.3,  //
+                                                                       0.2, 0.2, 0.6,  //
+                                                                       0.3, 0.4, 0.3}));
   env.emplace("in/l_0", HostTensor::FromVector<int64_t>(Shape({4}), {1, 0, 1, 1}));
   TensorMap out = MustRun(AccuracyOp(), &env);
   EXPECT_EQ(out.at("acc/out_0").shape(), Shape());
@@ -69,7 +70,8 @@ TEST(AccuracyKernelTest, RandomAgainstReferenceAndEmptyBatch) {
       int correct = 0;
       for (int64_t n = 0; n < rows; ++n) {
         int best = 0;
-        for (int c = 1; c < 3; ++c) if (p[n * 3 + c] > p[n * 3 + best]) best = c;
+        for (int c = 1; c < 3; ++c)
+          if (p[n * 3 + c] > p[n * 3 + best]) best = c;
         correct += best == l[n];
       }
       TensorMap out = MustRun(AccuracyOp(), &env);

@@ -29,20 +29,31 @@ inline std::vector<double> ToDoubles(const HostTensor& t) {
   std::vector<double> v(t.elem_count());
   for (int64_t i = 0; i < t.elem_count(); ++i) {
     switch (t.dtype()) {
-      case DT_FLOAT: v[i] = t.data<float>()[i]; break;
-      case DT_DOUBLE: v[i] = t.data<double>()[i]; break;
-      case DT_INT32: v[i] = t.data<int32_t>()[i]; break;
-      case DT_INT64: v[i] = static_cast<double>(t.data<int64_t>()[i]); break;
-      case DT_UINT8: v[i] = t.data<uint8_t>()[i]; break;
-      default: ADD_FAILURE() << "unsupported dtype " << DataTypeName(t.dtype());
+      case DT_FLOAT:
+        v[i] = t.data<float>()[i];
+        break;
+      case DT_DOUBLE:
+        v[i] = t.data<double>()[i];
+        break;
+      case DT_INT32:
+        v[i] = t.data<int32_t>()[i];
+        break;
+      case DT_INT64:
+        v[i] = static_cast<double>(t.data<int64_t>()[i]);
+        break;
+      case DT_UINT8:
+        v[i] = t.data<uint8_t>()[i];
+        break;
+      default:
+        ADD_FAILURE() << "unsupported dtype " << DataTypeName(t.dtype());
     }
   }
   return v;
 }
 
 // Expects |actual - expected| <= tol * max(1, |expected|) elementwise.
-inline void ExpectAllNear(const HostTensor& actual, const std::vector<double>& expected,
-                          double tol, const std::string& what = "") {
+inline void ExpectAllNear(const HostTensor& actual, const std::vector<double>& expected, double tol,
+                          const std::string& what = "") {
   std::vector<double> got = ToDoubles(actual);
   ASSERT_EQ(got.size(), expected.size()) << what;
   for (size_t i = 0; i < got.size(); ++i) {

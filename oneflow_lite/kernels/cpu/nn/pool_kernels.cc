@@ -59,7 +59,9 @@ class PoolKernelBase : public Kernel {
 template <typename T>
 class MaxPoolKernel final : public PoolKernelBase {
  public:
-  Status Init(const KernelInitContext& ctx) override { return InitWindow(ctx, ctx.Input("x").shape); }
+  Status Init(const KernelInitContext& ctx) override {
+    return InitWindow(ctx, ctx.Input("x").shape);
+  }
   Status Forward(KernelContext* ctx) override {
     const Blob& x = ctx->Input("x");
     const Window2d& w = window_;
@@ -81,7 +83,9 @@ class MaxPoolKernel final : public PoolKernelBase {
 template <typename T>
 class MaxPoolGradKernel final : public PoolKernelBase {
  public:
-  Status Init(const KernelInitContext& ctx) override { return InitWindow(ctx, ctx.Input("x").shape); }
+  Status Init(const KernelInitContext& ctx) override {
+    return InitWindow(ctx, ctx.Input("x").shape);
+  }
   Status Forward(KernelContext* ctx) override {
     const Blob& x = ctx->Input("x");
     const T* dy = ctx->Input("dy").data<T>();
@@ -106,7 +110,9 @@ class MaxPoolGradKernel final : public PoolKernelBase {
 template <typename T>
 class AvgPoolKernel final : public PoolKernelBase {
  public:
-  Status Init(const KernelInitContext& ctx) override { return InitWindow(ctx, ctx.Input("x").shape); }
+  Status Init(const KernelInitContext& ctx) override {
+    return InitWindow(ctx, ctx.Input("x").shape);
+  }
   Status Forward(KernelContext* ctx) override {
     const Blob& x = ctx->Input("x");
     const Window2d& w = window_;

@@ -8,15 +8,20 @@
 namespace oflite {
 namespace {
 
-const char* const kForwardOps[] = {"softmax",   "log_softmax", "sparse_softmax_cross_entropy",
-                                   "conv2d",    "max_pool2d",  "avg_pool2d",
-                                   "layer_norm", "embedding",  "dropout"};
-const char* const kOtherOps[] = {"softmax_grad",       "log_softmax_grad",
+const char* const kForwardOps[] = {"softmax",    "log_softmax", "sparse_softmax_cross_entropy",
+                                   "conv2d",     "max_pool2d",  "avg_pool2d",
+                                   "layer_norm", "embedding",   "dropout"};
+const char* const kOtherOps[] = {"softmax_grad",
+                                 "log_softmax_grad",
                                  "sparse_softmax_cross_entropy_grad",
-                                 "conv2d_grad_data",   "conv2d_grad_filter",
-                                 "max_pool2d_grad",    "avg_pool2d_grad",
-                                 "layer_norm_grad",    "embedding_grad",
-                                 "dropout_grad",       "argmax",
+                                 "conv2d_grad_data",
+                                 "conv2d_grad_filter",
+                                 "max_pool2d_grad",
+                                 "avg_pool2d_grad",
+                                 "layer_norm_grad",
+                                 "embedding_grad",
+                                 "dropout_grad",
+                                 "argmax",
                                  "accuracy"};
 
 TEST(NnRegistrationTest, DefinitionsKernelsAndGradRules) {

@@ -51,8 +51,8 @@ std::vector<double> ConcatAxis(const std::vector<HostTensor>& parts, int64_t axi
 }
 
 // The op's signatures for the logical inputs in `env`.
-std::vector<SbpSignature> Signatures(const OpConf& op, const TensorMap& env,
-                                     int64_t parallel_num, std::vector<TensorDesc>* outputs) {
+std::vector<SbpSignature> Signatures(const OpConf& op, const TensorMap& env, int64_t parallel_num,
+                                     std::vector<TensorDesc>* outputs) {
   const OpDef* def = *LookupOpDef(op.op_type());
   std::vector<TensorDesc> inputs;
   ArgDescs in_descs;
@@ -146,7 +146,11 @@ TEST(SbpSimulationTest, Softmax) {
   TensorMap env;
   env.emplace("in/dy_0", Random(Shape({5, 7}), 1));
   env.emplace("in/y_0", Random(Shape({5, 7}), 2));
-  OpConf grad = OpConfBuilder("log_softmax_grad", "g").Input("dy", "in/dy_0").Input("y", "in/y_0").Output("dx").Build();
+  OpConf grad = OpConfBuilder("log_softmax_grad", "g")
+                    .Input("dy", "in/dy_0")
+                    .Input("y", "in/y_0")
+                    .Output("dx")
+                    .Build();
   CheckSignatures(grad, env, 3, 1);
 }
 
@@ -157,11 +161,19 @@ TEST(SbpSimulationTest, CrossEntropyAndGrad) {
   env.emplace("in/dy_0", Random(Shape({7}), 3));
   env.emplace("in/dp_0", Random(Shape({7, 4}), 4));
   OpConf op = OpConfBuilder("sparse_softmax_cross_entropy", "x")
-                  .Input("prediction", "in/p_0").Input("label", "in/l_0").Output("prob").Output("out").Build();
+                  .Input("prediction", "in/p_0")
+                  .Input("label", "in/l_0")
+                  .Output("prob")
+                  .Output("out")
+                  .Build();
   CheckSignatures(op, env, 3, 1);
   OpConf grad = OpConfBuilder("sparse_softmax_cross_entropy_grad", "g")
-                    .Input("dy", "in/dy_0").Input("prob", "in/p_0").Input("label", "in/l_0")
-                    .Input("dprob", "in/dp_0").Output("dx").Build();
+                    .Input("dy", "in/dy_0")
+                    .Input("prob", "in/p_0")
+                    .Input("label", "in/l_0")
+                    .Input("dprob", "in/dp_0")
+                    .Output("dx")
+                    .Build();
   CheckSignatures(grad, env, 2, 1);
 }
 
@@ -179,11 +191,22 @@ TEST(SbpSimulationTest, Conv2dAndGrads) {
   env.emplace("in/dy_0", Random(y, 3));
   env.emplace("in/xlike_0", HostTensor(TensorDesc(x, DT_DOUBLE)));
   env.emplace("in/wlike_0", HostTensor(TensorDesc(w, DT_DOUBLE)));
-  OpConf conv = WithConvAttrs(OpConfBuilder("conv2d", "c").Input("x", "in/x_0").Input("weight", "in/w_0").Output("y")).Build();
-  OpConf data = WithConvAttrs(OpConfBuilder("conv2d_grad_data", "gd").Input("dy", "in/dy_0")
-                                  .Input("weight", "in/w_0").Input("like", "in/xlike_0").Output("dx")).Build();
-  OpConf filter = WithConvAttrs(OpConfBuilder("conv2d_grad_filter", "gf").Input("dy", "in/dy_0")
-                                    .Input("x", "in/x_0").Input("like", "in/wlike_0").Output("dw")).Build();
+  OpConf conv =
+      WithConvAttrs(
+          OpConfBuilder("conv2d", "c").Input("x", "in/x_0").Input("weight", "in/w_0").Output("y"))
+          .Build();
+  OpConf data = WithConvAttrs(OpConfBuilder("conv2d_grad_data", "gd")
+                                  .Input("dy", "in/dy_0")
+                                  .Input("weight", "in/w_0")
+                                  .Input("like", "in/xlike_0")
+                                  .Output("dx"))
+                    .Build();
+  OpConf filter = WithConvAttrs(OpConfBuilder("conv2d_grad_filter", "gf")
+                                    .Input("dy", "in/dy_0")
+                                    .Input("x", "in/x_0")
+                                    .Input("like", "in/wlike_0")
+                                    .Output("dw"))
+                      .Build();
   for (int64_t p : {2, 3}) {
     CheckSignatures(conv, env, p, 3);
     CheckSignatures(data, env, p, 3);
@@ -202,12 +225,21 @@ TEST(SbpSimulationTest, PoolingAndGrads) {
         .Attr("padding", std::vector<int64_t>{1, 1})
         .Build();
   };
-  CheckSignatures(attrs(OpConfBuilder("max_pool2d", "p").Input("x", "in/x_0").Output("y")), env, 2, 2);
-  CheckSignatures(attrs(OpConfBuilder("avg_pool2d", "p").Input("x", "in/x_0").Output("y")), env, 3, 2);
-  CheckSignatures(attrs(OpConfBuilder("max_pool2d_grad", "g").Input("dy", "in/dy_0").Input("x", "in/x_0")
-                            .Input("y", "in/y_0").Output("dx")), env, 2, 2);
-  CheckSignatures(attrs(OpConfBuilder("avg_pool2d_grad", "g").Input("dy", "in/dy_0").Input("like", "in/x_0")
-                            .Output("dx")), env, 3, 2);
+  CheckSignatures(attrs(OpConfBuilder("max_pool2d", "p").Input("x", "in/x_0").Output("y")), env, 2,
+                  2);
+  CheckSignatures(attrs(OpConfBuilder("avg_pool2d", "p").Input("x", "in/x_0").Output("y")), env, 3,
+                  2);
+  CheckSignatures(attrs(OpConfBuilder("max_pool2d_grad", "g")
+                            .Input("dy", "in/dy_0")
+                            .Input("x", "in/x_0")
+                            .Input("y", "in/y_0")
+                            .Output("dx")),
+                  env, 2, 2);
+  CheckSignatures(attrs(OpConfBuilder("avg_pool2d_grad", "g")
+                            .Input("dy", "in/dy_0")
+                            .Input("like", "in/x_0")
+                            .Output("dx")),
+                  env, 3, 2);
 }
 
 TEST(SbpSimulationTest, LayerNormAndGrad) {
@@ -219,14 +251,28 @@ TEST(SbpSimulationTest, LayerNormAndGrad) {
   env.emplace("in/m_0", Random(Shape({5, 3}), 5));
   env.emplace("in/v_0", Random(Shape({5, 3}), 6, DT_DOUBLE, 0.5, 2));
   env.emplace("in/dm_0", Random(Shape({5, 3}), 7));
-  OpConf ln = OpConfBuilder("layer_norm", "ln").Input("x", "in/x_0").Input("gamma", "in/g_0")
-                  .Input("beta", "in/b_0").Output("y").Output("mean").Output("inv_variance")
-                  .Attr("begin_norm_axis", 2).Build();
+  OpConf ln = OpConfBuilder("layer_norm", "ln")
+                  .Input("x", "in/x_0")
+                  .Input("gamma", "in/g_0")
+                  .Input("beta", "in/b_0")
+                  .Output("y")
+                  .Output("mean")
+                  .Output("inv_variance")
+                  .Attr("begin_norm_axis", 2)
+                  .Build();
   CheckSignatures(ln, env, 2, 2);
-  OpConf grad = OpConfBuilder("layer_norm_grad", "g").Input("dy", "in/dy_0").Input("x", "in/x_0")
-                    .Input("mean", "in/m_0").Input("inv_variance", "in/v_0").Input("gamma", "in/g_0")
-                    .Input("dmean", "in/dm_0").Output("dx").Output("dgamma").Output("dbeta")
-                    .Attr("begin_norm_axis", -1).Build();
+  OpConf grad = OpConfBuilder("layer_norm_grad", "g")
+                    .Input("dy", "in/dy_0")
+                    .Input("x", "in/x_0")
+                    .Input("mean", "in/m_0")
+                    .Input("inv_variance", "in/v_0")
+                    .Input("gamma", "in/g_0")
+                    .Input("dmean", "in/dm_0")
+                    .Output("dx")
+                    .Output("dgamma")
+                    .Output("dbeta")
+                    .Attr("begin_norm_axis", -1)
+                    .Build();
   CheckSignatures(grad, env, 3, 2);
 }
 
@@ -236,9 +282,17 @@ TEST(SbpSimulationTest, EmbeddingAndGrad) {
   env.emplace("in/i_0", Random(Shape({3, 4}), 2, DT_INT32, 0, 6));
   env.emplace("in/dy_0", Random(Shape({3, 4, 5}), 3));
   env.emplace("in/like_0", HostTensor(TensorDesc(Shape({6, 5}), DT_DOUBLE)));
-  OpConf op = OpConfBuilder("embedding", "e").Input("weight", "in/w_0").Input("indices", "in/i_0").Output("out").Build();
-  OpConf grad = OpConfBuilder("embedding_grad", "g").Input("dy", "in/dy_0").Input("indices", "in/i_0")
-                    .Input("like", "in/like_0").Output("dweight").Build();
+  OpConf op = OpConfBuilder("embedding", "e")
+                  .Input("weight", "in/w_0")
+                  .Input("indices", "in/i_0")
+                  .Output("out")
+                  .Build();
+  OpConf grad = OpConfBuilder("embedding_grad", "g")
+                    .Input("dy", "in/dy_0")
+                    .Input("indices", "in/i_0")
+                    .Input("like", "in/like_0")
+                    .Output("dweight")
+                    .Build();
   for (int64_t p : {2, 3}) {
     CheckSignatures(op, env, p, 3);
     CheckSignatures(grad, env, p, 3);
@@ -249,7 +303,8 @@ TEST(SbpSimulationTest, ArgmaxAndDropoutGrad) {
   TensorMap env;
   env.emplace("in/x_0", Random(Shape({5, 4, 3}), 1));
   env.emplace("in/m_0", Random(Shape({5, 4, 3}), 2, DT_INT32, 0, 2));
-  OpConf argmax = OpConfBuilder("argmax", "a").Input("x", "in/x_0").Output("y").Attr("axis", 1).Build();
+  OpConf argmax =
+      OpConfBuilder("argmax", "a").Input("x", "in/x_0").Output("y").Attr("axis", 1).Build();
   CheckSignatures(argmax, env, 3, 2);
   // dropout_grad's mask is uint8.
   HostTensor mask(TensorDesc(Shape({5, 4, 3}), DT_UINT8));
@@ -257,8 +312,12 @@ TEST(SbpSimulationTest, ArgmaxAndDropoutGrad) {
     mask.data<uint8_t>()[i] = static_cast<uint8_t>(env.at("in/m_0").data<int32_t>()[i]);
   }
   env.emplace("in/mask_0", std::move(mask));
-  OpConf grad = OpConfBuilder("dropout_grad", "g").Input("dy", "in/x_0").Input("mask", "in/mask_0")
-                    .Output("dx").Attr("rate", 0.25).Build();
+  OpConf grad = OpConfBuilder("dropout_grad", "g")
+                    .Input("dy", "in/x_0")
+                    .Input("mask", "in/mask_0")
+                    .Output("dx")
+                    .Attr("rate", 0.25)
+                    .Build();
   CheckSignatures(grad, env, 2, 3);
 }
 

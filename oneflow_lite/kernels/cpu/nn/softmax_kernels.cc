@@ -119,8 +119,7 @@ REGISTER_NN_CPU_KERNELS("log_softmax_grad", LogSoftmaxGrad);
 
 Status CheckLabel(KernelContext* ctx, int64_t label, int64_t row, int64_t classes) {
   if (label < 0 || label >= classes) {
-    return ctx->Error("label ", label, " at position ", row, " is out of range [0, ", classes,
-                      ")");
+    return ctx->Error("label ", label, " at position ", row, " is out of range [0, ", classes, ")");
   }
   return Status::OK();
 }

@@ -8,8 +8,8 @@ namespace testing {
 namespace {
 
 // Reference softmax / log_softmax along `axis` of `shape`.
-std::vector<double> ReferenceSoftmax(const std::vector<double>& x, const Shape& shape,
-                                     int64_t axis, bool log) {
+std::vector<double> ReferenceSoftmax(const std::vector<double>& x, const Shape& shape, int64_t axis,
+                                     bool log) {
   const int64_t outer = shape.Count(0, axis), size = shape.dim(axis), inner = shape.Count(axis + 1);
   std::vector<double> y(x.size());
   for (int64_t o = 0; o < outer; ++o) {
