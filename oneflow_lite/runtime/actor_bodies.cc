@@ -108,9 +108,18 @@ Status SinkBody::Act(ActContext* context) {
   if (env_->metrics == nullptr) return Status::OK();
   std::vector<std::pair<std::string, double>> metrics;
   for (const ConsumedRegst& consumed : task_->consumed()) {
+    std::string name = consumed.name();
+    bool listed = task_->sink().metric_size() == 0;
+    for (const SinkMetric& metric : task_->sink().metric()) {
+      if (metric.consumed_name() == consumed.name()) {
+        name = metric.name();
+        listed = true;
+      }
+    }
+    if (!listed) continue;  // e.g. a control register
     std::vector<const Regst*> parts;
     for (int64_t desc_id : consumed.regst_desc_id()) parts.push_back(context->consumed.at(desc_id));
-    metrics.emplace_back(consumed.name(), MeanOfBlobs(parts));
+    metrics.emplace_back(name, MeanOfBlobs(parts));
   }
   env_->metrics->OnMetrics(context->piece_id, metrics);
   return Status::OK();

@@ -5,7 +5,10 @@
 //                 kernel), then hands the same register out every
 //                 iteration; update tasks write it in place. Snapshots it
 //                 every env.save_every iterations and at the end.
-//   SinkBody      reads scalar metrics (loss, accuracy) and reports them.
+//   SinkBody      reads metrics (loss, accuracy) and reports, per iteration,
+//                 the element mean of each SinkConf.metric's register under
+//                 the metric's name (every consumed register when the task
+//                 has no SinkConf).
 //   CopyBody      host <-> device copy (plain memcpy in the CPU build).
 // Boxing lives in boxing_body.h. Each is used on its actor's thread only.
 #ifndef ONEFLOW_LITE_RUNTIME_ACTOR_BODIES_H_

@@ -1,5 +1,6 @@
 #include "oneflow_lite/runtime/boxing_body.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace oflite {
@@ -63,23 +64,37 @@ StatusOr<std::unique_ptr<ActBody>> BoxingBody::Create(const TaskProto& task,
                                                       const ActorEnv& env) {
   std::unique_ptr<BoxingBody> body(new BoxingBody(task));
   const BoxingConf& conf = task.boxing();
-  for (int64_t id : conf.in_regst_desc_id()) body->inputs_.push_back(id);
-  if (body->inputs_.empty()) {
-    for (const ConsumedRegst& c : task.consumed()) {
-      for (int64_t id : c.regst_desc_id()) body->inputs_.push_back(id);
-    }
-  }
-  for (const RegstDescProto& desc : task.produced()) body->outputs_.push_back(desc.regst_desc_id());
-  body->logical_ = TensorDesc(conf.logical_desc());
   const std::string what = "boxing task '" + task.name() + "'";
-  if (body->inputs_.empty() || body->outputs_.empty()) {
-    return InvalidArgumentError(what, ": needs inputs and outputs");
-  }
-  for (int64_t id : body->inputs_) {
-    const RegstDescProto* desc = env.regsts->FindDesc(id);
-    if (desc == nullptr || desc->blob_size() < 1) {
-      return InvalidArgumentError(what, ": input register ", id, " missing or empty");
+  std::vector<int64_t> inputs(conf.in_regst_desc_id().begin(), conf.in_regst_desc_id().end());
+  if (inputs.empty()) {
+    for (const ConsumedRegst& c : task.consumed()) {
+      for (int64_t id : c.regst_desc_id()) inputs.push_back(id);
     }
+  }
+  if (conf.in_parallel_id_size() > 0 && conf.in_parallel_id_size() != (int)inputs.size()) {
+    return InvalidArgumentError(what, ": ", conf.in_parallel_id_size(), " in_parallel_ids for ",
+                                inputs.size(), " inputs");
+  }
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const int64_t part = conf.in_parallel_id_size() > 0 ? conf.in_parallel_id(k) : k;
+    body->inputs_.emplace_back(part, inputs[k]);
+    const RegstDescProto* desc = env.regsts->FindDesc(inputs[k]);
+    if (desc == nullptr || desc->blob_size() < 1) {
+      return InvalidArgumentError(what, ": input register ", inputs[k], " missing or empty");
+    }
+  }
+  std::sort(body->inputs_.begin(), body->inputs_.end());
+  if (body->inputs_.empty() || task.produced_size() != 1 || task.produced(0).blob_size() < 1) {
+    return InvalidArgumentError(what, ": needs inputs and exactly one produced register");
+  }
+  body->output_ = task.produced(0).regst_desc_id();
+  body->out_part_ = conf.out_parallel_id();
+  body->parts_ = conf.parallel_num() > 0 ? conf.parallel_num()
+                                         : static_cast<int64_t>(body->inputs_.size());
+  body->logical_ = TensorDesc(conf.logical_desc());
+  if (body->out_part_ < 0 || body->out_part_ >= body->parts_) {
+    return InvalidArgumentError(what, ": out_parallel_id ", body->out_part_, " outside ",
+                                body->parts_, " parts");
   }
   for (const SbpParallel* sbp : {&FirstSbp(conf.in_sbp()), &FirstSbp(conf.out_sbp())}) {
     if (sbp->has_split_axis() &&
@@ -99,59 +114,57 @@ Status BoxingBody::Act(ActContext* context) {
 
 Status BoxingBody::Assemble(ActContext* context) {
   const SbpParallel& sbp = FirstSbp(task_->boxing().in_sbp());
-  const int64_t parts = static_cast<int64_t>(inputs_.size());
   const int64_t elem_bytes = SizeOf(logical_.dtype);
   char* whole = buffer_.data();
-  for (int64_t i = 0; i < parts; ++i) {
-    const Blob& part = context->consumed.at(inputs_[i])->blobs[0];
+  bool first = true;
+  for (const auto& [part_id, desc_id] : inputs_) {
+    const Blob& part = context->consumed.at(desc_id)->blobs[0];
     if (sbp.has_split_axis()) {
       int64_t begin = 0, size = 0;
-      BalancedRange(logical_.shape.dim(sbp.split_axis()), parts, i, &begin, &size);
       const int64_t dim = logical_.shape.dim(sbp.split_axis());
+      BalancedRange(dim, parts_, part_id, &begin, &size);
       const int64_t row = dim == 0 ? 0 : logical_.shape.elem_count() / dim;
-      if (part.elem_count() != row * size) {
-        return InternalError("boxing task '", task_->name(), "': input part ", i, " is ",
+      if (part.elem_count() != row * size || part.dtype() != logical_.dtype) {
+        return InternalError("boxing task '", task_->name(), "': input part ", part_id, " is ",
                              part.desc().ToString(), ", logical ", logical_.ToString());
       }
       CopySlab(logical_.shape, sbp.split_axis(), begin, size, elem_bytes, whole,
                static_cast<char*>(const_cast<void*>(part.raw())), /*to_whole=*/true);
     } else if (part.ByteSize() != logical_.ByteSize()) {
-      return InternalError("boxing task '", task_->name(), "': input part ", i, " is ",
+      return InternalError("boxing task '", task_->name(), "': input part ", part_id, " is ",
                            part.desc().ToString(), ", logical ", logical_.ToString());
-    } else if (i == 0) {
+    } else if (first) {
       std::memcpy(whole, part.raw(), part.ByteSize());
     } else if (sbp.has_partial_sum()) {
       RETURN_IF_ERROR(Accumulate(logical_.dtype, part.raw(), whole, part.elem_count()));
     }
+    first = false;
   }
   return Status::OK();
 }
 
 Status BoxingBody::Scatter(ActContext* context) {
   const SbpParallel& sbp = FirstSbp(task_->boxing().out_sbp());
-  const int64_t parts = static_cast<int64_t>(outputs_.size());
   const int64_t elem_bytes = SizeOf(logical_.dtype);
-  for (int64_t j = 0; j < parts; ++j) {
-    Blob& part = context->produced.at(outputs_[j])->blobs[0];
-    if (sbp.has_split_axis()) {
-      int64_t begin = 0, size = 0;
-      const int64_t dim = logical_.shape.dim(sbp.split_axis());
-      BalancedRange(dim, parts, j, &begin, &size);
-      const int64_t row = dim == 0 ? 0 : logical_.shape.elem_count() / dim;
-      if (part.elem_count() != row * size) {
-        return InternalError("boxing task '", task_->name(), "': output part ", j, " is ",
-                             part.desc().ToString(), ", logical ", logical_.ToString());
-      }
-      CopySlab(logical_.shape, sbp.split_axis(), begin, size, elem_bytes, buffer_.data(),
-               static_cast<char*>(part.raw()), /*to_whole=*/false);
-    } else if (part.ByteSize() != logical_.ByteSize()) {
-      return InternalError("boxing task '", task_->name(), "': output part ", j, " is ",
+  Blob& part = context->produced.at(output_)->blobs[0];
+  if (sbp.has_split_axis()) {
+    int64_t begin = 0, size = 0;
+    const int64_t dim = logical_.shape.dim(sbp.split_axis());
+    BalancedRange(dim, parts_, out_part_, &begin, &size);
+    const int64_t row = dim == 0 ? 0 : logical_.shape.elem_count() / dim;
+    if (part.elem_count() != row * size) {
+      return InternalError("boxing task '", task_->name(), "': output part ", out_part_, " is ",
                            part.desc().ToString(), ", logical ", logical_.ToString());
-    } else if (sbp.has_partial_sum() && j > 0) {
-      std::memset(part.raw(), 0, part.ByteSize());
-    } else {
-      std::memcpy(part.raw(), buffer_.data(), logical_.ByteSize());
     }
+    CopySlab(logical_.shape, sbp.split_axis(), begin, size, elem_bytes, buffer_.data(),
+             static_cast<char*>(part.raw()), /*to_whole=*/false);
+  } else if (part.ByteSize() != logical_.ByteSize()) {
+    return InternalError("boxing task '", task_->name(), "': output part ", out_part_, " is ",
+                         part.desc().ToString(), ", logical ", logical_.ToString());
+  } else if (sbp.has_partial_sum() && out_part_ > 0) {
+    std::memset(part.raw(), 0, part.ByteSize());
+  } else if (part.ByteSize() > 0) {
+    std::memcpy(part.raw(), buffer_.data(), logical_.ByteSize());
   }
   return Status::OK();
 }

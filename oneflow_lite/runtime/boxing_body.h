@@ -1,16 +1,16 @@
 // BoxingBody: SBP conversion among the devices of one machine (all-reduce,
-// reduce-scatter, all-gather, slice, all-to-all, copy, B -> P).
+// reduce-scatter, all-gather, slice, all-to-all, copy, B -> P); one task per
+// output part (docs/plan_format.md, TASK_BOXING).
 //
-// Inputs: one part per consumed register, in the order of
-// BoxingConf.in_regst_desc_id (the consumed order if empty), part i being
-// parallel id i of `in_sbp`; blob 0 of each register. Outputs: one part per
-// produced register in TaskProto.produced order, part j being parallel id j
-// of `out_sbp`; blob 0 of each. The act assembles the logical tensor from
-// the inputs (S(a): concatenate along a; B: part 0; P: sum of parts in
-// parallel id order) and cuts each output from it (S(a): part j of a
-// balanced split, the first dim % n parts one row longer; B: all; P: part 0
-// gets it, the others zeros). Sums run in the blob dtype, part 0 first, so
-// the result is deterministic. Used on its actor's thread only.
+// Inputs: the registers BoxingConf.in_regst_desc_id (the consumed order if
+// empty), input k holding part in_parallel_id[k] (k if empty) of `in_sbp`
+// over parallel_num parts; blob 0 of each. Output: blob 0 of the one
+// produced register, part out_parallel_id of `out_sbp`. The act assembles
+// the logical tensor from the inputs (S(a): each part at its balanced range
+// along a; B: the first input; P: the sum of the inputs in parallel id
+// order, the lowest first, in the blob dtype, so results are deterministic)
+// and cuts the output from it (S(a): the balanced range of the part; B:
+// all; P: part 0 gets it, the others zeros). Used on its actor's thread.
 #ifndef ONEFLOW_LITE_RUNTIME_BOXING_BODY_H_
 #define ONEFLOW_LITE_RUNTIME_BOXING_BODY_H_
 
@@ -34,8 +34,10 @@ class BoxingBody final : public ActBody {
   Status Scatter(ActContext* context);
 
   const TaskProto* task_;
-  std::vector<int64_t> inputs_;   // regst desc ids, part order
-  std::vector<int64_t> outputs_;  // regst desc ids, part order
+  std::vector<std::pair<int64_t, int64_t>> inputs_;  // (parallel id, regst desc id), sorted
+  int64_t output_ = 0;                               // regst desc id
+  int64_t out_part_ = 0;
+  int64_t parts_ = 1;
   TensorDesc logical_;
   std::vector<char> buffer_;      // the logical tensor of the current act
 };

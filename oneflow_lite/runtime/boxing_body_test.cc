@@ -62,22 +62,30 @@ std::unique_ptr<Recorder> RunBoxing(int parts, const TensorDesc& logical, const 
                    const SbpParallel& out, const std::vector<TensorDesc>& in_parts,
                    const std::vector<TensorDesc>& out_parts) {
   TestPlanBuilder b;
-  const int64_t boxing = b.AddTask("boxing", TASK_BOXING, parts);
-  BoxingConf* conf = b.task(boxing)->mutable_boxing();
-  *conf->mutable_logical_desc() = logical.ToProto();
-  *conf->mutable_in_sbp()->add_sbp() = in;
-  *conf->mutable_out_sbp()->add_sbp() = out;
-  for (int p = 0; p < parts; ++p) {
+  std::vector<int64_t> sources;
+  for (size_t p = 0; p < in_parts.size(); ++p) {
     const std::string name = "source" + std::to_string(p);
     const int64_t task = b.AddTask(name, TASK_SOURCE, p);
-    const int64_t regst = b.AddRegst(task, "out", {in_parts[p]}, 2);
-    b.AddKernel(task, name, "test_source", {}, {{"out", regst}}, {{"offset", 10 * p}});
-    b.Consume(boxing, regst, "in");
-    conf->add_in_regst_desc_id(regst);
+    sources.push_back(b.AddRegst(task, "out", {in_parts[p]}, 2));
+    b.AddKernel(task, name, "test_source", {}, {{"out", sources.back()}}, {{"offset", 10 * p}});
   }
+  // One boxing task per output part; inputs listed in reverse to check
+  // that in_parallel_id, not the list order, places them.
   for (size_t j = 0; j < out_parts.size(); ++j) {
-    const int64_t regst = b.AddRegst(boxing, "out_" + std::to_string(j), {out_parts[j]}, 2);
-    const int64_t sink = b.AddTask("sink" + std::to_string(j), TASK_SINK, parts + 1);
+    const int64_t boxing = b.AddTask("boxing" + std::to_string(j), TASK_BOXING, 8 + j);
+    BoxingConf* conf = b.task(boxing)->mutable_boxing();
+    *conf->mutable_logical_desc() = logical.ToProto();
+    *conf->mutable_in_sbp()->add_sbp() = in;
+    *conf->mutable_out_sbp()->add_sbp() = out;
+    conf->set_parallel_num(parts);
+    conf->set_out_parallel_id(j);
+    for (int p = static_cast<int>(sources.size()) - 1; p >= 0; --p) {
+      b.Consume(boxing, sources[p], "in");
+      conf->add_in_regst_desc_id(sources[p]);
+      conf->add_in_parallel_id(p);
+    }
+    const int64_t regst = b.AddRegst(boxing, "out", {out_parts[j]}, 2);
+    const int64_t sink = b.AddTask("sink" + std::to_string(j), TASK_SINK, 20);
     b.Consume(sink, regst, "part" + std::to_string(j));
   }
   auto recorder = std::make_unique<Recorder>();
@@ -126,7 +134,7 @@ TEST(BoxingBodyTest, ReduceScatterAndBroadcastToPartial) {
   auto scattered = RunBoxing(2, logical, Partial(), Split(0), {logical, logical}, {half, half});
   EXPECT_EQ(scattered->values["part0"][1], 1 + 11);
   EXPECT_EQ(scattered->values["part1"][1], 1 + 11);
-  auto partial = RunBoxing(1, logical, Broadcast(), Partial(), {logical}, {logical, logical});
+  auto partial = RunBoxing(2, logical, Broadcast(), Partial(), {logical}, {logical, logical});
   EXPECT_EQ(partial->values["part0"][2], 2);
   EXPECT_EQ(partial->values["part1"][2], 0);
 }

@@ -71,12 +71,14 @@ std::string ConsumedSlots::DescribeMissing() const {
 }
 
 void ProducedSlots::AddDesc(int64_t regst_desc_id, std::vector<Regst*> regsts,
-                            int consumer_count) {
+                            std::vector<int64_t> readers, std::vector<int64_t> mutators) {
   DescSlots& slots = free_[regst_desc_id];
   slots.regsts = std::move(regsts);
   slots.free.assign(slots.regsts.begin(), slots.regsts.end());
   slots.outstanding.assign(slots.regsts.size(), 0);
-  slots.consumer_count = consumer_count;
+  slots.mutating.assign(slots.regsts.size(), false);
+  slots.readers = std::move(readers);
+  slots.mutators = std::move(mutators);
 }
 
 bool ProducedSlots::AllHaveFree() const {
@@ -94,16 +96,22 @@ Regst* ProducedSlots::Acquire(int64_t regst_desc_id) {
   return regst;
 }
 
-void ProducedSlots::MarkProduced(Regst* regst) {
+const std::vector<int64_t>& ProducedSlots::MarkProduced(Regst* regst) {
   DescSlots& slots = free_.at(regst->desc->regst_desc_id());
-  if (slots.consumer_count == 0) {
+  const bool readers_first = !slots.readers.empty();
+  const std::vector<int64_t>& send_to = readers_first ? slots.readers : slots.mutators;
+  if (send_to.empty()) {
     slots.free.push_back(regst);
   } else {
-    slots.outstanding[regst->index] = slots.consumer_count;
+    slots.outstanding[regst->index] = static_cast<int>(send_to.size());
+    slots.mutating[regst->index] = !readers_first;
   }
+  return send_to;
 }
 
-Status ProducedSlots::OnReturned(int64_t regst_desc_id, int32_t index) {
+Status ProducedSlots::OnReturned(int64_t regst_desc_id, int32_t index,
+                                 std::vector<int64_t>* send_to) {
+  send_to->clear();
   auto it = free_.find(regst_desc_id);
   if (it == free_.end() || index < 0 ||
       index >= static_cast<int32_t>(it->second.outstanding.size()) ||
@@ -112,7 +120,15 @@ Status ProducedSlots::OnReturned(int64_t regst_desc_id, int32_t index) {
                                 "] returned but not outstanding");
   }
   DescSlots& slots = it->second;
-  if (--slots.outstanding[index] == 0) slots.free.push_back(slots.regsts[index]);
+  if (--slots.outstanding[index] > 0) return Status::OK();
+  if (!slots.mutating[index] && !slots.mutators.empty()) {
+    slots.mutating[index] = true;
+    slots.outstanding[index] = static_cast<int>(slots.mutators.size());
+    *send_to = slots.mutators;
+    return Status::OK();
+  }
+  slots.mutating[index] = false;
+  slots.free.push_back(slots.regsts[index]);
   return Status::OK();
 }
 

@@ -51,18 +51,24 @@ class ConsumedSlots {
 
 class ProducedSlots {
  public:
-  // `regsts` are the desc's copies; `consumer_count` consumers read each.
-  void AddDesc(int64_t regst_desc_id, std::vector<Regst*> regsts, int consumer_count);
+  // `regsts` are the desc's copies; `readers` read each copy first, then
+  // `mutators` (may be empty) get it.
+  void AddDesc(int64_t regst_desc_id, std::vector<Regst*> regsts, std::vector<int64_t> readers,
+               std::vector<int64_t> mutators = {});
 
   bool empty() const { return free_.empty(); }
   bool AllHaveFree() const;
   // Takes a free copy of the desc (CHECK: one must be free).
   Regst* Acquire(int64_t regst_desc_id);
   // The copy was produced; it stays out until every consumer returns it.
-  // With no consumers it is free again at once.
-  void MarkProduced(Regst* regst);
-  // InvalidArgument on a return nobody owed.
-  Status OnReturned(int64_t regst_desc_id, int32_t index);
+  // Returns the consumers to send "produced" to now (the readers, or the
+  // mutators when there are no readers). With no consumers it is free again
+  // at once.
+  const std::vector<int64_t>& MarkProduced(Regst* regst);
+  // A consumer returned the copy. Sets *send_to to the consumers that must
+  // now get "produced" (the mutators, after the last reader returned), else
+  // empty. InvalidArgument on a return nobody owed.
+  Status OnReturned(int64_t regst_desc_id, int32_t index, std::vector<int64_t>* send_to);
   // Every copy of every desc is back.
   bool AllFree() const;
   std::string DescribeMissing() const;
@@ -72,7 +78,9 @@ class ProducedSlots {
     std::vector<Regst*> regsts;
     std::deque<Regst*> free;
     std::vector<int> outstanding;  // per copy: consumers yet to return it
-    int consumer_count = 0;
+    std::vector<bool> mutating;    // per copy: in the mutator phase
+    std::vector<int64_t> readers;
+    std::vector<int64_t> mutators;
   };
   std::map<int64_t, DescSlots> free_;
 };

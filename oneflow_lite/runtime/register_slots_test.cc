@@ -42,29 +42,48 @@ TEST_F(RegisterSlotsTest, RegistersAreCutOutOfOneBlockWithoutOverlap) {
 
 TEST_F(RegisterSlotsTest, ProducedCopyIsFreeAfterAllConsumersReturn) {
   ProducedSlots slots;
-  slots.AddDesc(desc_, {store_->Get(desc_, 0), store_->Get(desc_, 1)}, /*consumer_count=*/2);
+  slots.AddDesc(desc_, {store_->Get(desc_, 0), store_->Get(desc_, 1)},
+                {consumer_a_, consumer_b_});
+  std::vector<int64_t> send_to;
   EXPECT_TRUE(slots.AllFree());
   Regst* r0 = slots.Acquire(desc_);
-  slots.MarkProduced(r0);
+  EXPECT_EQ(slots.MarkProduced(r0), (std::vector<int64_t>{consumer_a_, consumer_b_}));
   Regst* r1 = slots.Acquire(desc_);
   slots.MarkProduced(r1);
   EXPECT_FALSE(slots.AllHaveFree());  // regst_num 2 bounds the pipeline
   EXPECT_NE(slots.DescribeMissing().find("all 2 copies out"), std::string::npos);
-  ASSERT_TRUE(slots.OnReturned(desc_, 0).ok());
+  ASSERT_TRUE(slots.OnReturned(desc_, 0, &send_to).ok());
   EXPECT_FALSE(slots.AllHaveFree());
-  ASSERT_TRUE(slots.OnReturned(desc_, 0).ok());
+  ASSERT_TRUE(slots.OnReturned(desc_, 0, &send_to).ok());
   EXPECT_TRUE(slots.AllHaveFree());
   EXPECT_EQ(slots.Acquire(desc_), r0);
   // Returning a copy nobody holds is an error, not a silent corruption.
-  EXPECT_EQ(slots.OnReturned(desc_, 0).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(slots.OnReturned(desc_ + 100, 0).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(slots.OnReturned(desc_, 0, &send_to).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(slots.OnReturned(desc_ + 100, 0, &send_to).code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(RegisterSlotsTest, ProducedWithoutConsumersIsFreeAtOnce) {
   ProducedSlots slots;
-  slots.AddDesc(desc_, {store_->Get(desc_, 0)}, /*consumer_count=*/0);
-  slots.MarkProduced(slots.Acquire(desc_));
+  slots.AddDesc(desc_, {store_->Get(desc_, 0)}, {});
+  EXPECT_TRUE(slots.MarkProduced(slots.Acquire(desc_)).empty());
   EXPECT_TRUE(slots.AllFree());
+}
+
+TEST_F(RegisterSlotsTest, MutatorsGetTheCopyAfterEveryReaderReturnedIt) {
+  ProducedSlots slots;
+  slots.AddDesc(desc_, {store_->Get(desc_, 0)}, {consumer_a_}, {consumer_b_});
+  std::vector<int64_t> send_to;
+  EXPECT_EQ(slots.MarkProduced(slots.Acquire(desc_)), std::vector<int64_t>{consumer_a_});
+  ASSERT_TRUE(slots.OnReturned(desc_, 0, &send_to).ok());
+  EXPECT_EQ(send_to, std::vector<int64_t>{consumer_b_});
+  EXPECT_FALSE(slots.AllFree());
+  ASSERT_TRUE(slots.OnReturned(desc_, 0, &send_to).ok());
+  EXPECT_TRUE(send_to.empty());
+  EXPECT_TRUE(slots.AllFree());
+  // Only mutators: they get it at once.
+  ProducedSlots only;
+  only.AddDesc(desc_, {store_->Get(desc_, 1)}, {}, {consumer_b_});
+  EXPECT_EQ(only.MarkProduced(only.Acquire(desc_)), std::vector<int64_t>{consumer_b_});
 }
 
 TEST_F(RegisterSlotsTest, ConsumedFifoAndEndOfData) {

@@ -18,12 +18,16 @@ Status RegstStore::AddDesc(const RegstDescProto& desc, const MemoryZones& zones)
                            desc.name() + "')";
   if (descs_.count(desc.regst_desc_id())) return InvalidArgumentError(what, " declared twice");
   if (desc.regst_num() < 1) return InvalidArgumentError(what, ": regst_num < 1");
-  if (desc.mem_offset_size() != desc.regst_num()) {
+  if (desc.mem_offset_size() != desc.regst_num() && desc.bytes_per_regst() > 0) {
     return InvalidArgumentError(what, ": ", desc.mem_offset_size(), " mem_offsets for regst_num ",
                                 desc.regst_num());
   }
-  ASSIGN_OR_RETURN(char* base, zones.Base(desc.zone()));
-  ASSIGN_OR_RETURN(int64_t zone_size, zones.Size(desc.zone()));
+  char* base = nullptr;
+  int64_t zone_size = 0;
+  if (desc.bytes_per_regst() > 0) {  // control registers have no memory
+    ASSIGN_OR_RETURN(base, zones.Base(desc.zone()));
+    ASSIGN_OR_RETURN(zone_size, zones.Size(desc.zone()));
+  }
   for (const BlobInRegst& blob : desc.blob()) {
     const int64_t need = TensorDesc(blob.desc()).ByteSize();
     if (blob.offset() < 0 || blob.offset() + std::max(need, blob.bytes()) > desc.bytes_per_regst()) {
@@ -34,8 +38,8 @@ Status RegstStore::AddDesc(const RegstDescProto& desc, const MemoryZones& zones)
   }
   std::vector<std::unique_ptr<Regst>>& copies = regsts_[desc.regst_desc_id()];
   for (int32_t i = 0; i < desc.regst_num(); ++i) {
-    const int64_t offset = desc.mem_offset(i);
-    if (offset < 0 || offset + desc.bytes_per_regst() > zone_size) {
+    const int64_t offset = i < desc.mem_offset_size() ? desc.mem_offset(i) : 0;
+    if (desc.bytes_per_regst() > 0 && (offset < 0 || offset + desc.bytes_per_regst() > zone_size)) {
       return InvalidArgumentError(what, " copy ", i, ": [", offset, ", +",
                                   desc.bytes_per_regst(), ") outside zone ",
                                   MemZoneName(desc.zone()), " of ", zone_size, " bytes");

@@ -1,5 +1,6 @@
 #include "oneflow_lite/runtime/regst_actor.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "oneflow_lite/common/id.h"
@@ -26,8 +27,23 @@ StatusOr<std::unique_ptr<RegstActor>> RegstActor::Create(const TaskProto& task,
     for (int32_t i = 0; i < desc.regst_num(); ++i) {
       copies.push_back(env.regsts->Get(desc.regst_desc_id(), i));
     }
-    actor->produced_.AddDesc(desc.regst_desc_id(), std::move(copies),
-                             desc.consumer_task_id_size());
+    std::vector<int64_t> readers;
+    std::vector<int64_t> mutators(desc.mutator_task_id().begin(), desc.mutator_task_id().end());
+    for (int64_t consumer : desc.consumer_task_id()) {
+      if (std::find(mutators.begin(), mutators.end(), consumer) == mutators.end()) {
+        readers.push_back(consumer);
+      }
+    }
+    for (int64_t mutator : mutators) {
+      if (std::find(desc.consumer_task_id().begin(), desc.consumer_task_id().end(), mutator) ==
+          desc.consumer_task_id().end()) {
+        return InvalidArgumentError("task '", task.name(), "': mutator ",
+                                    TaskIdToString(mutator), " of register ",
+                                    desc.regst_desc_id(), " is not one of its consumers");
+      }
+    }
+    actor->produced_.AddDesc(desc.regst_desc_id(), std::move(copies), std::move(readers),
+                             std::move(mutators));
   }
   actor->next_piece_ = env.start_iter;
   return actor;
@@ -44,10 +60,16 @@ Status RegstActor::Handle(const ActorMessage& message) {
       RETURN_IF_ERROR(consumed_.OnProduced(regst).WithContext("actor '" + name() + "'"));
       break;
     }
-    case MessageKind::kReturned:
-      RETURN_IF_ERROR(produced_.OnReturned(message.regst_desc_id, message.regst_index)
+    case MessageKind::kReturned: {
+      std::vector<int64_t> send_to;
+      RETURN_IF_ERROR(produced_.OnReturned(message.regst_desc_id, message.regst_index, &send_to)
                           .WithContext("actor '" + name() + "'"));
+      for (int64_t consumer : send_to) {
+        RETURN_IF_ERROR(env_->bus->Send(ActorMessage::Produced(
+            id(), consumer, message.regst_desc_id, message.regst_index, message.piece_id)));
+      }
       break;
+    }
     case MessageKind::kEndOfData:
       RETURN_IF_ERROR(
           consumed_.OnEndOfData(message.regst_desc_id).WithContext("actor '" + name() + "'"));
@@ -97,8 +119,7 @@ Status RegstActor::ActOnce() {
 
 Status RegstActor::SendProduced(const ActContext& context) {
   for (const auto& [desc_id, regst] : context.produced) {
-    produced_.MarkProduced(regst);
-    for (int64_t consumer : regst->desc->consumer_task_id()) {
+    for (int64_t consumer : produced_.MarkProduced(regst)) {
       RETURN_IF_ERROR(env_->bus->Send(
           ActorMessage::Produced(id(), consumer, desc_id, regst->index, regst->piece_id)));
     }

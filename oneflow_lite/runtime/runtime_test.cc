@@ -254,8 +254,8 @@ Plan VariablePlan(int64_t iters) {
   b.AddKernel(reader, "reader", "test_add_one", {{"in", var_out}}, {{"out", reader_out}});
   const int64_t update = b.AddTask("update", TASK_COMPUTE, 2);
   b.Consume(update, var_out, "model");
+  b.MarkMutator(var_out, update);  // the reader goes first
   b.Consume(update, src_out, "in");
-  b.Consume(update, reader_out, "ctrl");  // the reader goes first
   b.AddKernel(update, "update", "test_accumulate", {{"model", var_out}, {"in", src_out}}, {});
   const int64_t sink = b.AddTask("sink", TASK_SINK);
   b.Consume(sink, reader_out, "loss");

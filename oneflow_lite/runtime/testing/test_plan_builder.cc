@@ -97,6 +97,7 @@ Plan TestPlanBuilder::Build(int64_t total_iters, int64_t seed) {
       for (int64_t desc_id : consumed.regst_desc_id()) descs.at(desc_id)->add_consumer_task_id(id);
     }
   }
+  for (const auto& [desc_id, task_id] : mutators_) descs.at(desc_id)->add_mutator_task_id(task_id);
   int64_t offset = 0;
   for (auto& [id, desc] : descs) {
     for (int i = 0; i < desc->regst_num(); ++i) {

@@ -28,6 +28,10 @@ class TestPlanBuilder {
   int64_t AddRegst(int64_t task_id, const std::string& name, const std::vector<TensorDesc>& blobs,
                    int regst_num = 2);
   void Consume(int64_t task_id, int64_t regst_desc_id, const std::string& name = "in");
+  // `task_id` (a consumer) writes the register in place (mutator_task_id).
+  void MarkMutator(int64_t regst_desc_id, int64_t task_id) {
+    mutators_.emplace_back(regst_desc_id, task_id);
+  }
   // A kernel of op type `op_type` (dtype float): inputs/outputs are
   // (arg name, regst desc id) pairs bound to blob 0, in order.
   void AddKernel(int64_t task_id, const std::string& op_name, const std::string& op_type,
@@ -40,6 +44,7 @@ class TestPlanBuilder {
 
  private:
   std::map<int64_t, TaskProto> tasks_;
+  std::vector<std::pair<int64_t, int64_t>> mutators_;
   std::map<int, int64_t> next_index_;  // per device index
   int64_t next_regst_ = 1;
 };
