@@ -562,16 +562,26 @@ Tensor Graph::Pow(const Tensor& x, double exponent) {
   return EmitOne(OpConfBuilder("scalar_pow", OpName("scalar_pow")).Input("in", x.lbn).Output("out").Attr("exponent", exponent).Build());
 }
 
+namespace {
+// An empty axis list (reduce everything) is left out: an empty `ints`
+// attribute would not record its type.
+OpConf ReduceOp(const std::string& type, const std::string& name, const Tensor& x,
+                const std::vector<int64_t>& axes, bool keepdims) {
+  OpConfBuilder builder(type, name);
+  builder.Input("x", x.lbn).Output("y").Attr("keepdims", keepdims);
+  if (!axes.empty()) builder.Attr("axis", axes);
+  return builder.Build();
+}
+}  // namespace
+
 Tensor Graph::ReduceSum(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
   if (!ok() || !CheckInputs("ReduceSum", {&x})) return {};
-  return EmitOne(OpConfBuilder("reduce_sum", OpName("reduce_sum"))
-                     .Input("x", x.lbn).Output("y").Attr("axis", axes).Attr("keepdims", keepdims).Build());
+  return EmitOne(ReduceOp("reduce_sum", OpName("reduce_sum"), x, axes, keepdims));
 }
 
 Tensor Graph::ReduceMean(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
   if (!ok() || !CheckInputs("ReduceMean", {&x})) return {};
-  return EmitOne(OpConfBuilder("reduce_mean", OpName("reduce_mean"))
-                     .Input("x", x.lbn).Output("y").Attr("axis", axes).Attr("keepdims", keepdims).Build());
+  return EmitOne(ReduceOp("reduce_mean", OpName("reduce_mean"), x, axes, keepdims));
 }
 
 Tensor Graph::Reshape(const Tensor& x, const Shape& shape) {
@@ -619,12 +629,7 @@ Tensor Graph::SparseSoftmaxCrossEntropy(const Tensor& logits, const Tensor& labe
                                          .Output("out")
                                          .Build());
   if (outputs.size() != 2) return {};
-  return EmitOne(OpConfBuilder("reduce_mean", OpName(layer + "-mean"))
-                     .Input("x", outputs[1].lbn)
-                     .Output("y")
-                     .Attr("axis", std::vector<int64_t>{})
-                     .Attr("keepdims", false)
-                     .Build());
+  return EmitOne(ReduceOp("reduce_mean", OpName(layer + "-mean"), outputs[1], {}, false));
 }
 
 Tensor Graph::MeanSquaredError(const Tensor& prediction, const Tensor& target) {

@@ -1,0 +1,233 @@
+#include "oneflow_lite/api/autodiff.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "oneflow_lite/api/graph.h"
+#include "oneflow_lite/api/job_util.h"
+#include "oneflow_lite/ops/op_builder.h"
+#include "oneflow_lite/reference/reference_executor.h"
+
+namespace oflite {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Test-only ops: an identity whose gradient rule declares a gradient of the
+// wrong shape, and one without a gradient rule.
+Status InferSame(InferContext* ctx) {
+  *ctx->Output("y") = ctx->Input("x");
+  return Status::OK();
+}
+REGISTER_OP("autodiff_test_bad_grad")
+    .Input("x")
+    .Output("y")
+    .Infer(InferSame)
+    .Grad([](GradContext* ctx) -> Status {
+      ASSIGN_OR_RETURN(std::string name,
+                       ctx->AddOp(OpConfBuilder("reduce_sum", "")
+                                      .Input("x", ctx->OutputGradLbn("y"))
+                                      .Output("y")
+                                      .Attr("keepdims", false)
+                                      .Build()));
+      ctx->SetInputGrad("x", 0, OutputLbn(name, "y"));
+      return Status::OK();
+    });
+REGISTER_OP("autodiff_test_no_rule").Input("x").Output("y").Infer(InferSame);
+
+// Double-precision value of scalar metric "loss" after one forward pass.
+double LossAt(const Job& forward, const VariableMap& values) {
+  auto executor = ReferenceExecutor::Create(forward);
+  CHECK_OK(executor.status());
+  for (const auto& [name, value] : values) CHECK_OK((*executor)->SetVariable(name, value));
+  auto runs = (*executor)->Run(1);
+  CHECK_OK(runs.status());
+  return runs->at(0).values.at("loss");
+}
+
+// Compares autodiff's gradients of every trainable variable with central
+// finite differences of the whole forward graph, in float64.
+void CheckAgainstFiniteDifferences(const Job& forward) {
+  StatusOr<AutodiffResult> autodiff = Autodiff(forward);
+  ASSERT_TRUE(autodiff.ok()) << autodiff.status();
+
+  auto initial = ReferenceExecutor::Create(forward);
+  ASSERT_TRUE(initial.ok()) << initial.status();
+  ASSERT_TRUE((*initial)->Run(0).ok());
+  const VariableMap values = (*initial)->Variables();
+
+  auto backward = ReferenceExecutor::Create(autodiff->job);
+  ASSERT_TRUE(backward.ok()) << backward.status();
+  for (const auto& [name, value] : values) ASSERT_TRUE((*backward)->SetVariable(name, value).ok());
+  ASSERT_TRUE((*backward)->Run(1).ok());
+
+  int trainable = 0;
+  for (const OpConf& op : forward.op()) trainable += IsTrainableVariable(op);
+  ASSERT_EQ(static_cast<int>(autodiff->variable_grads.size()), trainable);
+  const double epsilon = 1e-6;
+  for (const auto& [name, grad_lbn] : autodiff->variable_grads) {
+    StatusOr<const HostTensor*> grad = (*backward)->Fetch(grad_lbn);
+    ASSERT_TRUE(grad.ok()) << grad.status();
+    ASSERT_EQ((*grad)->desc(), values.at(name).desc()) << name;
+    for (int64_t i = 0; i < (*grad)->elem_count(); ++i) {
+      VariableMap plus, minus;
+      for (const auto& [other, value] : values) {
+        plus.emplace(other, value.Clone());
+        minus.emplace(other, value.Clone());
+      }
+      plus.at(name).data<double>()[i] += epsilon;
+      minus.at(name).data<double>()[i] -= epsilon;
+      const double numeric = (LossAt(forward, plus) - LossAt(forward, minus)) / (2 * epsilon);
+      const double analytic = (*grad)->data<double>()[i];
+      EXPECT_NEAR(analytic, numeric, 1e-7 + 1e-6 * std::fabs(numeric))
+          << "d loss / d " << name << "[" << i << "]";
+    }
+  }
+}
+
+Tensor Parameter(Graph* g, const std::string& name, const Shape& shape) {
+  return g->Variable(name, shape,
+                     {.initializer = Initializer::Uniform(-1, 1), .dtype = DT_DOUBLE});
+}
+
+// Shared weight W (two matmuls), fan-out of h (matmul and mul) and of h2
+// (mul, sigmoid, cross entropy), two losses summed.
+Job FanOutAndSharedWeightJob() {
+  Graph g("fanout", 11);
+  Batch data = g.RandomBatch(Shape{5, 3}, 3, Split(0), DT_DOUBLE);
+  Tensor w = Parameter(&g, "w", Shape{3, 3});
+  Tensor b = Parameter(&g, "b", Shape{3});
+  Tensor h = g.Tanh(g.BiasAdd(g.MatMul(data.image, w), b));
+  Tensor h2 = g.MatMul(h, w);
+  Tensor y = g.ReduceMean(g.Mul(h2, h));
+  Tensor s = g.ReduceMean(g.Sigmoid(h2));
+  Tensor ce = g.SparseSoftmaxCrossEntropy(h2, data.label);
+  g.Minimize(g.AddN({y, s, ce}), Sgd{});
+  StatusOr<Job> job = g.BuildForward();
+  CHECK_OK(job.status());
+  return *job;
+}
+
+TEST(AutodiffTest, FanOutAndSharedWeightsMatchFiniteDifferences) {
+  CheckAgainstFiniteDifferences(FanOutAndSharedWeightJob());
+}
+
+TEST(AutodiffTest, DenseReluSoftmaxNetworkMatchesFiniteDifferences) {
+  Graph g("mlp64", 5);
+  Batch data = g.RandomBatch(Shape{4, 6}, 3, Split(0), DT_DOUBLE);
+  Tensor h = g.Relu(g.Dense(data.image, 5, {.bias_init = Initializer::Constant(0.1)}));
+  Tensor logits = g.Dense(g.Gelu(g.Dense(h, 4)), 3);
+  g.Minimize(g.SparseSoftmaxCrossEntropy(logits, data.label), Sgd{});
+  StatusOr<Job> job = g.BuildForward();
+  ASSERT_TRUE(job.ok()) << job.status();
+  CheckAgainstFiniteDifferences(*job);
+}
+
+TEST(AutodiffTest, FanOutGradientsAreSummedOnce) {
+  StatusOr<AutodiffResult> result = Autodiff(FanOutAndSharedWeightJob());
+  ASSERT_TRUE(result.ok()) << result.status();
+  std::set<std::string> sums;
+  for (const OpConf& op : result->job.op()) {
+    if (op.name().find("-grad_sum") != std::string::npos) {
+      EXPECT_EQ(op.op_type(), "add");
+      EXPECT_TRUE(op.is_backward());
+      sums.insert(op.name());
+    }
+  }
+  // w (two matmuls), h (matmul, mul), h2 (mul, sigmoid, cross entropy).
+  EXPECT_EQ(sums, (std::set<std::string>{"w-out_0-grad_sum", "tanh-y_0-grad_sum",
+                                         "matmul_1-out_0-grad_sum"}));
+  const OpConf* h2_sum = FindOp(result->job, "matmul_1-out_0-grad_sum");
+  ASSERT_NE(h2_sum, nullptr);
+  EXPECT_EQ(h2_sum->input(0).lbn_size(), 3);
+}
+
+TEST(AutodiffTest, HandComputedGradient) {
+  // loss = mean(x * w) with a fixed x: d loss / d w = x / 4.
+  Graph g("hand");
+  Tensor x = g.Variable("x", Shape{4}, {.initializer = Initializer::Constant(3), .dtype = DT_DOUBLE, .trainable = false});
+  Tensor w = g.Variable("w", Shape{4}, {.initializer = Initializer::Constant(1), .dtype = DT_DOUBLE});
+  g.Minimize(g.ReduceMean(g.Mul(x, w)), Sgd{});
+  StatusOr<Job> forward = g.BuildForward();
+  ASSERT_TRUE(forward.ok()) << forward.status();
+  StatusOr<AutodiffResult> result = Autodiff(*forward);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->variable_grads.size(), 1u);  // x is not trainable
+  auto executor = ReferenceExecutor::Create(result->job);
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  ASSERT_TRUE((*executor)->SetVariable("x", HostTensor::FromVector<double>(Shape{4}, {1, 2, 3, 4})).ok());
+  ASSERT_TRUE((*executor)->Run(1).ok());
+  StatusOr<const HostTensor*> grad = (*executor)->Fetch(result->variable_grads.at("w"));
+  ASSERT_TRUE(grad.ok()) << grad.status();
+  EXPECT_EQ((*grad)->ToVector<double>(), (std::vector<double>{0.25, 0.5, 0.75, 1.0}));
+}
+
+TEST(AutodiffTest, EveryBackwardOpFeedsAVariableGradient) {
+  StatusOr<AutodiffResult> result = Autodiff(FanOutAndSharedWeightJob());
+  ASSERT_TRUE(result.ok()) << result.status();
+  std::set<std::string> needed;
+  for (const auto& [name, lbn] : result->variable_grads) needed.insert(lbn);
+  for (int i = result->job.op_size() - 1; i >= 0; --i) {
+    const OpConf& op = result->job.op(i);
+    if (!op.is_backward()) continue;
+    bool used = false;
+    for (const ArgProto& arg : op.output()) {
+      for (const std::string& lbn : arg.lbn()) used = used || needed.count(lbn);
+    }
+    EXPECT_TRUE(used) << "dead backward op " << op.name();
+    for (const ArgProto& arg : op.input()) {
+      for (const std::string& lbn : arg.lbn()) needed.insert(lbn);
+    }
+  }
+  // Blob descs cover exactly the ops' outputs.
+  std::set<std::string> produced;
+  for (const OpConf& op : result->job.op()) {
+    for (const ArgProto& arg : op.output()) produced.insert(arg.lbn().begin(), arg.lbn().end());
+  }
+  std::set<std::string> described;
+  for (const LogicalBlobDesc& blob : result->job.blob()) described.insert(blob.lbn());
+  EXPECT_EQ(produced, described);
+}
+
+TEST(AutodiffTest, OpWithoutRuleOnThePathIsNamed) {
+  Graph g("norule");
+  Tensor w = g.Variable("w", Shape{3});
+  OpConf op = OpConfBuilder("autodiff_test_no_rule", "mystery").Input("x", w.lbn).Output("y").Build();
+  std::vector<Tensor> y = g.AddOp(op);
+  ASSERT_EQ(y.size(), 1u) << g.status();
+  g.Minimize(g.ReduceSum(y[0]), Sgd{});
+  StatusOr<Job> job = g.Build();
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), StatusCode::kUnimplemented);
+  EXPECT_THAT(job.status().message(), HasSubstr("op 'mystery' (autodiff_test_no_rule)"));
+  EXPECT_THAT(job.status().message(), HasSubstr("no gradient rule"));
+}
+
+TEST(AutodiffTest, GradientOfTheWrongShapeIsRejected) {
+  Graph g("badrule");
+  Tensor w = g.Variable("w", Shape{3});
+  OpConf op = OpConfBuilder("autodiff_test_bad_grad", "liar").Input("x", w.lbn).Output("y").Build();
+  std::vector<Tensor> y = g.AddOp(op);
+  ASSERT_EQ(y.size(), 1u) << g.status();
+  g.Minimize(g.ReduceSum(y[0]), Sgd{});
+  StatusOr<Job> job = g.Build();
+  ASSERT_FALSE(job.ok());
+  EXPECT_THAT(job.status().message(), HasSubstr("op 'liar' (autodiff_test_bad_grad)"));
+  EXPECT_THAT(job.status().message(), HasSubstr("float32(3,)"));
+}
+
+TEST(AutodiffTest, JobWithoutLossIsRejected) {
+  Graph g("noloss");
+  g.Variable("w", Shape{3});
+  StatusOr<Job> job = g.BuildForward();
+  ASSERT_TRUE(job.ok());
+  StatusOr<AutodiffResult> result = Autodiff(*job);
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(result.status().message(), HasSubstr("has no loss"));
+}
+
+}  // namespace
+}  // namespace oflite
