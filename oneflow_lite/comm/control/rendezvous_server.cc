@@ -18,6 +18,8 @@ namespace {
 constexpr int kPollMilliseconds = 100;
 constexpr std::chrono::milliseconds kMaxRequestWait{10 * 60 * 1000};
 constexpr std::chrono::milliseconds kFrameTimeout{10000};
+// How often a waiting request checks whether its own client went away.
+constexpr std::chrono::milliseconds kDepartureCheck{100};
 
 ControlMessage Response(const Status& status, std::string value = "") {
   ControlMessage response;
@@ -26,6 +28,14 @@ ControlMessage Response(const Status& status, std::string value = "") {
   response.message = status.ok() ? "" : status.message();
   response.value = std::move(value);
   return response;
+}
+
+// True when the client's socket was closed or reset (a client sends nothing
+// while one of its requests is pending, so any input here is end-of-file).
+bool PeerGone(int fd) {
+  pollfd poll_fd{fd, POLLIN | POLLRDHUP, 0};
+  if (::poll(&poll_fd, 1, 0) <= 0) return false;
+  return (poll_fd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLIN)) != 0;
 }
 
 // Waits for input or the stop flag; true when readable.
@@ -122,7 +132,7 @@ void RendezvousServer::Serve(int fd) {
       lost = request.status();
       break;
     }
-    ControlMessage response = Handle(rank, *request);
+    ControlMessage response = Handle(fd, rank, *request);
     Status sent = SendControl(fd, response, DeadlineAfter(kFrameTimeout), peer);
     if (!sent.ok()) {
       lost = sent;
@@ -144,7 +154,7 @@ void RendezvousServer::CloseConnection(int fd) {
   ::close(fd);
 }
 
-ControlMessage RendezvousServer::Handle(int rank, const ControlMessage& request) {
+ControlMessage RendezvousServer::Handle(int fd, int rank, const ControlMessage& request) {
   switch (request.type) {
     case ControlType::kPut: {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -153,9 +163,9 @@ ControlMessage RendezvousServer::Handle(int rank, const ControlMessage& request)
       return Response(Status::OK());
     }
     case ControlType::kGet:
-      return HandleGet(rank, request);
+      return HandleGet(fd, rank, request);
     case ControlType::kBarrier:
-      return HandleBarrier(rank, request);
+      return HandleBarrier(fd, rank, request);
     default:
       return Response(InvalidArgumentError("rank ", rank, " sent request type ",
                                            static_cast<int>(request.type),
@@ -163,14 +173,14 @@ ControlMessage RendezvousServer::Handle(int rank, const ControlMessage& request)
   }
 }
 
-ControlMessage RendezvousServer::HandleGet(int rank, const ControlMessage& request) {
+ControlMessage RendezvousServer::HandleGet(int fd, int rank, const ControlMessage& request) {
   const auto timeout =
       std::min(kMaxRequestWait, std::chrono::milliseconds(request.timeout_ms));
   const int expected = request.expected_rank == kNoRank
                            ? -1
                            : static_cast<int>(request.expected_rank);
   std::unique_lock<std::mutex> lock(mutex_);
-  changed_.wait_for(lock, timeout, [&] {
+  WaitWatching(&lock, fd, rank, timeout, [&] {
     return stopping_ || store_.count(request.key) != 0 ||
            (expected >= 0 && departed_.count(expected) != 0);
   });
@@ -187,6 +197,20 @@ ControlMessage RendezvousServer::HandleGet(int rank, const ControlMessage& reque
                                         request.timeout_ms, " ms"));
 }
 
+void RendezvousServer::WaitWatching(std::unique_lock<std::mutex>* lock, int fd,
+                                    int rank, std::chrono::milliseconds timeout,
+                                    const std::function<bool()>& done) {
+  const Deadline deadline = DeadlineAfter(timeout);
+  while (!done() && Clock::now() < deadline) {
+    changed_.wait_until(*lock, std::min(deadline, Clock::now() + kDepartureCheck));
+    if (departed_.count(rank) == 0 && PeerGone(fd)) {
+      departed_[rank] = "rank " + std::to_string(rank) + " disconnected";
+      changed_.notify_all();
+      return;
+    }
+  }
+}
+
 std::string RendezvousServer::DescribeRanks(const std::set<int>& ranks) const {
   std::ostringstream text;
   text << (ranks.size() == 1 ? "rank " : "ranks ");
@@ -198,7 +222,7 @@ std::string RendezvousServer::DescribeRanks(const std::set<int>& ranks) const {
   return text.str();
 }
 
-ControlMessage RendezvousServer::HandleBarrier(int rank,
+ControlMessage RendezvousServer::HandleBarrier(int fd, int rank,
                                                const ControlMessage& request) {
   const auto timeout =
       std::min(kMaxRequestWait, std::chrono::milliseconds(request.timeout_ms));
@@ -219,7 +243,7 @@ ControlMessage RendezvousServer::HandleBarrier(int rank,
     }
     return -1;
   };
-  changed_.wait_for(lock, timeout, [&] {
+  WaitWatching(&lock, fd, rank, timeout, [&] {
     return stopping_ || missing().empty() || departed_missing() >= 0;
   });
   if (missing().empty()) return Response(Status::OK());

@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -57,9 +58,14 @@ class RendezvousServer {
   void AcceptLoop();
   void Serve(int fd);
   void CloseConnection(int fd);
-  ControlMessage Handle(int rank, const ControlMessage& request);
-  ControlMessage HandleGet(int rank, const ControlMessage& request);
-  ControlMessage HandleBarrier(int rank, const ControlMessage& request);
+  ControlMessage Handle(int fd, int rank, const ControlMessage& request);
+  ControlMessage HandleGet(int fd, int rank, const ControlMessage& request);
+  ControlMessage HandleBarrier(int fd, int rank, const ControlMessage& request);
+  // Waits (mutex_ held via `lock`) until `done`, the timeout, or the
+  // requester `rank`'s socket closing, which marks it departed.
+  void WaitWatching(std::unique_lock<std::mutex>* lock, int fd, int rank,
+                    std::chrono::milliseconds timeout,
+                    const std::function<bool()>& done);
   std::string DescribeRanks(const std::set<int>& ranks) const;
 
   const RendezvousOptions options_;

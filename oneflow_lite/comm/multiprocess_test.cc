@@ -1,0 +1,217 @@
+// CommNet across real processes on loopback: this test process is rank 0
+// (it serves the rendezvous); other ranks are comm_peer processes started
+// with fork/exec. Covers kill -9 of a peer, a foreign connection without the
+// job token, a peer that never arrives, and a 3-process ring all-reduce.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "oneflow_lite/comm/collective/ring.h"
+#include "oneflow_lite/comm/control/connect.h"
+#include "oneflow_lite/comm/control/rendezvous_server.h"
+#include "oneflow_lite/comm/tcp/tcp_transport.h"
+
+namespace oflite {
+namespace comm {
+namespace {
+
+using std::chrono::milliseconds;
+constexpr char kToken[] = "multiprocess-token";
+constexpr char kPeerBinary[] = "oneflow_lite/comm/comm_peer";
+
+pid_t Spawn(const std::vector<std::string>& args) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(kPeerBinary));
+    for (const auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    ::execv(kPeerBinary, argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+int WaitExit(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Rank 0 of a job: rendezvous server, control client, TCP transport.
+struct Rank0 {
+  std::unique_ptr<control::RendezvousServer> server;
+  std::unique_ptr<control::ControlClient> control;
+  MessageRouter router;
+  std::unique_ptr<Transport> transport;
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::pair<int, Status>> peer_errors;
+  int echoes = 0;
+
+  std::string master() const { return "127.0.0.1:" + std::to_string(server->port()); }
+
+  void Start(int world) {
+    control::RendezvousOptions options;
+    options.world_size = world;
+    options.job_token = kToken;
+    server = std::move(*control::RendezvousServer::Start(options));
+    control::ControlClientOptions client;
+    client.master = master();
+    client.world_size = world;
+    client.job_token = kToken;
+    control = std::move(*control::ControlClient::Connect(client));
+    router.SetHandler(1, [this](int, const void*, size_t) {
+      std::lock_guard<std::mutex> lock(mutex);
+      ++echoes;
+      changed.notify_all();
+    });
+    TransportOptions transport_options;
+    transport_options.world_size = world;
+    transport_options.on_message = router.AsHandler();
+    transport_options.peer_timeout = milliseconds(5000);
+    transport_options.on_peer_error = [this](int peer, const Status& status) {
+      std::lock_guard<std::mutex> lock(mutex);
+      peer_errors.push_back({peer, status});
+      changed.notify_all();
+    };
+    tcp::TcpOptions tcp_options;
+    tcp_options.job_token = kToken;
+    transport = std::move(*tcp::CreateTcpTransport(transport_options, tcp_options));
+  }
+
+  std::vector<std::string> PeerArgs(const std::string& mode, int rank, int world) {
+    return {"--mode=" + mode, "--master=" + master(), "--rank=" + std::to_string(rank),
+            "--world=" + std::to_string(world), std::string("--token=") + kToken};
+  }
+};
+
+TEST(MultiprocessTest, KillNineOfAPeerFailsSurvivorsWithinBoundNamingIt) {
+  Rank0 rank0;
+  rank0.Start(3);
+  pid_t rank1 = Spawn(rank0.PeerArgs("serve", 1, 3));
+  pid_t rank2 = Spawn(rank0.PeerArgs("serve", 2, 3));
+  ASSERT_TRUE(control::ConnectTransport(rank0.transport.get(), rank0.control.get(),
+                                        "comm", milliseconds(20000)).ok());
+  auto key = control::FetchRemoteKey(rank0.control.get(), "buffer", 2, milliseconds(10000));
+  ASSERT_TRUE(key.ok()) << key.status();
+  std::vector<uint8_t> local(1 << 20);
+  auto region = rank0.transport->RegisterMemory(local.data(), local.size(), kAccessAll);
+  Connection* to2 = *rank0.transport->GetConnection(2);
+  ASSERT_TRUE(ReadSync(to2, **region, 0, *key, 0, local.size(),
+                       DeadlineAfter(milliseconds(10000))).ok());
+  EXPECT_EQ(local[5], static_cast<uint8_t>(2 + 5));
+
+  // Waiters: a stream of READs from rank 2 and a barrier rank 2 never reaches.
+  Status read_failure, barrier_failure;
+  std::thread reader([&] {
+    while (read_failure.ok()) {
+      read_failure = ReadSync(to2, **region, 0, *key, 0, local.size(),
+                              DeadlineAfter(milliseconds(30000)));
+    }
+  });
+  std::thread barrier([&] {
+    barrier_failure = rank0.control->Barrier("after-kill", milliseconds(30000));
+  });
+  std::this_thread::sleep_for(milliseconds(200));
+  const auto killed_at = Clock::now();
+  ASSERT_EQ(::kill(rank2, SIGKILL), 0);
+  reader.join();
+  barrier.join();
+  EXPECT_LT(Clock::now() - killed_at, milliseconds(10000));
+  EXPECT_NE(read_failure.message().find("rank 2"), std::string::npos) << read_failure;
+  EXPECT_NE(barrier_failure.message().find("rank 2"), std::string::npos) << barrier_failure;
+  {
+    std::lock_guard<std::mutex> lock(rank0.mutex);
+    ASSERT_FALSE(rank0.peer_errors.empty());
+    EXPECT_EQ(rank0.peer_errors[0].first, 2);
+  }
+  EXPECT_FALSE(to2->status().ok());
+  // Rank 1 is unaffected: a message round trip still works.
+  Connection* to1 = *rank0.transport->GetConnection(1);
+  ASSERT_TRUE(MessageRouter::Send(to1, 1, "ping").ok());
+  std::unique_lock<std::mutex> lock(rank0.mutex);
+  EXPECT_TRUE(rank0.changed.wait_for(lock, milliseconds(10000),
+                                     [&] { return rank0.echoes == 1; }));
+  lock.unlock();
+  EXPECT_EQ(WaitExit(rank2), 128 + SIGKILL);
+  ::kill(rank1, SIGKILL);
+  WaitExit(rank1);
+  region->reset();
+}
+
+TEST(MultiprocessTest, ForeignProcessWithoutTheJobTokenIsRefused) {
+  Rank0 rank0;
+  rank0.Start(2);
+  std::vector<std::string> args = rank0.PeerArgs("intruder", 1, 2);
+  args.back() = "--token=not-the-job-token";
+  EXPECT_EQ(WaitExit(Spawn(args)), 0);  // exits 0 only if refused
+  // The genuine rank 1 is still admitted.
+  pid_t rank1 = Spawn(rank0.PeerArgs("allreduce", 1, 2));
+  ASSERT_TRUE(control::ConnectTransport(rank0.transport.get(), rank0.control.get(),
+                                        "comm", milliseconds(20000)).ok());
+  auto pool = RegisteredPool::Create(rank0.transport.get(), RegisteredPoolOptions(), nullptr);
+  auto ring = RingCommunicator::Create(rank0.transport.get(), &rank0.router, pool->get(),
+                                       CollectiveOptions());
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  std::vector<int64_t> data(1000);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = i;
+  auto region = rank0.transport->RegisterMemory(data.data(), 8000, kAccessAll);
+  ASSERT_TRUE((*ring)->AllReduce(**region, 0, 1000, DT_INT64,
+                                 DeadlineAfter(milliseconds(20000))).ok());
+  EXPECT_EQ(data[999], 3 * 999);
+  ASSERT_TRUE(rank0.control->Barrier("allreduce-done", milliseconds(20000)).ok());
+  EXPECT_EQ(WaitExit(rank1), 0);
+  ring->reset();
+  region->reset();
+}
+
+TEST(MultiprocessTest, PeerThatNeverArrivesTimesOutNamingIt) {
+  Rank0 rank0;
+  rank0.Start(2);
+  auto start = Clock::now();
+  Status status = control::ConnectTransport(rank0.transport.get(), rank0.control.get(),
+                                            "comm", milliseconds(1000));
+  EXPECT_EQ(status.code(), StatusCode::kDeadlineExceeded) << status;
+  EXPECT_NE(status.message().find("rank 1"), std::string::npos) << status;
+  EXPECT_LT(Clock::now() - start, milliseconds(5000));
+  Status joined = rank0.server->WaitForAllJoined(milliseconds(100));
+  EXPECT_NE(joined.message().find("rank 1 never joined"), std::string::npos) << joined;
+}
+
+TEST(MultiprocessTest, RingAllReduceAcrossThreeProcesses) {
+  Rank0 rank0;
+  rank0.Start(3);
+  std::vector<pid_t> peers;
+  for (int rank = 1; rank < 3; ++rank) {
+    auto args = rank0.PeerArgs("allreduce", rank, 3);
+    args.push_back("--count=300001");
+    peers.push_back(Spawn(args));
+  }
+  ASSERT_TRUE(control::ConnectTransport(rank0.transport.get(), rank0.control.get(),
+                                        "comm", milliseconds(20000)).ok());
+  auto pool = RegisteredPool::Create(rank0.transport.get(), RegisteredPoolOptions(), nullptr);
+  auto ring = RingCommunicator::Create(rank0.transport.get(), &rank0.router, pool->get(),
+                                       CollectiveOptions());
+  ASSERT_TRUE(ring.ok());
+  std::vector<int64_t> data(300001);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = i;
+  auto region = rank0.transport->RegisterMemory(data.data(), data.size() * 8, kAccessAll);
+  ASSERT_TRUE((*ring)->AllReduce(**region, 0, data.size(), DT_INT64,
+                                 DeadlineAfter(milliseconds(20000))).ok());
+  for (size_t i = 0; i < data.size(); ++i) ASSERT_EQ(data[i], 6 * static_cast<int64_t>(i));
+  ASSERT_TRUE(rank0.control->Barrier("allreduce-done", milliseconds(20000)).ok());
+  for (pid_t peer : peers) EXPECT_EQ(WaitExit(peer), 0);
+  ring->reset();
+  region->reset();
+}
+
+}  // namespace
+}  // namespace comm
+}  // namespace oflite
