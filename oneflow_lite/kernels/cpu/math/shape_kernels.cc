@@ -53,10 +53,59 @@ class TransposeKernel final : public Kernel {
     const T* src = x.data<T>();
     T* dst = y->data<T>();
     const int64_t stride = loop.InnerStride(1);
-    loop.ForEachRow([&](const int64_t* offsets, int64_t n) {
-      GatherRow(src + offsets[1], stride, dst + offsets[0], n);
-    });
+    if (stride == 1 || loop.empty() || loop.dims().size() < 2) {
+      loop.ForEachRow([&](const int64_t* offsets, int64_t n) {
+        GatherRow(src + offsets[1], stride, dst + offsets[0], n);
+      });
+      return Status::OK();
+    }
+    TiledTranspose(loop, src, dst);
     return Status::OK();
+  }
+
+ private:
+  static constexpr int64_t kTile = 32;
+
+  // The output's inner axis reads x with a stride; some other axis reads x
+  // contiguously. Copy in kTile x kTile tiles over those two axes so that
+  // both the reads and the writes of a tile stay in cache.
+  static void TiledTranspose(const StridedLoop& loop, const T* src, T* dst) {
+    const std::vector<int64_t>& dims = loop.dims();
+    const std::vector<int64_t>& out_strides = loop.strides(0);
+    const std::vector<int64_t>& in_strides = loop.strides(1);
+    const size_t inner = dims.size() - 1;
+    size_t contiguous = inner;
+    for (size_t i = 0; i < inner; ++i) {
+      if (in_strides[i] == 1) contiguous = i;
+    }
+    if (contiguous == inner) {  // no axis reads x contiguously: plain strided copy
+      loop.ForEachRow([&](const int64_t* offsets, int64_t n) {
+        GatherRow(src + offsets[1], loop.InnerStride(1), dst + offsets[0], n);
+      });
+      return;
+    }
+    const int64_t rows = dims[contiguous], cols = dims[inner];
+    const int64_t out_row_stride = out_strides[contiguous], in_col_stride = in_strides[inner];
+    std::vector<int64_t> outer_dims = dims;
+    outer_dims[contiguous] = outer_dims[inner] = 1;
+    StridedLoop outer(outer_dims, {out_strides, in_strides});
+    outer.ForEachRow([&](const int64_t* offsets, int64_t count) {
+      for (int64_t k = 0; k < count; ++k) {
+        T* out = dst + offsets[0] + k * outer.InnerStride(0);
+        const T* in = src + offsets[1] + k * outer.InnerStride(1);
+        for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+          const int64_t r1 = std::min(rows, r0 + kTile);
+          for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+            const int64_t c1 = std::min(cols, c0 + kTile);
+            for (int64_t r = r0; r < r1; ++r) {
+              T* o = out + r * out_row_stride;
+              const T* p = in + r;
+              for (int64_t c = c0; c < c1; ++c) o[c] = p[c * in_col_stride];
+            }
+          }
+        }
+      }
+    });
   }
 };
 

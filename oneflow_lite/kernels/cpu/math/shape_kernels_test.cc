@@ -40,7 +40,12 @@ TEST_P(ShapeKernelTest, TransposeEveryPermutationOfRank3) {
 
 TEST_P(ShapeKernelTest, Transpose2DAndRank4) {
   for (const auto& [shape, perm] : std::vector<std::pair<Shape, std::vector<int64_t>>>{
-           {Shape({3, 5}), {1, 0}}, {Shape({1, 1}), {1, 0}}, {Shape({2, 3, 4, 5}), {0, 2, 3, 1}}}) {
+           {Shape({3, 5}), {1, 0}},
+           {Shape({1, 1}), {1, 0}},
+           {Shape({2, 3, 4, 5}), {0, 2, 3, 1}},
+           {Shape({67, 131}), {1, 0}},
+           {Shape({3, 40, 33}), {2, 1, 0}},
+           {Shape({5, 37, 70}), {0, 2, 1}}}) {
     TensorMap env;
     env.emplace("x", Random(shape, 2));
     auto y = RunSingle(

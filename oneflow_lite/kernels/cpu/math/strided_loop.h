@@ -34,6 +34,9 @@ class StridedLoop {
   StridedLoop(const std::vector<int64_t>& dims, const std::vector<std::vector<int64_t>>& strides);
 
   int64_t InnerStride(int operand) const { return inner_strides_[operand]; }
+  // The merged axes (size-1 axes dropped) and each operand's strides on them.
+  const std::vector<int64_t>& dims() const { return dims_; }
+  const std::vector<int64_t>& strides(int operand) const { return strides_[operand]; }
   bool empty() const { return empty_; }
 
   template <typename RowFn>
