@@ -1,5 +1,14 @@
 #include "oneflow_lite/comm/tcp/tcp_transport.h"
 
+#include <unistd.h>
+
+#include <condition_variable>
+#include <mutex>
+
+#include "oneflow_lite/comm/socket_util.h"
+#include "oneflow_lite/comm/tcp/frame.h"
+#include "oneflow_lite/comm/wire.h"
+
 #include "oneflow_lite/comm/memory/strategy_test_suite.h"
 #include "oneflow_lite/comm/transport_test_suite.h"
 
@@ -23,5 +32,71 @@ INSTANTIATE_TEST_SUITE_P(Tcp, MemoryStrategyTest,
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace
+}  // namespace comm
+}  // namespace oflite
+
+namespace oflite {
+namespace comm {
+namespace tcp {
+namespace {
+
+using std::chrono::milliseconds;
+
+// A raw socket that completes the handshake as rank 0, then sends garbage:
+// rank 1 must fail that connection (naming rank 0) without crashing.
+TEST(TcpTransportTest, GarbageAfterHandshakeFailsTheConnectionCleanly) {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::pair<int, Status>> errors;
+  TransportOptions options;
+  options.rank = 1;
+  options.world_size = 2;
+  options.on_peer_error = [&](int peer, const Status& status) {
+    std::lock_guard<std::mutex> lock(mutex);
+    errors.push_back({peer, status});
+    changed.notify_all();
+  };
+  TcpOptions tcp_options;
+  tcp_options.job_token = "t";
+  auto transport = CreateTcpTransport(options, tcp_options);
+  ASSERT_TRUE(transport.ok());
+  std::string endpoint = *(*transport)->LocalEndpoint(0);
+  wire::Reader reader(endpoint.data(), endpoint.size());
+  uint32_t version, rank, port;
+  reader.ReadU32(&version);
+  reader.ReadU32(&rank);
+  reader.ReadU32(&port);
+  const Deadline deadline = DeadlineAfter(milliseconds(5000));
+  auto fd = DialTcp("127.0.0.1", port, deadline, "rank 1");
+  ASSERT_TRUE(fd.ok());
+  Hello hello{0, 2, 64, 4096, "t"};
+  const std::string payload = EncodeHello(hello);
+  FrameHeader header;
+  header.type = FrameType::kHello;
+  header.payload_length = payload.size();
+  uint8_t bytes[kFrameHeaderSize];
+  EncodeFrameHeader(header, bytes);
+  ASSERT_TRUE(WriteFull(*fd, bytes, sizeof(bytes), deadline, "rank 1").ok());
+  ASSERT_TRUE(WriteFull(*fd, payload.data(), payload.size(), deadline, "rank 1").ok());
+  uint8_t ack[kFrameHeaderSize];
+  ASSERT_TRUE(ReadFull(*fd, ack, sizeof(ack), deadline, "rank 1").ok());
+  FrameHeader decoded;
+  FrameLimits limits;
+  ASSERT_TRUE(DecodeFrameHeader(ack, limits, &decoded).ok());
+  EXPECT_EQ(decoded.type, FrameType::kHelloAck);
+  // The transport now knows rank 0; feed it a header with a bad magic.
+  std::string garbage(kFrameHeaderSize, '\x5a');
+  ASSERT_TRUE(WriteFull(*fd, garbage.data(), garbage.size(), deadline, "rank 1").ok());
+  std::unique_lock<std::mutex> lock(mutex);
+  ASSERT_TRUE(changed.wait_for(lock, milliseconds(5000), [&] { return !errors.empty(); }));
+  EXPECT_EQ(errors[0].first, 0);
+  EXPECT_EQ(errors[0].second.code(), StatusCode::kDataLoss) << errors[0].second;
+  EXPECT_NE(errors[0].second.message().find("rank 0"), std::string::npos);
+  lock.unlock();
+  ::close(*fd);
+}
+
+}  // namespace
+}  // namespace tcp
 }  // namespace comm
 }  // namespace oflite
