@@ -226,12 +226,13 @@ Status ParseVariableLine(std::istringstream* line, CheckpointEntry* entry) {
 
 Status ParseManifest(const std::string& text, CheckpointManifest* manifest) {
   std::istringstream lines(text);
-  std::string line_text, keyword;
+  std::string line_text;
   int line_number = 0;
   bool ended = false;
   while (std::getline(lines, line_text)) {
     ++line_number;
     std::istringstream line(line_text);
+    std::string keyword;
     line >> keyword;
     Status status;
     if (ended) {

@@ -29,8 +29,9 @@ StatusOr<std::string> ReadMaybeGzipFile(const std::string& path, int64_t max_byt
   std::unique_ptr<gzFile_s, GzCloser> file(gzopen(path.c_str(), "rb"));
   if (file == nullptr) {
     const int error = errno;
-    return NotFoundError("cannot open '", path, "': ",
-                         error != 0 ? std::strerror(error) : "zlib could not allocate");
+    const std::string reason = error != 0 ? std::strerror(error) : "zlib could not allocate";
+    if (error == ENOENT || error == ENOTDIR) return NotFoundError("cannot open '", path, "': ", reason);
+    return UnavailableError("cannot open '", path, "': ", reason);
   }
   std::string contents;
   char buffer[1 << 16];

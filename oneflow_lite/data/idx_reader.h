@@ -9,7 +9,8 @@
 // The reader checks the magic, the dimension count, each dimension (> 0),
 // and that the data is exactly prod(dims) bytes (a truncated file or trailing
 // garbage is an error). Every error is a Status naming the file's path:
-//   NotFound (missing file), DataLoss (corrupt gzip, truncated data),
+//   NotFound (missing file), Unavailable (unreadable, e.g. permissions),
+//   DataLoss (corrupt gzip, truncated data),
 //   InvalidArgument (bad magic or header), Unimplemented (other types).
 // Whether the file is gzip'd is detected from its content (zlib's gzread
 // reads plain files too). Decompressed files above 1 GiB are rejected.
