@@ -159,7 +159,10 @@ StatusOr<std::shared_ptr<const VerbsApi>> LoadVerbsLibrary(
                             " not found (install rdma-core / libibverbs1): ",
                             why ? why : "dlopen failed");
   }
-  std::shared_ptr<void> keep_alive(handle, [](void* h) { dlclose(h); });
+  // Never dlclose'd: libibverbs keeps process-wide state (fork tracking,
+  // loaded provider drivers) that must outlive every table; dlopen of an
+  // already loaded library is cheap and returns the same handle.
+  std::shared_ptr<void> keep_alive(handle, [](void*) {});
   auto api = std::make_shared<VerbsApi>();
   api->implementation = options.library;
   api->keep_alive = keep_alive;

@@ -18,8 +18,9 @@
 // helpers). Its cost is one madvise per registration. Setting the environment
 // variable RDMAV_FORK_SAFE=1 has the same effect inside libibverbs.
 //
-// Thread-safe; each call dlopens again (dlopen is reference counted) and the
-// returned table keeps the handle open for as long as it lives.
+// Thread-safe. The library, once loaded, stays loaded for the life of the
+// process (it keeps process-wide state such as fork tracking and provider
+// drivers); loading again returns the same library.
 #ifndef ONEFLOW_LITE_COMM_VERBS_VERBS_LIBRARY_H_
 #define ONEFLOW_LITE_COMM_VERBS_VERBS_LIBRARY_H_
 
