@@ -1,19 +1,48 @@
 // oflite compile: Job + cluster -> Plan.
+//
+// Exit codes (commands.h): 0 success, 2 bad input (a file that cannot be
+// read or parsed, a job the compiler rejects), 1 the plan could not be
+// written. The plan is written atomically (SavePlan), so a failed compile
+// never leaves a partial or stale-looking output file behind.
 #include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
 
+#include "oneflow_lite/common/proto_io.h"
+#include "oneflow_lite/compiler/compiler.h"
+#include "oneflow_lite/compiler/plan_summary.h"
 #include "tools/oflite/commands.h"
 #include "tools/oflite/flags.h"
 
 namespace oflite {
 namespace cli {
+namespace {
+
+int Fail(int code, const Status& status) {
+  std::fprintf(stderr, "oflite compile: %s\n", status.message().c_str());
+  return code;
+}
+
+}  // namespace
 
 int RunCompile(int argc, char** argv) {
   FlagSet flags("compile", "--job JOB.pb --cluster CLUSTER.pbtxt -o PLAN.pb",
                 {{"job", "the Job file written by a model program"},
                  {"cluster", "the cluster description (text ClusterProto)"},
                  {"o", "where to write the Plan"},
-                 {"output", "same as -o"}});
-  Status s = flags.Parse(argc, argv);
+                 {"output", "same as -o"},
+                 {"no_memory_reuse", "give every register its own memory", true},
+                 {"pipeline_depth", "regst_num on stage boundaries and cross-machine edges",
+                  false, "2"},
+                 {"quiet", "print nothing on success", true}});
+  // Accept the conventional short "-o FILE" next to "--o FILE".
+  std::vector<char*> args(argv, argv + argc);
+  static char long_o[] = "--o";
+  for (char*& arg : args) {
+    if (std::strcmp(arg, "-o") == 0) arg = long_o;
+  }
+  Status s = flags.Parse(static_cast<int>(args.size()), args.data());
   if (!s.ok()) {
     std::fprintf(stderr, "%s\n", s.message().c_str());
     return kExitBadInput;
@@ -22,10 +51,42 @@ int RunCompile(int argc, char** argv) {
     flags.PrintHelp();
     return kExitOk;
   }
-  std::fprintf(stderr,
-               "oflite compile: not implemented yet in this build (the compiler lands with "
-               "issue 4)\n");
-  return kExitUnimplemented;
+  std::string output = flags.Has("o") ? flags.Get("o") : flags.Get("output");
+  if (!flags.Has("job") || !flags.Has("cluster") || output.empty()) {
+    std::fprintf(stderr, "oflite compile: --job, --cluster and -o are required (see --help)\n");
+    return kExitBadInput;
+  }
+  if (!flags.positional().empty()) {
+    std::fprintf(stderr, "oflite compile: unexpected argument '%s'\n",
+                 flags.positional()[0].c_str());
+    return kExitBadInput;
+  }
+  compiler::CompileOptions options;
+  options.memory.enable_reuse = !flags.GetBool("no_memory_reuse");
+  StatusOr<int64_t> depth = flags.GetInt("pipeline_depth");
+  if (!depth.ok()) return Fail(kExitBadInput, depth.status());
+  if (*depth < 1 || *depth > 64) {
+    return Fail(kExitBadInput, InvalidArgumentError("--pipeline_depth must be in [1, 64]"));
+  }
+  options.tasks.pipeline_depth = static_cast<int>(*depth);
+
+  StatusOr<Job> job = LoadJob(flags.Get("job"));
+  if (!job.ok()) return Fail(kExitBadInput, job.status());
+  StatusOr<ClusterProto> cluster = compiler::LoadCluster(flags.Get("cluster"));
+  if (!cluster.ok()) return Fail(kExitBadInput, cluster.status());
+  StatusOr<Plan> plan = compiler::Compile(*job, *cluster, options);
+  if (!plan.ok()) {
+    return Fail(kExitBadInput, plan.status().WithContext("job '" + flags.Get("job") + "'"));
+  }
+  Status saved = SavePlan(output, *plan);
+  if (!saved.ok()) return Fail(kExitFailure, saved);
+  if (!flags.GetBool("quiet")) {
+    compiler::PlanSummary summary = compiler::Summarize(*plan);
+    std::printf("wrote %s: %d machine(s), %d actor(s), %d register(s), %zu cross-machine edge(s)\n",
+                output.c_str(), plan->machine_size(), summary.actor_count, summary.regst_count,
+                summary.cross_machine_edges.size());
+  }
+  return kExitOk;
 }
 
 }  // namespace cli

@@ -1,9 +1,26 @@
-// oflite inspect: summarize a Plan file.
+// oflite inspect: what a Plan runs where, and how much memory it takes.
+//
+//   oflite inspect PLAN                 summary tables
+//   oflite inspect PLAN --actors        one line per actor
+//   oflite inspect PLAN --machine N     restrict to machine N
+//   oflite inspect PLAN --actor ID      one actor in detail (id or name)
+//   oflite inspect PLAN --json          the same as JSON
+//   oflite inspect PLAN --dot           Graphviz digraph (dot -Tsvg)
+// Bad plan files exit with 2 and a message naming the file.
 #include <cstdio>
 #include <map>
+#include <set>
+#include <sstream>
 #include <string>
+#include <vector>
 
+#include <google/protobuf/util/json_util.h>
+
+#include "oneflow_lite/common/data_type.h"
+#include "oneflow_lite/common/id.h"
+#include "oneflow_lite/common/tensor.h"
 #include "oneflow_lite/common/proto_io.h"
+#include "oneflow_lite/compiler/plan_summary.h"
 #include "proto/plan.pb.h"
 #include "tools/oflite/commands.h"
 #include "tools/oflite/flags.h"
@@ -12,44 +29,398 @@ namespace oflite {
 namespace cli {
 namespace {
 
-std::string HumanBytes(int64_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
+using compiler::HumanBytes;
+using compiler::PlanSummary;
+
+constexpr size_t kListLimit = 12;  // rows of long lists in the summary
+
+std::string JsonEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
   }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return buf;
+  return out;
 }
 
-void PrintSummary(const Plan& plan) {
+std::string Q(const std::string& s) { return "\"" + JsonEscape(s) + "\""; }
+
+// The plan restricted to one machine (or the whole plan for -1).
+Plan Restrict(const Plan& plan, int64_t machine) {
+  if (machine < 0) return plan;
+  Plan out = plan;
+  out.clear_machine();
+  for (const MachinePlan& m : plan.machine()) {
+    if (m.machine_id() == machine) *out.add_machine() = m;
+  }
+  return out;
+}
+
+std::string Address(const Plan& plan, int64_t machine) {
+  for (const MachineProto& m : plan.cluster().machine()) {
+    if (m.id() == machine) return m.address().empty() ? "-" : m.address();
+  }
+  return "-";
+}
+
+std::string Join(const std::set<std::string>& items) {
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : ",") + s;
+  return out.empty() ? "-" : out;
+}
+
+void PrintSummary(const Plan& plan, const PlanSummary& s) {
   std::printf("plan: job '%s', version %u, %d machine(s), %lld iteration(s)\n",
               plan.job().conf().name().c_str(), plan.version(), plan.machine_size(),
               static_cast<long long>(plan.total_iters()));
-  for (const MachinePlan& m : plan.machine()) {
-    std::map<std::string, int> by_type;
-    int regsts = 0;
-    for (const TaskProto& t : m.task()) {
-      by_type[TaskType_Name(t.type())]++;
-      regsts += t.produced_size();
+  std::printf("%d actor(s), %d register desc(s), %zu cross-machine edge(s), %zu boxing "
+              "conversion(s)\n\n",
+              s.actor_count, s.regst_count, s.cross_machine_edges.size(), s.boxing.size());
+  if (s.machines.empty()) return;
+  std::printf("%-8s %-16s %-22s %7s %10s %12s\n", "machine", "address", "devices", "actors",
+              "registers", "memory");
+  for (const compiler::MachineSummary& m : s.machines) {
+    int64_t bytes = 0;
+    for (const compiler::ZoneMemory& z : m.memory) bytes += z.size;
+    std::printf("%-8lld %-16s %-22s %7d %10d %12s\n", static_cast<long long>(m.machine_id),
+                Address(plan, m.machine_id).c_str(), Join(m.devices).c_str(), m.actor_count,
+                m.regst_count, HumanBytes(bytes).c_str());
+  }
+  std::printf("\nactors by kind:\n  %-12s", "kind");
+  for (const auto& m : s.machines) std::printf(" %6s", ("m" + std::to_string(m.machine_id)).c_str());
+  std::printf(" %7s\n", "total");
+  for (const auto& [type, total] : s.actors) {
+    std::printf("  %-12s", compiler::TaskTypeShortName(type).c_str());
+    for (const auto& m : s.machines) {
+      auto it = m.actors.find(type);
+      std::printf(" %6d", it == m.actors.end() ? 0 : it->second);
     }
-    std::printf("machine %lld: %d actor(s), %d register desc(s)\n",
-                static_cast<long long>(m.machine_id()), m.task_size(), regsts);
-    for (const auto& [type, n] : by_type) std::printf("  %-16s %d\n", type.c_str(), n);
-    for (const MemBlockProto& b : m.mem_block()) {
-      std::printf("  memory %-16s %s\n", MemZoneType_Name(b.zone().type()).c_str(),
-                  HumanBytes(b.size()).c_str());
+    std::printf(" %7d\n", total);
+  }
+  std::printf("\nmemory per zone:\n  %-12s %12s %14s %12s %10s\n", "zone", "peak", "without reuse",
+              "saved", "registers");
+  for (const auto& m : s.machines) {
+    for (const compiler::ZoneMemory& z : m.memory) {
+      std::printf("  %-12s %12s %14s %12s %10lld\n", compiler::ZoneName(z.zone).c_str(),
+                  HumanBytes(z.size).c_str(), HumanBytes(z.bytes_without_reuse).c_str(),
+                  HumanBytes(z.bytes_without_reuse - z.size).c_str(),
+                  static_cast<long long>(z.regst_count));
     }
   }
+  if (!s.boxing.empty()) {
+    std::map<std::string, int> by_kind;
+    for (const auto& b : s.boxing) by_kind[compiler::BoxingKindName(b.kind)]++;
+    std::printf("\nboxing conversions:");
+    for (const auto& [kind, n] : by_kind) std::printf(" %s x%d", kind.c_str(), n);
+    std::printf("\n");
+    for (size_t i = 0; i < s.boxing.size() && i < kListLimit; ++i) {
+      const auto& b = s.boxing[i];
+      std::printf("  %-15s %-5s -> %-5s %3d task(s)%s  %s\n", compiler::BoxingKindName(b.kind).c_str(),
+                  b.in_sbp.c_str(), b.out_sbp.c_str(), b.tasks,
+                  b.spans_machines ? " (ring)" : "       ", b.lbn.c_str());
+    }
+    if (s.boxing.size() > kListLimit) {
+      std::printf("  ... %zu more (--json lists all)\n", s.boxing.size() - kListLimit);
+    }
+  }
+  if (!s.cross_machine_edges.empty()) {
+    std::map<std::tuple<int64_t, int64_t, std::string>, std::pair<int, int64_t>> groups;
+    for (const auto& e : s.cross_machine_edges) {
+      auto& g = groups[{e.src_machine, e.dst_machine, compiler::StrategyName(e.strategy)}];
+      g.first++;
+      g.second += e.bytes;
+    }
+    std::printf("\ncross-machine edges (CommNet):\n  %-10s %-10s %6s %12s\n", "from->to",
+                "strategy", "edges", "bytes/iter");
+    for (const auto& [key, g] : groups) {
+      std::string route = "m" + std::to_string(std::get<0>(key)) + "->m" +
+                          std::to_string(std::get<1>(key));
+      std::printf("  %-10s %-10s %6d %12s\n", route.c_str(), std::get<2>(key).c_str(), g.first,
+                  HumanBytes(g.second).c_str());
+    }
+    for (size_t i = 0; i < s.cross_machine_edges.size() && i < kListLimit; ++i) {
+      const auto& e = s.cross_machine_edges[i];
+      std::printf("    m%lld->m%lld %-10s %10s  %s\n", static_cast<long long>(e.src_machine),
+                  static_cast<long long>(e.dst_machine), compiler::StrategyName(e.strategy).c_str(),
+                  HumanBytes(e.bytes).c_str(), e.what.c_str());
+    }
+    if (s.cross_machine_edges.size() > kListLimit) {
+      std::printf("    ... %zu more (--json lists all)\n", s.cross_machine_edges.size() - kListLimit);
+    }
+  }
+}
+
+std::string DeviceOf(const TaskProto& t) {
+  return std::string(t.device_type() == DEVICE_CUDA ? "cuda:" : "cpu:") +
+         std::to_string(t.device_index());
+}
+
+std::string ProducedText(const TaskProto& t) {
+  std::string out;
+  for (const RegstDescProto& r : t.produced()) {
+    if (!out.empty()) out += " ";
+    out += r.name() + "x" + std::to_string(r.regst_num());
+    if (r.bytes_per_regst() > 0) out += "(" + HumanBytes(r.bytes_per_regst()) + ")";
+  }
+  return out.empty() ? "-" : out;
+}
+
+void PrintActors(const Plan& plan) {
+  std::printf("%-22s %-11s %-4s %-7s %-3s %-5s %-4s %-28s %s\n", "id", "kind", "m", "device",
+              "s", "topo", "in", "out", "name");
+  for (const MachinePlan& m : plan.machine()) {
+    for (const TaskProto& t : m.task()) {
+      int consumed = 0;
+      for (const ConsumedRegst& c : t.consumed()) consumed += c.regst_desc_id_size();
+      std::printf("%-22s %-11s %-4lld %-7s %-3lld %-5lld %-4d %-28s %s\n",
+                  TaskIdToString(t.task_id()).c_str(),
+                  compiler::TaskTypeShortName(t.type()).c_str(),
+                  static_cast<long long>(t.machine_id()), DeviceOf(t).c_str(),
+                  static_cast<long long>(t.stream_id()), static_cast<long long>(t.topo_order()),
+                  consumed, ProducedText(t).c_str(), t.name().c_str());
+    }
+  }
+}
+
+std::string TaskLabel(const Plan& plan, int64_t id) {
+  const TaskProto* t = compiler::FindTask(plan, id);
+  return TaskIdToString(id) + (t ? " " + t->name() : "");
+}
+
+std::string SbpText(const NdSbp& nd) {
+  std::string out;
+  for (const SbpParallel& s : nd.sbp()) {
+    if (!out.empty()) out += ",";
+    if (s.parallel_type_case() == SbpParallel::kSplitAxis) {
+      out += "S(" + std::to_string(s.split_axis()) + ")";
+    } else {
+      out += s.parallel_type_case() == SbpParallel::kBroadcast ? "B" : "P";
+    }
+  }
+  return out;
+}
+
+std::string SbpList(const google::protobuf::RepeatedPtrField<NdSbp>& list) {
+  std::string out;
+  for (const NdSbp& nd : list) out += (out.empty() ? "" : ", ") + SbpText(nd);
+  return out;
+}
+
+void PrintRegst(const Plan& plan, const RegstDescProto& r) {
+  std::printf("    regst %lld '%s': regst_num %d, %s each in %s, offsets", 
+              static_cast<long long>(r.regst_desc_id()), r.name().c_str(), r.regst_num(),
+              HumanBytes(r.bytes_per_regst()).c_str(), compiler::ZoneName(r.zone()).c_str());
+  for (int64_t o : r.mem_offset()) std::printf(" %lld", static_cast<long long>(o));
+  std::printf(", live [%lld, %lld]%s%s%s%s\n", static_cast<long long>(r.lifetime_begin()),
+              static_cast<long long>(r.lifetime_end()), r.is_persistent() ? ", persistent" : "",
+              r.is_ctrl() ? ", control" : "", r.memory_reused() ? ", shares memory" : "",
+              r.cross_machine_strategy() != CM_NONE
+                  ? (", cross-machine " + compiler::StrategyName(r.cross_machine_strategy())).c_str()
+                  : "");
+  for (const BlobInRegst& b : r.blob()) {
+    std::printf("      blob %s %s\n", b.lbn().c_str(), TensorDesc(b.desc()).ToString().c_str());
+  }
+  for (int64_t c : r.consumer_task_id()) {
+    bool mutator = false;
+    for (int64_t m : r.mutator_task_id()) mutator = mutator || m == c;
+    std::printf("      -> %s%s\n", TaskLabel(plan, c).c_str(), mutator ? " (in place)" : "");
+  }
+}
+
+void PrintActor(const Plan& plan, const TaskProto& t) {
+  std::printf("actor %s (%lld)\n  name: %s\n  kind: %s\n  where: machine %lld, %s, stream %lld, "
+              "topo %lld\n  parallel: %lld of %lld\n",
+              TaskIdToString(t.task_id()).c_str(), static_cast<long long>(t.task_id()),
+              t.name().c_str(), compiler::TaskTypeShortName(t.type()).c_str(),
+              static_cast<long long>(t.machine_id()), DeviceOf(t).c_str(),
+              static_cast<long long>(t.stream_id()), static_cast<long long>(t.topo_order()),
+              static_cast<long long>(t.parallel_ctx().parallel_id()),
+              static_cast<long long>(t.parallel_ctx().parallel_num()));
+  for (const KernelConf& k : t.kernel()) {
+    std::printf("  kernel %s (%s, %s): %s -> %s\n", k.op().name().c_str(), k.op().op_type().c_str(),
+                DataTypeName(k.dtype()), SbpList(k.input_sbp()).c_str(),
+                SbpList(k.output_sbp()).c_str());
+    for (const BlobBinding& b : k.input()) {
+      std::printf("    in  %s[%d] <- regst %lld\n", b.arg().c_str(), b.index(),
+                  static_cast<long long>(b.regst_desc_id()));
+    }
+    for (const BlobBinding& b : k.output()) {
+      std::printf("    out %s[%d] -> regst %lld\n", b.arg().c_str(), b.index(),
+                  static_cast<long long>(b.regst_desc_id()));
+    }
+  }
+  if (t.type() == TASK_BOXING || t.type() == TASK_COLLECTIVE) {
+    const BoxingConf& b = t.boxing();
+    std::printf("  boxing %s of %s: %s -> %s, part %lld of %lld\n",
+                compiler::BoxingKindName(b.kind()).c_str(), b.lbn().c_str(),
+                SbpText(b.in_sbp()).c_str(), SbpText(b.out_sbp()).c_str(),
+                static_cast<long long>(b.out_parallel_id()), static_cast<long long>(b.parallel_num()));
+    for (int64_t r : b.ring_task_id()) std::printf("    ring: %s\n", TaskLabel(plan, r).c_str());
+  }
+  if (t.type() == TASK_COMMNET) {
+    std::printf("  pulls regst %lld from %s\n",
+                static_cast<long long>(t.commnet().src_regst_desc_id()),
+                TaskLabel(plan, t.commnet().src_task_id()).c_str());
+  }
+  for (const SinkMetric& m : t.sink().metric()) {
+    std::printf("  metric %s = %s (consumed as '%s')\n", m.name().c_str(), m.lbn().c_str(),
+                m.consumed_name().c_str());
+  }
+  std::printf("  consumes:\n");
+  for (const ConsumedRegst& c : t.consumed()) {
+    for (int64_t id : c.regst_desc_id()) {
+      const RegstDescProto* r = compiler::FindRegst(plan, id);
+      std::printf("    %s: regst %lld from %s\n", c.name().c_str(), static_cast<long long>(id),
+                  r ? TaskLabel(plan, r->producer_task_id()).c_str() : "(another machine)");
+    }
+  }
+  std::printf("  produces:\n");
+  for (const RegstDescProto& r : t.produced()) PrintRegst(plan, r);
+}
+
+const TaskProto* FindActor(const Plan& plan, const std::string& key) {
+  for (const MachinePlan& m : plan.machine()) {
+    for (const TaskProto& t : m.task()) {
+      if (t.name() == key || std::to_string(t.task_id()) == key ||
+          TaskIdToString(t.task_id()) == key) {
+        return &t;
+      }
+    }
+  }
+  return nullptr;
+}
+
+void PrintJson(const Plan& plan, const PlanSummary& s, bool actors) {
+  std::ostringstream os;
+  os << "{\"job\":" << Q(plan.job().conf().name()) << ",\"version\":" << plan.version()
+     << ",\"total_iters\":" << plan.total_iters() << ",\"actors\":" << s.actor_count
+     << ",\"registers\":" << s.regst_count << ",\"actors_by_kind\":{";
+  bool first = true;
+  for (const auto& [type, n] : s.actors) {
+    os << (first ? "" : ",") << Q(compiler::TaskTypeShortName(type)) << ":" << n;
+    first = false;
+  }
+  os << "},\"machines\":[";
+  for (size_t i = 0; i < s.machines.size(); ++i) {
+    const auto& m = s.machines[i];
+    os << (i ? "," : "") << "{\"id\":" << m.machine_id << ",\"address\":"
+       << Q(Address(plan, m.machine_id)) << ",\"actors\":" << m.actor_count
+       << ",\"registers\":" << m.regst_count << ",\"devices\":[";
+    bool f = true;
+    for (const std::string& d : m.devices) {
+      os << (f ? "" : ",") << Q(d);
+      f = false;
+    }
+    os << "],\"actors_by_kind\":{";
+    f = true;
+    for (const auto& [type, n] : m.actors) {
+      os << (f ? "" : ",") << Q(compiler::TaskTypeShortName(type)) << ":" << n;
+      f = false;
+    }
+    os << "},\"memory\":[";
+    for (size_t z = 0; z < m.memory.size(); ++z) {
+      const auto& zm = m.memory[z];
+      os << (z ? "," : "") << "{\"zone\":" << Q(compiler::ZoneName(zm.zone))
+         << ",\"peak_bytes\":" << zm.size << ",\"bytes_without_reuse\":" << zm.bytes_without_reuse
+         << ",\"saved_bytes\":" << zm.bytes_without_reuse - zm.size
+         << ",\"registers\":" << zm.regst_count << "}";
+    }
+    os << "]}";
+  }
+  os << "],\"boxing\":[";
+  for (size_t i = 0; i < s.boxing.size(); ++i) {
+    const auto& b = s.boxing[i];
+    os << (i ? "," : "") << "{\"kind\":" << Q(compiler::BoxingKindName(b.kind))
+       << ",\"lbn\":" << Q(b.lbn) << ",\"in\":" << Q(b.in_sbp) << ",\"out\":" << Q(b.out_sbp)
+       << ",\"tasks\":" << b.tasks << ",\"ring\":" << (b.spans_machines ? "true" : "false") << "}";
+  }
+  os << "],\"cross_machine_edges\":[";
+  for (size_t i = 0; i < s.cross_machine_edges.size(); ++i) {
+    const auto& e = s.cross_machine_edges[i];
+    os << (i ? "," : "") << "{\"from\":" << e.src_machine << ",\"to\":" << e.dst_machine
+       << ",\"what\":" << Q(e.what) << ",\"bytes\":" << e.bytes
+       << ",\"strategy\":" << Q(compiler::StrategyName(e.strategy))
+       << ",\"regst_desc_id\":" << e.src_regst_desc_id << ",\"commnet_task_id\":"
+       << e.commnet_task_id << "}";
+  }
+  os << "]";
+  if (actors) {
+    os << ",\"actor_list\":[";
+    bool f = true;
+    for (const MachinePlan& m : plan.machine()) {
+      for (const TaskProto& t : m.task()) {
+        os << (f ? "" : ",") << "{\"id\":" << t.task_id() << ",\"id_text\":"
+           << Q(TaskIdToString(t.task_id())) << ",\"name\":" << Q(t.name())
+           << ",\"kind\":" << Q(compiler::TaskTypeShortName(t.type()))
+           << ",\"machine\":" << t.machine_id() << ",\"device\":" << Q(DeviceOf(t))
+           << ",\"stream\":" << t.stream_id() << ",\"topo_order\":" << t.topo_order() << "}";
+        f = false;
+      }
+    }
+    os << "]";
+  }
+  os << "}\n";
+  std::fputs(os.str().c_str(), stdout);
+}
+
+std::string DotId(int64_t id) { return "t" + std::to_string(id); }
+
+void PrintDot(const Plan& plan) {
+  std::printf("digraph plan {\n  rankdir=TB;\n  node [shape=box, fontsize=10];\n");
+  std::set<int64_t> present;
+  for (const MachinePlan& m : plan.machine()) {
+    std::printf("  subgraph cluster_m%lld {\n    label=\"machine %lld\";\n",
+                static_cast<long long>(m.machine_id()), static_cast<long long>(m.machine_id()));
+    for (const TaskProto& t : m.task()) {
+      present.insert(t.task_id());
+      const char* color = "black";
+      switch (t.type()) {
+        case TASK_BOXING: case TASK_COLLECTIVE: color = "blue"; break;
+        case TASK_COMMNET: color = "red"; break;
+        case TASK_VARIABLE: color = "darkgreen"; break;
+        case TASK_SOURCE: case TASK_SINK: color = "purple"; break;
+        case TASK_COPY_H2D: case TASK_COPY_D2H: color = "orange"; break;
+        default: break;
+      }
+      std::printf("    %s [label=\"%s\\n%s %s\", color=%s];\n", DotId(t.task_id()).c_str(),
+                  JsonEscape(t.name()).c_str(), compiler::TaskTypeShortName(t.type()).c_str(),
+                  DeviceOf(t).c_str(), color);
+    }
+    std::printf("  }\n");
+  }
+  for (const MachinePlan& m : plan.machine()) {
+    for (const TaskProto& t : m.task()) {
+      for (const RegstDescProto& r : t.produced()) {
+        for (int64_t c : r.consumer_task_id()) {
+          if (!present.count(c)) continue;
+          std::string label = r.is_ctrl() ? "" : r.name() + " x" + std::to_string(r.regst_num());
+          std::printf("  %s -> %s [label=\"%s\"%s];\n", DotId(t.task_id()).c_str(),
+                      DotId(c).c_str(), JsonEscape(label).c_str(),
+                      r.is_ctrl() ? ", style=dashed" : "");
+        }
+      }
+    }
+  }
+  std::printf("}\n");
 }
 
 }  // namespace
 
 int RunInspect(int argc, char** argv) {
-  FlagSet flags("inspect", "PLAN.pb", {});
+  FlagSet flags("inspect", "PLAN.pb [--actors] [--machine N] [--actor ID] [--json] [--dot]",
+                {{"actors", "list every actor, one line each", true},
+                 {"machine", "only this machine", false, "-1"},
+                 {"actor", "one actor in detail: numeric id, m0/cpu0/s0/t3 form, or name"},
+                 {"json", "print JSON instead of tables", true},
+                 {"dot", "print a Graphviz digraph of the actors", true}});
   Status s = flags.Parse(argc, argv);
   if (!s.ok()) {
     std::fprintf(stderr, "%s\n", s.message().c_str());
@@ -63,12 +434,52 @@ int RunInspect(int argc, char** argv) {
     std::fprintf(stderr, "oflite inspect: expected one plan file (see 'oflite inspect --help')\n");
     return kExitBadInput;
   }
-  StatusOr<Plan> plan = LoadPlan(flags.positional()[0]);
-  if (!plan.ok()) {
-    std::fprintf(stderr, "oflite inspect: %s\n", plan.status().message().c_str());
+  StatusOr<int64_t> machine = flags.GetInt("machine");
+  if (!machine.ok()) {
+    std::fprintf(stderr, "%s\n", machine.status().message().c_str());
     return kExitBadInput;
   }
-  PrintSummary(*plan);
+  StatusOr<Plan> loaded = LoadPlan(flags.positional()[0]);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "oflite inspect: %s\n", loaded.status().message().c_str());
+    return kExitBadInput;
+  }
+  if (*machine >= 0 && *machine >= loaded->machine_size()) {
+    std::fprintf(stderr, "oflite inspect: --machine %lld: the plan has %d machine(s)\n",
+                 static_cast<long long>(*machine), loaded->machine_size());
+    return kExitBadInput;
+  }
+  const Plan plan = Restrict(*loaded, *machine);
+  if (flags.Has("actor")) {
+    const TaskProto* t = FindActor(plan, flags.Get("actor"));
+    if (t == nullptr) {
+      std::fprintf(stderr, "oflite inspect: no actor '%s' in %s\n", flags.Get("actor").c_str(),
+                   flags.positional()[0].c_str());
+      return kExitBadInput;
+    }
+    if (flags.GetBool("json")) {
+      std::string json;
+      google::protobuf::util::JsonPrintOptions options;
+      options.add_whitespace = true;
+      if (!google::protobuf::util::MessageToJsonString(*t, &json, options).ok()) return kExitFailure;
+      std::fputs(json.c_str(), stdout);
+    } else {
+      PrintActor(*loaded, *t);
+    }
+    return kExitOk;
+  }
+  if (flags.GetBool("dot")) {
+    PrintDot(plan);
+    return kExitOk;
+  }
+  PlanSummary summary = compiler::Summarize(plan);
+  if (flags.GetBool("json")) {
+    PrintJson(plan, summary, flags.GetBool("actors"));
+  } else if (flags.GetBool("actors")) {
+    PrintActors(plan);
+  } else {
+    PrintSummary(plan, summary);
+  }
   return kExitOk;
 }
 

@@ -1,0 +1,168 @@
+#include "oneflow_lite/compiler/compiler.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "oneflow_lite/common/id.h"
+#include "oneflow_lite/common/proto_io.h"
+#include "oneflow_lite/common/version.h"
+#include "oneflow_lite/compiler/logical_graph.h"
+#include "oneflow_lite/compiler/placement.h"
+
+namespace oflite {
+namespace compiler {
+namespace {
+
+class Emitter {
+ public:
+  Emitter(const TaskGraph& g, const std::vector<MemBlockProto>& blocks)
+      : g_(g), blocks_(blocks) {}
+
+  Status Emit(const Job& job, const ClusterProto& cluster, const LogicalGraph& logical,
+              Plan* plan) {
+    RETURN_IF_ERROR(AssignIds());
+    plan->set_version(kPlanVersion);
+    *plan->mutable_job() = job;
+    plan->mutable_job()->set_version(kJobVersion);
+    plan->mutable_job()->clear_blob();
+    for (const auto& [lbn, info] : logical.blobs()) {
+      LogicalBlobDesc* b = plan->mutable_job()->add_blob();
+      b->set_lbn(lbn);
+      *b->mutable_desc() = info.desc.ToProto();
+    }
+    *plan->mutable_cluster() = cluster;
+    plan->set_total_iters(job.conf().total_iters());
+    std::vector<RegstDescProto> regsts;
+    for (const RegstNode& r : g_.regsts) regsts.push_back(ToProto(r));
+    std::map<int64_t, std::vector<TaskProto>> by_machine;
+    for (const TaskNode& t : g_.tasks) by_machine[t.device.machine].push_back(ToProto(t, regsts));
+    for (const MachineProto& m : cluster.machine()) {
+      MachinePlan* mp = plan->add_machine();
+      mp->set_machine_id(m.id());
+      std::vector<TaskProto>& tasks = by_machine[m.id()];
+      std::sort(tasks.begin(), tasks.end(),
+                [](const TaskProto& a, const TaskProto& b) { return a.task_id() < b.task_id(); });
+      for (TaskProto& t : tasks) *mp->add_task() = std::move(t);
+      for (const MemBlockProto& b : blocks_) {
+        if (b.zone().machine_id() == m.id()) *mp->add_mem_block() = b;
+      }
+    }
+    return Status::OK();
+  }
+
+ private:
+  Status AssignIds() {
+    std::map<std::tuple<int64_t, int, int64_t, int>, int64_t> next;
+    for (const TaskNode& t : g_.tasks) {
+      int64_t& index = next[{t.device.machine, t.device.type, t.device.index, t.stream}];
+      TaskIdParts parts;
+      parts.stream.machine = t.device.machine;
+      parts.stream.device_type = t.device.type;
+      parts.stream.device_index = static_cast<int32_t>(t.device.index);
+      parts.stream.stream = t.stream;
+      parts.task_index = index++;
+      StatusOr<int64_t> id = EncodeTaskId(parts);
+      if (!id.ok()) return id.status().WithContext("task '" + t.name + "'");
+      ids_.push_back(*id);
+    }
+    return Status::OK();
+  }
+
+  std::vector<int64_t> SortedIds(const std::vector<int>& tasks) const {
+    std::vector<int64_t> ids;
+    for (int t : tasks) ids.push_back(ids_[t]);
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  }
+
+  RegstDescProto ToProto(const RegstNode& r) const {
+    RegstDescProto p;
+    p.set_regst_desc_id(r.id);
+    p.set_name(r.name);
+    p.set_producer_task_id(ids_[r.producer]);
+    for (int64_t id : SortedIds(r.consumers)) p.add_consumer_task_id(id);
+    for (int64_t id : SortedIds(r.mutators)) p.add_mutator_task_id(id);
+    p.set_regst_num(r.regst_num);
+    *p.mutable_zone() = r.zone;
+    for (const BlobInRegst& b : r.blobs) *p.add_blob() = b;
+    p.set_bytes_per_regst(r.bytes_per_regst);
+    for (int64_t offset : r.mem_offset) p.add_mem_offset(offset);
+    p.set_is_persistent(r.is_persistent);
+    p.set_is_dynamic(r.is_dynamic);
+    p.set_cross_machine_strategy(r.cross_machine_strategy);
+    p.set_lifetime_begin(r.lifetime_begin);
+    p.set_lifetime_end(r.lifetime_end);
+    p.set_is_ctrl(r.is_ctrl);
+    p.set_memory_reused(r.memory_reused);
+    return p;
+  }
+
+  TaskProto ToProto(const TaskNode& t, const std::vector<RegstDescProto>& regsts) const {
+    TaskProto p;
+    p.set_task_id(ids_[t.index]);
+    p.set_name(t.name);
+    p.set_type(t.type);
+    p.set_machine_id(t.device.machine);
+    p.set_device_type(t.device.type);
+    p.set_device_index(t.device.index);
+    p.set_stream_id(t.stream);
+    p.mutable_parallel_ctx()->set_parallel_id(t.parallel_id);
+    p.mutable_parallel_ctx()->set_parallel_num(t.parallel_num);
+    for (const KernelConf& k : t.kernels) *p.add_kernel() = k;
+    for (int r : t.produced) *p.add_produced() = regsts[r];
+    for (const auto& [name, ids] : t.consumed) {
+      ConsumedRegst* c = p.add_consumed();
+      c->set_name(name);
+      for (int id : ids) c->add_regst_desc_id(id);
+    }
+    if (t.type == TASK_BOXING || t.type == TASK_COLLECTIVE) {
+      *p.mutable_boxing() = t.boxing;
+      for (int ring : t.ring_tasks) p.mutable_boxing()->add_ring_task_id(ids_[ring]);
+    }
+    if (t.type == TASK_COMMNET) {
+      const RegstNode& src = g_.regsts[t.commnet_src_regst];
+      CommNetConf* c = p.mutable_commnet();
+      c->set_src_machine_id(g_.tasks[src.producer].device.machine);
+      c->set_src_task_id(ids_[src.producer]);
+      c->set_src_regst_desc_id(src.id);
+      *c->mutable_src_regst() = regsts[src.id];
+    }
+    if (t.type == TASK_SINK) *p.mutable_sink() = t.sink;
+    p.set_topo_order(t.topo_order);
+    p.set_op_name(t.op_name);
+    return p;
+  }
+
+  const TaskGraph& g_;
+  const std::vector<MemBlockProto>& blocks_;
+  std::vector<int64_t> ids_;  // task index -> task id
+};
+
+}  // namespace
+
+StatusOr<Plan> Compile(const Job& job, const ClusterProto& cluster, const CompileOptions& options) {
+  if (job.version() > kJobVersion) {
+    return FailedPreconditionError("job '", job.conf().name(), "' has format version ",
+                                   job.version(), ", newer than this compiler's ", kJobVersion);
+  }
+  ASSIGN_OR_RETURN(LogicalGraph logical, LogicalGraph::Build(job, cluster));
+  ASSIGN_OR_RETURN(std::vector<OpSbp> sbp, DeduceSbp(logical, options.weights));
+  ASSIGN_OR_RETURN(TaskGraph tasks, BuildTaskGraph(logical, sbp, job, cluster, options.tasks));
+  ASSIGN_OR_RETURN(std::vector<MemBlockProto> blocks, PlanMemory(&tasks, options.memory));
+  Plan plan;
+  Emitter emitter(tasks, blocks);
+  RETURN_IF_ERROR(emitter.Emit(job, cluster, logical, &plan));
+  return plan;
+}
+
+StatusOr<ClusterProto> LoadCluster(const std::string& path) {
+  ClusterProto cluster;
+  RETURN_IF_ERROR(ReadTextProto(path, &cluster));
+  Status s = ValidateCluster(cluster);
+  if (!s.ok()) return s.WithContext(path);
+  return cluster;
+}
+
+}  // namespace compiler
+}  // namespace oflite

@@ -1,0 +1,48 @@
+// The compiler: Job + cluster -> Plan.
+//
+// Passes, in order (docs/compiler.md):
+//   1. LogicalGraph::Build: placements, registry lookup, edges, topological
+//      order, shape inference;
+//   2. DeduceSbp: SBP signatures by the byte cost model, user hints first;
+//   3. BuildTaskGraph: compute/source/variable tasks, boxing and collectives,
+//      copies, CommNet tasks, control registers, the metrics sink;
+//   4. PlanMemory: topological order per machine, lifetimes, offsets with
+//      reuse (plus the control registers that make reuse safe);
+//   5. emission: bit-packed task ids, one MachinePlan per machine.
+// Every input error is a Status naming the op, blob, field or file at fault.
+// Compile is deterministic: equal inputs give equal plans (and, through
+// SavePlan, byte-identical files). Thread-safe (no shared state beyond the
+// read-only op registry).
+#ifndef ONEFLOW_LITE_COMPILER_COMPILER_H_
+#define ONEFLOW_LITE_COMPILER_COMPILER_H_
+
+#include <string>
+
+#include "oneflow_lite/common/status.h"
+#include "oneflow_lite/compiler/memory_planner.h"
+#include "oneflow_lite/compiler/sbp_deduction.h"
+#include "oneflow_lite/compiler/task_graph.h"
+#include "proto/cluster.pb.h"
+#include "proto/job.pb.h"
+#include "proto/plan.pb.h"
+
+namespace oflite {
+namespace compiler {
+
+struct CompileOptions {
+  CostWeights weights;
+  TaskGraphOptions tasks;
+  MemoryPlanOptions memory;
+};
+
+StatusOr<Plan> Compile(const Job& job, const ClusterProto& cluster,
+                       const CompileOptions& options = {});
+
+// Reads a text ClusterProto and validates it; errors name the file and the
+// field.
+StatusOr<ClusterProto> LoadCluster(const std::string& path);
+
+}  // namespace compiler
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_COMPILER_COMPILER_H_

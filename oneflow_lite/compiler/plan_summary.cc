@@ -1,0 +1,157 @@
+#include "oneflow_lite/compiler/plan_summary.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+
+namespace oflite {
+namespace compiler {
+namespace {
+
+std::string SbpText(const NdSbp& nd) {
+  std::string out;
+  for (const SbpParallel& s : nd.sbp()) {
+    if (!out.empty()) out += ",";
+    switch (s.parallel_type_case()) {
+      case SbpParallel::kSplitAxis: out += "S(" + std::to_string(s.split_axis()) + ")"; break;
+      case SbpParallel::kBroadcast: out += "B"; break;
+      case SbpParallel::kPartialSum: out += "P"; break;
+      default: out += "?";
+    }
+  }
+  return out;
+}
+
+std::string DeviceText(const TaskProto& t) {
+  return std::string(t.device_type() == DEVICE_CUDA ? "cuda:" : "cpu:") +
+         std::to_string(t.device_index());
+}
+
+}  // namespace
+
+std::string ZoneName(const MemZoneId& zone) {
+  std::string m = "m" + std::to_string(zone.machine_id()) + "/";
+  switch (zone.type()) {
+    case ZONE_HOST: return m + "host";
+    case ZONE_PINNED_HOST: return m + "pinned";
+    default:
+      return m + (zone.device_type() == DEVICE_CUDA ? "cuda:" : "dev:") +
+             std::to_string(zone.device_index());
+  }
+}
+
+std::string TaskTypeShortName(TaskType type) {
+  std::string name = TaskType_Name(type);
+  if (name.rfind("TASK_", 0) == 0) name = name.substr(5);
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return name;
+}
+
+std::string BoxingKindName(BoxingKind kind) {
+  std::string name = BoxingKind_Name(kind);
+  if (name.rfind("BOXING_", 0) == 0) name = name.substr(7);
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return name;
+}
+
+std::string StrategyName(CrossMachineStrategy strategy) {
+  switch (strategy) {
+    case CM_STATIC_ZERO_COPY: return "zero-copy";
+    case CM_BOUNCE_BUFFER: return "bounce";
+    default: return "-";
+  }
+}
+
+std::string HumanBytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+const RegstDescProto* FindRegst(const Plan& plan, int64_t regst_desc_id) {
+  for (const MachinePlan& m : plan.machine()) {
+    for (const TaskProto& t : m.task()) {
+      for (const RegstDescProto& r : t.produced()) {
+        if (r.regst_desc_id() == regst_desc_id) return &r;
+      }
+    }
+  }
+  return nullptr;
+}
+
+const TaskProto* FindTask(const Plan& plan, int64_t task_id) {
+  for (const MachinePlan& m : plan.machine()) {
+    for (const TaskProto& t : m.task()) {
+      if (t.task_id() == task_id) return &t;
+    }
+  }
+  return nullptr;
+}
+
+PlanSummary Summarize(const Plan& plan) {
+  PlanSummary s;
+  std::map<std::tuple<std::string, int, std::string, std::string>, BoxingConversion> boxing;
+  for (const MachinePlan& m : plan.machine()) {
+    MachineSummary ms;
+    ms.machine_id = m.machine_id();
+    for (const TaskProto& t : m.task()) {
+      ms.actors[t.type()]++;
+      s.actors[t.type()]++;
+      ms.regst_count += t.produced_size();
+      if (t.type() == TASK_COMPUTE || t.type() == TASK_VARIABLE || t.type() == TASK_COPY_H2D ||
+          t.type() == TASK_COPY_D2H || (t.type() == TASK_SOURCE && t.device_type() == DEVICE_CPU)) {
+        ms.devices.insert(DeviceText(t));
+      }
+      if (t.type() == TASK_BOXING || t.type() == TASK_COLLECTIVE) {
+        const BoxingConf& b = t.boxing();
+        auto key = std::make_tuple(b.lbn(), static_cast<int>(b.kind()), SbpText(b.in_sbp()),
+                                   SbpText(b.out_sbp()));
+        BoxingConversion& c = boxing[key];
+        c.kind = b.kind();
+        c.lbn = b.lbn();
+        c.in_sbp = SbpText(b.in_sbp());
+        c.out_sbp = SbpText(b.out_sbp());
+        c.spans_machines = c.spans_machines || t.type() == TASK_COLLECTIVE;
+        c.tasks++;
+      }
+      if (t.type() == TASK_COMMNET) {
+        CrossMachineEdge e;
+        e.src_machine = t.commnet().src_machine_id();
+        e.dst_machine = t.machine_id();
+        const RegstDescProto& src = t.commnet().src_regst();
+        e.what = src.blob_size() > 0 ? src.blob(0).lbn() : "ctrl";
+        e.bytes = src.bytes_per_regst();
+        e.strategy = src.cross_machine_strategy();
+        e.src_regst_desc_id = t.commnet().src_regst_desc_id();
+        e.commnet_task_id = t.task_id();
+        s.cross_machine_edges.push_back(e);
+      }
+    }
+    for (const MemBlockProto& b : m.mem_block()) {
+      ms.memory.push_back({b.zone(), b.size(), b.bytes_without_reuse(), b.regst_count()});
+    }
+    ms.actor_count = m.task_size();
+    s.actor_count += ms.actor_count;
+    s.regst_count += ms.regst_count;
+    s.machines.push_back(std::move(ms));
+  }
+  for (auto& [key, c] : boxing) s.boxing.push_back(c);
+  return s;
+}
+
+int CountBoxing(const PlanSummary& summary, BoxingKind kind) {
+  return static_cast<int>(std::count_if(summary.boxing.begin(), summary.boxing.end(),
+                                        [&](const BoxingConversion& c) { return c.kind == kind; }));
+}
+
+}  // namespace compiler
+}  // namespace oflite

@@ -1,0 +1,73 @@
+#include "oneflow_lite/compiler/test_jobs.h"
+
+#include <memory>
+
+#include "oneflow_lite/api/graph.h"
+
+namespace oflite {
+namespace compiler {
+
+StatusOr<Job> BuildMlpJob(const MlpSpec& spec) {
+  Graph g("mlp", /*seed=*/7);
+  g.SetPlacement(Placement::Parse(spec.placement));
+  const size_t layers = spec.hidden.size() + 1;
+  if (!spec.stages.empty() && spec.stages.size() != layers) {
+    return InvalidArgumentError("MlpSpec: ", spec.stages.size(), " stages for ", layers, " layers");
+  }
+  auto stage = [&](size_t i) -> std::unique_ptr<Graph::PlacementScope> {
+    if (spec.stages.empty()) return nullptr;
+    return std::make_unique<Graph::PlacementScope>(g.WithPlacement(Placement::Parse(spec.stages[i])));
+  };
+  Batch data;
+  Tensor x;
+  {
+    auto scope = stage(0);
+    data = g.RandomBatch(Shape{spec.batch, spec.features}, spec.classes);
+    x = data.image;
+  }
+  for (size_t i = 0; i < layers; ++i) {
+    auto scope = stage(i);
+    const int64_t units = i + 1 < layers ? spec.hidden[i] : spec.classes;
+    DenseOptions options;
+    if (i == 0 && spec.model_parallel != ModelParallel::kNone) {
+      options.weight = g.Variable("w0", Shape{x.shape().dim(1), units},
+                                  {Initializer::XavierUniform(), DT_FLOAT, true});
+      options.bias = g.Variable("b0", Shape{units}, {Initializer::Zeros(), DT_FLOAT, true});
+      if (spec.model_parallel == ModelParallel::kSplitColumns) {
+        g.HintSbp(options.weight, Split(1));
+        g.HintSbp(options.bias, Split(0));
+      } else {
+        g.HintSbp(options.weight, Split(0));
+      }
+    }
+    x = g.Dense(x, units, options);
+    if (i + 1 < layers) x = g.Relu(x);
+  }
+  {
+    auto scope = stage(layers - 1);
+    Tensor loss = g.SparseSoftmaxCrossEntropy(x, data.label);
+    if (spec.accuracy_metric) g.AddMetric("accuracy", g.Accuracy(x, data.label));
+    if (spec.train) {
+      g.Minimize(loss, Sgd{0.1, 0.0});
+    } else {
+      g.AddMetric("loss", loss);
+    }
+  }
+  g.SetIterations(spec.iterations);
+  return g.Build();
+}
+
+ClusterProto MakeCluster(int machines, int cpus, int gpus) {
+  ClusterProto cluster;
+  for (int i = 0; i < machines; ++i) {
+    MachineProto* m = cluster.add_machine();
+    m->set_id(i);
+    m->set_address("127.0.0." + std::to_string(i + 1));
+    m->set_cpu_devices(cpus);
+    m->set_cuda_devices(gpus);
+  }
+  return cluster;
+}
+
+}  // namespace compiler
+}  // namespace oflite

@@ -1,0 +1,48 @@
+// Test fixtures: MLP jobs built with the graph API in the parallel layouts
+// the compiler must handle, and small clusters. Test-only.
+#ifndef ONEFLOW_LITE_COMPILER_TEST_JOBS_H_
+#define ONEFLOW_LITE_COMPILER_TEST_JOBS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "oneflow_lite/common/status.h"
+#include "proto/cluster.pb.h"
+#include "proto/job.pb.h"
+
+namespace oflite {
+namespace compiler {
+
+enum class ModelParallel {
+  kNone,
+  kSplitColumns,  // first Dense weight S(1): B input -> S(1) output
+  kSplitRows,     // first Dense weight S(0): S(1) input -> P output
+};
+
+struct MlpSpec {
+  int64_t batch = 8;
+  int64_t features = 16;
+  std::vector<int64_t> hidden = {32};
+  int64_t classes = 4;
+  std::string placement = "0:cpu:0";
+  // One placement per Dense layer (hidden.size() + 1), for pipelines; the
+  // data source goes with the first, the loss with the last. Empty: all on
+  // `placement`.
+  std::vector<std::string> stages;
+  ModelParallel model_parallel = ModelParallel::kNone;
+  bool train = true;
+  bool accuracy_metric = false;
+  int64_t iterations = 5;
+};
+
+StatusOr<Job> BuildMlpJob(const MlpSpec& spec);
+
+// `machines` machines, each with `cpus` CPU and `gpus` CUDA devices, at
+// 127.0.0.(i+1).
+ClusterProto MakeCluster(int machines, int cpus, int gpus = 0);
+
+}  // namespace compiler
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_COMPILER_TEST_JOBS_H_
