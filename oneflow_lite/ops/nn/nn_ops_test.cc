@@ -188,5 +188,73 @@ TEST(NnOpsTest, PoolArgmaxAccuracyDropoutShapes) {
   EXPECT_NE(out.status().message().find("drop2"), std::string::npos) << out.status();
 }
 
+// Grad ops check their inputs against each other; errors name the op and
+// both shapes.
+TEST(NnOpsTest, GradOpMismatchesNameOpAndShapes) {
+  struct Case {
+    OpConf op;
+    std::vector<TensorDesc> inputs;
+    std::vector<std::string> expected;
+  };
+  const TensorDesc i32(Shape({3}), DT_INT32);
+  const std::vector<int64_t> two = {2, 2};
+  std::vector<Case> cases = {
+      {OpConfBuilder("embedding_grad", "eg")
+           .Input("dy", "a/dy_0")
+           .Input("indices", "a/i_0")
+           .Input("like", "a/w_0")
+           .Output("dweight")
+           .Build(),
+       {F(Shape({3, 5})), i32, F(Shape({10, 4}))},
+       {"'eg'", "(3, 5)", "(3, 4)"}},
+      {OpConfBuilder("max_pool2d_grad", "mg")
+           .Input("dy", "a/dy_0")
+           .Input("x", "a/x_0")
+           .Input("y", "a/y_0")
+           .Output("dx")
+           .Attr("kernel_size", two)
+           .Attr("strides", two)
+           .Build(),
+       {F(Shape({1, 1, 2, 2})), F(Shape({1, 1, 4, 4})), F(Shape({1, 1, 3, 2}))},
+       {"'mg'", "(1, 1, 3, 2)", "(1, 1, 2, 2)"}},
+      {OpConfBuilder("conv2d_grad_filter", "cg")
+           .Input("dy", "a/dy_0")
+           .Input("x", "a/x_0")
+           .Input("like", "a/w_0")
+           .Output("dw")
+           .Build(),
+       {F(Shape({1, 2, 5, 5})), F(Shape({1, 3, 6, 6})), F(Shape({2, 3, 3, 3}))},
+       {"'cg'", "(1, 2, 5, 5)", "(1, 2, 4, 4)"}},
+      {OpConfBuilder("sparse_softmax_cross_entropy_grad", "xg")
+           .Input("dy", "a/dy_0")
+           .Input("prob", "a/p_0")
+           .Input("label", "a/l_0")
+           .Output("dx")
+           .Build(),
+       {F(Shape({4})), F(Shape({3, 5})), i32},
+       {"'xg'", "(4,)", "(3, 5)"}},
+      {OpConfBuilder("layer_norm_grad", "lg")
+           .Input("dy", "a/dy_0")
+           .Input("x", "a/x_0")
+           .Input("mean", "a/m_0")
+           .Input("inv_variance", "a/v_0")
+           .Input("gamma", "a/g_0")
+           .Output("dx")
+           .Output("dgamma")
+           .Output("dbeta")
+           .Build(),
+       {F(Shape({3, 4})), F(Shape({3, 4})), F(Shape({4})), F(Shape({3})), F(Shape({4}))},
+       {"'lg'", "mean", "(3,)", "(4,)"}},
+  };
+  for (const Case& c : cases) {
+    auto out = Infer(c.op, c.inputs);
+    ASSERT_FALSE(out.ok()) << c.op.name();
+    for (const std::string& piece : c.expected) {
+      EXPECT_NE(out.status().message().find(piece), std::string::npos)
+          << c.op.name() << ": '" << piece << "' not in: " << out.status().message();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace oflite
