@@ -1,30 +1,158 @@
-// oflite launch: start every machine of a Plan as local processes.
-#include <cstdio>
+// oflite launch: start every machine of a Plan as processes.
+//
+// Local (--nproc N): N processes `oflite run --plan P --rank R --master
+// 127.0.0.1:PORT`, machine R advertising 127.0.0.(R+1). Remote (--hosts
+// a,b,...): one `ssh HOST oflite run ...` per host, rank = position, master =
+// the first host. Every child gets the job token in OFLITE_JOB_TOKEN (a fresh
+// random one unless --job_token is given), plus RANK, WORLD_SIZE and
+// OFLITE_HOST. Output lines are prefixed "[rank R] "; when one rank fails
+// the others are stopped and launch exits 1 naming it.
+#include <unistd.h>
 
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+
+#include "oneflow_lite/comm/control/control_client.h"
+#include "oneflow_lite/comm/launch/process_group.h"
+#include "oneflow_lite/comm/socket_util.h"
 #include "tools/oflite/commands.h"
 #include "tools/oflite/flags.h"
 
 namespace oflite {
 namespace cli {
+namespace {
+
+std::string SelfPath() {
+  char path[PATH_MAX];
+  ssize_t length = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (length <= 0) return "oflite";
+  path[length] = '\0';
+  return path;
+}
+
+// Single-quotes `text` for a POSIX shell (the remote side of ssh).
+std::string ShellQuote(const std::string& text) {
+  std::string quoted = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      quoted += "'\\''";
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "'";
+}
+
+std::vector<std::string> SplitHosts(const std::string& text) {
+  std::vector<std::string> hosts;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    if (comma > start) hosts.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return hosts;
+}
+
+int Fail(int code, const Status& status) {
+  std::fprintf(stderr, "oflite launch: %s\n", status.message().c_str());
+  return code;
+}
+
+}  // namespace
 
 int RunLaunch(int argc, char** argv) {
-  FlagSet flags("launch", "--plan PLAN.pb --nproc N",
+  FlagSet flags("launch", "--plan PLAN.pb (--nproc N | --hosts a,b,...)",
                 {{"plan", "the Plan file"},
                  {"nproc", "number of local processes (machines)"},
-                 {"hosts", "comma-separated hosts to start nodes on over ssh"}});
-  Status s = flags.Parse(argc, argv);
-  if (!s.ok()) {
-    std::fprintf(stderr, "%s\n", s.message().c_str());
-    return kExitBadInput;
-  }
+                 {"hosts", "comma-separated hosts to start nodes on over ssh"},
+                 {"port", "master (rank 0) port; default: a free port", false, "0"},
+                 {"comm", "transport passed to every node: ibverbs, tcp or auto", false, ""},
+                 {"job_token", "job token; default: a fresh random token", false, ""},
+                 {"oflite", "oflite binary for the nodes; default: this one", false, ""},
+                 {"grace_ms", "after a failure, SIGTERM -> SIGKILL delay", false, "5000"}});
+  Status parsed = flags.Parse(argc, argv);
+  if (!parsed.ok()) return Fail(kExitBadInput, parsed);
   if (flags.help_requested()) {
     flags.PrintHelp();
     return kExitOk;
   }
-  std::fprintf(stderr,
-               "oflite launch: not implemented yet in this build (multi-node launch lands with "
-               "issue 6)\n");
-  return kExitUnimplemented;
+  const std::string plan = flags.Get("plan");
+  if (plan.empty()) return Fail(kExitBadInput, InvalidArgumentError("--plan is required"));
+  const std::vector<std::string> hosts = SplitHosts(flags.Get("hosts"));
+  int world = static_cast<int>(hosts.size());
+  if (hosts.empty()) {
+    auto nproc = flags.GetInt("nproc");
+    if (!nproc.ok() || *nproc < 1 || *nproc > 253) {
+      return Fail(kExitBadInput,
+                  InvalidArgumentError("--nproc must be 1..253 (or give --hosts)"));
+    }
+    world = static_cast<int>(*nproc);
+  } else if (flags.Has("nproc")) {
+    return Fail(kExitBadInput, InvalidArgumentError("give --nproc or --hosts, not both"));
+  }
+  if (!hosts.empty() && access(plan.c_str(), R_OK) != 0) {
+    // Remote nodes read the plan at the same path; still check locally.
+    std::fprintf(stderr, "oflite launch: note: %s is not readable here\n", plan.c_str());
+  } else if (hosts.empty() && access(plan.c_str(), R_OK) != 0) {
+    return Fail(kExitBadInput, NotFoundError("cannot read plan file ", plan));
+  }
+  auto port_flag = flags.GetInt("port");
+  auto grace = flags.GetInt("grace_ms");
+  if (!port_flag.ok() || *port_flag < 0 || *port_flag > 65535 || !grace.ok()) {
+    return Fail(kExitBadInput, InvalidArgumentError("bad --port or --grace_ms"));
+  }
+  int port = static_cast<int>(*port_flag);
+  if (port == 0) {
+    auto probe = comm::ListenTcp("127.0.0.1", &port);
+    if (!probe.ok()) return Fail(kExitFailure, probe.status());
+    ::close(*probe);
+  }
+  const std::string token =
+      flags.Get("job_token").empty() ? comm::control::GenerateJobToken() : flags.Get("job_token");
+  const std::string oflite = flags.Get("oflite").empty()
+                                 ? (hosts.empty() ? SelfPath() : std::string("oflite"))
+                                 : flags.Get("oflite");
+  const std::string master_host = hosts.empty() ? "127.0.0.1" : hosts[0];
+  const std::string master = master_host + ":" + std::to_string(port);
+
+  std::vector<comm::RankProcess> ranks(world);
+  for (int rank = 0; rank < world; ++rank) {
+    const std::string host =
+        hosts.empty() ? "127.0.0." + std::to_string(rank + 1) : hosts[rank];
+    std::vector<std::string> run = {oflite, "run", "--plan", plan, "--rank",
+                                    std::to_string(rank), "--master", master};
+    if (!flags.Get("comm").empty()) {
+      run.push_back("--comm");
+      run.push_back(flags.Get("comm"));
+    }
+    std::vector<std::string> environment = {
+        "OFLITE_JOB_TOKEN=" + token, "RANK=" + std::to_string(rank),
+        "WORLD_SIZE=" + std::to_string(world), "OFLITE_HOST=" + host};
+    if (hosts.empty()) {
+      ranks[rank].argv = run;
+      ranks[rank].environment = environment;
+    } else {
+      std::string remote;
+      for (const auto& entry : environment) remote += ShellQuote(entry) + " ";
+      remote = "env " + remote;
+      for (const auto& arg : run) remote += ShellQuote(arg) + " ";
+      ranks[rank].argv = {"ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
+                          host, remote};
+    }
+  }
+  std::fprintf(stderr, "oflite launch: %d machine(s), master %s\n", world, master.c_str());
+  comm::ProcessGroupOptions options;
+  options.grace = std::chrono::milliseconds(*grace);
+  auto result = comm::RunProcessGroup(ranks, options);
+  if (!result.ok()) return Fail(kExitFailure, result.status());
+  if (!result->ok) {
+    std::fprintf(stderr, "oflite launch: %s\n", result->message.c_str());
+    return kExitFailure;
+  }
+  return kExitOk;
 }
 
 }  // namespace cli

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# oflite launch with a stand-in node program (--oflite): every rank's output
+# is prefixed, the job token and rank reach the nodes, and one failing rank
+# stops the others with exit code 1 naming it.
+set -u
+OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
+TMP="${TEST_TMPDIR:-/tmp}"
+fail=0
+printf 'plan' > "$TMP/p.plan.pb"
+
+cat > "$TMP/node_ok.sh" <<'NODE'
+#!/bin/sh
+# args: run --plan P --rank R --master HOST:PORT
+echo "node rank=$RANK world=$WORLD_SIZE host=$OFLITE_HOST token=${#OFLITE_JOB_TOKEN} args=$*"
+NODE
+cat > "$TMP/node_fail.sh" <<'NODE'
+#!/bin/sh
+if [ "$RANK" = "1" ]; then sleep 0.3; echo "rank one fails"; exit 4; fi
+sleep 60
+NODE
+chmod +x "$TMP/node_ok.sh" "$TMP/node_fail.sh"
+
+"$OFLITE" launch --plan "$TMP/p.plan.pb" --nproc 3 --oflite "$TMP/node_ok.sh" > "$TMP/out" 2>&1
+rc=$?
+[[ $rc == 0 ]] || { echo "FAIL: ok launch exited $rc"; cat "$TMP/out"; fail=1; }
+for r in 0 1 2; do
+  grep -q "^\[rank $r\] node rank=$r world=3 host=127.0.0.$((r+1)) token=32 args=run --plan $TMP/p.plan.pb --rank $r --master 127.0.0.1:" "$TMP/out" \
+    || { echo "FAIL: rank $r line missing"; cat "$TMP/out"; fail=1; }
+done
+
+start=$(date +%s)
+"$OFLITE" launch --plan "$TMP/p.plan.pb" --nproc 3 --oflite "$TMP/node_fail.sh" --grace_ms 1000 > "$TMP/out" 2>&1
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+[[ $rc == 1 ]] || { echo "FAIL: failing launch exited $rc"; cat "$TMP/out"; fail=1; }
+grep -q "rank 1 exited with code 4; stopped the others" "$TMP/out" || { echo "FAIL: no culprit"; cat "$TMP/out"; fail=1; }
+grep -q "^\[rank 1\] rank one fails" "$TMP/out" || { echo "FAIL: no prefixed line"; fail=1; }
+(( elapsed < 20 )) || { echo "FAIL: took ${elapsed}s to stop the others"; fail=1; }
+
+"$OFLITE" launch --nproc 2 > "$TMP/out" 2>&1; [[ $? == 2 ]] || { echo "FAIL: missing --plan"; fail=1; }
+"$OFLITE" launch --plan "$TMP/none.pb" --nproc 2 > "$TMP/out" 2>&1; [[ $? == 2 ]] || { echo "FAIL: missing plan file"; fail=1; }
+grep -q "none.pb" "$TMP/out" || { echo "FAIL: plan not named"; fail=1; }
+[[ $fail == 0 ]] && echo PASS
+exit $fail
