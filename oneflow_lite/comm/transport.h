@@ -1,5 +1,6 @@
 // CommNet transport API: the provider-neutral seam between OneFlow-Lite and a
-// network (tcp/ over sockets, ibverbs/ over RDMA RC queue pairs).
+// network (tcp/ over sockets, ibverbs/ over RDMA RC queue pairs). Overview,
+// wire formats and flow control: docs/comm.md.
 //
 // Shape. One Transport per process (per rank). It owns one Connection per
 // peer rank and registers memory. Operations are:
@@ -26,7 +27,9 @@
 //
 // Completion. Every Post* that returns OK invokes its callback exactly once,
 // on the provider's progress thread, with OK or the error that ended the
-// operation. A Post* that returns an error never invokes its callback.
+// operation. A Post* that returns an error never invokes its callback, and
+// no callback is ever invoked from inside Post* itself (callers may hold
+// their own locks while posting).
 // Callbacks and message handlers must not block (they may post new
 // operations and send messages: posting never blocks).
 //
