@@ -9,17 +9,18 @@
 // device holding a shard of a tensor computes its elements directly, without
 // generating the rest.
 //
-// Floating-point helpers compute in double. Uniform values are exact
-// functions of the bits; NormalFromBits uses std::log/std::sqrt/std::cos and
-// so is bit-identical wherever the same libm is used (every machine of a job
-// runs the same image).
+// Floating-point helpers compute in double using only IEEE-754 basic
+// operations (+, -, *, /, sqrt, exact scaling by powers of two), which are
+// correctly rounded everywhere: NormalFromBits uses its own log and cosine
+// (PortableLog, PortableCosTurns) instead of libm's, whose last bit differs
+// between library versions. counter_rng.cc is compiled with
+// -ffp-contract=off so no fused multiply-add changes a rounding.
 //
 // All functions are pure and thread-safe; CounterRng is a tiny value type
 // (one object per thread).
 #ifndef ONEFLOW_LITE_DATA_COUNTER_RNG_H_
 #define ONEFLOW_LITE_DATA_COUNTER_RNG_H_
 
-#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -64,12 +65,16 @@ inline double OpenUniformFromBits(uint64_t bits) {
   return static_cast<double>((bits >> 11) + 1) * (1.0 / 9007199254740992.0);
 }
 
-// Standard normal by Box-Muller from two independent words.
-inline double NormalFromBits(uint64_t bits_a, uint64_t bits_b) {
-  constexpr double kTwoPi = 6.283185307179586476925286766559;
-  const double radius = std::sqrt(-2.0 * std::log(OpenUniformFromBits(bits_a)));
-  return radius * std::cos(kTwoPi * UniformFromBits(bits_b));
-}
+// Natural logarithm of x > 0 (finite), within 4e-16 relative + 2.5e-16
+// absolute of the exact value.
+double PortableLog(double x);
+
+// cos(2 * pi * turns) for finite `turns`, within ~2e-16 absolute.
+double PortableCosTurns(double turns);
+
+// Standard normal by Box-Muller from two independent words:
+// sqrt(-2 ln u) * cos(2 pi v), u in (0, 1], v in [0, 1).
+double NormalFromBits(uint64_t bits_a, uint64_t bits_b);
 
 // A sequential stream over CounterBits(seed, 0), (seed, 1), ...
 class CounterRng {

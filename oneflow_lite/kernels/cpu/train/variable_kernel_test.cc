@@ -172,15 +172,5 @@ TEST(VariableKernelTest, WrongShardShapeIsAnErrorNamingTheDevice) {
   EXPECT_NE(two_axes.status().message().find("not a one-axis shard"), std::string::npos);
 }
 
-TEST(CounterRngTest, PinnedValues) {
-  // The stream is part of the checkpoint-free reproducibility contract:
-  // changing these constants changes every model's initial weights.
-  EXPECT_EQ(MixBits(0), 0xE220A8397B1DCDAFULL);  // SplitMix64 of state 0
-  EXPECT_EQ(UniformFromBits(0), 0.0);
-  EXPECT_EQ(OpenUniformFromBits(UINT64_MAX), 1.0);
-  CounterRng rng(1);
-  for (int i = 0; i < 1000; ++i) ASSERT_LT(rng.NextBelow(7), 7u);
-}
-
 }  // namespace
 }  // namespace oflite

@@ -1,0 +1,80 @@
+// The counter-based generator: pinned values, bounds, and the portable
+// log/cosine against libm.
+#include "oneflow_lite/data/counter_rng.h"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+namespace oflite {
+namespace {
+
+TEST(CounterRngTest, PinnedValues) {
+  // Changing any of these changes every model's initial weights and every
+  // shuffling order: a deliberate, visible decision.
+  EXPECT_EQ(MixBits(0), 0xE220A8397B1DCDAFULL);  // SplitMix64, state 0
+  EXPECT_EQ(StableHash(""), 0xCBF29CE484222325ULL);
+  EXPECT_EQ(StableHash("a"), 0xAF63DC4C8601EC8CULL);  // FNV-1a test vector
+  EXPECT_EQ(UniformFromBits(0), 0.0);
+  EXPECT_EQ(UniformFromBits(UINT64_MAX), 1.0 - std::ldexp(1.0, -53));
+  EXPECT_EQ(OpenUniformFromBits(0), std::ldexp(1.0, -53));
+  EXPECT_EQ(OpenUniformFromBits(UINT64_MAX), 1.0);
+  EXPECT_NE(CounterBits(1, 0), CounterBits(1, 1));
+  EXPECT_NE(CounterBits(1, 0), CounterBits(2, 0));
+}
+
+TEST(CounterRngTest, NextBelowStaysInRangeAndCoversIt) {
+  CounterRng rng(9);
+  int counts[7] = {0};
+  for (int i = 0; i < 7000; ++i) {
+    const uint64_t value = rng.NextBelow(7);
+    ASSERT_LT(value, 7u);
+    ++counts[value];
+  }
+  for (int count : counts) EXPECT_NEAR(count, 1000, 150);
+  CounterRng one(3);
+  EXPECT_EQ(one.NextBelow(1), 0u);
+}
+
+TEST(PortableMathTest, LogMatchesLibm) {
+  EXPECT_EQ(PortableLog(1.0), 0.0);
+  for (double x : {std::ldexp(1.0, -53), 1e-300, 0.1, 0.5, 0.7071, 0.70711, 0.999999, 2.0, 10.0,
+                   1e300}) {
+    EXPECT_NEAR(PortableLog(x), std::log(x), 4e-16 * std::fabs(std::log(x)) + 2.5e-16) << x;
+  }
+  CounterRng rng(5);
+  for (int i = 0; i < 20000; ++i) {
+    const double x = OpenUniformFromBits(rng.Next());
+    ASSERT_NEAR(PortableLog(x), std::log(x), 4e-16 * std::fabs(std::log(x)) + 2.5e-16) << x;
+  }
+}
+
+TEST(PortableMathTest, CosTurnsMatchesLibm) {
+  EXPECT_EQ(PortableCosTurns(0.0), 1.0);
+  EXPECT_EQ(PortableCosTurns(0.5), -1.0);
+  EXPECT_NEAR(PortableCosTurns(0.25), 0.0, 1e-16);
+  EXPECT_NEAR(PortableCosTurns(1.0 / 8), std::sqrt(0.5), 2e-16);
+  EXPECT_NEAR(PortableCosTurns(-3.75), 0.0, 1e-16);
+  CounterRng rng(6);
+  for (int i = 0; i < 20000; ++i) {
+    const double t = UniformFromBits(rng.Next());
+    ASSERT_NEAR(PortableCosTurns(t), std::cos(6.283185307179586 * t), 2e-15) << t;
+  }
+}
+
+TEST(PortableMathTest, NormalMoments) {
+  double sum = 0, sum_sq = 0, sum_4 = 0;
+  const int n = 200000;
+  for (int i = 0; i < n; ++i) {
+    const double z = NormalFromBits(CounterBits(11, 2 * i), CounterBits(11, 2 * i + 1));
+    sum += z;
+    sum_sq += z * z;
+    sum_4 += z * z * z * z;
+  }
+  EXPECT_NEAR(sum / n, 0.0, 0.01);
+  EXPECT_NEAR(sum_sq / n, 1.0, 0.01);
+  EXPECT_NEAR(sum_4 / n, 3.0, 0.06);  // kurtosis of a normal
+}
+
+}  // namespace
+}  // namespace oflite
