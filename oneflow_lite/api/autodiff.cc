@@ -100,7 +100,7 @@ class AutodiffPass {
   BlobDescMap descs_;
   std::set<std::string> used_names_;
   int forward_op_count_ = 0;
-  std::set<std::string> needs_grad_;                      // lbns depending on variables
+  std::set<std::string> needs_grad_;                       // lbns depending on variables
   std::map<std::string, std::vector<std::string>> grads_;  // lbn -> contributions
   std::map<std::string, std::string> summed_;              // lbn -> final grad lbn
 };
@@ -251,7 +251,8 @@ Status AutodiffPass::Differentiate(const OpConf& forward) {
   return Status::OK();
 }
 
-void AutodiffPass::PruneUnusedBackwardOps(const std::map<std::string, std::string>& variable_grads) {
+void AutodiffPass::PruneUnusedBackwardOps(
+    const std::map<std::string, std::string>& variable_grads) {
   std::set<std::string> needed;
   for (const auto& [name, lbn] : variable_grads) needed.insert(lbn);
   std::vector<bool> keep(job_.op_size(), true);

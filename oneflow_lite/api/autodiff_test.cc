@@ -27,12 +27,11 @@ REGISTER_OP("autodiff_test_bad_grad")
     .Output("y")
     .Infer(InferSame)
     .Grad([](GradContext* ctx) -> Status {
-      ASSIGN_OR_RETURN(std::string name,
-                       ctx->AddOp(OpConfBuilder("reduce_sum", "")
-                                      .Input("x", ctx->OutputGradLbn("y"))
-                                      .Output("y")
-                                      .Attr("keepdims", false)
-                                      .Build()));
+      ASSIGN_OR_RETURN(std::string name, ctx->AddOp(OpConfBuilder("reduce_sum", "")
+                                                        .Input("x", ctx->OutputGradLbn("y"))
+                                                        .Output("y")
+                                                        .Attr("keepdims", false)
+                                                        .Build()));
       ctx->SetInputGrad("x", 0, OutputLbn(name, "y"));
       return Status::OK();
     });
@@ -89,8 +88,7 @@ void CheckAgainstFiniteDifferences(const Job& forward) {
 }
 
 Tensor Parameter(Graph* g, const std::string& name, const Shape& shape) {
-  return g->Variable(name, shape,
-                     {.initializer = Initializer::Uniform(-1, 1), .dtype = DT_DOUBLE});
+  return g->Variable(name, shape, {.initializer = Initializer::Uniform(-1, 1), .dtype = DT_DOUBLE});
 }
 
 // Shared weight W (two matmuls), fan-out of h (matmul and mul) and of h2
@@ -148,8 +146,11 @@ TEST(AutodiffTest, FanOutGradientsAreSummedOnce) {
 TEST(AutodiffTest, HandComputedGradient) {
   // loss = mean(x * w) with a fixed x: d loss / d w = x / 4.
   Graph g("hand");
-  Tensor x = g.Variable("x", Shape{4}, {.initializer = Initializer::Constant(3), .dtype = DT_DOUBLE, .trainable = false});
-  Tensor w = g.Variable("w", Shape{4}, {.initializer = Initializer::Constant(1), .dtype = DT_DOUBLE});
+  Tensor x =
+      g.Variable("x", Shape{4},
+                 {.initializer = Initializer::Constant(3), .dtype = DT_DOUBLE, .trainable = false});
+  Tensor w =
+      g.Variable("w", Shape{4}, {.initializer = Initializer::Constant(1), .dtype = DT_DOUBLE});
   g.Minimize(g.ReduceMean(g.Mul(x, w)), Sgd{});
   StatusOr<Job> forward = g.BuildForward();
   ASSERT_TRUE(forward.ok()) << forward.status();
@@ -158,7 +159,8 @@ TEST(AutodiffTest, HandComputedGradient) {
   ASSERT_EQ(result->variable_grads.size(), 1u);  // x is not trainable
   auto executor = ReferenceExecutor::Create(result->job);
   ASSERT_TRUE(executor.ok()) << executor.status();
-  ASSERT_TRUE((*executor)->SetVariable("x", HostTensor::FromVector<double>(Shape{4}, {1, 2, 3, 4})).ok());
+  ASSERT_TRUE(
+      (*executor)->SetVariable("x", HostTensor::FromVector<double>(Shape{4}, {1, 2, 3, 4})).ok());
   ASSERT_TRUE((*executor)->Run(1).ok());
   StatusOr<const HostTensor*> grad = (*executor)->Fetch(result->variable_grads.at("w"));
   ASSERT_TRUE(grad.ok()) << grad.status();
@@ -195,7 +197,8 @@ TEST(AutodiffTest, EveryBackwardOpFeedsAVariableGradient) {
 TEST(AutodiffTest, OpWithoutRuleOnThePathIsNamed) {
   Graph g("norule");
   Tensor w = g.Variable("w", Shape{3});
-  OpConf op = OpConfBuilder("autodiff_test_no_rule", "mystery").Input("x", w.lbn).Output("y").Build();
+  OpConf op =
+      OpConfBuilder("autodiff_test_no_rule", "mystery").Input("x", w.lbn).Output("y").Build();
   std::vector<Tensor> y = g.AddOp(op);
   ASSERT_EQ(y.size(), 1u) << g.status();
   g.Minimize(g.ReduceSum(y[0]), Sgd{});

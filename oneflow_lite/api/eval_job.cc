@@ -65,8 +65,8 @@ StatusOr<Job> MakeEvalJob(const Job& train_job, const EvalJobOptions& options) {
       if (options.batch_size > 0) SetIntAttr(&op, "batch_size", options.batch_size);
       ASSIGN_OR_RETURN(int64_t batch, AttrView(op).GetInt("batch_size"));
       if (batch <= 0) return InvalidArgumentError("op '", op.name(), "': batch_size ", batch);
-      int64_t size = options.split == "train" ? kFashionMnistTrainExamples
-                                              : kFashionMnistTestExamples;
+      int64_t size =
+          options.split == "train" ? kFashionMnistTrainExamples : kFashionMnistTestExamples;
       if (total_iters == 0) total_iters = size / batch;
       job.mutable_conf()->set_batch_size(batch);
     }

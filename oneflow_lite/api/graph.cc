@@ -54,7 +54,10 @@ void Graph::SetPlacement(const StatusOr<Placement>& placement) {
 
 Graph::PlacementScope::PlacementScope(Graph* graph, bool restore, PlacementProto previous,
                                       bool had_previous)
-    : graph_(graph), restore_(restore), previous_(std::move(previous)), had_previous_(had_previous) {}
+    : graph_(graph),
+      restore_(restore),
+      previous_(std::move(previous)),
+      had_previous_(had_previous) {}
 
 Graph::PlacementScope::PlacementScope(PlacementScope&& other) noexcept
     : graph_(other.graph_),
@@ -125,12 +128,12 @@ void Graph::SetEpochs(int64_t epochs) {
 void Graph::AddMetric(const std::string& name, const Tensor& scalar) {
   if (!ok() || !CheckInputs("AddMetric '" + name + "'", {&scalar})) return;
   if (name == "loss" || name.empty()) {
-    return RecordError(InvalidArgumentError("metric name '", name,
-                                            "' is reserved (Minimize reports the loss)"));
+    return RecordError(
+        InvalidArgumentError("metric name '", name, "' is reserved (Minimize reports the loss)"));
   }
   if (scalar.desc.shape.elem_count() != 1) {
-    return RecordError(InvalidArgumentError("metric '", name, "' must be a scalar, got ",
-                                            scalar.desc.ToString()));
+    return RecordError(
+        InvalidArgumentError("metric '", name, "' must be a scalar, got ", scalar.desc.ToString()));
   }
   for (const auto& [existing, lbn] : metrics_) {
     if (existing == name) {
@@ -184,8 +187,8 @@ std::vector<Tensor> Graph::Emit(OpConf op) {
   for (const std::string& arg : (*def)->mutable_inputs) op.add_mutable_input(arg);
   Status status = InferAndRecord(op, &descs_);
   if (!status.ok()) {
-    RecordError(Status(status.code(),
-                       status.message() + " [inputs: " + DescribeInputs(op, descs_) + "]"));
+    RecordError(
+        Status(status.code(), status.message() + " [inputs: " + DescribeInputs(op, descs_) + "]"));
     return {};
   }
   std::vector<Tensor> outputs;
@@ -206,8 +209,8 @@ std::vector<Tensor> Graph::AddOp(OpConf op) {
   for (const ArgProto& arg : op.input()) {
     for (const std::string& lbn : arg.lbn()) {
       if (!descs_.count(lbn)) {
-        RecordError(NotFoundError("op '", op.name(), "' (", op.op_type(), "): input '",
-                                  arg.name(), "' reads '", lbn, "', not a blob of this graph"));
+        RecordError(NotFoundError("op '", op.name(), "' (", op.op_type(), "): input '", arg.name(),
+                                  "' reads '", lbn, "', not a blob of this graph"));
         return {};
       }
     }
@@ -222,7 +225,8 @@ std::vector<Tensor> Graph::AddOp(OpConf op) {
 Tensor Graph::Unary(const std::string& op_type, const std::string& input_arg, const Tensor& x,
                     const std::string& output_arg) {
   if (!ok() || !CheckInputs(op_type, {&x})) return {};
-  return EmitOne(OpConfBuilder(op_type, OpName(op_type)).Input(input_arg, x.lbn).Output(output_arg).Build());
+  return EmitOne(
+      OpConfBuilder(op_type, OpName(op_type)).Input(input_arg, x.lbn).Output(output_arg).Build());
 }
 
 Tensor Graph::MakeParameter(const std::string& name, const Shape& shape, DataType dtype,
@@ -233,7 +237,8 @@ Tensor Graph::MakeParameter(const std::string& name, const Shape& shape, DataTyp
 
 // ---- Sources -------------------------------------------------------------------
 
-Tensor Graph::Variable(const std::string& name, const Shape& shape, const VariableOptions& options) {
+Tensor Graph::Variable(const std::string& name, const Shape& shape,
+                       const VariableOptions& options) {
   if (!ok()) return {};
   const std::string op_name = LayerName("variable", name);
   return EmitOne(MakeVariableOp(op_name, TensorDesc(shape, options.dtype), options.initializer,
@@ -253,8 +258,8 @@ Batch Graph::FashionMnist(const std::string& path, int64_t batch_size, const Sbp
     for (const char* kind : {"-images-idx3-ubyte", "-labels-idx1-ubyte"}) {
       const std::string file = path + "/" + prefix + kind;
       if (!FileExists(file) && !FileExists(file + ".gz")) {
-        RecordError(NotFoundError("FashionMnist: dataset path '", path, "' has no '", prefix,
-                                  kind, "[.gz]' (install dataset-fashion-mnist?)"));
+        RecordError(NotFoundError("FashionMnist: dataset path '", path, "' has no '", prefix, kind,
+                                  "[.gz]' (install dataset-fashion-mnist?)"));
         return {};
       }
     }
@@ -309,7 +314,8 @@ Tensor Graph::Dense(const Tensor& x, int64_t units, const DenseOptions& options)
   if (!ok() || !CheckInputs("Dense", {&x})) return {};
   const std::string layer = LayerName("dense", options.name);
   if (x.rank() < 2 || units <= 0) {
-    RecordError(InvalidArgumentError("dense '", layer, "': want an input of rank >= 2 and units > 0, got ",
+    RecordError(InvalidArgumentError("dense '", layer,
+                                     "': want an input of rank >= 2 and units > 0, got ",
                                      x.desc.ToString(), " and units ", units));
     return {};
   }
@@ -329,9 +335,8 @@ Tensor Graph::Dense(const Tensor& x, int64_t units, const DenseOptions& options)
     if (!CheckInputs("dense '" + layer + "' weight", {&weight})) return {};
     if (weight.shape() != want_weight) {
       RecordError(InvalidArgumentError("dense '", layer, "': input ", in.desc.ToString(),
-                                       " does not match the shared weight ",
-                                       weight.desc.ToString(), " (want ", want_weight,
-                                       ")"));
+                                       " does not match the shared weight ", weight.desc.ToString(),
+                                       " (want ", want_weight, ")"));
       return {};
     }
   } else {
@@ -363,13 +368,14 @@ Tensor Graph::Conv2d(const Tensor& x, int64_t filters, int64_t kernel_size,
   if (!ok() || !CheckInputs("Conv2d", {&x})) return {};
   const std::string layer = LayerName("conv2d", options.name);
   if (x.rank() != 4 || filters <= 0 || kernel_size <= 0) {
-    RecordError(InvalidArgumentError("conv2d '", layer, "': want x [N, C, H, W], filters > 0, kernel > 0; got ",
-                                     x.desc.ToString(), ", filters ", filters, ", kernel ",
-                                     kernel_size));
+    RecordError(InvalidArgumentError(
+        "conv2d '", layer, "': want x [N, C, H, W], filters > 0, kernel > 0; got ",
+        x.desc.ToString(), ", filters ", filters, ", kernel ", kernel_size));
     return {};
   }
-  Tensor weight = MakeParameter(layer + "-weight", Shape{filters, x.shape().dim(1), kernel_size, kernel_size},
-                                x.dtype(), options.weight_init);
+  Tensor weight =
+      MakeParameter(layer + "-weight", Shape{filters, x.shape().dim(1), kernel_size, kernel_size},
+                    x.dtype(), options.weight_init);
   Tensor y = EmitOne(OpConfBuilder("conv2d", OpName(layer + "-conv"))
                          .Input("x", x.lbn)
                          .Input("weight", weight.lbn)
@@ -414,8 +420,8 @@ Tensor Graph::AvgPool2d(const Tensor& x, int64_t kernel_size, const Pool2dOption
 Tensor Graph::LayerNorm(const Tensor& x, const LayerNormOptions& options) {
   if (!ok() || !CheckInputs("LayerNorm", {&x})) return {};
   const std::string layer = LayerName("layer_norm", options.name);
-  int64_t begin = options.begin_norm_axis < 0 ? options.begin_norm_axis + x.rank()
-                                              : options.begin_norm_axis;
+  int64_t begin =
+      options.begin_norm_axis < 0 ? options.begin_norm_axis + x.rank() : options.begin_norm_axis;
   if (begin < 0 || begin >= x.rank()) {
     RecordError(InvalidArgumentError("layer_norm '", layer, "': begin_norm_axis ",
                                      options.begin_norm_axis, " is out of range for ",
@@ -442,7 +448,8 @@ Tensor Graph::Embedding(const Tensor& indices, int64_t vocab_size, int64_t dim,
                         const EmbeddingOptions& options) {
   if (!ok() || !CheckInputs("Embedding", {&indices})) return {};
   const std::string layer = LayerName("embedding", options.name);
-  Tensor weight = MakeParameter(layer + "-weight", Shape{vocab_size, dim}, DT_FLOAT, options.initializer);
+  Tensor weight =
+      MakeParameter(layer + "-weight", Shape{vocab_size, dim}, DT_FLOAT, options.initializer);
   if (!ok()) return {};
   return EmitOne(OpConfBuilder("embedding", OpName(layer + "-lookup"))
                      .Input("weight", weight.lbn)
@@ -482,12 +489,20 @@ Tensor Graph::Identity(const Tensor& x) { return Unary("identity", "in", x, "out
 
 Tensor Graph::Softmax(const Tensor& x, int64_t axis) {
   if (!ok() || !CheckInputs("Softmax", {&x})) return {};
-  return EmitOne(OpConfBuilder("softmax", OpName("softmax")).Input("x", x.lbn).Output("y").Attr("axis", axis).Build());
+  return EmitOne(OpConfBuilder("softmax", OpName("softmax"))
+                     .Input("x", x.lbn)
+                     .Output("y")
+                     .Attr("axis", axis)
+                     .Build());
 }
 
 Tensor Graph::LogSoftmax(const Tensor& x, int64_t axis) {
   if (!ok() || !CheckInputs("LogSoftmax", {&x})) return {};
-  return EmitOne(OpConfBuilder("log_softmax", OpName("log_softmax")).Input("x", x.lbn).Output("y").Attr("axis", axis).Build());
+  return EmitOne(OpConfBuilder("log_softmax", OpName("log_softmax"))
+                     .Input("x", x.lbn)
+                     .Output("y")
+                     .Attr("axis", axis)
+                     .Build());
 }
 
 Tensor Graph::MatMul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b,
@@ -549,17 +564,29 @@ Tensor Graph::Div(const Tensor& x, const Tensor& y) {
 
 Tensor Graph::ScalarAdd(const Tensor& x, double value) {
   if (!ok() || !CheckInputs("ScalarAdd", {&x})) return {};
-  return EmitOne(OpConfBuilder("scalar_add", OpName("scalar_add")).Input("in", x.lbn).Output("out").Attr("value", value).Build());
+  return EmitOne(OpConfBuilder("scalar_add", OpName("scalar_add"))
+                     .Input("in", x.lbn)
+                     .Output("out")
+                     .Attr("value", value)
+                     .Build());
 }
 
 Tensor Graph::ScalarMul(const Tensor& x, double value) {
   if (!ok() || !CheckInputs("ScalarMul", {&x})) return {};
-  return EmitOne(OpConfBuilder("scalar_mul", OpName("scalar_mul")).Input("in", x.lbn).Output("out").Attr("value", value).Build());
+  return EmitOne(OpConfBuilder("scalar_mul", OpName("scalar_mul"))
+                     .Input("in", x.lbn)
+                     .Output("out")
+                     .Attr("value", value)
+                     .Build());
 }
 
 Tensor Graph::Pow(const Tensor& x, double exponent) {
   if (!ok() || !CheckInputs("Pow", {&x})) return {};
-  return EmitOne(OpConfBuilder("scalar_pow", OpName("scalar_pow")).Input("in", x.lbn).Output("out").Attr("exponent", exponent).Build());
+  return EmitOne(OpConfBuilder("scalar_pow", OpName("scalar_pow"))
+                     .Input("in", x.lbn)
+                     .Output("out")
+                     .Attr("exponent", exponent)
+                     .Build());
 }
 
 namespace {
@@ -586,12 +613,20 @@ Tensor Graph::ReduceMean(const Tensor& x, const std::vector<int64_t>& axes, bool
 
 Tensor Graph::Reshape(const Tensor& x, const Shape& shape) {
   if (!ok() || !CheckInputs("Reshape", {&x})) return {};
-  return EmitOne(OpConfBuilder("reshape", OpName("reshape")).Input("x", x.lbn).Output("y").Attr("shape", shape).Build());
+  return EmitOne(OpConfBuilder("reshape", OpName("reshape"))
+                     .Input("x", x.lbn)
+                     .Output("y")
+                     .Attr("shape", shape)
+                     .Build());
 }
 
 Tensor Graph::Transpose(const Tensor& x, const std::vector<int64_t>& perm) {
   if (!ok() || !CheckInputs("Transpose", {&x})) return {};
-  return EmitOne(OpConfBuilder("transpose", OpName("transpose")).Input("x", x.lbn).Output("y").Attr("perm", perm).Build());
+  return EmitOne(OpConfBuilder("transpose", OpName("transpose"))
+                     .Input("x", x.lbn)
+                     .Output("y")
+                     .Attr("perm", perm)
+                     .Build());
 }
 
 Tensor Graph::Concat(const std::vector<Tensor>& inputs, int64_t axis) {
@@ -602,19 +637,32 @@ Tensor Graph::Concat(const std::vector<Tensor>& inputs, int64_t axis) {
     lbns.push_back(t.lbn);
   }
   if (!ok() || !CheckInputs("Concat", pointers)) return {};
-  return EmitOne(OpConfBuilder("concat", OpName("concat")).Input("in", lbns).Output("out").Attr("axis", axis).Build());
+  return EmitOne(OpConfBuilder("concat", OpName("concat"))
+                     .Input("in", lbns)
+                     .Output("out")
+                     .Attr("axis", axis)
+                     .Build());
 }
 
 Tensor Graph::Slice(const Tensor& x, const std::vector<int64_t>& start,
                     const std::vector<int64_t>& stop, const std::vector<int64_t>& step) {
   if (!ok() || !CheckInputs("Slice", {&x})) return {};
   return EmitOne(OpConfBuilder("slice", OpName("slice"))
-                     .Input("x", x.lbn).Output("y").Attr("start", start).Attr("stop", stop).Attr("step", step).Build());
+                     .Input("x", x.lbn)
+                     .Output("y")
+                     .Attr("start", start)
+                     .Attr("stop", stop)
+                     .Attr("step", step)
+                     .Build());
 }
 
 Tensor Graph::Cast(const Tensor& x, DataType dtype) {
   if (!ok() || !CheckInputs("Cast", {&x})) return {};
-  return EmitOne(OpConfBuilder("cast", OpName("cast")).Input("in", x.lbn).Output("out").Attr("dtype", dtype).Build());
+  return EmitOne(OpConfBuilder("cast", OpName("cast"))
+                     .Input("in", x.lbn)
+                     .Output("out")
+                     .Attr("dtype", dtype)
+                     .Build());
 }
 
 // ---- Losses and metrics ------------------------------------------------------
@@ -653,10 +701,9 @@ void Graph::Minimize(const Tensor& loss, const Optimizer& optimizer,
   if (!ok() || !CheckInputs("Minimize", {&loss})) return;
   if (is_train_) return RecordError(FailedPreconditionError("Minimize called twice"));
   if (!IsFloating(loss.dtype()) || loss.desc.shape.elem_count() != 1) {
-    return RecordError(InvalidArgumentError("Minimize: the loss '", loss.lbn,
-                                            "' must be a floating scalar, got ",
-                                            loss.desc.ToString(),
-                                            " (reduce it, e.g. with ReduceMean)"));
+    return RecordError(
+        InvalidArgumentError("Minimize: the loss '", loss.lbn, "' must be a floating scalar, got ",
+                             loss.desc.ToString(), " (reduce it, e.g. with ReduceMean)"));
   }
   is_train_ = true;
   loss_lbn_ = loss.lbn;

@@ -237,13 +237,12 @@ class Graph {
   Tensor ScalarMul(const Tensor& x, double value);
   Tensor Pow(const Tensor& x, double exponent);
   Tensor ReduceSum(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdims = false);
-  Tensor ReduceMean(const Tensor& x, const std::vector<int64_t>& axes = {},
-                    bool keepdims = false);
+  Tensor ReduceMean(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdims = false);
   Tensor Reshape(const Tensor& x, const Shape& shape);  // one -1 allowed
   Tensor Transpose(const Tensor& x, const std::vector<int64_t>& perm);
   Tensor Concat(const std::vector<Tensor>& inputs, int64_t axis);
-  Tensor Slice(const Tensor& x, const std::vector<int64_t>& start,
-               const std::vector<int64_t>& stop, const std::vector<int64_t>& step);
+  Tensor Slice(const Tensor& x, const std::vector<int64_t>& start, const std::vector<int64_t>& stop,
+               const std::vector<int64_t>& step);
   Tensor Identity(const Tensor& x);
   Tensor Cast(const Tensor& x, DataType dtype);
 
@@ -305,9 +304,9 @@ class Graph {
   PlacementProto scope_placement_;
   int64_t iterations_ = -1;
   int64_t epochs_ = -1;
-  int64_t train_batch_size_ = 0;    // of the Fashion-MNIST train source
-  int64_t train_source_size_ = 0;   // its number of examples
-  int64_t batch_size_ = 0;          // of the first data source
+  int64_t train_batch_size_ = 0;                              // of the Fashion-MNIST train source
+  int64_t train_source_size_ = 0;                             // its number of examples
+  int64_t batch_size_ = 0;                                    // of the first data source
   std::vector<std::pair<std::string, std::string>> metrics_;  // name, lbn
   bool is_train_ = false;
   std::string loss_lbn_;

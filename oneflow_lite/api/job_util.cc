@@ -40,20 +40,18 @@ Status InferAndRecord(const OpConf& op, BlobDescMap* descs) {
   for (const ArgProto& arg : op.output()) {
     auto it = outputs.find(arg.name());
     if (it == outputs.end()) {
-      return InvalidArgumentError("op '", op.name(), "' (", op.op_type(),
-                                  "): declares output '", arg.name(),
-                                  "', which the op type does not have");
+      return InvalidArgumentError("op '", op.name(), "' (", op.op_type(), "): declares output '",
+                                  arg.name(), "', which the op type does not have");
     }
     if (static_cast<int>(it->second.size()) != arg.lbn_size()) {
-      return InvalidArgumentError("op '", op.name(), "' (", op.op_type(), "): output '",
-                                  arg.name(), "' declares ", arg.lbn_size(),
-                                  " blobs, inference made ", it->second.size());
+      return InvalidArgumentError("op '", op.name(), "' (", op.op_type(), "): output '", arg.name(),
+                                  "' declares ", arg.lbn_size(), " blobs, inference made ",
+                                  it->second.size());
     }
   }
   if (static_cast<int>(outputs.size()) != op.output_size()) {
     return InvalidArgumentError("op '", op.name(), "' (", op.op_type(), "): declares ",
-                                op.output_size(), " output args, the op type has ",
-                                outputs.size());
+                                op.output_size(), " output args, the op type has ", outputs.size());
   }
   for (const ArgProto& arg : op.output()) {
     for (int i = 0; i < arg.lbn_size(); ++i) {

@@ -225,8 +225,10 @@ Status ValidateOptimizerConf(const OptimizerConf& conf) {
     return bad("momentum must be in [0, 1), got ", conf.momentum());
   }
   if (conf.type() == OPT_ADAM || conf.type() == OPT_ADAMW) {
-    if (!(conf.beta1() >= 0 && conf.beta1() < 1)) return bad("beta1 must be in [0, 1), got ", conf.beta1());
-    if (!(conf.beta2() >= 0 && conf.beta2() < 1)) return bad("beta2 must be in [0, 1), got ", conf.beta2());
+    if (!(conf.beta1() >= 0 && conf.beta1() < 1))
+      return bad("beta1 must be in [0, 1), got ", conf.beta1());
+    if (!(conf.beta2() >= 0 && conf.beta2() < 1))
+      return bad("beta2 must be in [0, 1), got ", conf.beta2());
     if (!(conf.epsilon() > 0)) return bad("epsilon must be > 0, got ", conf.epsilon());
   }
   if (lr.type() == LR_STEP && (lr.step_size() <= 0 || !(lr.gamma() > 0))) {
@@ -238,7 +240,10 @@ Status ValidateOptimizerConf(const OptimizerConf& conf) {
     if (lr.min_lr() < 0 || lr.min_lr() > lr.base_lr()) {
       return bad("min_lr must be in [0, learning_rate], got ", lr.min_lr());
     }
-    if (lr.total_iters() <= 0) return bad("cosine schedule needs the job's total iterations");
+    if (lr.total_iters() <= lr.warmup_iters()) {
+      return bad("cosine schedule needs total iterations (", lr.total_iters(), ") > warmup_iters (",
+                 lr.warmup_iters(), ")");
+    }
   }
   return Status::OK();
 }

@@ -32,7 +32,7 @@ namespace oflite {
 // Learning-rate schedule; total_iters is filled from the job at Build.
 struct LrScheduleOptions {
   LrScheduleType type = LR_CONSTANT;
-  int64_t step_size = 0;     // LR_STEP: lr * gamma^(floor(iter / step_size))
+  int64_t step_size = 0;  // LR_STEP: lr * gamma^(floor(iter / step_size))
   double gamma = 1.0;
   int64_t warmup_iters = 0;  // LR_COSINE: linear warm-up, then cosine decay
   double min_lr = 0.0;

@@ -47,8 +47,7 @@ StatusOr<std::vector<int64_t>> ParseIdList(const std::string& field, const std::
     ASSIGN_OR_RETURN(int64_t low, ParseId(item.substr(0, dash), what, text));
     ASSIGN_OR_RETURN(int64_t high, ParseId(item.substr(dash + 1), what, text));
     if (low > high) {
-      return InvalidArgumentError("placement '", text, "': reversed ", what, " range '", item,
-                                  "'");
+      return InvalidArgumentError("placement '", text, "': reversed ", what, " range '", item, "'");
     }
     if (high - low >= 4096) {
       return InvalidArgumentError("placement '", text, "': ", what, " range '", item,
@@ -145,8 +144,7 @@ StatusOr<Placement> Placement::FromProto(const PlacementProto& proto) {
     }
     if (hierarchy.elem_count() != devices) {
       return InvalidArgumentError("placement '", text, "': hierarchy ", hierarchy, " has ",
-                                  hierarchy.elem_count(), " devices, the placement has ",
-                                  devices);
+                                  hierarchy.elem_count(), " devices, the placement has ", devices);
     }
   }
   return Placement(proto);
@@ -162,8 +160,8 @@ std::string PlacementToString(const PlacementProto& proto) {
   std::string device = proto.device_type() == DEVICE_CPU    ? "cpu"
                        : proto.device_type() == DEVICE_CUDA ? "cuda"
                                                             : "?";
-  std::string out = IdsToString(proto.machine_id()) + ":" + device + ":" +
-                    IdsToString(proto.device_id());
+  std::string out =
+      IdsToString(proto.machine_id()) + ":" + device + ":" + IdsToString(proto.device_id());
   if (proto.hierarchy().dim_size() > 0) out += " hierarchy " + Shape(proto.hierarchy()).ToString();
   return out;
 }

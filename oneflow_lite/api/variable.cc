@@ -65,7 +65,8 @@ bool IsTrainableVariable(const OpConf& op) {
 }
 
 int64_t DeriveSeed(int64_t job_seed, int64_t counter) {
-  uint64_t z = static_cast<uint64_t>(job_seed) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(counter) + 1;
+  uint64_t z =
+      static_cast<uint64_t>(job_seed) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(counter) + 1;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   z ^= z >> 31;

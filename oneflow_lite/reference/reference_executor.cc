@@ -51,8 +51,8 @@ StatusOr<double> ScalarValue(const std::string& name, const HostTensor& tensor) 
 
 StatusOr<std::unique_ptr<ReferenceExecutor>> ReferenceExecutor::Create(const Job& job) {
   std::unique_ptr<ReferenceExecutor> executor(new ReferenceExecutor(job));
-  RETURN_IF_ERROR(executor->Prepare().WithContext("reference executor, job '" +
-                                                  job.conf().name() + "'"));
+  RETURN_IF_ERROR(
+      executor->Prepare().WithContext("reference executor, job '" + job.conf().name() + "'"));
   return executor;
 }
 
@@ -162,8 +162,8 @@ Status ReferenceExecutor::SetVariable(const std::string& name, const HostTensor&
     state.initialized = true;
     return Status::OK();
   }
-  return NotFoundError("reference executor: job '", job_.conf().name(), "' has no variable '",
-                       name, "'");
+  return NotFoundError("reference executor: job '", job_.conf().name(), "' has no variable '", name,
+                       "'");
 }
 
 StatusOr<const HostTensor*> ReferenceExecutor::Fetch(const std::string& lbn) const {

@@ -83,7 +83,7 @@ class ReferenceExecutor {
   StatusOr<IterationMetrics> ReadMetrics() const;
 
   Job job_;
-  std::vector<OpState> ops_;  // topological order
+  std::vector<OpState> ops_;                   // topological order
   std::map<std::string, HostTensor> tensors_;  // lbn -> value
   int64_t iteration_ = 0;
 };
