@@ -59,7 +59,7 @@ class Builder {
     r.producer = producer;
     const DeviceRef& d = g_.tasks[producer].device;
     r.zone.set_machine_id(d.machine);
-    if (d.type == DEVICE_CUDA) {
+    if (d.type == DEVICE_CUDA && g_.tasks[producer].type != TASK_COPY_D2H) {
       r.zone.set_type(ZONE_DEVICE);
       r.zone.set_device_type(DEVICE_CUDA);
       r.zone.set_device_index(d.index);
