@@ -1,5 +1,7 @@
 #include "oneflow_lite/comm/ibverbs/ibverbs_transport.h"
 
+#include <poll.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -115,8 +117,17 @@ Status IbverbsTransport::Initialize() {
                                   " of ", device_->name(),
                                   "; lower --ib_queue_depth or the slots");
   }
+  if (ibverbs_options_.event_driven && api_->create_comp_channel &&
+      api_->req_notify_cq && api_->get_cq_event && api_->ack_cq_events) {
+    channel_ = api_->create_comp_channel(device_->context());
+    if (channel_ == nullptr) {
+      return ResourceExhaustedError("ibverbs: create_comp_channel on ",
+                                    device_->name(), " failed: ",
+                                    std::strerror(errno));
+    }
+  }
   cq_ = api_->create_cq(device_->context(), static_cast<int>(cqe), nullptr,
-                        nullptr, 0);
+                        channel_, 0);
   if (cq_ == nullptr) {
     return ResourceExhaustedError("ibverbs: create_cq(", cqe, ") on ",
                                   device_->name(), " failed: ",
@@ -182,9 +193,40 @@ void IbverbsTransport::Shutdown() {
     connections_.clear();  // destroys the QPs before their CQ
   }
   if (cq_ != nullptr) {
+    if (unacked_events_ > 0) api_->ack_cq_events(cq_, unacked_events_);
     int error = api_->destroy_cq(cq_);
     LOG_IF(WARNING, error != 0) << "ibverbs: destroy_cq: "
                                 << std::strerror(error);
+  }
+  if (channel_ != nullptr) {
+    int error = api_->destroy_comp_channel(channel_);
+    LOG_IF(WARNING, error != 0) << "ibverbs: destroy_comp_channel: "
+                                << std::strerror(error);
+  }
+}
+
+void IbverbsTransport::WaitForCompletion(std::chrono::milliseconds timeout) {
+  if (!armed_) {
+    // Arm, and return to poll once more: a completion that landed before
+    // arming raises no event and would otherwise wait for the timeout.
+    if (api_->req_notify_cq(cq_, 0) == 0) {
+      armed_ = true;
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    return;
+  }
+  pollfd descriptor{channel_->fd, POLLIN, 0};
+  if (::poll(&descriptor, 1, static_cast<int>(timeout.count())) != 1) return;
+  ibv_cq* event_cq = nullptr;
+  void* event_context = nullptr;
+  if (api_->get_cq_event(channel_, &event_cq, &event_context) == 0) {
+    armed_ = false;
+    // Acked in batches (acking takes a lock in libibverbs).
+    if (++unacked_events_ >= 64) {
+      api_->ack_cq_events(cq_, unacked_events_);
+      unacked_events_ = 0;
+    }
   }
 }
 
@@ -248,10 +290,12 @@ void IbverbsTransport::RunProgress() {
     for (auto& call : deferred) call();
     if (count > 0) {
       idle_rounds = 0;
-    } else if (++idle_rounds < 16) {
+    } else if (++idle_rounds < ibverbs_options_.busy_poll_rounds) {
       std::this_thread::yield();
+    } else if (channel_ != nullptr) {
+      WaitForCompletion(std::chrono::milliseconds(10));
     } else {
-      int shift = std::min(idle_rounds - 16, 6);
+      int shift = std::min(idle_rounds - ibverbs_options_.busy_poll_rounds, 6);
       std::this_thread::sleep_for(std::chrono::microseconds(10 << shift));
     }
   }

@@ -4,7 +4,8 @@
 // time, or the test emulator).
 //
 // Per transport: one opened HCA port (VerbsDevice), one completion queue and
-// one progress thread that polls it (adaptive back-off when idle), runs
+// one progress thread that polls it (and sleeps on a completion channel when
+// idle), runs
 // completion callbacks and message handlers, returns message credits and
 // sends heartbeat probes. Per peer: one RC QP (IbverbsConnection; message
 // rings, flow control and error handling are described there). One-sided
@@ -66,6 +67,12 @@ struct IbverbsOptions {
   std::chrono::milliseconds shutdown_timeout{2000};
   // Call ibv_fork_init() before opening the device (--ib_fork_safe).
   bool fork_safe = true;
+  // Idle progress thread: after `busy_poll_rounds` empty polls it arms the
+  // CQ and sleeps on a completion channel (no CPU while idle), waking at
+  // least every 10 ms for heartbeats. false, or an api without completion
+  // channels: poll with a back-off up to 640 us instead.
+  bool event_driven = true;
+  int busy_poll_rounds = 64;
 };
 
 StatusOr<std::unique_ptr<Transport>> CreateIbverbsTransport(

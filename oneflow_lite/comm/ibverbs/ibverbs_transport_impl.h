@@ -48,6 +48,10 @@ class IbverbsTransport : public Transport {
   Status CheckPeer(int peer_rank) const;
   StatusOr<IbverbsConnection*> GetOrCreate(int peer_rank);
   void RunProgress();
+  // Idle step with a completion channel: arms the CQ (and returns, so the
+  // caller polls once more), or sleeps on the channel until an event or
+  // `timeout`.
+  void WaitForCompletion(std::chrono::milliseconds timeout);
   std::vector<IbverbsConnection*> Snapshot();
   void WaitUntil(const std::function<bool()>& condition,
                  std::chrono::milliseconds timeout);
@@ -58,6 +62,9 @@ class IbverbsTransport : public Transport {
   std::shared_ptr<const verbs::VerbsApi> api_;
   std::shared_ptr<VerbsDevice> device_;
   ibv_cq* cq_ = nullptr;
+  ibv_comp_channel* channel_ = nullptr;  // null: polling only
+  unsigned int unacked_events_ = 0;      // progress thread only
+  bool armed_ = false;                   // progress thread only
 
   std::mutex mutex_;  // guards the two maps
   std::map<int, std::unique_ptr<IbverbsConnection>> connections_;

@@ -1,6 +1,7 @@
 // The provider conformance suite (comm/transport_test_suite.h) on the ibverbs
-// provider over the verbs emulator, on an InfiniBand and a RoCE fabric. RNR
-// retries are set to 0: flow control alone must keep receives posted.
+// provider over the verbs emulator, on an InfiniBand and a RoCE fabric, with
+// the event-driven progress thread and (InfiniBandPolling) the polling one.
+// RNR retries are set to 0: flow control alone must keep receives posted.
 #include "oneflow_lite/comm/ibverbs/ibverbs_transport.h"
 
 #include "oneflow_lite/comm/ibverbs/emulated_transport.h"
@@ -11,9 +12,11 @@ namespace comm {
 namespace {
 
 TransportFactory EmulatedFactory(const std::string& name,
-                                 verbs::LinkLayer link_layer) {
+                                 verbs::LinkLayer link_layer,
+                                 bool event_driven = true) {
   ibverbs::EmulatedFabricOptions options;
   options.device.link_layer = link_layer;
+  options.ibverbs.event_driven = event_driven;
   options.ibverbs.rnr_retry = 0;
   options.ibverbs.ack_timeout = 10;  // 4 ms: a lost peer shows up fast
   options.ibverbs.heartbeat_interval = std::chrono::milliseconds(100);
@@ -24,7 +27,10 @@ TransportFactory EmulatedFactory(const std::string& name,
 INSTANTIATE_TEST_SUITE_P(
     Ibverbs, TransportConformanceTest,
     ::testing::Values(EmulatedFactory("InfiniBand", verbs::LinkLayer::kInfiniBand),
-                      EmulatedFactory("RoCE", verbs::LinkLayer::kEthernet)),
+                      EmulatedFactory("RoCE", verbs::LinkLayer::kEthernet),
+                      EmulatedFactory("InfiniBandPolling",
+                                      verbs::LinkLayer::kInfiniBand,
+                                      /*event_driven=*/false)),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace

@@ -2,6 +2,7 @@
 // creation and the RC state machine. The data path is emulator_engine.cc.
 #include "oneflow_lite/comm/verbs/emulator.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -323,9 +324,18 @@ int Fabric::DeregMr(ibv_mr* handle) {
   return 0;
 }
 
-ibv_cq* Fabric::CreateCq(ibv_context* handle, int cqe, void* cq_context) {
+ibv_cq* Fabric::CreateCq(ibv_context* handle, int cqe, void* cq_context,
+                         ibv_comp_channel* channel_handle) {
   std::lock_guard<std::mutex> lock(mutex_);
   Context* context = Lookup(contexts_, handle);
+  CompletionChannel* channel = nullptr;
+  if (channel_handle != nullptr) {
+    channel = Lookup(channels_, channel_handle);
+    if (channel == nullptr || channel->owner != context) {
+      errno = EINVAL;
+      return nullptr;
+    }
+  }
   if (context == nullptr || cqe < 1 ||
       cqe > context->device->options.max_cqe) {
     errno = EINVAL;
@@ -333,12 +343,15 @@ ibv_cq* Fabric::CreateCq(ibv_context* handle, int cqe, void* cq_context) {
   }
   auto cq = std::make_unique<CompletionQueue>();
   cq->owner = context;
+  cq->channel = channel;
   cq->capacity = static_cast<size_t>(cqe);
   cq->cq.context = handle;
+  cq->cq.channel = channel_handle;
   cq->cq.cq_context = cq_context;
   cq->cq.cqe = cqe;
   ibv_cq* result = &cq->cq;
   ++context->users;
+  if (channel != nullptr) ++channel->users;
   cqs_[result] = std::move(cq);
   return result;
 }
@@ -347,7 +360,15 @@ int Fabric::DestroyCq(ibv_cq* handle) {
   std::lock_guard<std::mutex> lock(mutex_);
   CompletionQueue* cq = Lookup(cqs_, handle);
   if (cq == nullptr) return EINVAL;
-  if (cq->users > 0) return EBUSY;
+  // Busy while QPs use it, or while events were handed out but not acked
+  // (libibverbs would block forever there).
+  if (cq->users > 0 || cq->events_delivered != cq->events_acked) return EBUSY;
+  if (cq->channel != nullptr) {
+    auto& events = cq->channel->events;
+    events.erase(std::remove(events.begin(), events.end(), handle),
+                 events.end());
+    --cq->channel->users;
+  }
   --cq->owner->users;
   cqs_.erase(handle);
   return 0;
@@ -630,12 +651,22 @@ std::shared_ptr<VerbsApi> Fabric::MakeApi(
   };
   api->dereg_mr = [this](ibv_mr* mr) { return DeregMr(mr); };
   api->create_cq = [this](ibv_context* c, int cqe, void* user,
-                          ibv_comp_channel* channel, int) -> ibv_cq* {
-    if (channel != nullptr) {  // completion channels are not modelled
-      errno = EOPNOTSUPP;
-      return nullptr;
-    }
-    return CreateCq(c, cqe, user);
+                          ibv_comp_channel* channel, int) {
+    return CreateCq(c, cqe, user, channel);
+  };
+  api->create_comp_channel = [this](ibv_context* c) {
+    return CreateCompChannel(c);
+  };
+  api->destroy_comp_channel = [this](ibv_comp_channel* channel) {
+    return DestroyCompChannel(channel);
+  };
+  api->req_notify_cq = [this](ibv_cq* cq, int) { return ReqNotifyCq(cq); };
+  api->get_cq_event = [this](ibv_comp_channel* channel, ibv_cq** cq,
+                             void** user) {
+    return GetCqEvent(channel, cq, user);
+  };
+  api->ack_cq_events = [this](ibv_cq* cq, unsigned int count) {
+    AckCqEvents(cq, count);
   };
   api->destroy_cq = [this](ibv_cq* cq) { return DestroyCq(cq); };
   api->poll_cq = [this](ibv_cq* cq, int n, ibv_wc* wc) {

@@ -36,7 +36,11 @@
 //     outstanding; a send slot is retired when a completion for it (or for a
 //     later work request of the same QP) has been polled, as on mlx5;
 //   * a CQ that would hold more than `cqe` completions overruns: poll_cq
-//     returns -1 from then on (hardware raises IBV_EVENT_CQ_ERR).
+//     returns -1 from then on (hardware raises IBV_EVENT_CQ_ERR);
+//   * completion channels: a pipe whose read end is the channel's fd; a CQ
+//     armed with req_notify_cq produces one event (one byte) on its next
+//     completion; get_cq_event blocks on the fd; destroy_cq is EBUSY while
+//     events it handed out are unacknowledged.
 // Delivery runs on one emulator thread, asynchronously to posting, one work
 // request per QP at a time and in order per QP. Data is copied with memcpy
 // under the fabric lock: figures measured on the emulator are functional,

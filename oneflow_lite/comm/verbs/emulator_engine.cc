@@ -5,6 +5,9 @@
 // next one (in order, like an HCA's requester). A head that cannot proceed
 // waits: a dropped packet until the transport timeout, an RNR NAK until the
 // responder's RNR timer; meanwhile later work requests of that QP wait too.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -496,6 +499,82 @@ void Fabric::PushCompletion(CompletionQueue* cq, const CompletionEntry& entry) {
     return;
   }
   cq->entries.push_back(entry);
+  if (cq->armed && cq->channel != nullptr) {  // one event per arming
+    cq->armed = false;
+    cq->channel->events.push_back(&cq->cq);
+    const char byte = 1;
+    ssize_t written = write(cq->channel->write_fd, &byte, 1);
+    (void)written;  // a pipe of unread events cannot fill: one per arming
+  }
+}
+
+ibv_comp_channel* Fabric::CreateCompChannel(ibv_context* handle) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Context* context = Lookup(contexts_, handle);
+  int fds[2];
+  if (context == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (pipe2(fds, O_CLOEXEC) != 0) return nullptr;  // errno from pipe2
+  auto channel = std::make_unique<CompletionChannel>();
+  channel->owner = context;
+  channel->channel.context = handle;
+  channel->channel.fd = fds[0];
+  channel->write_fd = fds[1];
+  ibv_comp_channel* result = &channel->channel;
+  ++context->users;
+  channels_[result] = std::move(channel);
+  return result;
+}
+
+int Fabric::DestroyCompChannel(ibv_comp_channel* handle) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  CompletionChannel* channel = Lookup(channels_, handle);
+  if (channel == nullptr) return EINVAL;
+  if (channel->users > 0) return EBUSY;
+  close(channel->channel.fd);
+  close(channel->write_fd);
+  --channel->owner->users;
+  channels_.erase(handle);
+  return 0;
+}
+
+int Fabric::ReqNotifyCq(ibv_cq* handle) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  CompletionQueue* cq = Lookup(cqs_, handle);
+  if (cq == nullptr || cq->channel == nullptr) return EINVAL;
+  cq->armed = true;
+  return 0;
+}
+
+int Fabric::GetCqEvent(ibv_comp_channel* handle, ibv_cq** cq,
+                       void** cq_context) {
+  int fd;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    CompletionChannel* channel = Lookup(channels_, handle);
+    if (channel == nullptr) return -1;
+    fd = channel->channel.fd;
+  }
+  char byte;
+  if (read(fd, &byte, 1) != 1) return -1;  // blocks like libibverbs
+  std::lock_guard<std::mutex> lock(mutex_);
+  CompletionChannel* channel = Lookup(channels_, handle);
+  if (channel == nullptr || channel->events.empty()) return -1;
+  ibv_cq* event = channel->events.front();
+  channel->events.pop_front();
+  CompletionQueue* queue = Lookup(cqs_, event);
+  ++queue->events_delivered;
+  *cq = event;
+  if (cq_context != nullptr) *cq_context = event->cq_context;
+  return 0;
+}
+
+void Fabric::AckCqEvents(ibv_cq* handle, unsigned int count) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  CompletionQueue* cq = Lookup(cqs_, handle);
+  if (cq != nullptr) cq->events_acked += count;
 }
 
 void Fabric::PurgeCompletions(QueuePair* qp) {

@@ -60,9 +60,21 @@ struct CompletionEntry {
   bool is_send = false;
 };
 
+struct CompletionChannel {
+  ibv_comp_channel channel{};
+  Context* owner = nullptr;
+  int write_fd = -1;  // channel.fd is the read end of a pipe
+  std::deque<ibv_cq*> events;  // one pipe byte per event
+  int users = 0;               // CQs
+};
+
 struct CompletionQueue {
   ibv_cq cq{};
   Context* owner = nullptr;
+  CompletionChannel* channel = nullptr;
+  bool armed = false;
+  uint64_t events_delivered = 0;
+  uint64_t events_acked = 0;
   size_t capacity = 0;
   std::deque<CompletionEntry> entries;
   bool overrun = false;
@@ -159,8 +171,14 @@ class Fabric {
   int DeallocPd(ibv_pd* pd);
   ibv_mr* RegMr(ibv_pd* pd, void* address, size_t length, int access);
   int DeregMr(ibv_mr* mr);
-  ibv_cq* CreateCq(ibv_context* context, int cqe, void* cq_context);
+  ibv_cq* CreateCq(ibv_context* context, int cqe, void* cq_context,
+                   ibv_comp_channel* channel);
   int DestroyCq(ibv_cq* cq);
+  ibv_comp_channel* CreateCompChannel(ibv_context* context);
+  int DestroyCompChannel(ibv_comp_channel* channel);
+  int ReqNotifyCq(ibv_cq* cq);
+  int GetCqEvent(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context);
+  void AckCqEvents(ibv_cq* cq, unsigned int count);
   ibv_qp* CreateQp(ibv_pd* pd, ibv_qp_init_attr* attr);
   int DestroyQp(ibv_qp* qp);
   int ModifyQp(ibv_qp* qp, ibv_qp_attr* attr, int mask);
@@ -214,6 +232,8 @@ class Fabric {
   std::unordered_map<ibv_pd*, std::unique_ptr<ProtectionDomain>> pds_;
   std::unordered_map<ibv_mr*, std::unique_ptr<MemoryRegion>> mrs_;
   std::unordered_map<ibv_cq*, std::unique_ptr<CompletionQueue>> cqs_;
+  std::unordered_map<ibv_comp_channel*, std::unique_ptr<CompletionChannel>>
+      channels_;
   // Ordered by QP number so that the engine serves QPs deterministically.
   std::map<std::pair<int, uint32_t>, std::unique_ptr<QueuePair>> qps_;
   std::unordered_map<ibv_qp*, QueuePair*> qp_handles_;

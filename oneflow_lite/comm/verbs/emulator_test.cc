@@ -2,6 +2,10 @@
 // RDMA READ/WRITE/WRITE_WITH_IMM, inline sends, RoCE addressing.
 #include "oneflow_lite/comm/verbs/emulator.h"
 
+#include <poll.h>
+
+#include <algorithm>
+
 #include "oneflow_lite/comm/verbs/emulator_test_fixture.h"
 
 namespace oflite {
@@ -268,6 +272,72 @@ TEST_F(EmulatorTest, InlineSendIgnoresLkeyAndSendCarriesImmediate) {
   EXPECT_EQ(bad, &wr);
 }
 
+
+TEST_F(EmulatorTest, CompletionChannelSignalsArmedQueuesOnce) {
+  Open("ib0", &first_);
+  Open("ib1", &second_);
+  ibv_comp_channel* channel = api_->create_comp_channel(first_.context);
+  ASSERT_NE(channel, nullptr);
+  ibv_cq* cq = api_->create_cq(first_.context, 8, this, channel, 0);
+  ASSERT_NE(cq, nullptr);
+  // Rebuild first_'s QP on the event-driven CQ.
+  ASSERT_EQ(api_->destroy_qp(first_.qp), 0);
+  ibv_qp_init_attr init{};
+  init.send_cq = cq;
+  init.recv_cq = cq;
+  init.qp_type = IBV_QPT_RC;
+  init.cap.max_send_wr = init.cap.max_recv_wr = 4;
+  init.cap.max_send_sge = init.cap.max_recv_sge = 1;
+  first_.qp = api_->create_qp(first_.pd, &init);
+  ASSERT_NE(first_.qp, nullptr);
+  Connect();
+  char data[8] = "x";
+  ibv_mr* mr = Register(first_, data, sizeof(data), kFullAccess);
+  ibv_mr* remote_mr = Register(second_, data, sizeof(data), kFullAccess);
+  auto readable = [&](int timeout_ms) {
+    pollfd descriptor{channel->fd, POLLIN, 0};
+    return ::poll(&descriptor, 1, timeout_ms) == 1;
+  };
+  auto write_once = [&](uint64_t id) {
+    ASSERT_EQ(PostSend(first_, IBV_WR_RDMA_WRITE, data, 8, mr->lkey, id,
+                       reinterpret_cast<uint64_t>(data), remote_mr->rkey),
+              0);
+  };
+  // Not armed: a completion arrives, no event.
+  write_once(1);
+  ibv_wc wc{};
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (api_->poll_cq(cq, 1, &wc) == 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+  }
+  EXPECT_EQ(wc.wr_id, 1u);
+  EXPECT_FALSE(readable(20));
+  // Armed: exactly one event for the next completions.
+  ASSERT_EQ(api_->req_notify_cq(cq, 0), 0);
+  write_once(2);
+  write_once(3);
+  ASSERT_TRUE(readable(5000));
+  ibv_cq* event_cq = nullptr;
+  void* event_context = nullptr;
+  ASSERT_EQ(api_->get_cq_event(channel, &event_cq, &event_context), 0);
+  EXPECT_EQ(event_cq, cq);
+  EXPECT_EQ(event_context, this);
+  EXPECT_FALSE(readable(20));
+  ibv_wc both[2];
+  int polled = 0;
+  while (polled < 2 && std::chrono::steady_clock::now() < deadline) {
+    polled += std::max(0, api_->poll_cq(cq, 2 - polled, both + polled));
+  }
+  EXPECT_EQ(polled, 2);
+  // Unacked events keep the CQ (and so the channel) alive.
+  ASSERT_EQ(api_->destroy_qp(first_.qp), 0);
+  first_.qp = nullptr;
+  EXPECT_EQ(api_->destroy_cq(cq), EBUSY);
+  EXPECT_EQ(api_->destroy_comp_channel(channel), EBUSY);
+  api_->ack_cq_events(cq, 1);
+  EXPECT_EQ(api_->destroy_cq(cq), 0);
+  EXPECT_EQ(api_->destroy_comp_channel(channel), 0);
+}
 
 }  // namespace
 }  // namespace emulator_test

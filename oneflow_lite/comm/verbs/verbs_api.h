@@ -72,6 +72,17 @@ struct VerbsApi {
       post_send;
   std::function<int(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr)>
       post_recv;
+  // Completion events (optional: an implementation may leave them empty; the
+  // provider then polls). A channel's `fd` becomes readable when an armed CQ
+  // (req_notify_cq) receives a completion; get_cq_event then returns that CQ
+  // (blocking unless the fd is readable) and every event must be acked before
+  // the CQ is destroyed.
+  std::function<ibv_comp_channel*(ibv_context* context)> create_comp_channel;
+  std::function<int(ibv_comp_channel* channel)> destroy_comp_channel;
+  std::function<int(ibv_cq* cq, int solicited_only)> req_notify_cq;
+  std::function<int(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context)>
+      get_cq_event;
+  std::function<void(ibv_cq* cq, unsigned int count)> ack_cq_events;
   // Makes registrations safe across fork() (madvise DONTFORK). Must run before
   // the first registration; see verbs_library.h for when it is called.
   std::function<int()> fork_init;

@@ -31,6 +31,10 @@ using DestroyQpFn = int (*)(ibv_qp*);
 using ModifyQpFn = int (*)(ibv_qp*, ibv_qp_attr*, int);
 using QueryQpFn = int (*)(ibv_qp*, ibv_qp_attr*, int, ibv_qp_init_attr*);
 using ForkInitFn = int (*)();
+using CreateCompChannelFn = ibv_comp_channel* (*)(ibv_context*);
+using DestroyCompChannelFn = int (*)(ibv_comp_channel*);
+using GetCqEventFn = int (*)(ibv_comp_channel*, ibv_cq**, void**);
+using AckCqEventsFn = void (*)(ibv_cq*, unsigned int);
 
 class Library {
  public:
@@ -67,6 +71,9 @@ int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
 int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   return ibv_post_recv(qp, wr, bad_wr);
 }
+int ReqNotifyCq(ibv_cq* cq, int solicited_only) {
+  return ibv_req_notify_cq(cq, solicited_only);
+}
 
 // ___ibv_query_port without its reference to the linked symbol: the extended
 // query when the provider has one, else the exported compat entry point.
@@ -100,6 +107,10 @@ Status FillTable(Library* library, VerbsApi* api) {
   ModifyQpFn modify_qp = nullptr;
   QueryQpFn query_qp = nullptr;
   ForkInitFn fork_init = nullptr;
+  CreateCompChannelFn create_comp_channel = nullptr;
+  DestroyCompChannelFn destroy_comp_channel = nullptr;
+  GetCqEventFn get_cq_event = nullptr;
+  AckCqEventsFn ack_cq_events = nullptr;
   RETURN_IF_ERROR(library->Resolve("ibv_get_device_list", &get_device_list));
   RETURN_IF_ERROR(library->Resolve("ibv_free_device_list", &free_device_list));
   RETURN_IF_ERROR(library->Resolve("ibv_get_device_name", &get_device_name));
@@ -119,6 +130,12 @@ Status FillTable(Library* library, VerbsApi* api) {
   RETURN_IF_ERROR(library->Resolve("ibv_modify_qp", &modify_qp));
   RETURN_IF_ERROR(library->Resolve("ibv_query_qp", &query_qp));
   RETURN_IF_ERROR(library->Resolve("ibv_fork_init", &fork_init));
+  RETURN_IF_ERROR(
+      library->Resolve("ibv_create_comp_channel", &create_comp_channel));
+  RETURN_IF_ERROR(
+      library->Resolve("ibv_destroy_comp_channel", &destroy_comp_channel));
+  RETURN_IF_ERROR(library->Resolve("ibv_get_cq_event", &get_cq_event));
+  RETURN_IF_ERROR(library->Resolve("ibv_ack_cq_events", &ack_cq_events));
 
   api->get_device_list = get_device_list;
   api->free_device_list = free_device_list;
@@ -145,6 +162,11 @@ Status FillTable(Library* library, VerbsApi* api) {
   api->post_send = PostSend;
   api->post_recv = PostRecv;
   api->fork_init = fork_init;
+  api->create_comp_channel = create_comp_channel;
+  api->destroy_comp_channel = destroy_comp_channel;
+  api->req_notify_cq = ReqNotifyCq;
+  api->get_cq_event = get_cq_event;
+  api->ack_cq_events = ack_cq_events;
   return Status::OK();
 }
 

@@ -50,7 +50,10 @@ TEST(VerbsLibraryTest, RealLibraryFillsEveryEntryAndListsDevices) {
               table.reg_mr && table.dereg_mr && table.create_cq &&
               table.destroy_cq && table.poll_cq && table.create_qp &&
               table.destroy_qp && table.modify_qp && table.query_qp &&
-              table.post_send && table.post_recv && table.fork_init);
+              table.post_send && table.post_recv && table.fork_init &&
+              table.create_comp_channel && table.destroy_comp_channel &&
+              table.req_notify_cq && table.get_cq_event &&
+              table.ack_cq_events);
   int count = -1;
   ibv_device** devices = table.get_device_list(&count);
   if (devices == nullptr) {
