@@ -8,7 +8,8 @@
 // 1 in transfers of each size: raw = send() loop into recv(), CommNet =
 // one-sided WRITE (and READ) with a window of outstanding operations, into a
 // registered buffer. Latency: ping-pong of 8-byte messages, median round
-// trip. Every figure is the median over --repeats samples.
+// trip. Every figure is the median over --repeats samples; raw and CommNet
+// samples alternate so that both see the same (shared, busy) machine.
 #include <fcntl.h>
 #include <sys/socket.h>
 
@@ -56,13 +57,7 @@ void Check(const Status& status, const char* what) {
 
 // ---------------------------------------------------------------- raw loop
 
-struct RawResult {
-  std::vector<double> bandwidth;  // MB/s per size
-  double rtt_us = 0;
-};
-
-RawResult RawSocketLoop(int rank, const Config& config) {
-  RawResult result;
+int RawConnect(int rank, const Config& config) {
   const auto deadline = comm::DeadlineAfter(milliseconds(30000));
   int fd;
   if (rank == 0) {
@@ -81,37 +76,39 @@ RawResult RawSocketLoop(int rank, const Config& config) {
   // Blocking mode for the classic loop.
   int flags = fcntl(fd, F_GETFL, 0);
   fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-  std::vector<char> buffer(config.max_bytes);
-  for (size_t size : Sizes(config)) {
-    const size_t total = TotalFor(size);
-    std::vector<double> samples;
-    for (int repeat = 0; repeat < config.repeats; ++repeat) {
-      char ack = 0;
-      auto start = Clock::now();
-      if (rank == 0) {  // sender
-        for (size_t sent = 0; sent < total; sent += size) {
-          for (size_t at = 0; at < size;) {
-            ssize_t n = ::send(fd, buffer.data() + at, size - at, MSG_NOSIGNAL);
-            if (n <= 0) std::exit(2);
-            at += n;
-          }
-        }
-        if (::recv(fd, &ack, 1, MSG_WAITALL) != 1) std::exit(2);
-        samples.push_back(total / SecondsSince(start) / 1e6);
-      } else {
-        for (size_t received = 0; received < total; received += size) {
-          if (::recv(fd, buffer.data(), size, MSG_WAITALL) != static_cast<ssize_t>(size)) {
-            std::exit(2);
-          }
-        }
-        if (::send(fd, &ack, 1, MSG_NOSIGNAL) != 1) std::exit(2);
+  return fd;
+}
+
+// One bandwidth sample: rank 0 send()s `total` bytes in `size` pieces, rank 1
+// recv()s them; rank 1 acknowledges the end. MB/s on rank 0.
+double RawSample(int rank, int fd, std::vector<char>* buffer, size_t size) {
+  const size_t total = TotalFor(size);
+  char ack = 0;
+  auto start = Clock::now();
+  if (rank == 0) {
+    for (size_t sent = 0; sent < total; sent += size) {
+      for (size_t at = 0; at < size;) {
+        ssize_t n = ::send(fd, buffer->data() + at, size - at, MSG_NOSIGNAL);
+        if (n <= 0) std::exit(2);
+        at += n;
       }
     }
-    result.bandwidth.push_back(Median(samples));
+    if (::recv(fd, &ack, 1, MSG_WAITALL) != 1) std::exit(2);
+    return total / SecondsSince(start) / 1e6;
   }
+  for (size_t received = 0; received < total; received += size) {
+    if (::recv(fd, buffer->data(), size, MSG_WAITALL) != static_cast<ssize_t>(size)) {
+      std::exit(2);
+    }
+  }
+  if (::send(fd, &ack, 1, MSG_NOSIGNAL) != 1) std::exit(2);
+  return 0;
+}
+
+double RawLatency(int rank, int fd, int iterations) {
   std::vector<double> rtts;
   char message[8] = {0};
-  for (int i = 0; i < config.latency_iterations; ++i) {
+  for (int i = 0; i < iterations; ++i) {
     auto start = Clock::now();
     if (rank == 0) {
       ::send(fd, message, 8, MSG_NOSIGNAL);
@@ -122,9 +119,7 @@ RawResult RawSocketLoop(int rank, const Config& config) {
       ::send(fd, message, 8, MSG_NOSIGNAL);
     }
   }
-  result.rtt_us = Median(rtts);
-  ::close(fd);
-  return result;
+  return Median(rtts);
 }
 
 // ---------------------------------------------------------------- CommNet
@@ -160,10 +155,12 @@ struct Pong {
   bool echo = false;
 };
 
-struct CommNetResult {
+struct Results {
+  std::vector<double> raw_bandwidth;
   std::vector<double> write_bandwidth;
   std::vector<double> read_bandwidth;
-  double rtt_us = 0;
+  double raw_rtt_us = 0;
+  double commnet_rtt_us = 0;
 };
 
 double TimeTransfers(comm::Connection* link, const comm::MemoryRegion& local,
@@ -182,8 +179,11 @@ double TimeTransfers(comm::Connection* link, const comm::MemoryRegion& local,
   return total / SecondsSince(start) / 1e6;
 }
 
-CommNetResult CommNetLoop(int rank, const Config& config) {
-  CommNetResult result;
+// Raw and CommNet samples alternate, so both see the same machine load.
+Results Measure(int rank, const Config& config) {
+  Results result;
+  const int raw_fd = RawConnect(rank, config);
+  std::vector<char> raw_buffer(config.max_bytes);
   const std::string token = "p2p-bench";
   std::unique_ptr<comm::control::RendezvousServer> server;
   if (rank == 0) {
@@ -234,16 +234,21 @@ CommNetResult CommNetLoop(int rank, const Config& config) {
   auto peer_key = comm::control::FetchRemoteKey(control->get(), "buffer", 1 - rank,
                                                 milliseconds(30000));
   Check(peer_key.status(), "fetch key");
-  if (rank == 0) {
-    for (size_t size : Sizes(config)) {
-      std::vector<double> writes, reads;
-      for (int repeat = 0; repeat < config.repeats; ++repeat) {
-        writes.push_back(TimeTransfers(link, **region, *peer_key, size, false));
-        reads.push_back(TimeTransfers(link, **region, *peer_key, size, true));
-      }
-      result.write_bandwidth.push_back(Median(writes));
-      result.read_bandwidth.push_back(Median(reads));
+  for (size_t size : Sizes(config)) {
+    std::vector<double> raws, writes, reads;
+    for (int repeat = 0; repeat < config.repeats; ++repeat) {
+      raws.push_back(RawSample(rank, raw_fd, &raw_buffer, size));
+      if (rank != 0) continue;  // rank 1's transport serves CommNet alone
+      writes.push_back(TimeTransfers(link, **region, *peer_key, size, false));
+      reads.push_back(TimeTransfers(link, **region, *peer_key, size, true));
     }
+    result.raw_bandwidth.push_back(Median(raws));
+    result.write_bandwidth.push_back(Median(writes));
+    result.read_bandwidth.push_back(Median(reads));
+  }
+  result.raw_rtt_us = RawLatency(rank, raw_fd, config.latency_iterations);
+  ::close(raw_fd);
+  if (rank == 0) {
     std::vector<double> rtts;
     char message[8] = {0};
     for (int i = 0; i < config.latency_iterations; ++i) {
@@ -253,7 +258,7 @@ CommNetResult CommNetLoop(int rank, const Config& config) {
       pong.arrived.wait(lock, [&] { return pong.count == static_cast<uint64_t>(i + 1); });
       rtts.push_back(SecondsSince(start) * 1e6);
     }
-    result.rtt_us = Median(rtts);
+    result.commnet_rtt_us = Median(rtts);
   }
   Check((*control)->Barrier("done", milliseconds(600000)), "final barrier");
   region->reset();
@@ -261,8 +266,7 @@ CommNetResult CommNetLoop(int rank, const Config& config) {
 }
 
 int RunRank(int rank, const Config& config) {
-  RawResult raw = RawSocketLoop(rank, config);
-  CommNetResult commnet = CommNetLoop(rank, config);
+  Results results = Measure(rank, config);
   if (rank != 0) return 0;
   std::printf("CommNet/TCP point-to-point, 2 processes on loopback (medians of %d)\n",
               config.repeats);
@@ -271,11 +275,12 @@ int RunRank(int rank, const Config& config) {
   const auto sizes = Sizes(config);
   for (size_t i = 0; i < sizes.size(); ++i) {
     std::printf("%-8s %14.0f %16.0f %16.0f %9.0f%%\n", SizeName(sizes[i]).c_str(),
-                raw.bandwidth[i], commnet.write_bandwidth[i], commnet.read_bandwidth[i],
-                100.0 * commnet.write_bandwidth[i] / raw.bandwidth[i]);
+                results.raw_bandwidth[i], results.write_bandwidth[i],
+                results.read_bandwidth[i],
+                100.0 * results.write_bandwidth[i] / results.raw_bandwidth[i]);
   }
   std::printf("8-byte round trip: raw socket %.1f us, CommNet message %.1f us\n",
-              raw.rtt_us, commnet.rtt_us);
+              results.raw_rtt_us, results.commnet_rtt_us);
   return 0;
 }
 

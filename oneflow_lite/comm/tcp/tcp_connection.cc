@@ -293,7 +293,7 @@ void TcpConnection::OnReadable() {
     Fail(status);
     return;
   }
-  ReturnCredits();
+  ReturnCredits(false);
 }
 
 Status TcpConnection::ReadAvailable() {
@@ -566,8 +566,11 @@ Status TcpConnection::HandleReadRequest() {
   return Status::OK();
 }
 
-void TcpConnection::ReturnCredits() {
-  if (credits_to_return_ == 0) return;
+void TcpConnection::ReturnCredits(bool force) {
+  // Credits go back in batches of half the ring (or on the next tick), so a
+  // stream of small messages costs the sender no extra wake-ups.
+  const int batch = std::max(1, owner_->options().message_slots / 2);
+  if (credits_to_return_ == 0 || (!force && credits_to_return_ < batch)) return;
   std::lock_guard<std::mutex> lock(mutex_);
   QueueControlLocked(FrameType::kCredit, credits_to_return_, 0, "");
   credits_to_return_ = 0;
@@ -576,6 +579,7 @@ void TcpConnection::ReturnCredits() {
 // ---------------------------------------------------------------- liveness
 
 void TcpConnection::OnTick(Clock::time_point now) {
+  ReturnCredits(true);
   const auto timeout = owner_->options().peer_timeout;
   Status failure;
   {

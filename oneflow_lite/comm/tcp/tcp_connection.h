@@ -97,7 +97,7 @@ class TcpConnection : public Connection {
   Status HandleCredit(uint64_t credits);
   Status HandleAck(uint64_t request_id, uint32_t status);
   Status HandleReadRequest();
-  void ReturnCredits();
+  void ReturnCredits(bool force);
 
   TcpTransportImpl* const owner_;
   const int fd_;
