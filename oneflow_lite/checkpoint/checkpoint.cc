@@ -49,7 +49,8 @@ void PutU64(std::string* out, uint64_t v) {
 }
 uint64_t GetLittleEndian(const std::string& in, size_t offset, int bytes) {
   uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= uint64_t{static_cast<unsigned char>(in[offset + i])} << (8 * i);
+  for (int i = 0; i < bytes; ++i)
+    v |= uint64_t{static_cast<unsigned char>(in[offset + i])} << (8 * i);
   return v;
 }
 
@@ -80,8 +81,8 @@ Status MakeDirectories(const std::string& dir) {
     if (part.empty()) continue;
     partial += part + "/";
     if (mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
-      return PermissionDeniedError("cannot create checkpoint directory '", partial, "': ",
-                                   ErrnoText());
+      return PermissionDeniedError("cannot create checkpoint directory '", partial,
+                                   "': ", ErrnoText());
     }
   }
   struct stat info;
@@ -114,8 +115,10 @@ Status WriteFileAtomically(const std::string& path,
     status = WriteAll(fd, data, size, temp);
     if (!status.ok()) break;
   }
-  if (status.ok() && fsync(fd) != 0) status = UnavailableError("cannot fsync '", temp, "': ", ErrnoText());
-  if (close(fd) != 0 && status.ok()) status = UnavailableError("cannot close '", temp, "': ", ErrnoText());
+  if (status.ok() && fsync(fd) != 0)
+    status = UnavailableError("cannot fsync '", temp, "': ", ErrnoText());
+  if (close(fd) != 0 && status.ok())
+    status = UnavailableError("cannot close '", temp, "': ", ErrnoText());
   if (status.ok() && rename(temp.c_str(), path.c_str()) != 0) {
     status = UnavailableError("cannot rename '", temp, "' to '", path, "': ", ErrnoText());
   }
@@ -168,8 +171,8 @@ std::string EncodeManifest(const CheckpointManifest& manifest) {
   out << "iteration " << manifest.iteration << "\n";
   for (const CheckpointEntry& e : manifest.variables) {
     const std::string escaped = e.file.substr(0, e.file.size() - std::strlen(kVariableFileSuffix));
-    out << "variable " << escaped << " " << e.file
-        << " " << DataTypeName(e.desc.dtype) << " " << e.desc.shape.rank();
+    out << "variable " << escaped << " " << e.file << " " << DataTypeName(e.desc.dtype) << " "
+        << e.desc.shape.rank();
     for (int64_t d : e.desc.shape.dims()) out << " " << d;
     out << " " << e.byte_count << " " << e.crc32 << "\n";
   }
@@ -216,7 +219,8 @@ Status ParseVariableLine(std::istringstream* line, CheckpointEntry* entry) {
     if (!(*line >> d) || d < 0) return InvalidArgumentError("bad dimension");
   }
   entry->desc.shape = Shape(dims);
-  if (!(*line >> entry->byte_count >> entry->crc32)) return InvalidArgumentError("missing size/crc");
+  if (!(*line >> entry->byte_count >> entry->crc32))
+    return InvalidArgumentError("missing size/crc");
   if (entry->byte_count != static_cast<uint64_t>(entry->desc.ByteSize())) {
     return InvalidArgumentError("byte count ", entry->byte_count, " does not match ",
                                 entry->desc.ToString());
@@ -305,9 +309,8 @@ StatusOr<const CheckpointEntry*> FindEntry(const std::string& dir,
   for (const CheckpointEntry& entry : manifest.variables) {
     if (entry.name != name) continue;
     if (entry.desc.shape != expected.shape || entry.desc.dtype != expected.dtype) {
-      return InvalidArgumentError("variable '", name, "' in '", JoinPath(dir, entry.file),
-                                  "' is ", entry.desc.ToString(), ", expected ",
-                                  expected.ToString());
+      return InvalidArgumentError("variable '", name, "' in '", JoinPath(dir, entry.file), "' is ",
+                                  entry.desc.ToString(), ", expected ", expected.ToString());
     }
     return &entry;
   }
@@ -347,8 +350,9 @@ Status SaveVariables(const std::string& dir, int64_t iteration,
     entry.byte_count = static_cast<uint64_t>(blob.ByteSize());
     entry.crc32 = Crc32(blob.raw(), entry.byte_count);
     const std::string header = EncodeHeader(entry.desc, entry.byte_count, entry.crc32);
-    Status status = WriteFileAtomically(JoinPath(dir, entry.file),
-                                        {{header.data(), header.size()}, {blob.raw(), entry.byte_count}});
+    Status status =
+        WriteFileAtomically(JoinPath(dir, entry.file),
+                            {{header.data(), header.size()}, {blob.raw(), entry.byte_count}});
     if (!status.ok()) return status.WithContext("saving variable '" + name + "'");
     manifest.variables.push_back(std::move(entry));
   }

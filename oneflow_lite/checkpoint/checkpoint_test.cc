@@ -1,13 +1,12 @@
 // Checkpoint round trips and every failure the loader must name.
 #include "oneflow_lite/checkpoint/checkpoint.h"
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <string>
-
-#include <gtest/gtest.h>
 
 namespace oflite {
 namespace {
@@ -32,8 +31,7 @@ std::map<std::string, TensorDesc> Descs(const std::map<std::string, HostTensor>&
   return descs;
 }
 
-void ExpectError(const Status& status, StatusCode code,
-                 const std::vector<std::string>& fragments) {
+void ExpectError(const Status& status, StatusCode code, const std::vector<std::string>& fragments) {
   ASSERT_FALSE(status.ok());
   EXPECT_EQ(status.code(), code) << status;
   for (const std::string& fragment : fragments) {
@@ -45,7 +43,8 @@ void Truncate(const std::string& path, int drop_bytes) {
   std::ifstream in(path, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSERT_GE(static_cast<int>(bytes.size()), drop_bytes);
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes.substr(0, bytes.size() - drop_bytes);
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      << bytes.substr(0, bytes.size() - drop_bytes);
 }
 
 TEST(CheckpointTest, RoundTrip) {

@@ -1,10 +1,10 @@
 // Training state survives a checkpoint: a variable initialized by its kernel
 // and updated by adam_update for 3 iterations ends bit-identical whether the
 // run is uninterrupted or saved after 2 iterations and resumed from disk.
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "oneflow_lite/checkpoint/checkpoint.h"
 #include "oneflow_lite/ops/op_builder.h"

@@ -55,8 +55,8 @@ void CopyPartIntoLogical(const Blob& part, const PartLayout& layout, HostTensor*
 class ShardedCheckpointStore {
  public:
   struct Options {
-    std::string save_root;    // empty: SavePart is an error
-    std::string restore_dir;  // empty: RestorePart returns false
+    std::string save_root;                        // empty: SavePart is an error
+    std::string restore_dir;                      // empty: RestorePart returns false
     std::map<std::string, TensorDesc> variables;  // name -> logical desc
   };
 
@@ -81,8 +81,8 @@ class ShardedCheckpointStore {
 
   const Options options_;
   std::mutex mutex_;
-  std::map<int64_t, Pending> pending_;                  // by iteration
-  std::map<std::string, HostTensor> restored_;          // cache of logical tensors
+  std::map<int64_t, Pending> pending_;          // by iteration
+  std::map<std::string, HostTensor> restored_;  // cache of logical tensors
 };
 
 }  // namespace oflite

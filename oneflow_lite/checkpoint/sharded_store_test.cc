@@ -2,14 +2,13 @@
 // threads), re-slicing for another device count, latest-checkpoint lookup.
 #include "oneflow_lite/checkpoint/sharded_store.h"
 
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <cstdlib>
 #include <numeric>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "oneflow_lite/checkpoint/checkpoint.h"
 
@@ -83,16 +82,23 @@ TEST(ShardedCheckpointStoreTest, AssemblesPartsFromThreadsThenWrites) {
   EXPECT_FALSE(IsCheckpoint(ShardedCheckpointStore::CheckpointDir(root, 10)));
   std::vector<std::thread> threads;
   std::vector<Status> results(4);
-  threads.emplace_back([&] { results[0] = store.SavePart("w", {0, 3, 0}, 10, w_parts[0].AsBlob()); });
-  threads.emplace_back([&] { results[1] = store.SavePart("b", {0, 3, -1}, 10, b_parts[0].AsBlob()); });
-  threads.emplace_back([&] { results[2] = store.SavePart("w", {2, 3, 0}, 10, w_parts[2].AsBlob()); });
-  threads.emplace_back([&] { results[3] = store.SavePart("b", {1, 3, -1}, 10, b_parts[1].AsBlob()); });
+  threads.emplace_back([&] {
+    results[0] = store.SavePart("w", {0, 3, 0}, 10, w_parts[0].AsBlob());
+  });
+  threads.emplace_back([&] {
+    results[1] = store.SavePart("b", {0, 3, -1}, 10, b_parts[0].AsBlob());
+  });
+  threads.emplace_back([&] {
+    results[2] = store.SavePart("w", {2, 3, 0}, 10, w_parts[2].AsBlob());
+  });
+  threads.emplace_back([&] {
+    results[3] = store.SavePart("b", {1, 3, -1}, 10, b_parts[1].AsBlob());
+  });
   for (std::thread& t : threads) t.join();
   for (const Status& status : results) ASSERT_TRUE(status.ok()) << status;
   const std::string dir = ShardedCheckpointStore::CheckpointDir(root, 10);
   ASSERT_TRUE(IsCheckpoint(dir));
-  StatusOr<LoadedVariables> loaded =
-      LoadVariables(dir, {{"w", w.desc()}, {"b", b.desc()}});
+  StatusOr<LoadedVariables> loaded = LoadVariables(dir, {{"w", w.desc()}, {"b", b.desc()}});
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->iteration, 10);
   EXPECT_EQ(loaded->tensors.at("w").ToVector<float>(), w.ToVector<float>());
@@ -103,9 +109,8 @@ TEST(ShardedCheckpointStoreTest, RestoresIntoAnotherDeviceCount) {
   const std::string root = TempDir("restore");
   const HostTensor w = Iota(Shape{7, 4});
   const HostTensor b = Iota(Shape{4}, 100.0f);
-  ASSERT_TRUE(SaveVariables(ShardedCheckpointStore::CheckpointDir(root, 3), 3,
-                            TwoVariables(w, b))
-                  .ok());
+  ASSERT_TRUE(
+      SaveVariables(ShardedCheckpointStore::CheckpointDir(root, 3), 3, TwoVariables(w, b)).ok());
   StatusOr<std::string> latest = ShardedCheckpointStore::LatestCheckpoint(root);
   ASSERT_TRUE(latest.ok()) << latest.status();
   ShardedCheckpointStore::Options options = StoreOptions("");
@@ -136,13 +141,13 @@ TEST(ShardedCheckpointStoreTest, RestoresIntoAnotherDeviceCount) {
 
 TEST(ShardedCheckpointStoreTest, LatestSkipsIncompleteCheckpoints) {
   const std::string root = TempDir("latest");
-  EXPECT_EQ(ShardedCheckpointStore::LatestCheckpoint(root).status().code(),
-            StatusCode::kNotFound);
+  EXPECT_EQ(ShardedCheckpointStore::LatestCheckpoint(root).status().code(), StatusCode::kNotFound);
   std::map<std::string, HostTensor> variables;
   variables.emplace("x", Iota(Shape{2}));
   ASSERT_TRUE(SaveVariables(ShardedCheckpointStore::CheckpointDir(root, 5), 5, variables).ok());
   ASSERT_TRUE(SaveVariables(ShardedCheckpointStore::CheckpointDir(root, 20), 20, variables).ok());
-  ASSERT_EQ(mkdir(ShardedCheckpointStore::CheckpointDir(root, 30).c_str(), 0755), 0);  // no MANIFEST
+  ASSERT_EQ(mkdir(ShardedCheckpointStore::CheckpointDir(root, 30).c_str(), 0755),
+            0);  // no MANIFEST
   ASSERT_EQ(mkdir((root + "/iter-abc").c_str(), 0755), 0);
   StatusOr<std::string> latest = ShardedCheckpointStore::LatestCheckpoint(root);
   ASSERT_TRUE(latest.ok()) << latest.status();

@@ -2,9 +2,9 @@
 // log/cosine against libm.
 #include "oneflow_lite/data/counter_rng.h"
 
-#include <cmath>
-
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 namespace oflite {
 namespace {
@@ -23,6 +23,14 @@ TEST(CounterRngTest, PinnedValues) {
   EXPECT_NE(CounterBits(1, 0), CounterBits(2, 0));
 }
 
+TEST(CounterRngTest, PinnedNormalValues) {
+  // Same role as above for Box-Muller through PortableLog/PortableCosTurns;
+  // computed once on x86-64 (and identical with -march=native, FMA present).
+  EXPECT_EQ(NormalFromBits(CounterBits(1, 0), CounterBits(1, 1)), -0x1.39148fb3b6a6p+0);
+  EXPECT_EQ(NormalFromBits(CounterBits(7, 10), CounterBits(7, 11)), 0x1.1ebaed4dc9207p+1);
+  EXPECT_EQ(UniformFromBits(CounterBits(11, 0)), 0x1.14650534d410ep-2);
+}
+
 TEST(CounterRngTest, NextBelowStaysInRangeAndCoversIt) {
   CounterRng rng(9);
   int counts[7] = {0};
@@ -38,8 +46,8 @@ TEST(CounterRngTest, NextBelowStaysInRangeAndCoversIt) {
 
 TEST(PortableMathTest, LogMatchesLibm) {
   EXPECT_EQ(PortableLog(1.0), 0.0);
-  for (double x : {std::ldexp(1.0, -53), 1e-300, 0.1, 0.5, 0.7071, 0.70711, 0.999999, 2.0, 10.0,
-                   1e300}) {
+  for (double x :
+       {std::ldexp(1.0, -53), 1e-300, 0.1, 0.5, 0.7071, 0.70711, 0.999999, 2.0, 10.0, 1e300}) {
     EXPECT_NEAR(PortableLog(x), std::log(x), 4e-16 * std::fabs(std::log(x)) + 2.5e-16) << x;
   }
   CounterRng rng(5);

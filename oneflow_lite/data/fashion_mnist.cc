@@ -41,7 +41,8 @@ StatusOr<ImageDataset> LoadImageDataset(const std::string& images_path,
   ASSIGN_OR_RETURN(IdxArray images, ReadIdxFile(images_path));
   ASSIGN_OR_RETURN(IdxArray labels, ReadIdxFile(labels_path));
   if (images.dims.size() != 3) {
-    return InvalidArgumentError("'", images_path, "': images must have 3 dimensions [N, rows, cols], got ",
+    return InvalidArgumentError("'", images_path,
+                                "': images must have 3 dimensions [N, rows, cols], got ",
                                 images.dims.size());
   }
   if (labels.dims.size() != 1) {
@@ -54,8 +55,8 @@ StatusOr<ImageDataset> LoadImageDataset(const std::string& images_path,
   }
   for (size_t i = 0; i < labels.data.size(); ++i) {
     if (labels.data[i] >= kFashionMnistClasses) {
-      return InvalidArgumentError("'", labels_path, "': label ", int{labels.data[i]},
-                                  " of sample ", i, " is not below ", kFashionMnistClasses);
+      return InvalidArgumentError("'", labels_path, "': label ", int{labels.data[i]}, " of sample ",
+                                  i, " is not below ", kFashionMnistClasses);
     }
   }
   ImageDataset dataset;

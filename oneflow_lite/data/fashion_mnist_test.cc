@@ -2,6 +2,7 @@
 // known facts about it, plus the epoch ordering.
 #include "oneflow_lite/data/fashion_mnist.h"
 
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -9,8 +10,6 @@
 #include <fstream>
 #include <numeric>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace oflite {
 namespace {
@@ -41,7 +40,8 @@ TEST(FashionMnistTest, TrainSplit) {
 }
 
 TEST(FashionMnistTest, TestSplit) {
-  StatusOr<ImageDataset> test = LoadFashionMnist(std::string(kFashionMnistDefaultDir) + "/", "test");
+  StatusOr<ImageDataset> test =
+      LoadFashionMnist(std::string(kFashionMnistDefaultDir) + "/", "test");
   ASSERT_TRUE(test.ok()) << test.status();
   EXPECT_EQ(test->count, 10000);
   EXPECT_EQ(ClassCounts(*test), std::vector<int64_t>(10, 1000));
@@ -74,8 +74,8 @@ std::string WriteTinySplit(const std::string& name, uint8_t last_label) {
   const char* root = std::getenv("TEST_TMPDIR");
   const std::string dir = std::string(root != nullptr ? root : "/tmp") + "/" + name;
   mkdir(dir.c_str(), 0755);
-  const std::string images = {0, 0, 8, 3, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 2,
-                              1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  const std::string images = {0, 0, 8, 3, 0, 0, 0, 3, 0, 0, 0, 2,  0,  0,
+                              0, 2, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
   const std::string labels = {0, 0, 8, 1, 0, 0, 0, 3, 4, 0, static_cast<char>(last_label)};
   std::ofstream(dir + "/t10k-images-idx3-ubyte", std::ios::binary) << images;
   std::ofstream(dir + "/t10k-labels-idx1-ubyte", std::ios::binary) << labels;
@@ -94,8 +94,7 @@ TEST(FashionMnistTest, UncompressedFilesAndLabelRange) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find(bad_dir + "/t10k-labels-idx1-ubyte"), std::string::npos)
       << bad.status();
-  EXPECT_NE(bad.status().message().find("label 10 of sample 2"), std::string::npos)
-      << bad.status();
+  EXPECT_NE(bad.status().message().find("label 10 of sample 2"), std::string::npos) << bad.status();
 }
 
 TEST(EpochOrderTest, ShuffleIsASeededPermutation) {

@@ -30,7 +30,8 @@ StatusOr<std::string> ReadMaybeGzipFile(const std::string& path, int64_t max_byt
   if (file == nullptr) {
     const int error = errno;
     const std::string reason = error != 0 ? std::strerror(error) : "zlib could not allocate";
-    if (error == ENOENT || error == ENOTDIR) return NotFoundError("cannot open '", path, "': ", reason);
+    if (error == ENOENT || error == ENOTDIR)
+      return NotFoundError("cannot open '", path, "': ", reason);
     return UnavailableError("cannot open '", path, "': ", reason);
   }
   std::string contents;
@@ -45,8 +46,7 @@ StatusOr<std::string> ReadMaybeGzipFile(const std::string& path, int64_t max_byt
     if (read == 0) break;
     contents.append(buffer, read);
     if (static_cast<int64_t>(contents.size()) > max_bytes) {
-      return ResourceExhaustedError("'", path, "' decompresses to more than ", max_bytes,
-                                    " bytes");
+      return ResourceExhaustedError("'", path, "' decompresses to more than ", max_bytes, " bytes");
     }
   }
   int code = Z_OK;
@@ -64,8 +64,8 @@ StatusOr<IdxArray> ParseIdx(const std::string& bytes, const std::string& name) {
   }
   const auto* header = reinterpret_cast<const unsigned char*>(bytes.data());
   if (header[0] != 0 || header[1] != 0) {
-    return InvalidArgumentError("'", name, "' is not an idx file: bad magic number 0x",
-                                std::hex, ReadBigEndian32(bytes, 0));
+    return InvalidArgumentError("'", name, "' is not an idx file: bad magic number 0x", std::hex,
+                                ReadBigEndian32(bytes, 0));
   }
   if (header[2] != kUnsignedByteType) {
     return UnimplementedError("'", name, "': idx element type 0x", std::hex, int{header[2]},

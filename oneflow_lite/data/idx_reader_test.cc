@@ -1,14 +1,13 @@
 // idx parsing and validation, on small fixture files written to TEST_TMPDIR.
 #include "oneflow_lite/data/idx_reader.h"
 
+#include <gtest/gtest.h>
 #include <zlib.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
-
-#include <gtest/gtest.h>
 
 namespace oflite {
 namespace {
@@ -53,8 +52,8 @@ void ExpectError(const StatusOr<IdxArray>& result, StatusCode code, const std::s
 
 TEST(IdxReaderTest, ReadsGzipAndPlainFiles) {
   const std::string data = {1, 2, 3, 4, 5, static_cast<char>(255)};
-  for (const std::string& path : {WriteGzip("ok.gz", IdxBytes({2, 3}, data)),
-                                  WritePlain("ok.idx", IdxBytes({2, 3}, data))}) {
+  for (const std::string& path :
+       {WriteGzip("ok.gz", IdxBytes({2, 3}, data)), WritePlain("ok.idx", IdxBytes({2, 3}, data))}) {
     StatusOr<IdxArray> array = ReadIdxFile(path);
     ASSERT_TRUE(array.ok()) << array.status();
     EXPECT_EQ(array->dims, (std::vector<int64_t>{2, 3}));

@@ -28,8 +28,9 @@ Status SetFanBased(const std::string& where, const AttrView& attrs, InitializerC
   RETURN_IF_ERROR(CheckFinite(where, "gain", gain));
   if (gain < 0) return InvalidArgumentError(where, "gain must be >= 0, got ", gain);
   if (c->fan_in <= 0 || c->fan_out <= 0) {
-    return InvalidArgumentError(where, "initializer '", c->name, "' needs positive fans, got fan_in=",
-                                c->fan_in, " fan_out=", c->fan_out);
+    return InvalidArgumentError(where, "initializer '", c->name,
+                                "' needs positive fans, got fan_in=", c->fan_in,
+                                " fan_out=", c->fan_out);
   }
   const double fan_sum = static_cast<double>(c->fan_in + c->fan_out);
   const double fan_in = static_cast<double>(c->fan_in);
@@ -98,7 +99,8 @@ StatusOr<InitializerConfig> InitializerFromAttrs(const OpConf& op, const Shape& 
     c.std = attrs.GetFloatOr("std", 1.0);
     RETURN_IF_ERROR(CheckFinite(where, "mean", c.mean));
     RETURN_IF_ERROR(CheckFinite(where, "std", c.std));
-    if (c.std < 0) return InvalidArgumentError(where, "normal initializer needs std >= 0, got ", c.std);
+    if (c.std < 0)
+      return InvalidArgumentError(where, "normal initializer needs std >= 0, got ", c.std);
   } else if (c.name == "xavier_uniform" || c.name == "xavier_normal" ||
              c.name == "kaiming_uniform" || c.name == "kaiming_normal") {
     RETURN_IF_ERROR(SetFanBased(where, attrs, &c));

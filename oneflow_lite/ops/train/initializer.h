@@ -43,7 +43,7 @@ struct InitializerConfig {
   double value = 0.0;  // kConstant
   double low = 0.0;    // kUniform: [low, high)
   double high = 1.0;
-  double mean = 0.0;   // kNormal
+  double mean = 0.0;  // kNormal
   double std = 1.0;
   int64_t fan_in = 1;
   int64_t fan_out = 1;

@@ -46,9 +46,8 @@ Status ValidateLrSchedule(const LrScheduleConfig& config, const std::string& whe
   }
   if (config.type == LrType::kCosine) {
     if (config.total_iters <= config.warmup_iters) {
-      return InvalidArgumentError(where, "lr_type 'cosine' needs total_iters (",
-                                  config.total_iters, ") > warmup_iters (", config.warmup_iters,
-                                  ")");
+      return InvalidArgumentError(where, "lr_type 'cosine' needs total_iters (", config.total_iters,
+                                  ") > warmup_iters (", config.warmup_iters, ")");
     }
     if (!std::isfinite(config.min_lr) || config.min_lr < 0.0) {
       return InvalidArgumentError(where, "min_lr must be finite and >= 0, got ", config.min_lr);

@@ -1,8 +1,8 @@
 #include "oneflow_lite/ops/train/lr_schedule.h"
 
-#include <cmath>
-
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "oneflow_lite/ops/op_builder.h"
 
@@ -70,8 +70,8 @@ TEST(LrScheduleTest, CosineWithWarmupHitsKnownPoints) {
   // progress 1/4: 0.1 + 0.9 * (1 + cos(pi/4)) / 2
   EXPECT_DOUBLE_EQ(LearningRateAt(config, 35), 0.1 + 0.9 * 0.5 * (1.0 + std::sqrt(0.5)));
   EXPECT_NEAR(LearningRateAt(config, 60), 0.55, 1e-15);  // halfway
-  EXPECT_DOUBLE_EQ(LearningRateAt(config, 110), 0.1);  // end
-  EXPECT_DOUBLE_EQ(LearningRateAt(config, 500), 0.1);  // stays at min_lr
+  EXPECT_DOUBLE_EQ(LearningRateAt(config, 110), 0.1);    // end
+  EXPECT_DOUBLE_EQ(LearningRateAt(config, 500), 0.1);    // stays at min_lr
 }
 
 TEST(LrScheduleTest, CosineWithoutWarmupStartsAtBase) {

@@ -29,8 +29,8 @@ Status InferUpdate(InferContext* ctx, const std::vector<std::string>& state_args
   if (ctx->InputCount("scale") > 0) {
     const TensorDesc& scale = ctx->Input("scale");
     if (scale.shape.elem_count() != 1 || scale.dtype != model.dtype) {
-      return ctx->Error("scale must be a one-element ", DataTypeName(model.dtype),
-                        " tensor, got ", scale.ToString());
+      return ctx->Error("scale must be a one-element ", DataTypeName(model.dtype), " tensor, got ",
+                        scale.ToString());
     }
   }
   StatusOr<OptimizerAttrs> attrs = OptimizerAttrsFromOp(ctx->op());
@@ -94,7 +94,9 @@ REGISTER_OP("adam_update")
     .MutableInput("v")
     .OptionalInput("scale")
     .NoGrad()
-    .Infer([](InferContext* ctx) { return InferUpdate(ctx, {"m", "v"}); })
+    .Infer([](InferContext* ctx) {
+      return InferUpdate(ctx, {"m", "v"});
+    })
     .Sbp(UpdateSbp);
 
 REGISTER_OP("clip_scale").VariadicInput("in").Output("out").NoGrad().Infer(InferClipScale);

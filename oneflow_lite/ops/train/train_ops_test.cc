@@ -1,7 +1,7 @@
 // Shape inference, validation and SBP signatures of the train ops.
-#include <cmath>
-
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "oneflow_lite/ops/op_builder.h"
 #include "oneflow_lite/ops/op_def.h"
@@ -74,17 +74,17 @@ TEST(InitializerTest, FanConvention) {
 }
 
 TEST(InitializerTest, GlorotAndHeRanges) {
-  StatusOr<InitializerConfig> xavier = InitializerFromAttrs(Variable(Shape{4, 2}, "xavier_uniform"),
-                                                            Shape{4, 2});
+  StatusOr<InitializerConfig> xavier =
+      InitializerFromAttrs(Variable(Shape{4, 2}, "xavier_uniform"), Shape{4, 2});
   ASSERT_TRUE(xavier.ok());
   EXPECT_EQ(xavier->kind, InitializerConfig::Kind::kUniform);
   EXPECT_DOUBLE_EQ(xavier->high, 1.0);  // sqrt(6 / 6)
   EXPECT_DOUBLE_EQ(xavier->low, -1.0);
-  StatusOr<InitializerConfig> he = InitializerFromAttrs(Variable(Shape{8, 3}, "kaiming_normal"),
-                                                        Shape{8, 3});
+  StatusOr<InitializerConfig> he =
+      InitializerFromAttrs(Variable(Shape{8, 3}, "kaiming_normal"), Shape{8, 3});
   ASSERT_TRUE(he.ok());
   EXPECT_EQ(he->kind, InitializerConfig::Kind::kNormal);
-  EXPECT_DOUBLE_EQ(he->std, 0.5);  // sqrt(2) / sqrt(8)
+  EXPECT_DOUBLE_EQ(he->std, 0.5);                                     // sqrt(2) / sqrt(8)
   OpConf with_gain = Variable(Shape{2, 1, 3, 1}, "kaiming_uniform");  // fan_in 3
   SetFloatAttr(&with_gain, "gain", 2.0);
   StatusOr<InitializerConfig> he_uniform = InitializerFromAttrs(with_gain, Shape{2, 1, 3, 1});
@@ -142,9 +142,8 @@ TEST(UpdateOpsTest, InferChecksDescsAndAttrs) {
 
   OpConf bad_beta = AdamOp(false);
   SetFloatAttr(&bad_beta, "beta2", 1.0);
-  ExpectErrorContains(InferOp(bad_beta, UpdateInputs({"model", "model_diff", "m", "v"}, desc))
-                          .status(),
-                      "beta2");
+  ExpectErrorContains(
+      InferOp(bad_beta, UpdateInputs({"model", "model_diff", "m", "v"}, desc)).status(), "beta2");
   OpConf missing_state = OpConfBuilder("momentum_update", "w-mom")
                              .Input("model", "w/out_0")
                              .Input("model_diff", "g/out_0")

@@ -23,8 +23,7 @@ struct BatchShard {
 };
 
 // Reads the physical batch from the "image" and "label" outputs of `ctx`.
-inline StatusOr<BatchShard> ResolveBatchShard(const KernelInitContext& ctx,
-                                              int64_t logical_batch) {
+inline StatusOr<BatchShard> ResolveBatchShard(const KernelInitContext& ctx, int64_t logical_batch) {
   const int64_t physical = ctx.Output("image").shape.dim(0);
   const auto error = [&](const auto&... args) {
     return InvalidArgumentError("op '", ctx.op->name(), "' (", ctx.op->op_type(),

@@ -1,9 +1,9 @@
 // Data source kernels: contents, shuffling determinism, epochs and sharding.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "oneflow_lite/device/device_context.h"
 #include "oneflow_lite/kernels/kernel.h"

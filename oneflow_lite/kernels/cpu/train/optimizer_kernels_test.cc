@@ -1,9 +1,9 @@
 // Update kernels against hand-computed values over several steps.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "oneflow_lite/ops/op_builder.h"
 #include "oneflow_lite/testing/op_runner.h"
@@ -176,8 +176,11 @@ TEST(AdamUpdateTest, FloatKernelMatchesDouble) {
 OpConf ClipScale(int inputs, double max_norm) {
   std::vector<std::string> lbns;
   for (int i = 0; i < inputs; ++i) lbns.push_back("g" + std::to_string(i));
-  return OpConfBuilder("clip_scale", "clip").Input("in", lbns).Output("out")
-      .Attr("max_norm", max_norm).Build();
+  return OpConfBuilder("clip_scale", "clip")
+      .Input("in", lbns)
+      .Output("out")
+      .Attr("max_norm", max_norm)
+      .Build();
 }
 
 double RunClip(const OpConf& op, TensorMap* env) {

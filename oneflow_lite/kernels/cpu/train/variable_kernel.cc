@@ -60,8 +60,8 @@ class VariableKernel final : public Kernel {
     if (expected != physical) {
       return InvalidArgumentError("op '", op.name(), "' (variable) on parallel_id ",
                                   ctx.parallel_id, " of ", ctx.parallel_num, ": shard of ",
-                                  logical_, " split on axis ", split_axis_, " should be ",
-                                  expected, ", the plan gives ", physical);
+                                  logical_, " split on axis ", split_axis_, " should be ", expected,
+                                  ", the plan gives ", physical);
     }
     return Status::OK();
   }
@@ -106,8 +106,8 @@ class VariableKernel final : public Kernel {
       }
     }
     if (axis < 0) {
-      return InvalidArgumentError("op '", ctx.op->name(), "' (variable): physical shape ",
-                                  physical, " is not a one-axis shard of ", logical_);
+      return InvalidArgumentError("op '", ctx.op->name(), "' (variable): physical shape ", physical,
+                                  " is not a one-axis shard of ", logical_);
     }
     return axis;
   }

@@ -1,10 +1,10 @@
 // Variable initialization: values, determinism, statistics and sharding.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "oneflow_lite/data/counter_rng.h"
 #include "oneflow_lite/device/device_context.h"
@@ -46,7 +46,8 @@ StatusOr<HostTensor> RunShard(const OpConf& op, const Shape& physical, int64_t p
   init.parallel_id = parallel_id;
   init.parallel_num = parallel_num;
   init.device = &device;
-  ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel, CreateAndInitKernel(init, DEVICE_CPU, DT_DOUBLE));
+  ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel,
+                   CreateAndInitKernel(init, DEVICE_CPU, DT_DOUBLE));
   HostTensor out(TensorDesc(physical, DT_DOUBLE));
   Blob blob = out.AsBlob();
   KernelContext ctx(op, &device, 0);
