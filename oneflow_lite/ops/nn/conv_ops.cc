@@ -1,5 +1,6 @@
 // conv2d (NCHW) and its two gradient ops.
 #include "oneflow_lite/ops/nn/nn_util.h"
+#include "oneflow_lite/ops/nn/op_util.h"
 #include "oneflow_lite/ops/op_builder.h"
 #include "oneflow_lite/ops/op_def.h"
 #include "oneflow_lite/ops/sbp.h"

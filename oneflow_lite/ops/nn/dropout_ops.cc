@@ -5,6 +5,7 @@
 // (seed, iteration, device) always gives the same mask, and every iteration
 // and every device of a split gets a fresh one.
 #include "oneflow_lite/ops/nn/nn_util.h"
+#include "oneflow_lite/ops/nn/op_util.h"
 #include "oneflow_lite/ops/op_builder.h"
 #include "oneflow_lite/ops/op_def.h"
 #include "oneflow_lite/ops/sbp.h"

@@ -10,6 +10,7 @@
 // no SBP), so it could not know which rows it owns. Splitting the embedding
 // dimension (S(1) weight, B indices -> S(last) out) is offered instead.
 #include "oneflow_lite/ops/nn/nn_util.h"
+#include "oneflow_lite/ops/nn/op_util.h"
 #include "oneflow_lite/ops/op_builder.h"
 #include "oneflow_lite/ops/op_def.h"
 #include "oneflow_lite/ops/sbp.h"

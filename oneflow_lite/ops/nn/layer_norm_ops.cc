@@ -7,6 +7,7 @@
 //   x.shape[begin_norm_axis:], inv_variance = 1 / sqrt(var + epsilon)
 //   (biased variance).
 #include "oneflow_lite/ops/nn/nn_util.h"
+#include "oneflow_lite/ops/nn/op_util.h"
 #include "oneflow_lite/ops/op_builder.h"
 #include "oneflow_lite/ops/op_def.h"
 #include "oneflow_lite/ops/sbp.h"

@@ -7,6 +7,7 @@
 // shard size and the global N, and shards may be uneven), so the compiler
 // gathers prediction and label (small: [N, C] and [N]) instead.
 #include "oneflow_lite/ops/nn/nn_util.h"
+#include "oneflow_lite/ops/nn/op_util.h"
 #include "oneflow_lite/ops/op_def.h"
 #include "oneflow_lite/ops/sbp.h"
 

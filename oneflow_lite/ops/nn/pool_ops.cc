@@ -3,6 +3,7 @@
 // max_pool2d ignores padded positions; avg_pool2d divides by the number of
 // in-bounds elements of each window (padding is not counted).
 #include "oneflow_lite/ops/nn/nn_util.h"
+#include "oneflow_lite/ops/nn/op_util.h"
 #include "oneflow_lite/ops/op_builder.h"
 #include "oneflow_lite/ops/op_def.h"
 #include "oneflow_lite/ops/sbp.h"
