@@ -3,7 +3,9 @@
 // y = x * mask / (1 - rate), mask (uint8, 1 = kept) drawn per element from
 // DropoutUniform(seed attr, iteration, parallel_id, element index): the same
 // (seed, iteration, device) always gives the same mask, and every iteration
-// and every device of a split gets a fresh one.
+// and every device of a split gets a fresh one. Under the all-broadcast
+// signature on several devices the devices' masks differ too (a kernel is not
+// told its SBP); prefer a split signature (docs/ops.md).
 #include "oneflow_lite/ops/nn/nn_util.h"
 #include "oneflow_lite/ops/nn/op_util.h"
 #include "oneflow_lite/ops/op_builder.h"
