@@ -127,8 +127,10 @@ StatusOr<IterationMetrics> ReferenceExecutor::ReadMetrics() const {
   return metrics;
 }
 
-StatusOr<std::vector<IterationMetrics>> ReferenceExecutor::Run(int64_t iterations) {
+StatusOr<std::vector<IterationMetrics>> ReferenceExecutor::Run(
+    int64_t iterations, const std::vector<std::string>& fetch) {
   if (iterations < 0) return InvalidArgumentError("reference executor: negative iteration count");
+  for (const std::string& lbn : fetch) RETURN_IF_ERROR(Fetch(lbn).status());
   for (OpState& state : ops_) {
     if (!state.is_variable || state.initialized) continue;
     RETURN_IF_ERROR(RunOp(&state, iteration_));
@@ -140,6 +142,7 @@ StatusOr<std::vector<IterationMetrics>> ReferenceExecutor::Run(int64_t iteration
       if (!state.is_variable) RETURN_IF_ERROR(RunOp(&state, iteration_));
     }
     ASSIGN_OR_RETURN(IterationMetrics metrics, ReadMetrics());
+    for (const std::string& lbn : fetch) metrics.fetched.emplace(lbn, tensors_.at(lbn).Clone());
     results.push_back(std::move(metrics));
     ++iteration_;
   }

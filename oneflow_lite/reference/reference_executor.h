@@ -31,10 +31,12 @@
 
 namespace oflite {
 
-// Metric name -> value for one iteration.
+// What one iteration reported: metric name -> value, and copies of the
+// blobs asked for in Run's `fetch` (by lbn). Movable, not copyable.
 struct IterationMetrics {
   int64_t iteration = 0;
   std::map<std::string, double> values;
+  std::map<std::string, HostTensor> fetched;
 };
 
 // Variable op name -> value.
@@ -54,8 +56,11 @@ class ReferenceExecutor {
   Status SetVariable(const std::string& name, const HostTensor& value);
 
   // Runs `iterations` more iterations (the iteration counter continues from
-  // the previous call) and returns their metrics.
-  StatusOr<std::vector<IterationMetrics>> Run(int64_t iterations);
+  // the previous call) and returns their metrics, plus a copy of each blob
+  // in `fetch` taken at the end of each iteration (NotFound up front for an
+  // unknown lbn).
+  StatusOr<std::vector<IterationMetrics>> Run(int64_t iterations,
+                                              const std::vector<std::string>& fetch = {});
 
   // A blob's value after the last iteration (variables: their current
   // value). NotFound for an unknown lbn. The pointer stays valid as long as

@@ -32,13 +32,17 @@ TEST(ReferenceExecutorTest, SgdOnAQuadraticMatchesHandComputation) {
   ASSERT_TRUE(executor.ok()) << executor.status();
   HostTensor start = HostTensor::FromVector<double>(Shape{2}, {1.0, -2.0});
   ASSERT_TRUE((*executor)->SetVariable("w", start).ok());
-  StatusOr<std::vector<IterationMetrics>> runs = (*executor)->Run(3);
+  StatusOr<std::vector<IterationMetrics>> runs = (*executor)->Run(3, {"w/out_0"});
   ASSERT_TRUE(runs.ok()) << runs.status();
   ASSERT_EQ(runs->size(), 3u);
   for (int t = 0; t < 3; ++t) {
     EXPECT_EQ((*runs)[t].iteration, t);
     EXPECT_NEAR((*runs)[t].values.at("loss"), 2.5 * std::pow(0.81, t), 1e-12) << t;
+    // Fetched at the end of the iteration: after the update.
+    EXPECT_NEAR((*runs)[t].fetched.at("w/out_0").data<double>()[0], std::pow(0.9, t + 1), 1e-12);
   }
+  EXPECT_EQ((*executor)->Run(1, {"no/such_0"}).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ((*executor)->iteration(), 3);
   StatusOr<const HostTensor*> w = (*executor)->Fetch("w/out_0");
   ASSERT_TRUE(w.ok()) << w.status();
   EXPECT_NEAR((*w)->data<double>()[0], std::pow(0.9, 3), 1e-12);
