@@ -176,10 +176,11 @@ TEST_P(MemoryStrategyTest, BouncePayloadBeyondCapacityIsDrainedAndReported) {
 
 TEST_P(MemoryStrategyTest, StaticZeroCopyRegistersOnceAndNeverCopies) {
   auto pair = MakePair(GetParam());
+  // Buffers first: they must outlive their registrations.
+  std::vector<std::vector<uint8_t>> produced, consumed;
   StaticRegisterSet producer(pair->transports[0].get(), &pair->stats[0].zero_copy);
   StaticRegisterSet consumer(pair->transports[1].get(), &pair->stats[1].zero_copy);
   const std::vector<size_t> sizes = {1, 777, 65536 + 5};
-  std::vector<std::vector<uint8_t>> produced, consumed;
   for (size_t i = 0; i < sizes.size(); ++i) {
     produced.push_back(Pattern(sizes[i], i));
     consumed.push_back(std::vector<uint8_t>(sizes[i]));
