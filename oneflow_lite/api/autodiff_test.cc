@@ -124,6 +124,26 @@ TEST(AutodiffTest, DenseReluSoftmaxNetworkMatchesFiniteDifferences) {
   CheckAgainstFiniteDifferences(*job);
 }
 
+// Convolution, pooling, layer norm (three outputs, one with a gradient),
+// dropout and an embedding branch added to the dense branch.
+TEST(AutodiffTest, ConvPoolNormEmbeddingNetworkMatchesFiniteDifferences) {
+  Graph g("convnet64", 3);
+  Batch data = g.RandomBatch(Shape{2, 2, 5, 5}, 3, Split(0), DT_DOUBLE);
+  Tensor x =
+      g.Conv2d(data.image, 2, 3, {.padding = {1, 1}, .bias_init = Initializer::Constant(0.1)});
+  x = g.AvgPool2d(g.Tanh(x), 2, {.strides = {1, 1}});
+  x = g.MaxPool2d(x, 2);
+  x = g.LayerNorm(g.Flatten(x));
+  x = g.Dropout(x, 0.25);
+  Tensor dense = g.Dense(x, 3);
+  Tensor embedded = g.Embedding(data.label, 3, 3, {.dtype = DT_DOUBLE});
+  Tensor logits = g.Add(dense, g.Sigmoid(embedded));
+  g.Minimize(g.SparseSoftmaxCrossEntropy(logits, data.label), Sgd{});
+  StatusOr<Job> job = g.BuildForward();
+  ASSERT_TRUE(job.ok()) << job.status();
+  CheckAgainstFiniteDifferences(*job);
+}
+
 TEST(AutodiffTest, FanOutGradientsAreSummedOnce) {
   StatusOr<AutodiffResult> result = Autodiff(FanOutAndSharedWeightJob());
   ASSERT_TRUE(result.ok()) << result.status();

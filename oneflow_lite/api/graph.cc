@@ -127,10 +127,7 @@ void Graph::SetEpochs(int64_t epochs) {
 
 void Graph::AddMetric(const std::string& name, const Tensor& scalar) {
   if (!ok() || !CheckInputs("AddMetric '" + name + "'", {&scalar})) return;
-  if (name == "loss" || name.empty()) {
-    return RecordError(
-        InvalidArgumentError("metric name '", name, "' is reserved (Minimize reports the loss)"));
-  }
+  if (name.empty()) return RecordError(InvalidArgumentError("AddMetric: empty metric name"));
   if (scalar.desc.shape.elem_count() != 1) {
     return RecordError(
         InvalidArgumentError("metric '", name, "' must be a scalar, got ", scalar.desc.ToString()));
@@ -449,7 +446,7 @@ Tensor Graph::Embedding(const Tensor& indices, int64_t vocab_size, int64_t dim,
   if (!ok() || !CheckInputs("Embedding", {&indices})) return {};
   const std::string layer = LayerName("embedding", options.name);
   Tensor weight =
-      MakeParameter(layer + "-weight", Shape{vocab_size, dim}, DT_FLOAT, options.initializer);
+      MakeParameter(layer + "-weight", Shape{vocab_size, dim}, options.dtype, options.initializer);
   if (!ok()) return {};
   return EmitOne(OpConfBuilder("embedding", OpName(layer + "-lookup"))
                      .Input("weight", weight.lbn)
@@ -529,6 +526,11 @@ StatusOr<Job> Graph::BuildForward() const {
     metric->add_lbn(loss_lbn_);
   }
   for (const auto& [name, lbn] : metrics_) {
+    if (is_train_ && name == "loss") {
+      if (lbn == loss_lbn_) continue;  // already reported first
+      return InvalidArgumentError("graph '", name_, "': metric 'loss' is '", lbn,
+                                  "', but the minimized loss is '", loss_lbn_, "'");
+    }
     ArgProto* metric = train->add_metric();
     metric->set_name(name);
     metric->add_lbn(lbn);

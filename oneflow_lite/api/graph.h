@@ -132,6 +132,7 @@ struct LayerNormOptions {
 
 struct EmbeddingOptions {
   Initializer initializer = Initializer::Normal(0.0, 1.0);
+  DataType dtype = DT_FLOAT;  // of the table (and the output)
   std::string name;
 };
 
@@ -183,8 +184,10 @@ class Graph {
   void SetIterations(int64_t iterations);
   void SetEpochs(int64_t epochs);
 
-  // A named scalar reported every iteration (the loss is reported as
-  // "loss" once Minimize is called).
+  // A named scalar reported every iteration, in the order added. Once
+  // Minimize is called the loss is reported first as "loss" (a metric
+  // "loss" naming another tensor is then an error at Build). Inference-only
+  // graphs may add their own "loss".
   void AddMetric(const std::string& name, const Tensor& scalar);
 
   // ---- Sources -----------------------------------------------------------

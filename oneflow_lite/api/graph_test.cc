@@ -306,6 +306,36 @@ TEST(GraphTest, ForwardJobOfAnInferenceGraphHasNoTraining) {
   for (const OpConf& op : job->op()) EXPECT_FALSE(op.is_backward() || op.is_optimizer());
 }
 
+TEST(GraphTest, LossMetricNames) {
+  Graph inference("infer");
+  Batch data = inference.RandomBatch(Shape{8, 16}, 4);
+  Tensor logits = inference.Dense(data.image, 4);
+  inference.AddMetric("loss", inference.SparseSoftmaxCrossEntropy(logits, data.label));
+  StatusOr<Job> job = inference.Build();
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_EQ(job->conf().train().metric_size(), 1);
+  EXPECT_EQ(job->conf().train().metric(0).name(), "loss");
+
+  Graph train("train");
+  data = train.RandomBatch(Shape{8, 16}, 4);
+  logits = train.Dense(data.image, 4);
+  Tensor loss = train.SparseSoftmaxCrossEntropy(logits, data.label);
+  train.AddMetric("loss", loss);  // the same tensor: reported once
+  train.Minimize(loss, Sgd{});
+  job = train.Build();
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->conf().train().metric_size(), 1);
+
+  Graph clash("clash");
+  data = clash.RandomBatch(Shape{8, 16}, 4);
+  logits = clash.Dense(data.image, 4);
+  clash.AddMetric("loss", clash.ReduceMean(logits));
+  clash.Minimize(clash.SparseSoftmaxCrossEntropy(logits, data.label), Sgd{});
+  EXPECT_THAT(clash.Build().status().message(), HasSubstr("metric 'loss'"));
+  clash.AddMetric("", clash.ReduceMean(logits));
+  EXPECT_FALSE(clash.ok());
+}
+
 TEST(GraphTest, EpochsAndIterations) {
   Graph g("epochs");
   Batch data = g.FashionMnist(kFashionMnist, 100);
