@@ -138,10 +138,11 @@ TEST_F(IbverbsProviderTest, InfiniBandUsesLidsAndOptionallyAGrh) {
   }
 }
 
-TEST_F(IbverbsProviderTest, RoceSelectsTheIpv4MappedGidOrTheGivenIndex) {
+TEST_F(IbverbsProviderTest, RoceSelectsTheIpv4MappedV2GidOrTheGivenIndex) {
   EmulatedDeviceOptions roce;
   roce.link_layer = LinkLayer::kEthernet;
-  for (int gid_index : {-1, 0, 1}) {
+  // Emulated RoCE table: [0] fe80 v1, [1] fe80 v2, [2] IPv4 v1, [3] IPv4 v2.
+  for (int gid_index : {-1, 0, 1, 2, 3}) {
     SCOPED_TRACE(gid_index);
     SetUp();
     IbverbsOptions options;
@@ -150,7 +151,7 @@ TEST_F(IbverbsProviderTest, RoceSelectsTheIpv4MappedGidOrTheGivenIndex) {
     auto b = Make(1, roce, options);
     ASSERT_TRUE(a.ok() && b.ok());
     EXPECT_TRUE((*a)->device().is_ethernet());
-    EXPECT_EQ((*a)->device().gid_index(), gid_index < 0 ? 1 : gid_index);
+    EXPECT_EQ((*a)->device().gid_index(), gid_index < 0 ? 3 : gid_index);
     ASSERT_TRUE(ConnectPair(a->get(), b->get()).ok());
     RoundTrip(a->get(), b->get(), 4097);
   }
@@ -160,10 +161,10 @@ TEST_F(IbverbsProviderTest, BadGidChoicesFailWithClearErrors) {
   EmulatedDeviceOptions roce;
   roce.link_layer = LinkLayer::kEthernet;
   IbverbsOptions empty_entry;
-  empty_entry.device.gid_index = 2;  // exists but empty
+  empty_entry.device.gid_index = 4;  // exists but empty
   auto a = Make(0, roce, empty_entry);
   ASSERT_FALSE(a.ok());
-  EXPECT_NE(a.status().message().find("GID index 2"), std::string::npos)
+  EXPECT_NE(a.status().message().find("GID index 4"), std::string::npos)
       << a.status();
   SetUp();
   // InfiniBand: one side wants a GRH, the other has no GID to offer.

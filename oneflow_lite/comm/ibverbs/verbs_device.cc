@@ -21,6 +21,22 @@ bool IsZeroGid(const ibv_gid& gid) {
 
 }  // namespace
 
+int VerbsDevice::PreferredGidIndex(const std::vector<ibv_gid>& table) const {
+  // An IPv4-mapped RoCE v2 entry, else any IPv4-mapped one, else entry 0.
+  int mapped = -1;
+  for (int i = 0; i < static_cast<int>(table.size()); ++i) {
+    if (!IsIpv4MappedGid(table[i])) continue;
+    ibv_gid_type type;
+    if (api_->query_gid_type &&
+        api_->query_gid_type(context_, port_, i, &type) == 0 &&
+        type == IBV_GID_TYPE_ROCE_V2) {
+      return i;
+    }
+    if (mapped < 0) mapped = i;
+  }
+  return mapped >= 0 ? mapped : 0;
+}
+
 StatusOr<std::shared_ptr<VerbsDevice>> VerbsDevice::Open(
     std::shared_ptr<const verbs::VerbsApi> api,
     const DeviceSelection& selection) {
@@ -108,12 +124,7 @@ Status VerbsDevice::SelectGid(int requested_index) {
     if (api_->query_gid(context_, port_, i, &table[i]) != 0) table[i] = {};
   }
   int chosen = requested_index;
-  if (chosen < 0) {
-    for (int i = 0; i < table_length && chosen < 0; ++i) {
-      if (IsIpv4MappedGid(table[i])) chosen = i;
-    }
-    if (chosen < 0) chosen = 0;
-  }
+  if (chosen < 0) chosen = PreferredGidIndex(table);
   if (IsZeroGid(table[chosen])) {
     return InvalidArgumentError("ibverbs: GID index ", chosen, " of ", name_,
                                 " port ", int(port_),

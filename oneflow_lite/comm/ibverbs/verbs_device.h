@@ -6,9 +6,10 @@
 // a name picks that device or fails with NotFound listing what exists.
 // Addressing: an InfiniBand port is addressed by LID unless `gid_index` >= 0
 // (then a GRH is used too); an Ethernet (RoCE) port always needs a GID: the
-// given `gid_index`, or when -1 the first IPv4-mapped entry (::ffff:a.b.c.d,
-// RoCE v2 on most rdma-core setups), else entry 0. docs/rdma.md explains how
-// to choose one with show_gids.
+// given `gid_index`, or when -1 the first IPv4-mapped (::ffff:a.b.c.d) entry
+// of type RoCE v2 (types from ibv_query_gid_ex), else the first IPv4-mapped
+// entry, else entry 0. docs/rdma.md explains how to choose one with
+// show_gids.
 //
 // Lifetime: shared by the transport, its connections and every region
 // registered through it; the PD and the context are released when the last
@@ -18,6 +19,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "oneflow_lite/comm/transport.h"
 #include "oneflow_lite/comm/verbs/verbs_api.h"
@@ -69,6 +71,7 @@ class VerbsDevice : public std::enable_shared_from_this<VerbsDevice> {
   VerbsDevice() = default;
   Status Initialize(const DeviceSelection& selection);
   Status SelectGid(int requested_index);
+  int PreferredGidIndex(const std::vector<ibv_gid>& table) const;
 
   std::shared_ptr<const verbs::VerbsApi> api_;
   std::string name_;

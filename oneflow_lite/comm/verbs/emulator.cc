@@ -65,18 +65,28 @@ bool GidIsZero(const ibv_gid& gid) {
 }
 
 void FillGids(Device* device) {
-  uint8_t* link_local = device->gids[0].raw;
-  link_local[0] = 0xfe;
-  link_local[1] = 0x80;
+  ibv_gid link_local{};
+  link_local.raw[0] = 0xfe;
+  link_local.raw[1] = 0x80;
   for (int i = 0; i < 8; ++i) {
-    link_local[8 + i] = static_cast<uint8_t>(device->guid >> (56 - 8 * i));
+    link_local.raw[8 + i] = static_cast<uint8_t>(device->guid >> (56 - 8 * i));
   }
-  if (device->options.link_layer == LinkLayer::kEthernet) {
-    uint8_t* mapped = device->gids[1].raw;  // ::ffff:10.0.0.<n>
-    mapped[10] = 0xff;
-    mapped[11] = 0xff;
-    mapped[12] = 10;
-    mapped[15] = static_cast<uint8_t>(device->index + 1);
+  if (device->options.link_layer == LinkLayer::kInfiniBand) {
+    device->gids[0] = link_local;
+    device->gid_types[0] = IBV_GID_TYPE_IB;
+    return;
+  }
+  ibv_gid mapped{};  // ::ffff:10.0.0.<n>
+  mapped.raw[10] = 0xff;
+  mapped.raw[11] = 0xff;
+  mapped.raw[12] = 10;
+  mapped.raw[15] = static_cast<uint8_t>(device->index + 1);
+  // The layout of a typical RoCE port: each address as v1 and as v2.
+  const ibv_gid entries[4] = {link_local, link_local, mapped, mapped};
+  for (int i = 0; i < 4; ++i) {
+    device->gids[i] = entries[i];
+    device->gid_types[i] = i % 2 == 0 ? IBV_GID_TYPE_ROCE_V1
+                                      : IBV_GID_TYPE_ROCE_V2;
   }
 }
 
@@ -251,6 +261,18 @@ int Fabric::QueryGid(ibv_context* handle, uint8_t port, int index,
     return EINVAL;
   }
   *gid = context->device->gids[index];
+  return 0;
+}
+
+int Fabric::QueryGidType(ibv_context* handle, uint8_t port, int index,
+                         ibv_gid_type* type) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Context* context = Lookup(contexts_, handle);
+  if (context == nullptr || type == nullptr || port != 1 || index < 0 ||
+      index >= kGidTableLength || GidIsZero(context->device->gids[index])) {
+    return EINVAL;
+  }
+  *type = context->device->gid_types[index];
   return 0;
 }
 
@@ -643,6 +665,10 @@ std::shared_ptr<VerbsApi> Fabric::MakeApi(
   };
   api->query_gid = [this](ibv_context* c, uint8_t p, int i, ibv_gid* g) {
     return QueryGid(c, p, i, g);
+  };
+  api->query_gid_type = [this](ibv_context* c, uint8_t p, int i,
+                               ibv_gid_type* type) {
+    return QueryGidType(c, p, i, type);
   };
   api->alloc_pd = [this](ibv_context* c) { return AllocPd(c); };
   api->dealloc_pd = [this](ibv_pd* pd) { return DeallocPd(pd); };

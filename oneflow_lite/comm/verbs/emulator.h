@@ -89,11 +89,12 @@ class VerbsEmulator : public std::enable_shared_from_this<VerbsEmulator> {
   VerbsEmulator& operator=(const VerbsEmulator&) = delete;
 
   // Attaches a new HCA. Its port gets the next LID (1, 2, ...) on an
-  // InfiniBand link layer, or on Ethernet the GID table
-  //   [0] fe80::<interface id>   (RoCE v1, link-local)
-  //   [1] ::ffff:10.0.0.<n>      (RoCE v2, IPv4-mapped)
-  //   [2], [3] empty (all zero, unusable as a source GID).
-  // On InfiniBand the table is [0] fe80::<port GUID> and [1..3] empty.
+  // InfiniBand link layer, with the GID table [0] fe80::<port GUID> (type
+  // IB); on Ethernet LID 0 and the table of a typical RoCE port:
+  //   [0] fe80::<interface id> RoCE v1   [1] the same, RoCE v2
+  //   [2] ::ffff:10.0.0.<n>    RoCE v1   [3] the same, RoCE v2
+  // Other entries (up to 6) are empty (all zero, unusable as a source GID).
+  // A RoCE v1 source only reaches v1 destinations, v2 only v2.
   // AlreadyExists for a duplicate name, InvalidArgument for bad limits.
   Status AddDevice(const EmulatedDeviceOptions& options);
 

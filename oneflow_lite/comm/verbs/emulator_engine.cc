@@ -78,22 +78,28 @@ bool SameGid(const ibv_gid& a, const ibv_gid& b) {
   return std::memcmp(a.raw, b.raw, sizeof(a.raw)) == 0;
 }
 
-bool HasGid(const Device& device, const ibv_gid& gid) {
+// Whether `device` owns `gid` as an entry of `type`.
+bool HasGid(const Device& device, const ibv_gid& gid, ibv_gid_type type) {
   static const ibv_gid kZero{};
   if (SameGid(gid, kZero)) return false;
-  for (const ibv_gid& own : device.gids) {
-    if (SameGid(own, gid)) return true;
+  for (int i = 0; i < kGidTableLength; ++i) {
+    if (SameGid(device.gids[i], gid) && device.gid_types[i] == type) {
+      return true;
+    }
   }
   return false;
 }
 
 // Whether a packet sent from `from` with address vector `ah` lands on `to`.
+// With a GRH the packet has the type (IB, RoCE v1 or v2) of its source GID
+// entry, and only a destination entry of the same type accepts it.
 bool Reaches(const Device& from, const ibv_ah_attr& ah, const Device& to) {
   if (from.options.link_layer != to.options.link_layer) return false;
+  ibv_gid_type type = from.gid_types[ah.grh.sgid_index % kGidTableLength];
   if (to.options.link_layer == LinkLayer::kEthernet) {
-    return ah.is_global && HasGid(to, ah.grh.dgid);
+    return ah.is_global && HasGid(to, ah.grh.dgid, type);
   }
-  return ah.dlid == to.lid && (!ah.is_global || HasGid(to, ah.grh.dgid));
+  return ah.dlid == to.lid && (!ah.is_global || HasGid(to, ah.grh.dgid, type));
 }
 
 uint64_t TotalLength(const std::vector<Segment>& segments) {
@@ -347,6 +353,15 @@ QueuePair* Fabric::Route(QueuePair* qp) const {
   // An RC responder accepts only its own peer, and answers along its path.
   if (responder->attr.dest_qp_num != qp->qp.qp_num ||
       !Reaches(*target, responder->attr.ah_attr, local)) {
+    return nullptr;
+  }
+  // Both directions of a connection must speak the same GRH type (a RoCE v1
+  // requester gets no answer from a responder configured for v2).
+  const ibv_ah_attr& forward = qp->attr.ah_attr;
+  const ibv_ah_attr& backward = responder->attr.ah_attr;
+  if (forward.is_global && backward.is_global &&
+      local.gid_types[forward.grh.sgid_index % kGidTableLength] !=
+          target->gid_types[backward.grh.sgid_index % kGidTableLength]) {
     return nullptr;
   }
   // Frames above a port's MTU are dropped on the wire.

@@ -28,7 +28,7 @@ namespace emulator {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int kGidTableLength = 4;
+constexpr int kGidTableLength = 6;
 constexpr uint32_t kMaxQpRdAtomic = 16;
 constexpr uint32_t kPsnMask = 0xffffff;
 
@@ -131,6 +131,7 @@ struct Device {
   int index = 0;
   uint16_t lid = 0;  // 0 on Ethernet
   ibv_gid gids[kGidTableLength]{};
+  ibv_gid_type gid_types[kGidTableLength]{};
   uint64_t guid = 0;
   bool failed = false;
   int open_contexts = 0;
@@ -167,6 +168,8 @@ class Fabric {
   int QueryDevice(ibv_context* context, ibv_device_attr* attr);
   int QueryPort(ibv_context* context, uint8_t port, ibv_port_attr* attr);
   int QueryGid(ibv_context* context, uint8_t port, int index, ibv_gid* gid);
+  int QueryGidType(ibv_context* context, uint8_t port, int index,
+                   ibv_gid_type* type);
   ibv_pd* AllocPd(ibv_context* context);
   int DeallocPd(ibv_pd* pd);
   ibv_mr* RegMr(ibv_pd* pd, void* address, size_t length, int access);

@@ -253,6 +253,39 @@ TEST_F(EmulatorTest, WrongAddressOrPsnIsDroppedUntilRetryExceeded) {
   }
 }
 
+TEST_F(EmulatorTest, RoceVersionMismatchIsDroppedUntilRetryExceeded) {
+  EmulatedDeviceOptions roce;
+  roce.link_layer = LinkLayer::kEthernet;
+  roce.name = "roce0";
+  ASSERT_TRUE(emulator_->AddDevice(roce).ok());
+  roce.name = "roce1";
+  ASSERT_TRUE(emulator_->AddDevice(roce).ok());
+  Open("roce0", &first_);
+  Open("roce1", &second_);
+  PathOptions v1, v2;
+  v1.gid_index = 2;  // ::ffff:10.0.0.x as RoCE v1
+  v2.gid_index = 3;  // the same address as RoCE v2
+  for (PathOptions* path : {&v1, &v2}) {
+    path->timeout = 4;
+    path->retry_cnt = 1;
+  }
+  ASSERT_EQ(ToInit(&first_), 0);
+  ASSERT_EQ(ToInit(&second_), 0);
+  ibv_qp_attr a = RtrAttributes(first_, second_, v1, v1.send_psn);
+  ibv_qp_attr b = RtrAttributes(second_, first_, v2, v1.send_psn);
+  ASSERT_EQ(api_->modify_qp(first_.qp, &a, kRtrMask), 0);
+  ASSERT_EQ(api_->modify_qp(second_.qp, &b, kRtrMask), 0);
+  ASSERT_EQ(ToRts(&first_, v1), 0);
+  ASSERT_EQ(ToRts(&second_, v2), 0);
+  char data[8] = "abc";
+  ibv_mr* mr = Register(first_, data, sizeof(data), kFullAccess);
+  ibv_mr* remote_mr = Register(second_, data, sizeof(data), kFullAccess);
+  ASSERT_EQ(PostSend(first_, IBV_WR_RDMA_WRITE, data, 8, mr->lkey, 1,
+                     reinterpret_cast<uint64_t>(data), remote_mr->rkey),
+            0);
+  EXPECT_EQ(Poll(first_).status, IBV_WC_RETRY_EXC_ERR);
+}
+
 TEST_F(EmulatorTest, PathMtuAbovePeerPortIsDropped) {
   EmulatedDeviceOptions small;
   small.name = "small";

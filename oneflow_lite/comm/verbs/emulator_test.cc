@@ -39,15 +39,27 @@ TEST_F(EmulatorTest, ListsDevicesPortsAndGidTables) {
   EXPECT_EQ(port.state, IBV_PORT_ACTIVE);
   EXPECT_EQ(only_roce->query_port(context, 2, &port), EINVAL);
   ibv_gid gid{};
-  ASSERT_EQ(only_roce->query_gid(context, 1, 1, &gid), 0);
-  // ::ffff:10.0.0.3 (third device of the fabric).
+  // ::ffff:10.0.0.3 (third device of the fabric) as RoCE v1 and v2.
   const uint8_t expected[16] = {0, 0, 0, 0, 0, 0, 0, 0,
                                 0, 0, 0xff, 0xff, 10, 0, 0, 3};
-  EXPECT_EQ(std::memcmp(gid.raw, expected, 16), 0);
+  for (int index : {2, 3}) {
+    ASSERT_EQ(only_roce->query_gid(context, 1, index, &gid), 0);
+    EXPECT_EQ(std::memcmp(gid.raw, expected, 16), 0);
+  }
   ASSERT_EQ(only_roce->query_gid(context, 1, 0, &gid), 0);
   EXPECT_EQ(gid.raw[0], 0xfe);
   EXPECT_EQ(gid.raw[1], 0x80);
-  EXPECT_EQ(only_roce->query_gid(context, 1, 4, &gid), EINVAL);
+  ibv_gid_type type;
+  const ibv_gid_type kTypes[4] = {IBV_GID_TYPE_ROCE_V1, IBV_GID_TYPE_ROCE_V2,
+                                  IBV_GID_TYPE_ROCE_V1, IBV_GID_TYPE_ROCE_V2};
+  for (int index = 0; index < 4; ++index) {
+    ASSERT_EQ(only_roce->query_gid_type(context, 1, index, &type), 0);
+    EXPECT_EQ(type, kTypes[index]) << index;
+  }
+  EXPECT_EQ(only_roce->query_gid_type(context, 1, 4, &type), EINVAL);  // empty
+  ASSERT_EQ(only_roce->query_gid(context, 1, 5, &gid), 0);
+  EXPECT_EQ(gid.raw[0], 0);
+  EXPECT_EQ(only_roce->query_gid(context, 1, 6, &gid), EINVAL);
   EXPECT_EQ(only_roce->close_device(context), 0);
 
   Open("ib1", &second_);
@@ -129,7 +141,7 @@ TEST_F(EmulatorTest, RoceRequiresGlobalRouting) {
   ASSERT_EQ(api_->modify_qp(first_.qp, &reset, IBV_QP_STATE), 0);
 
   PathOptions gid_path;
-  gid_path.gid_index = 1;  // RoCE v2
+  gid_path.gid_index = 3;  // RoCE v2, IPv4-mapped
   Connect(gid_path);
   std::vector<char> source(3000, 'r'), target(3000, 0);
   ibv_mr* source_mr = Register(first_, source.data(), source.size(),

@@ -52,6 +52,11 @@ struct VerbsApi {
   std::function<int(ibv_context* context, uint8_t port, int index,
                     ibv_gid* gid)>
       query_gid;
+  // The type of a GID entry (IB, RoCE v1, RoCE v2). Optional: empty when the
+  // library predates ibv_query_gid_ex (rdma-core < 32).
+  std::function<int(ibv_context* context, uint8_t port, int index,
+                    ibv_gid_type* type)>
+      query_gid_type;
   std::function<ibv_pd*(ibv_context* context)> alloc_pd;
   std::function<int(ibv_pd* pd)> dealloc_pd;
   std::function<ibv_mr*(ibv_pd* pd, void* address, size_t length, int access)>

@@ -19,6 +19,8 @@ using CloseDeviceFn = int (*)(ibv_context*);
 using QueryDeviceFn = int (*)(ibv_context*, ibv_device_attr*);
 using QueryPortFn = int (*)(ibv_context*, uint8_t, _compat_ibv_port_attr*);
 using QueryGidFn = int (*)(ibv_context*, uint8_t, int, ibv_gid*);
+using QueryGidExFn = int (*)(ibv_context*, uint32_t, uint32_t, ibv_gid_entry*,
+                             uint32_t, size_t);
 using AllocPdFn = ibv_pd* (*)(ibv_context*);
 using DeallocPdFn = int (*)(ibv_pd*);
 using RegMrFn = ibv_mr* (*)(ibv_pd*, void*, size_t, int);
@@ -162,6 +164,17 @@ Status FillTable(Library* library, VerbsApi* api) {
   api->post_send = PostSend;
   api->post_recv = PostRecv;
   api->fork_init = fork_init;
+  QueryGidExFn query_gid_ex = nullptr;
+  if (library->Resolve("_ibv_query_gid_ex", &query_gid_ex).ok()) {
+    api->query_gid_type = [query_gid_ex](ibv_context* context, uint8_t port,
+                                         int index, ibv_gid_type* type) {
+      ibv_gid_entry entry{};
+      int error = query_gid_ex(context, port, static_cast<uint32_t>(index),
+                               &entry, 0, sizeof(entry));
+      if (error == 0) *type = static_cast<ibv_gid_type>(entry.gid_type);
+      return error;
+    };
+  }
   api->create_comp_channel = create_comp_channel;
   api->destroy_comp_channel = destroy_comp_channel;
   api->req_notify_cq = ReqNotifyCq;
