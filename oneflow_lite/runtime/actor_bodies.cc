@@ -15,6 +15,14 @@ double SumOf(const Blob& blob) {
 
 }  // namespace
 
+std::vector<const RegstDescProto*> DataRegsts(const TaskProto& task) {
+  std::vector<const RegstDescProto*> data;
+  for (const RegstDescProto& desc : task.produced()) {
+    if (!desc.is_ctrl()) data.push_back(&desc);
+  }
+  return data;
+}
+
 double MeanOfBlobs(const std::vector<const Regst*>& regsts) {
   double sum = 0;
   int64_t count = 0;
@@ -42,8 +50,8 @@ StatusOr<std::unique_ptr<ActBody>> ComputeBody::Create(const TaskProto& task,
 StatusOr<std::unique_ptr<ActBody>> VariableBody::Create(const TaskProto& task,
                                                         const ActorEnv& env) {
   const std::string what = "variable task '" + task.name() + "'";
-  if (task.produced_size() != 1 || task.produced(0).regst_num() != 1 ||
-      task.produced(0).blob_size() != 1) {
+  const std::vector<const RegstDescProto*> outputs = DataRegsts(task);
+  if (outputs.size() != 1 || outputs[0]->regst_num() != 1 || outputs[0]->blob_size() != 1) {
     return InvalidArgumentError(what, ": must produce one register with one blob and "
                                 "regst_num 1 (it is updated in place)");
   }
@@ -57,12 +65,12 @@ StatusOr<std::unique_ptr<ActBody>> VariableBody::Create(const TaskProto& task,
   body->part_.parallel_id = task.parallel_ctx().parallel_id();
   body->part_.parallel_num = std::max<int64_t>(1, task.parallel_ctx().parallel_num());
   if (task.kernel(0).output_sbp_size() > 0) body->part_.sbp = task.kernel(0).output_sbp(0);
-  body->regst_ = env.regsts->Get(task.produced(0).regst_desc_id(), 0);
+  body->regst_ = env.regsts->Get(outputs[0]->regst_desc_id(), 0);
   return std::unique_ptr<ActBody>(std::move(body));
 }
 
 Blob* VariableBody::ValueBlob(ActContext* context) const {
-  return &context->produced.begin()->second->blobs[0];
+  return &context->produced.at(regst_->desc->regst_desc_id())->blobs[0];
 }
 
 Status VariableBody::Initialize(ActContext* context) {
@@ -129,13 +137,17 @@ StatusOr<std::unique_ptr<ActBody>> CopyBody::Create(const TaskProto& task, const
   if (task.device_type() == DEVICE_CUDA) {
     return UnimplementedError("copy task '", task.name(), "': CUDA copies need --config=cuda");
   }
-  if (task.consumed_size() != 1 || task.consumed(0).regst_desc_id_size() != 1 ||
-      task.produced_size() != 1) {
-    return InvalidArgumentError("copy task '", task.name(),
-                                "': must consume one register and produce one");
+  const std::vector<const RegstDescProto*> outputs = DataRegsts(task);
+  const ConsumedRegst* input = nullptr;
+  for (const ConsumedRegst& consumed : task.consumed()) {
+    if (consumed.name() == "in") input = &consumed;
   }
-  const RegstDescProto* in = env.regsts->FindDesc(task.consumed(0).regst_desc_id(0));
-  const RegstDescProto& out = task.produced(0);
+  if (input == nullptr || input->regst_desc_id_size() != 1 || outputs.size() != 1) {
+    return InvalidArgumentError("copy task '", task.name(),
+                                "': must consume one register 'in' and produce one");
+  }
+  const RegstDescProto* in = env.regsts->FindDesc(input->regst_desc_id(0));
+  const RegstDescProto& out = *outputs[0];
   if (in->blob_size() != out.blob_size()) {
     return InvalidArgumentError("copy task '", task.name(), "': ", in->blob_size(),
                                 " blobs in, ", out.blob_size(), " out");
@@ -145,12 +157,12 @@ StatusOr<std::unique_ptr<ActBody>> CopyBody::Create(const TaskProto& task, const
       return InvalidArgumentError("copy task '", task.name(), "': blob ", i, " differs");
     }
   }
-  return std::unique_ptr<ActBody>(new CopyBody(task));
+  return std::unique_ptr<ActBody>(new CopyBody(task, in->regst_desc_id(), out.regst_desc_id()));
 }
 
 Status CopyBody::Act(ActContext* context) {
-  Regst* in = context->consumed.begin()->second;
-  Regst* out = context->produced.begin()->second;
+  Regst* in = context->consumed.at(in_);
+  Regst* out = context->produced.at(out_);
   for (size_t i = 0; i < out->blobs.size(); ++i) {
     out->blobs[i].set_shape(in->blobs[i].shape());
     if (in->blobs[i].ByteSize() > 0) {

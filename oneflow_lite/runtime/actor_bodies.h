@@ -15,6 +15,7 @@
 #define ONEFLOW_LITE_RUNTIME_ACTOR_BODIES_H_
 
 #include <memory>
+#include <vector>
 
 #include "oneflow_lite/runtime/actor.h"
 #include "oneflow_lite/runtime/actor_env.h"
@@ -73,9 +74,14 @@ class CopyBody final : public ActBody {
   Status Act(ActContext* context) override;
 
  private:
-  explicit CopyBody(const TaskProto& task) : task_(&task) {}
+  CopyBody(const TaskProto& task, int64_t in, int64_t out) : task_(&task), in_(in), out_(out) {}
   const TaskProto* task_;
+  int64_t in_;
+  int64_t out_;
 };
+
+// The produced registers of `task` that hold data (not control registers).
+std::vector<const RegstDescProto*> DataRegsts(const TaskProto& task);
 
 // Mean over every element of every blob of `regsts` (float, double, int32,
 // int64 blobs); 0 when there are no elements.

@@ -1,5 +1,7 @@
 #include "oneflow_lite/runtime/boxing_body.h"
 
+#include "oneflow_lite/runtime/actor_bodies.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -84,10 +86,11 @@ StatusOr<std::unique_ptr<ActBody>> BoxingBody::Create(const TaskProto& task,
     }
   }
   std::sort(body->inputs_.begin(), body->inputs_.end());
-  if (body->inputs_.empty() || task.produced_size() != 1 || task.produced(0).blob_size() < 1) {
-    return InvalidArgumentError(what, ": needs inputs and exactly one produced register");
+  const std::vector<const RegstDescProto*> outputs = DataRegsts(task);
+  if (body->inputs_.empty() || outputs.size() != 1 || outputs[0]->blob_size() < 1) {
+    return InvalidArgumentError(what, ": needs inputs and exactly one produced data register");
   }
-  body->output_ = task.produced(0).regst_desc_id();
+  body->output_ = outputs[0]->regst_desc_id();
   body->out_part_ = conf.out_parallel_id();
   body->parts_ = conf.parallel_num() > 0 ? conf.parallel_num()
                                          : static_cast<int64_t>(body->inputs_.size());
