@@ -61,23 +61,55 @@ InferFn GradInfer(const std::string& saved) {
   return [saved](InferContext* ctx) { return InferActivationGrad(ctx, saved); };
 }
 
-REGISTER_OP("relu").Input("x").Output("y").Infer(InferActivation).Sbp(ActivationSbp).Grad(
-    MakeActivationGrad("relu_grad", "y"));
-REGISTER_OP("sigmoid").Input("x").Output("y").Infer(InferActivation).Sbp(ActivationSbp).Grad(
-    MakeActivationGrad("sigmoid_grad", "y"));
-REGISTER_OP("tanh").Input("x").Output("y").Infer(InferActivation).Sbp(ActivationSbp).Grad(
-    MakeActivationGrad("tanh_grad", "y"));
-REGISTER_OP("gelu").Input("x").Output("y").Infer(InferActivation).Sbp(ActivationSbp).Grad(
-    MakeActivationGrad("gelu_grad", "x"));
+REGISTER_OP("relu")
+    .Input("x")
+    .Output("y")
+    .Infer(InferActivation)
+    .Sbp(ActivationSbp)
+    .Grad(MakeActivationGrad("relu_grad", "y"));
+REGISTER_OP("sigmoid")
+    .Input("x")
+    .Output("y")
+    .Infer(InferActivation)
+    .Sbp(ActivationSbp)
+    .Grad(MakeActivationGrad("sigmoid_grad", "y"));
+REGISTER_OP("tanh")
+    .Input("x")
+    .Output("y")
+    .Infer(InferActivation)
+    .Sbp(ActivationSbp)
+    .Grad(MakeActivationGrad("tanh_grad", "y"));
+REGISTER_OP("gelu")
+    .Input("x")
+    .Output("y")
+    .Infer(InferActivation)
+    .Sbp(ActivationSbp)
+    .Grad(MakeActivationGrad("gelu_grad", "x"));
 
-REGISTER_OP("relu_grad").Input("dy").Input("y").Output("dx").Infer(GradInfer("y")).Sbp(
-    ActivationGradSbp);
-REGISTER_OP("sigmoid_grad").Input("dy").Input("y").Output("dx").Infer(GradInfer("y")).Sbp(
-    ActivationGradSbp);
-REGISTER_OP("tanh_grad").Input("dy").Input("y").Output("dx").Infer(GradInfer("y")).Sbp(
-    ActivationGradSbp);
-REGISTER_OP("gelu_grad").Input("dy").Input("x").Output("dx").Infer(GradInfer("x")).Sbp(
-    ActivationGradSbp);
+REGISTER_OP("relu_grad")
+    .Input("dy")
+    .Input("y")
+    .Output("dx")
+    .Infer(GradInfer("y"))
+    .Sbp(ActivationGradSbp);
+REGISTER_OP("sigmoid_grad")
+    .Input("dy")
+    .Input("y")
+    .Output("dx")
+    .Infer(GradInfer("y"))
+    .Sbp(ActivationGradSbp);
+REGISTER_OP("tanh_grad")
+    .Input("dy")
+    .Input("y")
+    .Output("dx")
+    .Infer(GradInfer("y"))
+    .Sbp(ActivationGradSbp);
+REGISTER_OP("gelu_grad")
+    .Input("dy")
+    .Input("x")
+    .Output("dx")
+    .Infer(GradInfer("x"))
+    .Sbp(ActivationGradSbp);
 
 }  // namespace
 }  // namespace math

@@ -98,9 +98,13 @@ Status DivSbp(SbpContext* ctx) {
 
 StatusOr<std::string> Binary(GradContext* ctx, const std::string& type, const std::string& x,
                              const std::string& y, const std::string& suffix) {
-  return AddGradOp(
-      ctx, OpConfBuilder(type, GradOpName(*ctx, suffix)).Input("x", x).Input("y", y).Output("out").Build(),
-      "out");
+  return AddGradOp(ctx,
+                   OpConfBuilder(type, GradOpName(*ctx, suffix))
+                       .Input("x", x)
+                       .Input("y", y)
+                       .Output("out")
+                       .Build(),
+                   "out");
 }
 
 StatusOr<std::string> ScalarMul(GradContext* ctx, const std::string& in, double value,
@@ -192,7 +196,8 @@ Status PassThroughGrad(GradContext* ctx) {
 Status ScalarMulGrad(GradContext* ctx) {
   const std::string dy = ctx->OutputGradLbn("out");
   if (dy.empty() || !ctx->NeedsInputGrad("in")) return Status::OK();
-  ASSIGN_OR_RETURN(std::string g, ScalarMul(ctx, dy, ctx->attrs().GetFloatOr("value", 0.0), "grad"));
+  ASSIGN_OR_RETURN(std::string g,
+                   ScalarMul(ctx, dy, ctx->attrs().GetFloatOr("value", 0.0), "grad"));
   ctx->SetInputGrad("in", 0, g);
   return Status::OK();
 }
@@ -275,12 +280,27 @@ Status CastGrad(GradContext* ctx) {
 }
 
 REGISTER_OP("add").VariadicInput("in").Output("out").Infer(InferAdd).Sbp(AddSbp).Grad(AddGrad);
-REGISTER_OP("sub").Input("x").Input("y").Output("out").Infer(InferBroadcastBinary).Sbp(SubSbp).Grad(
-    SubGrad);
-REGISTER_OP("mul").Input("x").Input("y").Output("out").Infer(InferBroadcastBinary).Sbp(MulSbp).Grad(
-    MulGrad);
-REGISTER_OP("div").Input("x").Input("y").Output("out").Infer(InferBroadcastBinary).Sbp(DivSbp).Grad(
-    DivGrad);
+REGISTER_OP("sub")
+    .Input("x")
+    .Input("y")
+    .Output("out")
+    .Infer(InferBroadcastBinary)
+    .Sbp(SubSbp)
+    .Grad(SubGrad);
+REGISTER_OP("mul")
+    .Input("x")
+    .Input("y")
+    .Output("out")
+    .Infer(InferBroadcastBinary)
+    .Sbp(MulSbp)
+    .Grad(MulGrad);
+REGISTER_OP("div")
+    .Input("x")
+    .Input("y")
+    .Output("out")
+    .Infer(InferBroadcastBinary)
+    .Sbp(DivSbp)
+    .Grad(DivGrad);
 REGISTER_OP("scalar_add")
     .Input("in")
     .Output("out")
@@ -299,8 +319,12 @@ REGISTER_OP("scalar_pow")
     .Infer([](InferContext* ctx) { return InferScalar(ctx, "exponent"); })
     .Sbp(SplitSbpOfIn)
     .Grad(ScalarPowGrad);
-REGISTER_OP("identity").Input("in").Output("out").Infer(InferSameAsIn).Sbp(LinearUnarySbp).Grad(
-    PassThroughGrad);
+REGISTER_OP("identity")
+    .Input("in")
+    .Output("out")
+    .Infer(InferSameAsIn)
+    .Sbp(LinearUnarySbp)
+    .Grad(PassThroughGrad);
 REGISTER_OP("zeros_like")
     .Input("like")
     .Output("out")

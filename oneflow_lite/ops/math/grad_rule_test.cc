@@ -98,7 +98,8 @@ Status RunRule(RecordingGradContext* ctx) {
 TensorDesc F(const Shape& s) { return TensorDesc(s, DT_FLOAT); }
 
 TEST(GradRuleTest, MatmulOnlyDifferentiatesRequestedInputs) {
-  OpConf op = OpConfBuilder("matmul", "dense").Input("a", "x").Input("b", "w").Output("out").Build();
+  OpConf op =
+      OpConfBuilder("matmul", "dense").Input("a", "x").Input("b", "w").Output("out").Build();
   RecordingGradContext ctx(op, {{"x", F({4, 3})}, {"w", F({3, 5})}}, {"b#0"});
   ASSERT_TRUE(RunRule(&ctx).ok());
   ASSERT_EQ(ctx.added().size(), 1u);
@@ -109,7 +110,8 @@ TEST(GradRuleTest, MatmulOnlyDifferentiatesRequestedInputs) {
 }
 
 TEST(GradRuleTest, BiasAddPassesDyThroughAndSumsForBias) {
-  OpConf op = OpConfBuilder("bias_add", "fc").Input("a", "x").Input("b", "bias").Output("out").Build();
+  OpConf op =
+      OpConfBuilder("bias_add", "fc").Input("a", "x").Input("b", "bias").Output("out").Build();
   RecordingGradContext ctx(op, {{"x", F({4, 3})}, {"bias", F({3})}}, {"a#0", "b#0"});
   ASSERT_TRUE(RunRule(&ctx).ok());
   ASSERT_EQ(ctx.added().size(), 1u);

@@ -62,7 +62,8 @@ TEST(MathInferTest, MistypedOptionalAttributeIsAnError) {
 }
 
 TEST(MathInferTest, BiasAddNeedsMatchingLength) {
-  OpConf op = OpConfBuilder("bias_add", "fc_bias").Input("a", "a").Input("b", "b").Output("out").Build();
+  OpConf op =
+      OpConfBuilder("bias_add", "fc_bias").Input("a", "a").Input("b", "b").Output("out").Build();
   auto out = InferOne(op, {{"a", {D({4, 6})}}, {"b", {D({6})}}}, "out");
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->shape, Shape({4, 6}));
@@ -108,16 +109,25 @@ TEST(MathInferTest, Reductions) {
 }
 
 TEST(MathInferTest, ReshapeFlattenTranspose) {
-  OpConf reshape =
-      OpConfBuilder("reshape", "r").Input("x", "x").Output("y").Attr("shape", Shape({-1, 5})).Build();
+  OpConf reshape = OpConfBuilder("reshape", "r")
+                       .Input("x", "x")
+                       .Output("y")
+                       .Attr("shape", Shape({-1, 5}))
+                       .Build();
   auto out = InferOne(reshape, {{"x", {D({3, 10})}}}, "y");
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->shape, Shape({6, 5}));
-  OpConf bad =
-      OpConfBuilder("reshape", "to_img").Input("x", "x").Output("y").Attr("shape", Shape({4, 4})).Build();
+  OpConf bad = OpConfBuilder("reshape", "to_img")
+                   .Input("x", "x")
+                   .Output("y")
+                   .Attr("shape", Shape({4, 4}))
+                   .Build();
   ExpectError(InferOne(bad, {{"x", {D({3, 5})}}}, "y"), {"to_img", "(3, 5)", "(4, 4)"});
-  OpConf two_unknown =
-      OpConfBuilder("reshape", "r2").Input("x", "x").Output("y").Attr("shape", Shape({-1, -1})).Build();
+  OpConf two_unknown = OpConfBuilder("reshape", "r2")
+                           .Input("x", "x")
+                           .Output("y")
+                           .Attr("shape", Shape({-1, -1}))
+                           .Build();
   ExpectError(InferOne(two_unknown, {{"x", {D({3, 5})}}}, "y"), {"r2", "-1"});
 
   OpConf flatten = OpConfBuilder("flatten", "f").Input("x", "x").Output("y").Build();
@@ -142,7 +152,8 @@ TEST(MathInferTest, ConcatAndSlice) {
   auto out = InferOne(concat, {{"in", {D({3, 2}), D({3, 5})}}}, "out");
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->shape, Shape({3, 7}));
-  ExpectError(InferOne(concat, {{"in", {D({3, 2}), D({4, 5})}}}, "out"), {"cat", "(3, 2)", "(4, 5)"});
+  ExpectError(InferOne(concat, {{"in", {D({3, 2}), D({4, 5})}}}, "out"),
+              {"cat", "(3, 2)", "(4, 5)"});
 
   OpConf slice = OpConfBuilder("slice", "crop")
                      .Input("x", "x")
@@ -158,7 +169,8 @@ TEST(MathInferTest, ConcatAndSlice) {
 }
 
 TEST(MathInferTest, CastAndActivationDtypes) {
-  OpConf cast = OpConfBuilder("cast", "c").Input("in", "x").Output("out").Attr("dtype", DT_INT64).Build();
+  OpConf cast =
+      OpConfBuilder("cast", "c").Input("in", "x").Output("out").Attr("dtype", DT_INT64).Build();
   auto out = InferOne(cast, {{"in", {D({3}, DT_FLOAT)}}}, "out");
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->dtype, DT_INT64);

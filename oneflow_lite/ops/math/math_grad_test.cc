@@ -43,9 +43,11 @@ TEST(MathGradTest, Matmul) {
 }
 
 TEST(MathGradTest, BiasAdd) {
-  for (const auto& [shape, axis] : std::vector<std::pair<Shape, int64_t>>{
-           {Shape({3, 5}), 1}, {Shape({7, 1, 9}), 2}, {Shape({7, 3, 2}), 1}, {Shape({4}), 0},
-           {Shape({1, 1}), 0}}) {
+  for (const auto& [shape, axis] : std::vector<std::pair<Shape, int64_t>>{{Shape({3, 5}), 1},
+                                                                          {Shape({7, 1, 9}), 2},
+                                                                          {Shape({7, 3, 2}), 1},
+                                                                          {Shape({4}), 0},
+                                                                          {Shape({1, 1}), 0}}) {
     OpConf op = OpConfBuilder("bias_add", "ba")
                     .Input("a", "a")
                     .Input("b", "b")
@@ -66,8 +68,9 @@ TEST(MathGradTest, AddN) {
 
 TEST(MathGradTest, BroadcastingSubMulDiv) {
   const std::vector<std::pair<Shape, Shape>> shapes = {
-      {Shape({3, 5}), Shape({3, 5})}, {Shape({3, 5}), Shape({5})},     {Shape({3, 1}), Shape({1, 5})},
-      {Shape({7, 1, 9}), Shape({4, 1})}, {Shape({1}), Shape({2, 3})}, {Shape({1, 1}), Shape({1, 1})}};
+      {Shape({3, 5}), Shape({3, 5})}, {Shape({3, 5}), Shape({5})},
+      {Shape({3, 1}), Shape({1, 5})}, {Shape({7, 1, 9}), Shape({4, 1})},
+      {Shape({1}), Shape({2, 3})},    {Shape({1, 1}), Shape({1, 1})}};
   for (const char* type : {"sub", "mul", "div"}) {
     for (const auto& [sx, sy] : shapes) {
       OpConf op = OpConfBuilder(type, "b").Input("x", "x").Input("y", "y").Output("out").Build();
@@ -80,9 +83,11 @@ TEST(MathGradTest, BroadcastingSubMulDiv) {
 }
 
 TEST(MathGradTest, ScalarOps) {
-  for (const auto& [type, key, value] : std::vector<std::tuple<std::string, std::string, double>>{
-           {"scalar_add", "value", 2.5}, {"scalar_mul", "value", -3.0}, {"scalar_pow", "exponent", 3.0},
-           {"scalar_pow", "exponent", 0.5}}) {
+  for (const auto& [type, key, value] :
+       std::vector<std::tuple<std::string, std::string, double>>{{"scalar_add", "value", 2.5},
+                                                                 {"scalar_mul", "value", -3.0},
+                                                                 {"scalar_pow", "exponent", 3.0},
+                                                                 {"scalar_pow", "exponent", 0.5}}) {
     OpConf op = OpConfBuilder(type, "s").Input("in", "x").Output("out").Attr(key, value).Build();
     TensorMap env;
     env.emplace("x", Random(Shape({7, 1, 9}), 40, 0.5, 2.0));
@@ -155,7 +160,11 @@ TEST(MathGradTest, ReshapeFamily) {
   env.emplace("x", Random(Shape({7, 1, 9}), 80));
   env.emplace("like", Random(Shape({9, 7}), 81));
   std::vector<OpConf> ops = {
-      OpConfBuilder("reshape", "r").Input("x", "x").Output("y").Attr("shape", Shape({-1, 3})).Build(),
+      OpConfBuilder("reshape", "r")
+          .Input("x", "x")
+          .Output("y")
+          .Attr("shape", Shape({-1, 3}))
+          .Build(),
       OpConfBuilder("flatten", "f").Input("x", "x").Output("y").Build(),
       OpConfBuilder("flatten", "f0").Input("x", "x").Output("y").Attr("start_dim", 0).Build(),
       OpConfBuilder("reshape_like", "rl").Input("x", "x").Input("like", "like").Output("y").Build(),
@@ -178,8 +187,11 @@ TEST(MathGradTest, ConcatSliceAndSliceGrad) {
   env.emplace("a", Random(Shape({3, 2}), 90));
   env.emplace("b", Random(Shape({3, 1}), 91));
   env.emplace("c", Random(Shape({3, 4}), 92));
-  OpConf concat =
-      OpConfBuilder("concat", "cat").Input("in", {"a", "b", "c"}).Output("out").Attr("axis", 1).Build();
+  OpConf concat = OpConfBuilder("concat", "cat")
+                      .Input("in", {"a", "b", "c"})
+                      .Output("out")
+                      .Attr("axis", 1)
+                      .Build();
   EXPECT_TRUE(CheckOpGradient(concat, env).ok()) << CheckOpGradient(concat, env);
 
   env.emplace("x", Random(Shape({7, 1, 9}), 93));

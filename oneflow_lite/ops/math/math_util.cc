@@ -10,8 +10,7 @@ Status CheckOptionalAttrTypes(const OpConf& op, std::initializer_list<AttrType> 
     for (const AttrType& expected : attrs) {
       // An empty list may be stored without a value case.
       const AttrValue::ValueCase got = entry.value().value_case();
-      if (entry.key() == expected.key && got != expected.type &&
-          got != AttrValue::VALUE_NOT_SET) {
+      if (entry.key() == expected.key && got != expected.type && got != AttrValue::VALUE_NOT_SET) {
         return InvalidArgumentError("op '", op.name(), "' (", op.op_type(), "): attribute '",
                                     entry.key(), "' has the wrong type (see docs/ops.md)");
       }
@@ -110,8 +109,8 @@ StatusOr<SliceSpec> NormalizeSlice(const OpConf& op, const Shape& in) {
   std::vector<int64_t> step = attrs.GetIntsOr("step", std::vector<int64_t>(in.rank(), 1));
   const size_t rank = static_cast<size_t>(in.rank());
   if (start.size() != rank || stop.size() != rank || step.size() != rank) {
-    return InvalidArgumentError(where, "start/stop/step need one value per axis of ", in,
-                                ", got ", start.size(), "/", stop.size(), "/", step.size());
+    return InvalidArgumentError(where, "start/stop/step need one value per axis of ", in, ", got ",
+                                start.size(), "/", stop.size(), "/", step.size());
   }
   SliceSpec spec;
   std::vector<int64_t> out_dims(rank);
@@ -120,7 +119,9 @@ StatusOr<SliceSpec> NormalizeSlice(const OpConf& op, const Shape& in) {
       return InvalidArgumentError(where, "step must be positive, got ", step[i], " on axis ", i);
     }
     const int64_t dim = in.dim(i);
-    auto clamp = [dim](int64_t v) { return std::min(std::max(v < 0 ? v + dim : v, int64_t{0}), dim); };
+    auto clamp = [dim](int64_t v) {
+      return std::min(std::max(v < 0 ? v + dim : v, int64_t{0}), dim);
+    };
     const int64_t begin = clamp(start[i]);
     const int64_t end = clamp(stop[i]);
     spec.start.push_back(begin);
@@ -165,8 +166,8 @@ int FlatIndex(const google::protobuf::RepeatedPtrField<ArgProto>& args, const Op
   int flat = 0;
   for (const ArgProto& a : args) {
     if (a.name() == arg) {
-      CHECK_LT(index, a.lbn_size()) << "op '" << op.name() << "': no arg " << arg << "[" << index
-                                    << "]";
+      CHECK_LT(index, a.lbn_size())
+          << "op '" << op.name() << "': no arg " << arg << "[" << index << "]";
       return flat + index;
     }
     flat += a.lbn_size();
@@ -197,8 +198,8 @@ void AddAllSplitSignatures(SbpContext* ctx, int64_t rank) {
 void AddPartialSignature(SbpContext* ctx, const std::vector<std::string>& partial_inputs) {
   std::map<std::string, SbpParallel> inputs, outputs;
   for (const ArgProto& arg : ctx->op().input()) {
-    const bool partial = std::find(partial_inputs.begin(), partial_inputs.end(), arg.name()) !=
-                         partial_inputs.end();
+    const bool partial =
+        std::find(partial_inputs.begin(), partial_inputs.end(), arg.name()) != partial_inputs.end();
     inputs[arg.name()] = partial ? PartialSumSbp() : BroadcastSbp();
   }
   for (const ArgProto& arg : ctx->op().output()) outputs[arg.name()] = PartialSumSbp();

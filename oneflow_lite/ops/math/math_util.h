@@ -97,8 +97,7 @@ std::vector<std::pair<int64_t, int64_t>> ReshapeSplitAxes(const Shape& in, const
                                                           int64_t parallel_num);
 
 // Adds `op` to the gradient graph and returns the lbn of its output `arg`[0].
-StatusOr<std::string> AddGradOp(GradContext* ctx, const OpConf& op,
-                                const std::string& out_arg);
+StatusOr<std::string> AddGradOp(GradContext* ctx, const OpConf& op, const std::string& out_arg);
 
 // A name for a backward op: "<forward op name>-<suffix>".
 std::string GradOpName(const GradContext& ctx, const std::string& suffix);

@@ -6,9 +6,9 @@ namespace math {
 namespace {
 
 Status InferMatmul(InferContext* ctx) {
-  RETURN_IF_ERROR(CheckOptionalAttrTypes(ctx->op(), {{"transpose_a", AttrValue::kB},
-                                                     {"transpose_b", AttrValue::kB},
-                                                     {"alpha", AttrValue::kF}}));
+  RETURN_IF_ERROR(CheckOptionalAttrTypes(
+      ctx->op(),
+      {{"transpose_a", AttrValue::kB}, {"transpose_b", AttrValue::kB}, {"alpha", AttrValue::kF}}));
   const TensorDesc& a = ctx->Input("a");
   const TensorDesc& b = ctx->Input("b");
   const bool transpose_a = ctx->attrs().GetBoolOr("transpose_a", false);
@@ -39,10 +39,12 @@ Status MatmulSbp(SbpContext* ctx) {
   const int64_t a_m = transpose_a ? 1 : 0, a_k = transpose_a ? 0 : 1;
   const int64_t b_k = transpose_b ? 1 : 0, b_n = transpose_b ? 0 : 1;
   const OpConf& op = ctx->op();
-  ctx->Add(MakeSignature(op, {{"a", SplitSbp(a_m)}, {"b", BroadcastSbp()}}, {{"out", SplitSbp(0)}}));
-  ctx->Add(MakeSignature(op, {{"a", BroadcastSbp()}, {"b", SplitSbp(b_n)}}, {{"out", SplitSbp(1)}}));
-  ctx->Add(MakeSignature(op, {{"a", SplitSbp(a_k)}, {"b", SplitSbp(b_k)}},
-                         {{"out", PartialSumSbp()}}));
+  ctx->Add(
+      MakeSignature(op, {{"a", SplitSbp(a_m)}, {"b", BroadcastSbp()}}, {{"out", SplitSbp(0)}}));
+  ctx->Add(
+      MakeSignature(op, {{"a", BroadcastSbp()}, {"b", SplitSbp(b_n)}}, {{"out", SplitSbp(1)}}));
+  ctx->Add(
+      MakeSignature(op, {{"a", SplitSbp(a_k)}, {"b", SplitSbp(b_k)}}, {{"out", PartialSumSbp()}}));
   ctx->Add(MakeSignature(op, {{"a", PartialSumSbp()}, {"b", BroadcastSbp()}},
                          {{"out", PartialSumSbp()}}));
   ctx->Add(MakeSignature(op, {{"a", BroadcastSbp()}, {"b", PartialSumSbp()}},
@@ -155,8 +157,13 @@ Status BiasAddGrad(GradContext* ctx) {
   return Status::OK();
 }
 
-REGISTER_OP("matmul").Input("a").Input("b").Output("out").Infer(InferMatmul).Sbp(MatmulSbp).Grad(
-    MatmulGrad);
+REGISTER_OP("matmul")
+    .Input("a")
+    .Input("b")
+    .Output("out")
+    .Infer(InferMatmul)
+    .Sbp(MatmulSbp)
+    .Grad(MatmulGrad);
 REGISTER_OP("bias_add")
     .Input("a")
     .Input("b")

@@ -7,9 +7,7 @@ namespace oflite {
 namespace math {
 namespace {
 
-std::string Prefix(const OpConf& op) {
-  return "op '" + op.name() + "' (" + op.op_type() + "): ";
-}
+std::string Prefix(const OpConf& op) { return "op '" + op.name() + "' (" + op.op_type() + "): "; }
 
 StatusOr<std::vector<int64_t>> ReduceAxes(const OpConf& op, int64_t rank) {
   return NormalizeAxes(AttrView(op).GetIntsOr("axis", {}), rank, /*empty_means_all=*/true,
@@ -21,8 +19,8 @@ bool Contains(const std::vector<int64_t>& v, int64_t x) {
 }
 
 Status InferReduce(InferContext* ctx) {
-  RETURN_IF_ERROR(CheckOptionalAttrTypes(
-      ctx->op(), {{"axis", AttrValue::kInts}, {"keepdims", AttrValue::kB}}));
+  RETURN_IF_ERROR(
+      CheckOptionalAttrTypes(ctx->op(), {{"axis", AttrValue::kInts}, {"keepdims", AttrValue::kB}}));
   const TensorDesc& x = ctx->Input("x");
   ASSIGN_OR_RETURN(std::vector<int64_t> axes, ReduceAxes(ctx->op(), x.shape.rank()));
   if (x.dtype != DT_FLOAT && x.dtype != DT_DOUBLE) {
@@ -50,7 +48,8 @@ Status ReduceSbp(SbpContext* ctx, bool is_sum) {
   int64_t out_axis = 0;
   for (int64_t i = 0; i < rank; ++i) {
     if (Contains(axes, i)) {
-      if (is_sum) ctx->Add(MakeSignature(ctx->op(), {{"x", SplitSbp(i)}}, {{"y", PartialSumSbp()}}));
+      if (is_sum)
+        ctx->Add(MakeSignature(ctx->op(), {{"x", SplitSbp(i)}}, {{"y", PartialSumSbp()}}));
       if (keepdims) ++out_axis;
       continue;
     }
@@ -113,8 +112,8 @@ Status InferBroadcastLike(InferContext* ctx) {
 }
 
 Status BroadcastLikeSbp(SbpContext* ctx) {
-  ASSIGN_OR_RETURN(BroadcastLikeInfo info, AnalyzeBroadcastLike(ctx->op(), SbpInput(*ctx, "x"),
-                                                                SbpInput(*ctx, "like")));
+  ASSIGN_OR_RETURN(BroadcastLikeInfo info,
+                   AnalyzeBroadcastLike(ctx->op(), SbpInput(*ctx, "x"), SbpInput(*ctx, "like")));
   for (size_t i = 0; i < info.x_axis_of.size(); ++i) {
     const int64_t xi = info.x_axis_of[i];
     const SbpParallel x_sbp = xi >= 0 ? SplitSbp(xi) : BroadcastSbp();
@@ -129,8 +128,8 @@ Status BroadcastLikeGrad(GradContext* ctx) {
   RETURN_IF_ERROR(SetZeroGrads(ctx, "like"));
   const std::string dy = ctx->OutputGradLbn("y");
   if (dy.empty() || !ctx->NeedsInputGrad("x")) return Status::OK();
-  ASSIGN_OR_RETURN(BroadcastLikeInfo info, AnalyzeBroadcastLike(ctx->op(), ctx->InputDesc("x"),
-                                                                ctx->InputDesc("like")));
+  ASSIGN_OR_RETURN(BroadcastLikeInfo info,
+                   AnalyzeBroadcastLike(ctx->op(), ctx->InputDesc("x"), ctx->InputDesc("like")));
   std::vector<int64_t> sum_axes;
   for (size_t i = 0; i < info.x_axis_of.size(); ++i) {
     if (info.x_axis_of[i] < 0) sum_axes.push_back(static_cast<int64_t>(i));

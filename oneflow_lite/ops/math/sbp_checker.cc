@@ -28,11 +28,16 @@ std::vector<FlatArg> Flatten(const google::protobuf::RepeatedPtrField<ArgProto>&
 
 double ValueAt(const HostTensor& t, int64_t i) {
   switch (t.dtype()) {
-    case DT_FLOAT: return t.data<float>()[i];
-    case DT_DOUBLE: return t.data<double>()[i];
-    case DT_INT32: return t.data<int32_t>()[i];
-    case DT_INT64: return static_cast<double>(t.data<int64_t>()[i]);
-    default: LOG(FATAL) << "unsupported dtype " << DataTypeName(t.dtype());
+    case DT_FLOAT:
+      return t.data<float>()[i];
+    case DT_DOUBLE:
+      return t.data<double>()[i];
+    case DT_INT32:
+      return t.data<int32_t>()[i];
+    case DT_INT64:
+      return static_cast<double>(t.data<int64_t>()[i]);
+    default:
+      LOG(FATAL) << "unsupported dtype " << DataTypeName(t.dtype());
   }
   return 0;
 }
@@ -145,8 +150,8 @@ StatusOr<std::vector<HostTensor>> RunDevice(const OpConf& op, const std::vector<
 
 Status CheckOne(const OpConf& op, const TensorMap& env, const SbpSignature& sig,
                 const std::vector<FlatArg>& ins, const std::vector<FlatArg>& outs,
-                const std::vector<TensorDesc>& logical_outs, const TensorMap& reference,
-                int64_t n, double tolerance, uint64_t seed) {
+                const std::vector<TensorDesc>& logical_outs, const TensorMap& reference, int64_t n,
+                double tolerance, uint64_t seed) {
   if (sig.inputs.size() != ins.size() || sig.outputs.size() != outs.size()) {
     return InternalError("signature has ", sig.inputs.size(), "/", sig.outputs.size(),
                          " entries for ", ins.size(), "/", outs.size(), " args");
@@ -248,7 +253,8 @@ StatusOr<Prepared> Prepare(const OpConf& op, const TensorMap& env) {
     prepared.flat_in.push_back(it->second.desc());
   }
   ASSIGN_OR_RETURN(ArgDescs out_descs, InferOp(op, in_descs));
-  for (const FlatArg& a : prepared.outs) prepared.flat_out.push_back(out_descs.at(a.arg).at(a.index));
+  for (const FlatArg& a : prepared.outs)
+    prepared.flat_out.push_back(out_descs.at(a.arg).at(a.index));
   TensorMap scratch;
   for (const auto& [lbn, t] : env) scratch.emplace(lbn, t.Clone());
   ASSIGN_OR_RETURN(prepared.reference, RunOp(op, &scratch));
@@ -274,8 +280,7 @@ Status CheckSbpSignature(const OpConf& op, const TensorMap& env, const SbpSignat
 }
 
 StatusOr<SbpCheckResult> CheckSbpSignatures(const OpConf& op, const TensorMap& env,
-                                            int64_t parallel_num, double tolerance,
-                                            uint64_t seed) {
+                                            int64_t parallel_num, double tolerance, uint64_t seed) {
   ASSIGN_OR_RETURN(const OpDef* def, LookupOpDef(op.op_type(), op.name()));
   ASSIGN_OR_RETURN(Prepared prepared, Prepare(op, env));
   SbpContext ctx(op, prepared.flat_in, prepared.flat_out, parallel_num);

@@ -56,7 +56,9 @@ TEST(SbpTest, MatmulWithEveryTransposeOffersFiveConsistentSignatures) {
                     .Attr("transpose_b", tb)
                     .Attr("alpha", 0.5)
                     .Build();
-    Case c{op, {{"a", ta ? Shape({k, m}) : Shape({m, k})}, {"b", tb ? Shape({n, k}) : Shape({k, n})}}, 5};
+    Case c{op,
+           {{"a", ta ? Shape({k, m}) : Shape({m, k})}, {"b", tb ? Shape({n, k}) : Shape({k, n})}},
+           5};
     ExpectAllConsistent(c);
     auto result = CheckSbpSignatures(op, MakeEnv(c), 2);
     ASSERT_TRUE(result.ok());
@@ -76,25 +78,41 @@ TEST(SbpTest, ElementwiseAndActivationOps) {
   const Shape s({6, 5});
   std::vector<Case> cases = {
       {OpConfBuilder("add", "add").Input("in", {"x", "y", "z"}).Output("out").Build(),
-       {{"x", s}, {"y", s}, {"z", s}}, 3},
+       {{"x", s}, {"y", s}, {"z", s}},
+       3},
       {Binary("sub", "x", "y", "out"), {{"x", s}, {"y", s}}, 3},
       {Binary("mul", "x", "y", "out"), {{"x", s}, {"y", Shape({5})}}, 4},
       {Binary("div", "x", "y", "out"), {{"x", Shape({6, 1, 5})}, {"y", Shape({3, 1})}}, 3},
       {Binary("mul", "x", "y", "out"), {{"x", Shape({7, 1})}, {"y", Shape({1, 3})}}, 4},
       {OpConfBuilder("scalar_add", "sa").Input("in", "x").Output("out").Attr("value", 2.0).Build(),
-       {{"x", s}}, 2},
+       {{"x", s}},
+       2},
       {OpConfBuilder("scalar_mul", "sm").Input("in", "x").Output("out").Attr("value", 3.0).Build(),
-       {{"x", s}}, 3},
-      {OpConfBuilder("scalar_pow", "sp").Input("in", "x").Output("out").Attr("exponent", 2.0).Build(),
-       {{"x", s}}, 2},
+       {{"x", s}},
+       3},
+      {OpConfBuilder("scalar_pow", "sp")
+           .Input("in", "x")
+           .Output("out")
+           .Attr("exponent", 2.0)
+           .Build(),
+       {{"x", s}},
+       2},
       {Unary("identity", "in", "out"), {{"x", s}}, 3},
       {OpConfBuilder("zeros_like", "z").Input("like", "x").Output("out").Build(), {{"x", s}}, 3},
       {OpConfBuilder("cast", "c").Input("in", "x").Output("out").Attr("dtype", DT_FLOAT).Build(),
-       {{"x", s}}, 3},
+       {{"x", s}},
+       3},
       {OpConfBuilder("cast", "c").Input("in", "x").Output("out").Attr("dtype", DT_INT64).Build(),
-       {{"x", s}}, 2},
-      {OpConfBuilder("bias_add", "ba").Input("a", "x").Input("b", "y").Output("out").Attr("axis", 1).Build(),
-       {{"x", Shape({6, 5, 3})}, {"y", Shape({5})}}, 4},
+       {{"x", s}},
+       2},
+      {OpConfBuilder("bias_add", "ba")
+           .Input("a", "x")
+           .Input("b", "y")
+           .Output("out")
+           .Attr("axis", 1)
+           .Build(),
+       {{"x", Shape({6, 5, 3})}, {"y", Shape({5})}},
+       4},
   };
   for (const char* type : {"relu", "sigmoid", "tanh", "gelu"}) {
     cases.push_back({Unary(type, "x", "y"), {{"x", s}}, 2});
@@ -134,13 +152,10 @@ TEST(SbpTest, ReductionsAndBroadcastLike) {
                        .Build(),
                    {{"x", Shape({6, 7})}, {"y", Shape({6, 5, 7})}},
                    4});
-  cases.push_back({OpConfBuilder("broadcast_like", "bl")
-                       .Input("x", "x")
-                       .Input("like", "y")
-                       .Output("y")
-                       .Build(),
-                   {{"x", Shape({1, 7})}, {"y", Shape({6, 7})}},
-                   3});
+  cases.push_back(
+      {OpConfBuilder("broadcast_like", "bl").Input("x", "x").Input("like", "y").Output("y").Build(),
+       {{"x", Shape({1, 7})}, {"y", Shape({6, 7})}},
+       3});
   for (const Case& c : cases) {
     SCOPED_TRACE(c.op.DebugString());
     ExpectAllConsistent(c);
@@ -150,21 +165,40 @@ TEST(SbpTest, ReductionsAndBroadcastLike) {
 TEST(SbpTest, LayoutOps) {
   const std::vector<int64_t> start{0, 1, 0}, stop{6, 5, 7}, step{1, 2, 1};
   std::vector<Case> cases = {
-      {OpConfBuilder("reshape", "r").Input("x", "x").Output("y").Attr("shape", Shape({6, 35})).Build(),
-       {{"x", Shape({6, 5, 7})}}, 2},
-      {OpConfBuilder("reshape", "r").Input("x", "x").Output("y").Attr("shape", Shape({12, 3, 5})).Build(),
-       {{"x", Shape({6, 6, 5})}}, 2},
-      {OpConfBuilder("flatten", "f").Input("x", "x").Output("y").Build(), {{"x", Shape({6, 6, 5})}}, 2},
+      {OpConfBuilder("reshape", "r")
+           .Input("x", "x")
+           .Output("y")
+           .Attr("shape", Shape({6, 35}))
+           .Build(),
+       {{"x", Shape({6, 5, 7})}},
+       2},
+      {OpConfBuilder("reshape", "r")
+           .Input("x", "x")
+           .Output("y")
+           .Attr("shape", Shape({12, 3, 5}))
+           .Build(),
+       {{"x", Shape({6, 6, 5})}},
+       2},
+      {OpConfBuilder("flatten", "f").Input("x", "x").Output("y").Build(),
+       {{"x", Shape({6, 6, 5})}},
+       2},
       {OpConfBuilder("reshape_like", "rl").Input("x", "x").Input("like", "y").Output("y").Build(),
-       {{"x", Shape({6, 35})}, {"y", Shape({6, 5, 7})}}, 2},
+       {{"x", Shape({6, 35})}, {"y", Shape({6, 5, 7})}},
+       2},
       {OpConfBuilder("transpose", "t")
            .Input("x", "x")
            .Output("y")
            .Attr("perm", std::vector<int64_t>{2, 0, 1})
            .Build(),
-       {{"x", Shape({6, 5, 7})}}, 4},
-      {OpConfBuilder("concat", "c").Input("in", std::vector<std::string>{"x", "y"}).Output("out").Attr("axis", 1).Build(),
-       {{"x", Shape({6, 2, 7})}, {"y", Shape({6, 3, 7})}}, 3},
+       {{"x", Shape({6, 5, 7})}},
+       4},
+      {OpConfBuilder("concat", "c")
+           .Input("in", std::vector<std::string>{"x", "y"})
+           .Output("out")
+           .Attr("axis", 1)
+           .Build(),
+       {{"x", Shape({6, 2, 7})}, {"y", Shape({6, 3, 7})}},
+       3},
       {OpConfBuilder("slice", "s")
            .Input("x", "x")
            .Output("y")
@@ -172,7 +206,8 @@ TEST(SbpTest, LayoutOps) {
            .Attr("stop", stop)
            .Attr("step", step)
            .Build(),
-       {{"x", Shape({6, 5, 7})}}, 3},
+       {{"x", Shape({6, 5, 7})}},
+       3},
       {OpConfBuilder("slice_grad", "sg")
            .Input("dy", "x")
            .Input("like", "y")
@@ -181,7 +216,8 @@ TEST(SbpTest, LayoutOps) {
            .Attr("stop", stop)
            .Attr("step", step)
            .Build(),
-       {{"x", Shape({6, 2, 7})}, {"y", Shape({6, 5, 7})}}, 3},
+       {{"x", Shape({6, 2, 7})}, {"y", Shape({6, 5, 7})}},
+       3},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.op.DebugString());
@@ -199,7 +235,8 @@ TEST(SbpTest, CheckerRejectsInconsistentSignatures) {
   SbpSignature partial{{PartialSumSbp()}, {PartialSumSbp()}};
   EXPECT_FALSE(CheckSbpSignature(scalar_add, env, partial, 2).ok());
 
-  OpConf matmul = OpConfBuilder("matmul", "mm").Input("a", "x").Input("b", "y").Output("out").Build();
+  OpConf matmul =
+      OpConfBuilder("matmul", "mm").Input("a", "x").Input("b", "y").Output("out").Build();
   SbpSignature wrong{{SplitSbp(1), BroadcastSbp()}, {SplitSbp(0)}};
   EXPECT_FALSE(CheckSbpSignature(matmul, env, wrong, 2).ok());
   SbpSignature right{{SplitSbp(0), BroadcastSbp()}, {SplitSbp(0)}};

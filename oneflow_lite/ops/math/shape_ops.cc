@@ -207,7 +207,8 @@ Status ConcatSbp(SbpContext* ctx) {
   const int64_t rank = SbpInput(*ctx, "in").shape.rank();
   ASSIGN_OR_RETURN(int64_t axis, ConcatAxis(ctx->op(), rank));
   for (int64_t i = 0; i < rank; ++i) {
-    if (i != axis) ctx->Add(MakeSignature(ctx->op(), {{"in", SplitSbp(i)}}, {{"out", SplitSbp(i)}}));
+    if (i != axis)
+      ctx->Add(MakeSignature(ctx->op(), {{"in", SplitSbp(i)}}, {{"out", SplitSbp(i)}}));
   }
   AddPartialSignature(ctx, {"in"});
   return Status::OK();
@@ -226,16 +227,17 @@ Status ConcatGrad(GradContext* ctx) {
       std::vector<int64_t> start(out.rank(), 0), stop = out.dims(), step(out.rank(), 1);
       start[axis] = offset;
       stop[axis] = offset + extent;
-      ASSIGN_OR_RETURN(std::string dx,
-                       AddGradOp(ctx,
-                                 OpConfBuilder("slice", GradOpName(*ctx, "grad" + std::to_string(i)))
-                                     .Input("x", dy)
-                                     .Output("y")
-                                     .Attr("start", start)
-                                     .Attr("stop", stop)
-                                     .Attr("step", step)
-                                     .Build(),
-                                 "y"));
+      ASSIGN_OR_RETURN(
+          std::string dx,
+          AddGradOp(ctx,
+                    OpConfBuilder("slice", GradOpName(*ctx, "grad" + std::to_string(i)))
+                        .Input("x", dy)
+                        .Output("y")
+                        .Attr("start", start)
+                        .Attr("stop", stop)
+                        .Attr("step", step)
+                        .Build(),
+                    "y"));
       ctx->SetInputGrad("in", i, dx);
     }
     offset += extent;
@@ -334,8 +336,12 @@ REGISTER_OP("transpose")
     .Infer(InferTranspose)
     .Sbp(TransposeSbp)
     .Grad(TransposeGrad);
-REGISTER_OP("concat").VariadicInput("in").Output("out").Infer(InferConcat).Sbp(ConcatSbp).Grad(
-    ConcatGrad);
+REGISTER_OP("concat")
+    .VariadicInput("in")
+    .Output("out")
+    .Infer(InferConcat)
+    .Sbp(ConcatSbp)
+    .Grad(ConcatGrad);
 REGISTER_OP("slice")
     .Input("x")
     .Output("y")

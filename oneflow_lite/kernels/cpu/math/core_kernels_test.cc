@@ -44,8 +44,8 @@ std::vector<double> ReferenceMatmul(const HostTensor& a, const HostTensor& b, bo
 }
 
 TEST_P(CoreKernelTest, MatmulMatchesReferenceForAllTransposes) {
-  const std::vector<std::array<int64_t, 3>> sizes = {{1, 1, 1}, {3, 5, 7}, {7, 1, 9}, {4, 0, 3},
-                                                     {2, 6, 1}, {33, 130, 65}};
+  const std::vector<std::array<int64_t, 3>> sizes = {{1, 1, 1}, {3, 5, 7}, {7, 1, 9},
+                                                     {4, 0, 3}, {2, 6, 1}, {33, 130, 65}};
   uint64_t seed = 1;
   for (const auto& [m, k, n] : sizes) {
     for (int t = 0; t < 4; ++t) {
@@ -130,8 +130,8 @@ TEST_P(CoreKernelTest, ReluAndReluGrad) {
   EXPECT_EQ(CompareValues(ToDoubles(*y), want_y, 0), "");
   env.emplace("y", std::move(*y));
   auto dx = RunSingle(
-      OpConfBuilder("relu_grad", "rg").Input("dy", "dy").Input("y", "y").Output("dx").Build(),
-      &env, "rg/dx_0");
+      OpConfBuilder("relu_grad", "rg").Input("dy", "dy").Input("y", "y").Output("dx").Build(), &env,
+      "rg/dx_0");
   ASSERT_TRUE(dx.ok()) << dx.status();
   EXPECT_EQ(CompareValues(ToDoubles(*dx), want_dx, 0), "");
 }
@@ -165,8 +165,8 @@ TEST_P(CoreKernelTest, ReduceSumAndMeanOverAxisSubsets) {
     std::vector<int64_t> axes;
   };
   const std::vector<Case> cases = {
-      {Shape({1, 1}), {}},        {Shape({3, 5}), {0}},       {Shape({3, 5}), {1}},
-      {Shape({3, 5}), {}},        {Shape({7, 1, 9}), {0, 2}}, {Shape({7, 1, 9}), {1}},
+      {Shape({1, 1}), {}},           {Shape({3, 5}), {0}},        {Shape({3, 5}), {1}},
+      {Shape({3, 5}), {}},           {Shape({7, 1, 9}), {0, 2}},  {Shape({7, 1, 9}), {1}},
       {Shape({2, 3, 4, 5}), {1, 3}}, {Shape({2, 3, 4, 5}), {-1}}, {Shape({4, 0, 3}), {1}},
   };
   uint64_t seed = 40;
@@ -195,8 +195,7 @@ TEST_P(CoreKernelTest, ReduceSumAndMeanOverAxisSubsets) {
           if (reduced && keepdims) expected_dims.push_back(1);
         }
         EXPECT_EQ(y->shape(), Shape(expected_dims));
-        EXPECT_EQ(CompareValues(ToDoubles(*y), ReferenceReduce(env.at("x"), axes, mean), tol()),
-                  "")
+        EXPECT_EQ(CompareValues(ToDoubles(*y), ReferenceReduce(env.at("x"), axes, mean), tol()), "")
             << c.shape << " mean=" << mean;
       }
     }
@@ -263,8 +262,8 @@ TEST_P(CoreKernelTest, ReshapeFlattenIdentityCopyValues) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->shape(), Shape({5, 6}));
   EXPECT_EQ(ToDoubles(*r), x);
-  auto f = RunSingle(OpConfBuilder("flatten", "f").Input("x", "x").Output("y").Build(), &env,
-                     "f/y_0");
+  auto f =
+      RunSingle(OpConfBuilder("flatten", "f").Input("x", "x").Output("y").Build(), &env, "f/y_0");
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->shape(), Shape({2, 15}));
   EXPECT_EQ(ToDoubles(*f), x);
@@ -278,7 +277,8 @@ TEST_P(CoreKernelTest, ReshapeFlattenIdentityCopyValues) {
 // Blobs that disagree with each other (a planner bug or corrupt plan) give an
 // error naming the op and the shapes, not a crash.
 TEST(KernelErrorTest, MatmulWithInconsistentBlobsReturnsError) {
-  OpConf op = OpConfBuilder("matmul", "dense7").Input("a", "a").Input("b", "b").Output("out").Build();
+  OpConf op =
+      OpConfBuilder("matmul", "dense7").Input("a", "a").Input("b", "b").Output("out").Build();
   CpuDeviceContext cpu;
   KernelInitContext init;
   init.op = &op;

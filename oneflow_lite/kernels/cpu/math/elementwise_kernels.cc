@@ -169,12 +169,24 @@ class CastKernel final : public Kernel {
     }
     const From* p = in.data<From>();
     switch (out->dtype()) {
-      case DT_FLOAT: CastLoop(p, out->data<float>(), n); break;
-      case DT_DOUBLE: CastLoop(p, out->data<double>(), n); break;
-      case DT_INT32: CastLoop(p, out->data<int32_t>(), n); break;
-      case DT_INT64: CastLoop(p, out->data<int64_t>(), n); break;
-      case DT_INT8: CastLoop(p, out->data<int8_t>(), n); break;
-      case DT_UINT8: CastLoop(p, out->data<uint8_t>(), n); break;
+      case DT_FLOAT:
+        CastLoop(p, out->data<float>(), n);
+        break;
+      case DT_DOUBLE:
+        CastLoop(p, out->data<double>(), n);
+        break;
+      case DT_INT32:
+        CastLoop(p, out->data<int32_t>(), n);
+        break;
+      case DT_INT64:
+        CastLoop(p, out->data<int64_t>(), n);
+        break;
+      case DT_INT8:
+        CastLoop(p, out->data<int8_t>(), n);
+        break;
+      case DT_UINT8:
+        CastLoop(p, out->data<uint8_t>(), n);
+        break;
       case DT_BOOL: {
         bool* o = out->data<bool>();
         for (int64_t i = 0; i < n; ++i) o[i] = p[i] != From(0);
@@ -187,29 +199,29 @@ class CastKernel final : public Kernel {
   }
 };
 
-#define OFLITE_MATH_UNARY(op, in, out, Functor)                                       \
-  template <typename T>                                                               \
-  class Functor##Kernel final : public Kernel {                                       \
-   public:                                                                            \
-    Status Init(const KernelInitContext& ctx) override { return impl_.Init(ctx); }    \
-    Status Forward(KernelContext* ctx) override { return impl_.Forward(ctx); }        \
-                                                                                      \
-   private:                                                                           \
-    UnaryKernel<T, Functor<T>> impl_{in, out};                                        \
-  };                                                                                  \
-  REGISTER_KERNEL(op, DEVICE_CPU, DT_FLOAT, Functor##Kernel<float>);                  \
+#define OFLITE_MATH_UNARY(op, in, out, Functor)                                    \
+  template <typename T>                                                            \
+  class Functor##Kernel final : public Kernel {                                    \
+   public:                                                                         \
+    Status Init(const KernelInitContext& ctx) override { return impl_.Init(ctx); } \
+    Status Forward(KernelContext* ctx) override { return impl_.Forward(ctx); }     \
+                                                                                   \
+   private:                                                                        \
+    UnaryKernel<T, Functor<T>> impl_{in, out};                                     \
+  };                                                                               \
+  REGISTER_KERNEL(op, DEVICE_CPU, DT_FLOAT, Functor##Kernel<float>);               \
   REGISTER_KERNEL(op, DEVICE_CPU, DT_DOUBLE, Functor##Kernel<double>)
 
-#define OFLITE_MATH_GRAD(op, saved, Functor)                                          \
-  template <typename T>                                                               \
-  class Functor##Kernel final : public Kernel {                                       \
-   public:                                                                            \
-    Status Forward(KernelContext* ctx) override { return impl_.Forward(ctx); }        \
-                                                                                      \
-   private:                                                                           \
-    GradKernel<T, Functor<T>> impl_{saved};                                           \
-  };                                                                                  \
-  REGISTER_KERNEL(op, DEVICE_CPU, DT_FLOAT, Functor##Kernel<float>);                  \
+#define OFLITE_MATH_GRAD(op, saved, Functor)                                   \
+  template <typename T>                                                        \
+  class Functor##Kernel final : public Kernel {                                \
+   public:                                                                     \
+    Status Forward(KernelContext* ctx) override { return impl_.Forward(ctx); } \
+                                                                               \
+   private:                                                                    \
+    GradKernel<T, Functor<T>> impl_{saved};                                    \
+  };                                                                           \
+  REGISTER_KERNEL(op, DEVICE_CPU, DT_FLOAT, Functor##Kernel<float>);           \
   REGISTER_KERNEL(op, DEVICE_CPU, DT_DOUBLE, Functor##Kernel<double>)
 
 OFLITE_MATH_UNARY("relu", "x", "y", ReluFunctor);

@@ -33,10 +33,13 @@ TEST_P(ElementwiseKernelTest, BroadcastingBinaryOps) {
     Shape x, y, out;
   };
   const std::vector<Case> cases = {
-      {Shape({1, 1}), Shape({1, 1}), Shape({1, 1})}, {Shape({3, 5}), Shape({3, 5}), Shape({3, 5})},
-      {Shape({3, 5}), Shape({5}), Shape({3, 5})},    {Shape({3, 1}), Shape({1, 5}), Shape({3, 5})},
+      {Shape({1, 1}), Shape({1, 1}), Shape({1, 1})},
+      {Shape({3, 5}), Shape({3, 5}), Shape({3, 5})},
+      {Shape({3, 5}), Shape({5}), Shape({3, 5})},
+      {Shape({3, 1}), Shape({1, 5}), Shape({3, 5})},
       {Shape({7, 1, 9}), Shape({4, 1}), Shape({7, 4, 9})},
-      {Shape({}), Shape({2, 3}), Shape({2, 3})},     {Shape({5, 3}), Shape({0, 1, 3}), Shape({0, 5, 3})},
+      {Shape({}), Shape({2, 3}), Shape({2, 3})},
+      {Shape({5, 3}), Shape({0, 1, 3}), Shape({0, 5, 3})},
       {Shape({2, 1, 3, 1}), Shape({1, 4, 1, 5}), Shape({2, 4, 3, 5})},
   };
   const std::vector<std::pair<std::string, std::function<double(double, double)>>> ops = {
@@ -80,7 +83,8 @@ TEST_P(ElementwiseKernelTest, ActivationsAndGradients) {
        }},
       {"tanh", "tanh_grad", "y", [](double x) { return std::tanh(x); },
        [](double x) { return 1 - std::tanh(x) * std::tanh(x); }},
-      {"gelu", "gelu_grad", "x", [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); },
+      {"gelu", "gelu_grad", "x",
+       [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); },
        [](double x) {
          return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) +
                 x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
@@ -91,7 +95,8 @@ TEST_P(ElementwiseKernelTest, ActivationsAndGradients) {
       TensorMap env;
       env.emplace("x", Random(shape, 5, -4.0, 4.0));
       env.emplace("dy", Random(shape, 6));
-      auto y = RunSingle(OpConfBuilder(c.type, "a").Input("x", "x").Output("y").Build(), &env, "a/y_0");
+      auto y =
+          RunSingle(OpConfBuilder(c.type, "a").Input("x", "x").Output("y").Build(), &env, "a/y_0");
       ASSERT_TRUE(y.ok()) << y.status();
       const std::vector<double> x = ToDoubles(env.at("x")), dy = ToDoubles(env.at("dy"));
       std::vector<double> want_y(x.size()), want_dx(x.size());
@@ -129,8 +134,8 @@ TEST_P(ElementwiseKernelTest, ScalarOps) {
            {"scalar_mul", "value", -2.0, [](double v) { return v * -2.0; }},
            {"scalar_pow", "exponent", 2.5, [](double v) { return std::pow(v, 2.5); }}}) {
     auto out = RunSingle(
-        OpConfBuilder(c.type, "s").Input("in", "x").Output("out").Attr(c.key, c.value).Build(), &env,
-        "s/out_0");
+        OpConfBuilder(c.type, "s").Input("in", "x").Output("out").Attr(c.key, c.value).Build(),
+        &env, "s/out_0");
     ASSERT_TRUE(out.ok()) << out.status();
     std::vector<double> want(x.size());
     for (size_t i = 0; i < x.size(); ++i) want[i] = c.f(x[i]);

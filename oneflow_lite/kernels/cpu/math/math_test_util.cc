@@ -10,11 +10,20 @@ std::vector<double> ToDoubles(const HostTensor& t) {
   std::vector<double> out(t.elem_count());
   for (int64_t i = 0; i < t.elem_count(); ++i) {
     switch (t.dtype()) {
-      case DT_FLOAT: out[i] = t.data<float>()[i]; break;
-      case DT_DOUBLE: out[i] = t.data<double>()[i]; break;
-      case DT_INT32: out[i] = t.data<int32_t>()[i]; break;
-      case DT_INT64: out[i] = static_cast<double>(t.data<int64_t>()[i]); break;
-      default: LOG(FATAL) << "ToDoubles: unsupported dtype " << DataTypeName(t.dtype());
+      case DT_FLOAT:
+        out[i] = t.data<float>()[i];
+        break;
+      case DT_DOUBLE:
+        out[i] = t.data<double>()[i];
+        break;
+      case DT_INT32:
+        out[i] = t.data<int32_t>()[i];
+        break;
+      case DT_INT64:
+        out[i] = static_cast<double>(t.data<int64_t>()[i]);
+        break;
+      default:
+        LOG(FATAL) << "ToDoubles: unsupported dtype " << DataTypeName(t.dtype());
     }
   }
   return out;
@@ -61,9 +70,12 @@ std::string CompareValues(const std::vector<double>& got, const std::vector<doub
 
 double Tolerance(DataType dtype) {
   switch (dtype) {
-    case DT_FLOAT: return 1e-5;
-    case DT_DOUBLE: return 1e-12;
-    default: return 0;
+    case DT_FLOAT:
+      return 1e-5;
+    case DT_DOUBLE:
+      return 1e-12;
+    default:
+      return 0;
   }
 }
 

@@ -12,8 +12,8 @@ namespace oflite {
 namespace math {
 namespace {
 
-void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, double alpha,
-          const float* a, int lda, const float* b, int ldb, float* c) {
+void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, double alpha, const float* a,
+          int lda, const float* b, int ldb, float* c) {
   cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, static_cast<float>(alpha), a, lda, b, ldb, 0.0f, c,
               n);
 }

@@ -44,9 +44,9 @@ class ReduceKernel final : public Kernel {
       const T* p = in + offsets[0];
       T* o = out + offsets[1];
       if (out_stride == 0) {
-        T sum = T(0);
+        double sum = 0;  // double accumulation keeps long float32 sums accurate
         for (int64_t i = 0; i < n; ++i) sum += p[i];
-        *o += sum;
+        *o += static_cast<T>(sum);
       } else {
         for (int64_t i = 0; i < n; ++i) o[i] += p[i];
       }

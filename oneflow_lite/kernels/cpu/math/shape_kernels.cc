@@ -219,13 +219,13 @@ class SliceGradKernel final : public Kernel {
   }
 };
 
-#define OFLITE_MATH_ALL_TYPES(op, Kernel)                  \
+#define OFLITE_MATH_ALL_TYPES(op, Kernel)                     \
   REGISTER_KERNEL(op, DEVICE_CPU, DT_FLOAT, Kernel<float>);   \
   REGISTER_KERNEL(op, DEVICE_CPU, DT_DOUBLE, Kernel<double>); \
   REGISTER_KERNEL(op, DEVICE_CPU, DT_INT32, Kernel<int32_t>); \
   REGISTER_KERNEL(op, DEVICE_CPU, DT_INT64, Kernel<int64_t>)
 
-#define OFLITE_MATH_ALL_TYPES_UNTYPED(op, Kernel)  \
+#define OFLITE_MATH_ALL_TYPES_UNTYPED(op, Kernel)     \
   REGISTER_KERNEL(op, DEVICE_CPU, DT_FLOAT, Kernel);  \
   REGISTER_KERNEL(op, DEVICE_CPU, DT_DOUBLE, Kernel); \
   REGISTER_KERNEL(op, DEVICE_CPU, DT_INT32, Kernel);  \

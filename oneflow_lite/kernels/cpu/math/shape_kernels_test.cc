@@ -24,8 +24,8 @@ TEST_P(ShapeKernelTest, TransposeEveryPermutationOfRank3) {
   const std::vector<double> x = ToDoubles(env.at("x"));
   do {
     auto y = RunSingle(
-        OpConfBuilder("transpose", "t").Input("x", "x").Output("y").Attr("perm", perm).Build(), &env,
-        "t/y_0");
+        OpConfBuilder("transpose", "t").Input("x", "x").Output("y").Attr("perm", perm).Build(),
+        &env, "t/y_0");
     ASSERT_TRUE(y.ok()) << y.status();
     std::vector<double> want(x.size());
     for (int64_t i = 0; i < y->elem_count(); ++i) {
@@ -39,18 +39,18 @@ TEST_P(ShapeKernelTest, TransposeEveryPermutationOfRank3) {
 }
 
 TEST_P(ShapeKernelTest, Transpose2DAndRank4) {
-  for (const auto& [shape, perm] : std::vector<std::pair<Shape, std::vector<int64_t>>>{
-           {Shape({3, 5}), {1, 0}},
-           {Shape({1, 1}), {1, 0}},
-           {Shape({2, 3, 4, 5}), {0, 2, 3, 1}},
-           {Shape({67, 131}), {1, 0}},
-           {Shape({3, 40, 33}), {2, 1, 0}},
-           {Shape({5, 37, 70}), {0, 2, 1}}}) {
+  for (const auto& [shape, perm] :
+       std::vector<std::pair<Shape, std::vector<int64_t>>>{{Shape({3, 5}), {1, 0}},
+                                                           {Shape({1, 1}), {1, 0}},
+                                                           {Shape({2, 3, 4, 5}), {0, 2, 3, 1}},
+                                                           {Shape({67, 131}), {1, 0}},
+                                                           {Shape({3, 40, 33}), {2, 1, 0}},
+                                                           {Shape({5, 37, 70}), {0, 2, 1}}}) {
     TensorMap env;
     env.emplace("x", Random(shape, 2));
     auto y = RunSingle(
-        OpConfBuilder("transpose", "t").Input("x", "x").Output("y").Attr("perm", perm).Build(), &env,
-        "t/y_0");
+        OpConfBuilder("transpose", "t").Input("x", "x").Output("y").Attr("perm", perm).Build(),
+        &env, "t/y_0");
     ASSERT_TRUE(y.ok()) << y.status();
     const std::vector<double> x = ToDoubles(env.at("x"));
     std::vector<double> want(x.size());
@@ -79,8 +79,8 @@ TEST_P(ShapeKernelTest, ConcatAlongEachAxis) {
       env.emplace(lbns.back(), Random(shapes[k], 10 + k));
     }
     auto out = RunSingle(
-        OpConfBuilder("concat", "c").Input("in", lbns).Output("out").Attr("axis", axis).Build(), &env,
-        "c/out_0");
+        OpConfBuilder("concat", "c").Input("in", lbns).Output("out").Attr("axis", axis).Build(),
+        &env, "c/out_0");
     ASSERT_TRUE(out.ok()) << out.status();
     std::vector<double> want(out->elem_count());
     for (int64_t i = 0; i < out->elem_count(); ++i) {
@@ -151,9 +151,12 @@ TEST_P(ShapeKernelTest, EmptySliceAndReshapes) {
                          &env, "s/y_0");
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_EQ(empty->shape(), Shape({0, 5}));
-  auto reshaped = RunSingle(
-      OpConfBuilder("reshape", "r").Input("x", "x").Output("y").Attr("shape", Shape({5, 1, 3})).Build(),
-      &env, "r/y_0");
+  auto reshaped = RunSingle(OpConfBuilder("reshape", "r")
+                                .Input("x", "x")
+                                .Output("y")
+                                .Attr("shape", Shape({5, 1, 3}))
+                                .Build(),
+                            &env, "r/y_0");
   ASSERT_TRUE(reshaped.ok()) << reshaped.status();
   EXPECT_EQ(ToDoubles(*reshaped), ToDoubles(env.at("x")));
   env.emplace("like", Random(Shape({15}), 31));
