@@ -1,0 +1,81 @@
+// CommNet for one process of a job: the bundle the runtime and `oflite run`
+// start with. Start() (rank 0 first starts the rendezvous server at
+// `master`) joins the control plane with the job token, creates the
+// transport (tcp unless a provider factory is given), connects every peer
+// through the rendezvous, and sets up a message router, a registered pool
+// and the strategy counters. Everything is owned by the CommNet and torn
+// down in dependency order by its destructor.
+//
+// Actor messages: pick a router channel (kActorChannel) and
+// router()->SetHandler(...) before peers send (early messages are parked).
+// Blocking: Start blocks up to options.connect_timeout and fails naming the
+// rank that did not arrive. Accessors are thread-safe to call; the objects
+// they return follow their own contracts.
+#ifndef ONEFLOW_LITE_COMM_COMM_NET_H_
+#define ONEFLOW_LITE_COMM_COMM_NET_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "oneflow_lite/comm/control/control_client.h"
+#include "oneflow_lite/comm/control/rendezvous_server.h"
+#include "oneflow_lite/comm/memory/counters.h"
+#include "oneflow_lite/comm/memory/registered_pool.h"
+#include "oneflow_lite/comm/message_router.h"
+#include "oneflow_lite/comm/transport.h"
+
+namespace oflite {
+namespace comm {
+
+using ProviderFactory =
+    std::function<StatusOr<std::unique_ptr<Transport>>(const TransportOptions&)>;
+
+struct CommNetOptions {
+  int rank = 0;
+  int world_size = 1;
+  std::string master;     // HOST:PORT of rank 0's rendezvous
+  std::string job_token;  // empty: taken from OFLITE_JOB_TOKEN
+  std::string listen_host;  // empty: OFLITE_HOST, else 127.0.0.1 (tcp)
+  std::chrono::milliseconds connect_timeout{60000};
+  std::chrono::milliseconds peer_timeout{10000};
+  TransportOptions transport;  // ring geometry etc.; rank/world/handlers set by Start
+  RegisteredPoolOptions pool;
+  ProviderFactory provider;  // empty: the TCP provider
+  PeerErrorHandler on_peer_error;
+};
+
+// Router channels reserved by CommNet users.
+constexpr uint32_t kActorChannel = 0x10;
+constexpr uint32_t kCollectiveChannel = 0x100;
+
+class CommNet {
+ public:
+  static StatusOr<std::unique_ptr<CommNet>> Start(const CommNetOptions& options);
+  ~CommNet();
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  Transport* transport() { return transport_.get(); }
+  control::ControlClient* control() { return control_.get(); }
+  MessageRouter* router() { return &router_; }
+  RegisteredPool* pool() { return pool_.get(); }
+  CommStats* stats() { return &stats_; }
+
+ private:
+  CommNet() = default;
+
+  int rank_ = 0;
+  int world_size_ = 1;
+  MessageRouter router_;  // outlives the transport that calls into it
+  CommStats stats_;
+  std::unique_ptr<control::RendezvousServer> server_;
+  std::unique_ptr<control::ControlClient> control_;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<RegisteredPool> pool_;
+};
+
+}  // namespace comm
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_COMM_COMM_NET_H_
