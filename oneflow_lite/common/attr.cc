@@ -97,11 +97,13 @@ void SetStringAttr(OpConf* op, const std::string& key, const std::string& v) {
 }
 void SetIntsAttr(OpConf* op, const std::string& key, const std::vector<int64_t>& v) {
   AttrValue a;
+  a.mutable_ints();  // an empty list is still a list
   for (int64_t x : v) a.mutable_ints()->add_value(x);
   SetAttr(op, key, a);
 }
 void SetFloatsAttr(OpConf* op, const std::string& key, const std::vector<double>& v) {
   AttrValue a;
+  a.mutable_floats();
   for (double x : v) a.mutable_floats()->add_value(x);
   SetAttr(op, key, a);
 }

@@ -2,7 +2,9 @@
 //
 // AttrView reads; it holds a pointer to the OpConf, which must outlive it.
 // Getters return an InvalidArgument error naming the op and the key when an
-// attribute is missing or has another type; the *Or variants take a default.
+// attribute is missing or has another type; the *Or variants return the
+// default when it is missing or has another type (op inference validates the
+// types of optional attributes up front, so kernels may rely on *Or).
 // SetAttr keeps the list sorted so serialization stays deterministic.
 #ifndef ONEFLOW_LITE_COMMON_ATTR_H_
 #define ONEFLOW_LITE_COMMON_ATTR_H_

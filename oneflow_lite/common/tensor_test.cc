@@ -47,6 +47,10 @@ TEST(AttrTest, SetGetSortedAndTyped) {
   EXPECT_EQ(*attrs.GetShape("kernel"), Shape({3, 3}));
   EXPECT_EQ(attrs.GetIntsOr("strides", {}), std::vector<int64_t>({2, 2}));
   EXPECT_EQ(attrs.GetIntOr("missing", 7), 7);
+  SetIntsAttr(&op, "empty", {});
+  auto empty = AttrView(op).GetInts("empty");
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_TRUE(empty->empty());
   auto wrong_type = attrs.GetInt("alpha");
   ASSERT_FALSE(wrong_type.ok());
   EXPECT_NE(wrong_type.status().message().find("conv1"), std::string::npos);
