@@ -1,0 +1,255 @@
+// matmul (cuBLAS) and conv2d / conv2d_grad_data / conv2d_grad_filter (cuDNN),
+// float32.
+//
+// matmul computes in full FP32 by default. TF32 tensor cores are an opt-in:
+// the bool attribute `allow_tf32` on the op, or OFLITE_CUDA_ALLOW_TF32=1 in
+// the environment (read at Init) for every matmul of the process.
+//
+// The convolutions build their cuDNN descriptors and pick an algorithm once
+// in Init (heuristics, FMA math only: no TF32, so results stay within FP32
+// rounding of the CPU kernel), then allocate that algorithm's workspace once;
+// Forward only launches. Blob shapes must equal the planned ones.
+#include <cstdlib>
+#include <cstring>
+
+#include "oneflow_lite/kernels/cuda/cuda_kernel_util.h"
+#include "oneflow_lite/ops/nn/nn_util.h"
+
+namespace oflite {
+namespace cuda {
+namespace {
+
+class MatmulKernel final : public Kernel {
+ public:
+  Status Init(const KernelInitContext& ctx) override {
+    transpose_a_ = ctx.attrs().GetBoolOr("transpose_a", false);
+    transpose_b_ = ctx.attrs().GetBoolOr("transpose_b", false);
+    alpha_ = static_cast<float>(ctx.attrs().GetFloatOr("alpha", 1.0));
+    const char* env = std::getenv("OFLITE_CUDA_ALLOW_TF32");
+    allow_tf32_ = ctx.attrs().GetBoolOr("allow_tf32", false) ||
+                  (env != nullptr && std::strcmp(env, "1") == 0);
+    return Status::OK();
+  }
+  Status Forward(KernelContext* ctx) override {
+    ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
+    const Blob& a = ctx->Input("a");
+    const Blob& b = ctx->Input("b");
+    Blob* out = ctx->Output("out");
+    if (a.shape().rank() != 2 || b.shape().rank() != 2 || out->shape().rank() != 2) {
+      return ctx->Error("matmul needs 2-D a, b and out, got ", a.shape(), ", ", b.shape(), ", ",
+                        out->shape());
+    }
+    const int64_t m = transpose_a_ ? a.shape().dim(1) : a.shape().dim(0);
+    const int64_t k = transpose_a_ ? a.shape().dim(0) : a.shape().dim(1);
+    const int64_t kb = transpose_b_ ? b.shape().dim(1) : b.shape().dim(0);
+    const int64_t n = transpose_b_ ? b.shape().dim(0) : b.shape().dim(1);
+    if (k != kb || out->shape().dim(0) != m || out->shape().dim(1) != n) {
+      return ctx->Error("shapes do not multiply: a ", a.shape(), ", b ", b.shape(), ", out ",
+                        out->shape());
+    }
+    if (m == 0 || n == 0) return Status::OK();
+    if (k == 0) {
+      CUDA_RETURN_IF_ERROR(cudaMemsetAsync(out->raw(), 0, out->ByteSize(), cuda->stream()));
+      return Status::OK();
+    }
+    // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
+    const float beta = 0.f;
+    const cublasComputeType_t compute =
+        allow_tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    CUBLAS_RETURN_IF_ERROR(cublasGemmEx(
+        cuda->cublas(), transpose_b_ ? CUBLAS_OP_T : CUBLAS_OP_N,
+        transpose_a_ ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+        static_cast<int>(k), &alpha_, b.raw(), CUDA_R_32F,
+        static_cast<int>(transpose_b_ ? k : n), a.raw(), CUDA_R_32F,
+        static_cast<int>(transpose_a_ ? m : k), &beta, out->raw(), CUDA_R_32F,
+        static_cast<int>(n), compute, CUBLAS_GEMM_DEFAULT));
+    return Status::OK();
+  }
+
+ private:
+  bool transpose_a_ = false, transpose_b_ = false, allow_tf32_ = false;
+  float alpha_ = 1.f;
+};
+
+enum class ConvKind { kForward, kGradData, kGradFilter };
+
+constexpr size_t kMaxWorkspaceBytes = size_t{512} << 20;
+
+template <ConvKind kKind>
+class ConvKernel final : public Kernel {
+ public:
+  ~ConvKernel() override {
+    if (workspace_ != nullptr) cudaFree(workspace_);
+    if (conv_ != nullptr) cudnnDestroyConvolutionDescriptor(conv_);
+    if (filter_ != nullptr) cudnnDestroyFilterDescriptor(filter_);
+    if (x_desc_ != nullptr) cudnnDestroyTensorDescriptor(x_desc_);
+    if (y_desc_ != nullptr) cudnnDestroyTensorDescriptor(y_desc_);
+  }
+
+  Status Init(const KernelInitContext& ctx) override {
+    Status status = InitDescriptors(ctx);
+    if (!status.ok()) {
+      return InvalidArgumentError("op '", ctx.op->name(), "' (", ctx.op->op_type(),
+                                  "): ", status.message());
+    }
+    return Status::OK();
+  }
+
+  Status Forward(KernelContext* ctx) override {
+    ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
+    const float alpha = 1.f, beta = 0.f;
+    switch (kKind) {
+      case ConvKind::kForward: {
+        RETURN_IF_ERROR(CheckShape(*ctx, ctx->Input("x").shape(), x_shape_, "x"));
+        RETURN_IF_ERROR(CheckShape(*ctx, ctx->Output("y")->shape(), y_shape_, "y"));
+        CUDNN_RETURN_IF_ERROR(cudnnConvolutionForward(
+            cuda->cudnn(), &alpha, x_desc_, ctx->Input("x").raw(), filter_,
+            ctx->Input("weight").raw(), conv_, forward_algo_, workspace_, workspace_bytes_,
+            &beta, y_desc_, ctx->Output("y")->raw()));
+        break;
+      }
+      case ConvKind::kGradData: {
+        RETURN_IF_ERROR(CheckShape(*ctx, ctx->Input("dy").shape(), y_shape_, "dy"));
+        RETURN_IF_ERROR(CheckShape(*ctx, ctx->Output("dx")->shape(), x_shape_, "dx"));
+        CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardData(
+            cuda->cudnn(), &alpha, filter_, ctx->Input("weight").raw(), y_desc_,
+            ctx->Input("dy").raw(), conv_, data_algo_, workspace_, workspace_bytes_, &beta,
+            x_desc_, ctx->Output("dx")->raw()));
+        break;
+      }
+      case ConvKind::kGradFilter: {
+        RETURN_IF_ERROR(CheckShape(*ctx, ctx->Input("dy").shape(), y_shape_, "dy"));
+        RETURN_IF_ERROR(CheckShape(*ctx, ctx->Input("x").shape(), x_shape_, "x"));
+        CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardFilter(
+            cuda->cudnn(), &alpha, x_desc_, ctx->Input("x").raw(), y_desc_,
+            ctx->Input("dy").raw(), conv_, filter_algo_, workspace_, workspace_bytes_, &beta,
+            filter_, ctx->Output("dw")->raw()));
+        break;
+      }
+    }
+    return Status::OK();
+  }
+
+ private:
+  static Status CheckShape(const KernelContext& ctx, const Shape& got, const Shape& planned,
+                           const char* arg) {
+    if (got != planned) return ctx.Error(arg, " ", got, " differs from the planned ", planned);
+    return Status::OK();
+  }
+
+  Status InitDescriptors(const KernelInitContext& ctx) {
+    ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(ctx));
+    RETURN_IF_ERROR(cuda->Activate());
+    const char* image_arg = kKind == ConvKind::kForward ? "x" : (kKind == ConvKind::kGradData ? "like" : "x");
+    const char* weight_arg = kKind == ConvKind::kGradFilter ? "like" : "weight";
+    x_shape_ = ctx.Input(image_arg).shape;
+    w_shape_ = ctx.Input(weight_arg).shape;
+    ASSIGN_OR_RETURN(nn::Window2d w, nn::MakeConvWindow(ctx.attrs(), x_shape_, w_shape_));
+    y_shape_ = Shape({w.batch, w_shape_.dim(0), w.out_h, w.out_w});
+    const auto i = [](int64_t v) { return static_cast<int>(v); };
+    CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&x_desc_));
+    CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&y_desc_));
+    CUDNN_RETURN_IF_ERROR(cudnnCreateFilterDescriptor(&filter_));
+    CUDNN_RETURN_IF_ERROR(cudnnCreateConvolutionDescriptor(&conv_));
+    CUDNN_RETURN_IF_ERROR(cudnnSetTensor4dDescriptor(x_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                                     i(x_shape_.dim(0)), i(x_shape_.dim(1)),
+                                                     i(x_shape_.dim(2)), i(x_shape_.dim(3))));
+    CUDNN_RETURN_IF_ERROR(cudnnSetTensor4dDescriptor(y_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                                     i(y_shape_.dim(0)), i(y_shape_.dim(1)),
+                                                     i(y_shape_.dim(2)), i(y_shape_.dim(3))));
+    CUDNN_RETURN_IF_ERROR(cudnnSetFilter4dDescriptor(filter_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                                     i(w_shape_.dim(0)), i(w_shape_.dim(1)),
+                                                     i(w_shape_.dim(2)), i(w_shape_.dim(3))));
+    CUDNN_RETURN_IF_ERROR(cudnnSetConvolution2dDescriptor(
+        conv_, i(w.pad_h), i(w.pad_w), i(w.stride_h), i(w.stride_w), i(w.dilation_h),
+        i(w.dilation_w), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(conv_, CUDNN_FMA_MATH));
+    if (x_shape_.elem_count() == 0 || y_shape_.elem_count() == 0) {
+      return InvalidArgumentError("empty convolution (x ", x_shape_, ") is not supported on CUDA");
+    }
+    RETURN_IF_ERROR(ChooseAlgorithm(cuda->cudnn()));
+    if (workspace_bytes_ > 0) CUDA_RETURN_IF_ERROR(cudaMalloc(&workspace_, workspace_bytes_));
+    return Status::OK();
+  }
+
+  // The first heuristic candidate that succeeds with FMA math and fits.
+  Status ChooseAlgorithm(cudnnHandle_t handle) {
+    constexpr int kWant = 16;
+    int found = 0;
+    bool chosen = false;
+    if (kKind == ConvKind::kForward) {
+      cudnnConvolutionFwdAlgoPerf_t perf[kWant];
+      CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardAlgorithm_v7(
+          handle, x_desc_, filter_, conv_, y_desc_, kWant, &found, perf));
+      for (int k = 0; k < found && !chosen; ++k) {
+        if (perf[k].status != CUDNN_STATUS_SUCCESS || perf[k].mathType != CUDNN_FMA_MATH ||
+            perf[k].memory > kMaxWorkspaceBytes) {
+          continue;
+        }
+        forward_algo_ = perf[k].algo;
+        chosen = true;
+      }
+      if (chosen) {
+        CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardWorkspaceSize(
+            handle, x_desc_, filter_, conv_, y_desc_, forward_algo_, &workspace_bytes_));
+      }
+    } else if (kKind == ConvKind::kGradData) {
+      cudnnConvolutionBwdDataAlgoPerf_t perf[kWant];
+      CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+          handle, filter_, y_desc_, conv_, x_desc_, kWant, &found, perf));
+      for (int k = 0; k < found && !chosen; ++k) {
+        if (perf[k].status != CUDNN_STATUS_SUCCESS || perf[k].mathType != CUDNN_FMA_MATH ||
+            perf[k].memory > kMaxWorkspaceBytes) {
+          continue;
+        }
+        data_algo_ = perf[k].algo;
+        chosen = true;
+      }
+      if (chosen) {
+        CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataWorkspaceSize(
+            handle, filter_, y_desc_, conv_, x_desc_, data_algo_, &workspace_bytes_));
+      }
+    } else {
+      cudnnConvolutionBwdFilterAlgoPerf_t perf[kWant];
+      CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+          handle, x_desc_, y_desc_, conv_, filter_, kWant, &found, perf));
+      for (int k = 0; k < found && !chosen; ++k) {
+        if (perf[k].status != CUDNN_STATUS_SUCCESS || perf[k].mathType != CUDNN_FMA_MATH ||
+            perf[k].memory > kMaxWorkspaceBytes) {
+          continue;
+        }
+        filter_algo_ = perf[k].algo;
+        chosen = true;
+      }
+      if (chosen) {
+        CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+            handle, x_desc_, y_desc_, conv_, filter_, filter_algo_, &workspace_bytes_));
+      }
+    }
+    if (!chosen) {
+      return InternalError("cuDNN offered no FMA-math algorithm for x ", x_shape_, ", weight ",
+                           w_shape_, " within ", kMaxWorkspaceBytes >> 20, " MiB of workspace (",
+                           found, " candidates)");
+    }
+    return Status::OK();
+  }
+
+  Shape x_shape_, w_shape_, y_shape_;
+  cudnnTensorDescriptor_t x_desc_ = nullptr, y_desc_ = nullptr;
+  cudnnFilterDescriptor_t filter_ = nullptr;
+  cudnnConvolutionDescriptor_t conv_ = nullptr;
+  cudnnConvolutionFwdAlgo_t forward_algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  cudnnConvolutionBwdDataAlgo_t data_algo_ = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+  cudnnConvolutionBwdFilterAlgo_t filter_algo_ = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+};
+
+REGISTER_KERNEL("matmul", DEVICE_CUDA, DT_FLOAT, MatmulKernel);
+REGISTER_KERNEL("conv2d", DEVICE_CUDA, DT_FLOAT, ConvKernel<ConvKind::kForward>);
+REGISTER_KERNEL("conv2d_grad_data", DEVICE_CUDA, DT_FLOAT, ConvKernel<ConvKind::kGradData>);
+REGISTER_KERNEL("conv2d_grad_filter", DEVICE_CUDA, DT_FLOAT, ConvKernel<ConvKind::kGradFilter>);
+
+}  // namespace
+}  // namespace cuda
+}  // namespace oflite

@@ -1,0 +1,65 @@
+// Host-side helpers for the CUDA kernels: the CUDA context of a kernel call,
+// StridedIndex construction from shapes, and DeviceErrorSlot, which carries
+// bad-input reports (labels, indices, non-finite scales) from device code
+// back to the kernel.
+//
+// Errors found on the device are reported one call late: device code records
+// the first offender in mapped pinned memory, and the kernel's next Forward
+// (or TakeError after the stream was synchronized) turns it into a Status
+// naming the op. Reading the slot is safe because the runtime calls Forward
+// again only after the previous call's stream work completed.
+#ifndef ONEFLOW_LITE_KERNELS_CUDA_CUDA_KERNEL_UTIL_H_
+#define ONEFLOW_LITE_KERNELS_CUDA_CUDA_KERNEL_UTIL_H_
+
+#include <string>
+#include <vector>
+
+#include "oneflow_lite/device/cuda/cuda_device_context.h"
+#include "oneflow_lite/kernels/cuda/launch_common.h"
+#include "oneflow_lite/kernels/kernel.h"
+
+namespace oflite {
+namespace cuda {
+
+// The CUDA context of a call, or an error naming the op if the kernel was
+// given another device's context.
+StatusOr<const CudaDeviceContext*> CudaContextOf(const KernelContext& ctx);
+StatusOr<const CudaDeviceContext*> CudaContextOf(const KernelInitContext& ctx);
+
+std::vector<int64_t> RowMajorStrides(const Shape& shape);
+
+// An iteration space over `dims` with operand strides given per operand
+// (each of size dims.size()); error if rank > kMaxRank.
+StatusOr<StridedIndex> MakeIndex(const std::vector<int64_t>& dims,
+                                 const std::vector<std::vector<int64_t>>& strides,
+                                 const std::vector<int64_t>& bases = {});
+
+class DeviceErrorSlot {
+ public:
+  DeviceErrorSlot() = default;
+  ~DeviceErrorSlot();
+  DeviceErrorSlot(const DeviceErrorSlot&) = delete;
+  DeviceErrorSlot& operator=(const DeviceErrorSlot&) = delete;
+
+  // Allocates the mapped pinned slot (once).
+  Status Init();
+  ErrorSlot* device() const { return device_; }
+  // OK if no error was recorded; otherwise clears the slot and returns
+  // ctx.Error(what, " at position ", position, " (value ", value, ")").
+  Status TakeError(const KernelContext& ctx, const std::string& what);
+
+ private:
+  ErrorSlot* host_ = nullptr;
+  ErrorSlot* device_ = nullptr;
+};
+
+// Returns ctx.Error naming the launcher if err != cudaSuccess.
+Status LaunchStatus(const KernelContext& ctx, cudaError_t err, const char* launcher);
+
+}  // namespace cuda
+}  // namespace oflite
+
+#define CUDA_LAUNCH_RETURN_IF_ERROR(ctx, call) \
+  RETURN_IF_ERROR(::oflite::cuda::LaunchStatus((ctx), (call), #call))
+
+#endif  // ONEFLOW_LITE_KERNELS_CUDA_CUDA_KERNEL_UTIL_H_

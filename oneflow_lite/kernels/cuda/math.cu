@@ -1,0 +1,191 @@
+// CUDA math kernels: elementwise, broadcast binary, strided copy, reduction,
+// cast. One thread per output element (grid-stride), reductions one block per
+// output with shared-memory partial sums.
+#include "oneflow_lite/kernels/cuda/cuda_launch_util.cuh"
+#include "oneflow_lite/kernels/cuda/math_launch.h"
+
+namespace oflite {
+namespace cuda {
+namespace {
+
+__device__ inline float ApplyUnary(UnaryOp op, float x, float param) {
+  switch (op) {
+    case UnaryOp::kRelu: return x > 0.f ? x : 0.f;
+    case UnaryOp::kSigmoid: return 1.f / (1.f + expf(-x));
+    case UnaryOp::kTanh: return tanhf(x);
+    case UnaryOp::kGelu: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+    case UnaryOp::kScalarAdd: return x + param;
+    case UnaryOp::kScalarMul: return x * param;
+    case UnaryOp::kScalarPow: return powf(x, param);
+  }
+  return 0.f;
+}
+
+__device__ inline float ApplyGrad(ActivationGradOp op, float dy, float s) {
+  switch (op) {
+    case ActivationGradOp::kRelu: return s > 0.f ? dy : 0.f;
+    case ActivationGradOp::kSigmoid: return dy * s * (1.f - s);
+    case ActivationGradOp::kTanh: return dy * (1.f - s * s);
+    case ActivationGradOp::kGelu: {
+      const float cdf = 0.5f * (1.f + erff(s * 0.70710678118654752f));
+      const float pdf = expf(-0.5f * s * s) * 0.39894228040143268f;
+      return dy * (cdf + s * pdf);
+    }
+  }
+  return 0.f;
+}
+
+__device__ inline float ApplyBinary(BinaryOp op, float a, float b) {
+  switch (op) {
+    case BinaryOp::kAdd: return a + b;
+    case BinaryOp::kSub: return a - b;
+    case BinaryOp::kMul: return a * b;
+    case BinaryOp::kDiv: return a / b;
+  }
+  return 0.f;
+}
+
+__global__ void UnaryKernel(UnaryOp op, const float* x, float* y, int64_t n, float param) {
+  OFLITE_GRID_LOOP(i, n) { y[i] = ApplyUnary(op, x[i], param); }
+}
+
+__global__ void GradKernel(ActivationGradOp op, const float* dy, const float* s, float* dx,
+                           int64_t n) {
+  OFLITE_GRID_LOOP(i, n) { dx[i] = ApplyGrad(op, dy[i], s[i]); }
+}
+
+__global__ void BinaryKernel(BinaryOp op, const float* a, const float* b, float* out,
+                             StridedIndex index, int64_t n) {
+  OFLITE_GRID_LOOP(i, n) {
+    out[i] = ApplyBinary(op, a[OperandOffset(index, 0, i)], b[OperandOffset(index, 1, i)]);
+  }
+}
+
+template <typename E>
+__global__ void StridedCopyKernel(const E* src, E* dst, StridedIndex index, int64_t n) {
+  OFLITE_GRID_LOOP(i, n) { dst[OperandOffset(index, 1, i)] = src[OperandOffset(index, 0, i)]; }
+}
+
+// One block per output element (grid-stride over outputs).
+__global__ void ReduceSumKernel(const float* x, float* y, StridedIndex outer, StridedIndex inner,
+                                int64_t out_count, int64_t inner_count, float divisor) {
+  for (int64_t o = blockIdx.x; o < out_count; o += gridDim.x) {
+    const int64_t base = OperandOffset(outer, 0, o);
+    float sum = 0.f;
+    for (int64_t r = threadIdx.x; r < inner_count; r += blockDim.x) {
+      sum += x[base + OperandOffset(inner, 0, r)];
+    }
+    sum = BlockSum(sum);
+    if (threadIdx.x == 0) y[o] = sum / divisor;
+  }
+}
+
+template <typename In, typename Out>
+__global__ void CastKernel(const In* in, Out* out, int64_t n) {
+  OFLITE_GRID_LOOP(i, n) { out[i] = static_cast<Out>(in[i]); }
+}
+
+template <typename In>
+__global__ void CastToBoolKernel(const In* in, unsigned char* out, int64_t n) {
+  OFLITE_GRID_LOOP(i, n) { out[i] = in[i] != In(0) ? 1 : 0; }
+}
+
+template <typename In>
+cudaError_t CastFrom(const In* in, void* out, ElemKind out_kind, int64_t n, cudaStream_t stream) {
+  const int blocks = BlocksFor(n);
+  switch (out_kind) {
+    case ElemKind::kF32:
+      CastKernel<<<blocks, kThreads, 0, stream>>>(in, static_cast<float*>(out), n);
+      break;
+    case ElemKind::kF64:
+      CastKernel<<<blocks, kThreads, 0, stream>>>(in, static_cast<double*>(out), n);
+      break;
+    case ElemKind::kI32:
+      CastKernel<<<blocks, kThreads, 0, stream>>>(in, static_cast<int32_t*>(out), n);
+      break;
+    case ElemKind::kI64:
+      CastKernel<<<blocks, kThreads, 0, stream>>>(in, static_cast<int64_t*>(out), n);
+      break;
+    case ElemKind::kU8:
+      CastToBoolKernel<<<blocks, kThreads, 0, stream>>>(in, static_cast<unsigned char*>(out), n);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t LaunchUnary(UnaryOp op, const float* x, float* y, int64_t n, float param,
+                        cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  UnaryKernel<<<BlocksFor(n), kThreads, 0, stream>>>(op, x, y, n, param);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchActivationGrad(ActivationGradOp op, const float* dy, const float* saved,
+                                 float* dx, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  GradKernel<<<BlocksFor(n), kThreads, 0, stream>>>(op, dy, saved, dx, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchBinary(BinaryOp op, const float* a, const float* b, float* out,
+                         const StridedIndex& index, cudaStream_t stream) {
+  const int64_t n = index.Count();
+  if (n <= 0) return cudaSuccess;
+  BinaryKernel<<<BlocksFor(n), kThreads, 0, stream>>>(op, a, b, out, index, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchStridedCopy(const void* src, void* dst, int elem_size, const StridedIndex& index,
+                              cudaStream_t stream) {
+  const int64_t n = index.Count();
+  if (n <= 0) return cudaSuccess;
+  const int blocks = BlocksFor(n);
+  switch (elem_size) {
+    case 1:
+      StridedCopyKernel<<<blocks, kThreads, 0, stream>>>(
+          static_cast<const unsigned char*>(src), static_cast<unsigned char*>(dst), index, n);
+      break;
+    case 4:
+      StridedCopyKernel<<<blocks, kThreads, 0, stream>>>(static_cast<const uint32_t*>(src),
+                                                         static_cast<uint32_t*>(dst), index, n);
+      break;
+    case 8:
+      StridedCopyKernel<<<blocks, kThreads, 0, stream>>>(
+          static_cast<const unsigned long long*>(src), static_cast<unsigned long long*>(dst), index,
+          n);
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchReduceSum(const float* x, float* y, const StridedIndex& outer,
+                            const StridedIndex& inner, float divisor, cudaStream_t stream) {
+  const int64_t out_count = outer.Count();
+  if (out_count <= 0) return cudaSuccess;
+  const int64_t inner_count = inner.Count();
+  const int blocks = static_cast<int>(out_count < 65535 ? out_count : 65535);
+  ReduceSumKernel<<<blocks, RowThreads(inner_count), 0, stream>>>(x, y, outer, inner, out_count,
+                                                                  inner_count, divisor);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchCast(const void* in, ElemKind in_kind, void* out, ElemKind out_kind, int64_t n,
+                       cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  switch (in_kind) {
+    case ElemKind::kF32: return CastFrom(static_cast<const float*>(in), out, out_kind, n, stream);
+    case ElemKind::kF64: return CastFrom(static_cast<const double*>(in), out, out_kind, n, stream);
+    case ElemKind::kI32: return CastFrom(static_cast<const int32_t*>(in), out, out_kind, n, stream);
+    case ElemKind::kI64: return CastFrom(static_cast<const int64_t*>(in), out, out_kind, n, stream);
+    case ElemKind::kU8:
+      return CastFrom(static_cast<const unsigned char*>(in), out, out_kind, n, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace cuda
+}  // namespace oflite

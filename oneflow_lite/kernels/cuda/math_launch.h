@@ -1,0 +1,41 @@
+// Launchers of the CUDA math kernels (elementwise, broadcast, reductions,
+// layout). Float32 unless noted; layout copies move raw 1/4/8-byte elements.
+// See launch_common.h for the StridedIndex convention.
+#ifndef ONEFLOW_LITE_KERNELS_CUDA_MATH_LAUNCH_H_
+#define ONEFLOW_LITE_KERNELS_CUDA_MATH_LAUNCH_H_
+
+#include "oneflow_lite/kernels/cuda/launch_common.h"
+
+namespace oflite {
+namespace cuda {
+
+enum class UnaryOp { kRelu, kSigmoid, kTanh, kGelu, kScalarAdd, kScalarMul, kScalarPow };
+enum class ActivationGradOp { kRelu, kSigmoid, kTanh, kGelu };
+enum class BinaryOp { kAdd, kSub, kMul, kDiv };
+enum class ElemKind { kF32, kF64, kI32, kI64, kU8 };
+
+// y[i] = op(x[i]) with `param` the scalar attr (value or exponent).
+cudaError_t LaunchUnary(UnaryOp op, const float* x, float* y, int64_t n, float param,
+                        cudaStream_t stream);
+// dx[i] = op'(dy[i], saved[i]) (saved: y for relu/sigmoid/tanh, x for gelu).
+cudaError_t LaunchActivationGrad(ActivationGradOp op, const float* dy, const float* saved,
+                                 float* dx, int64_t n, cudaStream_t stream);
+// out[i] = op(a[off0(i)], b[off1(i)]) for i over index (out is contiguous).
+// out may alias a or b only when the aliased operand is itself contiguous.
+cudaError_t LaunchBinary(BinaryOp op, const float* a, const float* b, float* out,
+                         const StridedIndex& index, cudaStream_t stream);
+// dst[off1(i)] = src[off0(i)] for i over index; elem_size is 1, 4 or 8.
+cudaError_t LaunchStridedCopy(const void* src, void* dst, int elem_size, const StridedIndex& index,
+                              cudaStream_t stream);
+// y[o] = (sum over r of x[off0_outer(o) + off0_inner(r)]) / divisor, y
+// contiguous over outer's dims. An empty inner space gives 0 / divisor.
+cudaError_t LaunchReduceSum(const float* x, float* y, const StridedIndex& outer,
+                            const StridedIndex& inner, float divisor, cudaStream_t stream);
+// out[i] = convert(in[i]); float -> int truncates toward zero, -> u8 is != 0.
+cudaError_t LaunchCast(const void* in, ElemKind in_kind, void* out, ElemKind out_kind, int64_t n,
+                       cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_KERNELS_CUDA_MATH_LAUNCH_H_

@@ -1,0 +1,390 @@
+// CUDA kernels of the nn family (docs/ops.md) except conv2d (cudnn_kernels.cc):
+// softmax family, cross-entropy, layer norm, embedding, dropout, argmax,
+// accuracy and pooling. Float32. Semantics mirror kernels/cpu/nn exactly;
+// bad labels/indices are reported one call late (cuda_kernel_util.h).
+#include "oneflow_lite/kernels/cpu/nn/cpu_nn_util.h"
+#include "oneflow_lite/kernels/cuda/cuda_kernel_util.h"
+#include "oneflow_lite/kernels/cuda/nn_launch.h"
+#include "oneflow_lite/ops/nn/nn_util.h"
+
+namespace oflite {
+namespace cuda {
+namespace {
+
+StatusOr<AxisDims> AxisDimsOf(const KernelContext& ctx, const Shape& shape, int64_t axis) {
+  auto layout = nn::MakeAxisLayout(shape, axis);
+  if (!layout.ok()) return ctx.Error(layout.status().message());
+  AxisDims dims;
+  dims.outer = layout->outer;
+  dims.size = layout->size;
+  dims.inner = layout->inner;
+  return dims;
+}
+
+IndexArray IndicesOf(const Blob& blob) {
+  IndexArray a;
+  a.data = blob.raw();
+  a.wide = blob.dtype() == DT_INT64;
+  return a;
+}
+
+Status CheckIndexDtype(const KernelContext& ctx, const Blob& blob, const char* arg) {
+  if (blob.dtype() != DT_INT32 && blob.dtype() != DT_INT64) {
+    return ctx.Error(arg, " must be int32 or int64, got ", DataType_Name(blob.dtype()));
+  }
+  return Status::OK();
+}
+
+template <bool kLog>
+class SoftmaxKernel final : public Kernel {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
+    const Blob& x = ctx->Input("x");
+    ASSIGN_OR_RETURN(AxisDims dims, AxisDimsOf(*ctx, x.shape(), ctx->attrs().GetIntOr("axis", -1)));
+    CUDA_LAUNCH_RETURN_IF_ERROR(*ctx, LaunchSoftmax(x.data<float>(), ctx->Output("y")->data<float>(),
+                                                    dims, kLog, cuda->stream()));
+    return Status::OK();
+  }
+};
+
+template <bool kLog>
+class SoftmaxGradKernel final : public Kernel {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
+    const Blob& dy = ctx->Input("dy");
+    ASSIGN_OR_RETURN(AxisDims dims,
+                     AxisDimsOf(*ctx, dy.shape(), ctx->attrs().GetIntOr("axis", -1)));
+    CUDA_LAUNCH_RETURN_IF_ERROR(
+        *ctx, LaunchSoftmaxGrad(dy.data<float>(), ctx->Input("y").data<float>(),
+                                ctx->Output("dx")->data<float>(), dims, kLog, cuda->stream()));
+    return Status::OK();
+  }
+};
+
+class CrossEntropyKernel final : public Kernel {
+ public:
+  Status Init(const KernelInitContext&) override { return slot_.Init(); }
+  Status Forward(KernelContext* ctx) override {
+    RETURN_IF_ERROR(slot_.TakeError(*ctx, "label outside [0, classes)"));
+    ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
+    const Blob& x = ctx->Input("prediction");
+    const Blob& label = ctx->Input("label");
+    RETURN_IF_ERROR(CheckIndexDtype(*ctx, label, "label"));
+    if (x.shape().rank() != 2 || label.elem_count() != x.shape().dim(0)) {
+      return ctx->Error("prediction ", x.shape(), " and label ", label.shape(), " do not match");
+    }
+    CUDA_LAUNCH_RETURN_IF_ERROR(
+        *ctx, LaunchSparseCrossEntropy(x.data<float>(), IndicesOf(label),
+                                       ctx->Output("prob")->data<float>(),
+                                       ctx->Output("out")->data<float>(), x.shape().dim(0),
+                                       x.shape().dim(1), slot_.device(), cuda->stream()));
+    return Status::OK();
+  }
+
+ private:
+  DeviceErrorSlot slot_;
+};
+
+class CrossEntropyGradKernel final : public Kernel {
+ public:
+  Status Init(const KernelInitContext&) override { return slot_.Init(); }
+  Status Forward(KernelContext* ctx) override {
+    RETURN_IF_ERROR(slot_.TakeError(*ctx, "label outside [0, classes)"));
+    ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
+    const Blob& prob = ctx->Input("prob");
+    const Blob& label = ctx->Input("label");
+    RETURN_IF_ERROR(CheckIndexDtype(*ctx, label, "label"));
+    if (prob.shape().rank() != 2 || label.elem_count() != prob.shape().dim(0)) {
+      return ctx->Error("prob ", prob.shape(), " and label ", label.shape(), " do not match");
+    }
+    const float* dprob = ctx->HasInput("dprob") ? ctx->Input("dprob").data<float>() : nullptr;
+    CUDA_LAUNCH_RETURN_IF_ERROR(
+        *ctx, LaunchSparseCrossEntropyGrad(ctx->Input("dy").data<float>(), prob.data<float>(),
+                                           IndicesOf(label), dprob,
+                                           ctx->Output("dx")->data<float>(), prob.shape().dim(0),
+                                           prob.shape().dim(1), slot_.device(), cuda->stream()));
+    return Status::OK();
+  }
+
+ private:
+  DeviceErrorSlot slot_;
+};
+
+class LayerNormBase : public Kernel {
+ public:
+  Status Init(const KernelInitContext& ctx) override {
+    const Shape& x = ctx.Input("x").shape;
+    auto axis = nn::NormalizeAxis(ctx.attrs().GetIntOr("begin_norm_axis", -1), x.rank());
+    if (!axis.ok()) {
+      return InvalidArgumentError("op '", ctx.op->name(), "' (", ctx.op->op_type(),
+                                  "): begin_norm_axis: ", axis.status().message());
+    }
+    begin_ = *axis;
+    epsilon_ = ctx.attrs().GetFloatOr("epsilon", 1e-5);
+    return Status::OK();
+  }
+
+ protected:
+  int64_t begin_ = 0;
+  double epsilon_ = 1e-5;
+};
+
+class LayerNormKernel final : public LayerNormBase {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
+    const Blob& x = ctx->Input("x");
+    const int64_t rows = x.shape().Count(0, begin_), cols = x.shape().Count(begin_);
+    if (ctx->Input("gamma").elem_count() != cols || ctx->Input("beta").elem_count() != cols) {
+      return ctx->Error("gamma/beta must have ", cols, " elements");
+    }
+    CUDA_LAUNCH_RETURN_IF_ERROR(
+        *ctx, LaunchLayerNorm(x.data<float>(), ctx->Input("gamma").data<float>(),
+                              ctx->Input("beta").data<float>(), ctx->Output("y")->data<float>(),
+                              ctx->Output("mean")->data<float>(),
+                              ctx->Output("inv_variance")->data<float>(), rows, cols,
+                              static_cast<float>(epsilon_), cuda->stream()));
+    return Status::OK();
+  }
+};
+
+class LayerNormGradKernel final : public LayerNormBase {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
+    const Blob& x = ctx->Input("x");
+    const int64_t rows = x.shape().Count(0, begin_), cols = x.shape().Count(begin_);
+    const float* dmean = ctx->HasInput("dmean") ? ctx->Input("dmean").data<float>() : nullptr;
+    const float* dinv =
+        ctx->HasInput("dinv_variance") ? ctx->Input("dinv_variance").data<float>() : nullptr;
+    CUDA_LAUNCH_RETURN_IF_ERROR(
+        *ctx, LaunchLayerNormGrad(ctx->Input("dy").data<float>(), x.data<float>(),
+                                  ctx->Input("mean").data<float>(),
+                                  ctx->Input("inv_variance").data<float>(),
+                                  ctx->Input("gamma").data<float>(), dmean, dinv,
+                                  ctx->Output("dx")->data<float>(),
+                                  ctx->Output("dgamma")->data<float>(),
+                                  ctx->Output("dbeta")->data<float>(), rows, cols,
+                                  cuda->stream()));
+    return Status::OK();
+  }
+};
+
+class EmbeddingKernel final : public Kernel {
+ public:
+  Status Init(const KernelInitContext&) override { return slot_.Init(); }
+  Status Forward(KernelContext* ctx) override {
+    RETURN_IF_ERROR(slot_.TakeError(*ctx, "index outside [0, V)"));
+    ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
+    const Blob& weight = ctx->Input("weight");
+    const Blob& indices = ctx->Input("indices");
+    RETURN_IF_ERROR(CheckIndexDtype(*ctx, indices, "indices"));
+    if (weight.shape().rank() != 2) return ctx->Error("weight must be [V, D], got ", weight.shape());
+    CUDA_LAUNCH_RETURN_IF_ERROR(
+        *ctx, LaunchEmbedding(weight.data<float>(), IndicesOf(indices),
+                              ctx->Output("out")->data<float>(), indices.elem_count(),
+                              weight.shape().dim(0), weight.shape().dim(1), slot_.device(),
+                              cuda->stream()));
+    return Status::OK();
+  }
+
+ private:
+  DeviceErrorSlot slot_;
+};
+
+class EmbeddingGradKernel final : public Kernel {
+ public:
+  Status Init(const KernelInitContext&) override { return slot_.Init(); }
+  Status Forward(KernelContext* ctx) override {
+    RETURN_IF_ERROR(slot_.TakeError(*ctx, "index outside [0, V)"));
+    ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
+    const Blob& indices = ctx->Input("indices");
+    RETURN_IF_ERROR(CheckIndexDtype(*ctx, indices, "indices"));
+    Blob* dweight = ctx->Output("dweight");
+    if (dweight->shape().rank() != 2) return ctx->Error("dweight must be [V, D]");
+    CUDA_LAUNCH_RETURN_IF_ERROR(
+        *ctx, LaunchEmbeddingGrad(ctx->Input("dy").data<float>(), IndicesOf(indices),
+                                  dweight->data<float>(), indices.elem_count(),
+                                  dweight->shape().dim(0), dweight->shape().dim(1),
+                                  slot_.device(), cuda->stream()));
+    return Status::OK();
+  }
+
+ private:
+  DeviceErrorSlot slot_;
+};
+
+class DropoutKernel final : public Kernel {
+ public:
+  Status Init(const KernelInitContext& ctx) override {
+    auto rate = nn::DropoutRate(ctx.attrs());
+    if (!rate.ok()) {
+      return InvalidArgumentError("op '", ctx.op->name(), "' (", ctx.op->op_type(),
+                                  "): ", rate.status().message());
+    }
+    rate_ = *rate;
+    seed_ = ctx.attrs().GetIntOr("seed", 0);
+    parallel_id_ = ctx.parallel_id;
+    return Status::OK();
+  }
+  Status Forward(KernelContext* ctx) override {
+    ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
+    const Blob& x = ctx->Input("x");
+    CUDA_LAUNCH_RETURN_IF_ERROR(
+        *ctx, LaunchDropout(x.data<float>(), ctx->Output("y")->data<float>(),
+                            static_cast<unsigned char*>(ctx->Output("mask")->raw()),
+                            x.elem_count(), rate_, seed_, ctx->iteration(), parallel_id_,
+                            cuda->stream()));
+    return Status::OK();
+  }
+
+ private:
+  double rate_ = 0;
+  int64_t seed_ = 0, parallel_id_ = 0;
+};
+
+class DropoutGradKernel final : public Kernel {
+ public:
+  Status Init(const KernelInitContext& ctx) override {
+    auto rate = nn::DropoutRate(ctx.attrs());
+    if (!rate.ok()) {
+      return InvalidArgumentError("op '", ctx.op->name(), "' (", ctx.op->op_type(),
+                                  "): ", rate.status().message());
+    }
+    scale_ = static_cast<float>(1.0 / (1.0 - *rate));
+    return Status::OK();
+  }
+  Status Forward(KernelContext* ctx) override {
+    ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
+    const Blob& dy = ctx->Input("dy");
+    CUDA_LAUNCH_RETURN_IF_ERROR(
+        *ctx, LaunchDropoutGrad(dy.data<float>(),
+                                static_cast<const unsigned char*>(ctx->Input("mask").raw()),
+                                ctx->Output("dx")->data<float>(), dy.elem_count(), scale_,
+                                cuda->stream()));
+    return Status::OK();
+  }
+
+ private:
+  float scale_ = 1.f;
+};
+
+class ArgmaxKernel final : public Kernel {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
+    const Blob& x = ctx->Input("x");
+    ASSIGN_OR_RETURN(AxisDims dims, AxisDimsOf(*ctx, x.shape(), ctx->attrs().GetIntOr("axis", -1)));
+    CUDA_LAUNCH_RETURN_IF_ERROR(*ctx, LaunchArgmax(x.data<float>(),
+                                                   ctx->Output("y")->data<int32_t>(), dims,
+                                                   cuda->stream()));
+    return Status::OK();
+  }
+};
+
+class AccuracyKernel final : public Kernel {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
+    const Blob& prediction = ctx->Input("prediction");
+    const Blob& label = ctx->Input("label");
+    RETURN_IF_ERROR(CheckIndexDtype(*ctx, label, "label"));
+    if (prediction.shape().rank() != 2 || label.elem_count() != prediction.shape().dim(0)) {
+      return ctx->Error("prediction ", prediction.shape(), " and label ", label.shape(),
+                        " do not match");
+    }
+    CUDA_LAUNCH_RETURN_IF_ERROR(
+        *ctx, LaunchAccuracy(prediction.data<float>(), IndicesOf(label),
+                             ctx->Output("out")->data<float>(), prediction.shape().dim(0),
+                             prediction.shape().dim(1), cuda->stream()));
+    return Status::OK();
+  }
+};
+
+enum class PoolKind { kMax, kMaxGrad, kAvg, kAvgGrad };
+
+template <PoolKind kKind>
+class PoolKernel final : public Kernel {
+ public:
+  Status Init(const KernelInitContext& ctx) override {
+    const char* image = kKind == PoolKind::kAvgGrad ? "like" : "x";
+    auto window = nn::MakePoolWindow(ctx.attrs(), ctx.Input(image).shape);
+    if (!window.ok()) {
+      return InvalidArgumentError("op '", ctx.op->name(), "' (", ctx.op->op_type(),
+                                  "): ", window.status().message());
+    }
+    const nn::Window2d& w = *window;
+    dims_.height = w.height;
+    dims_.width = w.width;
+    dims_.out_h = w.out_h;
+    dims_.out_w = w.out_w;
+    dims_.kernel_h = w.kernel_h;
+    dims_.kernel_w = w.kernel_w;
+    dims_.stride_h = w.stride_h;
+    dims_.stride_w = w.stride_w;
+    dims_.pad_h = w.pad_h;
+    dims_.pad_w = w.pad_w;
+    return Status::OK();
+  }
+  Status Forward(KernelContext* ctx) override {
+    ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
+    PoolDims d = dims_;
+    const Shape& image =
+        kKind == PoolKind::kMax || kKind == PoolKind::kAvg ? ctx->Input("x").shape()
+                                                           : ctx->Output("dx")->shape();
+    if (image.rank() != 4 || image.dim(2) != d.height || image.dim(3) != d.width) {
+      return ctx->Error("image ", image, " does not match the planned window");
+    }
+    d.planes = image.dim(0) * image.dim(1);
+    cudaError_t err = cudaSuccess;
+    switch (kKind) {
+      case PoolKind::kMax:
+        err = LaunchMaxPool(ctx->Input("x").data<float>(), ctx->Output("y")->data<float>(), d,
+                            cuda->stream());
+        break;
+      case PoolKind::kMaxGrad:
+        err = LaunchMaxPoolGrad(ctx->Input("dy").data<float>(), ctx->Input("x").data<float>(),
+                                ctx->Output("dx")->data<float>(), d, cuda->stream());
+        break;
+      case PoolKind::kAvg:
+        err = LaunchAvgPool(ctx->Input("x").data<float>(), ctx->Output("y")->data<float>(), d,
+                            cuda->stream());
+        break;
+      case PoolKind::kAvgGrad:
+        err = LaunchAvgPoolGrad(ctx->Input("dy").data<float>(), ctx->Output("dx")->data<float>(),
+                                d, cuda->stream());
+        break;
+    }
+    return LaunchStatus(*ctx, err, "pooling launcher");
+  }
+
+ private:
+  PoolDims dims_;
+};
+
+#define REG(op, ...) REGISTER_KERNEL(op, DEVICE_CUDA, DT_FLOAT, __VA_ARGS__)
+REG("softmax", SoftmaxKernel<false>);
+REG("log_softmax", SoftmaxKernel<true>);
+REG("softmax_grad", SoftmaxGradKernel<false>);
+REG("log_softmax_grad", SoftmaxGradKernel<true>);
+REG("sparse_softmax_cross_entropy", CrossEntropyKernel);
+REG("sparse_softmax_cross_entropy_grad", CrossEntropyGradKernel);
+REG("layer_norm", LayerNormKernel);
+REG("layer_norm_grad", LayerNormGradKernel);
+REG("embedding", EmbeddingKernel);
+REG("embedding_grad", EmbeddingGradKernel);
+REG("dropout", DropoutKernel);
+REG("dropout_grad", DropoutGradKernel);
+REG("argmax", ArgmaxKernel);
+REG("accuracy", AccuracyKernel);
+REG("max_pool2d", PoolKernel<PoolKind::kMax>);
+REG("max_pool2d_grad", PoolKernel<PoolKind::kMaxGrad>);
+REG("avg_pool2d", PoolKernel<PoolKind::kAvg>);
+REG("avg_pool2d_grad", PoolKernel<PoolKind::kAvgGrad>);
+#undef REG
+
+}  // namespace
+}  // namespace cuda
+}  // namespace oflite
