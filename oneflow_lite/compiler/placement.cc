@@ -191,6 +191,8 @@ Status ValidatePlacement(const PlacementProto& p, const ClusterProto& cluster) {
       return InvalidArgumentError("placement '", text, "' names machine ", machine,
                                   " which is not in the cluster (", ClusterToString(cluster), ")");
     }
+  }
+  for (int64_t machine : p.machine_id()) {
     const MachineProto& m = cluster.machine(machine);
     for (int64_t device : p.device_id()) {
       if (device < 0 || device >= DeviceCount(m, p.device_type())) {

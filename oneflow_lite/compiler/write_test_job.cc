@@ -1,0 +1,75 @@
+// Writes an MLP Job file for CLI tests and documentation examples:
+//   write_test_job OUT.job.pb [--placement 0:cpu:0-1] [--stages 0:cpu:0,1:cpu:0]
+//                  [--model_parallel columns|rows] [--batch 64] [--features 784]
+//                  [--hidden 256,128] [--classes 10] [--iterations 100]
+// Test-only tool (uses the synthetic random_batch source).
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+#include <string>
+
+#include "oneflow_lite/common/proto_io.h"
+#include "oneflow_lite/compiler/test_jobs.h"
+
+namespace {
+
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  oflite::compiler::MlpSpec spec;
+  std::string out;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (arg == "--placement") {
+      spec.placement = value();
+    } else if (arg == "--stages") {
+      spec.stages = SplitList(value());
+    } else if (arg == "--model_parallel") {
+      std::string v = value();
+      spec.model_parallel = v == "rows" ? oflite::compiler::ModelParallel::kSplitRows
+                                        : oflite::compiler::ModelParallel::kSplitColumns;
+    } else if (arg == "--batch") {
+      spec.batch = std::stoll(value());
+    } else if (arg == "--features") {
+      spec.features = std::stoll(value());
+    } else if (arg == "--hidden") {
+      spec.hidden.clear();
+      for (const std::string& h : SplitList(value())) spec.hidden.push_back(std::stoll(h));
+    } else if (arg == "--classes") {
+      spec.classes = std::stoll(value());
+    } else if (arg == "--iterations") {
+      spec.iterations = std::stoll(value());
+    } else if (arg == "--accuracy") {
+      spec.accuracy_metric = true;
+    } else if (out.empty() && arg.rfind("--", 0) != 0) {
+      out = arg;
+    } else {
+      std::fprintf(stderr, "write_test_job: unknown argument '%s'\n", arg.c_str());
+      return 2;
+    }
+  }
+  if (out.empty()) {
+    std::fprintf(stderr, "usage: write_test_job OUT.job.pb [flags]\n");
+    return 2;
+  }
+  oflite::StatusOr<oflite::Job> job = oflite::compiler::BuildMlpJob(spec);
+  if (!job.ok()) {
+    std::fprintf(stderr, "write_test_job: %s\n", job.status().ToString().c_str());
+    return 1;
+  }
+  oflite::Status s = oflite::SaveJob(out, *job);
+  if (!s.ok()) {
+    std::fprintf(stderr, "write_test_job: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

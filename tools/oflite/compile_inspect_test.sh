@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# oflite compile and inspect end to end: real jobs, real clusters, every
+# inspect view, determinism, and bad input (exit 2, no output file left).
+set -u
+OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
+WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/compiler/write_test_job"
+TMP="${TEST_TMPDIR:-/tmp}/compile_inspect"
+mkdir -p "$TMP"
+fail=0
+check() {  # check DESCRIPTION EXPECTED_RC ACTUAL_RC
+  if [[ "$2" != "$3" ]]; then echo "FAIL: $1: exit $3, expected $2"; cat "$TMP/out"; fail=1; else echo "ok: $1"; fi
+}
+expect_in() {  # expect_in DESCRIPTION NEEDLE FILE
+  if ! grep -q -- "$2" "$3"; then echo "FAIL: $1: '$2' not in output:"; cat "$3"; fail=1; fi
+}
+
+cat > "$TMP/one.pbtxt" <<'PB'
+machine { id: 0 address: "127.0.0.1" cpu_devices: 1 }
+PB
+cat > "$TMP/two_by_two.pbtxt" <<'PB'
+machine { id: 0 address: "127.0.0.1" cpu_devices: 2 }
+machine { id: 1 address: "127.0.0.2" cpu_devices: 2 }
+PB
+"$WRITE_JOB" "$TMP/mlp1.job.pb" --placement 0:cpu:0 > "$TMP/out" 2>&1; check "write 1-device job" 0 $?
+"$WRITE_JOB" "$TMP/mlp4.job.pb" --placement 0-1:cpu:0-1 > "$TMP/out" 2>&1; check "write 2x2 job" 0 $?
+
+"$OFLITE" compile --job "$TMP/mlp1.job.pb" --cluster "$TMP/one.pbtxt" -o "$TMP/mlp1.plan.pb" > "$TMP/out" 2>&1
+check "compile 1 device" 0 $?
+expect_in "compile reports" "1 machine(s)" "$TMP/out"
+"$OFLITE" compile --job "$TMP/mlp4.job.pb" --cluster "$TMP/two_by_two.pbtxt" --output "$TMP/mlp4.plan.pb" > "$TMP/out" 2>&1
+check "compile 2x2" 0 $?
+"$OFLITE" compile --job "$TMP/mlp4.job.pb" --cluster "$TMP/two_by_two.pbtxt" -o "$TMP/again.plan.pb" --quiet > "$TMP/out" 2>&1
+check "compile 2x2 again" 0 $?
+if cmp -s "$TMP/mlp4.plan.pb" "$TMP/again.plan.pb"; then echo "ok: byte-identical plans"; else echo "FAIL: plans differ"; fail=1; fi
+
+"$OFLITE" inspect "$TMP/mlp4.plan.pb" > "$TMP/out" 2>&1; check "inspect summary" 0 $?
+for needle in "version 1" "actors by kind" "collective" "memory per zone" "m1/host" "boxing conversions" "all_reduce" "127.0.0.2"; do
+  expect_in "summary shows $needle" "$needle" "$TMP/out"
+done
+"$OFLITE" inspect "$TMP/mlp4.plan.pb" --actors > "$TMP/out" 2>&1; check "inspect --actors" 0 $?
+expect_in "actor table" "dense-matmul@3" "$TMP/out"
+"$OFLITE" inspect "$TMP/mlp4.plan.pb" --actors --machine 1 > "$TMP/out" 2>&1; check "inspect --machine 1" 0 $?
+if grep -q "dense-matmul@0" "$TMP/out"; then echo "FAIL: machine 0 actor shown for --machine 1"; fail=1; fi
+expect_in "machine 1 actor" "dense-matmul@2" "$TMP/out"
+"$OFLITE" inspect "$TMP/mlp4.plan.pb" --actor dense-matmul@1 > "$TMP/out" 2>&1; check "inspect --actor" 0 $?
+expect_in "actor detail kernel" "kernel dense-matmul (matmul" "$TMP/out"
+expect_in "actor detail registers" "regst_num" "$TMP/out"
+"$OFLITE" inspect "$TMP/mlp4.plan.pb" --actor no-such-actor > "$TMP/out" 2>&1; check "inspect unknown actor" 2 $?
+"$OFLITE" inspect "$TMP/mlp4.plan.pb" --machine 7 > "$TMP/out" 2>&1; check "inspect machine out of range" 2 $?
+"$OFLITE" inspect "$TMP/mlp4.plan.pb" --json --actors > "$TMP/plan.json" 2>&1; check "inspect --json" 0 $?
+if command -v python3 > /dev/null; then
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['actors']==len(d['actor_list']) and len(d['machines'])==2, d" "$TMP/plan.json"
+  check "json parses and is consistent" 0 $?
+fi
+"$OFLITE" inspect "$TMP/mlp4.plan.pb" --actor dense-matmul@1 --json > "$TMP/out" 2>&1; check "inspect --actor --json" 0 $?
+expect_in "actor json" '"taskId"' "$TMP/out"
+"$OFLITE" inspect "$TMP/mlp4.plan.pb" --dot > "$TMP/plan.dot" 2>&1; check "inspect --dot" 0 $?
+expect_in "dot header" "digraph plan" "$TMP/plan.dot"
+if command -v dot > /dev/null; then
+  dot -Tsvg "$TMP/plan.dot" -o "$TMP/plan.svg" > "$TMP/out" 2>&1; check "dot renders" 0 $?
+fi
+
+# Bad input: exit 2, the culprit named, and no output file.
+rm -f "$TMP/bad.plan.pb"
+printf 'machine { id: 0 cpu_devices: \n' > "$TMP/corrupt.pbtxt"
+"$OFLITE" compile --job "$TMP/mlp1.job.pb" --cluster "$TMP/corrupt.pbtxt" -o "$TMP/bad.plan.pb" > "$TMP/out" 2>&1
+check "corrupt cluster" 2 $?
+expect_in "corrupt cluster named" "corrupt.pbtxt" "$TMP/out"
+[[ -e "$TMP/bad.plan.pb" ]] && { echo "FAIL: output left after corrupt cluster"; fail=1; }
+"$OFLITE" compile --job "$TMP/mlp4.job.pb" --cluster "$TMP/one.pbtxt" -o "$TMP/bad.plan.pb" > "$TMP/out" 2>&1
+check "placement outside cluster" 2 $?
+expect_in "missing machine named" "machine 1" "$TMP/out"
+[[ -e "$TMP/bad.plan.pb" ]] && { echo "FAIL: output left after bad placement"; fail=1; }
+head -c 300 /dev/urandom > "$TMP/garbage.job.pb"
+"$OFLITE" compile --job "$TMP/garbage.job.pb" --cluster "$TMP/one.pbtxt" -o "$TMP/bad.plan.pb" > "$TMP/out" 2>&1
+check "garbage job" 2 $?
+expect_in "garbage job named" "garbage.job.pb" "$TMP/out"
+[[ -e "$TMP/bad.plan.pb" ]] && { echo "FAIL: output left after garbage job"; fail=1; }
+ls "$TMP" | grep -q "bad.plan.pb" && { echo "FAIL: temporary output left"; fail=1; }
+"$OFLITE" compile --job "$TMP/mlp1.job.pb" > "$TMP/out" 2>&1; check "missing flags" 2 $?
+"$OFLITE" compile --job "$TMP/mlp1.job.pb" --cluster "$TMP/one.pbtxt" -o "$TMP/x.pb" --pipeline_depth 0 > "$TMP/out" 2>&1
+check "bad pipeline depth" 2 $?
+exit $fail
