@@ -522,7 +522,11 @@ TEST_F(CudaKernelTest, DropoutMatchesTheCpuMaskBitForBit) {
   Check(OpConfBuilder("dropout", "op").Input("x", "x/out_0").Output("y").Output("mask")
             .Attr("rate", 0.3).Attr("seed", int64_t{5}).Build(),
         kElementwise, options);
-  AddInput("m/out_0", Shape({37, 65}), DT_UINT8, 0, 2);
+  HostTensor mask(TensorDesc(Shape({37, 65}), DT_UINT8));
+  for (int64_t i = 0; i < mask.elem_count(); ++i) {
+    static_cast<uint8_t*>(mask.raw())[i] = (i * 7 + seed_) % 3 != 0 ? 1 : 0;
+  }
+  SetInput("m/out_0", std::move(mask));
   Check(OpConfBuilder("dropout_grad", "op").Input("dy", "x/out_0").Input("mask", "m/out_0")
             .Output("dx").Attr("rate", 0.3).Build(),
         kElementwise);
