@@ -192,13 +192,20 @@ class Builder {
     return deliver_[key] = cur;
   }
 
+  // Boxing for part j runs on that part's CPU device (its own threads), or on
+  // the host (cpu:0) of the machine for CUDA placements.
+  static DeviceRef BoxingDevice(const DeviceRef& part) {
+    return part.type == DEVICE_CPU ? part : HostOf(part.machine);
+  }
+
   int AddBoxingTask(TaskType type, const BoxingStep& step, const std::string& lbn,
-                    int64_t parallel_num, int64_t j, int64_t machine, const std::vector<int>& inputs,
-                    const std::vector<int64_t>& input_ids) {
+                    int64_t parallel_num, int64_t j, const DeviceRef& part,
+                    const std::vector<int>& inputs, const std::vector<int64_t>& input_ids) {
     const bool collective = type == TASK_COLLECTIVE;
     std::string name = std::string(collective ? "collective:" : "boxing:") +
                        BoxingKindShortName(step.kind) + ":" + lbn + "@" + std::to_string(j);
-    int task = NewTask(type, name, HostOf(machine), collective ? kCollectiveStream : kBoxingStream);
+    int task = NewTask(type, name, BoxingDevice(part),
+                       collective ? kCollectiveStream : kBoxingStream);
     g_.tasks[task].parallel_id = j;
     g_.tasks[task].parallel_num = parallel_num;
     const TensorDesc& logical = graph_.blob(lbn).desc;
@@ -227,7 +234,7 @@ class Builder {
     std::vector<int> out(n);
     if (!BoxingCommunicates(step.kind)) {
       for (int64_t j = 0; j < n; ++j) {
-        out[j] = AddBoxingTask(TASK_BOXING, step, lbn, n, j, devices[j].machine, {parts[j]}, {j});
+        out[j] = AddBoxingTask(TASK_BOXING, step, lbn, n, j, devices[j], {parts[j]}, {j});
       }
       return out;
     }
@@ -235,13 +242,13 @@ class Builder {
       std::vector<int64_t> ids(n);
       for (int64_t i = 0; i < n; ++i) ids[i] = i;
       for (int64_t j = 0; j < n; ++j) {
-        out[j] = AddBoxingTask(TASK_BOXING, step, lbn, n, j, devices[j].machine, parts, ids);
+        out[j] = AddBoxingTask(TASK_BOXING, step, lbn, n, j, devices[j], parts, ids);
       }
       return out;
     }
     std::vector<int> ring;
     for (int64_t j = 0; j < n; ++j) {
-      out[j] = AddBoxingTask(TASK_COLLECTIVE, step, lbn, n, j, devices[j].machine, {parts[j]}, {j});
+      out[j] = AddBoxingTask(TASK_COLLECTIVE, step, lbn, n, j, devices[j], {parts[j]}, {j});
       RegstNode& r = g_.regsts[out[j]];
       r.cross_machine_strategy = r.is_dynamic ? CM_BOUNCE_BUFFER : CM_STATIC_ZERO_COPY;
       ring.push_back(r.producer);
@@ -292,7 +299,7 @@ class Builder {
         int src = boxed[j % np];
         std::vector<BoxingStep> local = BoxingPath(mid, to, nc);
         for (const BoxingStep& step : local) {
-          src = AddBoxingTask(TASK_BOXING, step, lbn, nc, j, devices[j].machine, {src}, {j});
+          src = AddBoxingTask(TASK_BOXING, step, lbn, nc, j, devices[j], {src}, {j});
         }
         result.push_back(src);
       }
