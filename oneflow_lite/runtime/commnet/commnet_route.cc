@@ -1,0 +1,194 @@
+#include "oneflow_lite/runtime/commnet/commnet_route.h"
+
+#include <cstring>
+
+#include "glog/logging.h"
+#include "oneflow_lite/common/id.h"
+
+namespace oflite {
+namespace {
+
+constexpr uint8_t kFrameMessage = 1;
+constexpr uint8_t kFrameData = 2;
+constexpr size_t kFrameHeader = 2 + kActorMessageWireBytes;
+constexpr size_t kDataHeader = kFrameHeader + 16;
+
+void PutU64(std::string* out, uint64_t value) {
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+}
+
+uint64_t GetU64(const char* data) {
+  uint64_t value = 0;
+  for (int i = 0; i < 8; ++i) value |= static_cast<uint64_t>(static_cast<uint8_t>(data[i])) << (8 * i);
+  return value;
+}
+
+}  // namespace
+
+std::string SerializeRegst(const Regst& regst) {
+  std::string out;
+  for (const Blob& blob : regst.blobs) {
+    PutU64(&out, static_cast<uint64_t>(blob.shape().rank()));
+    for (int64_t d : blob.shape().dims()) PutU64(&out, static_cast<uint64_t>(d));
+    const int64_t bytes = blob.ByteSize();
+    PutU64(&out, static_cast<uint64_t>(bytes));
+    out.append(static_cast<const char*>(blob.raw()), bytes);
+  }
+  return out;
+}
+
+StatusOr<std::vector<PayloadBlob>> ParsePayload(const std::string& payload) {
+  std::vector<PayloadBlob> blobs;
+  size_t at = 0;
+  auto need = [&](size_t n) { return at + n <= payload.size(); };
+  while (at < payload.size()) {
+    if (!need(8)) return DataLossError("register payload: truncated blob header at byte ", at);
+    const uint64_t ndim = GetU64(payload.data() + at);
+    at += 8;
+    if (ndim > 16 || !need(8 * ndim + 8)) return DataLossError("register payload: bad rank ", ndim);
+    std::vector<int64_t> dims(ndim);
+    for (uint64_t i = 0; i < ndim; ++i, at += 8) dims[i] = static_cast<int64_t>(GetU64(payload.data() + at));
+    const uint64_t bytes = GetU64(payload.data() + at);
+    at += 8;
+    if (!need(bytes)) return DataLossError("register payload: blob of ", bytes, " bytes truncated");
+    blobs.push_back(PayloadBlob{Shape(std::move(dims)), payload.substr(at, bytes)});
+    at += bytes;
+  }
+  return blobs;
+}
+
+Status DeserializeRegst(const std::string& payload, Regst* regst) {
+  ASSIGN_OR_RETURN(std::vector<PayloadBlob> blobs, ParsePayload(payload));
+  if (blobs.size() != regst->blobs.size()) {
+    return DataLossError("register ", regst->desc->regst_desc_id(), ": payload has ", blobs.size(),
+                         " blobs, the register ", regst->blobs.size());
+  }
+  for (size_t i = 0; i < blobs.size(); ++i) {
+    Blob& blob = regst->blobs[i];
+    const int64_t capacity = regst->desc->blob(static_cast<int>(i)).bytes();
+    const int64_t bytes = blobs[i].shape.elem_count() * SizeOf(blob.dtype());
+    if (bytes != static_cast<int64_t>(blobs[i].bytes.size()) || bytes > capacity) {
+      return DataLossError("register ", regst->desc->regst_desc_id(), " blob ", i, ": ",
+                           blobs[i].bytes.size(), " bytes for shape ", blobs[i].shape.ToString(),
+                           " (capacity ", capacity, ")");
+    }
+    blob.set_shape(blobs[i].shape);
+    if (bytes > 0) std::memcpy(blob.raw(), blobs[i].bytes.data(), bytes);
+  }
+  return Status::OK();
+}
+
+CommNetRoute::~CommNetRoute() {
+  if (bus_ != nullptr) net_->router()->RemoveHandler(comm::kActorChannel);
+}
+
+void CommNetRoute::Attach(LocalMessageBus* bus, const RegstStore* regsts) {
+  bus_ = bus;
+  regsts_ = regsts;
+  net_->router()->SetHandler(comm::kActorChannel,
+                             [this](int peer, const void* data, size_t size) {
+                               OnMessage(peer, data, size);
+                             });
+}
+
+Status CommNetRoute::SendRemote(int64_t machine_id, const ActorMessage& message) {
+  if (message.kind == MessageKind::kProduced && regsts_ != nullptr) {
+    StatusOr<Regst*> regst = regsts_->Find(message.regst_desc_id, message.regst_index);
+    if (regst.ok()) {
+      const std::string payload = SerializeRegst(**regst);
+      return SendFrames(machine_id, message, &payload);
+    }
+  }
+  return SendFrames(machine_id, message, nullptr);
+}
+
+Status CommNetRoute::SendWithData(const ActorMessage& message, const Regst& regst) {
+  const std::string payload = SerializeRegst(regst);
+  const int64_t machine = MachineOfTaskId(message.dst_actor_id);
+  if (machine != bus_->machine_id()) return SendFrames(machine, message, &payload);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    staged_[KeyOf(message)] = payload;
+  }
+  return bus_->DeliverLocal(message);
+}
+
+StatusOr<std::string> CommNetRoute::TakePayload(const ActorMessage& message) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = staged_.find(KeyOf(message));
+  if (it == staged_.end()) return NotFoundError("no data arrived with ", message.ToString());
+  std::string payload = std::move(it->second);
+  staged_.erase(it);
+  return payload;
+}
+
+Status CommNetRoute::SendFrames(int64_t machine_id, const ActorMessage& message,
+                                const std::string* payload) {
+  ASSIGN_OR_RETURN(comm::Connection * connection,
+                   net_->transport()->GetConnection(static_cast<int>(machine_id)));
+  std::string head;
+  head.push_back(static_cast<char>(kCommNetWireVersion));
+  head.push_back(static_cast<char>(payload == nullptr ? kFrameMessage : kFrameData));
+  head += EncodeActorMessage(message);
+  messages_sent_.fetch_add(1, std::memory_order_relaxed);
+  if (payload == nullptr) {
+    return comm::MessageRouter::Send(connection, comm::kActorChannel, head)
+        .WithContext("sending to machine " + std::to_string(machine_id));
+  }
+  const size_t limit = connection->max_message_size() - comm::MessageRouter::kChannelHeaderSize;
+  if (limit <= kDataHeader) return InternalError("transport messages too small for CommNet frames");
+  const size_t chunk = limit - kDataHeader;
+  size_t offset = 0;
+  do {
+    const size_t n = std::min(chunk, payload->size() - offset);
+    std::string frame = head;
+    PutU64(&frame, payload->size());
+    PutU64(&frame, offset);
+    frame.append(*payload, offset, n);
+    RETURN_IF_ERROR(comm::MessageRouter::Send(connection, comm::kActorChannel, frame)
+                        .WithContext("sending to machine " + std::to_string(machine_id)));
+    offset += n;
+  } while (offset < payload->size());
+  bytes_sent_.fetch_add(static_cast<int64_t>(payload->size()), std::memory_order_relaxed);
+  return Status::OK();
+}
+
+void CommNetRoute::OnMessage(int peer_rank, const void* data, size_t size) {
+  Status status = HandleFrame(peer_rank, std::string(static_cast<const char*>(data), size));
+  if (!status.ok() && on_error_) on_error_(status);
+}
+
+Status CommNetRoute::HandleFrame(int peer_rank, const std::string& frame) {
+  const std::string from = "frame from rank " + std::to_string(peer_rank);
+  if (frame.size() < kFrameHeader) return DataLossError(from, ": ", frame.size(), " bytes");
+  if (static_cast<uint8_t>(frame[0]) != kCommNetWireVersion) {
+    return DataLossError(from, ": wire version ", static_cast<int>(static_cast<uint8_t>(frame[0])),
+                         ", this build speaks ", static_cast<int>(kCommNetWireVersion));
+  }
+  ASSIGN_OR_RETURN(ActorMessage message,
+                   DecodeActorMessage(frame.substr(2, kActorMessageWireBytes)));
+  const uint8_t type = static_cast<uint8_t>(frame[1]);
+  if (type == kFrameMessage) return bus_->DeliverLocal(message);
+  if (type != kFrameData || frame.size() < kDataHeader) {
+    return DataLossError(from, ": bad frame type ", static_cast<int>(type));
+  }
+  const uint64_t total = GetU64(frame.data() + kFrameHeader);
+  const uint64_t offset = GetU64(frame.data() + kFrameHeader + 8);
+  const size_t n = frame.size() - kDataHeader;
+  const Key key = KeyOf(message);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::string& buffer = partial_[key];
+    if (offset != buffer.size() || offset + n > total) {
+      return DataLossError(from, ": chunk at ", offset, " of ", total, " for ", message.ToString(),
+                           " (have ", buffer.size(), ")");
+    }
+    buffer.append(frame, kDataHeader, n);
+    if (buffer.size() < total) return Status::OK();
+    staged_[key] = std::move(buffer);
+    partial_.erase(key);
+  }
+  return bus_->DeliverLocal(message);
+}
+
+}  // namespace oflite
