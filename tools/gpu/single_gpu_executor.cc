@@ -1,0 +1,195 @@
+#include "tools/gpu/single_gpu_executor.h"
+
+#include <cstring>
+
+#include "oneflow_lite/api/job_util.h"
+#include "oneflow_lite/ops/op_builder.h"
+
+namespace oflite {
+namespace {
+
+constexpr int64_t kAlign = 256;
+
+int64_t Aligned(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+StatusOr<double> ScalarOf(const std::string& name, const HostTensor& t) {
+  if (t.elem_count() != 1) return InvalidArgumentError("metric '", name, "' is not a scalar");
+  switch (t.dtype()) {
+    case DT_FLOAT: return static_cast<double>(t.data<float>()[0]);
+    case DT_DOUBLE: return t.data<double>()[0];
+    case DT_INT32: return static_cast<double>(t.data<int32_t>()[0]);
+    case DT_INT64: return static_cast<double>(t.data<int64_t>()[0]);
+    default: return InvalidArgumentError("metric '", name, "' has an unsupported dtype");
+  }
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<SingleGpuExecutor>> SingleGpuExecutor::Create(
+    const Job& job, const SingleGpuOptions& options) {
+  std::unique_ptr<SingleGpuExecutor> executor(new SingleGpuExecutor(job, options));
+  RETURN_IF_ERROR(executor->Prepare().WithContext("single-GPU executor, job '" +
+                                                  job.conf().name() + "'"));
+  return executor;
+}
+
+Status SingleGpuExecutor::Prepare() {
+  ASSIGN_OR_RETURN(cuda_, CudaDeviceContext::Create(options_.device_index));
+  RETURN_IF_ERROR(ReinferBlobDescs(&job_));
+  const BlobDescMap descs = BlobDescsOf(job_);
+  ASSIGN_OR_RETURN(std::vector<int> order, TopologicalOrder(job_));
+
+  // Which ops run on the host, and so which blobs need pinned staging.
+  int64_t device_bytes = 0, pinned_bytes = 0;
+  for (int index : order) {
+    const OpConf& op = job_.op(index);
+    DataType dtype = DT_INVALID;
+    if (op.input_size() > 0) {
+      dtype = descs.at(op.input(0).lbn(0)).dtype;
+    } else if (op.output_size() > 0) {
+      dtype = descs.at(op.output(0).lbn(0)).dtype;
+    }
+    OpState state;
+    state.op = &op;
+    state.is_variable = op.op_type() == "variable";
+    state.on_host = !HasKernel(op.op_type(), DEVICE_CUDA, dtype);
+    if (state.on_host && op.input_size() > 0) {
+      return UnimplementedError("op '", op.name(), "' (", op.op_type(),
+                                ") has no CUDA kernel and is not a source");
+    }
+    for (const ArgProto& arg : op.output()) {
+      for (const std::string& lbn : arg.lbn()) {
+        BlobSlot& slot = blobs_[lbn];
+        slot.desc = descs.at(lbn);
+        device_bytes += Aligned(slot.desc.ByteSize());
+        if (state.on_host) pinned_bytes += Aligned(slot.desc.ByteSize());
+      }
+    }
+    ops_.push_back(std::move(state));
+  }
+  ASSIGN_OR_RETURN(device_block_, CudaMemoryBlock::AllocateDevice(
+                                      options_.device_index, device_bytes,
+                                      "cuda:" + std::to_string(options_.device_index)));
+  ASSIGN_OR_RETURN(pinned_block_, CudaMemoryBlock::AllocatePinnedHost(pinned_bytes, "pinned_host"));
+  int64_t device_offset = 0, pinned_offset = 0;
+  for (OpState& state : ops_) {
+    for (const ArgProto& arg : state.op->output()) {
+      for (const std::string& lbn : arg.lbn()) {
+        BlobSlot& slot = blobs_.at(lbn);
+        slot.device = device_block_->data() + device_offset;
+        device_offset += Aligned(slot.desc.ByteSize());
+        if (state.on_host) {
+          slot.host = pinned_block_->data() + pinned_offset;
+          pinned_offset += Aligned(slot.desc.ByteSize());
+        }
+      }
+    }
+  }
+  for (OpState& state : ops_) {
+    const OpConf& op = *state.op;
+    KernelInitContext init;
+    init.op = &op;
+    ASSIGN_OR_RETURN(init.inputs, InputDescsOf(op, descs));
+    for (const ArgProto& arg : op.output()) {
+      for (const std::string& lbn : arg.lbn()) init.outputs[arg.name()].push_back(descs.at(lbn));
+    }
+    init.seed = job_.conf().seed();
+    init.device = state.on_host ? static_cast<const DeviceContext*>(&cpu_) : cuda_.get();
+    const DataType dtype = op.input_size() > 0 ? descs.at(op.input(0).lbn(0)).dtype
+                                               : descs.at(op.output(0).lbn(0)).dtype;
+    ASSIGN_OR_RETURN(state.kernel,
+                     CreateAndInitKernel(init, state.on_host ? DEVICE_CPU : DEVICE_CUDA, dtype));
+  }
+  return Status::OK();
+}
+
+Status SingleGpuExecutor::RunOp(OpState* state) {
+  const OpConf& op = *state->op;
+  std::vector<Blob> blobs;
+  blobs.reserve(64);
+  const DeviceContext* device =
+      state->on_host ? static_cast<const DeviceContext*>(&cpu_) : cuda_.get();
+  KernelContext context(op, device, iteration_);
+  for (const ArgProto& arg : op.input()) {
+    for (const std::string& lbn : arg.lbn()) {
+      const BlobSlot& slot = blobs_.at(lbn);
+      blobs.emplace_back(slot.device, slot.desc);
+      context.BindInput(arg.name(), &blobs.back());
+    }
+  }
+  for (const ArgProto& arg : op.output()) {
+    for (const std::string& lbn : arg.lbn()) {
+      const BlobSlot& slot = blobs_.at(lbn);
+      blobs.emplace_back(state->on_host ? slot.host : slot.device, slot.desc);
+      context.BindOutput(arg.name(), &blobs.back());
+    }
+  }
+  if (state->on_host) {
+    // The pinned staging buffer is reused: wait until its previous copy left.
+    RETURN_IF_ERROR(cuda_->Synchronize());
+  }
+  RETURN_IF_ERROR(state->kernel->Forward(&context));
+  if (state->on_host) {
+    for (const ArgProto& arg : op.output()) {
+      for (const std::string& lbn : arg.lbn()) {
+        const BlobSlot& slot = blobs_.at(lbn);
+        CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slot.device, slot.host, slot.desc.ByteSize(),
+                                             cudaMemcpyHostToDevice, cuda_->stream()));
+      }
+    }
+  }
+  return Status::OK();
+}
+
+Status SingleGpuExecutor::Step() {
+  RETURN_IF_ERROR(cuda_->Activate());
+  if (!variables_ready_) {
+    for (OpState& state : ops_) {
+      if (state.is_variable) RETURN_IF_ERROR(RunOp(&state));
+    }
+    variables_ready_ = true;
+  }
+  for (OpState& state : ops_) {
+    if (state.is_variable) continue;
+    if (state.on_host && options_.sources_once && iteration_ > 0) continue;
+    RETURN_IF_ERROR(RunOp(&state));
+  }
+  ++iteration_;
+  return Status::OK();
+}
+
+StatusOr<HostTensor> SingleGpuExecutor::Fetch(const std::string& lbn) {
+  auto it = blobs_.find(lbn);
+  if (it == blobs_.end()) return NotFoundError("job '", job_.conf().name(), "' has no blob '", lbn, "'");
+  HostTensor tensor(it->second.desc);
+  RETURN_IF_ERROR(cuda_->Synchronize());
+  if (tensor.ByteSize() > 0) {
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(tensor.raw(), it->second.device, tensor.ByteSize(),
+                                    cudaMemcpyDeviceToHost));
+  }
+  return tensor;
+}
+
+StatusOr<std::map<std::string, double>> SingleGpuExecutor::Metrics() {
+  std::map<std::string, double> values;
+  for (const ArgProto& metric : job_.conf().train().metric()) {
+    if (metric.lbn_size() != 1) {
+      return InvalidArgumentError("metric '", metric.name(), "' names ", metric.lbn_size(), " blobs");
+    }
+    ASSIGN_OR_RETURN(HostTensor t, Fetch(metric.lbn(0)));
+    ASSIGN_OR_RETURN(values[metric.name()], ScalarOf(metric.name(), t));
+  }
+  return values;
+}
+
+StatusOr<std::map<std::string, HostTensor>> SingleGpuExecutor::Variables() {
+  std::map<std::string, HostTensor> variables;
+  for (const OpState& state : ops_) {
+    if (!state.is_variable) continue;
+    ASSIGN_OR_RETURN(HostTensor t, Fetch(OutputLbn(state.op->name(), "out")));
+    variables.emplace(state.op->name(), std::move(t));
+  }
+  return variables;
+}
+
+}  // namespace oflite

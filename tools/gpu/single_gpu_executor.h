@@ -1,0 +1,91 @@
+// SingleGpuExecutor: runs a whole Job on one GPU, op by op in a fixed
+// topological order on one CUDA stream, with the CUDA kernels. A bridge for
+// the GPU check and benchmark until the actor runtime runs CUDA tasks (see
+// docs/gpu.md): it exercises exactly the kernels a plan would, with the same
+// static-memory discipline.
+//
+// Create infers blob shapes, makes ONE cudaMalloc for every blob of the job
+// (256-byte aligned offsets) and one pinned host block for the outputs of
+// ops without a CUDA kernel (the data sources), which run on the CPU and are
+// copied to the device with cudaMemcpyAsync; it creates and initializes every
+// kernel. Run enqueues iterations without per-step allocation and reads the
+// job's metrics (one D2H copy into pinned memory and one stream
+// synchronization per iteration, only when asked for).
+//
+// Not thread-safe: one thread drives an executor. Kernel errors keep their
+// messages (op, iteration); reported device-side errors surface on the next
+// call of the offending kernel.
+#ifndef ONEFLOW_LITE_TOOLS_GPU_SINGLE_GPU_EXECUTOR_H_
+#define ONEFLOW_LITE_TOOLS_GPU_SINGLE_GPU_EXECUTOR_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "oneflow_lite/common/host_tensor.h"
+#include "oneflow_lite/device/cuda/cuda_device_context.h"
+#include "oneflow_lite/device/cuda/cuda_memory.h"
+#include "oneflow_lite/kernels/kernel.h"
+#include "proto/job.pb.h"
+
+namespace oflite {
+
+struct SingleGpuOptions {
+  int device_index = 0;
+  // Run the CPU-side sources only in the first iteration and keep their
+  // device copies (benchmarks: the runtime overlaps loading with compute).
+  bool sources_once = false;
+};
+
+class SingleGpuExecutor {
+ public:
+  static StatusOr<std::unique_ptr<SingleGpuExecutor>> Create(const Job& job,
+                                                             const SingleGpuOptions& options);
+  SingleGpuExecutor(const SingleGpuExecutor&) = delete;
+  SingleGpuExecutor& operator=(const SingleGpuExecutor&) = delete;
+
+  // Enqueues one iteration (variables are initialized before the first).
+  Status Step();
+  // Waits for the stream and returns the job's metrics of the last step.
+  StatusOr<std::map<std::string, double>> Metrics();
+  // A blob's current value (synchronizes). NotFound for an unknown lbn.
+  StatusOr<HostTensor> Fetch(const std::string& lbn);
+  // Every variable's current value by op name (synchronizes).
+  StatusOr<std::map<std::string, HostTensor>> Variables();
+
+  const CudaDeviceContext& device() const { return *cuda_; }
+  int64_t iteration() const { return iteration_; }
+
+ private:
+  struct OpState {
+    const OpConf* op = nullptr;
+    std::unique_ptr<Kernel> kernel;
+    bool on_host = false;      // no CUDA kernel: a CPU source
+    bool is_variable = false;
+  };
+  struct BlobSlot {
+    TensorDesc desc;
+    char* device = nullptr;
+    char* host = nullptr;  // pinned staging, only for host-produced blobs
+  };
+
+  SingleGpuExecutor(Job job, SingleGpuOptions options)
+      : job_(std::move(job)), options_(options) {}
+  Status Prepare();
+  Status RunOp(OpState* state);
+
+  Job job_;
+  SingleGpuOptions options_;
+  std::unique_ptr<CudaDeviceContext> cuda_;
+  CpuDeviceContext cpu_;
+  std::unique_ptr<CudaMemoryBlock> device_block_, pinned_block_;
+  std::map<std::string, BlobSlot> blobs_;
+  std::vector<OpState> ops_;
+  bool variables_ready_ = false;
+  int64_t iteration_ = 0;
+};
+
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_TOOLS_GPU_SINGLE_GPU_EXECUTOR_H_
