@@ -75,6 +75,12 @@ enum class ConvKind { kForward, kGradData, kGradFilter };
 
 constexpr size_t kMaxWorkspaceBytes = size_t{512} << 20;
 
+// The descriptor asks for FMA math; a candidate reported with default math
+// runs under that restriction too. Tensor-core (TF32) candidates are skipped.
+bool NoTensorCores(cudnnMathType_t type) {
+  return type == CUDNN_FMA_MATH || type == CUDNN_DEFAULT_MATH;
+}
+
 template <ConvKind kKind>
 class ConvKernel final : public Kernel {
  public:
@@ -172,7 +178,7 @@ class ConvKernel final : public Kernel {
     return Status::OK();
   }
 
-  // The first heuristic candidate that succeeds with FMA math and fits.
+  // The first heuristic candidate without tensor cores that fits.
   Status ChooseAlgorithm(cudnnHandle_t handle) {
     constexpr int kWant = 16;
     int found = 0;
@@ -182,7 +188,7 @@ class ConvKernel final : public Kernel {
       CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardAlgorithm_v7(
           handle, x_desc_, filter_, conv_, y_desc_, kWant, &found, perf));
       for (int k = 0; k < found && !chosen; ++k) {
-        if (perf[k].status != CUDNN_STATUS_SUCCESS || perf[k].mathType != CUDNN_FMA_MATH ||
+        if (perf[k].status != CUDNN_STATUS_SUCCESS || !NoTensorCores(perf[k].mathType) ||
             perf[k].memory > kMaxWorkspaceBytes) {
           continue;
         }
@@ -198,7 +204,7 @@ class ConvKernel final : public Kernel {
       CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataAlgorithm_v7(
           handle, filter_, y_desc_, conv_, x_desc_, kWant, &found, perf));
       for (int k = 0; k < found && !chosen; ++k) {
-        if (perf[k].status != CUDNN_STATUS_SUCCESS || perf[k].mathType != CUDNN_FMA_MATH ||
+        if (perf[k].status != CUDNN_STATUS_SUCCESS || !NoTensorCores(perf[k].mathType) ||
             perf[k].memory > kMaxWorkspaceBytes) {
           continue;
         }
@@ -214,7 +220,7 @@ class ConvKernel final : public Kernel {
       CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
           handle, x_desc_, y_desc_, conv_, filter_, kWant, &found, perf));
       for (int k = 0; k < found && !chosen; ++k) {
-        if (perf[k].status != CUDNN_STATUS_SUCCESS || perf[k].mathType != CUDNN_FMA_MATH ||
+        if (perf[k].status != CUDNN_STATUS_SUCCESS || !NoTensorCores(perf[k].mathType) ||
             perf[k].memory > kMaxWorkspaceBytes) {
           continue;
         }
@@ -227,7 +233,7 @@ class ConvKernel final : public Kernel {
       }
     }
     if (!chosen) {
-      return InternalError("cuDNN offered no FMA-math algorithm for x ", x_shape_, ", weight ",
+      return InternalError("cuDNN offered no algorithm without tensor cores for x ", x_shape_, ", weight ",
                            w_shape_, " within ", kMaxWorkspaceBytes >> 20, " MiB of workspace (",
                            found, " candidates)");
     }
