@@ -110,7 +110,7 @@ class CudaKernelTest : public ::testing::Test {
   }
 
   // Runs `op` on the CPU and on the GPU and compares every output and every
-  // in-place input. Returns the CUDA Forward status of the last call.
+  // in-place input (calls > 1: only runs, leaving the status in last_status_).
   void Check(const OpConf& op, double tolerance, RunOpOptions options = {}, int calls = 1) {
     SCOPED_TRACE("op " + op.op_type() + ", seed " + std::to_string(seed_));
     TensorMap cpu_env;
