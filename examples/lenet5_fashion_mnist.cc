@@ -1,0 +1,33 @@
+// LeNet-5 on Fashion-MNIST: two 5x5 convolutions with max pooling, then
+// 120-84-10 dense layers; SGD with momentum.
+//
+//   bazel run //examples:lenet5_fashion_mnist
+//   bazel run //examples:lenet5_fashion_mnist -- --iters 200
+#include "examples/example_main.h"
+
+// [B, 1, 28, 28] -> conv 5x5 pad 2 -> [B, 6, 28, 28] -> pool -> conv 5x5 -> pool -> 400.
+
+int main(int argc, char** argv) {
+  oflite::examples::ExampleConfig defaults;
+  defaults.batch = 256;
+  defaults.lr = 0.05;
+  return oflite::examples::RunExample(
+      "lenet5", defaults,
+      [](const oflite::examples::ExampleConfig& c, oflite::Graph* g) {
+        oflite::FashionMnistOptions data_options;
+        data_options.mean = 0.2860;  // the training split's pixel mean and std
+        data_options.std = 0.3530;
+        auto data = g->FashionMnist(c.data_dir, c.batch, oflite::Split(0), data_options);
+        oflite::Conv2dOptions same;
+        same.padding = {2, 2};
+        auto x = g->MaxPool2d(g->Relu(g->Conv2d(data.image, 6, 5, same)), 2);  // [B, 6, 14, 14]
+        x = g->MaxPool2d(g->Relu(g->Conv2d(x, 16, 5)), 2);                    // [B, 16, 5, 5]
+        x = g->Relu(g->Dense(x, 120));
+        x = g->Relu(g->Dense(x, 84));
+        auto logits = g->Dense(x, 10);
+        auto loss = g->SparseSoftmaxCrossEntropy(logits, data.label);
+        g->AddMetric("accuracy", g->Accuracy(logits, data.label));
+        g->Minimize(loss, oflite::Momentum{.learning_rate = c.lr, .momentum = 0.9});
+      },
+      argc, argv);
+}
