@@ -8,6 +8,8 @@ namespace oflite {
 
 StatusOr<std::unique_ptr<Actor>> ActorRegistry::Create(const TaskProto& task,
                                                        const ActorEnv& env) const {
+  auto custom = actor_factories_.find(task.type());
+  if (custom != actor_factories_.end()) return custom->second(task, env);
   auto it = factories_.find(task.type());
   if (it == factories_.end()) {
     return UnimplementedError("task '", task.name(), "': no actor for task type ",

@@ -20,17 +20,27 @@ namespace oflite {
 
 using ActBodyFactory =
     std::function<StatusOr<std::unique_ptr<ActBody>>(const TaskProto&, const ActorEnv&)>;
+// A kind with its own protocol (CommNet's cross-machine actors).
+using ActorFactory =
+    std::function<StatusOr<std::unique_ptr<Actor>>(const TaskProto&, const ActorEnv&)>;
 
 class ActorRegistry {
  public:
   // Replaces any earlier factory of `type`.
   void Register(TaskType type, ActBodyFactory factory) { factories_[type] = std::move(factory); }
-  bool Has(TaskType type) const { return factories_.count(type) > 0; }
+  // Replaces any earlier factory of `type`; the actor brings its own protocol.
+  void RegisterActor(TaskType type, ActorFactory factory) {
+    actor_factories_[type] = std::move(factory);
+  }
+  bool Has(TaskType type) const {
+    return factories_.count(type) > 0 || actor_factories_.count(type) > 0;
+  }
   // Unimplemented naming the task and its type when no factory is known.
   StatusOr<std::unique_ptr<Actor>> Create(const TaskProto& task, const ActorEnv& env) const;
 
  private:
   std::map<int, ActBodyFactory> factories_;
+  std::map<int, ActorFactory> actor_factories_;
 };
 
 // compute, source, sink, variable, copy (H2D, D2H) and boxing.

@@ -73,6 +73,7 @@ class Runtime {
   // Valid after Run.
   const RunStats& stats() const { return stats_; }
   LocalMessageBus* bus() { return &bus_; }
+  const RegstStore* regsts() const { return regsts_.get(); }
   int64_t start_iter() const { return start_iter_; }
   int64_t end_iter() const { return end_iter_; }
 

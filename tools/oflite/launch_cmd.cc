@@ -5,7 +5,9 @@
 // a,b,...): one `ssh HOST oflite run ...` per host, rank = position, master =
 // the first host. Every child gets the job token in OFLITE_JOB_TOKEN (a fresh
 // random one unless --job_token is given), plus RANK, WORLD_SIZE and
-// OFLITE_HOST. Output lines are prefixed "[rank R] "; when one rank fails
+// OFLITE_HOST. Arguments after "--" are passed to every `oflite run`, with
+// "{rank}" replaced by the rank (e.g. -- --iters 20 --metrics-out m.{rank}).
+// Output lines are prefixed "[rank R] "; when one rank fails
 // the others are stopped and launch exits 1 naming it.
 #include <unistd.h>
 
@@ -64,7 +66,15 @@ int Fail(int code, const Status& status) {
 }  // namespace
 
 int RunLaunch(int argc, char** argv) {
-  FlagSet flags("launch", "--plan PLAN.pb (--nproc N | --hosts a,b,...)",
+  int flag_argc = argc;
+  std::vector<std::string> passthrough;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) != "--") continue;
+    flag_argc = i;
+    for (int j = i + 1; j < argc; ++j) passthrough.push_back(argv[j]);
+    break;
+  }
+  FlagSet flags("launch", "--plan PLAN.pb (--nproc N | --hosts a,b,...) [-- RUN ARGS]",
                 {{"plan", "the Plan file"},
                  {"nproc", "number of local processes (machines)"},
                  {"hosts", "comma-separated hosts to start nodes on over ssh"},
@@ -73,7 +83,7 @@ int RunLaunch(int argc, char** argv) {
                  {"job_token", "job token; default: a fresh random token", false, ""},
                  {"oflite", "oflite binary for the nodes; default: this one", false, ""},
                  {"grace_ms", "after a failure, SIGTERM -> SIGKILL delay", false, "5000"}});
-  Status parsed = flags.Parse(argc, argv);
+  Status parsed = flags.Parse(flag_argc, argv);
   if (!parsed.ok()) return Fail(kExitBadInput, parsed);
   if (flags.help_requested()) {
     flags.PrintHelp();
@@ -127,6 +137,12 @@ int RunLaunch(int argc, char** argv) {
     if (!flags.Get("comm").empty()) {
       run.push_back("--comm");
       run.push_back(flags.Get("comm"));
+    }
+    for (std::string arg : passthrough) {
+      for (size_t at = arg.find("{rank}"); at != std::string::npos; at = arg.find("{rank}")) {
+        arg.replace(at, 6, std::to_string(rank));
+      }
+      run.push_back(arg);
     }
     std::vector<std::string> environment = {
         "OFLITE_JOB_TOKEN=" + token, "RANK=" + std::to_string(rank),

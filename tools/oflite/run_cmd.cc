@@ -10,6 +10,14 @@
 // Checkpoints: --save-every N --checkpoint-dir D writes D/iter-<k>; --resume
 // D (a checkpoint, or a root holding iter-* directories: the latest) starts
 // at the checkpoint's iteration with its variables.
+// Multi-machine plans (machine id == rank, one process each, usually
+// started by `oflite launch`): the process joins the job's CommNet
+// (--master, --comm), barriers once every rank has built its actors, and
+// after training barriers again before tearing down; a lost peer ends every
+// rank with exit 1 naming the lost rank (MultiMachineSession). Evaluation is
+// single-machine only and skipped for multi-machine plans. --stats prints the
+// CommNet counters at exit; --metrics-out FILE writes "iteration name value"
+// lines for every iteration this machine's sink reports.
 // Exit codes: commands.h (1: the run failed; the message names the op and
 // iteration, or the actors the watchdog found stuck).
 #include <chrono>
@@ -24,6 +32,7 @@
 #include "oneflow_lite/common/attr.h"
 #include "oneflow_lite/common/proto_io.h"
 #include "oneflow_lite/compiler/compiler.h"
+#include "oneflow_lite/runtime/commnet/multi_machine.h"
 #include "oneflow_lite/runtime/runtime.h"
 #include "oneflow_lite/runtime/variable_stores.h"
 #include "tools/oflite/commands.h"
@@ -93,6 +102,32 @@ class MetricAverager : public MetricsObserver {
   std::mutex mutex_;
   int64_t count_ = 0;
   std::map<std::string, double> sums_;
+};
+
+// Forwards to `inner` and appends "iteration name value" lines to a file.
+class MetricsFile : public MetricsObserver {
+ public:
+  MetricsFile(MetricsObserver* inner, std::FILE* file) : inner_(inner), file_(file) {}
+  ~MetricsFile() override {
+    if (file_ != nullptr) std::fclose(file_);
+  }
+  void OnMetrics(int64_t iteration,
+                 const std::vector<std::pair<std::string, double>>& metrics) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& [name, value] : metrics) {
+        std::fprintf(file_, "%lld %s %.9g\n", static_cast<long long>(iteration), name.c_str(),
+                     value);
+      }
+      std::fflush(file_);
+    }
+    inner_->OnMetrics(iteration, metrics);
+  }
+
+ private:
+  MetricsObserver* inner_;
+  std::FILE* file_;
+  std::mutex mutex_;
 };
 
 int64_t SamplesPerIteration(const Job& job) {
@@ -174,7 +209,9 @@ int RunRun(int argc, char** argv) {
                  {"resume", "resume from checkpoint D (or the latest D/iter-*)"},
                  {"check-nan", "fail on NaN/Inf in any kernel output", true, "false"},
                  {"watchdog-seconds", "abort when no actor progresses this long", false, "60"},
-                 {"eval", "evaluate on the test split after training", false, "true"}});
+                 {"eval", "evaluate on the test split after training", false, "true"},
+                 {"stats", "print CommNet counters at exit (multi-machine)", true, "false"},
+                 {"metrics-out", "write per-iteration metrics to this file"}});
   Status parsed = flags.Parse(argc, argv);
   if (!parsed.ok()) return Fail(parsed, kExitBadInput);
   if (flags.help_requested()) {
@@ -186,11 +223,16 @@ int RunRun(int argc, char** argv) {
   if (!plan.ok()) return Fail(plan.status(), kExitBadInput);
   StatusOr<int64_t> rank = ResolveRank(flags);
   if (!rank.ok()) return Fail(rank.status(), kExitBadInput);
+  std::unique_ptr<MultiMachineSession> session;
   if (plan->machine_size() > 1) {
-    return Fail(UnimplementedError("plan '", flags.Get("plan"), "' spans ", plan->machine_size(),
-                                   " machines; this build runs single-machine plans (CommNet "
-                                   "plugs into the runtime's RemoteRoute)"),
-                kExitUnimplemented);
+    MultiMachineOptions multi;
+    multi.rank = *rank;
+    multi.master = flags.Get("master");
+    multi.comm = flags.Get("comm");
+    StatusOr<std::unique_ptr<MultiMachineSession>> started =
+        MultiMachineSession::Start(*plan, multi);
+    if (!started.ok()) return Fail(started.status(), kExitFailure);
+    session = std::move(*started);
   }
   StatusOr<int64_t> iters = flags.GetInt("iters");
   StatusOr<int64_t> log_every = flags.GetInt("log-every");
@@ -230,17 +272,45 @@ int RunRun(int argc, char** argv) {
   ProgressPrinter progress(options.start_iter, end, *log_every, SamplesPerIteration(plan->job()));
   options.variables = &store;
   options.metrics = &progress;
+  std::unique_ptr<MetricsFile> metrics_file;
+  if (flags.Has("metrics-out")) {
+    std::FILE* file = std::fopen(flags.Get("metrics-out").c_str(), "w");
+    if (file == nullptr) {
+      return Fail(InvalidArgumentError("cannot write --metrics-out '", flags.Get("metrics-out"),
+                                       "'"),
+                  kExitBadInput);
+    }
+    metrics_file = std::make_unique<MetricsFile>(&progress, file);
+    options.metrics = metrics_file.get();
+  }
+  if (session != nullptr) session->Configure(&options);
 
   StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(*plan, options);
   if (!runtime.ok()) return Fail(runtime.status(), kExitFailure);
+  if (session != nullptr) {
+    Status ready = session->AfterCreate(runtime->get());
+    if (!ready.ok()) return Fail(ready, kExitFailure);
+  }
+  // Destroyed before the runtime: peers' messages stop reaching its bus.
+  struct DetachGuard {
+    MultiMachineSession* session;
+    ~DetachGuard() {
+      if (session != nullptr) session->Detach();
+    }
+  } detach_guard{session.get()};
   Status status = (*runtime)->Run();
   if (!status.ok()) return Fail(status, kExitFailure);
+  if (session != nullptr) {
+    Status done = session->Finish();
+    if (!done.ok()) return Fail(done, kExitFailure);
+    if (flags.GetBool("stats")) std::printf("%s\n", session->StatsSummary().c_str());
+  }
   const RunStats& stats = (*runtime)->stats();
   std::printf("trained iterations %lld..%lld in %.1fs (%lld actors, %lld threads)\n",
               static_cast<long long>(options.start_iter), static_cast<long long>(end),
               stats.seconds, static_cast<long long>(stats.actors),
               static_cast<long long>(stats.threads));
-  if (flags.GetBool("eval") && plan->job().conf().is_train()) {
+  if (flags.GetBool("eval") && plan->job().conf().is_train() && session == nullptr) {
     std::map<std::string, HostTensor> trained = store.TakeFinalVariables();
     Status evaluated = Evaluate(*plan, trained, options);
     if (!evaluated.ok()) return Fail(evaluated, kExitFailure);

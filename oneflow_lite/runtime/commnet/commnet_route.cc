@@ -78,8 +78,11 @@ Status DeserializeRegst(const std::string& payload, Regst* regst) {
   return Status::OK();
 }
 
-CommNetRoute::~CommNetRoute() {
+CommNetRoute::~CommNetRoute() { Detach(); }
+
+void CommNetRoute::Detach() {
   if (bus_ != nullptr) net_->router()->RemoveHandler(comm::kActorChannel);
+  bus_ = nullptr;
 }
 
 void CommNetRoute::Attach(LocalMessageBus* bus, const RegstStore* regsts) {
@@ -150,6 +153,9 @@ Status CommNetRoute::SendFrames(int64_t machine_id, const ActorMessage& message,
     offset += n;
   } while (offset < payload->size());
   bytes_sent_.fetch_add(static_cast<int64_t>(payload->size()), std::memory_order_relaxed);
+  // Pushed through message buffers: the bounce-buffer strategy's counters.
+  net_->stats()->bounce.bytes_moved += payload->size();
+  net_->stats()->bounce.transfers += 1;
   return Status::OK();
 }
 

@@ -55,6 +55,8 @@ class CommNetRoute final : public RemoteRoute {
   ~CommNetRoute() override;
 
   void Attach(LocalMessageBus* bus, const RegstStore* regsts);
+  // Removes the router handler (before the bus goes away).
+  void Detach();
 
   Status SendRemote(int64_t machine_id, const ActorMessage& message) override;
   // Sends `message` with the contents of `regst` (local receivers get the

@@ -1,0 +1,434 @@
+#include "oneflow_lite/runtime/commnet/commnet_actors.h"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <sstream>
+
+#include "oneflow_lite/common/id.h"
+#include "oneflow_lite/runtime/boxing_body.h"
+#include "oneflow_lite/runtime/register_slots.h"
+
+namespace oflite {
+namespace {
+
+// The protocol half both actors share: every local consumed register desc
+// (data or control) in ConsumedSlots, every produced desc in ProducedSlots
+// (readers, then mutators, as RegstActor does). Subclasses add the remote
+// input and decide when to act.
+class SlotActor : public Actor {
+ public:
+  SlotActor(const TaskProto& task, const ActorEnv& env, CommNetRoute* route)
+      : task_(&task), env_(&env), route_(route) {}
+
+  int64_t id() const override { return task_->task_id(); }
+  const std::string& name() const override { return task_->name(); }
+  bool finished() const override { return finished_; }
+  int64_t act_count() const override { return acts_; }
+
+ protected:
+  // Adds every consumed desc except `skip_desc` (a remote one).
+  Status InitSlots(int64_t skip_desc) {
+    for (const ConsumedRegst& consumed : task_->consumed()) {
+      for (int64_t desc_id : consumed.regst_desc_id()) {
+        if (desc_id == skip_desc) continue;
+        const RegstDescProto* desc = env_->regsts->FindDesc(desc_id);
+        if (desc == nullptr) {
+          return InvalidArgumentError("task '", name(), "' consumes register ", desc_id,
+                                      " that no task of this machine produces");
+        }
+        consumed_.AddDesc(desc_id, desc->producer_task_id());
+      }
+    }
+    for (const RegstDescProto& desc : task_->produced()) {
+      std::vector<Regst*> copies;
+      for (int32_t i = 0; i < desc.regst_num(); ++i) {
+        copies.push_back(env_->regsts->Get(desc.regst_desc_id(), i));
+      }
+      std::vector<int64_t> mutators(desc.mutator_task_id().begin(), desc.mutator_task_id().end());
+      std::vector<int64_t> readers;
+      for (int64_t consumer : desc.consumer_task_id()) {
+        if (std::find(mutators.begin(), mutators.end(), consumer) == mutators.end()) {
+          readers.push_back(consumer);
+        }
+      }
+      produced_.AddDesc(desc.regst_desc_id(), std::move(copies), std::move(readers),
+                        std::move(mutators));
+      if (desc.blob_size() > 0) {
+        if (data_out_ != nullptr) {
+          return InvalidArgumentError("task '", name(), "' produces two data registers");
+        }
+        data_out_ = &desc;
+      }
+    }
+    return Status::OK();
+  }
+
+  // Acquires a copy of every produced desc; returns the data one (or null).
+  Regst* AcquireAll(int64_t piece, std::vector<Regst*>* all) {
+    Regst* data = nullptr;
+    for (const RegstDescProto& desc : task_->produced()) {
+      Regst* regst = produced_.Acquire(desc.regst_desc_id());
+      regst->piece_id = piece;
+      all->push_back(regst);
+      if (&desc == data_out_) data = regst;
+    }
+    return data;
+  }
+
+  Status ProduceAll(const std::vector<Regst*>& all) {
+    for (Regst* regst : all) {
+      for (int64_t consumer : produced_.MarkProduced(regst)) {
+        RETURN_IF_ERROR(env_->bus->Send(ActorMessage::Produced(
+            id(), consumer, regst->desc->regst_desc_id(), regst->index, regst->piece_id)));
+      }
+    }
+    ++acts_;
+    return Status::OK();
+  }
+
+  // Pops the front of every local consumed desc and returns it.
+  Status ReturnLocalFronts() {
+    for (Regst* regst : consumed_.PopFronts()) {
+      RETURN_IF_ERROR(env_->bus->Send(ActorMessage::Returned(
+          id(), regst->desc->producer_task_id(), regst->desc->regst_desc_id(), regst->index,
+          regst->piece_id)));
+    }
+    return Status::OK();
+  }
+
+  // Handles returned, local produced and local end-of-data messages; false
+  // when the message is for the subclass.
+  StatusOr<bool> HandleCommon(const ActorMessage& m) {
+    if (m.kind == MessageKind::kStart) return true;
+    if (m.kind == MessageKind::kReturned) {
+      std::vector<int64_t> send_to;
+      RETURN_IF_ERROR(produced_.OnReturned(m.regst_desc_id, m.regst_index, &send_to));
+      for (int64_t consumer : send_to) {
+        RETURN_IF_ERROR(env_->bus->Send(ActorMessage::Produced(id(), consumer, m.regst_desc_id,
+                                                               m.regst_index, m.piece_id)));
+      }
+      return true;
+    }
+    if (consumed_.producers().count(m.regst_desc_id) == 0) return false;
+    if (m.kind == MessageKind::kEndOfData) {
+      RETURN_IF_ERROR(consumed_.OnEndOfData(m.regst_desc_id));
+      return true;
+    }
+    if (m.kind == MessageKind::kProduced) {
+      ASSIGN_OR_RETURN(Regst * regst, env_->regsts->Find(m.regst_desc_id, m.regst_index));
+      RETURN_IF_ERROR(consumed_.OnProduced(regst));
+      return true;
+    }
+    return false;
+  }
+
+  // Once `input_done` (the subclass's own input is drained too): end-of-data
+  // to every consumer; finished when every produced copy is back.
+  Status MaybeFinish(bool input_done) {
+    if (!end_sent_ && input_done && consumed_.AllDrained()) {
+      end_sent_ = true;
+      for (const RegstDescProto& desc : task_->produced()) {
+        for (int64_t consumer : desc.consumer_task_id()) {
+          RETURN_IF_ERROR(
+              env_->bus->Send(ActorMessage::EndOfData(id(), consumer, desc.regst_desc_id())));
+        }
+      }
+    }
+    finished_ = end_sent_ && produced_.AllFree();
+    return Status::OK();
+  }
+
+  std::string DescribeSlots() const {
+    return consumed_.DescribeMissing() + " " + produced_.DescribeMissing();
+  }
+
+  const TaskProto* task_;
+  const ActorEnv* env_;
+  CommNetRoute* route_;
+  ConsumedSlots consumed_;
+  ProducedSlots produced_;
+  const RegstDescProto* data_out_ = nullptr;
+  bool end_sent_ = false;
+  bool finished_ = false;
+  int64_t acts_ = 0;
+};
+
+class CommNetActor final : public SlotActor {
+ public:
+  using SlotActor::SlotActor;
+  Status Init() {
+    RETURN_IF_ERROR(InitSlots(task_->commnet().src_regst_desc_id()));
+    if (task_->commnet().src_regst().blob_size() > 0 && data_out_ == nullptr) {
+      return InvalidArgumentError("commnet task '", name(), "' has no data register to fill");
+    }
+    return Status::OK();
+  }
+
+  std::string DescribeWaiting() const override {
+    if (finished_) return "";
+    std::ostringstream os;
+    if (!end_of_data_) os << "data from " << TaskIdToString(task_->commnet().src_task_id()) << "; ";
+    os << pending_.size() << " received; " << DescribeSlots();
+    return os.str();
+  }
+
+  Status Handle(const ActorMessage& m) override {
+    const std::string what = "commnet actor '" + name() + "'";
+    StatusOr<bool> common = HandleCommon(m);
+    if (!common.ok()) return common.status().WithContext(what);
+    const bool handled = *common;
+    if (!handled) {
+      if (m.src_actor_id != task_->commnet().src_task_id() ||
+          m.regst_desc_id != task_->commnet().src_regst_desc_id()) {
+        return InvalidArgumentError(what, ": unexpected ", m.ToString());
+      }
+      if (m.kind == MessageKind::kProduced) {
+        StatusOr<std::string> payload = route_->TakePayload(m);
+        if (!payload.ok()) return payload.status().WithContext(what);
+        pending_.push_back({m, std::move(*payload)});
+      } else if (m.kind == MessageKind::kEndOfData) {
+        end_of_data_ = true;
+      } else {
+        return InvalidArgumentError(what, ": unexpected ", m.ToString());
+      }
+    }
+    while (!pending_.empty() && consumed_.AllReadable() && produced_.AllHaveFree()) {
+      RETURN_IF_ERROR(ActOnce().WithContext(what));
+    }
+    return MaybeFinish(end_of_data_ && pending_.empty());
+  }
+
+ private:
+  Status ActOnce() {
+    auto [message, payload] = std::move(pending_.front());
+    pending_.pop_front();
+    std::vector<Regst*> all;
+    Regst* data = AcquireAll(message.piece_id, &all);
+    if (data != nullptr) RETURN_IF_ERROR(DeserializeRegst(payload, data));
+    RETURN_IF_ERROR(ProduceAll(all));
+    RETURN_IF_ERROR(ReturnLocalFronts());
+    return env_->bus->Send(ActorMessage::Returned(id(), message.src_actor_id,
+                                                  message.regst_desc_id, message.regst_index,
+                                                  message.piece_id));
+  }
+
+  std::deque<std::pair<ActorMessage, std::string>> pending_;
+  bool end_of_data_ = false;
+};
+
+const SbpParallel& FirstSbp(const NdSbp& sbp) {
+  static const SbpParallel* broadcast = [] {
+    auto* s = new SbpParallel();
+    s->set_broadcast(true);
+    return s;
+  }();
+  return sbp.sbp_size() > 0 ? sbp.sbp(0) : *broadcast;
+}
+
+// Copies between a slab [begin, begin+size) along `axis` of `whole` and a part.
+void CopySlab(const Shape& whole, int64_t axis, int64_t begin, int64_t size, int64_t elem,
+              char* whole_data, char* part, bool to_whole) {
+  const int64_t outer = whole.Count(0, axis);
+  const int64_t inner = whole.Count(axis + 1) * elem;
+  for (int64_t o = 0; o < outer; ++o) {
+    char* w = whole_data + (o * whole.dim(axis) + begin) * inner;
+    char* p = part + o * size * inner;
+    if (to_whole) std::memcpy(w, p, size * inner); else std::memcpy(p, w, size * inner);
+  }
+}
+
+template <typename T>
+void AddInto(const char* from, char* to, int64_t count) {
+  const T* a = reinterpret_cast<const T*>(from);
+  T* b = reinterpret_cast<T*>(to);
+  for (int64_t i = 0; i < count; ++i) b[i] += a[i];
+}
+
+class CollectiveActor final : public SlotActor {
+ public:
+  using SlotActor::SlotActor;
+
+  Status Init() {
+    RETURN_IF_ERROR(InitSlots(/*skip_desc=*/-1));
+    const BoxingConf& conf = task_->boxing();
+    for (int r = 0; r < conf.ring_task_id_size(); ++r) rank_of_[conf.ring_task_id(r)] = r;
+    if (rank_of_.count(id()) == 0 || conf.in_regst_desc_id_size() != 1 || data_out_ == nullptr) {
+      return InvalidArgumentError("collective task '", name(), "': not in its ring, ",
+                                  conf.in_regst_desc_id_size(),
+                                  " data inputs (expected 1) or no data output");
+    }
+    input_ = conf.in_regst_desc_id(0);
+    if (consumed_.producers().count(input_) == 0) {
+      return InvalidArgumentError("collective task '", name(), "': input ", input_,
+                                  " is not consumed");
+    }
+    logical_ = TensorDesc(conf.logical_desc());
+    return Status::OK();
+  }
+
+  std::string DescribeWaiting() const override {
+    if (finished_) return "";
+    std::ostringstream os;
+    os << "peer parts for " << parts_.size() << " pieces";
+    for (const auto& [piece, ranks] : parts_) {
+      os << " (piece " << piece << ": " << ranks.size() << " of " << rank_of_.size() - 1 << ")";
+      break;
+    }
+    os << "; " << DescribeSlots();
+    return os.str();
+  }
+
+  Status Handle(const ActorMessage& m) override {
+    const std::string what = "collective actor '" + name() + "'";
+    StatusOr<bool> common = HandleCommon(m);
+    if (!common.ok()) return common.status().WithContext(what);
+    if (*common) {
+      if (m.kind == MessageKind::kProduced && m.regst_desc_id == input_) {
+        RETURN_IF_ERROR(SendPart(m).WithContext(what));
+      }
+    } else if (m.kind == MessageKind::kProduced && rank_of_.count(m.src_actor_id) > 0) {
+      StatusOr<std::string> payload = route_->TakePayload(m);
+      if (!payload.ok()) return payload.status().WithContext(what);
+      parts_[m.piece_id][rank_of_[m.src_actor_id]] = std::move(*payload);
+    } else {
+      return InvalidArgumentError(what, ": unexpected ", m.ToString());
+    }
+    while (Ready()) RETURN_IF_ERROR(ActOnce().WithContext(what));
+    return MaybeFinish(true);
+  }
+
+ private:
+  // Sends this rank's part to every other ring task.
+  Status SendPart(const ActorMessage& m) {
+    ASSIGN_OR_RETURN(Regst * regst, env_->regsts->Find(m.regst_desc_id, m.regst_index));
+    for (const auto& [task, rank] : rank_of_) {
+      if (task == id()) continue;
+      RETURN_IF_ERROR(route_->SendWithData(
+          ActorMessage::Produced(id(), task, m.regst_desc_id, m.regst_index, m.piece_id), *regst));
+    }
+    return Status::OK();
+  }
+
+  bool Ready() const {
+    if (!consumed_.AllReadable() || !produced_.AllHaveFree()) return false;
+    const size_t peers = rank_of_.size() - 1;
+    if (peers == 0) return true;
+    auto it = parts_.find(consumed_.Front(input_)->piece_id);
+    return it != parts_.end() && it->second.size() == peers;
+  }
+
+  Status ActOnce() {
+    Regst* in = consumed_.Front(input_);
+    const int64_t piece = in->piece_id;
+    const int64_t n = static_cast<int64_t>(rank_of_.size());
+    const int64_t me = rank_of_[id()];
+    std::vector<std::string> parts(n);
+    std::vector<Shape> shapes(n);
+    for (int64_t r = 0; r < n; ++r) {
+      if (r == me) {
+        const Blob& blob = in->blobs.at(0);
+        parts[r].assign(static_cast<const char*>(blob.raw()), blob.ByteSize());
+        shapes[r] = blob.shape();
+        continue;
+      }
+      ASSIGN_OR_RETURN(std::vector<PayloadBlob> blobs, ParsePayload(parts_[piece][r]));
+      if (blobs.empty()) return DataLossError("part of ring rank ", r, " has no blob");
+      parts[r] = std::move(blobs[0].bytes);
+      shapes[r] = blobs[0].shape;
+    }
+    parts_.erase(piece);
+    std::vector<Regst*> all;
+    Regst* out = AcquireAll(piece, &all);
+    RETURN_IF_ERROR(Compute(parts, shapes, me, n, &out->blobs.at(0)));
+    RETURN_IF_ERROR(ProduceAll(all));
+    return ReturnLocalFronts();
+  }
+
+  Status Compute(const std::vector<std::string>& parts, const std::vector<Shape>& shapes,
+                 int64_t me, int64_t n, Blob* output) {
+    const BoxingConf& conf = task_->boxing();
+    const SbpParallel& in = FirstSbp(conf.in_sbp());
+    const SbpParallel& out = FirstSbp(conf.out_sbp());
+    const int64_t elem = SizeOf(logical_.dtype);
+    const int64_t bytes = logical_.ByteSize();
+    whole_.assign(bytes, 0);
+    if (in.has_partial_sum()) {
+      for (int64_t r = 0; r < n; ++r) {
+        if (static_cast<int64_t>(parts[r].size()) != bytes) {
+          return InvalidArgumentError("part of ring rank ", r, " has ", parts[r].size(),
+                                      " bytes, logical ", logical_.ToString());
+        }
+        if (r == 0) { std::memcpy(whole_.data(), parts[0].data(), bytes); continue; }
+        switch (logical_.dtype) {
+          case DT_FLOAT: AddInto<float>(parts[r].data(), whole_.data(), bytes / elem); break;
+          case DT_DOUBLE: AddInto<double>(parts[r].data(), whole_.data(), bytes / elem); break;
+          case DT_INT32: AddInto<int32_t>(parts[r].data(), whole_.data(), bytes / elem); break;
+          case DT_INT64: AddInto<int64_t>(parts[r].data(), whole_.data(), bytes / elem); break;
+          default: return UnimplementedError("collective partial-sum of ", DataTypeName(logical_.dtype));
+        }
+      }
+    } else if (in.has_split_axis()) {
+      for (int64_t r = 0; r < n; ++r) {
+        int64_t begin = 0, size = 0;
+        BalancedRange(logical_.shape.dim(in.split_axis()), n, r, &begin, &size);
+        const int64_t expect = logical_.shape.elem_count() / std::max<int64_t>(1, logical_.shape.dim(in.split_axis())) * size * elem;
+        if (static_cast<int64_t>(parts[r].size()) != expect) {
+          return InvalidArgumentError("part of ring rank ", r, " has ", parts[r].size(), " bytes, expected ", expect);
+        }
+        CopySlab(logical_.shape, in.split_axis(), begin, size, elem, whole_.data(),
+                 const_cast<char*>(parts[r].data()), true);
+      }
+    } else {
+      if (static_cast<int64_t>(parts[0].size()) != bytes) return InvalidArgumentError("broadcast part size");
+      std::memcpy(whole_.data(), parts[0].data(), bytes);
+    }
+    char* dst = static_cast<char*>(output->raw());
+    if (out.has_split_axis()) {
+      int64_t begin = 0, size = 0;
+      BalancedRange(logical_.shape.dim(out.split_axis()), n, me, &begin, &size);
+      CopySlab(logical_.shape, out.split_axis(), begin, size, elem, whole_.data(), dst, false);
+    } else if (out.has_partial_sum() && me != 0) {
+      std::memset(dst, 0, bytes);
+    } else {
+      std::memcpy(dst, whole_.data(), bytes);
+    }
+    return Status::OK();
+  }
+
+  std::map<int64_t, int64_t> rank_of_;  // ring task id -> ring rank
+  int64_t input_ = 0;
+  TensorDesc logical_;
+  std::map<int64_t, std::map<int64_t, std::string>> parts_;  // piece -> rank -> payload
+  std::vector<char> whole_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Actor>> CreateCommNetActor(const TaskProto& task, const ActorEnv& env,
+                                                    CommNetRoute* route) {
+  auto actor = std::make_unique<CommNetActor>(task, env, route);
+  RETURN_IF_ERROR(actor->Init());
+  return std::unique_ptr<Actor>(std::move(actor));
+}
+
+StatusOr<std::unique_ptr<Actor>> CreateCollectiveActor(const TaskProto& task,
+                                                       const ActorEnv& env, CommNetRoute* route) {
+  auto actor = std::make_unique<CollectiveActor>(task, env, route);
+  RETURN_IF_ERROR(actor->Init());
+  return std::unique_ptr<Actor>(std::move(actor));
+}
+
+ActorRegistry MultiMachineActorRegistry(CommNetRoute* route) {
+  ActorRegistry registry = BuiltinActorRegistry();
+  registry.RegisterActor(TASK_COMMNET, [route](const TaskProto& task, const ActorEnv& env) {
+    return CreateCommNetActor(task, env, route);
+  });
+  registry.RegisterActor(TASK_COLLECTIVE, [route](const TaskProto& task, const ActorEnv& env) {
+    return CreateCollectiveActor(task, env, route);
+  });
+  return registry;
+}
+
+}  // namespace oflite

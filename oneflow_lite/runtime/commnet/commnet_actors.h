@@ -1,0 +1,45 @@
+// Actors for cross-machine tasks, built over CommNetRoute.
+//
+// CommNetActor (TASK_COMMNET, on the consumer's machine): the remote producer
+// (CommNetConf.src_task_id) sends "produced" with the register's valid bytes
+// (CommNetRoute pushes them with the message). The actor copies them into a
+// free copy of its own "out" register, produces it to its local consumers
+// and returns the remote register. End-of-data from the producer is passed
+// on once every received register was produced. (The one-sided READ
+// strategy of CM_STATIC_ZERO_COPY is not used yet: both strategies travel as
+// pushed bytes.)
+//
+// CollectiveActor (TASK_COLLECTIVE, one ring rank): when its local part for
+// a piece arrives it sends the part to every other ring task
+// (BoxingConf.ring_task_id), local or remote; once all parts of the piece
+// are there and an output copy is free it assembles the logical tensor
+// (in_sbp: P sums the parts in ring-rank order, S(a) concatenates, B takes
+// rank 0's) and cuts its output part (out_sbp: S(a) its balanced range, B
+// all, P rank 0 all and the others zeros), like BoxingBody does locally.
+//
+// Both run on their actor's thread only (see actor.h); the route and env
+// must outlive them.
+#ifndef ONEFLOW_LITE_RUNTIME_COMMNET_COMMNET_ACTORS_H_
+#define ONEFLOW_LITE_RUNTIME_COMMNET_COMMNET_ACTORS_H_
+
+#include <memory>
+
+#include "oneflow_lite/runtime/actor.h"
+#include "oneflow_lite/runtime/actor_env.h"
+#include "oneflow_lite/runtime/actor_registry.h"
+#include "oneflow_lite/runtime/commnet/commnet_route.h"
+#include "proto/plan.pb.h"
+
+namespace oflite {
+
+StatusOr<std::unique_ptr<Actor>> CreateCommNetActor(const TaskProto& task, const ActorEnv& env,
+                                                    CommNetRoute* route);
+StatusOr<std::unique_ptr<Actor>> CreateCollectiveActor(const TaskProto& task,
+                                                       const ActorEnv& env, CommNetRoute* route);
+
+// BuiltinActorRegistry() plus TASK_COMMNET and TASK_COLLECTIVE over `route`.
+ActorRegistry MultiMachineActorRegistry(CommNetRoute* route);
+
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_RUNTIME_COMMNET_COMMNET_ACTORS_H_
