@@ -2,7 +2,7 @@
 # Multi-machine plans over CommNet, end to end with real processes on
 # loopback: data-parallel MLP on 2 and 3 machines equals the same
 # parallelism on one machine (losses within 1e-5 relative), a 2-stage
-# pipeline across 2 machines equals it on one machine, and kill -9 of one
+# pipeline across 2 machines (zero-copy READs) equals it on one machine, and kill -9 of one
 # rank makes the other exit non-zero within 10 s naming the lost rank.
 set -u
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
@@ -85,6 +85,9 @@ timeout 120 "$OFLITE" run --plan "$TMP/refpp.plan.pb" --eval=false --metrics-out
   > "$TMP/refpp.log" 2>&1 || { echo "FAIL: reference pipeline run"; tail -20 "$TMP/refpp.log"; fail=1; }
 if launch pp 2; then
   compare "2-machine pipeline equals 1 machine" "$TMP/refpp.txt" "$TMP"/pp.*.txt
+  # Static activations/gradients are pulled by one-sided READ on both machines.
+  [[ $(grep -c "static-zero-copy: moved [1-9]" "$TMP/pp.log") == 2 ]] ||
+    { echo "FAIL: pipeline did not use zero-copy READs"; grep comm -A3 "$TMP/pp.log"; fail=1; }
 else
   echo "FAIL: pipeline launch"; tail -20 "$TMP/pp.log"; fail=1
 fi

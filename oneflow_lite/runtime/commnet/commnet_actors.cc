@@ -160,6 +160,7 @@ class CommNetActor final : public SlotActor {
   using SlotActor::SlotActor;
   Status Init() {
     RETURN_IF_ERROR(InitSlots(task_->commnet().src_regst_desc_id()));
+    zero_copy_ = CommNetRoute::IsStaticZeroCopy(task_->commnet().src_regst());
     if (task_->commnet().src_regst().blob_size() > 0 && data_out_ == nullptr) {
       return InvalidArgumentError("commnet task '", name(), "' has no data register to fill");
     }
@@ -176,6 +177,10 @@ class CommNetActor final : public SlotActor {
 
   Status Handle(const ActorMessage& m) override {
     const std::string what = "commnet actor '" + name() + "'";
+    if (m.kind == MessageKind::kStart && m.src_actor_id == task_->commnet().src_task_id()) {
+      RETURN_IF_ERROR(FinishRead(m).WithContext(what));
+      return Pump(what);
+    }
     StatusOr<bool> common = HandleCommon(m);
     if (!common.ok()) return common.status().WithContext(what);
     const bool handled = *common;
@@ -184,7 +189,9 @@ class CommNetActor final : public SlotActor {
           m.regst_desc_id != task_->commnet().src_regst_desc_id()) {
         return InvalidArgumentError(what, ": unexpected ", m.ToString());
       }
-      if (m.kind == MessageKind::kProduced) {
+      if (m.kind == MessageKind::kProduced && zero_copy_) {
+        pending_.push_back({m, std::string()});
+      } else if (m.kind == MessageKind::kProduced) {
         StatusOr<std::string> payload = route_->TakePayload(m);
         if (!payload.ok()) return payload.status().WithContext(what);
         pending_.push_back({m, std::move(*payload)});
@@ -194,13 +201,44 @@ class CommNetActor final : public SlotActor {
         return InvalidArgumentError(what, ": unexpected ", m.ToString());
       }
     }
-    while (!pending_.empty() && consumed_.AllReadable() && produced_.AllHaveFree()) {
-      RETURN_IF_ERROR(ActOnce().WithContext(what));
+    return Pump(what);
+  }
+
+ private:
+  Status Pump(const std::string& what) {
+    while (!reading_ && !pending_.empty() && consumed_.AllReadable() &&
+           produced_.AllHaveFree()) {
+      RETURN_IF_ERROR((zero_copy_ ? StartRead() : ActOnce()).WithContext(what));
     }
     return MaybeFinish(end_of_data_ && pending_.empty());
   }
 
- private:
+  // Zero-copy: one READ in flight at a time, in arrival order.
+  Status StartRead() {
+    const ActorMessage& message = pending_.front().first;
+    reading_regsts_.clear();
+    Regst* data = AcquireAll(message.piece_id, &reading_regsts_);
+    reading_ = true;
+    return route_->StartRead(message, task_->commnet().src_regst(), data);
+  }
+
+  Status FinishRead(const ActorMessage& completion) {
+    if (!reading_ || pending_.empty() || !(pending_.front().first.regst_index ==
+                                           completion.regst_index &&
+                                           pending_.front().first.piece_id == completion.piece_id)) {
+      return InternalError("READ completion without a READ in flight: ", completion.ToString());
+    }
+    RETURN_IF_ERROR(route_->TakeReadStatus(completion));
+    const ActorMessage message = pending_.front().first;
+    pending_.pop_front();
+    reading_ = false;
+    RETURN_IF_ERROR(ProduceAll(reading_regsts_));
+    RETURN_IF_ERROR(ReturnLocalFronts());
+    return env_->bus->Send(ActorMessage::Returned(id(), message.src_actor_id,
+                                                  message.regst_desc_id, message.regst_index,
+                                                  message.piece_id));
+  }
+
   Status ActOnce() {
     auto [message, payload] = std::move(pending_.front());
     pending_.pop_front();
@@ -216,6 +254,9 @@ class CommNetActor final : public SlotActor {
 
   std::deque<std::pair<ActorMessage, std::string>> pending_;
   bool end_of_data_ = false;
+  bool zero_copy_ = false;  // CM_STATIC_ZERO_COPY source register: pulled by READ
+  bool reading_ = false;
+  std::vector<Regst*> reading_regsts_;
 };
 
 const SbpParallel& FirstSbp(const NdSbp& sbp) {

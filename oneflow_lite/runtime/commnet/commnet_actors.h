@@ -1,13 +1,14 @@
 // Actors for cross-machine tasks, built over CommNetRoute.
 //
 // CommNetActor (TASK_COMMNET, on the consumer's machine): the remote producer
-// (CommNetConf.src_task_id) sends "produced" with the register's valid bytes
-// (CommNetRoute pushes them with the message). The actor copies them into a
-// free copy of its own "out" register, produces it to its local consumers
-// and returns the remote register. End-of-data from the producer is passed
-// on once every received register was produced. (The one-sided READ
-// strategy of CM_STATIC_ZERO_COPY is not used yet: both strategies travel as
-// pushed bytes.)
+// (CommNetConf.src_task_id) sends "produced". For a CM_STATIC_ZERO_COPY
+// register the actor READs the remote copy into a free copy of its own
+// "out" register (CommNetRoute::StartRead; one READ in flight; the route's
+// kStart completion message resumes it); otherwise the message came with the
+// register's valid bytes (pushed by CommNetRoute), copied into "out". Then
+// it produces "out" to its local consumers and returns the remote register.
+// End-of-data from the producer is passed on once every received register
+// was produced.
 //
 // CollectiveActor (TASK_COLLECTIVE, one ring rank): when its local part for
 // a piece arrives it sends the part to every other ring task

@@ -1,5 +1,6 @@
 #include "oneflow_lite/runtime/commnet/commnet_route.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "glog/logging.h"
@@ -97,7 +98,7 @@ void CommNetRoute::Attach(LocalMessageBus* bus, const RegstStore* regsts) {
 Status CommNetRoute::SendRemote(int64_t machine_id, const ActorMessage& message) {
   if (message.kind == MessageKind::kProduced && regsts_ != nullptr) {
     StatusOr<Regst*> regst = regsts_->Find(message.regst_desc_id, message.regst_index);
-    if (regst.ok()) {
+    if (regst.ok() && !IsStaticZeroCopy(*(*regst)->desc)) {
       const std::string payload = SerializeRegst(**regst);
       return SendFrames(machine_id, message, &payload);
     }
@@ -114,6 +115,112 @@ Status CommNetRoute::SendWithData(const ActorMessage& message, const Regst& regs
     staged_[KeyOf(message)] = payload;
   }
   return bus_->DeliverLocal(message);
+}
+
+int64_t CommNetRoute::RegstBytes(const RegstDescProto& desc) {
+  int64_t end = 0;
+  for (const BlobInRegst& blob : desc.blob()) end = std::max(end, blob.offset() + blob.bytes());
+  return end;
+}
+
+bool CommNetRoute::IsStaticZeroCopy(const RegstDescProto& src) {
+  return src.cross_machine_strategy() == CM_STATIC_ZERO_COPY && RegstBytes(src) > 0;
+}
+
+static std::string StaticKeyName(int64_t desc, int32_t index) {
+  return "oflite/zc/" + std::to_string(desc) + "/" + std::to_string(index);
+}
+
+Status CommNetRoute::RegisterStaticRegisters(const MachinePlan& plan) {
+  auto add = [&](const RegstDescProto& desc, uint32_t access, bool publish) -> Status {
+    for (int32_t i = 0; i < desc.regst_num(); ++i) {
+      ASSIGN_OR_RETURN(Regst * regst, regsts_->Find(desc.regst_desc_id(), i));
+      ASSIGN_OR_RETURN(std::unique_ptr<comm::MemoryRegion> region,
+                       net_->transport()->RegisterMemory(regst->base, RegstBytes(desc), access));
+      net_->stats()->zero_copy.registrations += 1;
+      if (publish) {
+        RETURN_IF_ERROR(net_->control()->Put(StaticKeyName(desc.regst_desc_id(), i),
+                                             region->remote_key().Encode()));
+      }
+      regions_[{desc.regst_desc_id(), i}] = std::move(region);
+    }
+    return Status::OK();
+  };
+  for (const TaskProto& task : plan.task()) {
+    for (const RegstDescProto& desc : task.produced()) {
+      if (!IsStaticZeroCopy(desc)) continue;
+      bool remote = false;
+      for (int64_t consumer : desc.consumer_task_id()) {
+        remote = remote || MachineOfTaskId(consumer) != plan.machine_id();
+      }
+      if (remote) RETURN_IF_ERROR(add(desc, comm::kAccessRemoteRead, true));
+    }
+    if (task.type() == TASK_COMMNET && IsStaticZeroCopy(task.commnet().src_regst())) {
+      for (const RegstDescProto& desc : task.produced()) {
+        if (desc.blob_size() > 0) RETURN_IF_ERROR(add(desc, comm::kAccessLocalWrite, false));
+      }
+    }
+  }
+  return Status::OK();
+}
+
+Status CommNetRoute::FetchStaticKeys(const MachinePlan& plan, std::chrono::milliseconds timeout) {
+  for (const TaskProto& task : plan.task()) {
+    if (task.type() != TASK_COMMNET || !IsStaticZeroCopy(task.commnet().src_regst())) continue;
+    const RegstDescProto& src = task.commnet().src_regst();
+    for (int32_t i = 0; i < src.regst_num(); ++i) {
+      ASSIGN_OR_RETURN(std::string bytes,
+                       net_->control()->Get(StaticKeyName(src.regst_desc_id(), i), timeout,
+                                            static_cast<int>(task.commnet().src_machine_id())));
+      ASSIGN_OR_RETURN(comm::RemoteKey key, comm::RemoteKey::Decode(bytes));
+      remote_keys_[{src.regst_desc_id(), i}] = key;
+    }
+  }
+  return Status::OK();
+}
+
+Status CommNetRoute::StartRead(const ActorMessage& produced, const RegstDescProto& src,
+                               Regst* into) {
+  const std::string what = "READ of register " + std::to_string(src.regst_desc_id()) + "[" +
+                           std::to_string(produced.regst_index) + "]";
+  auto key = remote_keys_.find({src.regst_desc_id(), produced.regst_index});
+  auto local = regions_.find({into->desc->regst_desc_id(), into->index});
+  if (key == remote_keys_.end() || local == regions_.end()) {
+    return FailedPreconditionError(what, ": register not registered for zero-copy");
+  }
+  const int64_t bytes = RegstBytes(src);
+  if (RegstBytes(*into->desc) != bytes) {
+    return InvalidArgumentError(what, ": ", bytes, " bytes into a register of ",
+                                RegstBytes(*into->desc));
+  }
+  ASSIGN_OR_RETURN(comm::Connection * connection,
+                   net_->transport()->GetConnection(
+                       static_cast<int>(MachineOfTaskId(produced.src_actor_id))));
+  ActorMessage completion = produced;
+  completion.kind = MessageKind::kStart;
+  return connection->PostRead(
+      *local->second, 0, key->second, 0, static_cast<size_t>(bytes),
+      [this, completion, bytes](const Status& status) {
+        if (status.ok()) {
+          net_->stats()->zero_copy.bytes_moved += bytes;
+          net_->stats()->zero_copy.transfers += 1;
+        }
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          reads_done_[KeyOf(completion)] = status;
+        }
+        Status delivered = bus_ != nullptr ? bus_->DeliverLocal(completion) : Status::OK();
+        if (!delivered.ok() && on_error_) on_error_(delivered);
+      });
+}
+
+Status CommNetRoute::TakeReadStatus(const ActorMessage& completion) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = reads_done_.find(KeyOf(completion));
+  if (it == reads_done_.end()) return NotFoundError("no READ completed for ", completion.ToString());
+  Status status = it->second;
+  reads_done_.erase(it);
+  return status;
 }
 
 StatusOr<std::string> CommNetRoute::TakePayload(const ActorMessage& message) {

@@ -13,6 +13,17 @@
 // locally. One connection per peer is FIFO and a sender's chunks are sent
 // before its next message, so per-(src, dst) order is preserved.
 //
+// Static zero-copy (registers with cross_machine_strategy
+// CM_STATIC_ZERO_COPY): the producer's "produced" carries no bytes. At plan
+// load RegisterStaticRegisters registers every copy of such a register (for
+// remote READ; keys published in the control-plane KV under
+// "oflite/zc/<desc>/<index>") and every copy of a TASK_COMMNET task's output
+// (local write); after a barrier FetchStaticKeys reads the peers' keys. The
+// consumer then calls StartRead, a one-sided READ of the whole remote copy
+// into its own register; on completion the route delivers to the consumer a
+// kStart message carrying the produced message's src/desc/index/piece, and
+// TakeReadStatus gives the READ's status.
+//
 // Set-up: construct, give it to RuntimeOptions.remote_route, create the
 // runtime, then Attach(bus, regsts) before any peer may send (the router
 // parks earlier messages). SendRemote, SendWithData and TakePayload are
@@ -27,6 +38,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "oneflow_lite/comm/comm_net.h"
 #include "oneflow_lite/runtime/message_bus.h"
@@ -66,6 +78,14 @@ class CommNetRoute final : public RemoteRoute {
   // this route); NotFound if none.
   StatusOr<std::string> TakePayload(const ActorMessage& message);
 
+  Status RegisterStaticRegisters(const MachinePlan& plan);
+  Status FetchStaticKeys(const MachinePlan& plan, std::chrono::milliseconds timeout);
+  // True when registers of `src` are pulled by READ (a CM_STATIC_ZERO_COPY
+  // register with bytes to move).
+  static bool IsStaticZeroCopy(const RegstDescProto& src);
+  Status StartRead(const ActorMessage& produced, const RegstDescProto& src, Regst* into);
+  Status TakeReadStatus(const ActorMessage& completion);
+
   int64_t bytes_sent() const { return bytes_sent_.load(); }
   int64_t messages_sent() const { return messages_sent_.load(); }
 
@@ -78,7 +98,12 @@ class CommNetRoute final : public RemoteRoute {
   void OnMessage(int peer_rank, const void* data, size_t size);
   Status HandleFrame(int peer_rank, const std::string& frame);
 
+  static int64_t RegstBytes(const RegstDescProto& desc);
+
   comm::CommNet* net_;
+  std::map<std::pair<int64_t, int32_t>, std::unique_ptr<comm::MemoryRegion>> regions_;
+  std::map<std::pair<int64_t, int32_t>, comm::RemoteKey> remote_keys_;  // const after Fetch
+  std::map<Key, Status> reads_done_;  // guarded by mutex_
   std::function<void(const Status&)> on_error_;
   LocalMessageBus* bus_ = nullptr;
   const RegstStore* regsts_ = nullptr;

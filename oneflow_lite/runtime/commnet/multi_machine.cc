@@ -42,6 +42,7 @@ StatusOr<std::unique_ptr<MultiMachineSession>> MultiMachineSession::Start(
   std::unique_ptr<MultiMachineSession> session(new MultiMachineSession());
   MultiMachineSession* self = session.get();
   session->options_ = options;
+  ASSIGN_OR_RETURN(session->plan_, FindMachinePlan(plan, options.rank));
   comm::CommNetOptions net;
   net.rank = static_cast<int>(options.rank);
   net.world_size = world;
@@ -102,10 +103,13 @@ void MultiMachineSession::Configure(RuntimeOptions* options) {
 }
 
 Status MultiMachineSession::AfterCreate(Runtime* runtime) {
+  const std::string who = "rank " + std::to_string(options_.rank);
   route_->Attach(runtime->bus(), runtime->regsts());
-  return net_->control()
-      ->Barrier("actors-ready", options_.connect_timeout)
-      .WithContext("rank " + std::to_string(options_.rank) + " waiting for every rank's actors");
+  RETURN_IF_ERROR(route_->RegisterStaticRegisters(*plan_).WithContext(who));
+  RETURN_IF_ERROR(net_->control()
+                      ->Barrier("actors-ready", options_.connect_timeout)
+                      .WithContext(who + " waiting for every rank's actors"));
+  return route_->FetchStaticKeys(*plan_, options_.connect_timeout).WithContext(who);
 }
 
 void MultiMachineSession::Detach() { route_->Detach(); }

@@ -7,8 +7,10 @@
 //              tcp; the choice is logged on stderr).
 //   Configure  points RuntimeOptions at the CommNetRoute and the registry
 //              with TASK_COMMNET / TASK_COLLECTIVE actors.
-//   AfterCreate attaches the route to the created runtime and waits (bounded
-//              by the connect timeout) until every rank has built its actors.
+//   AfterCreate attaches the route to the created runtime, registers the
+//              static zero-copy registers and publishes their keys, waits
+//              (bounded by the connect timeout) until every rank has built
+//              its actors, then fetches the peers' keys.
 //   Finish     after Run: a bounded barrier so no rank tears down its
 //              connections while a peer still needs them.
 // A lost peer (connection failure before Finish began), or a malformed frame,
@@ -60,6 +62,7 @@ class MultiMachineSession {
   void OnFatal(const std::string& what);
 
   MultiMachineOptions options_;
+  const MachinePlan* plan_ = nullptr;  // this rank's part (the plan outlives us)
   std::string provider_;
   std::atomic<bool> finishing_{false};
   std::unique_ptr<comm::CommNet> net_;
