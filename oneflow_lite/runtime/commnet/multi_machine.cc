@@ -73,6 +73,10 @@ StatusOr<std::unique_ptr<MultiMachineSession>> MultiMachineSession::Start(
     self->provider_ = "tcp";
     return MakeTcp(transport);
   };
+  if (options.provider) {
+    net.provider = options.provider;
+    session->provider_ = options.provider_name;
+  }
   ASSIGN_OR_RETURN(session->net_, comm::CommNet::Start(net));
   std::fprintf(stderr, "oflite run: rank %lld of %d joined over %s\n",
                static_cast<long long>(rank), world, session->provider_.c_str());

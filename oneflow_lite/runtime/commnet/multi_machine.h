@@ -39,6 +39,10 @@ struct MultiMachineOptions {
   std::string comm = "auto";  // tcp | ibverbs | auto
   std::chrono::milliseconds connect_timeout{60000};
   std::chrono::milliseconds peer_timeout{5000};
+  // Tests: the transport to use instead of `comm` (e.g. the ibverbs
+  // provider over the verbs emulator).
+  comm::ProviderFactory provider;
+  std::string provider_name = "custom";
 };
 
 class MultiMachineSession {
