@@ -28,12 +28,15 @@ std::string DefaultOutDir() {
   return workspace != nullptr ? std::string(workspace) + "/out" : ".";
 }
 
-ClusterProto OneMachine(int64_t cpu_devices) {
+// `machines` machines on loopback addresses 127.0.0.1, 127.0.0.2, ...
+ClusterProto LoopbackCluster(int64_t machines, int64_t cpu_devices) {
   ClusterProto cluster;
-  MachineProto* m = cluster.add_machine();
-  m->set_id(0);
-  m->set_address("127.0.0.1");
-  m->set_cpu_devices(static_cast<int32_t>(cpu_devices));
+  for (int64_t i = 0; i < machines; ++i) {
+    MachineProto* m = cluster.add_machine();
+    m->set_id(i);
+    m->set_address("127.0.0." + std::to_string(i + 1));
+    m->set_cpu_devices(static_cast<int32_t>(cpu_devices));
+  }
   return cluster;
 }
 
@@ -58,8 +61,10 @@ int RunExample(const std::string& name, ExampleConfig config, const ModelFn& mod
        {"epochs", "epochs of the training split", false, std::to_string(config.epochs)},
        {"iters", "iterations instead of epochs (0: use --epochs)", false, "0"},
        {"lr", "learning rate", false, std::to_string(config.lr)},
-       {"devices", "CPU devices on machine 0 (data parallel)", false,
+       {"devices", "CPU devices per machine (data parallel)", false,
         std::to_string(config.devices)},
+       {"machines", "machines (data parallel; written, then run with oflite launch)", false,
+        std::to_string(config.machines)},
        {"seed", "job seed", false, std::to_string(config.seed)},
        {"out-dir", "where to write the job and plan files", false, DefaultOutDir()},
        {"compile-only", "write the job and plan, do not train", true, "false"}});
@@ -69,7 +74,7 @@ int RunExample(const std::string& name, ExampleConfig config, const ModelFn& mod
     flags.PrintHelp();
     return cli::kExitOk;
   }
-  for (const char* key : {"batch", "epochs", "iters", "devices", "seed"}) {
+  for (const char* key : {"batch", "epochs", "iters", "devices", "machines", "seed"}) {
     if (!flags.GetInt(key).ok()) return Fail(name, flags.GetInt(key).status(), cli::kExitBadInput);
   }
   config.data_dir = flags.Get("data-dir");
@@ -77,10 +82,12 @@ int RunExample(const std::string& name, ExampleConfig config, const ModelFn& mod
   config.epochs = *flags.GetInt("epochs");
   config.iters = *flags.GetInt("iters");
   config.devices = *flags.GetInt("devices");
+  config.machines = *flags.GetInt("machines");
   config.seed = *flags.GetInt("seed");
   config.lr = std::atof(flags.Get("lr").c_str());
-  if (config.devices < 1 || config.batch < 1 || config.lr <= 0) {
-    return Fail(name, InvalidArgumentError("--devices, --batch and --lr must be positive"),
+  if (config.devices < 1 || config.machines < 1 || config.batch < 1 || config.lr <= 0) {
+    return Fail(name,
+                InvalidArgumentError("--devices, --machines, --batch and --lr must be positive"),
                 cli::kExitBadInput);
   }
 
@@ -91,11 +98,13 @@ int RunExample(const std::string& name, ExampleConfig config, const ModelFn& mod
   } else {
     g.SetEpochs(config.epochs);
   }
-  g.SetPlacement(Placement::Parse("0:cpu:0-" + std::to_string(config.devices - 1)));
+  g.SetPlacement(Placement::Parse("0-" + std::to_string(config.machines - 1) + ":cpu:0-" +
+                                  std::to_string(config.devices - 1)));
   StatusOr<Job> job = g.Build();
   if (!job.ok()) return Fail(name, job.status(), cli::kExitBadInput);
 
-  StatusOr<Plan> plan = compiler::Compile(*job, OneMachine(config.devices));
+  StatusOr<Plan> plan =
+      compiler::Compile(*job, LoopbackCluster(config.machines, config.devices));
   if (!plan.ok()) return Fail(name, plan.status(), cli::kExitBadInput);
   const std::string out = flags.Get("out-dir");
   if (std::system(("mkdir -p '" + out + "'").c_str()) != 0) {
@@ -116,6 +125,12 @@ int RunExample(const std::string& name, ExampleConfig config, const ModelFn& mod
     }
   }
   if (flags.GetBool("compile-only")) return cli::kExitOk;
+  if (config.machines > 1) {
+    std::printf("a %lld-machine plan: start it with\n  oflite launch --plan %s --nproc %lld\n",
+                static_cast<long long>(config.machines), plan_path.c_str(),
+                static_cast<long long>(config.machines));
+    return cli::kExitOk;
+  }
 
   // Train with the runtime, exactly as `oflite run --plan <plan>` does.
   std::vector<std::string> run_args = {"run", "--plan", plan_path};

@@ -3,8 +3,10 @@
 // the plan summary and trains it with the same code path as `oflite run`.
 //
 // Flags (each example): --data-dir, --batch, --epochs, --iters, --lr,
-// --devices (CPU devices on machine 0, data parallel), --out-dir,
-// --compile-only, plus any `oflite run` flag after `--`.
+// --devices (CPU devices per machine), --machines (data parallel over all of
+// them), --out-dir, --compile-only, plus any `oflite run` flag after `--`.
+// A plan for several machines is written and not run here: start it with
+// `oflite launch --plan <out>/<name>.plan.pb --nproc <machines>`.
 #ifndef ONEFLOW_LITE_EXAMPLES_EXAMPLE_MAIN_H_
 #define ONEFLOW_LITE_EXAMPLES_EXAMPLE_MAIN_H_
 
@@ -22,7 +24,8 @@ struct ExampleConfig {
   int64_t epochs = 1;
   int64_t iters = 0;  // 0: epochs
   double lr = 0.1;
-  int64_t devices = 1;
+  int64_t devices = 1;   // CPU devices per machine
+  int64_t machines = 1;  // machines of the cluster (127.0.0.1, 127.0.0.2, ...)
   int64_t seed = 1;
 };
 
