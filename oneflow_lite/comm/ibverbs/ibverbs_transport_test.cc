@@ -2,9 +2,12 @@
 // provider over the verbs emulator, on an InfiniBand and a RoCE fabric, with
 // the event-driven progress thread and (InfiniBandPolling) the polling one.
 // RNR retries are set to 0: flow control alone must keep receives posted.
+// The registered-memory strategy suite (comm/memory/strategy_test_suite.h)
+// runs on the same emulated fabrics.
 #include "oneflow_lite/comm/ibverbs/ibverbs_transport.h"
 
 #include "oneflow_lite/comm/ibverbs/emulated_transport.h"
+#include "oneflow_lite/comm/memory/strategy_test_suite.h"
 #include "oneflow_lite/comm/transport_test_suite.h"
 
 namespace oflite {
@@ -31,6 +34,12 @@ INSTANTIATE_TEST_SUITE_P(
                       EmulatedFactory("InfiniBandPolling",
                                       verbs::LinkLayer::kInfiniBand,
                                       /*event_driven=*/false)),
+    [](const auto& info) { return info.param.name; });
+
+INSTANTIATE_TEST_SUITE_P(
+    Ibverbs, MemoryStrategyTest,
+    ::testing::Values(EmulatedFactory("InfiniBand", verbs::LinkLayer::kInfiniBand),
+                      EmulatedFactory("RoCE", verbs::LinkLayer::kEthernet)),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace
