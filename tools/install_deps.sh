@@ -21,6 +21,8 @@ PACKAGES=(
   libgloo-dev python3-torch
   # oflite inspect --dot renders with Graphviz in tests.
   graphviz
+  # The libFuzzer run of the CommNet wire decoder (clang + its fuzzer runtime).
+  clang libclang-rt-14-dev
 )
 
 missing=()
