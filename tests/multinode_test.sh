@@ -60,7 +60,9 @@ timeout 120 "$OFLITE" run --plan "$TMP/ref2.plan.pb" --eval=false --metrics-out 
   > "$TMP/ref2.log" 2>&1 || { echo "FAIL: reference run"; tail -20 "$TMP/ref2.log"; fail=1; }
 if launch dp2 2; then
   compare "2-machine data parallel equals 1 machine" "$TMP/ref2.txt" "$TMP"/dp2.*.txt
-  grep -q "bounce-buffers: moved [1-9]" "$TMP/dp2.log" || { echo "FAIL: --stats shows no bytes"; tail -20 "$TMP/dp2.log"; fail=1; }
+  # The gradient all-reduce runs as a ring over registered-pool buffers.
+  [[ $(grep -c "registered-pool: moved [1-9]" "$TMP/dp2.log") == 2 ]] ||
+    { echo "FAIL: --stats shows no ring bytes"; tail -20 "$TMP/dp2.log"; fail=1; }
 else
   echo "FAIL: 2-machine launch"; tail -20 "$TMP/dp2.log"; fail=1
 fi
@@ -74,6 +76,8 @@ timeout 120 "$OFLITE" run --plan "$TMP/ref3.plan.pb" --eval=false --metrics-out 
   > "$TMP/ref3.log" 2>&1 || { echo "FAIL: reference run 3"; tail -20 "$TMP/ref3.log"; fail=1; }
 if launch dp3 3; then
   compare "3-machine data parallel equals 1 machine" "$TMP/ref3.txt" "$TMP"/dp3.*.txt
+  [[ $(grep -c "registered-pool: moved [1-9]" "$TMP/dp3.log") == 3 ]] ||
+    { echo "FAIL: 3-machine all-reduce did not run as a ring"; grep comm -A1 "$TMP/dp3.log"; fail=1; }
 else
   echo "FAIL: 3-machine launch"; tail -20 "$TMP/dp3.log"; fail=1
 fi

@@ -1,11 +1,14 @@
 #include "oneflow_lite/runtime/commnet/commnet_actors.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <sstream>
+#include <thread>
 
+#include "oneflow_lite/comm/collective/ring.h"
 #include "oneflow_lite/common/id.h"
 #include "oneflow_lite/runtime/boxing_body.h"
 #include "oneflow_lite/runtime/register_slots.h"
@@ -306,12 +309,17 @@ class CollectiveActor final : public SlotActor {
                                   " is not consumed");
     }
     logical_ = TensorDesc(conf.logical_desc());
-    return Status::OK();
+    return ChooseRing();
+  }
+
+  ~CollectiveActor() override {
+    if (worker_.joinable()) worker_.join();
   }
 
   std::string DescribeWaiting() const override {
     if (finished_) return "";
     std::ostringstream os;
+    if (busy_) os << "ring collective of piece " << ring_piece_ << " in flight; ";
     os << "peer parts for " << parts_.size() << " pieces";
     for (const auto& [piece, ranks] : parts_) {
       os << " (piece " << piece << ": " << ranks.size() << " of " << rank_of_.size() - 1 << ")";
@@ -323,10 +331,16 @@ class CollectiveActor final : public SlotActor {
 
   Status Handle(const ActorMessage& m) override {
     const std::string what = "collective actor '" + name() + "'";
+    if (m.kind == MessageKind::kStart && m.src_actor_id == id()) {
+      RETURN_IF_ERROR(FinishRing(m).WithContext(what));
+      while (Ready()) RETURN_IF_ERROR(ActOnce().WithContext(what));
+      return MaybeFinish(!busy_);
+    }
     StatusOr<bool> common = HandleCommon(m);
     if (!common.ok()) return common.status().WithContext(what);
     if (*common) {
-      if (m.kind == MessageKind::kProduced && m.regst_desc_id == input_) {
+      if (m.kind == MessageKind::kProduced && m.regst_desc_id == input_ &&
+          ring_op_ == RingOp::kNone) {
         RETURN_IF_ERROR(SendPart(m).WithContext(what));
       }
     } else if (m.kind == MessageKind::kProduced && rank_of_.count(m.src_actor_id) > 0) {
@@ -337,10 +351,205 @@ class CollectiveActor final : public SlotActor {
       return InvalidArgumentError(what, ": unexpected ", m.ToString());
     }
     while (Ready()) RETURN_IF_ERROR(ActOnce().WithContext(what));
-    return MaybeFinish(true);
+    return MaybeFinish(!busy_);
   }
 
  private:
+  enum class RingOp { kNone, kAllReduce, kReduceScatter, kAllGather };
+
+  // Picks the ring algorithm for this boxing, or kNone (every part to every
+  // rank). The ring needs one task per machine, ring rank == machine rank
+  // (RingCommunicator's ring is the transport's rank order), a dtype it can
+  // add, and for reduce-scatter / all-gather an axis-0 split whose balanced
+  // ranges are exactly the ring's flat segments.
+  Status ChooseRing() {
+    const BoxingConf& conf = task_->boxing();
+    const int64_t n = conf.ring_task_id_size();
+    comm::CommNet* net = route_->net();
+    if (net == nullptr || n < 2 || n != net->world_size()) return Status::OK();
+    for (int64_t r = 0; r < n; ++r) {
+      if (MachineOfTaskId(conf.ring_task_id(r)) != r) return Status::OK();
+    }
+    const DataType dtype = logical_.dtype;
+    if (dtype != DT_FLOAT && dtype != DT_DOUBLE && dtype != DT_INT32 && dtype != DT_INT64) {
+      return Status::OK();
+    }
+    const int64_t count = logical_.shape.elem_count();
+    if (count <= 0) return Status::OK();
+    const SbpParallel& in = FirstSbp(conf.in_sbp());
+    const SbpParallel& out = FirstSbp(conf.out_sbp());
+    const bool segments_match = SplitMatchesSegments(n);
+    if (in.has_partial_sum() && out.has_broadcast()) {
+      ring_op_ = RingOp::kAllReduce;
+    } else if (in.has_partial_sum() && out.has_split_axis()) {
+      ring_op_ = out.split_axis() == 0 && segments_match ? RingOp::kReduceScatter
+                                                         : RingOp::kAllReduce;
+    } else if (in.has_split_axis() && in.split_axis() == 0 && out.has_broadcast() &&
+               segments_match) {
+      ring_op_ = RingOp::kAllGather;
+    } else {
+      return Status::OK();
+    }
+    ASSIGN_OR_RETURN(buffer_, net->pool()->Allocate(logical_.ByteSize()));
+    return Status::OK();
+  }
+
+  // True when rank r's axis-0 balanced range is the ring's flat segment r.
+  bool SplitMatchesSegments(int64_t n) const {
+    if (logical_.shape.rank() == 0 || logical_.shape.dim(0) <= 0) return false;
+    const int64_t count = logical_.shape.elem_count();
+    const int64_t inner = count / logical_.shape.dim(0);
+    for (int64_t r = 0; r < n; ++r) {
+      size_t seg_begin = 0, seg_end = 0;
+      comm::RingCommunicator::SegmentBounds(count, static_cast<int>(n), static_cast<int>(r),
+                                            &seg_begin, &seg_end);
+      int64_t begin = 0, size = 0;
+      BalancedRange(logical_.shape.dim(0), n, r, &begin, &size);
+      if (static_cast<int64_t>(seg_begin) != begin * inner ||
+          static_cast<int64_t>(seg_end) != (begin + size) * inner) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // A router channel per ring, the same on every machine (derived from the
+  // ring's rank-0 task), clear of kActorChannel and of the reply bit.
+  uint32_t RingChannel() const {
+    uint64_t x = static_cast<uint64_t>(task_->boxing().ring_task_id(0));
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return comm::kCollectiveChannel + static_cast<uint32_t>(x % 0x3fff0000u);
+  }
+
+  // Ring mode: stages this rank's part in the registered buffer and runs the
+  // collective on a worker thread (it blocks until every rank took part); the
+  // worker posts kStart from this actor to itself when done.
+  Status StartRing() {
+    Regst* in = consumed_.Front(input_);
+    const Blob& blob = in->blobs.at(0);
+    const int64_t elem = SizeOf(logical_.dtype);
+    const int64_t count = logical_.shape.elem_count();
+    const int64_t n = static_cast<int64_t>(rank_of_.size());
+    const int64_t me = rank_of_.at(id());
+    size_t seg_begin = 0, seg_end = 0;
+    comm::RingCommunicator::SegmentBounds(count, static_cast<int>(n), static_cast<int>(me),
+                                          &seg_begin, &seg_end);
+    const int64_t expect = ring_op_ == RingOp::kAllGather
+                               ? static_cast<int64_t>(seg_end - seg_begin) * elem
+                               : logical_.ByteSize();
+    if (blob.ByteSize() != expect) {
+      return InvalidArgumentError("part of ring rank ", me, " has ", blob.ByteSize(),
+                                  " bytes, expected ", expect, " (logical ",
+                                  logical_.ToString(), ")");
+    }
+    const size_t at = ring_op_ == RingOp::kAllGather ? seg_begin * elem : 0;
+    std::memcpy(buffer_.data() + at, blob.raw(), expect);
+    staged_bytes_ = expect;
+    if (worker_.joinable()) worker_.join();
+    busy_ = true;
+    ring_piece_ = in->piece_id;
+    worker_ = std::thread([this, count, me, piece = in->piece_id] {
+      ring_status_ = RunRing(count, me);
+      ActorMessage done;
+      done.kind = MessageKind::kStart;
+      done.src_actor_id = id();
+      done.dst_actor_id = id();
+      done.piece_id = piece;
+      Status sent = env_->bus->Send(done);
+      if (!sent.ok()) {
+        std::fprintf(stderr, "collective actor '%s': %s\n", name().c_str(),
+                     sent.ToString().c_str());
+      }
+    });
+    return Status::OK();
+  }
+
+  // Bytes this rank sends in the ring op: the segments of its steps (the
+  // same step order as RingCommunicator: ring.cc).
+  int64_t RingBytesSent(int64_t count, int64_t me) const {
+    const int64_t n = static_cast<int64_t>(rank_of_.size());
+    auto segment_bytes = [&](int64_t segment) {
+      size_t begin = 0, end = 0;
+      comm::RingCommunicator::SegmentBounds(count, static_cast<int>(n),
+                                            static_cast<int>(((segment % n) + n) % n), &begin,
+                                            &end);
+      return static_cast<int64_t>(end - begin) * SizeOf(logical_.dtype);
+    };
+    int64_t sent = 0;
+    for (int64_t k = 0; k + 1 < n; ++k) {
+      if (ring_op_ == RingOp::kAllReduce) sent += segment_bytes(me - k) + segment_bytes(me + 1 - k);
+      if (ring_op_ == RingOp::kReduceScatter) sent += segment_bytes(me - k - 1);
+      if (ring_op_ == RingOp::kAllGather) sent += segment_bytes(me - k);
+    }
+    return sent;
+  }
+
+  // On the worker thread.
+  Status RunRing(int64_t count, int64_t me) {
+    comm::CommNet* net = route_->net();
+    if (communicator_ == nullptr) {
+      comm::CollectiveOptions options;
+      options.channel = RingChannel();
+      ASSIGN_OR_RETURN(communicator_, comm::RingCommunicator::Create(
+                                          net->transport(), net->router(), net->pool(), options));
+    }
+    const comm::Deadline deadline = comm::DeadlineAfter(kRingTimeout);
+    const comm::MemoryRegion& region = buffer_.region();
+    Status status;
+    switch (ring_op_) {
+      case RingOp::kAllReduce:
+        status = communicator_->AllReduce(region, buffer_.offset(), count, logical_.dtype, deadline);
+        break;
+      case RingOp::kReduceScatter:
+        status = communicator_->ReduceScatter(region, buffer_.offset(), count, logical_.dtype,
+                                              deadline);
+        break;
+      case RingOp::kAllGather:
+        status = communicator_->AllGather(region, buffer_.offset(), count, logical_.dtype, deadline);
+        break;
+      case RingOp::kNone:
+        return InternalError("ring collective without a ring op");
+    }
+    return status.WithContext("ring rank " + std::to_string(me) + " of " +
+                              std::to_string(rank_of_.size()));
+  }
+
+  // Ring mode: the collective of the front piece is done; cut the output.
+  Status FinishRing(const ActorMessage& done) {
+    if (!busy_ || done.piece_id != ring_piece_) {
+      return InternalError("ring completion without a collective in flight: ", done.ToString());
+    }
+    worker_.join();
+    busy_ = false;
+    RETURN_IF_ERROR(ring_status_);
+    // Counted as registered-pool traffic: the ring WRITEs from and into a
+    // pool buffer; the CPU copies are the staging in and the cut out.
+    comm::StrategyCounters& counters = route_->net()->stats()->pool;
+    counters.bytes_moved += RingBytesSent(logical_.shape.elem_count(), rank_of_.at(id()));
+    counters.transfers += 1;
+    counters.bytes_copied += staged_bytes_;
+    std::vector<Regst*> all;
+    Regst* out = AcquireAll(ring_piece_, &all);
+    char* dst = static_cast<char*>(out->blobs.at(0).raw());
+    const SbpParallel& out_sbp = FirstSbp(task_->boxing().out_sbp());
+    char* whole = reinterpret_cast<char*>(buffer_.data());
+    if (out_sbp.has_split_axis()) {
+      int64_t begin = 0, size = 0;
+      BalancedRange(logical_.shape.dim(out_sbp.split_axis()), rank_of_.size(), rank_of_.at(id()),
+                    &begin, &size);
+      CopySlab(logical_.shape, out_sbp.split_axis(), begin, size, SizeOf(logical_.dtype), whole,
+               dst, false);
+      counters.bytes_copied += logical_.ByteSize() / logical_.shape.dim(out_sbp.split_axis()) * size;
+    } else {
+      counters.bytes_copied += logical_.ByteSize();
+      std::memcpy(dst, whole, logical_.ByteSize());
+    }
+    RETURN_IF_ERROR(ProduceAll(all));
+    return ReturnLocalFronts();
+  }
+
   // Sends this rank's part to every other ring task.
   Status SendPart(const ActorMessage& m) {
     ASSIGN_OR_RETURN(Regst * regst, env_->regsts->Find(m.regst_desc_id, m.regst_index));
@@ -353,7 +562,8 @@ class CollectiveActor final : public SlotActor {
   }
 
   bool Ready() const {
-    if (!consumed_.AllReadable() || !produced_.AllHaveFree()) return false;
+    if (busy_ || !consumed_.AllReadable() || !produced_.AllHaveFree()) return false;
+    if (ring_op_ != RingOp::kNone) return true;
     const size_t peers = rank_of_.size() - 1;
     if (peers == 0) return true;
     auto it = parts_.find(consumed_.Front(input_)->piece_id);
@@ -361,6 +571,7 @@ class CollectiveActor final : public SlotActor {
   }
 
   Status ActOnce() {
+    if (ring_op_ != RingOp::kNone) return StartRing();
     Regst* in = consumed_.Front(input_);
     const int64_t piece = in->piece_id;
     const int64_t n = static_cast<int64_t>(rank_of_.size());
@@ -443,6 +654,16 @@ class CollectiveActor final : public SlotActor {
   TensorDesc logical_;
   std::map<int64_t, std::map<int64_t, std::string>> parts_;  // piece -> rank -> payload
   std::vector<char> whole_;
+  // Ring mode (ring_op_ != kNone).
+  static constexpr std::chrono::milliseconds kRingTimeout{120000};
+  RingOp ring_op_ = RingOp::kNone;
+  comm::PoolBuffer buffer_;  // the logical tensor, registered
+  std::unique_ptr<comm::RingCommunicator> communicator_;  // used by the worker only
+  std::thread worker_;
+  Status ring_status_;  // written by the worker before it posts completion
+  bool busy_ = false;
+  int64_t ring_piece_ = -1;
+  int64_t staged_bytes_ = 0;  // this rank's part, copied into buffer_
 };
 
 }  // namespace

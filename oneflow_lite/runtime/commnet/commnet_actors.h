@@ -10,7 +10,14 @@
 // End-of-data from the producer is passed on once every received register
 // was produced.
 //
-// CollectiveActor (TASK_COLLECTIVE, one ring rank): when its local part for
+// CollectiveActor (TASK_COLLECTIVE, one ring rank): with one ring task per
+// machine (ring rank == machine rank) and an addable dtype it runs a ring
+// collective (comm/collective/ring.h): P->B all-reduce, P->S reduce-scatter
+// (or all-reduce and cut where the split is not the ring's flat segments),
+// S(0)->B all-gather, on a pool buffer and a worker thread of its own, one
+// piece at a time; the worker wakes it with a kStart message from itself,
+// and the actor joins the worker before its destruction (bounded by the
+// collective's 120 s deadline). Otherwise, when its local part for
 // a piece arrives it sends the part to every other ring task
 // (BoxingConf.ring_task_id), local or remote; once all parts of the piece
 // are there and an output copy is free it assembles the logical tensor

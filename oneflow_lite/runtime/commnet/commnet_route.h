@@ -86,6 +86,9 @@ class CommNetRoute final : public RemoteRoute {
   Status StartRead(const ActorMessage& produced, const RegstDescProto& src, Regst* into);
   Status TakeReadStatus(const ActorMessage& completion);
 
+  // The CommNet the route sends over (for actors with their own channels).
+  comm::CommNet* net() const { return net_; }
+
   int64_t bytes_sent() const { return bytes_sent_.load(); }
   int64_t messages_sent() const { return messages_sent_.load(); }
 
