@@ -135,5 +135,22 @@ TEST(MultiMachineTest, PipelineOverEmulatedIbverbsEqualsOneMachine) {
   ExpectSameLoss(Spec("0:cpu:0", {"0:cpu:0", "0:cpu:1"}), Spec("0:cpu:0", {"0:cpu:0", "1:cpu:0"}));
 }
 
+// Model parallel: the boxing between split and partial layers crosses
+// machines (ring collectives or, where the ring does not apply, the
+// every-part-to-every-rank fallback).
+TEST(MultiMachineTest, ModelParallelSplitRowsEqualsOneMachine) {
+  compiler::MlpSpec one = Spec("0:cpu:0-1");
+  compiler::MlpSpec two = Spec("0-1:cpu:0");
+  one.model_parallel = two.model_parallel = compiler::ModelParallel::kSplitRows;
+  ExpectSameLoss(one, two);
+}
+
+TEST(MultiMachineTest, ModelParallelSplitColumnsEqualsOneMachine) {
+  compiler::MlpSpec one = Spec("0:cpu:0-1");
+  compiler::MlpSpec two = Spec("0-1:cpu:0");
+  one.model_parallel = two.model_parallel = compiler::ModelParallel::kSplitColumns;
+  ExpectSameLoss(one, two);
+}
+
 }  // namespace
 }  // namespace oflite
