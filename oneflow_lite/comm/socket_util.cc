@@ -34,7 +34,10 @@ StatusOr<bool> WaitFor(int fd, short events, Deadline deadline) {
   }
 }
 
-StatusOr<sockaddr_in> Resolve(const std::string& host, int port) {
+
+}  // namespace
+
+StatusOr<sockaddr_in> ResolveIpv4(const std::string& host, int port) {
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(static_cast<uint16_t>(port));
@@ -50,8 +53,6 @@ StatusOr<sockaddr_in> Resolve(const std::string& host, int port) {
   freeaddrinfo(result);
   return address;
 }
-
-}  // namespace
 
 Status ParseHostPort(const std::string& text, std::string* host, int* port) {
   const size_t colon = text.rfind(':');
@@ -72,7 +73,7 @@ Status ParseHostPort(const std::string& text, std::string* host, int* port) {
 }
 
 StatusOr<int> ListenTcp(const std::string& host, int* port) {
-  ASSIGN_OR_RETURN(sockaddr_in address, Resolve(host, *port));
+  ASSIGN_OR_RETURN(sockaddr_in address, ResolveIpv4(host, *port));
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return UnavailableError("socket: ", strerror(errno));
   int one = 1;
@@ -92,7 +93,7 @@ StatusOr<int> ListenTcp(const std::string& host, int* port) {
 
 StatusOr<int> DialTcp(const std::string& host, int port, Deadline deadline,
                       const std::string& peer) {
-  ASSIGN_OR_RETURN(sockaddr_in address, Resolve(host, port));
+  ASSIGN_OR_RETURN(sockaddr_in address, ResolveIpv4(host, port));
   std::string last_error = "no attempt";
   do {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

@@ -6,6 +6,8 @@
 #ifndef ONEFLOW_LITE_COMM_SOCKET_UTIL_H_
 #define ONEFLOW_LITE_COMM_SOCKET_UTIL_H_
 
+#include <netinet/in.h>
+
 #include <string>
 
 #include "oneflow_lite/comm/transport.h"
@@ -15,6 +17,11 @@ namespace comm {
 
 // "host:port" -> parts. Port must be 1..65535.
 Status ParseHostPort(const std::string& text, std::string* host, int* port);
+
+// An IPv4 address for `host` (dotted quad or a name, via getaddrinfo) and
+// `port`; InvalidArgument naming the host if it does not resolve. Blocks on
+// name resolution.
+StatusOr<sockaddr_in> ResolveIpv4(const std::string& host, int port);
 
 // A listening IPv4 socket; *port receives the bound port (0 picks one).
 StatusOr<int> ListenTcp(const std::string& host, int* port);

@@ -15,6 +15,7 @@
 
 #include <random>
 
+#include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/comm/tcp/tcp_transport_impl.h"
 #include "oneflow_lite/comm/wire.h"
 
@@ -66,22 +67,6 @@ Status SetNonBlocking(int fd) {
   return Status::OK();
 }
 
-StatusOr<sockaddr_in> ResolveIpv4(const std::string& host, int port) {
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  if (inet_pton(AF_INET, host.c_str(), &address.sin_addr) == 1) return address;
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* result = nullptr;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &result) != 0 || !result) {
-    return InvalidArgumentError("cannot resolve host '", host, "'");
-  }
-  address.sin_addr = reinterpret_cast<sockaddr_in*>(result->ai_addr)->sin_addr;
-  freeaddrinfo(result);
-  return address;
-}
 
 }  // namespace
 
