@@ -103,6 +103,7 @@ Status RingCommunicator::Setup(RegisteredPool* pool) {
                         OnBackward(data, size);
                       });
   std::string message(1, static_cast<char>(kScratchKey));
+  wire::AppendU64(&message, options_.tag);
   message += scratch_.remote_key().Encode();
   RETURN_IF_ERROR(
       MessageRouter::Send(left_, options_.channel | kReplyBit, message));
@@ -121,6 +122,7 @@ Status RingCommunicator::Setup(RegisteredPool* pool) {
 
 Status RingCommunicator::HealthLocked() const {
   RETURN_IF_ERROR(error_);
+  if (options_.cancel != nullptr) RETURN_IF_ERROR(options_.cancel->status());
   if (left_) RETURN_IF_ERROR(left_->status());
   if (right_) RETURN_IF_ERROR(right_->status());
   return Status::OK();
@@ -169,8 +171,8 @@ void RingCommunicator::OnBackward(const void* data, size_t size) {
     }
     scratch_acked_ += count;
   } else if (type == kScratchKey || type == kDataKey) {
-    uint64_t call = 0;
-    if (type == kDataKey) reader.ReadU64(&call);
+    uint64_t call = 0, tag = 0;
+    reader.ReadU64(type == kDataKey ? &call : &tag);
     if (!reader.ok() || reader.remaining() != RemoteKey::kEncodedSize) {
       FailLocked(DataLossError("ring: bad key message from rank ", right));
       return;
@@ -183,6 +185,12 @@ void RingCommunicator::OnBackward(const void* data, size_t size) {
       return;
     }
     if (type == kScratchKey) {
+      if (tag != options_.tag) {
+        FailLocked(DataLossError("ring on channel ", options_.channel, ": rank ", right,
+                                 " runs ring ", tag, " there but rank ", rank_, " runs ring ",
+                                 options_.tag, " (channel collision or different plans?)"));
+        return;
+      }
       right_scratch_ = *key;
       have_right_scratch_ = true;
     } else {

@@ -17,12 +17,22 @@
 // ReduceScatter leaves the sum of segment r on rank r; AllGather expects
 // rank r's segment r and fills the rest.
 //
+// Identity. Every rank's communicator of one ring uses the same `channel`
+// and `tag`; the tag travels with the set-up message and a neighbour with a
+// different tag fails Create (DataLoss naming it), so two rings that were
+// given the same channel by mistake are caught instead of mixing data.
+//
+// Cancellation. With options.cancel set, a cancelled flag fails Create and
+// every call (in flight or later) with the flag's reason within one status
+// poll (20 ms); the ring is then out of step, so the failure is sticky.
+//
 // Contract. All ranks call the same collectives in the same order with the
 // same count and dtype (DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64). Calls block
-// until done, the deadline, or a neighbour's failure (error names the rank).
-// One thread at a time per communicator. A failure other than a bad argument
-// is sticky: the ranks are out of step, so later calls return it. The communicator must be destroyed
-// before the router and the transport.
+// until done, the deadline, the cancel flag, or a neighbour's failure (error
+// names the rank). One thread at a time per communicator. A failure other
+// than a bad argument is sticky: the ranks are out of step, so later calls
+// return it. The communicator must be destroyed before the router and the
+// transport; the cancel flag must outlive it.
 #ifndef ONEFLOW_LITE_COMM_COLLECTIVE_RING_H_
 #define ONEFLOW_LITE_COMM_COLLECTIVE_RING_H_
 
@@ -32,6 +42,7 @@
 #include <memory>
 #include <mutex>
 
+#include "oneflow_lite/comm/collective/cancel.h"
 #include "oneflow_lite/comm/memory/registered_pool.h"
 #include "oneflow_lite/comm/message_router.h"
 #include "oneflow_lite/comm/transport.h"
@@ -45,6 +56,11 @@ struct CollectiveOptions {
   size_t chunk_bytes = 512 * 1024;
   int slots = 4;
   std::chrono::milliseconds setup_timeout{30000};
+  // The same on every rank of the ring (e.g. derived from the plan); checked
+  // against the right neighbour's at set-up.
+  uint64_t tag = 0;
+  // Not owned; null: not cancellable.
+  const CancelFlag* cancel = nullptr;
 };
 
 class RingCommunicator {

@@ -37,7 +37,8 @@ struct Ring {
   }
 };
 
-std::unique_ptr<Ring> MakeRing(int world, size_t chunk_bytes = 4096, int slots = 2) {
+// N connected transports with routers and pools, no communicators yet.
+std::unique_ptr<Ring> MakeTransports(int world) {
   auto ring = std::make_unique<Ring>();
   ring->stats = std::vector<CommStats>(world);
   std::vector<TransportOptions> options(world);
@@ -51,13 +52,18 @@ std::unique_ptr<Ring> MakeRing(int world, size_t chunk_bytes = 4096, int slots =
   CHECK(transports.ok()) << transports.status();
   ring->transports = std::move(*transports);
   ring->communicators.resize(world);
-  std::vector<std::thread> threads;
   for (int rank = 0; rank < world; ++rank) {
     RegisteredPoolOptions pool_options;
     pool_options.block_size = 1 << 20;
     ring->pools.push_back(std::move(*RegisteredPool::Create(
         ring->transports[rank].get(), pool_options, &ring->stats[rank].pool)));
   }
+  return ring;
+}
+
+std::unique_ptr<Ring> MakeRing(int world, size_t chunk_bytes = 4096, int slots = 2) {
+  auto ring = MakeTransports(world);
+  std::vector<std::thread> threads;
   for (int rank = 0; rank < world; ++rank) {
     threads.emplace_back([&, rank] {
       CollectiveOptions collective;
@@ -206,6 +212,104 @@ TEST(RingTest, LostNeighbourFailsTheCollectiveNamingIt) {
   EXPECT_FALSE(ring->communicators[0]->AllReduce(**region, 0, 1000, DT_INT64,
                                                  DeadlineAfter(kTimeout)).ok());
   region->reset();
+}
+
+// Creates communicators on `ranks` concurrently (the others never take part)
+// and returns each Create's status.
+std::vector<Status> CreateOn(Ring* ring, const std::vector<int>& ranks,
+                             const std::vector<CollectiveOptions>& options) {
+  std::vector<Status> results(ring->transports.size());
+  std::vector<std::thread> threads;
+  for (int rank : ranks) {
+    threads.emplace_back([&, rank] {
+      auto communicator = RingCommunicator::Create(
+          ring->transports[rank].get(), ring->routers[rank].get(), ring->pools[rank].get(),
+          options[rank]);
+      results[rank] = communicator.status();
+      if (communicator.ok()) ring->communicators[rank] = std::move(*communicator);
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  return results;
+}
+
+// Rank 2 never enters the all-reduce (its runtime failed before); ranks 0
+// and 1 wait on it until their cancel flag is set, then return its reason
+// within the poll bound instead of at the 120 s deadline, and stay failed.
+TEST(RingTest, CancelStopsACollectiveInFlightPromptly) {
+  auto ring = MakeTransports(3);
+  CancelFlag flags[3];
+  std::vector<CollectiveOptions> options(3);
+  for (int rank = 0; rank < 3; ++rank) options[rank].cancel = &flags[rank];
+  for (const Status& status : CreateOn(ring.get(), {0, 1, 2}, options)) {
+    ASSERT_TRUE(status.ok()) << status;
+  }
+  std::vector<std::vector<int64_t>> data(2, std::vector<int64_t>(3001, 1));
+  std::vector<Status> results(2);
+  std::vector<Clock::time_point> returned(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      auto region = ring->transports[rank]->RegisterMemory(data[rank].data(), 3001 * 8,
+                                                           kAccessAll);
+      ASSERT_TRUE(region.ok());
+      results[rank] = ring->communicators[rank]->AllReduce(
+          **region, 0, 3001, DT_INT64, DeadlineAfter(std::chrono::seconds(120)));
+      returned[rank] = Clock::now();
+      auto again = ring->communicators[rank]->AllReduce(**region, 0, 3001, DT_INT64,
+                                                        DeadlineAfter(kTimeout));
+      EXPECT_EQ(again.code(), StatusCode::kAborted) << "rank " << rank << ": " << again;
+    });
+  }
+  std::this_thread::sleep_for(milliseconds(300));
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_FALSE(flags[rank].cancelled());
+    EXPECT_TRUE(flags[rank].Cancel(AbortedError("rank 2 failed: injected")));
+    EXPECT_FALSE(flags[rank].Cancel(InternalError("second reason is ignored")));
+  }
+  const Clock::time_point cancelled = Clock::now();
+  for (auto& thread : threads) thread.join();
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(results[rank].code(), StatusCode::kAborted) << results[rank];
+    EXPECT_NE(results[rank].message().find("rank 2 failed: injected"), std::string::npos)
+        << results[rank];
+    EXPECT_LT(returned[rank] - cancelled, milliseconds(2000)) << "rank " << rank;
+  }
+}
+
+// A set-up waiting for a neighbour that never creates its communicator ends
+// at the cancel, not at the 30 s set-up timeout.
+TEST(RingTest, CancelStopsASetupWaitingForANeighbour) {
+  auto ring = MakeTransports(2);
+  CancelFlag flag;
+  std::vector<CollectiveOptions> options(2);
+  options[0].cancel = &flag;
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(milliseconds(200));
+    flag.Cancel(CancelledError("runtime aborted"));
+  });
+  const Clock::time_point start = Clock::now();
+  std::vector<Status> results = CreateOn(ring.get(), {0}, options);
+  canceller.join();
+  EXPECT_EQ(results[0].code(), StatusCode::kCancelled) << results[0];
+  EXPECT_LT(Clock::now() - start, milliseconds(5000));
+}
+
+// Two rings given the same channel with different tags: the set-up sees the
+// neighbour's tag and refuses, naming the rank.
+TEST(RingTest, NeighbourWithAnotherRingTagIsRefused) {
+  auto ring = MakeTransports(2);
+  std::vector<CollectiveOptions> options(2);
+  options[0].tag = 7;
+  options[1].tag = 8;
+  options[0].setup_timeout = options[1].setup_timeout = milliseconds(5000);
+  std::vector<Status> results = CreateOn(ring.get(), {0, 1}, options);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(results[rank].code(), StatusCode::kDataLoss) << results[rank];
+    EXPECT_NE(results[rank].message().find("rank " + std::to_string(1 - rank) + " runs ring"),
+              std::string::npos)
+        << results[rank];
+  }
 }
 
 }  // namespace
