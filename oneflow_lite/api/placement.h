@@ -1,6 +1,7 @@
 // Placement: the machines and devices an op runs on, parsed from text.
 //
-// Text form: "<machines>:<device type>:<device ids>", where machines and
+// Text form (common/placement_text.h, shared with the compiler):
+// "<machines>:<device type>:<device ids>[@<hierarchy>]", where machines and
 // device ids are comma-separated numbers or inclusive ranges:
 //   "0:cpu:0"        machine 0, CPU device 0
 //   "0:cpu:0-1"      machine 0, CPU devices 0 and 1
@@ -9,7 +10,8 @@
 // Device types: "cpu", "cuda" ("gpu" is accepted as a synonym of "cuda").
 // Every machine uses the same device ids (PlacementProto's model). An
 // optional hierarchy (e.g. {2, 4} for 2 machines x 4 devices) must multiply
-// to the device count.
+// to the device count; it is given either in the text ("0-1:cuda:0-3@2x4")
+// or as the Shape argument of Parse, not both.
 //
 // Placement is an immutable value type wrapping a validated PlacementProto;
 // thread-compatible. Parse and FromProto return InvalidArgument errors that
@@ -21,6 +23,7 @@
 #include <cstdint>
 #include <string>
 
+#include "oneflow_lite/common/placement_text.h"
 #include "oneflow_lite/common/shape.h"
 #include "oneflow_lite/common/status.h"
 #include "proto/common.pb.h"
@@ -44,8 +47,7 @@ class Placement {
   int64_t devices_per_machine() const { return proto_.device_id_size(); }
   // Number of devices in total (machines x devices per machine).
   int64_t parallel_num() const { return machine_count() * devices_per_machine(); }
-  // Canonical text: ranges collapsed, e.g. "0-1:cuda:0-3", plus
-  // " hierarchy (2, 4)" when a hierarchy is set.
+  // Canonical text: ranges collapsed, e.g. "0-1:cuda:0-3@2x4".
   std::string ToString() const;
 
   bool operator==(const Placement& other) const;
@@ -55,9 +57,6 @@ class Placement {
   explicit Placement(PlacementProto proto) : proto_(std::move(proto)) {}
   PlacementProto proto_;
 };
-
-// Canonical text of a proto without validating it (for error messages).
-std::string PlacementToString(const PlacementProto& proto);
 
 }  // namespace oflite
 

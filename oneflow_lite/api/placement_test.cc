@@ -48,11 +48,11 @@ TEST(PlacementTest, HierarchyMustMatchDeviceCount) {
   StatusOr<Placement> p = Placement::Parse("0-1:cuda:0-3", Shape{2, 4});
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(Shape(p->proto().hierarchy()), (Shape{2, 4}));
-  EXPECT_EQ(p->ToString(), "0-1:cuda:0-3 hierarchy (2, 4)");
+  EXPECT_EQ(p->ToString(), "0-1:cuda:0-3@2x4");
 
   StatusOr<Placement> bad = Placement::Parse("0-1:cuda:0-3", Shape{3, 4});
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("hierarchy (3, 4) has 12 devices, the placement has 8"),
+  EXPECT_NE(bad.status().message().find("hierarchy has 12 devices, the placement has 8"),
             std::string::npos)
       << bad.status();
 }

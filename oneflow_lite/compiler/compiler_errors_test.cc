@@ -85,13 +85,13 @@ TEST(CompilerErrorsTest, ShapeMismatchWithJobBlobs) {
 TEST(CompilerErrorsTest, ImpossibleSbpHint) {
   // A [3, 2] tensor cannot be split 4 ways along axis 0.
   OpConf w = Variable("w", Shape{3, 2});
-  *w.mutable_placement() = *ParsePlacement("0:cpu:0-3");
+  *w.mutable_placement() = *ParsePlacementText("0:cpu:0-3");
   *w.add_output_sbp_hint()->add_sbp() = SplitSbp(0);
   ExpectError(JobOf({w, Relu("act", "w/out_0")}), MakeCluster(1, 4),
               {"op 'w'", "impossible SBP request", "0:cpu:0-3", "hinted S(0)"});
   // A split axis past the rank.
   OpConf v = Variable("v", Shape{4, 4});
-  *v.mutable_placement() = *ParsePlacement("0:cpu:0-1");
+  *v.mutable_placement() = *ParsePlacementText("0:cpu:0-1");
   *v.add_output_sbp_hint()->add_sbp() = SplitSbp(5);
   ExpectError(JobOf({v}), MakeCluster(1, 2), {"op 'v'", "S(5)"});
 }
@@ -105,9 +105,9 @@ TEST(CompilerErrorsTest, HintCountMismatch) {
 
 TEST(CompilerErrorsTest, PlacementOutsideCluster) {
   OpConf w = Variable("w", Shape{4, 4});
-  *w.mutable_placement() = *ParsePlacement("0-1:cpu:0");
+  *w.mutable_placement() = *ParsePlacementText("0-1:cpu:0");
   ExpectError(JobOf({w}), MakeCluster(1, 1), {"op 'w'", "machine 1", "1 machine(s)"});
-  *w.mutable_placement() = *ParsePlacement("0:cuda:0");
+  *w.mutable_placement() = *ParsePlacementText("0:cuda:0");
   ExpectError(JobOf({w}), MakeCluster(1, 1), {"op 'w'", "cuda:0 on machine 0"});
 }
 

@@ -381,11 +381,17 @@ TEST(CompilerTest, CudaPlacementAddsCopiesAndPinnedMemory) {
     if (t.type() == TASK_COMPUTE || t.type() == TASK_VARIABLE) {
       EXPECT_EQ(t.device_type(), DEVICE_CUDA) << t.name();
       for (const RegstDescProto& r : t.produced()) {
-        if (!r.is_ctrl()) EXPECT_EQ(r.zone().type(), ZONE_DEVICE);
+        if (!r.is_ctrl()) {
+          EXPECT_EQ(r.zone().type(), ZONE_DEVICE);
+        }
       }
     }
-    if (t.type() == TASK_COPY_D2H) EXPECT_EQ(t.produced(0).zone().type(), ZONE_PINNED_HOST);
-    if (t.type() == TASK_SOURCE) EXPECT_EQ(t.device_type(), DEVICE_CPU);
+    if (t.type() == TASK_COPY_D2H) {
+      EXPECT_EQ(t.produced(0).zone().type(), ZONE_PINNED_HOST);
+    }
+    if (t.type() == TASK_SOURCE) {
+      EXPECT_EQ(t.device_type(), DEVICE_CPU);
+    }
   }
 }
 

@@ -1,7 +1,6 @@
 #include "oneflow_lite/compiler/placement.h"
 
 #include <algorithm>
-#include <cctype>
 #include <sstream>
 
 #include "oneflow_lite/common/data_type.h"
@@ -9,66 +8,6 @@
 namespace oflite {
 namespace compiler {
 namespace {
-
-std::vector<std::string> Split(const std::string& s, char sep) {
-  std::vector<std::string> parts;
-  std::string cur;
-  for (char c : s) {
-    if (c == sep) {
-      parts.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  parts.push_back(cur);
-  return parts;
-}
-
-StatusOr<int64_t> ParseNumber(const std::string& text, const std::string& whole) {
-  if (text.empty() || text.size() > 9 ||
-      !std::all_of(text.begin(), text.end(), [](char c) { return std::isdigit(c); })) {
-    return InvalidArgumentError("placement '", whole, "': '", text, "' is not a number");
-  }
-  return std::stoll(text);
-}
-
-// "0-3" or "0,2,5" or "1": ascending, unique.
-StatusOr<std::vector<int64_t>> ParseIdList(const std::string& text, const std::string& whole) {
-  std::vector<int64_t> ids;
-  for (const std::string& item : Split(text, ',')) {
-    size_t dash = item.find('-');
-    if (dash == std::string::npos) {
-      ASSIGN_OR_RETURN(int64_t v, ParseNumber(item, whole));
-      ids.push_back(v);
-      continue;
-    }
-    ASSIGN_OR_RETURN(int64_t lo, ParseNumber(item.substr(0, dash), whole));
-    ASSIGN_OR_RETURN(int64_t hi, ParseNumber(item.substr(dash + 1), whole));
-    if (hi < lo) return InvalidArgumentError("placement '", whole, "': empty range '", item, "'");
-    for (int64_t v = lo; v <= hi; ++v) ids.push_back(v);
-  }
-  for (size_t i = 1; i < ids.size(); ++i) {
-    if (ids[i] <= ids[i - 1]) {
-      return InvalidArgumentError("placement '", whole, "': ids in '", text,
-                                  "' must be ascending and unique");
-    }
-  }
-  return ids;
-}
-
-std::string IdListToString(const google::protobuf::RepeatedField<int64_t>& ids) {
-  std::string out;
-  for (int i = 0; i < ids.size();) {
-    int j = i;
-    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
-    if (!out.empty()) out += ",";
-    out += std::to_string(ids[i]);
-    if (j > i) out += "-" + std::to_string(ids[j]);
-    i = j + 1;
-  }
-  return out;
-}
 
 int64_t DeviceCount(const MachineProto& m, DeviceType type) {
   return type == DEVICE_CUDA ? m.cuda_devices() : m.cpu_devices();
@@ -84,56 +23,6 @@ bool DeviceRef::operator<(const DeviceRef& o) const {
 
 std::string DeviceRef::ToString() const {
   return "m" + std::to_string(machine) + ":" + DeviceTypeName(type) + ":" + std::to_string(index);
-}
-
-StatusOr<PlacementProto> ParsePlacement(const std::string& text) {
-  std::string body = text;
-  std::string hierarchy;
-  size_t at = text.find('@');
-  if (at != std::string::npos) {
-    body = text.substr(0, at);
-    hierarchy = text.substr(at + 1);
-    if (hierarchy.empty()) {
-      return InvalidArgumentError("placement '", text, "': empty hierarchy after '@'");
-    }
-  }
-  std::vector<std::string> fields = Split(body, ':');
-  if (fields.size() != 3) {
-    return InvalidArgumentError("placement '", text,
-                                "': expected MACHINES:TYPE:DEVICES such as '0-1:cuda:0-3'");
-  }
-  PlacementProto p;
-  if (fields[1] == "cpu") {
-    p.set_device_type(DEVICE_CPU);
-  } else if (fields[1] == "cuda" || fields[1] == "gpu") {
-    p.set_device_type(DEVICE_CUDA);
-  } else {
-    return InvalidArgumentError("placement '", text, "': unknown device type '", fields[1],
-                                "' (cpu or cuda)");
-  }
-  ASSIGN_OR_RETURN(std::vector<int64_t> machines, ParseIdList(fields[0], text));
-  ASSIGN_OR_RETURN(std::vector<int64_t> devices, ParseIdList(fields[2], text));
-  for (int64_t m : machines) p.add_machine_id(m);
-  for (int64_t d : devices) p.add_device_id(d);
-  if (!hierarchy.empty()) {
-    for (const std::string& dim : Split(hierarchy, 'x')) {
-      ASSIGN_OR_RETURN(int64_t v, ParseNumber(dim, text));
-      p.mutable_hierarchy()->add_dim(v);
-    }
-  }
-  return p;
-}
-
-std::string PlacementToString(const PlacementProto& p) {
-  std::string out = IdListToString(p.machine_id()) + ":" + DeviceTypeName(p.device_type()) + ":" +
-                    IdListToString(p.device_id());
-  if (p.hierarchy().dim_size() > 0) {
-    out += "@";
-    for (int i = 0; i < p.hierarchy().dim_size(); ++i) {
-      out += (i ? "x" : "") + std::to_string(p.hierarchy().dim(i));
-    }
-  }
-  return out;
 }
 
 Status ValidateCluster(const ClusterProto& cluster) {
@@ -169,23 +58,8 @@ std::string ClusterToString(const ClusterProto& cluster) {
 }
 
 Status ValidatePlacement(const PlacementProto& p, const ClusterProto& cluster) {
+  RETURN_IF_ERROR(CheckPlacementProto(p));
   const std::string text = PlacementToString(p);
-  if (p.device_type() != DEVICE_CPU && p.device_type() != DEVICE_CUDA) {
-    return InvalidArgumentError("placement '", text, "': no device type");
-  }
-  if (p.machine_id_size() == 0 || p.device_id_size() == 0) {
-    return InvalidArgumentError("placement '", text, "': no machine or no device");
-  }
-  for (int i = 1; i < p.machine_id_size(); ++i) {
-    if (p.machine_id(i) <= p.machine_id(i - 1)) {
-      return InvalidArgumentError("placement '", text, "': machine ids not ascending");
-    }
-  }
-  for (int i = 1; i < p.device_id_size(); ++i) {
-    if (p.device_id(i) <= p.device_id(i - 1)) {
-      return InvalidArgumentError("placement '", text, "': device ids not ascending");
-    }
-  }
   for (int64_t machine : p.machine_id()) {
     if (machine < 0 || machine >= cluster.machine_size()) {
       return InvalidArgumentError("placement '", text, "' names machine ", machine,
@@ -201,14 +75,6 @@ Status ValidatePlacement(const PlacementProto& p, const ClusterProto& cluster) {
                                     machine, " which the cluster does not have (",
                                     ClusterToString(cluster), ")");
       }
-    }
-  }
-  if (p.hierarchy().dim_size() > 0) {
-    int64_t product = 1;
-    for (int64_t d : p.hierarchy().dim()) product *= d;
-    if (product != ParallelNum(p)) {
-      return InvalidArgumentError("placement '", text, "': hierarchy multiplies to ", product,
-                                  " but the placement has ", ParallelNum(p), " devices");
     }
   }
   return Status::OK();

@@ -1,10 +1,10 @@
-// Placements and clusters: parsing the text form of a placement, validating
-// a cluster description, and checking that a placement names only machines
-// and devices the cluster has.
+// Placements and clusters: validating a cluster description, and checking
+// that a placement names only machines and devices the cluster has.
 //
-// Text form (docs/plan_format.md): "MACHINES:TYPE:DEVICES[@HIERARCHY]", e.g.
-// "0:cpu:0", "0-1:cuda:0-3", "0,2:cpu:1", "0-1:cpu:0-1@2x2". Parallel ids run
-// machine-major (machines ascending, then device ids ascending).
+// Text form (docs/plan_format.md, common/placement_text.h):
+// "MACHINES:TYPE:DEVICES[@HIERARCHY]", e.g. "0:cpu:0", "0-1:cuda:0-3",
+// "0,2:cpu:1", "0-1:cpu:0-1@2x2". Parallel ids run machine-major (machines
+// ascending, then device ids ascending).
 // All functions are pure and thread-safe.
 #ifndef ONEFLOW_LITE_COMPILER_PLACEMENT_H_
 #define ONEFLOW_LITE_COMPILER_PLACEMENT_H_
@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "oneflow_lite/common/placement_text.h"
 #include "oneflow_lite/common/status.h"
 #include "proto/cluster.pb.h"
 #include "proto/common.pb.h"
@@ -34,10 +35,10 @@ struct DeviceRef {
   std::string ToString() const;  // "m0:cpu:1"
 };
 
-// Parses the text form; errors quote the text and say what is wrong.
-StatusOr<PlacementProto> ParsePlacement(const std::string& text);
-// The canonical text form ("0-1:cuda:0-3", lists where not contiguous).
-std::string PlacementToString(const PlacementProto& placement);
+// The text form is parsed and printed by common/placement_text.h
+// (ParsePlacementText, PlacementToString), shared with the graph API.
+using ::oflite::ParsePlacementText;
+using ::oflite::PlacementToString;
 
 // Checks ids are dense 0..N-1 and counts non-negative; errors name the field
 // ("machine[1].id").
