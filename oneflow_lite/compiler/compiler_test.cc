@@ -221,7 +221,9 @@ TEST(CompilerTest, DataParallelTwoMachinesUsesRings) {
     EXPECT_TRUE(HasBoxing(s, BOXING_ALL_REDUCE, GradientOf(job, update))) << update;
   }
   for (const BoxingConversion& c : s.boxing) {
-    if (BoxingCommunicates(c.kind)) EXPECT_TRUE(c.spans_machines) << c.lbn;
+    if (BoxingCommunicates(c.kind)) {
+      EXPECT_TRUE(c.spans_machines) << c.lbn;
+    }
   }
   // Ring members: one per machine, ring ids point at each other.
   int rings = 0;
@@ -258,7 +260,9 @@ TEST(CompilerTest, DataParallelTwoMachinesTwoDevices) {
   }
   for (const MachinePlan& m : plan.machine()) {
     for (const TaskProto& t : m.task()) {
-      if (t.type() == TASK_COLLECTIVE) EXPECT_EQ(t.boxing().ring_task_id_size(), 4);
+      if (t.type() == TASK_COLLECTIVE) {
+        EXPECT_EQ(t.boxing().ring_task_id_size(), 4);
+      }
     }
   }
   for (const MachineSummary& m : s.machines) {
