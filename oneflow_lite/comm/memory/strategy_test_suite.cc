@@ -1,6 +1,7 @@
 #include "oneflow_lite/comm/memory/strategy_test_suite.h"
 
 #include <cstring>
+#include <future>
 #include <set>
 #include <thread>
 
@@ -172,6 +173,160 @@ TEST_P(MemoryStrategyTest, BouncePayloadBeyondCapacityIsDrainedAndReported) {
   EXPECT_EQ(*second, 10u);
   EXPECT_TRUE(std::equal(small.begin(), small.end(), destination.begin()));
   producer.join();
+}
+
+// ------------------------------------------------------------ BounceStreams
+
+struct Streams {
+  std::unique_ptr<BounceStreams> side[2];
+  std::vector<Status> errors;
+  std::mutex mutex;
+};
+
+std::unique_ptr<Streams> MakeStreams(Pair* pair, const BounceStreamOptions& options) {
+  auto streams = std::make_unique<Streams>();
+  for (int rank = 0; rank < 2; ++rank) {
+    Streams* raw = streams.get();
+    auto created = BounceStreams::Create(pair->transports[rank].get(), &pair->routers[rank],
+                                         options, &pair->stats[rank].bounce,
+                                         [raw](const Status& status) {
+                                           std::lock_guard<std::mutex> lock(raw->mutex);
+                                           raw->errors.push_back(status);
+                                         });
+    CHECK(created.ok()) << created.status();
+    streams->side[rank] = std::move(*created);
+  }
+  return streams;
+}
+
+// Pulls and waits (bounded) for the pull's completion.
+Status PullAndWait(BounceStreams* streams, const BounceStreamId& stream, uint64_t payload,
+                   uint64_t total, const MemoryRegion* region,
+                   std::vector<RegionSegment> segments) {
+  auto done = std::make_shared<std::promise<Status>>();
+  std::future<Status> result = done->get_future();
+  Status pulled = streams->Pull(0, stream, payload, total, region, std::move(segments),
+                                [done](const Status& status) { done->set_value(status); });
+  if (!pulled.ok()) return pulled;
+  if (result.wait_for(kTimeout) != std::future_status::ready) {
+    return DeadlineExceededError("test: pull did not complete");
+  }
+  return result.get();
+}
+
+TEST_P(MemoryStrategyTest, BounceStreamsCopyOnceMoveValidBytesAndChunkIntoSegments) {
+  auto pair = MakePair(GetParam());
+  BounceStreamOptions options;
+  options.buffer_size = 4096;
+  options.buffer_count = 2;
+  auto streams = MakeStreams(pair.get(), options);
+  const BounceStreamId stream{7, 9};
+  const std::vector<size_t> sizes = {0, 1, 1001, 4096, 4096 * 3 + 2049};
+  std::vector<std::vector<uint8_t>> payloads;
+  size_t total = 0;
+  // Every payload queued at once: nothing blocks, chunks wait for buffers.
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    payloads.push_back(Pattern(sizes[i], i));
+    const size_t half = sizes[i] / 2;
+    std::vector<ConstSegment> segments = {{payloads[i].data(), half},
+                                          {payloads[i].data() + half, sizes[i] - half}};
+    StatusOr<uint64_t> number =
+        streams->side[0]->Enqueue(1, stream, std::move(segments), 20000);
+    ASSERT_TRUE(number.ok()) << number.status();
+    EXPECT_EQ(*number, i);
+    total += sizes[i];
+  }
+  std::vector<uint8_t> destination(40000, 0xAB);
+  auto region = pair->transports[1]->RegisterMemory(destination.data(), destination.size(),
+                                                    kAccessLocalWrite);
+  ASSERT_TRUE(region.ok());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    std::fill(destination.begin(), destination.end(), 0xAB);
+    // Two destination segments, apart, split at an odd point.
+    const size_t first = sizes[i] / 3;
+    ASSERT_TRUE(PullAndWait(streams->side[1].get(), stream, i, sizes[i], region->get(),
+                            {{8, first}, {20001, sizes[i] - first}})
+                    .ok());
+    EXPECT_TRUE(std::equal(payloads[i].begin(), payloads[i].begin() + first,
+                           destination.begin() + 8));
+    EXPECT_TRUE(std::equal(payloads[i].begin() + first, payloads[i].end(),
+                           destination.begin() + 20001));
+    EXPECT_EQ(destination[8 + first], 0xAB);  // nothing beyond the valid bytes
+    EXPECT_EQ(destination[20001 + sizes[i] - first], 0xAB);
+  }
+  EXPECT_EQ(pair->stats[0].bounce.bytes_copied, total);  // one copy, producer side
+  EXPECT_EQ(pair->stats[1].bounce.bytes_copied, 0u);
+  EXPECT_EQ(pair->stats[1].bounce.bytes_moved, total);   // valid bytes only
+  EXPECT_EQ(pair->stats[0].bounce.registrations, 1u);    // one per stream, not per payload
+  // Chunks: 1 + 1 + 1 + 4 (4096*3+2049 over 4096-byte buffers).
+  EXPECT_EQ(pair->stats[0].bounce.transfers, 7u);
+  EXPECT_EQ(streams->side[1]->queued_chunks(), 0u);
+  EXPECT_TRUE(streams->errors.empty());
+}
+
+// A stream whose consumer does not pull holds only its own buffers.
+TEST_P(MemoryStrategyTest, BounceStreamsDoNotBlockEachOther) {
+  auto pair = MakePair(GetParam());
+  BounceStreamOptions options;
+  options.buffer_size = 128;
+  options.buffer_count = 1;
+  auto streams = MakeStreams(pair.get(), options);
+  std::vector<uint8_t> stalled = Pattern(1000, 3), flowing = Pattern(300, 4);
+  ASSERT_TRUE(streams->side[0]->Enqueue(1, {1, 1}, {{stalled.data(), stalled.size()}}, 1000).ok());
+  ASSERT_TRUE(streams->side[0]->Enqueue(1, {1, 2}, {{flowing.data(), flowing.size()}}, 1000).ok());
+  std::vector<uint8_t> destination(1000);
+  auto region = pair->transports[1]->RegisterMemory(destination.data(), destination.size(),
+                                                    kAccessLocalWrite);
+  ASSERT_TRUE(PullAndWait(streams->side[1].get(), {1, 2}, 0, 300, region->get(), {{0, 300}}).ok());
+  EXPECT_TRUE(std::equal(flowing.begin(), flowing.end(), destination.begin()));
+  ASSERT_TRUE(
+      PullAndWait(streams->side[1].get(), {1, 1}, 0, 1000, region->get(), {{0, 1000}}).ok());
+  EXPECT_EQ(destination, stalled);
+}
+
+TEST_P(MemoryStrategyTest, BounceStreamPullOfTheWrongPayloadIsDataLoss) {
+  auto pair = MakePair(GetParam());
+  auto streams = MakeStreams(pair.get(), BounceStreamOptions());
+  std::vector<uint8_t> payload = Pattern(50, 5), destination(50);
+  ASSERT_TRUE(streams->side[0]->Enqueue(1, {3, 4}, {{payload.data(), 50}}, 50).ok());
+  auto region = pair->transports[1]->RegisterMemory(destination.data(), 50, kAccessLocalWrite);
+  EXPECT_EQ(PullAndWait(streams->side[1].get(), {3, 4}, 1, 50, region->get(), {{0, 50}}).code(),
+            StatusCode::kDataLoss);
+  EXPECT_EQ(streams->side[1]
+                ->Pull(0, {3, 4}, 0, 60, region->get(), {{0, 60}}, [](const Status&) {})
+                .code(),
+            StatusCode::kInvalidArgument);  // beyond the destination region
+}
+
+TEST_P(MemoryStrategyTest, BounceStreamPullIsBoundedAndFailsWhenThePeerGoes) {
+  auto pair = MakePair(GetParam());
+  BounceStreamOptions options;
+  options.pull_timeout = milliseconds(200);
+  auto streams = MakeStreams(pair.get(), options);
+  std::vector<uint8_t> destination(64);
+  auto region = pair->transports[1]->RegisterMemory(destination.data(), 64, kAccessLocalWrite);
+  const auto start = Clock::now();
+  EXPECT_EQ(PullAndWait(streams->side[1].get(), {5, 6}, 0, 64, region->get(), {{0, 64}}).code(),
+            StatusCode::kDeadlineExceeded);
+  EXPECT_LT(Clock::now() - start, milliseconds(5000));
+  // Nothing announced and the producer's rank goes away: the pull fails
+  // with the connection's error long before its deadline.
+  options.pull_timeout = milliseconds(60000);
+  streams->side[1].reset();
+  streams->side[0].reset();
+  streams = MakeStreams(pair.get(), options);
+  auto done = std::make_shared<std::promise<Status>>();
+  std::future<Status> result = done->get_future();
+  ASSERT_TRUE(streams->side[1]
+                  ->Pull(0, {5, 7}, 0, 64, region->get(), {{0, 64}},
+                         [done](const Status& status) { done->set_value(status); })
+                  .ok());
+  streams->side[0].reset();
+  pair->transports[0].reset();
+  ASSERT_EQ(result.wait_for(milliseconds(10000)), std::future_status::ready);
+  Status status = result.get();
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.code(), StatusCode::kDeadlineExceeded) << status;
 }
 
 TEST_P(MemoryStrategyTest, StaticZeroCopyRegistersOnceAndNeverCopies) {
