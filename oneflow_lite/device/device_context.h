@@ -1,28 +1,86 @@
-// DeviceContext: what a kernel needs from the device it runs on.
+// DeviceContext: what a kernel and an actor need from the device stream they
+// run on.
 //
-// The CPU context is empty (kernels run on the actor's thread). The CUDA
-// context (device/cuda/cuda_device_context.h) carries the actor thread's
-// stream and library handles; CUDA kernels downcast with
-// static_cast<const CudaDeviceContext*>. A context is owned by the runtime's
-// stream thread and outlives every kernel call made with it; it is used from
-// that one thread only.
+// The CPU context is synchronous: kernels run on the actor's thread and their
+// work is done when Forward returns. The CUDA context
+// (device/cuda/cuda_device_context.h) carries the actor thread's stream and
+// library handles; work is only enqueued and finishes later. CUDA kernels
+// downcast with static_cast<const CudaDeviceContext*>.
+//
+// Asynchronous completion: a context whose IsAsync() is true finishes work
+// after the call that enqueued it returned. OnStreamDone(done) then runs
+// `done` on another thread once everything enqueued so far has finished (in
+// enqueue order), with an error if that work failed; the actor runtime uses
+// it to send "produced" only when the data is really there
+// (runtime/regst_actor.h). A synchronous context runs `done` at once, on the
+// calling thread. Before an asynchronous context is destroyed, every `done`
+// it accepted has run (with a Cancelled status if its work never finished),
+// so a callback never outlives the objects it was given while the context's
+// owner keeps them alive longer than the context.
+//
+// A context is owned by the runtime's stream thread and outlives every kernel
+// call made with it; it is used from that one thread only (OnStreamDone's
+// callbacks run elsewhere and must not touch the context).
 #ifndef ONEFLOW_LITE_DEVICE_DEVICE_CONTEXT_H_
 #define ONEFLOW_LITE_DEVICE_DEVICE_CONTEXT_H_
 
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "oneflow_lite/common/status.h"
 #include "proto/common.pb.h"
 
 namespace oflite {
 
+// Which side of a copy is device memory (for the CPU, both are host memory).
+enum class CopyKind { kHostToHost, kHostToDevice, kDeviceToHost, kDeviceToDevice };
+
 class DeviceContext {
  public:
+  using DoneCallback = std::function<void(const Status&)>;
+
   virtual ~DeviceContext() = default;
   virtual DeviceType device_type() const = 0;
   virtual int device_index() const { return 0; }
+
+  // Called once on the stream thread before any other use (a CUDA context
+  // makes its device current there).
+  virtual Status BindToCurrentThread() const { return Status::OK(); }
+
+  // True when work enqueued on this context finishes after the enqueueing
+  // call returned (see the header comment).
+  virtual bool IsAsync() const { return false; }
+
+  // Runs `done` once all work enqueued so far has finished. `label` names the
+  // actor in errors. Synchronous contexts call `done(OK)` before returning.
+  // An error here means `done` will never run.
+  virtual Status OnStreamDone(const std::string& label, DoneCallback done) const {
+    done(Status::OK());
+    return Status::OK();
+  }
+
+  // Copies `bytes` bytes from `src` to `dst`, ordered after the work already
+  // enqueued (for an asynchronous context: enqueued, not finished, on return).
+  virtual Status Memcpy(void* dst, const void* src, int64_t bytes, CopyKind kind) const {
+    if (bytes > 0) std::memcpy(dst, src, static_cast<size_t>(bytes));
+    return Status::OK();
+  }
+
+  // Blocks until all work enqueued so far has finished (for reading device
+  // results on the host: NaN checks, variable snapshots).
+  virtual Status Synchronize() const { return Status::OK(); }
 };
 
 class CpuDeviceContext final : public DeviceContext {
  public:
+  explicit CpuDeviceContext(int device_index = 0) : device_index_(device_index) {}
   DeviceType device_type() const override { return DEVICE_CPU; }
+  int device_index() const override { return device_index_; }
+
+ private:
+  int device_index_;
 };
 
 }  // namespace oflite

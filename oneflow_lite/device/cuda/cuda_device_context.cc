@@ -1,14 +1,35 @@
 #include "oneflow_lite/device/cuda/cuda_device_context.h"
 
-namespace oflite {
+#include <chrono>
+#include <cstdio>
 
-StatusOr<std::unique_ptr<CudaDeviceContext>> CudaDeviceContext::Create(int device_index) {
+#include "oneflow_lite/device/cuda/cuda_completion_queue.h"
+
+namespace oflite {
+namespace {
+
+constexpr std::chrono::seconds kCallbackWait(30);
+
+cudaMemcpyKind ToCudaKind(CopyKind kind) {
+  switch (kind) {
+    case CopyKind::kHostToHost: return cudaMemcpyHostToHost;
+    case CopyKind::kHostToDevice: return cudaMemcpyHostToDevice;
+    case CopyKind::kDeviceToHost: return cudaMemcpyDeviceToHost;
+    case CopyKind::kDeviceToDevice: return cudaMemcpyDeviceToDevice;
+  }
+  return cudaMemcpyDefault;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<CudaDeviceContext>> CudaDeviceContext::Create(int device_index,
+                                                                       CudaCompletionQueue* queue) {
   const int count = CudaDeviceCount();
   if (device_index < 0 || device_index >= count) {
     return InvalidArgumentError("CUDA device ", device_index, " does not exist (this machine has ",
                                 count, " CUDA device(s))");
   }
-  std::unique_ptr<CudaDeviceContext> ctx(new CudaDeviceContext(device_index));
+  std::unique_ptr<CudaDeviceContext> ctx(new CudaDeviceContext(device_index, queue));
   CUDA_RETURN_IF_ERROR(cudaSetDevice(device_index));
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&ctx->stream_, cudaStreamNonBlocking));
   CUBLAS_RETURN_IF_ERROR(cublasCreate(&ctx->cublas_));
@@ -23,6 +44,17 @@ CudaDeviceContext::~CudaDeviceContext() {
     cudaSetDevice(device_index_);
     cudaStreamSynchronize(stream_);
   }
+  {
+    std::unique_lock<std::mutex> lock(outstanding_->mutex);
+    if (!outstanding_->zero.wait_for(lock, kCallbackWait,
+                                     [this] { return outstanding_->count == 0; })) {
+      std::fprintf(stderr,
+                   "CudaDeviceContext of cuda:%d: %d completion callback(s) still pending after "
+                   "%lld s\n",
+                   device_index_, outstanding_->count,
+                   static_cast<long long>(kCallbackWait.count()));
+    }
+  }
   if (cudnn_ != nullptr) cudnnDestroy(cudnn_);
   if (cublas_ != nullptr) cublasDestroy(cublas_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -30,6 +62,37 @@ CudaDeviceContext::~CudaDeviceContext() {
 
 Status CudaDeviceContext::Activate() const {
   CUDA_RETURN_IF_ERROR(cudaSetDevice(device_index_));
+  return Status::OK();
+}
+
+Status CudaDeviceContext::OnStreamDone(const std::string& label, DoneCallback done) const {
+  if (queue_ == nullptr) {
+    Status status = Synchronize();
+    done(status.ok() ? status : status.WithContext("actor '" + label + "'"));
+    return Status::OK();
+  }
+  {
+    std::lock_guard<std::mutex> lock(outstanding_->mutex);
+    ++outstanding_->count;
+  }
+  std::shared_ptr<Outstanding> outstanding = outstanding_;
+  Status enqueued = queue_->Enqueue(
+      stream_, label, [outstanding, done = std::move(done)](const Status& status) {
+        done(status);
+        std::lock_guard<std::mutex> lock(outstanding->mutex);
+        if (--outstanding->count == 0) outstanding->zero.notify_all();
+      });
+  if (!enqueued.ok()) {
+    std::lock_guard<std::mutex> lock(outstanding_->mutex);
+    if (--outstanding_->count == 0) outstanding_->zero.notify_all();
+  }
+  return enqueued;
+}
+
+Status CudaDeviceContext::Memcpy(void* dst, const void* src, int64_t bytes, CopyKind kind) const {
+  if (bytes <= 0) return Status::OK();
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), ToCudaKind(kind), stream_));
   return Status::OK();
 }
 

@@ -4,21 +4,39 @@
 // Created by the runtime for each CUDA stream thread (Create blocks briefly
 // while it initializes the device); kernels receive it as their
 // DeviceContext and enqueue work on stream(). Not thread-safe: used only by
-// the thread that owns it. The destructor synchronizes the stream and frees
-// the handles.
+// the thread that owns it.
+//
+// The context is asynchronous (DeviceContext::IsAsync): kernels and copies
+// only enqueue work. With a CudaCompletionQueue (the runtime passes its
+// per-device queue) OnStreamDone records an event on the stream and the
+// queue's poller runs the callback once the stream passed it, so the actor
+// thread never waits for the GPU. Without a queue (tools, tests),
+// OnStreamDone synchronizes the stream and calls back at once.
+//
+// The destructor synchronizes the stream, waits (bounded, 30 s) until every
+// callback it handed to the queue has run, and frees the handles. The queue
+// must outlive the context.
 #ifndef ONEFLOW_LITE_DEVICE_CUDA_CUDA_DEVICE_CONTEXT_H_
 #define ONEFLOW_LITE_DEVICE_CUDA_CUDA_DEVICE_CONTEXT_H_
 
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <string>
 
 #include "oneflow_lite/device/cuda/cuda_util.h"
 #include "oneflow_lite/device/device_context.h"
 
 namespace oflite {
 
+class CudaCompletionQueue;
+
 class CudaDeviceContext final : public DeviceContext {
  public:
-  static StatusOr<std::unique_ptr<CudaDeviceContext>> Create(int device_index);
+  // `queue` (not owned, may be null) makes the context asynchronous; it must
+  // be a queue of the same device.
+  static StatusOr<std::unique_ptr<CudaDeviceContext>> Create(int device_index,
+                                                             CudaCompletionQueue* queue = nullptr);
   ~CudaDeviceContext() override;
 
   DeviceType device_type() const override { return DEVICE_CUDA; }
@@ -29,13 +47,30 @@ class CudaDeviceContext final : public DeviceContext {
 
   // Makes this context's device current on the calling thread.
   Status Activate() const;
+  Status BindToCurrentThread() const override { return Activate(); }
+  bool IsAsync() const override { return true; }
+  Status OnStreamDone(const std::string& label, DoneCallback done) const override;
+  // cudaMemcpyAsync on stream(); the host side should be pinned memory (a
+  // pageable host side makes the copy synchronous, still correct).
+  Status Memcpy(void* dst, const void* src, int64_t bytes, CopyKind kind) const override;
   // Blocks until all work enqueued on the stream is done.
-  Status Synchronize() const;
+  Status Synchronize() const override;
 
  private:
-  explicit CudaDeviceContext(int device_index) : device_index_(device_index) {}
+  // Callbacks handed to the queue and not yet run; shared with them so a
+  // late callback never touches a destroyed context.
+  struct Outstanding {
+    std::mutex mutex;
+    std::condition_variable zero;
+    int count = 0;
+  };
+
+  CudaDeviceContext(int device_index, CudaCompletionQueue* queue)
+      : device_index_(device_index), queue_(queue), outstanding_(std::make_shared<Outstanding>()) {}
 
   int device_index_;
+  CudaCompletionQueue* queue_;
+  std::shared_ptr<Outstanding> outstanding_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <vector>
 
+#include "oneflow_lite/device/cuda/cuda_backend.h"
 #include "oneflow_lite/device/cuda/cuda_completion_queue.h"
 #include "oneflow_lite/device/cuda/cuda_device_context.h"
 #include "oneflow_lite/device/cuda/cuda_memory.h"
@@ -74,6 +75,41 @@ TEST_F(CudaRuntimePiecesTest, CallbackRunsAfterTheStreamFinished) {
     ASSERT_TRUE((*queue)->Drain(std::chrono::milliseconds(10000)).ok());
   }
   EXPECT_EQ(done.load(), 5);
+}
+
+TEST_F(CudaRuntimePiecesTest, BackendContextIsAsyncAndCallsBackAfterItsCopies) {
+  StatusOr<std::unique_ptr<DeviceBackend>> backend = CreateDeviceBackend(DEVICE_CUDA);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  auto device = (*backend)->AllocateDevice(0, 1024 * sizeof(float), "m0/cuda:0");
+  ASSERT_TRUE(device.ok()) << device.status();
+  auto pinned = (*backend)->AllocatePinnedHost(1024 * sizeof(float), "m0/pinned_host");
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  std::atomic<int> done{0};
+  {
+    auto context = (*backend)->CreateStreamContext(0, "m0/cuda0/s0");
+    ASSERT_TRUE(context.ok()) << context.status();
+    ASSERT_TRUE((*context)->BindToCurrentThread().ok());
+    ASSERT_TRUE((*context)->IsAsync());
+    const auto* cuda = static_cast<const CudaDeviceContext*>(context->get());
+    float* host = reinterpret_cast<float*>((*pinned)->data());
+    float* data = reinterpret_cast<float*>((*device)->data());
+    for (int round = 1; round <= 3; ++round) {
+      ASSERT_EQ(LaunchFill(data, 1024, static_cast<float>(round), cuda->stream()), cudaSuccess);
+      ASSERT_TRUE(
+          (*context)->Memcpy(host, data, 1024 * sizeof(float), CopyKind::kDeviceToHost).ok());
+      ASSERT_TRUE((*context)
+                      ->OnStreamDone("round" + std::to_string(round),
+                                     [&, round](const Status& s) {
+                                       EXPECT_TRUE(s.ok()) << s;
+                                       EXPECT_EQ(static_cast<volatile float*>(host)[1023],
+                                                 static_cast<float>(round));
+                                       ++done;
+                                     })
+                      .ok());
+      ASSERT_TRUE((*context)->Synchronize().ok());
+    }
+  }  // the context waits for its callbacks
+  EXPECT_EQ(done.load(), 3);
 }
 
 }  // namespace
