@@ -1,6 +1,7 @@
 #include "oneflow_lite/runtime/actor_bodies.h"
 
 #include <cstring>
+#include <string>
 
 namespace oflite {
 namespace {
@@ -11,6 +12,12 @@ double SumOf(const Blob& blob) {
   const T* data = static_cast<const T*>(blob.raw());
   for (int64_t i = 0; i < blob.elem_count(); ++i) sum += static_cast<double>(data[i]);
   return sum;
+}
+
+// On an asynchronous device the host touches registers only through the
+// stream (Memcpy) and after Synchronize.
+bool HostReadsThroughStream(const DeviceContext* device) {
+  return device != nullptr && device->IsAsync();
 }
 
 }  // namespace
@@ -73,10 +80,31 @@ Blob* VariableBody::ValueBlob(ActContext* context) const {
   return &context->produced.at(regst_->desc->regst_desc_id())->blobs[0];
 }
 
+StatusOr<Blob> VariableBody::HostValue(const Blob& value, std::vector<char>* staging) const {
+  if (!HostReadsThroughStream(env_->device)) return value;
+  staging->assign(static_cast<size_t>(value.ByteSize()), 0);
+  RETURN_IF_ERROR(
+      env_->device->Memcpy(staging->data(), value.raw(), value.ByteSize(), CopyKind::kDeviceToHost));
+  RETURN_IF_ERROR(env_->device->Synchronize());
+  return Blob(staging->data(), value.desc());
+}
+
 Status VariableBody::Initialize(ActContext* context) {
   bool restored = false;
   if (env_->variables != nullptr) {
-    ASSIGN_OR_RETURN(restored, env_->variables->Restore(part_, ValueBlob(context)));
+    Blob* value = ValueBlob(context);
+    if (!HostReadsThroughStream(env_->device)) {
+      ASSIGN_OR_RETURN(restored, env_->variables->Restore(part_, value));
+    } else {
+      std::vector<char> staging(static_cast<size_t>(value->ByteSize()), 0);
+      Blob host(staging.data(), value->desc());
+      ASSIGN_OR_RETURN(restored, env_->variables->Restore(part_, &host));
+      if (restored) {
+        RETURN_IF_ERROR(env_->device->Memcpy(value->raw(), staging.data(), value->ByteSize(),
+                                             CopyKind::kHostToDevice));
+        RETURN_IF_ERROR(env_->device->Synchronize());  // `staging` dies here
+      }
+    }
   }
   if (!restored) RETURN_IF_ERROR(initializer_->Run(context));
   initialized_ = true;
@@ -91,7 +119,9 @@ Status VariableBody::Act(ActContext* context) {
   const int64_t completed = context->piece_id;
   if (env_->save_every > 0 && env_->variables != nullptr && completed % env_->save_every == 0 &&
       completed != last_saved_) {
-    RETURN_IF_ERROR(env_->variables->Save(part_, completed, *ValueBlob(context)));
+    std::vector<char> staging;
+    ASSIGN_OR_RETURN(Blob value, HostValue(*ValueBlob(context), &staging));
+    RETURN_IF_ERROR(env_->variables->Save(part_, completed, value));
     last_saved_ = completed;
   }
   return Status::OK();
@@ -102,7 +132,9 @@ Status VariableBody::OnFinish(int64_t end_piece) {
     return Status::OK();
   }
   last_saved_ = end_piece;
-  return env_->variables->Save(part_, end_piece, regst_->blobs[0]);
+  std::vector<char> staging;
+  ASSIGN_OR_RETURN(Blob value, HostValue(regst_->blobs[0], &staging));
+  return env_->variables->Save(part_, end_piece, value);
 }
 
 StatusOr<std::unique_ptr<ActBody>> SinkBody::Create(const TaskProto& task, const ActorEnv& env) {
@@ -134,8 +166,13 @@ Status SinkBody::Act(ActContext* context) {
 }
 
 StatusOr<std::unique_ptr<ActBody>> CopyBody::Create(const TaskProto& task, const ActorEnv& env) {
-  if (task.device_type() == DEVICE_CUDA) {
-    return UnimplementedError("copy task '", task.name(), "': CUDA copies need --config=cuda");
+  if (env.device == nullptr) {
+    return InternalError("copy task '", task.name(), "': no device context");
+  }
+  if (task.device_type() != DEVICE_CPU && env.device->device_type() != task.device_type()) {
+    return InvalidArgumentError("copy task '", task.name(), "' of a ",
+                                DeviceType_Name(task.device_type()), " device runs on a ",
+                                DeviceType_Name(env.device->device_type()), " stream");
   }
   const std::vector<const RegstDescProto*> outputs = DataRegsts(task);
   const ConsumedRegst* input = nullptr;
@@ -157,7 +194,11 @@ StatusOr<std::unique_ptr<ActBody>> CopyBody::Create(const TaskProto& task, const
       return InvalidArgumentError("copy task '", task.name(), "': blob ", i, " differs");
     }
   }
-  return std::unique_ptr<ActBody>(new CopyBody(task, in->regst_desc_id(), out.regst_desc_id()));
+  const CopyKind kind = task.type() == TASK_COPY_H2D   ? CopyKind::kHostToDevice
+                        : task.type() == TASK_COPY_D2H ? CopyKind::kDeviceToHost
+                                                       : CopyKind::kHostToHost;
+  return std::unique_ptr<ActBody>(
+      new CopyBody(task, env, in->regst_desc_id(), out.regst_desc_id(), kind));
 }
 
 Status CopyBody::Act(ActContext* context) {
@@ -165,8 +206,12 @@ Status CopyBody::Act(ActContext* context) {
   Regst* out = context->produced.at(out_);
   for (size_t i = 0; i < out->blobs.size(); ++i) {
     out->blobs[i].set_shape(in->blobs[i].shape());
-    if (in->blobs[i].ByteSize() > 0) {
-      std::memcpy(out->blobs[i].raw(), in->blobs[i].raw(), in->blobs[i].ByteSize());
+    Status copied = env_->device->Memcpy(out->blobs[i].raw(), in->blobs[i].raw(),
+                                         in->blobs[i].ByteSize(), kind_);
+    if (!copied.ok()) {
+      return copied.WithContext("copy task '" + task_->name() + "', blob " + std::to_string(i) +
+                                " (" + std::to_string(in->blobs[i].ByteSize()) +
+                                " bytes) at iteration " + std::to_string(context->piece_id));
     }
   }
   return Status::OK();

@@ -9,7 +9,8 @@
 //                 the element mean of each SinkConf.metric's register under
 //                 the metric's name (every consumed register when the task
 //                 has no SinkConf).
-//   CopyBody      host <-> device copy (plain memcpy in the CPU build).
+//   CopyBody      host <-> device copy through the stream's DeviceContext
+//                 (memcpy on the CPU, cudaMemcpyAsync on a CUDA stream).
 // Boxing lives in boxing_body.h. Each is used on its actor's thread only.
 #ifndef ONEFLOW_LITE_RUNTIME_ACTOR_BODIES_H_
 #define ONEFLOW_LITE_RUNTIME_ACTOR_BODIES_H_
@@ -46,6 +47,9 @@ class VariableBody final : public ActBody {
   VariableBody(const TaskProto& task, const ActorEnv& env) : task_(&task), env_(&env) {}
   Status Initialize(ActContext* context);
   Blob* ValueBlob(ActContext* context) const;
+  // The variable's value in host memory (`staging` holds it when the
+  // register lives on a device); synchronizes the device first.
+  StatusOr<Blob> HostValue(const Blob& value, std::vector<char>* staging) const;
 
   const TaskProto* task_;
   const ActorEnv* env_;
@@ -74,10 +78,13 @@ class CopyBody final : public ActBody {
   Status Act(ActContext* context) override;
 
  private:
-  CopyBody(const TaskProto& task, int64_t in, int64_t out) : task_(&task), in_(in), out_(out) {}
+  CopyBody(const TaskProto& task, const ActorEnv& env, int64_t in, int64_t out, CopyKind kind)
+      : task_(&task), env_(&env), in_(in), out_(out), kind_(kind) {}
   const TaskProto* task_;
+  const ActorEnv* env_;
   int64_t in_;
   int64_t out_;
+  CopyKind kind_;
 };
 
 // The produced registers of `task` that hold data (not control registers).

@@ -1,8 +1,12 @@
-// ActorEnv: what every actor of one machine shares, fixed before start-up.
+// ActorEnv: what the actors of one stream thread share, fixed before
+// start-up.
 //
 // Plain pointers to objects the Runtime owns (or the caller, for hooks);
-// they outlive every actor. All of it is read-only during the run except the
-// bus (thread-safe) and the hooks (thread-safe by contract).
+// they outlive every actor, except `device`: the stream thread's own
+// DeviceContext (CPU, CUDA stream, or a test's), which the runtime destroys
+// after the thread stopped and before the actors. All of it is read-only
+// during the run except the bus (thread-safe), the device (used only on the
+// stream's thread) and the hooks (thread-safe by contract).
 #ifndef ONEFLOW_LITE_RUNTIME_ACTOR_ENV_H_
 #define ONEFLOW_LITE_RUNTIME_ACTOR_ENV_H_
 

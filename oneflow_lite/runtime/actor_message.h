@@ -15,6 +15,10 @@
 //   kReturned   dst's register (regst_desc_id, regst_index) is released by src.
 //   kEndOfData  src will produce nothing more on regst_desc_id (EORD).
 //   kStart      the runtime tells an actor to begin (sources start acting).
+//               With src_actor_id == dst_actor_id it is the actor's own
+//               wake-up (ActorMessage::Wakeup): asynchronous work it started
+//               (a collective, a GPU stream's acts) finished; piece_id then
+//               carries the actor's tag for that work. Local only.
 // Value type; thread-compatible.
 #ifndef ONEFLOW_LITE_RUNTIME_ACTOR_MESSAGE_H_
 #define ONEFLOW_LITE_RUNTIME_ACTOR_MESSAGE_H_
@@ -57,6 +61,10 @@ struct ActorMessage {
   static ActorMessage Start(int64_t dst) {
     return ActorMessage{MessageKind::kStart, -1, dst, -1, -1, -1};
   }
+  static ActorMessage Wakeup(int64_t actor, int64_t tag) {
+    return ActorMessage{MessageKind::kStart, actor, actor, -1, -1, tag};
+  }
+  bool is_wakeup() const { return kind == MessageKind::kStart && src_actor_id == dst_actor_id; }
 
   // "produced m0/cpu0/s0/t1 -> m0/cpu0/s0/t2 regst 7[1] piece 3".
   std::string ToString() const;

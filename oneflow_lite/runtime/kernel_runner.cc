@@ -1,6 +1,7 @@
 #include "oneflow_lite/runtime/kernel_runner.h"
 
 #include <cmath>
+#include <vector>
 
 namespace oflite {
 namespace {
@@ -102,7 +103,20 @@ Status KernelRunner::RunOne(const Entry& entry, ActContext* context) {
 
 Status KernelRunner::CheckFinite(const Entry& entry, KernelContext* kernel_context) const {
   for (const BlobBinding& binding : entry.conf->output()) {
-    const Blob& blob = *kernel_context->Output(binding.arg(), binding.index());
+    const Blob* output = kernel_context->Output(binding.arg(), binding.index());
+    if (output->dtype() != DT_FLOAT && output->dtype() != DT_DOUBLE) continue;
+    // An asynchronous device's output is read through its stream, once done.
+    std::vector<char> staging;
+    Blob host_copy;
+    if (env_->device != nullptr && env_->device->IsAsync()) {
+      staging.resize(static_cast<size_t>(output->ByteSize()));
+      RETURN_IF_ERROR(env_->device->Memcpy(staging.data(), output->raw(), output->ByteSize(),
+                                           CopyKind::kDeviceToHost));
+      RETURN_IF_ERROR(env_->device->Synchronize());
+      host_copy = Blob(staging.data(), output->desc());
+      output = &host_copy;
+    }
+    const Blob& blob = *output;
     int64_t bad = -1;
     if (blob.dtype() == DT_FLOAT) bad = FirstNonFinite<float>(blob);
     if (blob.dtype() == DT_DOUBLE) bad = FirstNonFinite<double>(blob);

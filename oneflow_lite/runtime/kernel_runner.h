@@ -5,7 +5,9 @@
 // desc resolves to the register the act reads (consumed) or writes
 // (produced). With check_nan, every float output is scanned after its
 // kernel and a NaN or Inf fails the act naming the op, the output and the
-// iteration. Owned by one actor; used on its thread only.
+// iteration (on an asynchronous device the outputs are copied to the host
+// and the stream synchronized first: the NaN check is a debugging aid and
+// stalls the stream). Owned by one actor; used on its thread only.
 #ifndef ONEFLOW_LITE_RUNTIME_KERNEL_RUNNER_H_
 #define ONEFLOW_LITE_RUNTIME_KERNEL_RUNNER_H_
 

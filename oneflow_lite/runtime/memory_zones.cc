@@ -1,11 +1,6 @@
 #include "oneflow_lite/runtime/memory_zones.h"
 
-#include <cstring>
-
 namespace oflite {
-namespace {
-constexpr int64_t kAlignment = 64;
-}  // namespace
 
 std::string MemZoneName(const MemZoneId& zone) {
   std::string name = "m" + std::to_string(zone.machine_id()) + "/";
@@ -23,15 +18,30 @@ MemoryZones::Key MemoryZones::KeyOf(const MemZoneId& zone) {
   return Key{zone.type(), device ? zone.device_type() : 0, device ? zone.device_index() : 0};
 }
 
+StatusOr<std::unique_ptr<MemoryBlock>> MemoryZones::Allocate(const MemBlockProto& block,
+                                                             const std::string& name,
+                                                             DeviceBackend* backend) {
+  const MemZoneId& zone = block.zone();
+  const bool host_device = zone.type() == ZONE_DEVICE && zone.device_type() == DEVICE_CPU;
+  if (zone.type() == ZONE_HOST || host_device) return AllocateHostBlock(block.size(), name);
+  if (zone.type() == ZONE_PINNED_HOST) {
+    if (backend == nullptr) return AllocateHostBlock(block.size(), name);
+    return backend->AllocatePinnedHost(block.size(), name);
+  }
+  if (backend == nullptr || backend->device_type() != zone.device_type()) {
+    return UnimplementedError("memory zone ", name, ": no ", DeviceType_Name(zone.device_type()),
+                              " backend in this runtime (CUDA device memory needs the CUDA "
+                              "build, --config=cuda)");
+  }
+  return backend->AllocateDevice(static_cast<int>(zone.device_index()), block.size(), name);
+}
+
 StatusOr<std::unique_ptr<MemoryZones>> MemoryZones::Create(const MachinePlan& plan,
-                                                           int64_t max_zone_bytes) {
+                                                           int64_t max_zone_bytes,
+                                                           DeviceBackend* backend) {
   auto zones = std::unique_ptr<MemoryZones>(new MemoryZones());
   for (const MemBlockProto& block : plan.mem_block()) {
     const std::string name = MemZoneName(block.zone());
-    if (block.zone().type() == ZONE_DEVICE && block.zone().device_type() == DEVICE_CUDA) {
-      return UnimplementedError("memory zone ", name,
-                                ": CUDA device memory needs the CUDA build (--config=cuda)");
-    }
     if (block.size() < 0) return InvalidArgumentError("memory zone ", name, ": negative size");
     if (zones->blocks_.count(KeyOf(block.zone()))) {
       return InvalidArgumentError("memory zone ", name, " has two blocks in the plan");
@@ -40,18 +50,9 @@ StatusOr<std::unique_ptr<MemoryZones>> MemoryZones::Create(const MachinePlan& pl
       return ResourceExhaustedError("memory zone ", name, ": cannot allocate ", block.size(),
                                     " bytes (limit ", max_zone_bytes, ")");
     }
-    const int64_t rounded = (block.size() + kAlignment - 1) / kAlignment * kAlignment;
-    char* data = nullptr;
-    if (rounded > 0) {
-      data = static_cast<char*>(std::aligned_alloc(kAlignment, rounded));
-      if (data == nullptr) {
-        return ResourceExhaustedError("memory zone ", name, ": cannot allocate ", block.size(),
-                                      " bytes");
-      }
-      std::memset(data, 0, rounded);
-    }
+    ASSIGN_OR_RETURN(std::unique_ptr<MemoryBlock> memory, Allocate(block, name, backend));
     Block& slot = zones->blocks_[KeyOf(block.zone())];
-    slot.data.reset(data);
+    slot.memory = std::move(memory);
     slot.size = block.size();
     zones->total_bytes_ += block.size();
   }
@@ -68,7 +69,7 @@ StatusOr<const MemoryZones::Block*> MemoryZones::Find(const MemZoneId& zone) con
 
 StatusOr<char*> MemoryZones::Base(const MemZoneId& zone) const {
   ASSIGN_OR_RETURN(const Block* block, Find(zone));
-  return block->data.get();
+  return block->memory->data();
 }
 
 StatusOr<int64_t> MemoryZones::Size(const MemZoneId& zone) const {

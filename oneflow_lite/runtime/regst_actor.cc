@@ -1,6 +1,7 @@
 #include "oneflow_lite/runtime/regst_actor.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
 
 #include "oneflow_lite/common/id.h"
@@ -52,7 +53,11 @@ StatusOr<std::unique_ptr<RegstActor>> RegstActor::Create(const TaskProto& task,
 Status RegstActor::Handle(const ActorMessage& message) {
   switch (message.kind) {
     case MessageKind::kStart:
-      started_ = true;
+      if (message.is_wakeup()) {
+        RETURN_IF_ERROR(OnDeviceDone(message.piece_id));
+      } else {
+        started_ = true;
+      }
       break;
     case MessageKind::kProduced: {
       ASSIGN_OR_RETURN(Regst * regst,
@@ -112,8 +117,67 @@ Status RegstActor::ActOnce() {
   }
   RETURN_IF_ERROR(body_->Act(&context).WithContext("actor '" + name() + "'"));
   ++act_count_;
+  std::vector<Regst*> consumed;
+  if (!is_source()) consumed = consumed_.PopFronts();
+  if (env_->device != nullptr && env_->device->IsAsync()) {
+    return DeferUntilDeviceDone(std::move(context), std::move(consumed));
+  }
   RETURN_IF_ERROR(SendProduced(context));
-  if (!is_source()) RETURN_IF_ERROR(SendReturned(consumed_.PopFronts()));
+  return SendReturned(consumed);
+}
+
+Status RegstActor::DeferUntilDeviceDone(ActContext context, std::vector<Regst*> consumed) {
+  const int64_t tag = next_tag_++;
+  const int64_t piece = context.piece_id;
+  in_flight_.push_back(InFlightAct{tag, std::move(context), std::move(consumed), false});
+  MessageBus* bus = env_->bus;
+  const int64_t self = id();
+  std::shared_ptr<CompletionErrors> errors = completion_errors_;
+  const std::string label = name();
+  Status status = env_->device->OnStreamDone(label, [bus, self, tag, errors,
+                                                     label](const Status& done) {
+    if (!done.ok()) {
+      std::lock_guard<std::mutex> lock(errors->mutex);
+      errors->by_tag.emplace(tag, done);
+    }
+    // A closed inbox (the run is aborting) drops the wake-up, as intended.
+    Status sent = bus->Send(ActorMessage::Wakeup(self, tag));
+    if (!sent.ok()) {
+      std::fprintf(stderr, "actor '%s': cannot post its device completion: %s\n", label.c_str(),
+                   sent.ToString().c_str());
+    }
+  });
+  return status.WithContext("actor '" + name() + "', iteration " + std::to_string(piece) +
+                            ": waiting for its device work");
+}
+
+Status RegstActor::OnDeviceDone(int64_t tag) {
+  auto it = std::find_if(in_flight_.begin(), in_flight_.end(),
+                         [tag](const InFlightAct& act) { return act.tag == tag; });
+  if (it == in_flight_.end() || it->done) {
+    return InternalError("actor '", name(), "': device completion ", tag,
+                         " matches no act in flight");
+  }
+  Status failed;
+  {
+    std::lock_guard<std::mutex> lock(completion_errors_->mutex);
+    auto error = completion_errors_->by_tag.find(tag);
+    if (error != completion_errors_->by_tag.end()) {
+      failed = error->second;
+      completion_errors_->by_tag.erase(error);
+    }
+  }
+  if (!failed.ok()) {
+    return failed.WithContext("actor '" + name() + "': device work of iteration " +
+                              std::to_string(it->context.piece_id) + " failed");
+  }
+  it->done = true;
+  // Streams finish in order; still, release strictly in act order.
+  while (!in_flight_.empty() && in_flight_.front().done) {
+    RETURN_IF_ERROR(SendProduced(in_flight_.front().context));
+    RETURN_IF_ERROR(SendReturned(in_flight_.front().consumed));
+    in_flight_.pop_front();
+  }
   return Status::OK();
 }
 
@@ -137,7 +201,7 @@ Status RegstActor::SendReturned(const std::vector<Regst*>& consumed) {
 }
 
 Status RegstActor::MaybeFinish() {
-  if (finished_) return Status::OK();
+  if (finished_ || !in_flight_.empty()) return Status::OK();
   if (!end_of_data_sent_) {
     const bool done = is_source() ? (started_ && next_piece_ >= env_->end_iter)
                                   : consumed_.AllDrained();
@@ -161,6 +225,11 @@ std::string RegstActor::DescribeWaiting() const {
   os << "actor '" << name() << "' (" << TaskIdToString(id()) << ", " << act_count_
      << " acts): ";
   if (is_source() && !started_) os << "not started; ";
+  if (!in_flight_.empty()) {
+    os << in_flight_.size() << " act(s) waiting for their device stream (iterations "
+       << in_flight_.front().context.piece_id << ".." << in_flight_.back().context.piece_id
+       << "); ";
+  }
   if (!end_of_data_sent_) os << consumed_.DescribeMissing();
   os << produced_.DescribeMissing();
   if (end_of_data_sent_) os << "finishing, registers still out; ";

@@ -13,8 +13,9 @@ namespace oflite {
 // to its receiver until all of them are finished or the run aborts.
 class Runtime::StreamThread {
  public:
-  StreamThread(Runtime* runtime, int64_t stream_key) : runtime_(runtime), key_(stream_key) {
-    env_.device = &device_;
+  StreamThread(Runtime* runtime, int64_t stream_key, std::unique_ptr<DeviceContext> device)
+      : runtime_(runtime), key_(stream_key), device_(std::move(device)) {
+    env_.device = device_.get();
   }
 
   Inbox* inbox() { return &inbox_; }
@@ -27,6 +28,12 @@ class Runtime::StreamThread {
     if (thread_.joinable()) thread_.join();
   }
   void Close() { inbox_.Close(); }
+  // After Join: destroys the context, which first runs (or cancels) every
+  // completion callback it accepted, while the actors still exist.
+  void ReleaseDevice() {
+    env_.device = nullptr;
+    device_.reset();
+  }
 
  private:
   void Loop();
@@ -35,7 +42,7 @@ class Runtime::StreamThread {
   Runtime* runtime_;
   const int64_t key_;
   Inbox inbox_;
-  CpuDeviceContext device_;
+  std::unique_ptr<DeviceContext> device_;
   ActorEnv env_;
   std::map<int64_t, std::unique_ptr<Actor>> actors_;
   std::thread thread_;
@@ -48,6 +55,10 @@ int Runtime::StreamThread::CountUnfinished() const {
 }
 
 void Runtime::StreamThread::Loop() {
+  Status bound = device_->BindToCurrentThread();
+  if (!bound.ok()) {
+    runtime_->Abort(bound.WithContext("stream thread " + std::to_string(key_)));
+  }
   int unfinished = CountUnfinished();
   while (unfinished > 0 && !runtime_->aborted_.load(std::memory_order_acquire)) {
     std::optional<ActorMessage> message = inbox_.Pop(std::chrono::milliseconds(50));
@@ -97,11 +108,56 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const Plan& plan, RuntimeOpti
     return InvalidArgumentError("start iteration ", runtime->start_iter_, " outside [0, ",
                                 runtime->end_iter_, "]");
   }
-  ASSIGN_OR_RETURN(runtime->zones_, MemoryZones::Create(*machine, options.max_zone_bytes));
+  RETURN_IF_ERROR(runtime->CreateBackendIfNeeded());
+  ASSIGN_OR_RETURN(runtime->zones_, MemoryZones::Create(*machine, options.max_zone_bytes,
+                                                        runtime->backend_.get()));
   ASSIGN_OR_RETURN(runtime->regsts_, RegstStore::Create(*machine, *runtime->zones_));
   if (options.remote_route != nullptr) runtime->bus_.SetRemoteRoute(options.remote_route);
   RETURN_IF_ERROR(runtime->BuildActors(plan));
   return runtime;
+}
+
+Status Runtime::CreateBackendIfNeeded() {
+  bool cuda = false;
+  for (const MemBlockProto& block : plan_->mem_block()) {
+    cuda = cuda || (block.zone().type() == ZONE_DEVICE && block.zone().device_type() == DEVICE_CUDA);
+  }
+  if (!options_.device_context_factory) {
+    for (const TaskProto& task : plan_->task()) {
+      StatusOr<TaskIdParts> parts = DecodeTaskId(task.task_id());
+      cuda = cuda || (parts.ok() && parts->stream.device_type == DEVICE_CUDA);
+    }
+  }
+  if (!cuda) return Status::OK();
+  StatusOr<std::unique_ptr<DeviceBackend>> backend = CreateDeviceBackend(DEVICE_CUDA);
+  if (!backend.ok()) {
+    return backend.status().WithContext("machine " + std::to_string(plan_->machine_id()) +
+                                        ": the plan places work on CUDA devices");
+  }
+  backend_ = std::move(backend).value();
+  return Status::OK();
+}
+
+StatusOr<std::unique_ptr<DeviceContext>> Runtime::CreateStreamContext(int64_t task_id) {
+  ASSIGN_OR_RETURN(TaskIdParts parts, DecodeTaskId(task_id));
+  const StreamId& stream = parts.stream;
+  std::string label = TaskIdToString(task_id);
+  label = label.substr(0, label.rfind('/'));  // "m0/cuda0/s1"
+  if (options_.device_context_factory) {
+    StatusOr<std::unique_ptr<DeviceContext>> context = options_.device_context_factory(stream);
+    if (!context.ok()) return context.status().WithContext("stream " + label);
+    if (*context == nullptr) return InternalError("stream ", label, ": the factory made no context");
+    return context;
+  }
+  if (stream.device_type == DEVICE_CPU) {
+    return std::unique_ptr<DeviceContext>(new CpuDeviceContext(stream.device_index));
+  }
+  if (backend_ == nullptr || backend_->device_type() != stream.device_type) {
+    return UnimplementedError("stream ", label, ": no backend for device type ",
+                              DeviceType_Name(static_cast<DeviceType>(stream.device_type)),
+                              " in this runtime");
+  }
+  return backend_->CreateStreamContext(stream.device_index, label);
 }
 
 Status Runtime::BuildActors(const Plan& plan) {
@@ -118,7 +174,8 @@ Status Runtime::BuildActors(const Plan& plan) {
     const int64_t key = StreamKeyOfTaskId(task.task_id());
     StreamThread*& thread = by_key[key];
     if (thread == nullptr) {
-      threads_.push_back(std::make_unique<StreamThread>(this, key));
+      ASSIGN_OR_RETURN(std::unique_ptr<DeviceContext> device, CreateStreamContext(task.task_id()));
+      threads_.push_back(std::make_unique<StreamThread>(this, key, std::move(device)));
       thread = threads_.back().get();
       ActorEnv* env = thread->env();
       env->regsts = regsts_.get();
@@ -144,6 +201,10 @@ Runtime::Runtime(const MachinePlan& plan, RuntimeOptions options)
 Runtime::~Runtime() {
   for (auto& thread : threads_) thread->Close();
   for (auto& thread : threads_) thread->Join();
+  // Contexts (their pending callbacks touch actors and the bus) before the
+  // actors, the backend (completion pollers) after the contexts.
+  for (auto& thread : threads_) thread->ReleaseDevice();
+  backend_.reset();
 }
 
 void Runtime::Abort(const Status& status) {

@@ -3,9 +3,20 @@
 // Create does the whole start-up before anything runs: one allocation per
 // memory zone of the memory plan (MemoryZones), every register cut out of it
 // (RegstStore), one thread per device stream (StreamKeyOfTaskId of the task
-// ids), and every actor built from its task by type (ActorRegistry). Any
-// failure there (allocation, a malformed plan, a missing kernel) is returned
-// and nothing runs. Run then starts the threads, sends "start" to every
+// ids) with its own DeviceContext, and every actor built from its task by
+// type (ActorRegistry). Any failure there (allocation, a malformed plan, a
+// missing kernel, no CUDA backend or device) is returned and nothing runs.
+//
+// Devices: a CPU stream thread gets a CpuDeviceContext. When the plan has
+// CUDA zones or CUDA tasks, the runtime creates the CUDA DeviceBackend
+// (device/device_backend.h; linked in by //oneflow_lite/device/cuda:cuda_backend
+// under --config=cuda, else Unimplemented): one cudaMalloc per CUDA zone,
+// pinned memory for the pinned-host zones, and per CUDA stream thread a
+// CudaDeviceContext (own stream, cuBLAS/cuDNN handles) completing through one
+// poller per device. Actors on asynchronous contexts send "produced" only
+// after their stream finished the act (regst_actor.h).
+// options.device_context_factory replaces the choice of context for every
+// stream (tests run whole plans on asynchronous CPU contexts with it). Run then starts the threads, sends "start" to every
 // actor, and blocks until every actor has finished or the run failed.
 //
 // Failure: the first error any actor returns (a kernel error naming the op
@@ -25,12 +36,16 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "oneflow_lite/common/id.h"
 #include "oneflow_lite/common/status.h"
+#include "oneflow_lite/device/device_backend.h"
+#include "oneflow_lite/device/device_context.h"
 #include "oneflow_lite/runtime/actor_registry.h"
 #include "oneflow_lite/runtime/memory_zones.h"
 #include "oneflow_lite/runtime/message_bus.h"
@@ -39,6 +54,11 @@
 #include "proto/plan.pb.h"
 
 namespace oflite {
+
+// Makes the DeviceContext of one stream thread (called on the thread that
+// creates the runtime; the context is then used on the stream's thread).
+using DeviceContextFactory =
+    std::function<StatusOr<std::unique_ptr<DeviceContext>>(const StreamId& stream)>;
 
 struct RuntimeOptions {
   int64_t machine_id = 0;
@@ -54,6 +74,8 @@ struct RuntimeOptions {
   VariableStore* variables = nullptr;
   RemoteRoute* remote_route = nullptr;
   const ActorRegistry* registry = nullptr;  // null: BuiltinActorRegistry()
+  // null: CpuDeviceContext for CPU streams, the CUDA backend's for CUDA ones.
+  DeviceContextFactory device_context_factory;
 };
 
 struct RunStats {
@@ -81,6 +103,8 @@ class Runtime {
   class StreamThread;
   Runtime(const MachinePlan& plan, RuntimeOptions options);
 
+  Status CreateBackendIfNeeded();
+  StatusOr<std::unique_ptr<DeviceContext>> CreateStreamContext(int64_t task_id);
   Status BuildActors(const Plan& plan);
   void Abort(const Status& status);
   void ThreadDone(const std::vector<std::string>& waiting);
@@ -89,6 +113,7 @@ class Runtime {
   const MachinePlan* plan_;
   RuntimeOptions options_;
   ActorRegistry builtin_registry_;
+  std::unique_ptr<DeviceBackend> backend_;  // CUDA plans only; outlives the contexts
   std::unique_ptr<MemoryZones> zones_;
   std::unique_ptr<RegstStore> regsts_;
   LocalMessageBus bus_;

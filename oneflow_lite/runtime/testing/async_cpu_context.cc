@@ -1,0 +1,144 @@
+#include "oneflow_lite/runtime/testing/async_cpu_context.h"
+
+#include <cstring>
+
+namespace oflite {
+namespace testing {
+namespace {
+
+constexpr std::chrono::seconds kSynchronizeBound(30);
+
+void MoveZone(MemZoneId* zone) {
+  if (zone->type() == ZONE_DEVICE && zone->device_type() == DEVICE_CUDA) {
+    zone->set_device_type(DEVICE_CPU);
+  }
+}
+
+}  // namespace
+
+AsyncCpuDeviceContext::AsyncCpuDeviceContext(int device_index, AsyncCpuOptions options)
+    : device_index_(device_index), options_(std::move(options)), random_(options_.seed) {
+  worker_ = std::thread([this] { Work(); });
+}
+
+AsyncCpuDeviceContext::~AsyncCpuDeviceContext() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  worker_.join();  // runs what is queued first
+  for (DoneCallback& done : held_) {
+    done(CancelledError("completion held back by the test context, cancelled at destruction"));
+  }
+}
+
+Status AsyncCpuDeviceContext::BindToCurrentThread() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  owner_ = std::this_thread::get_id();
+  return Status::OK();
+}
+
+Status AsyncCpuDeviceContext::CheckThread(const char* what) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (owner_ != std::this_thread::get_id()) {
+    return InternalError("async CPU context cpu:", device_index_, ": ", what,
+                         " called from a thread other than its stream thread");
+  }
+  return Status::OK();
+}
+
+void AsyncCpuDeviceContext::Enqueue(Item item) const {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(std::move(item));
+  }
+  changed_.notify_all();
+}
+
+Status AsyncCpuDeviceContext::OnStreamDone(const std::string& label, DoneCallback done) const {
+  RETURN_IF_ERROR(CheckThread("OnStreamDone"));
+  Status result;
+  if (!options_.fail_actor.empty() && label == options_.fail_actor) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (fail_seen_++ >= options_.fail_at) {
+      result = InternalError("injected device fault on stream cpu:", device_index_);
+    }
+  }
+  if (!options_.hold_actor.empty() && label == options_.hold_actor) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    held_.push_back(std::move(done));
+    return Status::OK();
+  }
+  Enqueue(Item{[done = std::move(done), result] { done(result); }, false});
+  return Status::OK();
+}
+
+Status AsyncCpuDeviceContext::Memcpy(void* dst, const void* src, int64_t bytes,
+                                     CopyKind kind) const {
+  RETURN_IF_ERROR(CheckThread("Memcpy"));
+  if (bytes < 0) return InvalidArgumentError("Memcpy of ", bytes, " bytes");
+  if (bytes == 0) return Status::OK();
+  Enqueue(Item{[dst, src, bytes] { std::memcpy(dst, src, static_cast<size_t>(bytes)); }, true});
+  return Status::OK();
+}
+
+Status AsyncCpuDeviceContext::Synchronize() const {
+  RETURN_IF_ERROR(CheckThread("Synchronize"));
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!changed_.wait_for(lock, kSynchronizeBound, [this] { return queue_.empty() && !busy_; })) {
+    return DeadlineExceededError("async CPU context cpu:", device_index_, ": ", queue_.size(),
+                                 " items still queued after ", kSynchronizeBound.count(), " s");
+  }
+  return Status::OK();
+}
+
+void AsyncCpuDeviceContext::Work() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stop_ and drained
+    Item item = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    const bool stopping = stop_;
+    lock.unlock();
+    if (!stopping && options_.max_delay.count() > 0) {
+      std::uniform_int_distribution<int64_t> pause(0, options_.max_delay.count());
+      std::this_thread::sleep_for(std::chrono::microseconds(pause(random_)));
+    }
+    item.run();
+    if (!item.is_copy) completions_.fetch_add(1);
+    lock.lock();
+    busy_ = false;
+    changed_.notify_all();
+  }
+}
+
+DeviceContextFactory AsyncCpuContexts(AsyncCpuOptions options) {
+  return [options](const StreamId& stream) -> StatusOr<std::unique_ptr<DeviceContext>> {
+    AsyncCpuOptions mine = options;
+    mine.seed = options.seed * 1000003u + static_cast<uint64_t>(stream.device_type) * 65537u +
+                static_cast<uint64_t>(stream.device_index) * 257u +
+                static_cast<uint64_t>(stream.stream);
+    return std::unique_ptr<DeviceContext>(new AsyncCpuDeviceContext(stream.device_index, mine));
+  };
+}
+
+int EmulateCudaOnCpu(Plan* plan) {
+  int moved = 0;
+  for (MachinePlan& machine : *plan->mutable_machine()) {
+    for (MemBlockProto& block : *machine.mutable_mem_block()) MoveZone(block.mutable_zone());
+    for (TaskProto& task : *machine.mutable_task()) {
+      if (task.device_type() == DEVICE_CUDA) {
+        task.set_device_type(DEVICE_CPU);
+        ++moved;
+      }
+      for (RegstDescProto& regst : *task.mutable_produced()) MoveZone(regst.mutable_zone());
+    }
+  }
+  return moved;
+}
+
+}  // namespace testing
+}  // namespace oflite
