@@ -11,8 +11,10 @@ namespace {
 
 constexpr uint8_t kFrameMessage = 1;
 constexpr uint8_t kFrameData = 2;
+constexpr uint8_t kFrameBounce = 3;
 constexpr size_t kFrameHeader = 2 + kActorMessageWireBytes;
 constexpr size_t kDataHeader = kFrameHeader + 16;
+constexpr uint64_t kMaxBlobRank = 16;
 
 void PutU64(std::string* out, uint64_t value) {
   for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((value >> (8 * i)) & 0xff));
@@ -22,6 +24,21 @@ uint64_t GetU64(const char* data) {
   uint64_t value = 0;
   for (int i = 0; i < 8; ++i) value |= static_cast<uint64_t>(static_cast<uint8_t>(data[i])) << (8 * i);
   return value;
+}
+
+void PutU32(std::string* out, uint32_t value) {
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+}
+
+uint32_t GetU32(const char* data) {
+  uint32_t value = 0;
+  for (int i = 0; i < 4; ++i) value |= static_cast<uint32_t>(static_cast<uint8_t>(data[i])) << (8 * i);
+  return value;
+}
+
+// The bounce stream of a (register desc, consumer task) pair.
+comm::BounceStreamId StreamOf(const ActorMessage& message) {
+  return {static_cast<uint64_t>(message.regst_desc_id), static_cast<uint64_t>(message.dst_actor_id)};
 }
 
 }  // namespace
@@ -79,6 +96,22 @@ Status DeserializeRegst(const std::string& payload, Regst* regst) {
   return Status::OK();
 }
 
+CommNetRoute::CommNetRoute(comm::CommNet* net, std::function<void(const Status&)> on_error,
+                           comm::BounceStreamOptions bounce)
+    : net_(net), on_error_(std::move(on_error)) {
+  bounce.channel = kBounceChannel;
+  StatusOr<std::unique_ptr<comm::BounceStreams>> streams = comm::BounceStreams::Create(
+      net_->transport(), net_->router(), bounce, &net_->stats()->bounce,
+      [this](const Status& status) {
+        if (on_error_) on_error_(status);
+      });
+  if (streams.ok()) {
+    bounce_ = std::move(*streams);
+  } else {
+    bounce_status_ = streams.status().WithContext("bounce buffers of the CommNet route");
+  }
+}
+
 CommNetRoute::~CommNetRoute() { Detach(); }
 
 void CommNetRoute::Detach() {
@@ -98,9 +131,8 @@ void CommNetRoute::Attach(LocalMessageBus* bus, const RegstStore* regsts) {
 Status CommNetRoute::SendRemote(int64_t machine_id, const ActorMessage& message) {
   if (message.kind == MessageKind::kProduced && regsts_ != nullptr) {
     StatusOr<Regst*> regst = regsts_->Find(message.regst_desc_id, message.regst_index);
-    if (regst.ok() && !IsStaticZeroCopy(*(*regst)->desc)) {
-      const std::string payload = SerializeRegst(**regst);
-      return SendFrames(machine_id, message, &payload);
+    if (regst.ok() && IsBounce(*(*regst)->desc)) {
+      return SendThroughBounce(machine_id, message, **regst);
     }
   }
   return SendFrames(machine_id, message, nullptr);
@@ -127,17 +159,24 @@ bool CommNetRoute::IsStaticZeroCopy(const RegstDescProto& src) {
   return src.cross_machine_strategy() == CM_STATIC_ZERO_COPY && RegstBytes(src) > 0;
 }
 
+bool CommNetRoute::IsBounce(const RegstDescProto& src) {
+  return src.cross_machine_strategy() != CM_STATIC_ZERO_COPY && RegstBytes(src) > 0;
+}
+
+bool CommNetRoute::IsPulledByRead(const RegstDescProto& src) { return RegstBytes(src) > 0; }
+
 static std::string StaticKeyName(int64_t desc, int32_t index) {
   return "oflite/zc/" + std::to_string(desc) + "/" + std::to_string(index);
 }
 
 Status CommNetRoute::RegisterStaticRegisters(const MachinePlan& plan) {
-  auto add = [&](const RegstDescProto& desc, uint32_t access, bool publish) -> Status {
+  auto add = [&](const RegstDescProto& desc, uint32_t access, bool publish,
+                 comm::StrategyCounters* counters) -> Status {
     for (int32_t i = 0; i < desc.regst_num(); ++i) {
       ASSIGN_OR_RETURN(Regst * regst, regsts_->Find(desc.regst_desc_id(), i));
       ASSIGN_OR_RETURN(std::unique_ptr<comm::MemoryRegion> region,
                        net_->transport()->RegisterMemory(regst->base, RegstBytes(desc), access));
-      net_->stats()->zero_copy.registrations += 1;
+      counters->registrations += 1;
       if (publish) {
         RETURN_IF_ERROR(net_->control()->Put(StaticKeyName(desc.regst_desc_id(), i),
                                              region->remote_key().Encode()));
@@ -153,11 +192,19 @@ Status CommNetRoute::RegisterStaticRegisters(const MachinePlan& plan) {
       for (int64_t consumer : desc.consumer_task_id()) {
         remote = remote || MachineOfTaskId(consumer) != plan.machine_id();
       }
-      if (remote) RETURN_IF_ERROR(add(desc, comm::kAccessRemoteRead, true));
+      if (remote) {
+        RETURN_IF_ERROR(add(desc, comm::kAccessRemoteRead, true, &net_->stats()->zero_copy));
+      }
     }
-    if (task.type() == TASK_COMMNET && IsStaticZeroCopy(task.commnet().src_regst())) {
+    // The commnet task's own registers: READ destinations of either strategy.
+    const RegstDescProto& src = task.commnet().src_regst();
+    if (task.type() == TASK_COMMNET && IsPulledByRead(src)) {
+      comm::StrategyCounters* counters =
+          IsStaticZeroCopy(src) ? &net_->stats()->zero_copy : &net_->stats()->bounce;
       for (const RegstDescProto& desc : task.produced()) {
-        if (desc.blob_size() > 0) RETURN_IF_ERROR(add(desc, comm::kAccessLocalWrite, false));
+        if (desc.blob_size() > 0) {
+          RETURN_IF_ERROR(add(desc, comm::kAccessLocalWrite, false, counters));
+        }
       }
     }
   }
@@ -181,6 +228,7 @@ Status CommNetRoute::FetchStaticKeys(const MachinePlan& plan, std::chrono::milli
 
 Status CommNetRoute::StartRead(const ActorMessage& produced, const RegstDescProto& src,
                                Regst* into) {
+  if (IsBounce(src)) return StartBounceRead(produced, src, into);
   const std::string what = "READ of register " + std::to_string(src.regst_desc_id()) + "[" +
                            std::to_string(produced.regst_index) + "]";
   auto key = remote_keys_.find({src.regst_desc_id(), produced.regst_index});
@@ -205,13 +253,141 @@ Status CommNetRoute::StartRead(const ActorMessage& produced, const RegstDescProt
           net_->stats()->zero_copy.bytes_moved += bytes;
           net_->stats()->zero_copy.transfers += 1;
         }
-        {
-          std::lock_guard<std::mutex> lock(mutex_);
-          reads_done_[KeyOf(completion)] = status;
-        }
-        Status delivered = bus_ != nullptr ? bus_->DeliverLocal(completion) : Status::OK();
-        if (!delivered.ok() && on_error_) on_error_(delivered);
+        OnReadDone(completion, status);
       });
+}
+
+void CommNetRoute::OnReadDone(const ActorMessage& completion, const Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    reads_done_[KeyOf(completion)] = status;
+  }
+  Status delivered = bus_ != nullptr ? bus_->DeliverLocal(completion) : Status::OK();
+  if (!delivered.ok() && on_error_) on_error_(delivered);
+}
+
+Status CommNetRoute::SendThroughBounce(int64_t machine_id, const ActorMessage& message,
+                                       const Regst& regst) {
+  RETURN_IF_ERROR(bounce_status_);
+  std::vector<comm::ConstSegment> segments;
+  uint64_t total = 0, capacity = 0;
+  std::string frame;
+  frame.push_back(static_cast<char>(kCommNetWireVersion));
+  frame.push_back(static_cast<char>(kFrameBounce));
+  frame += EncodeActorMessage(message);
+  std::string shapes;
+  PutU32(&shapes, static_cast<uint32_t>(regst.blobs.size()));
+  for (size_t i = 0; i < regst.blobs.size(); ++i) {
+    const Blob& blob = regst.blobs[i];
+    const uint64_t bytes = static_cast<uint64_t>(blob.ByteSize());
+    segments.push_back({blob.raw(), bytes});
+    total += bytes;
+    capacity += static_cast<uint64_t>(regst.desc->blob(static_cast<int>(i)).bytes());
+    PutU32(&shapes, static_cast<uint32_t>(blob.shape().rank()));
+    for (int64_t d : blob.shape().dims()) PutU64(&shapes, static_cast<uint64_t>(d));
+  }
+  ASSIGN_OR_RETURN(comm::Connection * connection,
+                   net_->transport()->GetConnection(static_cast<int>(machine_id)));
+  if (frame.size() + 16 + shapes.size() + comm::MessageRouter::kChannelHeaderSize >
+      connection->max_message_size()) {
+    return InvalidArgumentError("register ", message.regst_desc_id, ": the shapes of its ",
+                                regst.blobs.size(), " blobs do not fit one transport message");
+  }
+  ASSIGN_OR_RETURN(uint64_t number,
+                   bounce_->Enqueue(static_cast<int>(machine_id), StreamOf(message),
+                                    std::move(segments), capacity));
+  PutU64(&frame, number);
+  PutU64(&frame, total);
+  frame += shapes;
+  messages_sent_.fetch_add(1, std::memory_order_relaxed);
+  bounce_payloads_sent_.fetch_add(1, std::memory_order_relaxed);
+  return comm::MessageRouter::Send(connection, comm::kActorChannel, frame)
+      .WithContext("sending to machine " + std::to_string(machine_id));
+}
+
+Status CommNetRoute::HandleBounceFrame(int peer_rank, const ActorMessage& message,
+                                       const std::string& frame) {
+  const std::string from = "bounce frame from rank " + std::to_string(peer_rank);
+  size_t at = kFrameHeader;
+  if (frame.size() < at + 20) return DataLossError(from, ": ", frame.size(), " bytes");
+  BounceHeader header;
+  header.peer_rank = peer_rank;
+  header.payload = GetU64(frame.data() + at);
+  header.total = GetU64(frame.data() + at + 8);
+  const uint32_t blobs = GetU32(frame.data() + at + 16);
+  at += 20;
+  for (uint32_t b = 0; b < blobs; ++b) {
+    if (frame.size() < at + 4) return DataLossError(from, ": truncated shape of blob ", b);
+    const uint32_t rank = GetU32(frame.data() + at);
+    at += 4;
+    if (rank > kMaxBlobRank || frame.size() < at + 8 * rank) {
+      return DataLossError(from, ": blob ", b, " of rank ", rank);
+    }
+    std::vector<int64_t> dims(rank);
+    for (uint32_t d = 0; d < rank; ++d, at += 8) {
+      dims[d] = static_cast<int64_t>(GetU64(frame.data() + at));
+      if (dims[d] < 0) return DataLossError(from, ": blob ", b, " has a negative dimension");
+    }
+    header.shapes.emplace_back(std::move(dims));
+  }
+  if (at != frame.size()) return DataLossError(from, ": ", frame.size() - at, " stray bytes");
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    bounce_headers_[KeyOf(message)] = std::move(header);
+  }
+  return bus_->DeliverLocal(message);
+}
+
+Status CommNetRoute::StartBounceRead(const ActorMessage& produced, const RegstDescProto& src,
+                                     Regst* into) {
+  RETURN_IF_ERROR(bounce_status_);
+  const std::string what = "bounce pull of register " + std::to_string(src.regst_desc_id()) +
+                           "[" + std::to_string(produced.regst_index) + "] piece " +
+                           std::to_string(produced.piece_id);
+  BounceHeader header;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = bounce_headers_.find(KeyOf(produced));
+    if (found == bounce_headers_.end()) {
+      return FailedPreconditionError(what, ": no bounce frame arrived for ", produced.ToString());
+    }
+    header = std::move(found->second);
+    bounce_headers_.erase(found);
+  }
+  auto local = regions_.find({into->desc->regst_desc_id(), into->index});
+  if (local == regions_.end()) {
+    return FailedPreconditionError(what, ": destination register ", into->desc->regst_desc_id(),
+                                   " not registered");
+  }
+  if (header.shapes.size() != into->blobs.size()) {
+    return DataLossError(what, ": ", header.shapes.size(), " blobs into a register of ",
+                         into->blobs.size());
+  }
+  std::vector<comm::RegionSegment> segments;
+  uint64_t total = 0;
+  for (size_t i = 0; i < into->blobs.size(); ++i) {
+    Blob& blob = into->blobs[i];
+    const int64_t bytes = header.shapes[i].elem_count() * SizeOf(blob.dtype());
+    const int64_t capacity = into->desc->blob(static_cast<int>(i)).bytes();
+    if (bytes > capacity) {
+      return DataLossError(what, ": blob ", i, " of shape ", header.shapes[i].ToString(), " (",
+                           bytes, " bytes) exceeds its capacity of ", capacity);
+    }
+    blob.set_shape(header.shapes[i]);
+    const size_t offset = static_cast<size_t>(static_cast<char*>(blob.raw()) - into->base);
+    segments.push_back({offset, static_cast<size_t>(bytes)});
+    total += static_cast<uint64_t>(bytes);
+  }
+  if (total != header.total) {
+    return DataLossError(what, ": shapes of ", total, " bytes, the producer sent ", header.total);
+  }
+  ActorMessage completion = produced;
+  completion.kind = MessageKind::kStart;
+  return bounce_
+      ->Pull(header.peer_rank, StreamOf(produced), header.payload, header.total,
+             local->second.get(), std::move(segments),
+             [this, completion](const Status& status) { OnReadDone(completion, status); })
+      .WithContext(what);
 }
 
 Status CommNetRoute::TakeReadStatus(const ActorMessage& completion) {
@@ -260,9 +436,12 @@ Status CommNetRoute::SendFrames(int64_t machine_id, const ActorMessage& message,
     offset += n;
   } while (offset < payload->size());
   bytes_sent_.fetch_add(static_cast<int64_t>(payload->size()), std::memory_order_relaxed);
-  // Pushed through message buffers: the bounce-buffer strategy's counters.
-  net_->stats()->bounce.bytes_moved += payload->size();
-  net_->stats()->bounce.transfers += 1;
+  // Pushed through the message rings (strategy 1's registered slots): moved
+  // once, copied once here by SerializeRegst (the ring-slot copies inside the
+  // transport are not counted).
+  net_->stats()->pool.bytes_moved += payload->size();
+  net_->stats()->pool.bytes_copied += payload->size();
+  net_->stats()->pool.transfers += 1;
   return Status::OK();
 }
 
@@ -282,6 +461,7 @@ Status CommNetRoute::HandleFrame(int peer_rank, const std::string& frame) {
                    DecodeActorMessage(frame.substr(2, kActorMessageWireBytes)));
   const uint8_t type = static_cast<uint8_t>(frame[1]);
   if (type == kFrameMessage) return bus_->DeliverLocal(message);
+  if (type == kFrameBounce) return HandleBounceFrame(peer_rank, message, frame);
   if (type != kFrameData || frame.size() < kDataHeader) {
     return DataLossError(from, ": bad frame type ", static_cast<int>(type));
   }
@@ -297,6 +477,7 @@ Status CommNetRoute::HandleFrame(int peer_rank, const std::string& frame) {
                            " (have ", buffer.size(), ")");
     }
     buffer.append(frame, kDataHeader, n);
+    net_->stats()->pool.bytes_copied += n;  // reassembly
     if (buffer.size() < total) return Status::OK();
     staged_[key] = std::move(buffer);
     partial_.erase(key);
