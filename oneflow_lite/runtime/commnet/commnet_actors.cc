@@ -292,7 +292,9 @@ void AddInto(const char* from, char* to, int64_t count) {
 
 class CollectiveActor final : public SlotActor {
  public:
-  using SlotActor::SlotActor;
+  CollectiveActor(const TaskProto& task, const ActorEnv& env, CommNetRoute* route,
+                  RingChannelTable* channels, const CollectiveActorOptions& options)
+      : SlotActor(task, env, route), channels_(channels), options_(options) {}
 
   Status Init() {
     RETURN_IF_ERROR(InitSlots(/*skip_desc=*/-1));
@@ -309,11 +311,25 @@ class CollectiveActor final : public SlotActor {
                                   " is not consumed");
     }
     logical_ = TensorDesc(conf.logical_desc());
-    return ChooseRing();
+    RETURN_IF_ERROR(ChooseRing());
+    if (ring_op_ != RingOp::kNone) {
+      RETURN_IF_ERROR(channels_->Add(conf.ring_task_id(0), id(), name()));
+    }
+    if (options_.abort != nullptr) {
+      listener_ = options_.abort->AddListener([this](const Status& reason) { OnAbort(reason); });
+    }
+    return Status::OK();
   }
 
   ~CollectiveActor() override {
-    if (worker_.joinable()) worker_.join();
+    if (options_.abort != nullptr && listener_ >= 0) options_.abort->RemoveListener(listener_);
+    if (worker_.joinable()) {
+      // Destroyed with a collective in flight: the runtime aborted. The
+      // peers may never finish this ring; do not wait for its deadline.
+      cancel_.Cancel(AbortedError("collective actor '", name(),
+                                  "' destroyed with its ring collective in flight"));
+      worker_.join();
+    }
   }
 
   std::string DescribeWaiting() const override {
@@ -331,6 +347,9 @@ class CollectiveActor final : public SlotActor {
 
   Status Handle(const ActorMessage& m) override {
     const std::string what = "collective actor '" + name() + "'";
+    if (m.is_wakeup() && m.src_actor_id == id() && m.regst_desc_id == kAbortSignal) {
+      return cancel_.status();  // this rank or a peer failed
+    }
     if (m.kind == MessageKind::kStart && m.src_actor_id == id()) {
       RETURN_IF_ERROR(FinishRing(m).WithContext(what));
       while (Ready()) RETURN_IF_ERROR(ActOnce().WithContext(what));
@@ -413,14 +432,14 @@ class CollectiveActor final : public SlotActor {
     return true;
   }
 
-  // A router channel per ring, the same on every machine (derived from the
-  // ring's rank-0 task), clear of kActorChannel and of the reply bit.
-  uint32_t RingChannel() const {
-    uint64_t x = static_cast<uint64_t>(task_->boxing().ring_task_id(0));
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    return comm::kCollectiveChannel + static_cast<uint32_t>(x % 0x3fff0000u);
+  // On the thread that saw the first abort (AbortNotice's lock held): stops
+  // the ring in flight and wakes this actor, whose Handle then fails the
+  // runtime with `reason`. After the run the bus may refuse: nothing to fail.
+  void OnAbort(const Status& reason) {
+    cancel_.Cancel(reason);
+    ActorMessage wakeup = ActorMessage::Wakeup(id(), -1);
+    wakeup.regst_desc_id = kAbortSignal;
+    (void)env_->bus->Send(wakeup);
   }
 
   // Ring mode: stages this rank's part in the registered buffer and runs the
@@ -452,13 +471,8 @@ class CollectiveActor final : public SlotActor {
     ring_piece_ = in->piece_id;
     worker_ = std::thread([this, count, me, piece = in->piece_id] {
       ring_status_ = RunRing(count, me);
-      ActorMessage done;
-      done.kind = MessageKind::kStart;
-      done.src_actor_id = id();
-      done.dst_actor_id = id();
-      done.piece_id = piece;
-      Status sent = env_->bus->Send(done);
-      if (!sent.ok()) {
+      Status sent = env_->bus->Send(ActorMessage::Wakeup(id(), piece));
+      if (!sent.ok() && !cancel_.cancelled()) {
         std::fprintf(stderr, "collective actor '%s': %s\n", name().c_str(),
                      sent.ToString().c_str());
       }
@@ -489,13 +503,18 @@ class CollectiveActor final : public SlotActor {
   // On the worker thread.
   Status RunRing(int64_t count, int64_t me) {
     comm::CommNet* net = route_->net();
+    RETURN_IF_ERROR(cancel_.status());
     if (communicator_ == nullptr) {
+      const int64_t ring_key = task_->boxing().ring_task_id(0);
       comm::CollectiveOptions options;
-      options.channel = RingChannel();
+      ASSIGN_OR_RETURN(options.channel, channels_->ChannelOf(ring_key));
+      options.tag = static_cast<uint64_t>(ring_key);
+      options.cancel = &cancel_;
+      options.setup_timeout = std::min(options.setup_timeout, options_.ring_timeout);
       ASSIGN_OR_RETURN(communicator_, comm::RingCommunicator::Create(
                                           net->transport(), net->router(), net->pool(), options));
     }
-    const comm::Deadline deadline = comm::DeadlineAfter(kRingTimeout);
+    const comm::Deadline deadline = comm::DeadlineAfter(options_.ring_timeout);
     const comm::MemoryRegion& region = buffer_.region();
     Status status;
     switch (ring_op_) {
@@ -655,7 +674,11 @@ class CollectiveActor final : public SlotActor {
   std::map<int64_t, std::map<int64_t, std::string>> parts_;  // piece -> rank -> payload
   std::vector<char> whole_;
   // Ring mode (ring_op_ != kNone).
-  static constexpr std::chrono::milliseconds kRingTimeout{120000};
+  static constexpr int64_t kAbortSignal = -2;  // regst_desc_id of the abort wakeup
+  RingChannelTable* const channels_;
+  const CollectiveActorOptions options_;
+  comm::CancelFlag cancel_;  // set by the first abort or by destruction
+  int listener_ = -1;        // in options_.abort
   RingOp ring_op_ = RingOp::kNone;
   comm::PoolBuffer buffer_;  // the logical tensor, registered
   std::unique_ptr<comm::RingCommunicator> communicator_;  // used by the worker only
@@ -676,19 +699,24 @@ StatusOr<std::unique_ptr<Actor>> CreateCommNetActor(const TaskProto& task, const
 }
 
 StatusOr<std::unique_ptr<Actor>> CreateCollectiveActor(const TaskProto& task,
-                                                       const ActorEnv& env, CommNetRoute* route) {
-  auto actor = std::make_unique<CollectiveActor>(task, env, route);
+                                                       const ActorEnv& env, CommNetRoute* route,
+                                                       RingChannelTable* channels,
+                                                       const CollectiveActorOptions& options) {
+  auto actor = std::make_unique<CollectiveActor>(task, env, route, channels, options);
   RETURN_IF_ERROR(actor->Init());
   return std::unique_ptr<Actor>(std::move(actor));
 }
 
-ActorRegistry MultiMachineActorRegistry(CommNetRoute* route) {
+ActorRegistry MultiMachineActorRegistry(CommNetRoute* route,
+                                        const CollectiveActorOptions& options) {
   ActorRegistry registry = BuiltinActorRegistry();
   registry.RegisterActor(TASK_COMMNET, [route](const TaskProto& task, const ActorEnv& env) {
     return CreateCommNetActor(task, env, route);
   });
-  registry.RegisterActor(TASK_COLLECTIVE, [route](const TaskProto& task, const ActorEnv& env) {
-    return CreateCollectiveActor(task, env, route);
+  auto channels = std::make_shared<RingChannelTable>();
+  registry.RegisterActor(TASK_COLLECTIVE, [route, channels, options](const TaskProto& task,
+                                                                     const ActorEnv& env) {
+    return CreateCollectiveActor(task, env, route, channels.get(), options);
   });
   return registry;
 }

@@ -15,9 +15,16 @@
 // collective (comm/collective/ring.h): P->B all-reduce, P->S reduce-scatter
 // (or all-reduce and cut where the split is not the ring's flat segments),
 // S(0)->B all-gather, on a pool buffer and a worker thread of its own, one
-// piece at a time; the worker wakes it with a kStart message from itself,
-// and the actor joins the worker before its destruction (bounded by the
-// collective's 120 s deadline). Otherwise, when its local part for
+// piece at a time; the worker wakes it with a kStart message from itself.
+// Each collective is bounded by CollectiveActorOptions.ring_timeout; the
+// ring's router channel comes from the RingChannelTable (ring_channels.h),
+// and its tag is the ring's rank-0 task id. Cancellation: with an
+// AbortNotice, the first abort (this rank's Broadcast or a peer's notice)
+// cancels the ring in flight (it returns within a status poll) and fails
+// the runtime with that reason even when no ring is in flight; a collective
+// still in flight when the actor is destroyed (its runtime aborted) is
+// cancelled before the worker is joined, so teardown never waits for the
+// ring's deadline. Otherwise, when its local part for
 // a piece arrives it sends the part to every other ring task
 // (BoxingConf.ring_task_id), local or remote; once all parts of the piece
 // are there and an output copy is free it assembles the logical tensor
@@ -30,23 +37,40 @@
 #ifndef ONEFLOW_LITE_RUNTIME_COMMNET_COMMNET_ACTORS_H_
 #define ONEFLOW_LITE_RUNTIME_COMMNET_COMMNET_ACTORS_H_
 
+#include <chrono>
 #include <memory>
 
 #include "oneflow_lite/runtime/actor.h"
 #include "oneflow_lite/runtime/actor_env.h"
 #include "oneflow_lite/runtime/actor_registry.h"
+#include "oneflow_lite/runtime/commnet/abort_notice.h"
 #include "oneflow_lite/runtime/commnet/commnet_route.h"
+#include "oneflow_lite/runtime/commnet/ring_channels.h"
 #include "proto/plan.pb.h"
 
 namespace oflite {
 
+struct CollectiveActorOptions {
+  // Bound of one ring collective (every rank must take part within it).
+  std::chrono::milliseconds ring_timeout{120000};
+  // Not owned, may be null (then only teardown cancels a ring); must
+  // outlive the actors.
+  AbortNotice* abort = nullptr;
+};
+
 StatusOr<std::unique_ptr<Actor>> CreateCommNetActor(const TaskProto& task, const ActorEnv& env,
                                                     CommNetRoute* route);
+// `channels` must outlive the actor; one table per runtime.
 StatusOr<std::unique_ptr<Actor>> CreateCollectiveActor(const TaskProto& task,
-                                                       const ActorEnv& env, CommNetRoute* route);
+                                                       const ActorEnv& env, CommNetRoute* route,
+                                                       RingChannelTable* channels,
+                                                       const CollectiveActorOptions& options);
 
-// BuiltinActorRegistry() plus TASK_COMMNET and TASK_COLLECTIVE over `route`.
-ActorRegistry MultiMachineActorRegistry(CommNetRoute* route);
+// BuiltinActorRegistry() plus TASK_COMMNET and TASK_COLLECTIVE over `route`
+// (the registry owns the RingChannelTable of its collective actors: use one
+// registry per runtime).
+ActorRegistry MultiMachineActorRegistry(CommNetRoute* route,
+                                        const CollectiveActorOptions& options = {});
 
 }  // namespace oflite
 

@@ -1,0 +1,127 @@
+#include "oneflow_lite/runtime/commnet/abort_notice.h"
+
+#include "oneflow_lite/comm/comm_net.h"
+#include "oneflow_lite/comm/wire.h"
+#include "oneflow_lite/runtime/commnet/commnet_route.h"
+
+namespace oflite {
+
+static_assert(kAbortChannel != comm::kActorChannel && kAbortChannel != kBounceChannel &&
+                  kAbortChannel < comm::kCollectiveChannel,
+              "the abort channel must not be shared");
+
+AbortNotice::AbortNotice(comm::Transport* transport, comm::MessageRouter* router,
+                         PeerAbortHandler on_peer_abort)
+    : transport_(transport), router_(router), on_peer_abort_(std::move(on_peer_abort)) {
+  router_->SetHandler(kAbortChannel, [this](int peer_rank, const void* data, size_t size) {
+    OnNotice(peer_rank, data, size);
+  });
+}
+
+AbortNotice::~AbortNotice() { router_->RemoveHandler(kAbortChannel); }
+
+std::string AbortNotice::Encode(int rank, const Status& error) {
+  std::string message = error.message();
+  if (message.size() > kMaxMessageBytes) message.resize(kMaxMessageBytes);
+  std::string out;
+  comm::wire::AppendU8(&out, kAbortNoticeVersion);
+  comm::wire::AppendU32(&out, static_cast<uint32_t>(rank));
+  comm::wire::AppendU32(&out, static_cast<uint32_t>(error.code()));
+  comm::wire::AppendBytes(&out, message);
+  return out;
+}
+
+Status AbortNotice::Decode(const void* data, size_t size, int* rank, Status* error) {
+  comm::wire::Reader reader(data, size);
+  uint8_t version = 0;
+  uint32_t sender = 0, code = 0;
+  std::string message;
+  reader.ReadU8(&version);
+  reader.ReadU32(&sender);
+  reader.ReadU32(&code);
+  reader.ReadBytes(&message, kMaxMessageBytes);
+  if (!reader.ok() || reader.remaining() != 0 || version != kAbortNoticeVersion ||
+      code == 0 || code > static_cast<uint32_t>(StatusCode::kDataLoss) ||
+      sender > static_cast<uint32_t>(INT32_MAX)) {
+    return DataLossError("malformed abort notice (", size, " bytes, version ", int{version},
+                         ")");
+  }
+  *rank = static_cast<int>(sender);
+  *error = Status(static_cast<StatusCode>(code), message);
+  return Status::OK();
+}
+
+bool AbortNotice::RecordLocked(int rank, const Status& reason) {
+  if (!status_.ok()) return false;
+  status_ = reason;
+  failed_rank_ = rank;
+  for (const auto& [id, listener] : listeners_) listener(status_);
+  return true;
+}
+
+bool AbortNotice::Broadcast(const Status& error, std::chrono::milliseconds flush_timeout) {
+  const int rank = transport_->rank();
+  const Status reason = error.ok() ? InternalError("rank ", rank, " aborted") : error;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!RecordLocked(rank, reason)) return false;
+  }
+  const std::string notice = Encode(rank, reason);
+  std::vector<comm::Connection*> sent;
+  for (int peer = 0; peer < transport_->world_size(); ++peer) {
+    if (peer == rank) continue;
+    StatusOr<comm::Connection*> connection = transport_->GetConnection(peer);
+    if (!connection.ok() || !(*connection)->status().ok()) continue;
+    if (comm::MessageRouter::Send(*connection, kAbortChannel, notice).ok()) {
+      sent.push_back(*connection);
+    }
+  }
+  const comm::Deadline deadline = comm::DeadlineAfter(flush_timeout);
+  for (comm::Connection* connection : sent) {
+    (void)connection->Flush(deadline);  // best effort: a peer may be gone
+  }
+  return true;
+}
+
+void AbortNotice::OnNotice(int peer_rank, const void* data, size_t size) {
+  int rank = peer_rank;
+  Status error;
+  Status decoded = Decode(data, size, &rank, &error);
+  if (!decoded.ok()) error = decoded;
+  if (rank != peer_rank) {
+    error = DataLossError("abort notice from rank ", peer_rank, " names rank ", rank, ": ",
+                          error.ToString());
+    rank = peer_rank;
+  }
+  const Status reason = AbortedError("rank ", rank, " failed: ", error.ToString());
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!RecordLocked(rank, reason)) return;
+  }
+  if (on_peer_abort_) on_peer_abort_(rank, reason);
+}
+
+int AbortNotice::AddListener(Listener listener) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const int id = next_listener_++;
+  if (!status_.ok()) listener(status_);
+  listeners_[id] = std::move(listener);
+  return id;
+}
+
+void AbortNotice::RemoveListener(int id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  listeners_.erase(id);
+}
+
+Status AbortNotice::status() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return status_;
+}
+
+int AbortNotice::failed_rank() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failed_rank_;
+}
+
+}  // namespace oflite
