@@ -22,7 +22,13 @@ StatusOr<Job> BuildMlpJob(const MlpSpec& spec) {
   Tensor x;
   {
     auto scope = stage(0);
-    data = g.RandomBatch(Shape{spec.batch, spec.features}, spec.classes);
+    if (spec.fashion_mnist_dir.empty()) {
+      data = g.RandomBatch(Shape{spec.batch, spec.features}, spec.classes);
+    } else {
+      FashionMnistOptions options;
+      options.flatten = true;
+      data = g.FashionMnist(spec.fashion_mnist_dir, spec.batch, Split(0), options);
+    }
     x = data.image;
   }
   for (size_t i = 0; i < layers; ++i) {

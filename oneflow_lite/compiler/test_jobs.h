@@ -34,6 +34,10 @@ struct MlpSpec {
   bool train = true;
   bool accuracy_metric = false;
   int64_t iterations = 5;
+  // Non-empty: the data source is Fashion-MNIST from this directory
+  // (flattened images, features must be 784, classes 10) instead of the
+  // synthetic random batch (so that evaluation has a test split).
+  std::string fashion_mnist_dir;
 };
 
 StatusOr<Job> BuildMlpJob(const MlpSpec& spec);

@@ -2,7 +2,9 @@
 //   write_test_job OUT.job.pb [--placement 0:cpu:0-1] [--stages 0:cpu:0,1:cpu:0]
 //                  [--model_parallel columns|rows] [--batch 64] [--features 784]
 //                  [--hidden 256,128] [--classes 10] [--iterations 100]
-// Test-only tool (uses the synthetic random_batch source).
+//                  [--accuracy] [--fashion_mnist DIR]
+// Test-only tool (the synthetic random_batch source, or Fashion-MNIST from
+// DIR with --fashion_mnist so that the job can be evaluated).
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -48,6 +50,8 @@ int main(int argc, char** argv) {
       spec.classes = std::stoll(value());
     } else if (arg == "--iterations") {
       spec.iterations = std::stoll(value());
+    } else if (arg == "--fashion_mnist") {
+      spec.fashion_mnist_dir = value();
     } else if (arg == "--accuracy") {
       spec.accuracy_metric = true;
     } else if (out.empty() && arg.rfind("--", 0) != 0) {
