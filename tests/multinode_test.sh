@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # Multi-machine plans over CommNet, end to end with real processes on
-# loopback: data-parallel MLP on 2 and 3 machines equals the same
-# parallelism on one machine (losses within 1e-5 relative), a 2-stage
-# pipeline across 2 machines (zero-copy READs) equals it on one machine, and kill -9 of one
-# rank makes the other exit non-zero within 10 s naming the lost rank.
+# loopback: data-parallel MLP (Fashion-MNIST) on 2 and 3 machines equals the
+# same parallelism on one machine (losses and accuracies within 1e-5
+# relative), a 2-stage pipeline across 2 machines (zero-copy READs) equals it
+# on one machine, and so does the distributed evaluation after training
+# (rank 0 prints the one test line; its metrics equal the single-machine
+# evaluation within 1e-5 relative); --eval=false skips it; kill -9 of one
+# rank mid-training, and of one rank during the evaluation, makes the other
+# exit non-zero within 10 s naming the lost rank.
 set -u
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
 WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/compiler/write_test_job"
 TMP="${TEST_TMPDIR:-/tmp}/multinode"
 rm -rf "$TMP"; mkdir -p "$TMP"
 fail=0
-MLP=(--batch 32 --features 784 --hidden 64 --classes 10 --iterations 20)
+DATA=/usr/share/datasets/fashion-mnist
+MLP=(--batch 32 --features 784 --hidden 64 --classes 10 --iterations 20 --accuracy
+     --fashion_mnist "$DATA")
 
 cluster() {  # cluster FILE MACHINES DEVICES
   : > "$1"
@@ -43,9 +49,47 @@ compare() {
     echo "FAIL: $what"; fail=1
   fi
 }
-launch() {  # launch NAME NPROC
-  timeout 120 "$OFLITE" launch --plan "$TMP/$1.plan.pb" --nproc "$2" --comm tcp -- \
-    --metrics-out "$TMP/$1.{rank}.txt" --stats --log-every 5 > "$TMP/$1.log" 2>&1
+# compare_eval DESCRIPTION REFERENCE_RUN NAME NPROC: NAME's rank 0 printed
+# the one test line, every other rank said its part is done, and the test
+# metrics (--eval-out) equal the single-machine run's within 1e-5 relative.
+compare_eval() {
+  local what=$1 ref=$2 name=$3 nproc=$4
+  local lines; lines=$(grep -c "^\[rank 0\] test (" "$TMP/$name.log")
+  if [[ $lines != 1 || $(grep -c "test (" "$TMP/$name.log") != 1 ]]; then
+    echo "FAIL: $what: expected one test line, from rank 0"; grep test "$TMP/$name.log"; fail=1; return
+  fi
+  if [[ $(grep -c "test: this machine's part done" "$TMP/$name.log") != $((nproc - 1)) ]]; then
+    echo "FAIL: $what: not every other rank finished its part"; grep test "$TMP/$name.log"; fail=1
+  fi
+  if [[ ! -s "$TMP/$ref.eval.txt" || ! -s "$TMP/$name.eval.0.txt" ]]; then
+    echo "FAIL: $what: missing --eval-out"; fail=1; return
+  fi
+  if awk 'NR == FNR { want[$1] = $2; n++; next }
+          { if (!($1 in want)) { print "extra " $1; bad = 1; next }
+            d = $2 - want[$1]; if (d < 0) d = -d; s = want[$1]; if (s < 0) s = -s;
+            if (d > 1e-5 * (s > 1e-12 ? s : 1e-12)) { print "differs " $1 ": " $2 " vs " want[$1]; bad = 1 }
+            seen++ }
+          END { if (seen != n) { print "got " seen " of " n " metrics"; bad = 1 } exit bad }' \
+      "$TMP/$ref.eval.txt" "$TMP/$name.eval.0.txt"; then
+    local how="within 1e-5"
+    cmp -s "$TMP/$ref.eval.txt" "$TMP/$name.eval.0.txt" && how="bit-identical"
+    echo "ok: $what ($how:$(tr '\n' ' ' < "$TMP/$name.eval.0.txt"| sed 's/^/ /'))"
+    echo "    1 machine: $(grep "test (" "$TMP/$ref.log")"
+    echo "    $nproc machines: $(grep "test (" "$TMP/$name.log")"
+  else
+    echo "FAIL: $what"; fail=1
+  fi
+}
+launch() {  # launch NAME NPROC [RUN_FLAGS...]
+  local name=$1 nproc=$2; shift 2
+  timeout 120 "$OFLITE" launch --plan "$TMP/$name.plan.pb" --nproc "$nproc" --comm tcp -- \
+    --metrics-out "$TMP/$name.{rank}.txt" --eval-out "$TMP/$name.eval.{rank}.txt" --stats \
+    --log-every 5 "$@" > "$TMP/$name.log" 2>&1
+}
+reference() {  # reference NAME: the single-machine run, with evaluation
+  timeout 120 "$OFLITE" run --plan "$TMP/$1.plan.pb" --metrics-out "$TMP/$1.txt" \
+    --eval-out "$TMP/$1.eval.txt" > "$TMP/$1.log" 2>&1 ||
+    { echo "FAIL: reference run $1"; tail -20 "$TMP/$1.log"; fail=1; }
 }
 
 cluster "$TMP/one2.pbtxt" 1 2
@@ -56,10 +100,10 @@ cluster "$TMP/three.pbtxt" 3 1
 # Data parallel, 2 machines vs 2 devices of one machine.
 compile ref2 "$TMP/one2.pbtxt" --placement 0:cpu:0-1
 compile dp2 "$TMP/two.pbtxt" --placement 0-1:cpu:0
-timeout 120 "$OFLITE" run --plan "$TMP/ref2.plan.pb" --eval=false --metrics-out "$TMP/ref2.txt" \
-  > "$TMP/ref2.log" 2>&1 || { echo "FAIL: reference run"; tail -20 "$TMP/ref2.log"; fail=1; }
+reference ref2
 if launch dp2 2; then
-  compare "2-machine data parallel equals 1 machine" "$TMP/ref2.txt" "$TMP"/dp2.*.txt
+  compare "2-machine data parallel equals 1 machine" "$TMP/ref2.txt" "$TMP"/dp2.[0-9].txt
+  compare_eval "2-machine data-parallel evaluation equals 1 machine" ref2 dp2 2
   # The gradient all-reduce runs as a ring over registered-pool buffers.
   [[ $(grep -c "registered-pool: moved [1-9]" "$TMP/dp2.log") == 2 ]] ||
     { echo "FAIL: --stats shows no ring bytes"; tail -20 "$TMP/dp2.log"; fail=1; }
@@ -68,14 +112,14 @@ else
 fi
 
 # Data parallel on 3 machines.
-MLP=(--batch 33 --features 784 --hidden 64 --classes 10 --iterations 20)  # S(0) over 3 parts
+MLP[1]=33  # S(0) over 3 parts
 compile ref3 "$TMP/one3.pbtxt" --placement 0:cpu:0-2
 compile dp3 "$TMP/three.pbtxt" --placement 0-2:cpu:0
-MLP=(--batch 32 --features 784 --hidden 64 --classes 10 --iterations 20)
-timeout 120 "$OFLITE" run --plan "$TMP/ref3.plan.pb" --eval=false --metrics-out "$TMP/ref3.txt" \
-  > "$TMP/ref3.log" 2>&1 || { echo "FAIL: reference run 3"; tail -20 "$TMP/ref3.log"; fail=1; }
+MLP[1]=32
+reference ref3
 if launch dp3 3; then
-  compare "3-machine data parallel equals 1 machine" "$TMP/ref3.txt" "$TMP"/dp3.*.txt
+  compare "3-machine data parallel equals 1 machine" "$TMP/ref3.txt" "$TMP"/dp3.[0-9].txt
+  compare_eval "3-machine data-parallel evaluation equals 1 machine" ref3 dp3 3
   [[ $(grep -c "registered-pool: moved [1-9]" "$TMP/dp3.log") == 3 ]] ||
     { echo "FAIL: 3-machine all-reduce did not run as a ring"; grep comm -A1 "$TMP/dp3.log"; fail=1; }
 else
@@ -85,10 +129,10 @@ fi
 # Pipeline: stage 0 on machine 0, stage 1 on machine 1 (CommNet actors).
 compile refpp "$TMP/one2.pbtxt" --stages 0:cpu:0,0:cpu:1
 compile pp "$TMP/two.pbtxt" --stages 0:cpu:0,1:cpu:0
-timeout 120 "$OFLITE" run --plan "$TMP/refpp.plan.pb" --eval=false --metrics-out "$TMP/refpp.txt" \
-  > "$TMP/refpp.log" 2>&1 || { echo "FAIL: reference pipeline run"; tail -20 "$TMP/refpp.log"; fail=1; }
+reference refpp
 if launch pp 2; then
-  compare "2-machine pipeline equals 1 machine" "$TMP/refpp.txt" "$TMP"/pp.*.txt
+  compare "2-machine pipeline equals 1 machine" "$TMP/refpp.txt" "$TMP"/pp.[0-9].txt
+  compare_eval "2-machine pipeline evaluation equals 1 machine" refpp pp 2
   # Static activations/gradients are pulled by one-sided READ on both machines.
   [[ $(grep -c "static-zero-copy: moved [1-9]" "$TMP/pp.log") == 2 ]] ||
     { echo "FAIL: pipeline did not use zero-copy READs"; grep comm -A3 "$TMP/pp.log"; fail=1; }
@@ -96,34 +140,56 @@ else
   echo "FAIL: pipeline launch"; tail -20 "$TMP/pp.log"; fail=1
 fi
 
-# kill -9 of rank 1 mid-training: rank 0 exits non-zero within 10 s naming rank 1.
+# --eval=false: no evaluation on any rank.
+if timeout 120 "$OFLITE" launch --plan "$TMP/pp.plan.pb" --nproc 2 --comm tcp -- --iters 2 \
+    --eval=false > "$TMP/noeval.log" 2>&1; then
+  if grep -q "test" "$TMP/noeval.log"; then echo "FAIL: --eval=false evaluated"; grep test "$TMP/noeval.log"; fail=1
+  else echo "ok: --eval=false skips the evaluation on every rank"; fi
+else
+  echo "FAIL: --eval=false launch"; tail -20 "$TMP/noeval.log"; fail=1
+fi
+
+# kill_rank1 WHAT PLAN WHEN RUN_FLAGS...: starts 2 ranks of PLAN, kill -9s
+# rank 1 as soon as its log matches WHEN; rank 0 must exit non-zero within
+# 10 s naming rank 1, without printing a test line.
+kill_rank1() {
+  local what=$1 plan=$2 when=$3; shift 3
+  local port=$((20000 + RANDOM % 20000))
+  # Started directly (not under timeout) so $! is the oflite process itself;
+  # every wait below is bounded and leftovers are killed.
+  OFLITE_JOB_TOKEN=multinode-test OFLITE_HOST=127.0.0.1 "$OFLITE" run --plan "$plan" --rank 0 \
+    --master 127.0.0.1:$port --comm tcp "$@" > "$TMP/r0.log" 2>&1 &
+  local r0=$!
+  OFLITE_JOB_TOKEN=multinode-test OFLITE_HOST=127.0.0.2 "$OFLITE" run --plan "$plan" --rank 1 \
+    --master 127.0.0.1:$port --comm tcp "$@" > "$TMP/r1.log" 2>&1 &
+  local r1=$!
+  for ((i = 0; i < 3000; ++i)); do grep -q "$when" "$TMP/r1.log" 2>/dev/null && break; sleep 0.01; done
+  kill -9 "$r1"
+  local start; start=$(date +%s%N)
+  for ((i = 0; i < 150; ++i)); do kill -0 "$r0" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$r0" 2>/dev/null; then
+    echo "FAIL: $what: rank 0 still running 15 s after rank 1 was killed"; kill -9 "$r0"; fail=1
+    wait "$r0" "$r1" 2>/dev/null
+    return
+  fi
+  wait "$r0"; local rc=$?
+  wait "$r1" 2>/dev/null
+  local elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  if [[ $rc == 0 ]]; then echo "FAIL: $what: rank 0 exit 0 after peer loss"; tail -5 "$TMP/r0.log"; fail=1
+  elif (( elapsed_ms > 10000 )); then echo "FAIL: $what: rank 0 took ${elapsed_ms} ms"; fail=1
+  elif ! grep -q "rank 1" "$TMP/r0.log"; then echo "FAIL: $what: rank 0 did not name rank 1"; tail -5 "$TMP/r0.log"; fail=1
+  elif grep -q "test (" "$TMP/r0.log"; then echo "FAIL: $what: rank 0 printed a test line"; fail=1
+  else echo "ok: $what: rank 0 exit $rc after ${elapsed_ms} ms: $(grep "rank 1" "$TMP/r0.log" | tail -1)"; fi
+}
+
+# kill -9 of rank 1 mid-training.
 MLP=(--batch 32 --features 784 --hidden 64 --classes 10 --iterations 1000000)
 compile long "$TMP/two.pbtxt" --placement 0-1:cpu:0
-PORT=$((20000 + RANDOM % 20000))
-export OFLITE_JOB_TOKEN=multinode-test
-# Started directly (not under timeout) so $! is the oflite process itself;
-# every wait below is bounded and leftovers are killed.
-OFLITE_HOST=127.0.0.1 "$OFLITE" run --plan "$TMP/long.plan.pb" --rank 0 \
-  --master 127.0.0.1:$PORT --comm tcp --eval=false --log-every 1000 > "$TMP/r0.log" 2>&1 &
-R0=$!
-OFLITE_HOST=127.0.0.2 "$OFLITE" run --plan "$TMP/long.plan.pb" --rank 1 \
-  --master 127.0.0.1:$PORT --comm tcp --eval=false --log-every 1000 > "$TMP/r1.log" 2>&1 &
-R1=$!
-for ((i = 0; i < 300; ++i)); do grep -q "iter " "$TMP/r0.log" 2>/dev/null && break; sleep 0.1; done
-kill -9 "$R1"
-start=$(date +%s%N)
-for ((i = 0; i < 150; ++i)); do kill -0 "$R0" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$R0" 2>/dev/null; then
-  echo "FAIL: rank 0 still running 15 s after rank 1 was killed"; kill -9 "$R0"; fail=1
-  wait "$R0" "$R1" 2>/dev/null
-else
-  wait "$R0"; rc=$?
-  wait "$R1" 2>/dev/null
-  elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
-  if [[ $rc == 0 ]]; then echo "FAIL: rank 0 exit 0 after peer loss"; tail -5 "$TMP/r0.log"; fail=1;
-  elif (( elapsed_ms > 10000 )); then echo "FAIL: rank 0 took ${elapsed_ms} ms"; fail=1;
-  elif ! grep -q "lost rank 1" "$TMP/r0.log"; then echo "FAIL: rank 0 did not name rank 1"; tail -5 "$TMP/r0.log"; fail=1;
-  else echo "ok: kill -9 rank 1 -> rank 0 exit $rc after ${elapsed_ms} ms naming rank 1"; fi
-fi
+kill_rank1 "kill -9 rank 1 mid-training" "$TMP/long.plan.pb" "iter " --eval=false --log-every 1000
+# kill -9 of rank 1 during the evaluation (small test batches: a long pass).
+MLP=(--batch 4 --features 784 --hidden 64 --classes 10 --iterations 2 --accuracy
+     --fashion_mnist "$DATA")
+compile evalkill "$TMP/two.pbtxt" --placement 0-1:cpu:0
+kill_rank1 "kill -9 rank 1 during evaluation" "$TMP/evalkill.plan.pb" "trained iterations"
 
 exit $fail

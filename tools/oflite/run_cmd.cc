@@ -36,6 +36,7 @@
 #include "oneflow_lite/runtime/runtime.h"
 #include "oneflow_lite/runtime/variable_stores.h"
 #include "tools/oflite/commands.h"
+#include "tools/oflite/eval_support.h"
 #include "tools/oflite/flags.h"
 
 namespace oflite {
@@ -78,32 +79,6 @@ class ProgressPrinter : public MetricsObserver {
   std::vector<std::pair<std::string, double>> last_metrics_;
 };
 
-// Sums metrics over iterations (for the evaluation pass).
-class MetricAverager : public MetricsObserver {
- public:
-  void OnMetrics(int64_t iteration,
-                 const std::vector<std::pair<std::string, double>>& metrics) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++count_;
-    for (const auto& [name, value] : metrics) sums_[name] += value;
-  }
-  std::map<std::string, double> Means() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    std::map<std::string, double> means;
-    for (const auto& [name, sum] : sums_) means[name] = sum / std::max<int64_t>(1, count_);
-    return means;
-  }
-  int64_t count() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return count_;
-  }
-
- private:
-  std::mutex mutex_;
-  int64_t count_ = 0;
-  std::map<std::string, double> sums_;
-};
-
 // Forwards to `inner` and appends "iteration name value" lines to a file.
 class MetricsFile : public MetricsObserver {
  public:
@@ -128,6 +103,18 @@ class MetricsFile : public MetricsObserver {
   MetricsObserver* inner_;
   std::FILE* file_;
   std::mutex mutex_;
+};
+
+// Stops peers' messages reaching a runtime's bus before the runtime goes.
+class DetachOnExit {
+ public:
+  explicit DetachOnExit(MultiMachineSession* session) : session_(session) {}
+  ~DetachOnExit() {
+    if (session_ != nullptr) session_->Detach();
+  }
+
+ private:
+  MultiMachineSession* session_;
 };
 
 int64_t SamplesPerIteration(const Job& job) {
@@ -162,31 +149,111 @@ StatusOr<std::string> ResolveResume(const std::string& dir) {
   return ShardedCheckpointStore::LatestCheckpoint(dir);
 }
 
-// Runs the evaluation job of `train` with `variables`; prints its metrics.
-Status Evaluate(const Plan& train, const std::map<std::string, HostTensor>& variables,
-                const RuntimeOptions& base) {
-  ASSIGN_OR_RETURN(Job eval_job, MakeEvalJob(train.job()));
-  ASSIGN_OR_RETURN(Plan eval_plan, compiler::Compile(eval_job, train.cluster()));
-  MemoryVariableStore store(&variables);
-  MetricAverager averager;
+// Prints the "test (...)" line; writes "name value" lines to `eval_out`
+// when not empty.
+Status ReportTest(const MetricSums& sums, int64_t samples_per_iteration, double seconds,
+                  const std::string& eval_out) {
+  std::printf("test (%lld samples, %.1fs):",
+              static_cast<long long>(sums.count() * samples_per_iteration), seconds);
+  const std::map<std::string, double> means = sums.Means();
+  for (const auto& [name, value] : means) std::printf("  %s %.4f", name.c_str(), value);
+  std::printf("\n");
+  std::fflush(stdout);
+  if (eval_out.empty()) return Status::OK();
+  std::FILE* file = std::fopen(eval_out.c_str(), "w");
+  if (file == nullptr) return InvalidArgumentError("cannot write --eval-out '", eval_out, "'");
+  for (const auto& [name, value] : means) std::fprintf(file, "%s %.17g\n", name.c_str(), value);
+  if (std::fclose(file) != 0) return DataLossError("writing --eval-out '", eval_out, "' failed");
+  return Status::OK();
+}
+
+RuntimeOptions EvalOptions(const RuntimeOptions& base, MetricsObserver* metrics,
+                           VariableStore* variables) {
   RuntimeOptions options = base;
   options.start_iter = 0;
   options.total_iters = 0;
   options.save_every = 0;
-  options.metrics = &averager;
-  options.variables = &store;
+  options.metrics = metrics;
+  options.variables = variables;
+  options.remote_route = nullptr;
+  options.registry = nullptr;
+  return options;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point begin) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+}
+
+// Single machine: runs the evaluation job of `train` with the logical
+// `variables`; prints its metrics.
+Status Evaluate(const Plan& train, const std::map<std::string, HostTensor>& variables,
+                const RuntimeOptions& base, const std::string& eval_out) {
+  ASSIGN_OR_RETURN(Job eval_job, MakeEvalJob(train.job()));
+  ASSIGN_OR_RETURN(Plan eval_plan, compiler::Compile(eval_job, train.cluster()));
+  MemoryVariableStore store(&variables);
+  MetricAverager averager;
   const auto begin = std::chrono::steady_clock::now();
-  ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(eval_plan, options));
+  ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime,
+                   Runtime::Create(eval_plan, EvalOptions(base, &averager, &store)));
   RETURN_IF_ERROR(runtime->Run().WithContext("evaluation"));
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-  std::printf("test (%lld samples, %.1fs):",
-              static_cast<long long>(averager.count() * SamplesPerIteration(eval_job)), seconds);
-  for (const auto& [name, value] : averager.Means()) {
-    std::printf("  %s %.4f", name.c_str(), value);
+  return ReportTest(averager.Take(), SamplesPerIteration(eval_job), SecondsSince(begin),
+                    eval_out);
+}
+
+// Multi-machine: this rank's part of the distributed evaluation (see the
+// file comment). `parts` are the variable parts this machine trained.
+Status EvaluateDistributed(const Plan& train, const TrainedParts& parts,
+                           const RuntimeOptions& base, MultiMachineSession* session,
+                           const std::string& eval_out) {
+  const std::string who = "rank " + std::to_string(base.machine_id);
+  ASSIGN_OR_RETURN(Job eval_job, MakeEvalJob(train.job()));
+  StatusOr<Plan> eval_plan = compiler::Compile(eval_job, train.cluster());
+  if (!eval_plan.ok()) return eval_plan.status().WithContext(who + " compiling the eval job");
+  RETURN_IF_ERROR(session->BeginRun(*eval_plan, "eval"));
+  TrainedPartsStore store(&parts, base.machine_id);
+  MetricAverager averager;
+  RuntimeOptions options = EvalOptions(base, &averager, &store);
+  session->Configure(&options);
+  const auto begin = std::chrono::steady_clock::now();
+  MetricSums sums;
+  {
+    ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(*eval_plan, options));
+    DetachOnExit detach(session);  // destroyed before the runtime
+    RETURN_IF_ERROR(session->AfterCreate(runtime.get()));
+    RETURN_IF_ERROR(runtime->Run().WithContext(who + " evaluation"));
+    sums = averager.Take();
   }
-  std::printf("\n");
-  return Status::OK();
+  ASSIGN_OR_RETURN(std::vector<std::string> gathered,
+                   session->GatherToRoot("eval-metrics", EncodeMetricSums(sums)));
+  RETURN_IF_ERROR(session->Finish());
+  const double seconds = SecondsSince(begin);
+  if (base.machine_id != 0) {
+    std::printf("test: this machine's part done in %.1fs (%lld sink reports); rank 0 prints the "
+                "metrics\n",
+                seconds, static_cast<long long>(sums.count()));
+    return Status::OK();
+  }
+  MetricSums merged;
+  for (size_t rank = 0; rank < gathered.size(); ++rank) {
+    ASSIGN_OR_RETURN(MetricSums part,
+                     DecodeMetricSums(gathered[rank], "rank " + std::to_string(rank) +
+                                                          "'s evaluation metrics"));
+    merged.Merge(part);
+  }
+  return ReportTest(merged, SamplesPerIteration(eval_job), seconds, eval_out);
+}
+
+// Runs this machine's part of `plan` (with `session`: the first run of the
+// multi-machine session, ended by its Finish barrier; the runtime is
+// detached and destroyed on return).
+StatusOr<RunStats> Train(const Plan& plan, RuntimeOptions options, MultiMachineSession* session) {
+  if (session != nullptr) session->Configure(&options);
+  ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(plan, options));
+  DetachOnExit detach(session);  // destroyed before the runtime
+  if (session != nullptr) RETURN_IF_ERROR(session->AfterCreate(runtime.get()));
+  RETURN_IF_ERROR(runtime->Run());
+  if (session != nullptr) RETURN_IF_ERROR(session->Finish());
+  return runtime->stats();
 }
 
 int Fail(const Status& status, int code) {
@@ -211,7 +278,8 @@ int RunRun(int argc, char** argv) {
                  {"watchdog-seconds", "abort when no actor progresses this long", false, "60"},
                  {"eval", "evaluate on the test split after training", false, "true"},
                  {"stats", "print CommNet counters at exit (multi-machine)", true, "false"},
-                 {"metrics-out", "write per-iteration metrics to this file"}});
+                 {"metrics-out", "write per-iteration metrics to this file"},
+                 {"eval-out", "write the test metrics (name value) to this file"}});
   Status parsed = flags.Parse(argc, argv);
   if (!parsed.ok()) return Fail(parsed, kExitBadInput);
   if (flags.help_requested()) {
@@ -283,37 +351,28 @@ int RunRun(int argc, char** argv) {
     metrics_file = std::make_unique<MetricsFile>(&progress, file);
     options.metrics = metrics_file.get();
   }
-  if (session != nullptr) session->Configure(&options);
-
-  StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(*plan, options);
-  if (!runtime.ok()) return Fail(runtime.status(), kExitFailure);
-  if (session != nullptr) {
-    Status ready = session->AfterCreate(runtime->get());
-    if (!ready.ok()) return Fail(ready, kExitFailure);
-  }
-  // Destroyed before the runtime: peers' messages stop reaching its bus.
-  struct DetachGuard {
-    MultiMachineSession* session;
-    ~DetachGuard() {
-      if (session != nullptr) session->Detach();
-    }
-  } detach_guard{session.get()};
-  Status status = (*runtime)->Run();
-  if (!status.ok()) return Fail(status, kExitFailure);
-  if (session != nullptr) {
-    Status done = session->Finish();
-    if (!done.ok()) return Fail(done, kExitFailure);
-    if (flags.GetBool("stats")) std::printf("%s\n", session->StatsSummary().c_str());
-  }
-  const RunStats& stats = (*runtime)->stats();
+  PartCapturingStore capture(&store, end);  // this machine's trained parts
+  options.variables = &capture;
+  StatusOr<RunStats> stats = Train(*plan, options, session.get());
+  if (!stats.ok()) return Fail(stats.status(), kExitFailure);
   std::printf("trained iterations %lld..%lld in %.1fs (%lld actors, %lld threads)\n",
               static_cast<long long>(options.start_iter), static_cast<long long>(end),
-              stats.seconds, static_cast<long long>(stats.actors),
-              static_cast<long long>(stats.threads));
-  if (flags.GetBool("eval") && plan->job().conf().is_train() && session == nullptr) {
-    std::map<std::string, HostTensor> trained = store.TakeFinalVariables();
-    Status evaluated = Evaluate(*plan, trained, options);
+              stats->seconds, static_cast<long long>(stats->actors),
+              static_cast<long long>(stats->threads));
+  std::fflush(stdout);
+  if (flags.GetBool("eval") && plan->job().conf().is_train()) {
+    Status evaluated;
+    if (session == nullptr) {
+      std::map<std::string, HostTensor> trained = store.TakeFinalVariables();
+      evaluated = Evaluate(*plan, trained, options, flags.Get("eval-out"));
+    } else {
+      TrainedParts parts = capture.TakeParts();
+      evaluated = EvaluateDistributed(*plan, parts, options, session.get(), flags.Get("eval-out"));
+    }
     if (!evaluated.ok()) return Fail(evaluated, kExitFailure);
+  }
+  if (session != nullptr && flags.GetBool("stats")) {
+    std::printf("%s\n", session->StatsSummary().c_str());
   }
   return kExitOk;
 }

@@ -5,6 +5,9 @@
 #include <sstream>
 #include <unistd.h>
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
 #include "oneflow_lite/comm/ibverbs/ibverbs_transport.h"
 #include "oneflow_lite/comm/tcp/tcp_transport.h"
 #include "oneflow_lite/runtime/commnet/commnet_actors.h"
@@ -22,6 +25,25 @@ StatusOr<std::unique_ptr<comm::Transport>> MakeTcp(const comm::TransportOptions&
   tcp.listen_host = EnvOr("OFLITE_HOST", "127.0.0.1");
   tcp.job_token = EnvOr("OFLITE_JOB_TOKEN", "");
   return comm::tcp::CreateTcpTransport(options, tcp);
+}
+
+// 16 hex digits of FNV-1a over the plan's deterministic serialization.
+std::string PlanFingerprint(const Plan& plan) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    plan.SerializeToCodedStream(&coded);
+  }
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (unsigned char c : bytes) {
+    hash ^= c;
+    hash *= 0x100000001b3ULL;
+  }
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(hash));
+  return text;
 }
 
 }  // namespace
@@ -80,10 +102,22 @@ StatusOr<std::unique_ptr<MultiMachineSession>> MultiMachineSession::Start(
   ASSIGN_OR_RETURN(session->net_, comm::CommNet::Start(net));
   std::fprintf(stderr, "oflite run: rank %lld of %d joined over %s\n",
                static_cast<long long>(rank), world, session->provider_.c_str());
-  session->route_ = std::make_unique<CommNetRoute>(
-      session->net_.get(), [self](const Status& status) { self->OnFatal(status.ToString()); });
-  session->registry_ = MultiMachineActorRegistry(session->route_.get());
+  session->MakeRoute();
   return session;
+}
+
+void MultiMachineSession::MakeRoute() {
+  route_ = std::make_unique<CommNetRoute>(
+      net_.get(), [this](const Status& status) { OnFatal(status.ToString()); });
+  registry_ = MultiMachineActorRegistry(route_.get());
+}
+
+std::string MultiMachineSession::BarrierName(const std::string& what) const {
+  return run_name_.empty() ? what : run_name_ + "/" + what;
+}
+
+std::string MultiMachineSession::KeyPrefix() const {
+  return "oflite/run/" + std::to_string(run_index_) + "-" + run_name_ + "/";
 }
 
 MultiMachineSession::~MultiMachineSession() {
@@ -107,11 +141,11 @@ void MultiMachineSession::Configure(RuntimeOptions* options) {
 }
 
 Status MultiMachineSession::AfterCreate(Runtime* runtime) {
-  const std::string who = "rank " + std::to_string(options_.rank);
+  const std::string who = Who();
   route_->Attach(runtime->bus(), runtime->regsts());
   RETURN_IF_ERROR(route_->RegisterStaticRegisters(*plan_).WithContext(who));
   RETURN_IF_ERROR(net_->control()
-                      ->Barrier("actors-ready", options_.connect_timeout)
+                      ->Barrier(BarrierName("actors-ready"), options_.connect_timeout)
                       .WithContext(who + " waiting for every rank's actors"));
   return route_->FetchStaticKeys(*plan_, options_.connect_timeout).WithContext(who);
 }
@@ -121,14 +155,68 @@ void MultiMachineSession::Detach() { route_->Detach(); }
 Status MultiMachineSession::Finish() {
   finishing_ = true;
   return net_->control()
-      ->Barrier("run-done", options_.connect_timeout)
-      .WithContext("rank " + std::to_string(options_.rank) + " waiting for every rank to finish");
+      ->Barrier(BarrierName("run-done"), options_.connect_timeout)
+      .WithContext(Who() + " waiting for every rank to finish" +
+                   (run_name_.empty() ? "" : " " + run_name_));
+}
+
+Status MultiMachineSession::BeginRun(const Plan& plan, const std::string& name) {
+  if (!finishing_) {
+    return FailedPreconditionError(Who(), ": BeginRun('", name,
+                                   "') before the previous run's Finish");
+  }
+  if (name.empty()) return InvalidArgumentError("BeginRun: a run needs a name");
+  if (plan.machine_size() != net_->world_size()) {
+    return InvalidArgumentError(Who(), ": the ", name, " plan has ", plan.machine_size(),
+                                " machines, the job ", net_->world_size());
+  }
+  ASSIGN_OR_RETURN(const MachinePlan* part, FindMachinePlan(plan, options_.rank));
+  retired_messages_ += route_->messages_sent();
+  retired_bytes_ += route_->bytes_sent();
+  route_->Detach();
+  MakeRoute();  // the old route (and its registered memory) goes
+  plan_ = part;
+  ++run_index_;
+  run_name_ = name;
+  finishing_ = false;
+  const std::string fingerprint = PlanFingerprint(plan);
+  const std::string key = KeyPrefix() + "plan";
+  if (options_.rank == 0) return net_->control()->Put(key, fingerprint);
+  StatusOr<std::string> expected =
+      net_->control()->Get(key, options_.connect_timeout, /*publisher_rank=*/0);
+  if (!expected.ok()) {
+    return expected.status().WithContext(Who() + " waiting for rank 0's " + name + " plan");
+  }
+  if (*expected != fingerprint) {
+    return FailedPreconditionError(Who(), ": its ", name, " plan (fingerprint ", fingerprint,
+                                   ") differs from rank 0's (", *expected,
+                                   "); every rank must run the same oflite on the same job");
+  }
+  return Status::OK();
+}
+
+StatusOr<std::vector<std::string>> MultiMachineSession::GatherToRoot(const std::string& key,
+                                                                     const std::string& value) {
+  const std::string prefix = KeyPrefix() + key + "/";
+  RETURN_IF_ERROR(net_->control()
+                      ->Put(prefix + std::to_string(options_.rank), value)
+                      .WithContext(Who() + " publishing " + key));
+  std::vector<std::string> values;
+  if (options_.rank != 0) return values;
+  for (int rank = 0; rank < net_->world_size(); ++rank) {
+    StatusOr<std::string> got =
+        net_->control()->Get(prefix + std::to_string(rank), options_.connect_timeout, rank);
+    if (!got.ok()) return got.status().WithContext("rank 0 gathering " + key);
+    values.push_back(std::move(*got));
+  }
+  return values;
 }
 
 std::string MultiMachineSession::StatsSummary() const {
   std::ostringstream os;
-  os << "comm (" << provider_ << "): actor frames sent " << route_->messages_sent()
-     << ", register bytes pushed " << route_->bytes_sent() << "\n"
+  os << "comm (" << provider_ << "): actor frames sent "
+     << retired_messages_ + route_->messages_sent() << ", register bytes pushed "
+     << retired_bytes_ + route_->bytes_sent() << "\n"
      << net_->stats()->Summary();
   return os.str();
 }

@@ -13,17 +13,33 @@
 //              its actors, then fetches the peers' keys.
 //   Finish     after Run: a bounded barrier so no rank tears down its
 //              connections while a peer still needs them.
-// A lost peer (connection failure before Finish began), or a malformed frame,
-// ends the process at once with exit code 1 and a line on stderr naming the
-// lost rank: the runtime has no way to finish a plan missing a machine, and
-// this bounds every rank's exit by the transport's peer timeout.
-// Not thread-safe; one session per process; must outlive the Runtime.
+//   Detach     stops delivering peers' actor messages to the runtime.
+//
+// Several runs, one after another, share the session's CommNet (training,
+// then the evaluation plan): after Finish and Detach, and once the previous
+// Runtime is destroyed, BeginRun(plan, name) gives the next run a fresh
+// route and registry (the previous route's registered memory is released),
+// checks that every rank has the same plan (a fingerprint through the
+// control-plane KV; plans compiled on each rank must agree), names the run's
+// barriers "<name>/..." and its KV keys "oflite/run/<n>-<name>/...", and
+// re-arms peer-loss handling. Then Configure, AfterCreate, Run, Finish,
+// Detach as for the first run. GatherToRoot collects one value per rank at
+// rank 0 (e.g. each rank's evaluation metrics) before that run's Finish.
+//
+// A lost peer (connection failure while a run is active, i.e. outside
+// Finish), or a malformed frame, ends the process at once with exit code 1
+// and a line on stderr naming the lost rank: the runtime has no way to
+// finish a plan missing a machine, and this bounds every rank's exit by the
+// transport's peer timeout.
+// Not thread-safe; one session per process; must outlive every Runtime
+// configured by it.
 #ifndef ONEFLOW_LITE_RUNTIME_COMMNET_MULTI_MACHINE_H_
 #define ONEFLOW_LITE_RUNTIME_COMMNET_MULTI_MACHINE_H_
 
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "oneflow_lite/comm/comm_net.h"
 #include "oneflow_lite/runtime/actor_registry.h"
@@ -57,18 +73,37 @@ class MultiMachineSession {
   // Stops delivering peers' messages to the runtime (call before the
   // runtime is destroyed; later messages are parked by the router).
   void Detach();
-  // Per-strategy byte counters and the route's totals.
+  // Prepares the next run on the same CommNet (see above). The previous
+  // run must have finished (Finish) and its runtime been destroyed.
+  // FailedPrecondition when `plan` differs from rank 0's, naming the rank.
+  Status BeginRun(const Plan& plan, const std::string& name);
+  // Every rank calls it with the same `key`: rank 0 gets every rank's
+  // `value` in rank order (waiting up to the connect timeout for each,
+  // failing early naming a rank that left), the other ranks an empty
+  // vector once their value is published.
+  StatusOr<std::vector<std::string>> GatherToRoot(const std::string& key,
+                                                  const std::string& value);
+  // Per-strategy byte counters and the routes' totals (all runs).
   std::string StatsSummary() const;
   const std::string& provider() const { return provider_; }
 
  private:
   MultiMachineSession() = default;
   void OnFatal(const std::string& what);
+  std::string Who() const { return "rank " + std::to_string(options_.rank); }
+  // "actors-ready" for the first run, "<name>/actors-ready" after.
+  std::string BarrierName(const std::string& what) const;
+  std::string KeyPrefix() const;
+  void MakeRoute();
 
   MultiMachineOptions options_;
   const MachinePlan* plan_ = nullptr;  // this rank's part (the plan outlives us)
   std::string provider_;
   std::atomic<bool> finishing_{false};
+  int run_index_ = 0;     // 0: the run set up by Start
+  std::string run_name_;  // empty for the first run
+  int64_t retired_messages_ = 0;  // counters of the previous runs' routes
+  int64_t retired_bytes_ = 0;
   std::unique_ptr<comm::CommNet> net_;
   std::unique_ptr<CommNetRoute> route_;
   ActorRegistry registry_;

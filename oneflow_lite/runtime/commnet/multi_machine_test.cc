@@ -1,12 +1,17 @@
 // Two machines of a compiled data-parallel or pipeline plan in one process: two Runtime
 // objects, each with its own MultiMachineSession over the ibverbs provider on
-// one emulated fabric, equal the same plan's parallelism on one machine.
+// one emulated fabric, equal the same plan's parallelism on one machine; a
+// second run on the same sessions (BeginRun) equals it again, plans that
+// differ between ranks are refused, and GatherToRoot brings every rank's
+// value to rank 0.
 #include "oneflow_lite/runtime/commnet/multi_machine.h"
 
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <unistd.h>
 
@@ -53,16 +58,20 @@ compiler::MlpSpec Spec(const std::string& placement, std::vector<std::string> st
   return spec;
 }
 
-Status RunRank(const Plan& plan, int rank, const std::string& master,
-               comm::ProviderFactory provider, Recorder* recorder) {
+StatusOr<std::unique_ptr<MultiMachineSession>> StartRank(const Plan& plan, int rank,
+                                                         const std::string& master,
+                                                         comm::ProviderFactory provider) {
   MultiMachineOptions multi;
   multi.rank = rank;
   multi.master = master;
   multi.provider = std::move(provider);
   multi.provider_name = "ibverbs-emulated";
   multi.connect_timeout = milliseconds(20000);
-  ASSIGN_OR_RETURN(std::unique_ptr<MultiMachineSession> session,
-                   MultiMachineSession::Start(plan, multi));
+  return MultiMachineSession::Start(plan, multi);
+}
+
+// One run of `plan` on `session` (Configure .. Finish, Detach).
+Status RunOnce(MultiMachineSession* session, const Plan& plan, int rank, Recorder* recorder) {
   RuntimeOptions options;
   options.machine_id = rank;
   options.metrics = recorder;
@@ -77,9 +86,45 @@ Status RunRank(const Plan& plan, int rank, const std::string& master,
   return run;
 }
 
+// `plan` once, or (with `second`) twice on the same session: the second
+// run through BeginRun, recorded in `second`, after which every rank's
+// count of recorded losses is gathered at rank 0 into `gathered`.
+Status RunRank(const Plan& plan, int rank, const std::string& master,
+               comm::ProviderFactory provider, Recorder* recorder, Recorder* second = nullptr,
+               std::vector<std::string>* gathered = nullptr) {
+  ASSIGN_OR_RETURN(std::unique_ptr<MultiMachineSession> session,
+                   StartRank(plan, rank, master, std::move(provider)));
+  RETURN_IF_ERROR(RunOnce(session.get(), plan, rank, recorder));
+  if (second == nullptr) return Status::OK();
+  RETURN_IF_ERROR(session->BeginRun(plan, "again"));
+  // The second run's runtime (same register descs) must not see the first
+  // run's zero-copy keys or barriers.
+  Status run = RunOnce(session.get(), plan, rank, second);
+  if (!run.ok()) return run;
+  ASSIGN_OR_RETURN(*gathered, session->GatherToRoot(
+                                  "losses", std::to_string(second->loss().size())));
+  return session->Finish();
+}
+
+std::string FreeMaster() {
+  int port = 0;
+  auto fd = comm::ListenTcp("127.0.0.1", &port);
+  if (!fd.ok()) return "";
+  ::close(*fd);
+  return "127.0.0.1:" + std::to_string(port);
+}
+
+void ExpectLossEq(std::map<int64_t, double> want, std::map<int64_t, double> got) {
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [iteration, value] : want) {
+    EXPECT_NEAR(got[iteration], value, 1e-5 * std::fabs(value)) << "iteration " << iteration;
+  }
+}
+
 // Runs `one_spec` on one machine with 2 CPUs and `two_spec` on two machines
 // with one CPU each (ibverbs over the emulator); the loss curves must match.
-void ExpectSameLoss(const compiler::MlpSpec& one_spec, const compiler::MlpSpec& two_spec) {
+void ExpectSameLoss(const compiler::MlpSpec& one_spec, const compiler::MlpSpec& two_spec,
+                    bool twice = false) {
   StatusOr<Job> one_job = compiler::BuildMlpJob(one_spec);
   ASSERT_TRUE(one_job.ok()) << one_job.status().ToString();
   StatusOr<Plan> one = compiler::Compile(*one_job, compiler::MakeCluster(1, 2));
@@ -97,19 +142,18 @@ void ExpectSameLoss(const compiler::MlpSpec& one_spec, const compiler::MlpSpec& 
   ASSERT_TRUE(two_job.ok());
   StatusOr<Plan> two = compiler::Compile(*two_job, compiler::MakeCluster(2, 1));
   ASSERT_TRUE(two.ok()) << two.status().ToString();
-  int port = 0;
-  auto fd = comm::ListenTcp("127.0.0.1", &port);
-  ASSERT_TRUE(fd.ok());
-  ::close(*fd);
-  const std::string master = "127.0.0.1:" + std::to_string(port);
+  const std::string master = FreeMaster();
+  ASSERT_FALSE(master.empty());
   setenv("OFLITE_JOB_TOKEN", "multi-machine-test", 1);
   comm::ibverbs::TransportCreator creator = comm::ibverbs::EmulatedIbverbsCreator();
-  Recorder recorders[2];
+  Recorder recorders[2], seconds[2];
+  std::vector<std::string> gathered[2];
   Status results[2];
   std::vector<std::thread> threads;
   for (int rank = 0; rank < 2; ++rank) {
     threads.emplace_back([&, rank] {
-      results[rank] = RunRank(*two, rank, master, creator, &recorders[rank]);
+      results[rank] = RunRank(*two, rank, master, creator, &recorders[rank],
+                              twice ? &seconds[rank] : nullptr, &gathered[rank]);
     });
   }
   for (auto& t : threads) t.join();
@@ -117,17 +161,81 @@ void ExpectSameLoss(const compiler::MlpSpec& one_spec, const compiler::MlpSpec& 
   ASSERT_TRUE(results[1].ok()) << results[1].ToString();
 
   std::map<int64_t, double> want = reference.loss();
+  ASSERT_EQ(want.size(), 8u);
   std::map<int64_t, double> got = recorders[0].loss();
   for (const auto& [iteration, value] : recorders[1].loss()) got[iteration] = value;
-  ASSERT_EQ(want.size(), 8u);
-  ASSERT_EQ(got.size(), want.size());
-  for (const auto& [iteration, value] : want) {
-    EXPECT_NEAR(got[iteration], value, 1e-5 * std::fabs(value)) << "iteration " << iteration;
-  }
+  ExpectLossEq(want, got);
+  if (!twice) return;
+  std::map<int64_t, double> again = seconds[0].loss();
+  for (const auto& [iteration, value] : seconds[1].loss()) again[iteration] = value;
+  ExpectLossEq(want, again);
+  // Rank 0 gathered each rank's count of second-run losses (the sink is on
+  // one machine: 8 and 0 in some order); the other rank gets nothing.
+  ASSERT_EQ(gathered[0].size(), 2u);
+  EXPECT_EQ(std::stoi(gathered[0][0]) + std::stoi(gathered[0][1]), 8);
+  EXPECT_EQ(std::to_string(seconds[0].loss().size()), gathered[0][0]);
+  EXPECT_EQ(std::to_string(seconds[1].loss().size()), gathered[0][1]);
+  EXPECT_TRUE(gathered[1].empty());
 }
 
 TEST(MultiMachineTest, DataParallelOverEmulatedIbverbsEqualsOneMachine) {
   ExpectSameLoss(Spec("0:cpu:0-1"), Spec("0-1:cpu:0"));
+}
+
+// Two runs on one session (as `oflite run` trains, then evaluates): ring
+// collectives and zero-copy registers are set up afresh for the second.
+TEST(MultiMachineTest, SecondRunOnTheSameSessionDataParallel) {
+  ExpectSameLoss(Spec("0:cpu:0-1"), Spec("0-1:cpu:0"), /*twice=*/true);
+}
+
+TEST(MultiMachineTest, SecondRunOnTheSameSessionPipeline) {
+  ExpectSameLoss(Spec("0:cpu:0", {"0:cpu:0", "0:cpu:1"}), Spec("0:cpu:0", {"0:cpu:0", "1:cpu:0"}),
+                 /*twice=*/true);
+}
+
+// BeginRun before Finish is refused; a rank whose next plan differs from
+// rank 0's is refused naming it (both ranks then finish cleanly).
+TEST(MultiMachineTest, BeginRunChecksOrderAndPlanAgreement) {
+  StatusOr<Job> job = compiler::BuildMlpJob(Spec("0-1:cpu:0"));
+  ASSERT_TRUE(job.ok());
+  StatusOr<Plan> plan = compiler::Compile(*job, compiler::MakeCluster(2, 1));
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  compiler::MlpSpec other_spec = Spec("0-1:cpu:0");
+  other_spec.iterations = 9;
+  StatusOr<Job> other_job = compiler::BuildMlpJob(other_spec);
+  ASSERT_TRUE(other_job.ok());
+  StatusOr<Plan> other = compiler::Compile(*other_job, compiler::MakeCluster(2, 1));
+  ASSERT_TRUE(other.ok());
+  const std::string master = FreeMaster();
+  ASSERT_FALSE(master.empty());
+  setenv("OFLITE_JOB_TOKEN", "multi-machine-test", 1);
+  comm::ibverbs::TransportCreator creator = comm::ibverbs::EmulatedIbverbsCreator();
+  Status early[2], begun[2], finished[2];
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      StatusOr<std::unique_ptr<MultiMachineSession>> session =
+          StartRank(*plan, rank, master, creator);
+      if (!session.ok()) {
+        early[rank] = session.status();
+        return;
+      }
+      early[rank] = (*session)->BeginRun(*plan, "too-early");
+      if ((*session)->Finish().ok()) {
+        begun[rank] = (*session)->BeginRun(rank == 0 ? *plan : *other, "next");
+        finished[rank] = (*session)->Finish();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(early[rank].code(), StatusCode::kFailedPrecondition) << early[rank].ToString();
+    EXPECT_TRUE(finished[rank].ok()) << finished[rank].ToString();
+  }
+  EXPECT_TRUE(begun[0].ok()) << begun[0].ToString();
+  EXPECT_EQ(begun[1].code(), StatusCode::kFailedPrecondition) << begun[1].ToString();
+  EXPECT_NE(begun[1].ToString().find("rank 1"), std::string::npos) << begun[1].ToString();
+  EXPECT_NE(begun[1].ToString().find("rank 0's"), std::string::npos) << begun[1].ToString();
 }
 
 // The pipeline's cross-machine registers are pulled by one-sided READs.
