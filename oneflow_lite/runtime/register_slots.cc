@@ -72,6 +72,10 @@ std::string ConsumedSlots::DescribeMissing() const {
 
 void ProducedSlots::AddDesc(int64_t regst_desc_id, std::vector<Regst*> regsts,
                             std::vector<int64_t> readers, std::vector<int64_t> mutators) {
+  for (size_t i = 0; i < regsts.size(); ++i) {
+    CHECK_EQ(regsts[i]->index, static_cast<int32_t>(i))
+        << "register " << regst_desc_id << ": copies must be given in index order";
+  }
   DescSlots& slots = free_[regst_desc_id];
   slots.regsts = std::move(regsts);
   slots.free.assign(slots.regsts.begin(), slots.regsts.end());

@@ -82,7 +82,7 @@ TEST_F(RegisterSlotsTest, MutatorsGetTheCopyAfterEveryReaderReturnedIt) {
   EXPECT_TRUE(slots.AllFree());
   // Only mutators: they get it at once.
   ProducedSlots only;
-  only.AddDesc(desc_, {store_->Get(desc_, 1)}, {}, {consumer_b_});
+  only.AddDesc(desc_, {store_->Get(desc_, 0)}, {}, {consumer_b_});
   EXPECT_EQ(only.MarkProduced(only.Acquire(desc_)), std::vector<int64_t>{consumer_b_});
 }
 
