@@ -189,6 +189,9 @@ Status Runtime::BuildActors(const Plan& plan) {
       env->variables = options_.variables;
       bus_.RegisterInbox(key, thread->inbox());
     }
+    // Kernels initialize (and may allocate) on this thread: on the stream's device.
+    RETURN_IF_ERROR(thread->env()->device->BindToCurrentThread().WithContext(
+        "task '" + task.name() + "'"));
     ASSIGN_OR_RETURN(std::unique_ptr<Actor> actor, options_.registry->Create(task, *thread->env()));
     thread->Add(std::move(actor));
   }

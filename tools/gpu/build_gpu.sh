@@ -7,7 +7,7 @@
 # lzma), gflags, OpenBLAS (+gfortran, quadmath), zlib and gtest are linked
 # statically, so the binaries run on a GPU machine that has CUDA 13 and
 # PyTorch but no Bazel. The stripped binaries travel as one bin.tar.xz
-# (about 11 MB; the device tool carries at most 64 MiB), which
+# (about 15 MB; the device tool carries at most 64 MiB), which
 # run_gpu_check.sh unpacks.
 #
 #   tools/gpu/build_gpu.sh            # env: BAZEL_OUTPUT_BASE, JOBS (default 2)
@@ -20,6 +20,7 @@ targets=(
   //oneflow_lite/device/cuda:cuda_device_test
   //oneflow_lite/device/cuda:cuda_runtime_pieces_test
   //oneflow_lite/kernels/cuda:cuda_kernels_test
+  //oneflow_lite/runtime:cuda_runtime_test
   //tools/gpu:kernel_coverage_test
   //tools/gpu:gpu_check
   //tools/bench:train_gpu

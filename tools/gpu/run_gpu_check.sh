@@ -2,7 +2,10 @@
 # Runs ON the GPU machine, from the staged folder (gpu_stage/, made by
 # tools/gpu/build_gpu.sh), in one call of a few minutes:
 #   1. the CUDA device tests and every CUDA kernel against its CPU kernel,
-#   2. the MLP and LeNet-5 training jobs on cuda:0 against the CPU, 20 iterations,
+#   2. the MLP and LeNet-5 training jobs on cuda:0 against the CPU, 20 iterations:
+#      the compiled plans through the actor runtime (CUDA zones, stream
+#      contexts, copy actors) against the CPU plans, and the single-stream
+#      executor against the reference executor; plus the runtime's GPU tests,
 #   3. the training benchmark next to PyTorch eager and CUDA-graph replay,
 # and prints a short table last. Exit status 0 only if 1 and 2 passed.
 #
@@ -39,6 +42,7 @@ if [[ -n "$missing" ]]; then
 fi
 
 declare -A result
+check_lines="$(mktemp)"  # the gpu_check verdict lines, repeated in the summary
 run_step() {  # name, timeout seconds, command...
   local name="$1" limit="$2"
   shift 2
@@ -52,6 +56,7 @@ run_step() {  # name, timeout seconds, command...
   grep -q '\[  SKIPPED \]\|SKIPPED: no CUDA device' "$log" && verdict=SKIPPED
   [[ $rc -ne 0 && $rc -ne 77 ]] && verdict="FAIL(rc=$rc)"
   [[ $rc -eq 124 ]] && verdict="TIMEOUT(${limit}s)"
+  grep -E '^gpu_check ' "$log" >> "$check_lines" || true
   rm -f "$log"
   result[$name]="$verdict $((SECONDS - start))s"
 }
@@ -60,6 +65,7 @@ run_step device_tests 60 bin/cuda_device_test
 run_step runtime_pieces 60 bin/cuda_runtime_pieces_test
 run_step kernel_coverage 60 bin/kernel_coverage_test
 run_step kernels_vs_cpu 180 bin/cuda_kernels_test
+run_step runtime_on_gpu 120 bin/cuda_runtime_test
 run_step plans_vs_cpu 240 bin/gpu_check --iters 20
 echo "== train_gpu"
 bench_out="$(timeout 300 bin/train_gpu --iters "$iters" --warmup 30 --python "$python" \
@@ -69,13 +75,14 @@ echo "$bench_out"
 
 echo
 echo "================ GPU check summary ================"
-for name in device_tests runtime_pieces kernel_coverage kernels_vs_cpu plans_vs_cpu; do
+for name in device_tests runtime_pieces kernel_coverage kernels_vs_cpu runtime_on_gpu plans_vs_cpu; do
   printf '%-16s %s\n' "$name" "${result[$name]}"
 done
-echo "$bench_out" | grep -E '^gpu_check' || true
+cat "$check_lines"
+rm -f "$check_lines"
 echo "--- step time, median of CUDA-event intervals (ms), FP32 ---"
 echo "$bench_out" | grep -E '^(model|mlp|lenet5) ' || echo "train_gpu failed (rc=$bench_rc)"
-for name in device_tests runtime_pieces kernel_coverage kernels_vs_cpu plans_vs_cpu; do
+for name in device_tests runtime_pieces kernel_coverage kernels_vs_cpu runtime_on_gpu plans_vs_cpu; do
   [[ "${result[$name]}" == PASS* ]] || exit 1
 done
 exit 0
