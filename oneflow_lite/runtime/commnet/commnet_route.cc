@@ -98,18 +98,8 @@ Status DeserializeRegst(const std::string& payload, Regst* regst) {
 
 CommNetRoute::CommNetRoute(comm::CommNet* net, std::function<void(const Status&)> on_error,
                            comm::BounceStreamOptions bounce)
-    : net_(net), on_error_(std::move(on_error)) {
-  bounce.channel = kBounceChannel;
-  StatusOr<std::unique_ptr<comm::BounceStreams>> streams = comm::BounceStreams::Create(
-      net_->transport(), net_->router(), bounce, &net_->stats()->bounce,
-      [this](const Status& status) {
-        if (on_error_) on_error_(status);
-      });
-  if (streams.ok()) {
-    bounce_ = std::move(*streams);
-  } else {
-    bounce_status_ = streams.status().WithContext("bounce buffers of the CommNet route");
-  }
+    : net_(net), on_error_(std::move(on_error)), bounce_options_(bounce) {
+  bounce_options_.channel = kBounceChannel;
 }
 
 CommNetRoute::~CommNetRoute() { Detach(); }
@@ -117,11 +107,25 @@ CommNetRoute::~CommNetRoute() { Detach(); }
 void CommNetRoute::Detach() {
   if (bus_ != nullptr) net_->router()->RemoveHandler(comm::kActorChannel);
   bus_ = nullptr;
+  bounce_.reset();  // removes the bounce channels' handlers
 }
 
 void CommNetRoute::Attach(LocalMessageBus* bus, const RegstStore* regsts) {
   bus_ = bus;
   regsts_ = regsts;
+  // Created here, not in the constructor: a route that replaces another on
+  // the same CommNet is built before the old one is destroyed.
+  StatusOr<std::unique_ptr<comm::BounceStreams>> streams = comm::BounceStreams::Create(
+      net_->transport(), net_->router(), bounce_options_, &net_->stats()->bounce,
+      [this](const Status& status) {
+        if (on_error_) on_error_(status);
+      });
+  if (streams.ok()) {
+    bounce_ = std::move(*streams);
+    bounce_status_ = Status::OK();
+  } else {
+    bounce_status_ = streams.status().WithContext("bounce buffers of the CommNet route");
+  }
   net_->router()->SetHandler(comm::kActorChannel,
                              [this](int peer, const void* data, size_t size) {
                                OnMessage(peer, data, size);
@@ -133,6 +137,11 @@ Status CommNetRoute::SendRemote(int64_t machine_id, const ActorMessage& message)
     StatusOr<Regst*> regst = regsts_->Find(message.regst_desc_id, message.regst_index);
     if (regst.ok() && IsBounce(*(*regst)->desc)) {
       return SendThroughBounce(machine_id, message, **regst);
+    }
+    if (regst.ok() && !IsStaticZeroCopy(*(*regst)->desc)) {
+      // No bytes (a control register): an empty payload for TakePayload.
+      const std::string payload = SerializeRegst(**regst);
+      return SendFrames(machine_id, message, &payload);
     }
   }
   return SendFrames(machine_id, message, nullptr);
@@ -269,6 +278,7 @@ void CommNetRoute::OnReadDone(const ActorMessage& completion, const Status& stat
 Status CommNetRoute::SendThroughBounce(int64_t machine_id, const ActorMessage& message,
                                        const Regst& regst) {
   RETURN_IF_ERROR(bounce_status_);
+  if (bounce_ == nullptr) return FailedPreconditionError("CommNet route not attached");
   std::vector<comm::ConstSegment> segments;
   uint64_t total = 0, capacity = 0;
   std::string frame;
@@ -341,6 +351,7 @@ Status CommNetRoute::HandleBounceFrame(int peer_rank, const ActorMessage& messag
 Status CommNetRoute::StartBounceRead(const ActorMessage& produced, const RegstDescProto& src,
                                      Regst* into) {
   RETURN_IF_ERROR(bounce_status_);
+  if (bounce_ == nullptr) return FailedPreconditionError("CommNet route not attached");
   const std::string what = "bounce pull of register " + std::to_string(src.regst_desc_id()) +
                            "[" + std::to_string(produced.regst_index) + "] piece " +
                            std::to_string(produced.piece_id);

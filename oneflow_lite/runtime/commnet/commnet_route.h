@@ -7,7 +7,8 @@
 // EncodeActorMessage, then by type:
 //   1 message: nothing more;
 //   2 message with pushed data (SendWithData, the collective actors'
-//     fallback parts): u64 total payload bytes, u64 offset, chunk bytes
+//     fallback parts; the empty payload of a control register's
+//     "produced"): u64 total payload bytes, u64 offset, chunk bytes
 //     (payload = SerializeRegst), reassembled by the receiver for
 //     TakePayload. Counted under registered-pool (message rings).
 //   3 produced, data through bounce buffers: u64 payload number, u64 valid
@@ -92,8 +93,10 @@ class CommNetRoute final : public RemoteRoute {
                comm::BounceStreamOptions bounce = comm::BounceStreamOptions());
   ~CommNetRoute() override;
 
+  // Also creates the bounce streams (their router handlers).
   void Attach(LocalMessageBus* bus, const RegstStore* regsts);
-  // Removes the router handler (before the bus goes away).
+  // Removes the router handlers and drops the bounce streams (before the
+  // bus goes away; after the run: pulls still in flight are dropped).
   void Detach();
 
   Status SendRemote(int64_t machine_id, const ActorMessage& message) override;
@@ -164,8 +167,9 @@ class CommNetRoute final : public RemoteRoute {
   std::map<Key, std::string> partial_;  // guarded by mutex_ (progress thread)
   std::map<Key, std::string> staged_;   // guarded by mutex_
   std::map<Key, BounceHeader> bounce_headers_;  // guarded by mutex_
+  comm::BounceStreamOptions bounce_options_;
   Status bounce_status_;  // why bounce_ could not be created
-  std::unique_ptr<comm::BounceStreams> bounce_;
+  std::unique_ptr<comm::BounceStreams> bounce_;  // from Attach to Detach
   std::atomic<int64_t> bytes_sent_{0};
   std::atomic<int64_t> messages_sent_{0};
   std::atomic<int64_t> bounce_payloads_sent_{0};
