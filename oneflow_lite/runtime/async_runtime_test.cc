@@ -160,6 +160,34 @@ TEST(AsyncRuntimeTest, VariableSavesAndResumesThroughTheStream) {
   for (int64_t i = 4; i < 10; ++i) EXPECT_EQ(resumed.values["loss"][i], full.values["loss"][i]);
 }
 
+// The NaN check reads kernel outputs through the stream (Memcpy + Synchronize).
+TEST(AsyncRuntimeTest, NanCheckReadsOutputsThroughTheStream) {
+  TestPlanBuilder b;
+  const int64_t src = b.AddTask("source", TASK_SOURCE);
+  const int64_t src_out = b.AddRegst(src, "out", {kVec}, 2);
+  b.AddKernel(src, "source", "test_source", {}, {{"out", src_out}});
+  const int64_t task = b.AddTask("nan", TASK_COMPUTE, 1);
+  const int64_t out = b.AddRegst(task, "out", {kVec}, 2);
+  b.Consume(task, src_out);
+  b.AddKernel(task, "nan_maker", "test_nan_at", {{"in", src_out}}, {{"out", out}}, {{"at", 2}});
+  const int64_t sink = b.AddTask("sink", TASK_SINK);
+  b.Consume(sink, out, "value");
+  const Plan plan = b.Build(6);
+  Recorder clean;
+  Status status = RunPlan(plan, AsyncOptions(&clean));
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(clean.order.size(), 6u);
+  Recorder checked;
+  RuntimeOptions options = AsyncOptions(&checked);
+  options.check_nan = true;
+  status = RunPlan(plan, options);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("nan_maker"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("iteration 2"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("NaN"), std::string::npos) << status;
+  EXPECT_LE(checked.order.size(), 2u);
+}
+
 struct CompiledRun {
   std::map<int64_t, double> loss;
   std::map<int64_t, double> accuracy;
