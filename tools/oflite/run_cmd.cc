@@ -5,7 +5,7 @@
 // iteration, loss, accuracy, samples/s over the interval, ETA. After
 // training, unless --eval=false, the job's evaluation job (MakeEvalJob: the
 // forward graph on the test split, one pass) is compiled for the same
-// cluster and run by the same runtime with the trained variables; its
+// cluster and run by a second runtime with the trained variables; its
 // metrics, averaged over the pass, are printed as the test accuracy/loss.
 // Checkpoints: --save-every N --checkpoint-dir D writes D/iter-<k>; --resume
 // D (a checkpoint, or a root holding iter-* directories: the latest) starts
@@ -13,11 +13,22 @@
 // Multi-machine plans (machine id == rank, one process each, usually
 // started by `oflite launch`): the process joins the job's CommNet
 // (--master, --comm), barriers once every rank has built its actors, and
-// after training barriers again before tearing down; a lost peer ends every
-// rank with exit 1 naming the lost rank (MultiMachineSession). Evaluation is
-// single-machine only and skipped for multi-machine plans. --stats prints the
-// CommNet counters at exit; --metrics-out FILE writes "iteration name value"
-// lines for every iteration this machine's sink reports.
+// after training barriers again; a lost peer ends every rank with exit 1
+// naming the lost rank (MultiMachineSession). Their evaluation is
+// distributed: every rank compiles the eval job for the same cluster (the
+// session checks that the plans agree), runs its part as a second Runtime
+// over the same CommNet with the variable parts it trained
+// (PartCapturingStore / TrainedPartsStore, eval_support.h), and sends its
+// sink's metric sums to rank 0, which merges them and prints the one
+// "test (...)" line; the other ranks print that their part is done. The
+// result equals a single-machine evaluation of the same trained variables.
+// A job without a dataset that has a test split (e.g. the synthetic
+// random_batch source) skips the evaluation with a note.
+// --stats prints the CommNet counters at exit (training and evaluation);
+// --metrics-out FILE writes "iteration name value" lines for every training
+// iteration this machine's sink reports; --eval-out FILE writes the test
+// metrics as "name value" lines at full precision (where the test line is
+// printed).
 // Exit codes: commands.h (1: the run failed; the message names the op and
 // iteration, or the actors the watchdog found stuck).
 #include <chrono>
@@ -186,9 +197,9 @@ double SecondsSince(std::chrono::steady_clock::time_point begin) {
 
 // Single machine: runs the evaluation job of `train` with the logical
 // `variables`; prints its metrics.
-Status Evaluate(const Plan& train, const std::map<std::string, HostTensor>& variables,
-                const RuntimeOptions& base, const std::string& eval_out) {
-  ASSIGN_OR_RETURN(Job eval_job, MakeEvalJob(train.job()));
+Status Evaluate(const Plan& train, const Job& eval_job,
+                const std::map<std::string, HostTensor>& variables, const RuntimeOptions& base,
+                const std::string& eval_out) {
   ASSIGN_OR_RETURN(Plan eval_plan, compiler::Compile(eval_job, train.cluster()));
   MemoryVariableStore store(&variables);
   MetricAverager averager;
@@ -202,11 +213,10 @@ Status Evaluate(const Plan& train, const std::map<std::string, HostTensor>& vari
 
 // Multi-machine: this rank's part of the distributed evaluation (see the
 // file comment). `parts` are the variable parts this machine trained.
-Status EvaluateDistributed(const Plan& train, const TrainedParts& parts,
+Status EvaluateDistributed(const Plan& train, const Job& eval_job, const TrainedParts& parts,
                            const RuntimeOptions& base, MultiMachineSession* session,
                            const std::string& eval_out) {
   const std::string who = "rank " + std::to_string(base.machine_id);
-  ASSIGN_OR_RETURN(Job eval_job, MakeEvalJob(train.job()));
   StatusOr<Plan> eval_plan = compiler::Compile(eval_job, train.cluster());
   if (!eval_plan.ok()) return eval_plan.status().WithContext(who + " compiling the eval job");
   RETURN_IF_ERROR(session->BeginRun(*eval_plan, "eval"));
@@ -361,13 +371,19 @@ int RunRun(int argc, char** argv) {
               static_cast<long long>(stats->threads));
   std::fflush(stdout);
   if (flags.GetBool("eval") && plan->job().conf().is_train()) {
+    StatusOr<Job> eval_job = MakeEvalJob(plan->job());
+    if (!eval_job.ok()) return Fail(eval_job.status(), kExitFailure);
     Status evaluated;
-    if (session == nullptr) {
+    if (eval_job->conf().total_iters() == 0) {
+      // Same decision on every rank (same job): nothing to synchronize.
+      std::printf("test: skipped (the job reads no dataset with a test split)\n");
+    } else if (session == nullptr) {
       std::map<std::string, HostTensor> trained = store.TakeFinalVariables();
-      evaluated = Evaluate(*plan, trained, options, flags.Get("eval-out"));
+      evaluated = Evaluate(*plan, *eval_job, trained, options, flags.Get("eval-out"));
     } else {
       TrainedParts parts = capture.TakeParts();
-      evaluated = EvaluateDistributed(*plan, parts, options, session.get(), flags.Get("eval-out"));
+      evaluated = EvaluateDistributed(*plan, *eval_job, parts, options, session.get(),
+                                      flags.Get("eval-out"));
     }
     if (!evaluated.ok()) return Fail(evaluated, kExitFailure);
   }

@@ -173,8 +173,10 @@ Status MultiMachineSession::BeginRun(const Plan& plan, const std::string& name) 
   ASSIGN_OR_RETURN(const MachinePlan* part, FindMachinePlan(plan, options_.rank));
   retired_messages_ += route_->messages_sent();
   retired_bytes_ += route_->bytes_sent();
-  route_->Detach();
-  MakeRoute();  // the old route (and its registered memory) goes
+  // The old route (its registered memory, its bounce-channel handlers) goes
+  // before the new one installs its own handlers on the router.
+  route_.reset();
+  MakeRoute();
   plan_ = part;
   ++run_index_;
   run_name_ = name;

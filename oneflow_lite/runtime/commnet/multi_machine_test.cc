@@ -7,6 +7,7 @@
 #include "oneflow_lite/runtime/commnet/multi_machine.h"
 
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <string>
@@ -123,8 +124,24 @@ void ExpectLossEq(std::map<int64_t, double> want, std::map<int64_t, double> got)
 
 // Runs `one_spec` on one machine with 2 CPUs and `two_spec` on two machines
 // with one CPU each (ibverbs over the emulator); the loss curves must match.
+// Every static zero-copy register of `plan` moved to bounce buffers (the
+// strategy of dynamic-shape registers).
+void UseBounceBuffers(Plan* plan) {
+  auto change = [](RegstDescProto* desc) {
+    if (desc->cross_machine_strategy() == CM_STATIC_ZERO_COPY) {
+      desc->set_cross_machine_strategy(CM_BOUNCE_BUFFER);
+    }
+  };
+  for (MachinePlan& machine : *plan->mutable_machine()) {
+    for (TaskProto& task : *machine.mutable_task()) {
+      for (RegstDescProto& desc : *task.mutable_produced()) change(&desc);
+      if (task.type() == TASK_COMMNET) change(task.mutable_commnet()->mutable_src_regst());
+    }
+  }
+}
+
 void ExpectSameLoss(const compiler::MlpSpec& one_spec, const compiler::MlpSpec& two_spec,
-                    bool twice = false) {
+                    bool twice = false, bool bounce = false) {
   StatusOr<Job> one_job = compiler::BuildMlpJob(one_spec);
   ASSERT_TRUE(one_job.ok()) << one_job.status().ToString();
   StatusOr<Plan> one = compiler::Compile(*one_job, compiler::MakeCluster(1, 2));
@@ -142,6 +159,7 @@ void ExpectSameLoss(const compiler::MlpSpec& one_spec, const compiler::MlpSpec& 
   ASSERT_TRUE(two_job.ok());
   StatusOr<Plan> two = compiler::Compile(*two_job, compiler::MakeCluster(2, 1));
   ASSERT_TRUE(two.ok()) << two.status().ToString();
+  if (bounce) UseBounceBuffers(&*two);
   const std::string master = FreeMaster();
   ASSERT_FALSE(master.empty());
   setenv("OFLITE_JOB_TOKEN", "multi-machine-test", 1);
@@ -154,6 +172,11 @@ void ExpectSameLoss(const compiler::MlpSpec& one_spec, const compiler::MlpSpec& 
     threads.emplace_back([&, rank] {
       results[rank] = RunRank(*two, rank, master, creator, &recorders[rank],
                               twice ? &seconds[rank] : nullptr, &gathered[rank]);
+      // A failed rank's session goes, which ends the other rank's process
+      // (peer loss): say why first.
+      if (!results[rank].ok()) {
+        std::fprintf(stderr, "rank %d failed: %s\n", rank, results[rank].ToString().c_str());
+      }
     });
   }
   for (auto& t : threads) t.join();
@@ -191,6 +214,17 @@ TEST(MultiMachineTest, SecondRunOnTheSameSessionDataParallel) {
 TEST(MultiMachineTest, SecondRunOnTheSameSessionPipeline) {
   ExpectSameLoss(Spec("0:cpu:0", {"0:cpu:0", "0:cpu:1"}), Spec("0:cpu:0", {"0:cpu:0", "1:cpu:0"}),
                  /*twice=*/true);
+}
+
+TEST(MultiMachineTest, PipelineOverBounceBuffersEqualsOneMachine) {
+  ExpectSameLoss(Spec("0:cpu:0", {"0:cpu:0", "0:cpu:1"}), Spec("0:cpu:0", {"0:cpu:0", "1:cpu:0"}),
+                 /*twice=*/false, /*bounce=*/true);
+}
+
+// The second run's bounce streams replace the first run's on the router.
+TEST(MultiMachineTest, SecondRunOnTheSameSessionBounceBuffers) {
+  ExpectSameLoss(Spec("0:cpu:0", {"0:cpu:0", "0:cpu:1"}), Spec("0:cpu:0", {"0:cpu:0", "1:cpu:0"}),
+                 /*twice=*/true, /*bounce=*/true);
 }
 
 // BeginRun before Finish is refused; a rank whose next plan differs from
