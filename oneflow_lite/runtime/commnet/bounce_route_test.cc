@@ -163,6 +163,10 @@ void Fill(Regst* regst, int64_t floats, int64_t ints, int seed) {
 class BounceRouteTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(BounceRouteTest, DynamicRegistersArriveIntactInOrderWithOneCopy) {
+  // Before the nets: the progress threads may still be in DeliverLocal when
+  // the test body ends, so the buses and inbox must outlive them.
+  LocalMessageBus bus0(0), bus1(1);
+  Inbox inbox1;
   auto nets = StartNets(GetParam(), "bounce-route-test");
   ASSERT_TRUE(nets[0] != nullptr && nets[1] != nullptr);
   RoutePlans setup;
@@ -185,8 +189,6 @@ TEST_P(BounceRouteTest, DynamicRegistersArriveIntactInOrderWithOneCopy) {
   comm::BounceStreamOptions bounce;
   bounce.buffer_size = 256;  // a full payload (1220 bytes) takes 5 chunks
   bounce.buffer_count = 2;
-  LocalMessageBus bus0(0), bus1(1);
-  Inbox inbox1;
   bus1.RegisterInbox(StreamKeyOfTaskId(setup.commnet), &inbox1);
   CommNetRoute route0(nets[0].get(), on_error, bounce);
   CommNetRoute route1(nets[1].get(), on_error, bounce);
@@ -272,6 +274,8 @@ TEST_P(BounceRouteTest, DynamicRegistersArriveIntactInOrderWithOneCopy) {
 // The producer's rank goes away while the consumer pulls a chunked payload
 // whose chunks wait for buffers: the pull fails (no hang), naming the stream.
 TEST_P(BounceRouteTest, PullFailsWhenTheProducerGoes) {
+  LocalMessageBus bus0(0), bus1(1);  // outlive the nets' progress threads
+  Inbox inbox1;
   auto nets = StartNets(GetParam(), "bounce-route-failure");
   ASSERT_TRUE(nets[0] != nullptr && nets[1] != nullptr);
   RoutePlans setup;
@@ -284,8 +288,6 @@ TEST_P(BounceRouteTest, PullFailsWhenTheProducerGoes) {
   comm::BounceStreamOptions bounce;
   bounce.buffer_size = 64;
   bounce.buffer_count = 1;
-  LocalMessageBus bus0(0), bus1(1);
-  Inbox inbox1;
   bus1.RegisterInbox(StreamKeyOfTaskId(setup.commnet), &inbox1);
   auto route0 = std::make_unique<CommNetRoute>(nets[0].get(), [](const Status&) {}, bounce);
   CommNetRoute route1(nets[1].get(), [](const Status&) {}, bounce);
