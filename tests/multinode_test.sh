@@ -2,10 +2,12 @@
 # Multi-machine plans over CommNet, end to end with real processes on
 # loopback: data-parallel MLP (Fashion-MNIST) on 2 and 3 machines equals the
 # same parallelism on one machine (losses and accuracies within 1e-5
-# relative), a 2-stage pipeline across 2 machines (zero-copy READs) equals it
-# on one machine, and so does the distributed evaluation after training
+# relative), a 2-stage pipeline across 2 machines (zero-copy READs) and a
+# 2-machine model-parallel MLP equal them on one machine, and so does the
+# distributed evaluation after training
 # (rank 0 prints the one test line; its metrics equal the single-machine
-# evaluation within 1e-5 relative); --eval=false skips it; kill -9 of one
+# evaluation within 1e-5 relative); --eval=false skips it, and so does a
+# job without a test split; kill -9 of one
 # rank mid-training, and of one rank during the evaluation, makes the other
 # exit non-zero within 10 s naming the lost rank.
 set -u
@@ -140,6 +142,18 @@ else
   echo "FAIL: pipeline launch"; tail -20 "$TMP/pp.log"; fail=1
 fi
 
+# Model parallel (the first layer's weight split by columns over the two
+# machines): each machine evaluates with its own slice of the trained weight.
+compile refmp "$TMP/one2.pbtxt" --placement 0:cpu:0-1 --model_parallel columns
+compile mp "$TMP/two.pbtxt" --placement 0-1:cpu:0 --model_parallel columns
+reference refmp
+if launch mp 2; then
+  compare "2-machine model parallel equals 1 machine" "$TMP/refmp.txt" "$TMP"/mp.[0-9].txt
+  compare_eval "2-machine model-parallel evaluation equals 1 machine" refmp mp 2
+else
+  echo "FAIL: model-parallel launch"; tail -20 "$TMP/mp.log"; fail=1
+fi
+
 # --eval=false: no evaluation on any rank.
 if timeout 120 "$OFLITE" launch --plan "$TMP/pp.plan.pb" --nproc 2 --comm tcp -- --iters 2 \
     --eval=false > "$TMP/noeval.log" 2>&1; then
@@ -186,6 +200,15 @@ kill_rank1() {
 MLP=(--batch 32 --features 784 --hidden 64 --classes 10 --iterations 1000000)
 compile long "$TMP/two.pbtxt" --placement 0-1:cpu:0
 kill_rank1 "kill -9 rank 1 mid-training" "$TMP/long.plan.pb" "iter " --eval=false --log-every 1000
+# A job without a test split (random_batch) skips the evaluation on every rank.
+if timeout 120 "$OFLITE" launch --plan "$TMP/long.plan.pb" --nproc 2 --comm tcp -- --iters 2 \
+    > "$TMP/nosplit.log" 2>&1; then
+  if [[ $(grep -c "test: skipped" "$TMP/nosplit.log") == 2 ]]; then
+    echo "ok: no test split: every rank skips the evaluation"
+  else echo "FAIL: no test split: expected a skip note per rank"; grep test "$TMP/nosplit.log"; fail=1; fi
+else
+  echo "FAIL: launch of a job without test split"; tail -20 "$TMP/nosplit.log"; fail=1
+fi
 # kill -9 of rank 1 during the evaluation (small test batches: a long pass).
 MLP=(--batch 4 --features 784 --hidden 64 --classes 10 --iterations 2 --accuracy
      --fashion_mnist "$DATA")
