@@ -163,7 +163,7 @@ class CommNetActor final : public SlotActor {
   using SlotActor::SlotActor;
   Status Init() {
     RETURN_IF_ERROR(InitSlots(task_->commnet().src_regst_desc_id()));
-    zero_copy_ = CommNetRoute::IsStaticZeroCopy(task_->commnet().src_regst());
+    zero_copy_ = CommNetRoute::IsPulledByRead(task_->commnet().src_regst());
     if (task_->commnet().src_regst().blob_size() > 0 && data_out_ == nullptr) {
       return InvalidArgumentError("commnet task '", name(), "' has no data register to fill");
     }
