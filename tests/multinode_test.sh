@@ -209,6 +209,14 @@ if timeout 120 "$OFLITE" launch --plan "$TMP/long.plan.pb" --nproc 2 --comm tcp 
 else
   echo "FAIL: launch of a job without test split"; tail -20 "$TMP/nosplit.log"; fail=1
 fi
+# A bad --ib_* value is refused before the rank joins anything (exit 2,
+# naming the flag).
+"$OFLITE" run --plan "$TMP/long.plan.pb" --rank 0 --master 127.0.0.1:1 --comm ibverbs \
+  --ib_gid_index=abc > "$TMP/ibflag.log" 2>&1
+rc=$?
+if [[ $rc == 2 ]] && grep -q "ib_gid_index" "$TMP/ibflag.log"; then
+  echo "ok: bad --ib_gid_index refused: $(tail -1 "$TMP/ibflag.log")"
+else echo "FAIL: bad --ib_gid_index: exit $rc"; tail -5 "$TMP/ibflag.log"; fail=1; fi
 # kill -9 of rank 1 during the evaluation (small test batches: a long pass).
 MLP=(--batch 4 --features 784 --hidden 64 --classes 10 --iterations 2 --accuracy
      --fashion_mnist "$DATA")

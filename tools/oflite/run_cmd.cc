@@ -35,11 +35,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 
 #include "oneflow_lite/api/eval_job.h"
 #include "oneflow_lite/checkpoint/checkpoint.h"
 #include "oneflow_lite/checkpoint/sharded_store.h"
+#include "oneflow_lite/comm/ibverbs/ibverbs_flags.h"
 #include "oneflow_lite/common/attr.h"
 #include "oneflow_lite/common/proto_io.h"
 #include "oneflow_lite/compiler/compiler.h"
@@ -274,8 +276,7 @@ int Fail(const Status& status, int code) {
 }  // namespace
 
 int RunRun(int argc, char** argv) {
-  FlagSet flags("run", "--plan PLAN.pb [--rank R --master HOST:PORT] [flags]",
-                {{"plan", "the Plan file"},
+  std::vector<FlagSpec> specs = {{"plan", "the Plan file"},
                  {"rank", "this node's machine id (else RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK)"},
                  {"master", "rendezvous address HOST:PORT (rank 0 serves it)"},
                  {"comm", "transport: ibverbs, tcp or auto", false, "auto"},
@@ -289,7 +290,12 @@ int RunRun(int argc, char** argv) {
                  {"eval", "evaluate on the test split after training", false, "true"},
                  {"stats", "print CommNet counters at exit (multi-machine)", true, "false"},
                  {"metrics-out", "write per-iteration metrics to this file"},
-                 {"eval-out", "write the test metrics (name value) to this file"}});
+                 {"eval-out", "write the test metrics (name value) to this file"}};
+  // The ibverbs provider's --ib_* flags (comm/ibverbs/ibverbs_flags.h).
+  for (const comm::ibverbs::IbverbsFlag& flag : comm::ibverbs::IbverbsFlags()) {
+    specs.push_back({flag.name, flag.help, flag.is_bool, flag.default_value});
+  }
+  FlagSet flags("run", "--plan PLAN.pb [--rank R --master HOST:PORT] [flags]", std::move(specs));
   Status parsed = flags.Parse(argc, argv);
   if (!parsed.ok()) return Fail(parsed, kExitBadInput);
   if (flags.help_requested()) {
@@ -307,6 +313,14 @@ int RunRun(int argc, char** argv) {
     multi.rank = *rank;
     multi.master = flags.Get("master");
     multi.comm = flags.Get("comm");
+    std::map<std::string, std::string> ib_values;
+    for (const comm::ibverbs::IbverbsFlag& flag : comm::ibverbs::IbverbsFlags()) {
+      ib_values[flag.name] = flags.Get(flag.name);
+    }
+    StatusOr<comm::ibverbs::IbverbsOptions> ibverbs =
+        comm::ibverbs::IbverbsOptionsFromFlags(ib_values);
+    if (!ibverbs.ok()) return Fail(ibverbs.status(), kExitBadInput);
+    multi.ibverbs = *ibverbs;
     StatusOr<std::unique_ptr<MultiMachineSession>> started =
         MultiMachineSession::Start(*plan, multi);
     if (!started.ok()) return Fail(started.status(), kExitFailure);

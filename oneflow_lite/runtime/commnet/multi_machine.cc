@@ -78,14 +78,15 @@ StatusOr<std::unique_ptr<MultiMachineSession>> MultiMachineSession::Start(
   };
   const std::string comm = options.comm;
   const int64_t rank = options.rank;
-  net.provider = [self, comm, rank](const comm::TransportOptions& transport)
+  const comm::ibverbs::IbverbsOptions ibverbs = options.ibverbs;
+  net.provider = [self, comm, rank, ibverbs](const comm::TransportOptions& transport)
       -> StatusOr<std::unique_ptr<comm::Transport>> {
     if (comm == "tcp") {
       self->provider_ = "tcp";
       return MakeTcp(transport);
     }
     StatusOr<std::unique_ptr<comm::Transport>> verbs =
-        comm::ibverbs::CreateIbverbsTransport(transport, comm::ibverbs::IbverbsOptions());
+        comm::ibverbs::CreateIbverbsTransport(transport, ibverbs);
     if (verbs.ok() || comm == "ibverbs") {
       self->provider_ = "ibverbs";
       return verbs;

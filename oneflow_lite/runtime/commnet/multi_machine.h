@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "oneflow_lite/comm/comm_net.h"
+#include "oneflow_lite/comm/ibverbs/ibverbs_transport.h"
 #include "oneflow_lite/runtime/actor_registry.h"
 #include "oneflow_lite/runtime/commnet/commnet_route.h"
 #include "oneflow_lite/runtime/runtime.h"
@@ -53,6 +54,9 @@ struct MultiMachineOptions {
   int64_t rank = 0;
   std::string master;        // HOST:PORT
   std::string comm = "auto";  // tcp | ibverbs | auto
+  // Device, port, GID index, queue depth... of the ibverbs provider (the
+  // CLI's --ib_* flags, comm/ibverbs/ibverbs_flags.h).
+  comm::ibverbs::IbverbsOptions ibverbs;
   std::chrono::milliseconds connect_timeout{60000};
   std::chrono::milliseconds peer_timeout{5000};
   // Tests: the transport to use instead of `comm` (e.g. the ibverbs
