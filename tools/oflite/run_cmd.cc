@@ -14,7 +14,9 @@
 // started by `oflite launch`): the process joins the job's CommNet
 // (--master, --comm), barriers once every rank has built its actors, and
 // after training barriers again; a lost peer ends every rank with exit 1
-// naming the lost rank (MultiMachineSession). Their evaluation is
+// naming the lost rank (MultiMachineSession), and a rank that fails (its
+// runtime, its evaluation) tells every peer through the abort notice, so
+// they exit 1 at once with "rank R failed: <its error>". Their evaluation is
 // distributed: every rank compiles the eval job for the same cluster (the
 // session checks that the plans agree), runs its part as a second Runtime
 // over the same CommNet with the variable parts it trained
@@ -273,6 +275,15 @@ int Fail(const Status& status, int code) {
   return code;
 }
 
+// A failure of this rank in a multi-machine job: reported here, then told to
+// every peer (abort notice) so they stop at once naming this rank.
+int FailJob(const Status& status, MultiMachineSession* session) {
+  const int code = Fail(status, kExitFailure);
+  std::fflush(stderr);
+  if (session != nullptr) session->AbortPeers(status);
+  return code;
+}
+
 }  // namespace
 
 int RunRun(int argc, char** argv) {
@@ -287,6 +298,8 @@ int RunRun(int argc, char** argv) {
                  {"resume", "resume from checkpoint D (or the latest D/iter-*)"},
                  {"check-nan", "fail on NaN/Inf in any kernel output", true, "false"},
                  {"watchdog-seconds", "abort when no actor progresses this long", false, "60"},
+                 {"ring-timeout-seconds", "bound of one cross-machine ring collective", false,
+                  "120"},
                  {"eval", "evaluate on the test split after training", false, "true"},
                  {"stats", "print CommNet counters at exit (multi-machine)", true, "false"},
                  {"metrics-out", "write per-iteration metrics to this file"},
@@ -313,6 +326,13 @@ int RunRun(int argc, char** argv) {
     multi.rank = *rank;
     multi.master = flags.Get("master");
     multi.comm = flags.Get("comm");
+    StatusOr<int64_t> ring_timeout = flags.GetInt("ring-timeout-seconds");
+    if (!ring_timeout.ok()) return Fail(ring_timeout.status(), kExitBadInput);
+    if (*ring_timeout < 1) {
+      return Fail(InvalidArgumentError("--ring-timeout-seconds must be at least 1"),
+                  kExitBadInput);
+    }
+    multi.ring_timeout = std::chrono::milliseconds(1000 * *ring_timeout);
     std::map<std::string, std::string> ib_values;
     for (const comm::ibverbs::IbverbsFlag& flag : comm::ibverbs::IbverbsFlags()) {
       ib_values[flag.name] = flags.Get(flag.name);
@@ -378,7 +398,7 @@ int RunRun(int argc, char** argv) {
   PartCapturingStore capture(&store, end);  // this machine's trained parts
   options.variables = &capture;
   StatusOr<RunStats> stats = Train(*plan, options, session.get());
-  if (!stats.ok()) return Fail(stats.status(), kExitFailure);
+  if (!stats.ok()) return FailJob(stats.status(), session.get());
   std::printf("trained iterations %lld..%lld in %.1fs (%lld actors, %lld threads)\n",
               static_cast<long long>(options.start_iter), static_cast<long long>(end),
               stats->seconds, static_cast<long long>(stats->actors),
@@ -386,7 +406,7 @@ int RunRun(int argc, char** argv) {
   std::fflush(stdout);
   if (flags.GetBool("eval") && plan->job().conf().is_train()) {
     StatusOr<Job> eval_job = MakeEvalJob(plan->job());
-    if (!eval_job.ok()) return Fail(eval_job.status(), kExitFailure);
+    if (!eval_job.ok()) return FailJob(eval_job.status(), session.get());
     Status evaluated;
     if (eval_job->conf().total_iters() == 0) {
       // Same decision on every rank (same job): nothing to synchronize.
@@ -399,7 +419,7 @@ int RunRun(int argc, char** argv) {
       evaluated = EvaluateDistributed(*plan, *eval_job, parts, options, session.get(),
                                       flags.Get("eval-out"));
     }
-    if (!evaluated.ok()) return Fail(evaluated, kExitFailure);
+    if (!evaluated.ok()) return FailJob(evaluated, session.get());
   }
   if (session != nullptr && flags.GetBool("stats")) {
     std::printf("%s\n", session->StatsSummary().c_str());

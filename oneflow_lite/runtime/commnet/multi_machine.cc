@@ -101,6 +101,9 @@ StatusOr<std::unique_ptr<MultiMachineSession>> MultiMachineSession::Start(
     session->provider_ = options.provider_name;
   }
   ASSIGN_OR_RETURN(session->net_, comm::CommNet::Start(net));
+  session->abort_ = std::make_unique<AbortNotice>(
+      session->net_->transport(), session->net_->router(),
+      [self](int, const Status& reason) { self->OnPeerAbort(reason); });
   std::fprintf(stderr, "oflite run: rank %lld of %d joined over %s\n",
                static_cast<long long>(rank), world, session->provider_.c_str());
   session->MakeRoute();
@@ -110,7 +113,10 @@ StatusOr<std::unique_ptr<MultiMachineSession>> MultiMachineSession::Start(
 void MultiMachineSession::MakeRoute() {
   route_ = std::make_unique<CommNetRoute>(
       net_.get(), [this](const Status& status) { OnFatal(status.ToString()); });
-  registry_ = MultiMachineActorRegistry(route_.get());
+  CollectiveActorOptions collectives;
+  collectives.abort = abort_.get();
+  collectives.ring_timeout = options_.ring_timeout;
+  registry_ = MultiMachineActorRegistry(route_.get(), collectives);
 }
 
 std::string MultiMachineSession::BarrierName(const std::string& what) const {
@@ -124,7 +130,24 @@ std::string MultiMachineSession::KeyPrefix() const {
 MultiMachineSession::~MultiMachineSession() {
   finishing_ = true;
   route_.reset();
+  abort_.reset();
   net_.reset();
+}
+
+void MultiMachineSession::AbortPeers(const Status& status) {
+  // The peers leave once they hear it; their going is not news here.
+  finishing_ = true;
+  if (abort_ != nullptr && !status.ok()) abort_->Broadcast(status);
+}
+
+void MultiMachineSession::OnPeerAbort(const Status& reason) {
+  // A peer's failure ends this rank even when it waits at a final barrier
+  // (finishing_ is not consulted): the job cannot complete.
+  std::fprintf(stderr, "oflite run: rank %lld: %s\n", static_cast<long long>(options_.rank),
+               reason.message().c_str());
+  std::fflush(stderr);
+  std::fflush(stdout);
+  _exit(1);
 }
 
 void MultiMachineSession::OnFatal(const std::string& what) {

@@ -44,6 +44,7 @@
 #include "oneflow_lite/comm/comm_net.h"
 #include "oneflow_lite/comm/ibverbs/ibverbs_transport.h"
 #include "oneflow_lite/runtime/actor_registry.h"
+#include "oneflow_lite/runtime/commnet/abort_notice.h"
 #include "oneflow_lite/runtime/commnet/commnet_route.h"
 #include "oneflow_lite/runtime/runtime.h"
 #include "proto/plan.pb.h"
@@ -59,6 +60,8 @@ struct MultiMachineOptions {
   comm::ibverbs::IbverbsOptions ibverbs;
   std::chrono::milliseconds connect_timeout{60000};
   std::chrono::milliseconds peer_timeout{5000};
+  // Bound of one ring collective (all-reduce, reduce-scatter, all-gather).
+  std::chrono::milliseconds ring_timeout{120000};
   // Tests: the transport to use instead of `comm` (e.g. the ibverbs
   // provider over the verbs emulator).
   comm::ProviderFactory provider;
@@ -87,6 +90,11 @@ class MultiMachineSession {
   // vector once their value is published.
   StatusOr<std::vector<std::string>> GatherToRoot(const std::string& key,
                                                   const std::string& value);
+  // This rank failed with `status` (its runtime could not be created or its
+  // run failed): tells every peer through the abort notice (runtime/commnet/
+  // abort_notice.h) so they stop at once naming this rank, instead of
+  // waiting for a barrier or ring deadline. Bounded (about 2 s at most).
+  void AbortPeers(const Status& status);
   // Per-strategy byte counters and the routes' totals (all runs).
   std::string StatsSummary() const;
   const std::string& provider() const { return provider_; }
@@ -94,6 +102,7 @@ class MultiMachineSession {
  private:
   MultiMachineSession() = default;
   void OnFatal(const std::string& what);
+  void OnPeerAbort(const Status& reason);
   std::string Who() const { return "rank " + std::to_string(options_.rank); }
   // "actors-ready" for the first run, "<name>/actors-ready" after.
   std::string BarrierName(const std::string& what) const;
@@ -109,6 +118,7 @@ class MultiMachineSession {
   int64_t retired_messages_ = 0;  // counters of the previous runs' routes
   int64_t retired_bytes_ = 0;
   std::unique_ptr<comm::CommNet> net_;
+  std::unique_ptr<AbortNotice> abort_;  // after net_: destroyed before it
   std::unique_ptr<CommNetRoute> route_;
   ActorRegistry registry_;
 };
