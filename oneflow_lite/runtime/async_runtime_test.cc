@@ -15,6 +15,7 @@
 #include "oneflow_lite/compiler/test_jobs.h"
 #include "oneflow_lite/runtime/runtime.h"
 #include "oneflow_lite/runtime/testing/async_cpu_context.h"
+#include "oneflow_lite/runtime/testing/test_fixtures.h"
 #include "oneflow_lite/runtime/testing/test_plan_builder.h"
 
 namespace oflite {
@@ -22,86 +23,13 @@ namespace {
 
 using testing::AsyncCpuContexts;
 using testing::AsyncCpuOptions;
+using testing::ChainPlan;
+using testing::MetricsRecorder;
+using testing::SnapshotVariableStore;
 using testing::TestPlanBuilder;
+using testing::VariablePlan;
 
 const TensorDesc kVec(Shape{5}, DT_FLOAT);
-
-class Recorder : public MetricsObserver {
- public:
-  void OnMetrics(int64_t iteration,
-                 const std::vector<std::pair<std::string, double>>& metrics) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    order.push_back(iteration);
-    for (const auto& [name, value] : metrics) values[name][iteration] = value;
-  }
-  std::mutex mutex_;
-  std::vector<int64_t> order;
-  std::map<std::string, std::map<int64_t, double>> values;
-};
-
-class MemoryVariableStore : public VariableStore {
- public:
-  StatusOr<bool> Restore(const VariablePart& part, Blob* blob) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (restore_from < 0) return false;
-    auto it = saved.find({part.op_name, restore_from});
-    if (it == saved.end()) return NotFoundError("no snapshot of ", part.op_name);
-    std::memcpy(blob->raw(), it->second.data(), it->second.size() * sizeof(float));
-    return true;
-  }
-  Status Save(const VariablePart& part, int64_t completed, const Blob& blob) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const float* data = blob.data<float>();
-    saved[{part.op_name, completed}] = std::vector<float>(data, data + blob.elem_count());
-    return Status::OK();
-  }
-  std::mutex mutex_;
-  int64_t restore_from = -1;
-  std::map<std::pair<std::string, int64_t>, std::vector<float>> saved;
-};
-
-// source -> add_one x `length` (alternating devices) -> sink ("value").
-Plan Chain(int length, int regst_num, int64_t iters) {
-  TestPlanBuilder b;
-  int64_t prev_task = b.AddTask("source", TASK_SOURCE);
-  int64_t prev = b.AddRegst(prev_task, "out", {kVec}, regst_num);
-  b.AddKernel(prev_task, "source", "test_source", {}, {{"out", prev}});
-  for (int i = 0; i < length; ++i) {
-    const std::string name = "add" + std::to_string(i);
-    const int64_t task = b.AddTask(name, TASK_COMPUTE, i % 2);
-    const int64_t out = b.AddRegst(task, "out", {kVec}, regst_num);
-    b.Consume(task, prev);
-    b.AddKernel(task, name, "test_add_one", {{"in", prev}}, {{"out", out}});
-    prev = out;
-  }
-  const int64_t sink = b.AddTask("sink", TASK_SINK);
-  b.Consume(sink, prev, "value");
-  return b.Build(iters);
-}
-
-// variable (init 100) -> reader (+1) -> sink; update: variable += source.
-Plan VariablePlan(int64_t iters) {
-  TestPlanBuilder b;
-  const int64_t var = b.AddTask("w", TASK_VARIABLE);
-  const int64_t var_out = b.AddRegst(var, "out", {kVec}, 1);
-  b.task(var)->mutable_produced(0)->set_is_persistent(true);
-  b.AddKernel(var, "w", "test_init", {}, {{"out", var_out}}, {{"value", 100}});
-  const int64_t src = b.AddTask("data", TASK_SOURCE);
-  const int64_t src_out = b.AddRegst(src, "out", {kVec}, 2);
-  b.AddKernel(src, "data", "test_source", {}, {{"out", src_out}});
-  const int64_t reader = b.AddTask("reader", TASK_COMPUTE, 1);
-  const int64_t reader_out = b.AddRegst(reader, "out", {kVec}, 2);
-  b.Consume(reader, var_out);
-  b.AddKernel(reader, "reader", "test_add_one", {{"in", var_out}}, {{"out", reader_out}});
-  const int64_t update = b.AddTask("update", TASK_COMPUTE, 2);
-  b.Consume(update, var_out, "model");
-  b.MarkMutator(var_out, update);
-  b.Consume(update, src_out, "in");
-  b.AddKernel(update, "update", "test_accumulate", {{"model", var_out}, {"in", src_out}}, {});
-  const int64_t sink = b.AddTask("sink", TASK_SINK);
-  b.Consume(sink, reader_out, "loss");
-  return b.Build(iters);
-}
 
 Status RunPlan(const Plan& plan, RuntimeOptions options) {
   options.watchdog_timeout = std::chrono::milliseconds(20000);
@@ -109,7 +37,7 @@ Status RunPlan(const Plan& plan, RuntimeOptions options) {
   return runtime->Run();
 }
 
-RuntimeOptions AsyncOptions(Recorder* recorder, uint64_t seed = 1) {
+RuntimeOptions AsyncOptions(MetricsRecorder* recorder, uint64_t seed = 1) {
   RuntimeOptions options;
   options.metrics = recorder;
   AsyncCpuOptions async;
@@ -121,8 +49,8 @@ RuntimeOptions AsyncOptions(Recorder* recorder, uint64_t seed = 1) {
 TEST(AsyncRuntimeTest, ChainProducesEveryIterationInOrder) {
   for (int regst_num : {1, 2, 3}) {
     for (int length : {0, 1, 5}) {
-      Recorder recorder;
-      Status status = RunPlan(Chain(length, regst_num, 7), AsyncOptions(&recorder, regst_num));
+      MetricsRecorder recorder;
+      Status status = RunPlan(ChainPlan(length, regst_num, 7), AsyncOptions(&recorder, regst_num));
       ASSERT_TRUE(status.ok()) << status;
       ASSERT_EQ(recorder.order.size(), 7u);
       for (int64_t i = 0; i < 7; ++i) {
@@ -135,8 +63,8 @@ TEST(AsyncRuntimeTest, ChainProducesEveryIterationInOrder) {
 }
 
 TEST(AsyncRuntimeTest, VariableSavesAndResumesThroughTheStream) {
-  Recorder full;
-  MemoryVariableStore store;
+  MetricsRecorder full;
+  SnapshotVariableStore store;
   RuntimeOptions options = AsyncOptions(&full);
   options.variables = &store;
   options.save_every = 4;
@@ -149,7 +77,7 @@ TEST(AsyncRuntimeTest, VariableSavesAndResumesThroughTheStream) {
   ASSERT_EQ(store.saved.count({"w", 10}), 1u);
   EXPECT_EQ(store.saved[std::make_pair(std::string("w"), int64_t{10})][0], 100 + 45);
 
-  Recorder resumed;
+  MetricsRecorder resumed;
   store.restore_from = 4;
   options = AsyncOptions(&resumed, 2);
   options.variables = &store;
@@ -173,11 +101,11 @@ TEST(AsyncRuntimeTest, NanCheckReadsOutputsThroughTheStream) {
   const int64_t sink = b.AddTask("sink", TASK_SINK);
   b.Consume(sink, out, "value");
   const Plan plan = b.Build(6);
-  Recorder clean;
+  MetricsRecorder clean;
   Status status = RunPlan(plan, AsyncOptions(&clean));
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_EQ(clean.order.size(), 6u);
-  Recorder checked;
+  MetricsRecorder checked;
   RuntimeOptions options = AsyncOptions(&checked);
   options.check_nan = true;
   status = RunPlan(plan, options);
@@ -194,7 +122,7 @@ struct CompiledRun {
 };
 
 StatusOr<CompiledRun> RunCompiled(const Plan& plan, bool async, uint64_t seed) {
-  Recorder recorder;
+  MetricsRecorder recorder;
   RuntimeOptions options;
   if (async) options = AsyncOptions(&recorder, seed);
   options.metrics = &recorder;
@@ -288,13 +216,13 @@ TEST(AsyncRuntimeTest, CudaPlansEmulatedOnCpuEqualTheCpuPlan) {
 }
 
 TEST(AsyncRuntimeTest, FailedCompletionStopsTheRunNamingTheActor) {
-  Recorder recorder;
+  MetricsRecorder recorder;
   RuntimeOptions options = AsyncOptions(&recorder);
   AsyncCpuOptions async;
   async.fail_actor = "add1";
   async.fail_at = 3;
   options.device_context_factory = AsyncCpuContexts(async);
-  Status status = RunPlan(Chain(3, 2, 20), options);
+  Status status = RunPlan(ChainPlan(3, 2, 20), options);
   ASSERT_FALSE(status.ok());
   EXPECT_EQ(status.code(), StatusCode::kInternal) << status;
   EXPECT_NE(status.message().find("actor 'add1'"), std::string::npos) << status;
@@ -304,13 +232,13 @@ TEST(AsyncRuntimeTest, FailedCompletionStopsTheRunNamingTheActor) {
 }
 
 TEST(AsyncRuntimeTest, WatchdogReportsActsWaitingForTheirStream) {
-  Recorder recorder;
+  MetricsRecorder recorder;
   RuntimeOptions options = AsyncOptions(&recorder);
   AsyncCpuOptions async;
   async.hold_actor = "add0";
   options.device_context_factory = AsyncCpuContexts(async);
   options.watchdog_timeout = std::chrono::milliseconds(300);
-  const Plan plan = Chain(2, 2, 5);  // outlives the runtime
+  const Plan plan = ChainPlan(2, 2, 5);  // outlives the runtime
   StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(plan, options);
   ASSERT_TRUE(runtime.ok()) << runtime.status();
   Status status = (*runtime)->Run();
@@ -329,7 +257,7 @@ TEST(AsyncRuntimeTest, ContextFactoryErrorIsAStartUpErrorNamingTheStream) {
     if (stream.device_index == 1) return UnavailableError("device 1 is broken");
     return std::unique_ptr<DeviceContext>(new CpuDeviceContext(stream.device_index));
   };
-  const Plan plan = Chain(2, 2, 3);
+  const Plan plan = ChainPlan(2, 2, 3);
   StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(plan, options);
   ASSERT_FALSE(runtime.ok());
   EXPECT_EQ(runtime.status().code(), StatusCode::kUnavailable);

@@ -6,67 +6,19 @@
 
 #include <gtest/gtest.h>
 
+#include "oneflow_lite/runtime/testing/test_fixtures.h"
 #include "oneflow_lite/runtime/testing/test_plan_builder.h"
 
 namespace oflite {
 namespace {
 
+using testing::ChainPlan;
+using testing::MetricsRecorder;
+using testing::SnapshotVariableStore;
 using testing::TestPlanBuilder;
+using testing::VariablePlan;
 
 const TensorDesc kVec(Shape{5}, DT_FLOAT);
-
-class Recorder : public MetricsObserver {
- public:
-  void OnMetrics(int64_t iteration,
-                 const std::vector<std::pair<std::string, double>>& metrics) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    order.push_back(iteration);
-    for (const auto& [name, value] : metrics) values[name][iteration] = value;
-  }
-  std::mutex mutex_;
-  std::vector<int64_t> order;
-  std::map<std::string, std::map<int64_t, double>> values;
-};
-
-class MemoryVariableStore : public VariableStore {
- public:
-  StatusOr<bool> Restore(const VariablePart& part, Blob* blob) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (restore_from < 0) return false;
-    auto it = saved.find({part.op_name, restore_from});
-    if (it == saved.end()) return NotFoundError("no snapshot of ", part.op_name);
-    std::memcpy(blob->raw(), it->second.data(), it->second.size() * sizeof(float));
-    return true;
-  }
-  Status Save(const VariablePart& part, int64_t completed, const Blob& blob) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const float* data = blob.data<float>();
-    saved[{part.op_name, completed}] = std::vector<float>(data, data + blob.elem_count());
-    return Status::OK();
-  }
-  std::mutex mutex_;
-  int64_t restore_from = -1;
-  std::map<std::pair<std::string, int64_t>, std::vector<float>> saved;
-};
-
-// source -> add_one x `length` -> sink ("value").
-Plan Chain(int length, int regst_num, int64_t iters) {
-  TestPlanBuilder b;
-  int64_t prev_task = b.AddTask("source", TASK_SOURCE);
-  int64_t prev = b.AddRegst(prev_task, "out", {kVec}, regst_num);
-  b.AddKernel(prev_task, "source", "test_source", {}, {{"out", prev}});
-  for (int i = 0; i < length; ++i) {
-    const std::string name = "add" + std::to_string(i);
-    const int64_t task = b.AddTask(name, TASK_COMPUTE, i % 2);
-    const int64_t out = b.AddRegst(task, "out", {kVec}, regst_num);
-    b.Consume(task, prev);
-    b.AddKernel(task, name, "test_add_one", {{"in", prev}}, {{"out", out}});
-    prev = out;
-  }
-  const int64_t sink = b.AddTask("sink", TASK_SINK);
-  b.Consume(sink, prev, "value");
-  return b.Build(iters);
-}
 
 Status RunPlan(const Plan& plan, RuntimeOptions options) {
   StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(plan, options);
@@ -77,10 +29,10 @@ Status RunPlan(const Plan& plan, RuntimeOptions options) {
 TEST(RuntimeTest, ChainProducesEveryIterationInOrder) {
   for (int regst_num : {1, 2, 3}) {
     for (int length : {0, 1, 5}) {
-      Recorder recorder;
+      MetricsRecorder recorder;
       RuntimeOptions options;
       options.metrics = &recorder;
-      ASSERT_TRUE(RunPlan(Chain(length, regst_num, 7), options).ok());
+      ASSERT_TRUE(RunPlan(ChainPlan(length, regst_num, 7), options).ok());
       ASSERT_EQ(recorder.order.size(), 7u);
       for (int64_t i = 0; i < 7; ++i) {
         EXPECT_EQ(recorder.order[i], i);
@@ -91,17 +43,17 @@ TEST(RuntimeTest, ChainProducesEveryIterationInOrder) {
 }
 
 TEST(RuntimeTest, ZeroIterationsFinishCleanly) {
-  Recorder recorder;
+  MetricsRecorder recorder;
   RuntimeOptions options;
   options.metrics = &recorder;
   options.start_iter = 3;
   options.total_iters = 3;
-  ASSERT_TRUE(RunPlan(Chain(3, 2, 3), options).ok());
+  ASSERT_TRUE(RunPlan(ChainPlan(3, 2, 3), options).ok());
   EXPECT_TRUE(recorder.order.empty());
 }
 
 TEST(RuntimeTest, StatsCountActsAndMessages) {
-  const Plan plan = Chain(2, 2, 10);
+  const Plan plan = ChainPlan(2, 2, 10);
   StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(plan, {});
   ASSERT_TRUE(runtime.ok());
   ASSERT_TRUE((*runtime)->Run().ok());
@@ -136,7 +88,7 @@ TEST(RuntimeTest, DiamondJoinsBothBranches) {
               {{"out", join_out}});
   const int64_t sink = b.AddTask("sink", TASK_SINK);
   b.Consume(sink, join_out, "value");
-  Recorder recorder;
+  MetricsRecorder recorder;
   RuntimeOptions options;
   options.metrics = &recorder;
   ASSERT_TRUE(RunPlan(b.Build(9), options).ok());
@@ -156,7 +108,7 @@ TEST(RuntimeTest, KernelErrorStopsEveryActorAndNamesOpAndIteration) {
               {{"at", 4}});
   const int64_t sink = b.AddTask("sink", TASK_SINK);
   b.Consume(sink, bad_out, "value");
-  Recorder recorder;
+  MetricsRecorder recorder;
   RuntimeOptions options;
   options.metrics = &recorder;
   Status status = RunPlan(b.Build(1000), options);
@@ -197,7 +149,7 @@ TEST(RuntimeTest, NanCheckFailsOnlyWhenEnabled) {
 TEST(RuntimeTest, AllocationFailureIsReportedBeforeAnythingRuns) {
   RuntimeOptions options;
   options.max_zone_bytes = 64;
-  const Plan plan = Chain(3, 2, 5);
+  const Plan plan = ChainPlan(3, 2, 5);
   StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(plan, options);
   ASSERT_EQ(runtime.status().code(), StatusCode::kResourceExhausted);
   EXPECT_NE(runtime.status().message().find("m0/host"), std::string::npos);
@@ -238,33 +190,10 @@ TEST(RuntimeTest, WatchdogNamesDeadlockedActors) {
       << status;
 }
 
-// variable (init 100) -> reader (+1) -> sink; update: variable += source.
-Plan VariablePlan(int64_t iters) {
-  TestPlanBuilder b;
-  const int64_t var = b.AddTask("w", TASK_VARIABLE);
-  const int64_t var_out = b.AddRegst(var, "out", {kVec}, 1);
-  b.task(var)->mutable_produced(0)->set_is_persistent(true);
-  b.AddKernel(var, "w", "test_init", {}, {{"out", var_out}}, {{"value", 100}});
-  const int64_t src = b.AddTask("data", TASK_SOURCE);
-  const int64_t src_out = b.AddRegst(src, "out", {kVec}, 2);
-  b.AddKernel(src, "data", "test_source", {}, {{"out", src_out}});
-  const int64_t reader = b.AddTask("reader", TASK_COMPUTE, 1);
-  const int64_t reader_out = b.AddRegst(reader, "out", {kVec}, 2);
-  b.Consume(reader, var_out);
-  b.AddKernel(reader, "reader", "test_add_one", {{"in", var_out}}, {{"out", reader_out}});
-  const int64_t update = b.AddTask("update", TASK_COMPUTE, 2);
-  b.Consume(update, var_out, "model");
-  b.MarkMutator(var_out, update);  // the reader goes first
-  b.Consume(update, src_out, "in");
-  b.AddKernel(update, "update", "test_accumulate", {{"model", var_out}, {"in", src_out}}, {});
-  const int64_t sink = b.AddTask("sink", TASK_SINK);
-  b.Consume(sink, reader_out, "loss");
-  return b.Build(iters);
-}
 
 TEST(RuntimeTest, VariableIsUpdatedInPlaceAcrossIterations) {
-  Recorder recorder;
-  MemoryVariableStore store;
+  MetricsRecorder recorder;
+  SnapshotVariableStore store;
   RuntimeOptions options;
   options.metrics = &recorder;
   options.variables = &store;
@@ -278,8 +207,8 @@ TEST(RuntimeTest, VariableIsUpdatedInPlaceAcrossIterations) {
 }
 
 TEST(RuntimeTest, ResumeContinuesTheSameCurve) {
-  Recorder full;
-  MemoryVariableStore store;
+  MetricsRecorder full;
+  SnapshotVariableStore store;
   RuntimeOptions options;
   options.metrics = &full;
   options.variables = &store;
@@ -288,7 +217,7 @@ TEST(RuntimeTest, ResumeContinuesTheSameCurve) {
   ASSERT_EQ(store.saved.count({"w", 4}), 1u);
   ASSERT_EQ(store.saved.count({"w", 8}), 1u);
 
-  Recorder resumed;
+  MetricsRecorder resumed;
   store.restore_from = 4;
   options.metrics = &resumed;
   options.save_every = 0;
@@ -299,7 +228,7 @@ TEST(RuntimeTest, ResumeContinuesTheSameCurve) {
 }
 
 TEST(RuntimeTest, SameRunTwiceGivesTheSameCurve) {
-  Recorder first, second;
+  MetricsRecorder first, second;
   RuntimeOptions options;
   options.metrics = &first;
   ASSERT_TRUE(RunPlan(VariablePlan(20), options).ok());
