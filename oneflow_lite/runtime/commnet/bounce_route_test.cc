@@ -30,6 +30,7 @@
 #include "oneflow_lite/runtime/memory_zones.h"
 #include "oneflow_lite/runtime/regst.h"
 #include "oneflow_lite/runtime/runtime.h"
+#include "oneflow_lite/runtime/testing/test_fixtures.h"
 
 namespace oflite {
 namespace {
@@ -320,24 +321,7 @@ TEST_P(BounceRouteTest, PullFailsWhenTheProducerGoes) {
 
 // ----------------------------------------------------------- runtime level
 
-class Recorder : public MetricsObserver {
- public:
-  void OnMetrics(int64_t iteration,
-                 const std::vector<std::pair<std::string, double>>& metrics) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& [name, value] : metrics) {
-      if (name == "loss") loss_[iteration] = value;
-    }
-  }
-  std::map<int64_t, double> loss() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return loss_;
-  }
-
- private:
-  std::mutex mutex_;
-  std::map<int64_t, double> loss_;
-};
+using Recorder = testing::MetricsRecorder;
 
 compiler::MlpSpec PipelineSpec(const std::string& second_stage) {
   compiler::MlpSpec spec;
@@ -470,9 +454,9 @@ TEST_P(BounceRouteTest, PipelineWithBounceRegistersEqualsOneMachine) {
   ASSERT_TRUE(results[0].status.ok()) << results[0].status;
   ASSERT_TRUE(results[1].status.ok()) << results[1].status;
 
-  std::map<int64_t, double> want = reference.loss();
-  std::map<int64_t, double> got = recorders[0].loss();
-  for (const auto& [iteration, value] : recorders[1].loss()) got[iteration] = value;
+  std::map<int64_t, double> want = reference.Values("loss");
+  std::map<int64_t, double> got = recorders[0].Values("loss");
+  for (const auto& [iteration, value] : recorders[1].Values("loss")) got[iteration] = value;
   ASSERT_EQ(want.size(), 8u);
   ASSERT_EQ(got.size(), want.size());
   for (const auto& [iteration, value] : want) {

@@ -22,30 +22,14 @@
 #include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/compiler/compiler.h"
 #include "oneflow_lite/compiler/test_jobs.h"
+#include "oneflow_lite/runtime/testing/test_fixtures.h"
 
 namespace oflite {
 namespace {
 
 using std::chrono::milliseconds;
 
-class Recorder : public MetricsObserver {
- public:
-  void OnMetrics(int64_t iteration,
-                 const std::vector<std::pair<std::string, double>>& metrics) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& [name, value] : metrics) {
-      if (name == "loss") loss_[iteration] = value;
-    }
-  }
-  std::map<int64_t, double> loss() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return loss_;
-  }
-
- private:
-  std::mutex mutex_;
-  std::map<int64_t, double> loss_;
-};
+using Recorder = testing::MetricsRecorder;
 
 compiler::MlpSpec Spec(const std::string& placement, std::vector<std::string> stages = {}) {
   compiler::MlpSpec spec;
@@ -103,7 +87,7 @@ Status RunRank(const Plan& plan, int rank, const std::string& master,
   Status run = RunOnce(session.get(), plan, rank, second);
   if (!run.ok()) return run;
   ASSIGN_OR_RETURN(*gathered, session->GatherToRoot(
-                                  "losses", std::to_string(second->loss().size())));
+                                  "losses", std::to_string(second->Values("loss").size())));
   return session->Finish();
 }
 
@@ -183,21 +167,21 @@ void ExpectSameLoss(const compiler::MlpSpec& one_spec, const compiler::MlpSpec& 
   ASSERT_TRUE(results[0].ok()) << results[0].ToString();
   ASSERT_TRUE(results[1].ok()) << results[1].ToString();
 
-  std::map<int64_t, double> want = reference.loss();
+  std::map<int64_t, double> want = reference.Values("loss");
   ASSERT_EQ(want.size(), 8u);
-  std::map<int64_t, double> got = recorders[0].loss();
-  for (const auto& [iteration, value] : recorders[1].loss()) got[iteration] = value;
+  std::map<int64_t, double> got = recorders[0].Values("loss");
+  for (const auto& [iteration, value] : recorders[1].Values("loss")) got[iteration] = value;
   ExpectLossEq(want, got);
   if (!twice) return;
-  std::map<int64_t, double> again = seconds[0].loss();
-  for (const auto& [iteration, value] : seconds[1].loss()) again[iteration] = value;
+  std::map<int64_t, double> again = seconds[0].Values("loss");
+  for (const auto& [iteration, value] : seconds[1].Values("loss")) again[iteration] = value;
   ExpectLossEq(want, again);
   // Rank 0 gathered each rank's count of second-run losses (the sink is on
   // one machine: 8 and 0 in some order); the other rank gets nothing.
   ASSERT_EQ(gathered[0].size(), 2u);
   EXPECT_EQ(std::stoi(gathered[0][0]) + std::stoi(gathered[0][1]), 8);
-  EXPECT_EQ(std::to_string(seconds[0].loss().size()), gathered[0][0]);
-  EXPECT_EQ(std::to_string(seconds[1].loss().size()), gathered[0][1]);
+  EXPECT_EQ(std::to_string(seconds[0].Values("loss").size()), gathered[0][0]);
+  EXPECT_EQ(std::to_string(seconds[1].Values("loss").size()), gathered[0][1]);
   EXPECT_TRUE(gathered[1].empty());
 }
 

@@ -19,6 +19,12 @@ void MetricsRecorder::OnMetrics(int64_t iteration,
   for (const auto& [name, value] : metrics) values[name][iteration] = value;
 }
 
+std::map<int64_t, double> MetricsRecorder::Values(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = values.find(name);
+  return it == values.end() ? std::map<int64_t, double>() : it->second;
+}
+
 StatusOr<bool> SnapshotVariableStore::Restore(const VariablePart& part, Blob* blob) {
   std::lock_guard<std::mutex> lock(mutex);
   if (restore_from < 0) return false;

@@ -29,6 +29,8 @@ class MetricsRecorder : public MetricsObserver {
  public:
   void OnMetrics(int64_t iteration,
                  const std::vector<std::pair<std::string, double>>& metrics) override;
+  // The values of metric `name` by iteration (a copy, taken under the lock).
+  std::map<int64_t, double> Values(const std::string& name);
 
   std::mutex mutex;
   std::vector<int64_t> order;
