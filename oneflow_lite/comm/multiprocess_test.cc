@@ -55,6 +55,10 @@ struct Rank0 {
   std::vector<std::pair<int, Status>> peer_errors;
   int echoes = 0;
 
+  // The transport's progress thread calls back into the members above: it
+  // must stop before they are destroyed (members go in reverse order).
+  ~Rank0() { transport.reset(); }
+
   std::string master() const { return "127.0.0.1:" + std::to_string(server->port()); }
 
   void Start(int world) {
