@@ -174,8 +174,8 @@ bool CommNetRoute::IsBounce(const RegstDescProto& src) {
 
 bool CommNetRoute::IsPulledByRead(const RegstDescProto& src) { return RegstBytes(src) > 0; }
 
-static std::string StaticKeyName(int64_t desc, int32_t index) {
-  return "oflite/zc/" + std::to_string(desc) + "/" + std::to_string(index);
+std::string CommNetRoute::StaticKeyName(int64_t desc, int32_t index) const {
+  return key_prefix_ + "oflite/zc/" + std::to_string(desc) + "/" + std::to_string(index);
 }
 
 Status CommNetRoute::RegisterStaticRegisters(const MachinePlan& plan) {

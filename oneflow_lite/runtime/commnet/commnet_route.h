@@ -20,7 +20,7 @@
 //  * CM_STATIC_ZERO_COPY: the producer's "produced" carries no bytes. At
 //    plan load RegisterStaticRegisters registers every copy of such a
 //    register (for remote READ; keys published in the control-plane KV
-//    under "oflite/zc/<desc>/<index>"); after a barrier FetchStaticKeys reads
+//    under "<prefix>oflite/zc/<desc>/<index>", see set_key_prefix); after a barrier FetchStaticKeys reads
 //    the peers' keys. StartRead is one one-sided READ of the whole remote
 //    copy into the actor's own register.
 //  * every other register (CM_BOUNCE_BUFFER: dynamic shapes): the producer
@@ -98,6 +98,11 @@ class CommNetRoute final : public RemoteRoute {
   // Removes the router handlers and drops the bounce streams (before the
   // bus goes away; after the run: pulls still in flight are dropped).
   void Detach();
+  // Prefixed to the control-plane keys of the static zero-copy registers
+  // ("<prefix>oflite/zc/<desc>/<index>"), so that several runs over one
+  // CommNet (training, then evaluation) never read each other's keys. Set
+  // before RegisterStaticRegisters; empty by default.
+  void set_key_prefix(std::string prefix) { key_prefix_ = std::move(prefix); }
 
   Status SendRemote(int64_t machine_id, const ActorMessage& message) override;
   // Sends `message` with the contents of `regst` (local receivers get the
@@ -135,6 +140,7 @@ class CommNetRoute final : public RemoteRoute {
   comm::BounceStreams* bounce_streams() const { return bounce_.get(); }
 
  private:
+  std::string StaticKeyName(int64_t desc, int32_t index) const;
   using Key = std::tuple<int64_t, int64_t, int64_t, int32_t, int64_t>;
   static Key KeyOf(const ActorMessage& m) {
     return Key(m.src_actor_id, m.dst_actor_id, m.regst_desc_id, m.regst_index, m.piece_id);
@@ -173,6 +179,7 @@ class CommNetRoute final : public RemoteRoute {
   std::atomic<int64_t> bytes_sent_{0};
   std::atomic<int64_t> messages_sent_{0};
   std::atomic<int64_t> bounce_payloads_sent_{0};
+  std::string key_prefix_;
 };
 
 }  // namespace oflite

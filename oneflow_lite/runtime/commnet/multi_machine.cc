@@ -113,6 +113,7 @@ StatusOr<std::unique_ptr<MultiMachineSession>> MultiMachineSession::Start(
 void MultiMachineSession::MakeRoute() {
   route_ = std::make_unique<CommNetRoute>(
       net_.get(), [this](const Status& status) { OnFatal(status.ToString()); });
+  route_->set_key_prefix(KeyPrefix());
   CollectiveActorOptions collectives;
   collectives.abort = abort_.get();
   collectives.ring_timeout = options_.ring_timeout;
@@ -197,13 +198,14 @@ Status MultiMachineSession::BeginRun(const Plan& plan, const std::string& name) 
   ASSIGN_OR_RETURN(const MachinePlan* part, FindMachinePlan(plan, options_.rank));
   retired_messages_ += route_->messages_sent();
   retired_bytes_ += route_->bytes_sent();
+  retired_bounce_payloads_ += route_->bounce_payloads_sent();
   // The old route (its registered memory, its bounce-channel handlers) goes
   // before the new one installs its own handlers on the router.
-  route_.reset();
-  MakeRoute();
-  plan_ = part;
   ++run_index_;
   run_name_ = name;
+  route_.reset();
+  MakeRoute();  // its keys under this run's prefix
+  plan_ = part;
   finishing_ = false;
   const std::string fingerprint = PlanFingerprint(plan);
   const std::string key = KeyPrefix() + "plan";
@@ -241,7 +243,9 @@ StatusOr<std::vector<std::string>> MultiMachineSession::GatherToRoot(const std::
 std::string MultiMachineSession::StatsSummary() const {
   std::ostringstream os;
   os << "comm (" << provider_ << "): actor frames sent "
-     << retired_messages_ + route_->messages_sent() << ", register bytes pushed "
+     << retired_messages_ + route_->messages_sent() << ", payloads through bounce buffers "
+     << retired_bounce_payloads_ + route_->bounce_payloads_sent()
+     << ", bytes pushed inside actor frames (collective fallback) "
      << retired_bytes_ + route_->bytes_sent() << "\n"
      << net_->stats()->Summary();
   return os.str();

@@ -117,6 +117,7 @@ class MultiMachineSession {
   std::string run_name_;  // empty for the first run
   int64_t retired_messages_ = 0;  // counters of the previous runs' routes
   int64_t retired_bytes_ = 0;
+  int64_t retired_bounce_payloads_ = 0;
   std::unique_ptr<comm::CommNet> net_;
   std::unique_ptr<AbortNotice> abort_;  // after net_: destroyed before it
   std::unique_ptr<CommNetRoute> route_;
