@@ -10,10 +10,18 @@
 // between consecutive steps, median over --iters steps after --warmup.
 // FP32 everywhere (no TF32 on either side).
 //
+// Also the compiled plan through the actor runtime (compiler::Compile for
+// cuda:0, Runtime): every step then loads a fresh batch on the CPU and
+// copies it to the device (H2D copy actor), as training does. Its step time
+// is wall clock: (time of a run of warmup+iters steps - time of a run of
+// warmup steps) / iters, so allocation, handles and thread start-up cancel.
+//
 //   train_gpu [--iters 200] [--warmup 30] [--python python3]
 //             [--torch_script tools/bench/train_gpu_torch.py]
-// Prints one row per configuration: ours, torch eager, torch graph (ms).
+// Prints one row per configuration: ours (executor), ours (runtime), torch
+// eager, torch graph (ms).
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,7 +29,9 @@
 #include <unistd.h>
 #include <vector>
 
+#include "oneflow_lite/compiler/compiler.h"
 #include "oneflow_lite/device/cuda/cuda_util.h"
+#include "oneflow_lite/runtime/runtime.h"
 #include "tools/gpu/gpu_jobs.h"
 #include "tools/gpu/single_gpu_executor.h"
 
@@ -62,6 +72,31 @@ StatusOr<std::pair<double, double>> TimeOurs(const Job& job, int64_t warmup, int
                          after.at("loss"));
   }
   return std::make_pair(Median(steps), after.at("loss"));
+}
+
+// Wall seconds of one runtime run of `iters` steps of `plan`.
+StatusOr<double> RunSeconds(const Plan& plan, int64_t iters) {
+  RuntimeOptions options;
+  options.total_iters = iters;
+  options.watchdog_timeout = std::chrono::milliseconds(60000);
+  ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(plan, options));
+  RETURN_IF_ERROR(runtime->Run());
+  return runtime->stats().seconds;
+}
+
+// Milliseconds per step of the compiled plan through the actor runtime.
+StatusOr<double> TimeRuntime(const Job& job, int64_t warmup, int64_t iters) {
+  ClusterProto cluster;  // one machine: a CPU for loading, cuda:0
+  MachineProto* machine = cluster.add_machine();
+  machine->set_id(0);
+  machine->set_address("127.0.0.1");
+  machine->set_cpu_devices(1);
+  machine->set_cuda_devices(1);
+  ASSIGN_OR_RETURN(Plan plan, compiler::Compile(job, cluster));
+  ASSIGN_OR_RETURN(double short_run, RunSeconds(plan, warmup));
+  ASSIGN_OR_RETURN(double long_run, RunSeconds(plan, warmup + iters));
+  if (iters <= 0) return InvalidArgumentError("--iters must be positive");
+  return std::max(0.0, long_run - short_run) * 1000.0 / static_cast<double>(iters);
 }
 
 // The peer's last line: "eager_ms X graph_ms Y loss Z".
@@ -106,8 +141,8 @@ int Main(int argc, char** argv) {
     const char* model;
     int64_t batch;
   };
-  std::printf("%-8s %6s %12s %14s %14s %10s\n", "model", "batch", "oflite_ms", "torch_eager_ms",
-              "torch_graph_ms", "oflite_loss");
+  std::printf("%-8s %6s %12s %12s %14s %14s %10s\n", "model", "batch", "oflite_ms",
+              "runtime_ms", "torch_eager_ms", "torch_graph_ms", "oflite_loss");
   bool ok = true;
   for (const Config& c : {Config{"mlp", 64}, Config{"mlp", 1024}, Config{"lenet5", 256}}) {
     const bool lenet = !std::strcmp(c.model, "lenet5");
@@ -115,6 +150,15 @@ int Main(int argc, char** argv) {
                      : MlpJob(c.batch, warmup + iters, "0:cuda:0");
     auto ours = job.ok() ? TimeOurs(*job, warmup, iters) : StatusOr<std::pair<double, double>>(job.status());
     auto torch = TimeTorch(python, script, c.model, c.batch, warmup, iters);
+    auto runtime = job.ok() ? TimeRuntime(*job, warmup, iters) : StatusOr<double>(job.status());
+    char runtime_ms[32] = "FAILED";
+    if (runtime.ok()) {
+      std::snprintf(runtime_ms, sizeof(runtime_ms), "%.3f", *runtime);
+    } else {
+      std::fprintf(stderr, "%s batch %ld: runtime run failed: %s\n", c.model,
+                   static_cast<long>(c.batch), runtime.status().ToString().c_str());
+      ok = false;
+    }
     if (!ours.ok()) {
       std::printf("%-8s %6ld ours FAILED: %s\n", c.model, static_cast<long>(c.batch),
                   ours.status().ToString().c_str());
@@ -122,13 +166,14 @@ int Main(int argc, char** argv) {
       continue;
     }
     if (!torch.ok()) {
-      std::printf("%-8s %6ld %12.3f %14s %14s %10.4f   (torch: %s)\n", c.model,
-                  static_cast<long>(c.batch), ours->first, "n/a", "n/a", ours->second,
-                  torch.status().ToString().c_str());
+      std::printf("%-8s %6ld %12.3f %12s %14s %14s %10.4f   (torch: %s)\n", c.model,
+                  static_cast<long>(c.batch), ours->first, runtime_ms, "n/a", "n/a",
+                  ours->second, torch.status().ToString().c_str());
       continue;
     }
-    std::printf("%-8s %6ld %12.3f %14.3f %14.3f %10.4f\n", c.model, static_cast<long>(c.batch),
-                ours->first, (*torch)[0], (*torch)[1], ours->second);
+    std::printf("%-8s %6ld %12.3f %12s %14.3f %14.3f %10.4f\n", c.model,
+                static_cast<long>(c.batch), ours->first, runtime_ms, (*torch)[0], (*torch)[1],
+                ours->second);
   }
   return ok ? 0 : 1;
 }

@@ -80,7 +80,7 @@ for name in device_tests runtime_pieces kernel_coverage kernels_vs_cpu runtime_o
 done
 cat "$check_lines"
 rm -f "$check_lines"
-echo "--- step time, median of CUDA-event intervals (ms), FP32 ---"
+echo "--- step time (ms), FP32: oflite = executor, median of CUDA-event intervals; runtime = compiled plan through the actor runtime, wall clock per step incl. CPU loading + H2D ---"
 echo "$bench_out" | grep -E '^(model|mlp|lenet5) ' || echo "train_gpu failed (rc=$bench_rc)"
 for name in device_tests runtime_pieces kernel_coverage kernels_vs_cpu runtime_on_gpu plans_vs_cpu; do
   [[ "${result[$name]}" == PASS* ]] || exit 1
