@@ -29,7 +29,7 @@ using testing::SnapshotVariableStore;
 using testing::TestPlanBuilder;
 using testing::VariablePlan;
 
-const TensorDesc kVec(Shape{5}, DT_FLOAT);
+const TensorDesc kVec = testing::TestVector();
 
 Status RunPlan(const Plan& plan, RuntimeOptions options) {
   options.watchdog_timeout = std::chrono::milliseconds(20000);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "oneflow_lite/runtime/runtime.h"
+#include "oneflow_lite/runtime/testing/test_fixtures.h"
 #include "oneflow_lite/runtime/testing/test_plan_builder.h"
 
 namespace oflite {
@@ -28,16 +29,7 @@ TEST(BalancedRangeTest, FirstPartsTakeTheRemainder) {
   EXPECT_EQ(size, 0);
 }
 
-class Recorder : public MetricsObserver {
- public:
-  void OnMetrics(int64_t iteration,
-                 const std::vector<std::pair<std::string, double>>& metrics) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& [name, value] : metrics) values[name][iteration] = value;
-  }
-  std::mutex mutex_;
-  std::map<std::string, std::map<int64_t, double>> values;
-};
+using Recorder = testing::MetricsRecorder;
 
 SbpParallel Split(int64_t axis) {
   SbpParallel sbp;

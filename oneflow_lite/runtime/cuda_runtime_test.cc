@@ -12,20 +12,12 @@
 #include "oneflow_lite/compiler/test_jobs.h"
 #include "oneflow_lite/device/cuda/cuda_util.h"
 #include "oneflow_lite/runtime/runtime.h"
+#include "oneflow_lite/runtime/testing/test_fixtures.h"
 
 namespace oflite {
 namespace {
 
-class Recorder : public MetricsObserver {
- public:
-  void OnMetrics(int64_t iteration,
-                 const std::vector<std::pair<std::string, double>>& metrics) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& [name, value] : metrics) values[name][iteration] = value;
-  }
-  std::mutex mutex_;
-  std::map<std::string, std::map<int64_t, double>> values;
-};
+using Recorder = testing::MetricsRecorder;
 
 constexpr int64_t kIterations = 10;
 

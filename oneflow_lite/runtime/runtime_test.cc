@@ -18,7 +18,7 @@ using testing::SnapshotVariableStore;
 using testing::TestPlanBuilder;
 using testing::VariablePlan;
 
-const TensorDesc kVec(Shape{5}, DT_FLOAT);
+const TensorDesc kVec = testing::TestVector();
 
 Status RunPlan(const Plan& plan, RuntimeOptions options) {
   StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(plan, options);

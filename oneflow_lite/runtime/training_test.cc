@@ -13,6 +13,7 @@
 #include "oneflow_lite/compiler/test_jobs.h"
 #include "oneflow_lite/reference/reference_executor.h"
 #include "oneflow_lite/runtime/runtime.h"
+#include "oneflow_lite/runtime/testing/test_fixtures.h"
 #include "oneflow_lite/runtime/variable_stores.h"
 
 namespace oflite {
@@ -20,16 +21,7 @@ namespace {
 
 constexpr char kFashionMnist[] = "/usr/share/datasets/fashion-mnist";
 
-class Recorder : public MetricsObserver {
- public:
-  void OnMetrics(int64_t iteration,
-                 const std::vector<std::pair<std::string, double>>& metrics) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& [name, value] : metrics) values[name][iteration] = value;
-  }
-  std::mutex mutex_;
-  std::map<std::string, std::map<int64_t, double>> values;
-};
+using Recorder = testing::MetricsRecorder;
 
 StatusOr<Job> FashionMlp(const std::string& placement, int64_t iterations) {
   Graph g("fashion_mlp", /*seed=*/3);

@@ -103,7 +103,9 @@ StatusOr<std::unique_ptr<MultiMachineSession>> MultiMachineSession::Start(
   ASSIGN_OR_RETURN(session->net_, comm::CommNet::Start(net));
   session->abort_ = std::make_unique<AbortNotice>(
       session->net_->transport(), session->net_->router(),
-      [self](int, const Status& reason) { self->OnPeerAbort(reason); });
+      // A peer's failure ends this rank even when it waits at a final
+      // barrier (finishing_ is not consulted): the job cannot complete.
+      [self](int, const Status& reason) { self->ExitNaming(reason.message()); });
   std::fprintf(stderr, "oflite run: rank %lld of %d joined over %s\n",
                static_cast<long long>(rank), world, session->provider_.c_str());
   session->MakeRoute();
@@ -141,18 +143,12 @@ void MultiMachineSession::AbortPeers(const Status& status) {
   if (abort_ != nullptr && !status.ok()) abort_->Broadcast(status);
 }
 
-void MultiMachineSession::OnPeerAbort(const Status& reason) {
-  // A peer's failure ends this rank even when it waits at a final barrier
-  // (finishing_ is not consulted): the job cannot complete.
-  std::fprintf(stderr, "oflite run: rank %lld: %s\n", static_cast<long long>(options_.rank),
-               reason.message().c_str());
-  std::fflush(stderr);
-  std::fflush(stdout);
-  _exit(1);
-}
-
 void MultiMachineSession::OnFatal(const std::string& what) {
   if (finishing_) return;
+  ExitNaming(what);
+}
+
+void MultiMachineSession::ExitNaming(const std::string& what) const {
   std::fprintf(stderr, "oflite run: rank %lld: %s\n", static_cast<long long>(options_.rank),
                what.c_str());
   std::fflush(stderr);

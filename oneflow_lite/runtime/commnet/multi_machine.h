@@ -101,8 +101,10 @@ class MultiMachineSession {
 
  private:
   MultiMachineSession() = default;
+  // A lost peer or malformed frame: ExitNaming unless finishing.
   void OnFatal(const std::string& what);
-  void OnPeerAbort(const Status& reason);
+  // Prints "oflite run: rank R: <what>" and ends the process with exit 1.
+  [[noreturn]] void ExitNaming(const std::string& what) const;
   std::string Who() const { return "rank " + std::to_string(options_.rank); }
   // "actors-ready" for the first run, "<name>/actors-ready" after.
   std::string BarrierName(const std::string& what) const;
