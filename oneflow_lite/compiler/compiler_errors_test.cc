@@ -82,6 +82,22 @@ TEST(CompilerErrorsTest, ShapeMismatchWithJobBlobs) {
   ExpectError(job, MakeCluster(1, 1), {"op 'act'", "act/y_0", "shape mismatch"});
 }
 
+TEST(CompilerErrorsTest, BatchNotDivisibleByDevices) {
+  // Data parallel over 3 machines with batch 64: the source cannot split its
+  // batch evenly, and the error says so in those words.
+  MlpSpec spec;
+  spec.batch = 64;
+  spec.placement = "0-2:cpu:0";
+  StatusOr<Job> job = BuildMlpJob(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ExpectError(*job, MakeCluster(3, 1),
+              {"impossible SBP request", "batch 64 is not divisible by 3 devices", "63 or 66"});
+  spec.batch = 2;  // fewer samples than devices: the only example is upward
+  job = BuildMlpJob(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ExpectError(*job, MakeCluster(3, 1), {"batch 2 is not divisible by 3 devices", "e.g. 3)"});
+}
+
 TEST(CompilerErrorsTest, ImpossibleSbpHint) {
   // A [3, 2] tensor cannot be split 4 ways along axis 0.
   OpConf w = Variable("w", Shape{3, 2});

@@ -82,7 +82,7 @@ class OpSbpChooser {
       return InvalidArgumentError("op '", node_.op.name(), "' (", node_.op.op_type(),
                                   "): impossible SBP request on placement '",
                                   PlacementToString(node_.placement()),
-                                  "': no signature is valid;", rejected);
+                                  "': no signature is valid;", rejected, WithheldNotes());
     }
     return OpSbp{best->inputs, best->outputs, best_cost};
   }
@@ -94,12 +94,19 @@ class OpSbpChooser {
     return descs;
   }
 
+  // "\n  not offered: <reason>" for each signature the op's SBP rule withheld.
+  std::string WithheldNotes() const {
+    std::string notes;
+    for (const std::string& reason : withheld_) notes += "\n  not offered: " + reason;
+    return notes;
+  }
+
   void Normalize(SbpSignature* sig) const {
     for (SbpParallel& s : sig->inputs) s = NormalizeSbp(s, n_);
     for (SbpParallel& s : sig->outputs) s = NormalizeSbp(s, n_);
   }
 
-  StatusOr<std::vector<SbpSignature>> Candidates() const {
+  StatusOr<std::vector<SbpSignature>> Candidates() {
     const int num_in = static_cast<int>(node_.inputs.size());
     const int num_out = static_cast<int>(node_.outputs.size());
     SbpSignature all_b = AllBroadcastSignature(num_in, num_out);
@@ -111,6 +118,7 @@ class OpSbpChooser {
       Status s = node_.def->sbp(&ctx);
       if (!s.ok()) return s.WithContext("op '" + node_.op.name() + "' SBP signatures");
       offered = ctx.signatures();
+      withheld_ = ctx.withheld();
     }
     std::vector<SbpSignature> result;
     if (node_.is_variable) result.push_back(all_b);
@@ -217,6 +225,7 @@ class OpSbpChooser {
   const CostWeights& weights_;
   const LogicalNode& node_;
   const int64_t n_;
+  std::vector<std::string> withheld_;  // reasons from the op's SBP rule
   std::vector<SbpParallel> output_hints_;
   std::vector<SbpParallel> input_hints_;
 };

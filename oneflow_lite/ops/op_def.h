@@ -80,6 +80,11 @@ class SbpContext {
 
   void Add(SbpSignature sig) { signatures_.push_back(std::move(sig)); }
   const std::vector<SbpSignature>& signatures() const { return signatures_; }
+  // Says why a signature the user may expect was not offered (e.g. "batch 64
+  // is not divisible by 3 devices"); the compiler prints these notes when no
+  // offered signature satisfies the request.
+  void Withhold(std::string reason) { withheld_.push_back(std::move(reason)); }
+  const std::vector<std::string>& withheld() const { return withheld_; }
 
  private:
   const OpConf& op_;
@@ -88,6 +93,7 @@ class SbpContext {
   const std::vector<TensorDesc>& outputs_;
   int64_t parallel_num_;
   std::vector<SbpSignature> signatures_;
+  std::vector<std::string> withheld_;
 };
 
 // Passed to GradFn by autodiff (implemented in oneflow_lite/api). The rule

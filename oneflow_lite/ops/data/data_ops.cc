@@ -1,6 +1,8 @@
 // Data source ops: fashion_mnist and random_batch (docs/ops.md, "data
 // family"). Shapes here are logical; when the compiler splits the outputs
 // S(0) each device receives batch_size / parallel_num rows.
+#include <string>
+
 #include "oneflow_lite/common/attr.h"
 #include "oneflow_lite/ops/op_def.h"
 #include "oneflow_lite/ops/sbp.h"
@@ -51,8 +53,17 @@ Status InferRandomBatch(InferContext* ctx) {
 // Both outputs split on the batch when it divides evenly; B is implied.
 Status BatchSplitSbp(SbpContext* ctx) {
   const int64_t batch = ctx->outputs().at(0).shape.dim(0);
-  if (batch % ctx->parallel_num() == 0) {
+  const int64_t n = ctx->parallel_num();
+  if (batch % n == 0) {
     ctx->Add(SbpSignature{{}, {SplitSbp(0), SplitSbp(0)}});
+  } else {
+    const int64_t lower = batch / n * n, upper = lower + n;
+    std::string examples = std::to_string(upper);
+    if (lower > 0) examples = std::to_string(lower) + " or " + examples;
+    ctx->Withhold("S(0) needs equal parts: batch " + std::to_string(batch) +
+                  " is not divisible by " + std::to_string(n) +
+                  " devices (use a batch divisible by " + std::to_string(n) + ", e.g. " +
+                  examples + ")");
   }
   return Status::OK();
 }
