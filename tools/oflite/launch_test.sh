@@ -6,7 +6,10 @@ set -u
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
 TMP="${TEST_TMPDIR:-/tmp}"
 fail=0
-printf 'plan' > "$TMP/p.plan.pb"
+# A valid plan with 3 (empty) machines: version 1, field 4 three times.
+# launch checks --nproc against the machine count; the stand-in nodes
+# never read it.
+printf '\x08\x01\x22\x00\x22\x00\x22\x00' > "$TMP/p.plan.pb"
 
 cat > "$TMP/node_ok.sh" <<'NODE'
 #!/bin/sh
