@@ -46,6 +46,7 @@
 #include "oneflow_lite/comm/ibverbs/ibverbs_flags.h"
 #include "oneflow_lite/common/attr.h"
 #include "oneflow_lite/common/proto_io.h"
+#include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/compiler/compiler.h"
 #include "oneflow_lite/runtime/commnet/multi_machine.h"
 #include "oneflow_lite/runtime/runtime.h"
@@ -145,18 +146,79 @@ int64_t SamplesPerIteration(const Job& job) {
   return 0;
 }
 
-StatusOr<int64_t> ResolveRank(const FlagSet& flags) {
-  if (flags.Has("rank")) return flags.GetInt("rank");
-  for (const char* name : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"}) {
-    const char* value = std::getenv(name);
-    if (value != nullptr && *value != '\0') {
-      char* end = nullptr;
-      const long long rank = std::strtoll(value, &end, 10);
-      if (*end != '\0' || rank < 0) return InvalidArgumentError(name, "='", value, "' is not a rank");
-      return static_cast<int64_t>(rank);
+// The largest --iters, --log-every or --save-every accepted (2^40).
+constexpr int64_t kMaxIterations = int64_t{1} << 40;
+
+// The flags of `oflite run`, read and checked against the plan before
+// anything starts: every error here is exit 2 naming the flag.
+struct RunFlags {
+  int64_t rank = 0;
+  int64_t iters = 0;  // 0: the plan's
+  int64_t log_every = 50;
+  int64_t save_every = 0;  // 0: never
+  std::chrono::milliseconds watchdog{60000};
+  std::chrono::milliseconds ring_timeout{120000};
+};
+
+// This node's rank: --rank, else RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK,
+// else 0; it must name a machine of `plan`.
+StatusOr<int64_t> ResolveRank(const FlagSet& flags, const Plan& plan) {
+  const int64_t machines = plan.machine_size() > 0 ? plan.machine_size() : 1;
+  std::string source = "--rank";
+  std::string text = flags.Get("rank");
+  if (!flags.Has("rank")) {
+    text.clear();
+    for (const char* name : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"}) {
+      const char* value = std::getenv(name);
+      if (value != nullptr && *value != '\0') {
+        source = name;
+        text = value;
+        break;
+      }
     }
+    if (text.empty()) return 0;
   }
-  return 0;
+  StatusOr<int64_t> rank = ParseInt64(text, source);
+  if (!rank.ok() || *rank < 0 || *rank >= machines) {
+    return InvalidArgumentError(source, " ", text, " is not a machine of the plan: it has ",
+                                machines, " machine(s), ranks 0..", machines - 1);
+  }
+  return *rank;
+}
+
+// --master and --comm of a multi-machine plan (Start would refuse them
+// later with exit 1; here they are bad input).
+Status CheckMultiMachineFlags(const FlagSet& flags, const Plan& plan) {
+  const std::string comm = flags.Get("comm");
+  if (comm != "tcp" && comm != "ibverbs" && comm != "auto") {
+    return InvalidArgumentError("--comm ", comm, ": expected ibverbs, tcp or auto");
+  }
+  if (plan.machine_size() <= 1) return Status::OK();
+  if (!flags.Has("master") || flags.Get("master").empty()) {
+    return InvalidArgumentError("a ", plan.machine_size(),
+                                "-machine plan needs --master HOST:PORT (rank 0 serves it)");
+  }
+  std::string host;
+  int port = 0;
+  Status parsed = comm::ParseHostPort(flags.Get("master"), &host, &port);
+  if (!parsed.ok()) return parsed.WithContext("--master");
+  return Status::OK();
+}
+
+StatusOr<RunFlags> ReadRunFlags(const FlagSet& flags, const Plan& plan) {
+  RunFlags run;
+  ASSIGN_OR_RETURN(run.rank, ResolveRank(flags, plan));
+  RETURN_IF_ERROR(CheckMultiMachineFlags(flags, plan));
+  ASSIGN_OR_RETURN(run.iters, flags.GetInt("iters", 0, kMaxIterations));
+  ASSIGN_OR_RETURN(run.log_every, flags.GetInt("log-every", 1, kMaxIterations));
+  ASSIGN_OR_RETURN(run.save_every, flags.GetInt("save-every", 0, kMaxIterations));
+  ASSIGN_OR_RETURN(run.watchdog, flags.GetSeconds("watchdog-seconds", 1, kMaxDurationSeconds));
+  ASSIGN_OR_RETURN(run.ring_timeout,
+                   flags.GetSeconds("ring-timeout-seconds", 1, kMaxDurationSeconds));
+  if (run.save_every > 0 && !flags.Has("checkpoint-dir")) {
+    return InvalidArgumentError("--save-every needs --checkpoint-dir");
+  }
+  return run;
 }
 
 StatusOr<std::string> ResolveResume(const std::string& dir) {
@@ -318,21 +380,15 @@ int RunRun(int argc, char** argv) {
   if (!flags.Has("plan")) return Fail(InvalidArgumentError("--plan is required"), kExitBadInput);
   StatusOr<Plan> plan = LoadPlan(flags.Get("plan"));
   if (!plan.ok()) return Fail(plan.status(), kExitBadInput);
-  StatusOr<int64_t> rank = ResolveRank(flags);
-  if (!rank.ok()) return Fail(rank.status(), kExitBadInput);
+  StatusOr<RunFlags> run = ReadRunFlags(flags, *plan);
+  if (!run.ok()) return Fail(run.status(), kExitBadInput);
   std::unique_ptr<MultiMachineSession> session;
   if (plan->machine_size() > 1) {
     MultiMachineOptions multi;
-    multi.rank = *rank;
+    multi.rank = run->rank;
     multi.master = flags.Get("master");
     multi.comm = flags.Get("comm");
-    StatusOr<int64_t> ring_timeout = flags.GetInt("ring-timeout-seconds");
-    if (!ring_timeout.ok()) return Fail(ring_timeout.status(), kExitBadInput);
-    if (*ring_timeout < 1) {
-      return Fail(InvalidArgumentError("--ring-timeout-seconds must be at least 1"),
-                  kExitBadInput);
-    }
-    multi.ring_timeout = std::chrono::milliseconds(1000 * *ring_timeout);
+    multi.ring_timeout = run->ring_timeout;
     std::map<std::string, std::string> ib_values;
     for (const comm::ibverbs::IbverbsFlag& flag : comm::ibverbs::IbverbsFlags()) {
       ib_values[flag.name] = flags.Get(flag.name);
@@ -346,25 +402,15 @@ int RunRun(int argc, char** argv) {
     if (!started.ok()) return Fail(started.status(), kExitFailure);
     session = std::move(*started);
   }
-  StatusOr<int64_t> iters = flags.GetInt("iters");
-  StatusOr<int64_t> log_every = flags.GetInt("log-every");
-  StatusOr<int64_t> save_every = flags.GetInt("save-every");
-  StatusOr<int64_t> watchdog = flags.GetInt("watchdog-seconds");
-  for (const auto* value : {&iters, &log_every, &save_every, &watchdog}) {
-    if (!value->ok()) return Fail(value->status(), kExitBadInput);
-  }
-  if (*save_every > 0 && !flags.Has("checkpoint-dir")) {
-    return Fail(InvalidArgumentError("--save-every needs --checkpoint-dir"), kExitBadInput);
-  }
   StatusOr<std::map<std::string, TensorDesc>> variables = PlanVariables(*plan);
   if (!variables.ok()) return Fail(variables.status(), kExitBadInput);
 
   RuntimeOptions options;
-  options.machine_id = *rank;
-  options.total_iters = *iters;
+  options.machine_id = run->rank;
+  options.total_iters = run->iters;
   options.check_nan = flags.GetBool("check-nan");
-  options.save_every = *save_every;
-  options.watchdog_timeout = std::chrono::milliseconds(1000 * std::max<int64_t>(1, *watchdog));
+  options.save_every = run->save_every;
+  options.watchdog_timeout = run->watchdog;
   CheckpointVariableStore::Options store_options;
   store_options.save_root = flags.Get("checkpoint-dir");
   store_options.variables = *variables;
@@ -378,10 +424,10 @@ int RunRun(int argc, char** argv) {
     std::printf("resuming from %s at iteration %lld\n", dir->c_str(),
                 static_cast<long long>(manifest->iteration));
   }
-  const int64_t end = *iters > 0 ? *iters : plan->total_iters();
+  const int64_t end = run->iters > 0 ? run->iters : plan->total_iters();
   store_options.final_iteration = end;
   CheckpointVariableStore store(store_options);
-  ProgressPrinter progress(options.start_iter, end, *log_every, SamplesPerIteration(plan->job()));
+  ProgressPrinter progress(options.start_iter, end, run->log_every, SamplesPerIteration(plan->job()));
   options.variables = &store;
   options.metrics = &progress;
   std::unique_ptr<MetricsFile> metrics_file;
