@@ -221,9 +221,40 @@ StatusOr<RunFlags> ReadRunFlags(const FlagSet& flags, const Plan& plan) {
   return run;
 }
 
-StatusOr<std::string> ResolveResume(const std::string& dir) {
-  if (IsCheckpoint(dir)) return dir;
-  return ShardedCheckpointStore::LatestCheckpoint(dir);
+struct ResumePoint {
+  std::string dir;
+  int64_t iteration = 0;
+};
+
+// The checkpoint --resume names (`path`: a checkpoint, or a root holding
+// iter-* checkpoints, of which the newest is taken), verified in full
+// (every variable of the plan read and its checksums checked) before
+// anything runs, even when no iteration is left. A corrupt newest
+// checkpoint is refused, naming it and the newest intact one with the
+// --resume argument that uses it; nothing is deleted and nothing falls
+// back silently. Every error is bad input (exit 2).
+StatusOr<ResumePoint> ResolveResume(const std::string& path,
+                                    const std::map<std::string, TensorDesc>& variables) {
+  std::vector<std::string> candidates = {path};
+  if (!IsCheckpoint(path)) {
+    ASSIGN_OR_RETURN(candidates, ShardedCheckpointStore::ListCheckpoints(path));
+  }
+  StatusOr<CheckpointManifest> newest = VerifyCheckpoint(candidates[0], variables);
+  if (newest.ok()) return ResumePoint{candidates[0], newest->iteration};
+  const Status corrupt = newest.status().WithContext("--resume: checkpoint '" + candidates[0] +
+                                                     "' cannot be used");
+  for (size_t i = 1; i < candidates.size(); ++i) {
+    if (VerifyCheckpoint(candidates[i], variables).ok()) {
+      return InvalidArgumentError(corrupt.message(), "; the newest intact checkpoint under '",
+                                  path, "' is '", candidates[i], "': resume from it with --resume ",
+                                  candidates[i], " (nothing was deleted)");
+    }
+  }
+  if (candidates.size() > 1) {
+    return InvalidArgumentError(corrupt.message(), "; no older checkpoint under '", path,
+                                "' is intact either");
+  }
+  return corrupt;
 }
 
 // Prints the "test (...)" line; writes "name value" lines to `eval_out`
@@ -339,8 +370,8 @@ int Fail(const Status& status, int code) {
 
 // A failure of this rank in a multi-machine job: reported here, then told to
 // every peer (abort notice) so they stop at once naming this rank.
-int FailJob(const Status& status, MultiMachineSession* session) {
-  const int code = Fail(status, kExitFailure);
+int FailJob(const Status& status, MultiMachineSession* session, int code = kExitFailure) {
+  Fail(status, code);
   std::fflush(stderr);
   if (session != nullptr) session->AbortPeers(status);
   return code;
@@ -415,14 +446,12 @@ int RunRun(int argc, char** argv) {
   store_options.save_root = flags.Get("checkpoint-dir");
   store_options.variables = *variables;
   if (flags.Has("resume")) {
-    StatusOr<std::string> dir = ResolveResume(flags.Get("resume"));
-    if (!dir.ok()) return Fail(dir.status(), kExitBadInput);
-    StatusOr<CheckpointManifest> manifest = ReadCheckpointManifest(*dir);
-    if (!manifest.ok()) return Fail(manifest.status(), kExitBadInput);
-    store_options.restore_dir = *dir;
-    options.start_iter = manifest->iteration;
-    std::printf("resuming from %s at iteration %lld\n", dir->c_str(),
-                static_cast<long long>(manifest->iteration));
+    StatusOr<ResumePoint> resume = ResolveResume(flags.Get("resume"), *variables);
+    if (!resume.ok()) return FailJob(resume.status(), session.get(), kExitBadInput);
+    store_options.restore_dir = resume->dir;
+    options.start_iter = resume->iteration;
+    std::printf("resuming from %s at iteration %lld\n", resume->dir.c_str(),
+                static_cast<long long>(resume->iteration));
   }
   const int64_t end = run->iters > 0 ? run->iters : plan->total_iters();
   store_options.final_iteration = end;

@@ -89,4 +89,36 @@ expect "launch --grace_ms huge" 2 "flag '--grace_ms' must be an integer in [0, "
 expect "launch stray argument" 2 "unexpected argument 'oops'" \
   -- "$OFLITE" launch --plan "$TMP/two.plan.pb" --nproc 2 oops
 
+# Resume. Checkpoints at iterations 2, 4 and 6 of a 6-iteration run.
+CK="$TMP/ck"
+expect "training with checkpoints" 0 "trained iterations 0..6" \
+  -- "$OFLITE" "${ONE[@]}" --save-every 2 --checkpoint-dir "$CK"
+expect "resume intact, nothing left" 0 "trained iterations 6..6" \
+  -- "$OFLITE" "${ONE[@]}" --resume "$CK"
+# Flip the last byte (data) of a variable file of the newest checkpoint.
+VAR=$(ls "$CK/iter-6/"*.var | head -1)
+last=$(( $(stat -c %s "$VAR") - 1 ))
+byte=$(od -An -tu1 -j "$last" -N1 "$VAR" | tr -d ' ')
+printf "$(printf '\\%03o' $(( (byte + 1) % 256 )))" |
+  dd of="$VAR" bs=1 seek="$last" conv=notrunc 2> /dev/null
+expect "resume flipped byte, nothing left" 2 "$VAR': data checksum mismatch" \
+  -- "$OFLITE" "${ONE[@]}" --resume "$CK/iter-6"
+expect "resume root, newest corrupt" 2 \
+  "the newest intact checkpoint under '$CK' is '$CK/iter-4': resume from it with --resume $CK/iter-4" \
+  -- "$OFLITE" "${ONE[@]}" --resume "$CK"
+grep -qF "checkpoint '$CK/iter-6' cannot be used" "$TMP/out" ||
+  { echo "FAIL: the corrupt checkpoint is not named"; cat "$TMP/out"; fail=1; }
+[[ -d "$CK/iter-6" && -f "$VAR" ]] || { echo "FAIL: the corrupt checkpoint was deleted"; fail=1; }
+expect "resume the offered checkpoint" 0 "trained iterations 4..6" \
+  -- "$OFLITE" "${ONE[@]}" --resume "$CK/iter-4"
+# Truncate a file of iter-4 too: now iter-2 is offered.
+VAR4=$(ls "$CK/iter-4/"*.var | tail -1)
+truncate -s 20 "$VAR4"
+expect "resume truncated, nothing left" 2 "$VAR4': file has 20 bytes" \
+  -- "$OFLITE" "${ONE[@]}" --resume "$CK/iter-4" --iters 4
+expect "resume root, two corrupt" 2 "resume from it with --resume $CK/iter-2" \
+  -- "$OFLITE" "${ONE[@]}" --resume "$CK"
+: > "$CK/iter-2/MANIFEST"
+expect "resume root, none intact" 2 "no older checkpoint under '$CK' is intact either" \
+  -- "$OFLITE" "${ONE[@]}" --resume "$CK"
 exit $fail
