@@ -13,7 +13,8 @@
 // Failures (comm/launch/process_group.h): when one rank fails the others
 // are stopped (SIGTERM, SIGKILL after --grace_ms; a rank that exits 4,
 // kExitPeerFailed, first gives the others --grace_ms to end on their own)
-// and launch exits 1; its last line names the first cause, not the first
+// and launch exits 1 (2 when the blamed rank exited 2: bad input such as a
+// flag after "--"); its last line names the first cause, not the first
 // rank to exit: "oflite launch: rank R <exited with code C | was killed by
 // signal S>; stopped the others: <that rank's last error line>", preceded by
 // one line with every other rank's outcome. SIGINT or SIGTERM to launch is
@@ -154,7 +155,55 @@ int ReportFailure(const comm::ProcessGroupResult& result) {
   std::string last = result.message;
   if (!result.cause.empty()) last += ": " + result.cause;
   std::fprintf(stderr, "oflite launch: %s\n", last.c_str());
-  return kExitFailure;
+  // Bad input found by a rank (a flag after "--", the plan) stays bad input.
+  return result.exit_code == kExitBadInput ? kExitBadInput : kExitFailure;
+}
+
+// What every rank runs.
+struct LaunchSpec {
+  std::string plan;
+  std::vector<std::string> hosts;  // empty: local processes
+  int world = 0;
+  std::string oflite;  // the binary the nodes run
+  std::string master;  // HOST:PORT
+  std::string token;
+  std::string comm;  // empty: the nodes' default
+  std::vector<std::string> passthrough;  // after "--", "{rank}" replaced
+};
+
+// One command per rank: `oflite run ...` locally, or over ssh with the
+// environment passed on the remote command line.
+std::vector<comm::RankProcess> RankCommands(const LaunchSpec& spec) {
+  std::vector<comm::RankProcess> ranks(spec.world);
+  for (int rank = 0; rank < spec.world; ++rank) {
+    const std::string host =
+        spec.hosts.empty() ? "127.0.0." + std::to_string(rank + 1) : spec.hosts[rank];
+    std::vector<std::string> run = {spec.oflite, "run", "--plan", spec.plan, "--rank",
+                                    std::to_string(rank), "--master", spec.master};
+    if (!spec.comm.empty()) {
+      run.push_back("--comm");
+      run.push_back(spec.comm);
+    }
+    for (std::string arg : spec.passthrough) {
+      for (size_t at = arg.find("{rank}"); at != std::string::npos; at = arg.find("{rank}")) {
+        arg.replace(at, 6, std::to_string(rank));
+      }
+      run.push_back(arg);
+    }
+    std::vector<std::string> environment = {
+        "OFLITE_JOB_TOKEN=" + spec.token, "RANK=" + std::to_string(rank),
+        "WORLD_SIZE=" + std::to_string(spec.world), "OFLITE_HOST=" + host};
+    if (spec.hosts.empty()) {
+      ranks[rank].argv = run;
+      ranks[rank].environment = environment;
+      continue;
+    }
+    std::string remote = "env ";
+    for (const auto& entry : environment) remote += ShellQuote(entry) + " ";
+    for (const auto& arg : run) remote += ShellQuote(arg) + " ";
+    ranks[rank].argv = {"ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", host, remote};
+  }
+  return ranks;
 }
 
 }  // namespace
@@ -176,7 +225,10 @@ int RunLaunch(int argc, char** argv) {
                  {"comm", "transport passed to every node: ibverbs, tcp or auto", false, ""},
                  {"job_token", "job token; default: a fresh random token", false, ""},
                  {"oflite", "oflite binary for the nodes; default: this one", false, ""},
-                 {"grace_ms", "after a failure, SIGTERM -> SIGKILL delay", false, "5000"}});
+                 {"grace_ms",
+                  "after a failure or an interrupt, SIGTERM -> SIGKILL delay (and how long a "
+                  "rank exiting 4 leaves the others to end on their own)",
+                  false, "5000"}});
   Status parsed = flags.Parse(flag_argc, argv);
   if (!parsed.ok()) return Fail(kExitBadInput, parsed);
   if (flags.help_requested()) {
@@ -199,6 +251,11 @@ int RunLaunch(int argc, char** argv) {
   if (hosts.empty() && access(plan.c_str(), R_OK) != 0) {
     return Fail(kExitBadInput, NotFoundError("cannot read plan file ", plan));
   }
+  const std::string comm_flag = flags.Get("comm");
+  if (!comm_flag.empty() && comm_flag != "tcp" && comm_flag != "ibverbs" && comm_flag != "auto") {
+    return Fail(kExitBadInput,
+                InvalidArgumentError("--comm ", comm_flag, ": expected ibverbs, tcp or auto"));
+  }
   Status machines = CheckMachineCount(plan, world, !hosts.empty());
   if (!machines.ok()) return Fail(kExitBadInput, machines);
   auto port_flag = flags.GetInt("port", 0, 65535);
@@ -219,37 +276,8 @@ int RunLaunch(int argc, char** argv) {
   const std::string master_host = hosts.empty() ? "127.0.0.1" : hosts[0];
   const std::string master = master_host + ":" + std::to_string(port);
 
-  std::vector<comm::RankProcess> ranks(world);
-  for (int rank = 0; rank < world; ++rank) {
-    const std::string host =
-        hosts.empty() ? "127.0.0." + std::to_string(rank + 1) : hosts[rank];
-    std::vector<std::string> run = {oflite, "run", "--plan", plan, "--rank",
-                                    std::to_string(rank), "--master", master};
-    if (!flags.Get("comm").empty()) {
-      run.push_back("--comm");
-      run.push_back(flags.Get("comm"));
-    }
-    for (std::string arg : passthrough) {
-      for (size_t at = arg.find("{rank}"); at != std::string::npos; at = arg.find("{rank}")) {
-        arg.replace(at, 6, std::to_string(rank));
-      }
-      run.push_back(arg);
-    }
-    std::vector<std::string> environment = {
-        "OFLITE_JOB_TOKEN=" + token, "RANK=" + std::to_string(rank),
-        "WORLD_SIZE=" + std::to_string(world), "OFLITE_HOST=" + host};
-    if (hosts.empty()) {
-      ranks[rank].argv = run;
-      ranks[rank].environment = environment;
-    } else {
-      std::string remote;
-      for (const auto& entry : environment) remote += ShellQuote(entry) + " ";
-      remote = "env " + remote;
-      for (const auto& arg : run) remote += ShellQuote(arg) + " ";
-      ranks[rank].argv = {"ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
-                          host, remote};
-    }
-  }
+  const std::vector<comm::RankProcess> ranks =
+      RankCommands({plan, hosts, world, oflite, master, token, flags.Get("comm"), passthrough});
   std::fprintf(stderr, "oflite launch: %d machine(s), master %s\n", world, master.c_str());
   comm::ProcessGroupOptions options;
   options.grace = std::chrono::milliseconds(*grace);

@@ -57,6 +57,24 @@ rc=$?
   { echo "FAIL: wrong blame"; cat "$TMP/out"; fail=1; }
 grep -q "other ranks: 0 exited 4 (a peer failed)" "$TMP/out" || { echo "FAIL: rank 0's outcome"; fail=1; }
 
+# Bad input found by the ranks (a flag after --) is exit 2 of launch too;
+# a bad --comm is refused by launch itself.
+cat > "$TMP/node_badflag.sh" <<'NODE'
+#!/bin/sh
+echo "oflite run: INVALID_ARGUMENT: flag '--iters' must be an integer in [0, 1099511627776], got '-5'" >&2
+exit 2
+NODE
+chmod +x "$TMP/node_badflag.sh"
+"$OFLITE" launch --plan "$TMP/p2.plan.pb" --nproc 2 --oflite "$TMP/node_badflag.sh" -- --iters -5 \
+  > "$TMP/out" 2>&1
+rc=$?
+[[ $rc == 2 ]] || { echo "FAIL: bad flag after -- : launch exited $rc"; cat "$TMP/out"; fail=1; }
+tail -1 "$TMP/out" | grep -q "exited with code 2: .*flag '--iters'" ||
+  { echo "FAIL: bad flag after -- not named last"; cat "$TMP/out"; fail=1; }
+"$OFLITE" launch --plan "$TMP/p2.plan.pb" --nproc 2 --comm bogus > "$TMP/out" 2>&1
+rc=$?
+[[ $rc == 2 ]] && grep -q "comm bogus" "$TMP/out" || { echo "FAIL: --comm bogus: $rc"; cat "$TMP/out"; fail=1; }
+
 "$OFLITE" launch --nproc 2 > "$TMP/out" 2>&1; [[ $? == 2 ]] || { echo "FAIL: missing --plan"; fail=1; }
 "$OFLITE" launch --plan "$TMP/none.pb" --nproc 2 > "$TMP/out" 2>&1; [[ $? == 2 ]] || { echo "FAIL: missing plan file"; fail=1; }
 grep -q "none.pb" "$TMP/out" || { echo "FAIL: plan not named"; fail=1; }

@@ -225,7 +225,7 @@ class GroupRunner {
                        strsignal(interrupted_by_) + "); forwarded it to every rank";
       return result;
     }
-    if (timed_out_ && blamed < 0) {
+    if (timed_out_ && (blamed < 0 || result.ranks[blamed].stopped_by_us)) {
       result.ok = false;
       result.message = "the job did not finish within the launch timeout";
       return result;

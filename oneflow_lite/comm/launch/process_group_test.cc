@@ -79,6 +79,21 @@ TEST(ProcessGroupTest, KilledRankIsReportedWithItsSignal) {
   std::fclose(out);
 }
 
+TEST(ProcessGroupTest, TimeoutStopsEveryRankAndSaysSo) {
+  FILE* out = std::tmpfile();
+  ProcessGroupOptions options;
+  options.output = out;
+  options.grace = milliseconds(300);
+  options.timeout = milliseconds(300);
+  auto result = RunProcessGroup({Shell("sleep 60"), Shell("sleep 60")}, options);
+  ASSERT_TRUE(result.ok());
+  EXPECT_FALSE(result->ok);
+  EXPECT_EQ(result->failed_rank, -1);
+  EXPECT_EQ(result->message, "the job did not finish within the launch timeout");
+  EXPECT_TRUE(result->ranks[0].stopped_by_us);
+  std::fclose(out);
+}
+
 TEST(ProcessGroupTest, MissingProgramFailsThatRank) {
   FILE* out = std::tmpfile();
   ProcessGroupOptions options;
@@ -95,17 +110,43 @@ TEST(ProcessGroupTest, MissingProgramFailsThatRank) {
 ProcessGroupOptions BlameOptions(FILE* out) {
   ProcessGroupOptions options;
   options.output = out;
-  options.grace = milliseconds(3000);
+  options.grace = milliseconds(10000);  // only waited for when a test fails
   options.peer_failed_exit_code = 4;
   return options;
 }
 
+// Exit order without timing assumptions: Announce writes the shell's pid to
+// a file; AfterReaped waits (bounded, 20 s) until that process is gone,
+// i.e. the group has reaped it (a zombie still answers kill -0).
+class ExitOrder {
+ public:
+  ExitOrder() {
+    char path[] = "/tmp/process_group_orderXXXXXX";
+    const int fd = ::mkstemp(path);
+    if (fd >= 0) ::close(fd);
+    ::unlink(path);
+    path_ = path;
+  }
+  ~ExitOrder() { ::unlink(path_.c_str()); }
+  std::string Announce() const {
+    return "echo $$ > " + path_ + ".tmp; mv " + path_ + ".tmp " + path_ + "; ";
+  }
+  std::string AfterReaped() const {
+    return "i=0; while [ $i -lt 1000 ] && { [ ! -s " + path_ + " ] || kill -0 $(cat " + path_ +
+           ") 2>/dev/null; }; do sleep 0.02; i=$((i+1)); done; ";
+  }
+
+ private:
+  std::string path_;
+};
+
 TEST(ProcessGroupBlameTest, PeerFailedRankIsNotBlamedWhenAnotherRankFailsLater) {
   FILE* out = std::tmpfile();
+  ExitOrder order;
   auto result = RunProcessGroup(
-      {Shell("echo 'oflite run: rank 1 failed: boom' >&2; exit 4"),
-       Shell("sleep 0.5; echo 'progress'; echo 'oflite run: rank 1: kernel matmul: boom' >&2;"
-             " echo 'shutting down'; exit 1")},
+      {Shell(order.Announce() + "echo 'oflite run: rank 1 failed: boom' >&2; exit 4"),
+       Shell(order.AfterReaped() + "echo 'progress'; echo 'oflite run: rank 1: kernel matmul: "
+             "boom' >&2; echo 'shutting down'; exit 1")},
       BlameOptions(out));
   ASSERT_TRUE(result.ok());
   EXPECT_FALSE(result->ok);
@@ -122,8 +163,10 @@ TEST(ProcessGroupBlameTest, PeerFailedRankIsNotBlamedWhenAnotherRankFailsLater) 
 
 TEST(ProcessGroupBlameTest, KilledRankIsBlamedBeforeAnEarlierPeerFailure) {
   FILE* out = std::tmpfile();
+  ExitOrder order;
   auto result = RunProcessGroup(
-      {Shell("echo 'oflite run: lost rank 1' >&2; exit 4"), Shell("sleep 0.5; kill -9 $$")},
+      {Shell(order.Announce() + "echo 'oflite run: lost rank 1' >&2; exit 4"),
+       Shell(order.AfterReaped() + "kill -9 $$")},
       BlameOptions(out));
   ASSERT_TRUE(result.ok());
   EXPECT_EQ(result->failed_rank, 1) << result->message;
@@ -156,21 +199,12 @@ TEST(ProcessGroupBlameTest, BlameOrderSignalThenFailureThenPeerFailureThenStoppe
   EXPECT_EQ(BlamedRank({peer, failed}, -1), 0);  // no convention: earliest
 }
 
-TEST(ProcessGroupBlameTest, EarliestOfSeveralFailuresIsBlamed) {
-  FILE* out = std::tmpfile();
-  auto result = RunProcessGroup(
-      {Shell("sleep 0.6; exit 2"), Shell("sleep 0.1; echo 'first error' >&2; exit 3")},
-      BlameOptions(out));
-  ASSERT_TRUE(result.ok());
-  EXPECT_EQ(result->failed_rank, 1) << result->message;
-  EXPECT_EQ(result->cause, "first error");
-  std::fclose(out);
-}
-
 TEST(ProcessGroupBlameTest, PeerFailedIsBlamedOnlyWhenEveryFailureIsAPeerFailure) {
   FILE* out = std::tmpfile();
-  auto result = RunProcessGroup({Shell("sleep 0.3; exit 4"), Shell("exit 4")},
-                                BlameOptions(out));
+  ExitOrder order;
+  auto result = RunProcessGroup(
+      {Shell(order.AfterReaped() + "exit 4"), Shell(order.Announce() + "exit 4")},
+      BlameOptions(out));
   ASSERT_TRUE(result.ok());
   EXPECT_EQ(result->failed_rank, 1) << result->message;
   EXPECT_EQ(result->message, "rank 1 exited with code 4");
@@ -208,15 +242,28 @@ TEST(ProcessGroupInterruptTest, ForwardsTheSignalAndKillsWhatIgnoresIt) {
   options.output = out;
   options.grace = milliseconds(500);
   options.interrupt = &interrupt;
-  std::thread interrupter([&interrupt] {
-    std::this_thread::sleep_for(milliseconds(500));
+  const std::string pid_path = pid_file, ready_path = std::string(pid_file) + ".ready";
+  std::thread interrupter([&interrupt, pid_path, ready_path] {
+    // Once rank 0 has started its background child and rank 1 ignores
+    // SIGTERM (each writes a number to its file; bounded: 20 s each).
+    for (const std::string& path : {pid_path, ready_path}) {
+      for (int i = 0; i < 400; ++i) {
+        FILE* file = std::fopen(path.c_str(), "r");
+        long number = 0;
+        const bool written = file != nullptr && std::fscanf(file, "%ld", &number) == 1;
+        if (file != nullptr) std::fclose(file);
+        if (written) break;
+        std::this_thread::sleep_for(milliseconds(50));
+      }
+    }
     interrupt.store(SIGTERM);
   });
   auto result = RunProcessGroup(
       {Shell(std::string("sleep 60 & echo $! > ") + pid_file + "; wait"),
-       Shell("trap '' TERM; sleep 60")},
+       Shell("trap '' TERM; echo 1 > " + ready_path + "; sleep 60")},
       options);
   interrupter.join();
+  ::unlink(ready_path.c_str());
   ASSERT_TRUE(result.ok());
   EXPECT_FALSE(result->ok);
   EXPECT_EQ(result->interrupted_by, SIGTERM);
