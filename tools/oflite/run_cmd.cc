@@ -32,7 +32,10 @@
 // metrics as "name value" lines at full precision (where the test line is
 // printed).
 // Exit codes: commands.h (1: the run failed; the message names the op and
-// iteration, or the actors the watchdog found stuck).
+// iteration, or the actors the watchdog found stuck; 2: bad input: every
+// flag is read and range-checked (flags.h) against the plan before anything
+// starts, and --resume verifies the whole checkpoint first, so a corrupt
+// one is refused naming its file and, under a root, the newest intact one).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -44,9 +47,9 @@
 #include "oneflow_lite/checkpoint/checkpoint.h"
 #include "oneflow_lite/checkpoint/sharded_store.h"
 #include "oneflow_lite/comm/ibverbs/ibverbs_flags.h"
+#include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/common/attr.h"
 #include "oneflow_lite/common/proto_io.h"
-#include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/compiler/compiler.h"
 #include "oneflow_lite/runtime/commnet/multi_machine.h"
 #include "oneflow_lite/runtime/runtime.h"
