@@ -407,6 +407,16 @@ StatusOr<LoadedVariables> LoadVariables(const std::string& dir,
   return loaded;
 }
 
+StatusOr<CheckpointManifest> VerifyCheckpoint(const std::string& dir,
+                                              const std::map<std::string, TensorDesc>& expected) {
+  ASSIGN_OR_RETURN(CheckpointManifest manifest, ReadCheckpointManifest(dir));
+  for (const auto& [name, desc] : expected) {
+    ASSIGN_OR_RETURN(const CheckpointEntry* entry, FindEntry(dir, manifest, name, desc));
+    RETURN_IF_ERROR(ReadVariableData(dir, *entry).status());
+  }
+  return manifest;
+}
+
 StatusOr<int64_t> LoadVariablesInto(const std::string& dir,
                                     const std::map<std::string, Blob>& targets) {
   ASSIGN_OR_RETURN(CheckpointManifest manifest, ReadCheckpointManifest(dir));

@@ -84,6 +84,14 @@ struct LoadedVariables {
 StatusOr<LoadedVariables> LoadVariables(const std::string& dir,
                                         const std::map<std::string, TensorDesc>& expected);
 
+// Reads and checks every variable named in `expected` exactly as
+// LoadVariables does (presence, dtype, shape, size, header, both CRCs),
+// holding one variable's data at a time, and returns the manifest. Used
+// before resuming so that a corrupt checkpoint is an error even when no
+// variable would be restored (e.g. no iteration left to run).
+StatusOr<CheckpointManifest> VerifyCheckpoint(const std::string& dir,
+                                              const std::map<std::string, TensorDesc>& expected);
+
 // Loads straight into caller-owned memory: each target blob's desc is the
 // expectation. Returns the checkpoint's iteration. On error some targets may
 // have been written.

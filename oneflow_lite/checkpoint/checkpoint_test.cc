@@ -170,5 +170,33 @@ TEST(CheckpointTest, SaveIntoAFileFails) {
               {path, "not a directory"});
 }
 
+// VerifyCheckpoint reads every expected variable as a load would, so
+// corruption is found without restoring anything (a resume with no
+// iteration left); it names the variable and the file.
+TEST(CheckpointTest, VerifyFindsCorruptionInAnyVariable) {
+  const std::string dir = TempDir("verify");
+  const auto variables = SampleVariables();
+  ASSERT_TRUE(SaveVariables(dir, 8, variables).ok());
+  StatusOr<CheckpointManifest> verified = VerifyCheckpoint(dir, Descs(variables));
+  ASSERT_TRUE(verified.ok()) << verified.status();
+  EXPECT_EQ(verified->iteration, 8);
+  const std::string path = dir + "/" + VariableFileName("dense1/weight");
+  {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(-1, std::ios::end);
+    const char last = static_cast<char>(file.get());
+    file.seekp(-1, std::ios::end);
+    file.put(static_cast<char>(last ^ 0x01));
+  }
+  ExpectError(VerifyCheckpoint(dir, Descs(variables)).status(), StatusCode::kDataLoss,
+              {"variable 'dense1/weight'", path, "data checksum mismatch"});
+  Truncate(dir + "/" + VariableFileName("step count"), 3);
+  std::map<std::string, TensorDesc> only_step = {{"step count", variables.at("step count").desc()}};
+  ExpectError(VerifyCheckpoint(dir, only_step).status(), StatusCode::kDataLoss,
+              {"variable 'step count'", "truncated"});
+  ExpectError(VerifyCheckpoint(dir, {{"missing", TensorDesc(Shape{1}, DT_FLOAT)}}).status(),
+              StatusCode::kNotFound, {"variable 'missing'"});
+}
+
 }  // namespace
 }  // namespace oflite

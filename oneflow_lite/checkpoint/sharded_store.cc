@@ -88,22 +88,32 @@ std::string ShardedCheckpointStore::CheckpointDir(const std::string& root, int64
          std::to_string(iteration);
 }
 
-StatusOr<std::string> ShardedCheckpointStore::LatestCheckpoint(const std::string& root) {
+StatusOr<std::vector<std::string>> ShardedCheckpointStore::ListCheckpoints(
+    const std::string& root) {
   DIR* dir = opendir(root.c_str());
   if (dir == nullptr) {
     return NotFoundError("no checkpoint under '", root, "': ", std::strerror(errno));
   }
-  int64_t best = -1;
+  std::vector<int64_t> iterations;
   while (const dirent* entry = readdir(dir)) {
     const std::string name = entry->d_name;
-    if (name.rfind("iter-", 0) != 0 || name.size() == 5) continue;
+    // "iter-" and 1 to 18 digits (larger numbers are no name we write).
+    if (name.rfind("iter-", 0) != 0 || name.size() == 5 || name.size() > 5 + 18) continue;
     if (name.find_first_not_of("0123456789", 5) != std::string::npos) continue;
     const int64_t iteration = std::stoll(name.substr(5));
-    if (iteration > best && IsCheckpoint(CheckpointDir(root, iteration))) best = iteration;
+    if (IsCheckpoint(CheckpointDir(root, iteration))) iterations.push_back(iteration);
   }
   closedir(dir);
-  if (best < 0) return NotFoundError("no complete checkpoint under '", root, "'");
-  return CheckpointDir(root, best);
+  if (iterations.empty()) return NotFoundError("no complete checkpoint under '", root, "'");
+  std::sort(iterations.rbegin(), iterations.rend());
+  std::vector<std::string> dirs;
+  for (int64_t iteration : iterations) dirs.push_back(CheckpointDir(root, iteration));
+  return dirs;
+}
+
+StatusOr<std::string> ShardedCheckpointStore::LatestCheckpoint(const std::string& root) {
+  ASSIGN_OR_RETURN(std::vector<std::string> dirs, ListCheckpoints(root));
+  return dirs.front();
 }
 
 StatusOr<bool> ShardedCheckpointStore::RestorePart(const std::string& name,

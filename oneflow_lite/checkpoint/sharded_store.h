@@ -29,6 +29,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "oneflow_lite/common/host_tensor.h"
 #include "oneflow_lite/common/status.h"
@@ -71,6 +72,9 @@ class ShardedCheckpointStore {
   // The complete checkpoint (with a MANIFEST) of the highest iteration under
   // `root`; NotFound naming `root` if there is none.
   static StatusOr<std::string> LatestCheckpoint(const std::string& root);
+  // Every complete checkpoint under `root`, highest iteration first (only
+  // the MANIFEST's presence is checked); NotFound naming `root` if none.
+  static StatusOr<std::vector<std::string>> ListCheckpoints(const std::string& root);
 
  private:
   struct Pending {

@@ -154,5 +154,24 @@ TEST(ShardedCheckpointStoreTest, LatestSkipsIncompleteCheckpoints) {
   EXPECT_EQ(*latest, root + "/iter-20");
 }
 
+TEST(ShardedCheckpointStoreTest, ListsCompleteCheckpointsNewestFirst) {
+  const std::string root = TempDir("list");
+  EXPECT_EQ(ShardedCheckpointStore::ListCheckpoints(root).status().code(), StatusCode::kNotFound);
+  std::map<std::string, HostTensor> variables;
+  variables.emplace("x", Iota(Shape{2}));
+  for (int64_t iteration : {5, 100, 20}) {
+    ASSERT_TRUE(SaveVariables(ShardedCheckpointStore::CheckpointDir(root, iteration), iteration,
+                              variables)
+                    .ok());
+  }
+  ASSERT_EQ(mkdir(ShardedCheckpointStore::CheckpointDir(root, 300).c_str(), 0755), 0);
+  // A name no save writes, too large for int64_t: skipped, not a crash.
+  ASSERT_EQ(mkdir((root + "/iter-99999999999999999999999").c_str(), 0755), 0);
+  StatusOr<std::vector<std::string>> listed = ShardedCheckpointStore::ListCheckpoints(root);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(*listed, (std::vector<std::string>{root + "/iter-100", root + "/iter-20",
+                                               root + "/iter-5"}));
+}
+
 }  // namespace
 }  // namespace oflite

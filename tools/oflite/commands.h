@@ -3,7 +3,8 @@
 //   0 success, 1 runtime failure, 2 bad input (file, flag, plan),
 //   3 not implemented in this build, 4 this rank was healthy but the job
 //   ended because another rank failed or was lost (the launcher blames the
-//   ranks that did not exit 4 first).
+//   ranks that did not exit 4 first). `oflite launch` interrupted by
+//   SIGINT/SIGTERM (forwarded to every rank) exits 128 + the signal.
 #ifndef ONEFLOW_LITE_TOOLS_OFLITE_COMMANDS_H_
 #define ONEFLOW_LITE_TOOLS_OFLITE_COMMANDS_H_
 

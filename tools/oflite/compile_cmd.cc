@@ -44,7 +44,7 @@ int RunCompile(int argc, char** argv) {
   }
   Status s = flags.Parse(static_cast<int>(args.size()), args.data());
   if (!s.ok()) {
-    std::fprintf(stderr, "%s\n", s.message().c_str());
+    std::fprintf(stderr, "oflite compile: %s\n", s.message().c_str());
     return kExitBadInput;
   }
   if (flags.help_requested()) {
@@ -56,18 +56,10 @@ int RunCompile(int argc, char** argv) {
     std::fprintf(stderr, "oflite compile: --job, --cluster and -o are required (see --help)\n");
     return kExitBadInput;
   }
-  if (!flags.positional().empty()) {
-    std::fprintf(stderr, "oflite compile: unexpected argument '%s'\n",
-                 flags.positional()[0].c_str());
-    return kExitBadInput;
-  }
   compiler::CompileOptions options;
   options.memory.enable_reuse = !flags.GetBool("no_memory_reuse");
-  StatusOr<int64_t> depth = flags.GetInt("pipeline_depth");
+  StatusOr<int64_t> depth = flags.GetInt("pipeline_depth", 1, 64);
   if (!depth.ok()) return Fail(kExitBadInput, depth.status());
-  if (*depth < 1 || *depth > 64) {
-    return Fail(kExitBadInput, InvalidArgumentError("--pipeline_depth must be in [1, 64]"));
-  }
   options.tasks.pipeline_depth = static_cast<int>(*depth);
 
   StatusOr<Job> job = LoadJob(flags.Get("job"));

@@ -1,12 +1,29 @@
 #include "tools/oflite/flags.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 
 namespace oflite {
 namespace cli {
 
-FlagSet::FlagSet(std::string command, std::string usage, std::vector<FlagSpec> specs)
-    : command_(std::move(command)), usage_(std::move(usage)), specs_(std::move(specs)) {}
+StatusOr<int64_t> ParseInt64(const std::string& text, const std::string& what) {
+  const size_t digits = (!text.empty() && (text[0] == '-' || text[0] == '+')) ? 1 : 0;
+  if (text.size() == digits || text.find_first_not_of("0123456789", digits) != std::string::npos) {
+    return InvalidArgumentError(what, " expects an integer, got '", text, "'");
+  }
+  errno = 0;
+  const long long value = std::strtoll(text.c_str(), nullptr, 10);
+  if (errno == ERANGE) {
+    return InvalidArgumentError(what, ": '", text, "' does not fit in a 64-bit integer");
+  }
+  return static_cast<int64_t>(value);
+}
+
+FlagSet::FlagSet(std::string command, std::string usage, std::vector<FlagSpec> specs,
+                 size_t max_positional)
+    : command_(std::move(command)), usage_(std::move(usage)), specs_(std::move(specs)),
+      max_positional_(max_positional) {}
 
 const FlagSpec* FlagSet::Find(const std::string& name) const {
   for (const FlagSpec& s : specs_) {
@@ -23,6 +40,10 @@ Status FlagSet::Parse(int argc, char** argv) {
       continue;
     }
     if (arg.rfind("--", 0) != 0 || arg.size() == 2) {
+      if (positional_.size() == max_positional_) {
+        return InvalidArgumentError("unexpected argument '", arg, "' (see 'oflite ", command_,
+                                    " --help')");
+      }
       positional_.push_back(arg);
       continue;
     }
@@ -43,8 +64,8 @@ Status FlagSet::Parse(int argc, char** argv) {
       }
     }
     if (spec == nullptr) {
-      return InvalidArgumentError("oflite ", command_, ": unknown flag '--", name,
-                                  "' (see 'oflite ", command_, " --help')");
+      return InvalidArgumentError("unknown flag '--", name, "' (see 'oflite ", command_,
+                                  " --help')");
     }
     if (!has_value) {
       if (spec->is_bool) {
@@ -52,7 +73,7 @@ Status FlagSet::Parse(int argc, char** argv) {
       } else if (i + 1 < argc) {
         value = argv[++i];
       } else {
-        return InvalidArgumentError("oflite ", command_, ": flag '--", name, "' needs a value");
+        return InvalidArgumentError("flag '--", name, "' needs a value");
       }
     }
     values_[name] = value;
@@ -74,16 +95,27 @@ bool FlagSet::GetBool(const std::string& name) const {
 }
 
 StatusOr<int64_t> FlagSet::GetInt(const std::string& name) const {
-  std::string v = Get(name);
-  try {
-    size_t pos = 0;
-    int64_t x = std::stoll(v, &pos);
-    if (pos != v.size()) throw std::invalid_argument(v);
-    return x;
-  } catch (const std::exception&) {
-    return InvalidArgumentError("oflite ", command_, ": flag '--", name,
-                                "' expects an integer, got '", v, "'");
+  return ParseInt64(Get(name), "flag '--" + name + "'");
+}
+
+StatusOr<int64_t> FlagSet::GetInt(const std::string& name, int64_t min, int64_t max) const {
+  CHECK_LE(min, max) << "flag '" << name << "'";
+  const std::string text = Get(name);
+  const std::string what = "flag '--" + name + "'";
+  StatusOr<int64_t> value = ParseInt64(text, what);
+  if (!value.ok() || *value < min || *value > max) {
+    return InvalidArgumentError(what, " must be an integer in [", min, ", ", max, "], got '",
+                                text, "'");
   }
+  return *value;
+}
+
+StatusOr<std::chrono::milliseconds> FlagSet::GetSeconds(const std::string& name,
+                                                        int64_t min_seconds,
+                                                        int64_t max_seconds) const {
+  CHECK_LE(max_seconds, kMaxDurationSeconds) << "flag '" << name << "'";
+  ASSIGN_OR_RETURN(int64_t seconds, GetInt(name, min_seconds, max_seconds));
+  return std::chrono::milliseconds(seconds * 1000);  // |seconds| <= 30 days: no overflow
 }
 
 void FlagSet::PrintHelp() const {

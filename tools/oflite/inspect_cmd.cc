@@ -7,6 +7,7 @@
 //   oflite inspect PLAN --json          the same as JSON
 //   oflite inspect PLAN --dot           Graphviz digraph (dot -Tsvg)
 // Bad plan files exit with 2 and a message naming the file.
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -420,10 +421,11 @@ int RunInspect(int argc, char** argv) {
                  {"machine", "only this machine", false, "-1"},
                  {"actor", "one actor in detail: numeric id, m0/cpu0/s0/t3 form, or name"},
                  {"json", "print JSON instead of tables", true},
-                 {"dot", "print a Graphviz digraph of the actors", true}});
+                 {"dot", "print a Graphviz digraph of the actors", true}},
+                /*max_positional=*/1);
   Status s = flags.Parse(argc, argv);
   if (!s.ok()) {
-    std::fprintf(stderr, "%s\n", s.message().c_str());
+    std::fprintf(stderr, "oflite inspect: %s\n", s.message().c_str());
     return kExitBadInput;
   }
   if (flags.help_requested()) {
@@ -434,9 +436,9 @@ int RunInspect(int argc, char** argv) {
     std::fprintf(stderr, "oflite inspect: expected one plan file (see 'oflite inspect --help')\n");
     return kExitBadInput;
   }
-  StatusOr<int64_t> machine = flags.GetInt("machine");
+  StatusOr<int64_t> machine = flags.GetInt("machine", -1, INT32_MAX);
   if (!machine.ok()) {
-    std::fprintf(stderr, "%s\n", machine.status().message().c_str());
+    std::fprintf(stderr, "oflite inspect: %s\n", machine.status().message().c_str());
     return kExitBadInput;
   }
   StatusOr<Plan> loaded = LoadPlan(flags.positional()[0]);

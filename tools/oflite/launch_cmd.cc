@@ -3,14 +3,28 @@
 // Local (--nproc N): N processes `oflite run --plan P --rank R --master
 // 127.0.0.1:PORT`, machine R advertising 127.0.0.(R+1). Remote (--hosts
 // a,b,...): one `ssh HOST oflite run ...` per host, rank = position, master =
-// the first host. Every child gets the job token in OFLITE_JOB_TOKEN (a fresh
-// random one unless --job_token is given), plus RANK, WORLD_SIZE and
-// OFLITE_HOST. Arguments after "--" are passed to every `oflite run`, with
-// "{rank}" replaced by the rank (e.g. -- --iters 20 --metrics-out m.{rank}).
-// Output lines are prefixed "[rank R] "; when one rank fails
-// the others are stopped and launch exits 1 naming it.
+// the first host. N (or the host count) must equal the plan's machine count
+// (checked before anything starts: exit 2 naming both). Every child gets the
+// job token in OFLITE_JOB_TOKEN (a fresh random one unless --job_token is
+// given), plus RANK, WORLD_SIZE and OFLITE_HOST. Arguments after "--" are
+// passed to every `oflite run`, with "{rank}" replaced by the rank (e.g. --
+// --iters 20 --metrics-out m.{rank}). Output lines are prefixed "[rank R] ".
+//
+// Failures (comm/launch/process_group.h): when one rank fails the others
+// are stopped (SIGTERM, SIGKILL after --grace_ms; a rank that exits 4,
+// kExitPeerFailed, first gives the others --grace_ms to end on their own)
+// and launch exits 1 (2 when the blamed rank exited 2: bad input such as a
+// flag after "--"); its last line names the first cause, not the first
+// rank to exit: "oflite launch: rank R <exited with code C | was killed by
+// signal S>; stopped the others: <that rank's last error line>", preceded by
+// one line with every other rank's outcome. SIGINT or SIGTERM to launch is
+// forwarded to every rank (SIGKILL after --grace_ms); launch then exits
+// 128 + the signal with "oflite launch: interrupted by signal ...".
 #include <unistd.h>
 
+#include <signal.h>
+
+#include <atomic>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +32,7 @@
 #include "oneflow_lite/comm/control/control_client.h"
 #include "oneflow_lite/comm/launch/process_group.h"
 #include "oneflow_lite/comm/socket_util.h"
+#include "oneflow_lite/common/proto_io.h"
 #include "tools/oflite/commands.h"
 #include "tools/oflite/flags.h"
 
@@ -63,6 +78,134 @@ int Fail(int code, const Status& status) {
   return code;
 }
 
+// SIGINT/SIGTERM received by launch, for RunProcessGroup to forward.
+std::atomic<int> g_interrupt{0};
+
+void OnInterrupt(int signal_number) { g_interrupt.store(signal_number); }
+
+// Catches SIGINT and SIGTERM while alive (no SA_RESTART: a blocked poll
+// returns at once); restores the previous handlers on destruction.
+class InterruptCatcher {
+ public:
+  InterruptCatcher() {
+    struct sigaction action = {};
+    action.sa_handler = OnInterrupt;
+    sigemptyset(&action.sa_mask);
+    for (int i = 0; i < 2; ++i) ::sigaction(kSignals[i], &action, &previous_[i]);
+  }
+  ~InterruptCatcher() {
+    for (int i = 0; i < 2; ++i) ::sigaction(kSignals[i], &previous_[i], nullptr);
+  }
+
+ private:
+  static constexpr int kSignals[2] = {SIGINT, SIGTERM};
+  struct sigaction previous_[2];
+};
+
+// The plan's machine count must equal the number of processes. A remote
+// plan that is not readable here is checked by the nodes instead.
+Status CheckMachineCount(const std::string& plan_path, int world, bool remote) {
+  if (remote && access(plan_path.c_str(), R_OK) != 0) {
+    std::fprintf(stderr, "oflite launch: note: %s is not readable here\n", plan_path.c_str());
+    return Status::OK();
+  }
+  ASSIGN_OR_RETURN(Plan plan, LoadPlan(plan_path));
+  const int machines = plan.machine_size();
+  if (machines != world) {
+    return InvalidArgumentError(
+        remote ? "--hosts gives " : "--nproc ", world, remote ? " host(s)" : "", " but ",
+        plan_path, " is a ", machines, "-machine plan: give ", remote ? "one host per machine" :
+        "--nproc " + std::to_string(machines));
+  }
+  return Status::OK();
+}
+
+// One line with every rank's outcome except the blamed one, e.g. "other
+// ranks: 0 exited 4 (a peer failed), 2 stopped by launch".
+std::string OtherOutcomes(const comm::ProcessGroupResult& result) {
+  std::string text;
+  for (size_t rank = 0; rank < result.ranks.size(); ++rank) {
+    if (static_cast<int>(rank) == result.failed_rank) continue;
+    const comm::RankOutcome& outcome = result.ranks[rank];
+    std::string what = outcome.exit_code == 0 ? "finished" : "exited " +
+                                                                 std::to_string(outcome.exit_code);
+    if (outcome.stopped_by_us) {
+      what = "stopped by launch";
+    } else if (outcome.signaled) {
+      what = "killed by signal " + std::to_string(outcome.exit_code - 128);
+    } else if (outcome.exit_code == kExitPeerFailed) {
+      what += " (a peer failed)";
+    }
+    text += (text.empty() ? "" : ", ") + std::to_string(rank) + " " + what;
+  }
+  return text;
+}
+
+// Prints the outcome of a failed group (last line: the first cause) and
+// returns launch's exit code.
+int ReportFailure(const comm::ProcessGroupResult& result) {
+  if (result.interrupted_by != 0) {
+    std::fprintf(stderr, "oflite launch: %s\n", result.message.c_str());
+    return 128 + result.interrupted_by;
+  }
+  const std::string others = OtherOutcomes(result);
+  if (result.failed_rank >= 0 && !others.empty()) {
+    std::fprintf(stderr, "oflite launch: other ranks: %s\n", others.c_str());
+  }
+  std::string last = result.message;
+  if (!result.cause.empty()) last += ": " + result.cause;
+  std::fprintf(stderr, "oflite launch: %s\n", last.c_str());
+  // Bad input found by a rank (a flag after "--", the plan) stays bad input.
+  return result.exit_code == kExitBadInput ? kExitBadInput : kExitFailure;
+}
+
+// What every rank runs.
+struct LaunchSpec {
+  std::string plan;
+  std::vector<std::string> hosts;  // empty: local processes
+  int world = 0;
+  std::string oflite;  // the binary the nodes run
+  std::string master;  // HOST:PORT
+  std::string token;
+  std::string comm;  // empty: the nodes' default
+  std::vector<std::string> passthrough;  // after "--", "{rank}" replaced
+};
+
+// One command per rank: `oflite run ...` locally, or over ssh with the
+// environment passed on the remote command line.
+std::vector<comm::RankProcess> RankCommands(const LaunchSpec& spec) {
+  std::vector<comm::RankProcess> ranks(spec.world);
+  for (int rank = 0; rank < spec.world; ++rank) {
+    const std::string host =
+        spec.hosts.empty() ? "127.0.0." + std::to_string(rank + 1) : spec.hosts[rank];
+    std::vector<std::string> run = {spec.oflite, "run", "--plan", spec.plan, "--rank",
+                                    std::to_string(rank), "--master", spec.master};
+    if (!spec.comm.empty()) {
+      run.push_back("--comm");
+      run.push_back(spec.comm);
+    }
+    for (std::string arg : spec.passthrough) {
+      for (size_t at = arg.find("{rank}"); at != std::string::npos; at = arg.find("{rank}")) {
+        arg.replace(at, 6, std::to_string(rank));
+      }
+      run.push_back(arg);
+    }
+    std::vector<std::string> environment = {
+        "OFLITE_JOB_TOKEN=" + spec.token, "RANK=" + std::to_string(rank),
+        "WORLD_SIZE=" + std::to_string(spec.world), "OFLITE_HOST=" + host};
+    if (spec.hosts.empty()) {
+      ranks[rank].argv = run;
+      ranks[rank].environment = environment;
+      continue;
+    }
+    std::string remote = "env ";
+    for (const auto& entry : environment) remote += ShellQuote(entry) + " ";
+    for (const auto& arg : run) remote += ShellQuote(arg) + " ";
+    ranks[rank].argv = {"ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", host, remote};
+  }
+  return ranks;
+}
+
 }  // namespace
 
 int RunLaunch(int argc, char** argv) {
@@ -82,7 +225,10 @@ int RunLaunch(int argc, char** argv) {
                  {"comm", "transport passed to every node: ibverbs, tcp or auto", false, ""},
                  {"job_token", "job token; default: a fresh random token", false, ""},
                  {"oflite", "oflite binary for the nodes; default: this one", false, ""},
-                 {"grace_ms", "after a failure, SIGTERM -> SIGKILL delay", false, "5000"}});
+                 {"grace_ms",
+                  "after a failure or an interrupt, SIGTERM -> SIGKILL delay (and how long a "
+                  "rank exiting 4 leaves the others to end on their own)",
+                  false, "5000"}});
   Status parsed = flags.Parse(flag_argc, argv);
   if (!parsed.ok()) return Fail(kExitBadInput, parsed);
   if (flags.help_requested()) {
@@ -94,26 +240,28 @@ int RunLaunch(int argc, char** argv) {
   const std::vector<std::string> hosts = SplitHosts(flags.Get("hosts"));
   int world = static_cast<int>(hosts.size());
   if (hosts.empty()) {
-    auto nproc = flags.GetInt("nproc");
-    if (!nproc.ok() || *nproc < 1 || *nproc > 253) {
-      return Fail(kExitBadInput,
-                  InvalidArgumentError("--nproc must be 1..253 (or give --hosts)"));
+    auto nproc = flags.GetInt("nproc", 1, 253);
+    if (!nproc.ok()) {
+      return Fail(kExitBadInput, nproc.status().WithContext("give --nproc or --hosts"));
     }
     world = static_cast<int>(*nproc);
   } else if (flags.Has("nproc")) {
     return Fail(kExitBadInput, InvalidArgumentError("give --nproc or --hosts, not both"));
   }
-  if (!hosts.empty() && access(plan.c_str(), R_OK) != 0) {
-    // Remote nodes read the plan at the same path; still check locally.
-    std::fprintf(stderr, "oflite launch: note: %s is not readable here\n", plan.c_str());
-  } else if (hosts.empty() && access(plan.c_str(), R_OK) != 0) {
+  if (hosts.empty() && access(plan.c_str(), R_OK) != 0) {
     return Fail(kExitBadInput, NotFoundError("cannot read plan file ", plan));
   }
-  auto port_flag = flags.GetInt("port");
-  auto grace = flags.GetInt("grace_ms");
-  if (!port_flag.ok() || *port_flag < 0 || *port_flag > 65535 || !grace.ok()) {
-    return Fail(kExitBadInput, InvalidArgumentError("bad --port or --grace_ms"));
+  const std::string comm_flag = flags.Get("comm");
+  if (!comm_flag.empty() && comm_flag != "tcp" && comm_flag != "ibverbs" && comm_flag != "auto") {
+    return Fail(kExitBadInput,
+                InvalidArgumentError("--comm ", comm_flag, ": expected ibverbs, tcp or auto"));
   }
+  Status machines = CheckMachineCount(plan, world, !hosts.empty());
+  if (!machines.ok()) return Fail(kExitBadInput, machines);
+  auto port_flag = flags.GetInt("port", 0, 65535);
+  if (!port_flag.ok()) return Fail(kExitBadInput, port_flag.status());
+  auto grace = flags.GetInt("grace_ms", 0, 3600 * 1000);
+  if (!grace.ok()) return Fail(kExitBadInput, grace.status());
   int port = static_cast<int>(*port_flag);
   if (port == 0) {
     auto probe = comm::ListenTcp("127.0.0.1", &port);
@@ -128,47 +276,17 @@ int RunLaunch(int argc, char** argv) {
   const std::string master_host = hosts.empty() ? "127.0.0.1" : hosts[0];
   const std::string master = master_host + ":" + std::to_string(port);
 
-  std::vector<comm::RankProcess> ranks(world);
-  for (int rank = 0; rank < world; ++rank) {
-    const std::string host =
-        hosts.empty() ? "127.0.0." + std::to_string(rank + 1) : hosts[rank];
-    std::vector<std::string> run = {oflite, "run", "--plan", plan, "--rank",
-                                    std::to_string(rank), "--master", master};
-    if (!flags.Get("comm").empty()) {
-      run.push_back("--comm");
-      run.push_back(flags.Get("comm"));
-    }
-    for (std::string arg : passthrough) {
-      for (size_t at = arg.find("{rank}"); at != std::string::npos; at = arg.find("{rank}")) {
-        arg.replace(at, 6, std::to_string(rank));
-      }
-      run.push_back(arg);
-    }
-    std::vector<std::string> environment = {
-        "OFLITE_JOB_TOKEN=" + token, "RANK=" + std::to_string(rank),
-        "WORLD_SIZE=" + std::to_string(world), "OFLITE_HOST=" + host};
-    if (hosts.empty()) {
-      ranks[rank].argv = run;
-      ranks[rank].environment = environment;
-    } else {
-      std::string remote;
-      for (const auto& entry : environment) remote += ShellQuote(entry) + " ";
-      remote = "env " + remote;
-      for (const auto& arg : run) remote += ShellQuote(arg) + " ";
-      ranks[rank].argv = {"ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
-                          host, remote};
-    }
-  }
+  const std::vector<comm::RankProcess> ranks =
+      RankCommands({plan, hosts, world, oflite, master, token, flags.Get("comm"), passthrough});
   std::fprintf(stderr, "oflite launch: %d machine(s), master %s\n", world, master.c_str());
   comm::ProcessGroupOptions options;
   options.grace = std::chrono::milliseconds(*grace);
+  options.peer_failed_exit_code = kExitPeerFailed;
+  options.interrupt = &g_interrupt;
+  InterruptCatcher catcher;
   auto result = comm::RunProcessGroup(ranks, options);
   if (!result.ok()) return Fail(kExitFailure, result.status());
-  if (!result->ok) {
-    std::fprintf(stderr, "oflite launch: %s\n", result->message.c_str());
-    return kExitFailure;
-  }
-  return kExitOk;
+  return result->ok ? kExitOk : ReportFailure(*result);
 }
 
 }  // namespace cli

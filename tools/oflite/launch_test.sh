@@ -6,7 +6,10 @@ set -u
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
 TMP="${TEST_TMPDIR:-/tmp}"
 fail=0
-printf 'plan' > "$TMP/p.plan.pb"
+# A valid plan with 3 (empty) machines: version 1, field 4 three times.
+# launch checks --nproc against the machine count; the stand-in nodes
+# never read it.
+printf '\x08\x01\x22\x00\x22\x00\x22\x00' > "$TMP/p.plan.pb"
 
 cat > "$TMP/node_ok.sh" <<'NODE'
 #!/bin/sh
@@ -18,7 +21,13 @@ cat > "$TMP/node_fail.sh" <<'NODE'
 if [ "$RANK" = "1" ]; then sleep 0.3; echo "rank one fails"; exit 4; fi
 sleep 60
 NODE
-chmod +x "$TMP/node_ok.sh" "$TMP/node_fail.sh"
+cat > "$TMP/node_blame.sh" <<'NODE'
+#!/bin/sh
+# Rank 0 ends first with 4 (a peer failed); rank 1, the real cause, later.
+if [ "$RANK" = "0" ]; then sleep 0.2; echo "oflite run: rank 0: lost rank 1" >&2; exit 4; fi
+sleep 1; echo "oflite run: rank 1: kernel matmul: boom" >&2; echo "bye"; exit 1
+NODE
+chmod +x "$TMP/node_ok.sh" "$TMP/node_fail.sh" "$TMP/node_blame.sh"
 
 "$OFLITE" launch --plan "$TMP/p.plan.pb" --nproc 3 --oflite "$TMP/node_ok.sh" > "$TMP/out" 2>&1
 rc=$?
@@ -36,6 +45,35 @@ elapsed=$(( $(date +%s) - start ))
 grep -q "rank 1 exited with code 4; stopped the others" "$TMP/out" || { echo "FAIL: no culprit"; cat "$TMP/out"; fail=1; }
 grep -q "^\[rank 1\] rank one fails" "$TMP/out" || { echo "FAIL: no prefixed line"; fail=1; }
 (( elapsed < 20 )) || { echo "FAIL: took ${elapsed}s to stop the others"; fail=1; }
+
+# The first cause is blamed, not the first rank to exit: the last line
+# names rank 1 with its error line.
+printf '\x08\x01\x22\x00\x22\x00' > "$TMP/p2.plan.pb"
+"$OFLITE" launch --plan "$TMP/p2.plan.pb" --nproc 2 --oflite "$TMP/node_blame.sh" --grace_ms 5000 \
+  > "$TMP/out" 2>&1
+rc=$?
+[[ $rc == 1 ]] || { echo "FAIL: blame launch exited $rc"; cat "$TMP/out"; fail=1; }
+[[ "$(tail -1 "$TMP/out")" == "oflite launch: rank 1 exited with code 1: oflite run: rank 1: kernel matmul: boom" ]] ||
+  { echo "FAIL: wrong blame"; cat "$TMP/out"; fail=1; }
+grep -q "other ranks: 0 exited 4 (a peer failed)" "$TMP/out" || { echo "FAIL: rank 0's outcome"; fail=1; }
+
+# Bad input found by the ranks (a flag after --) is exit 2 of launch too;
+# a bad --comm is refused by launch itself.
+cat > "$TMP/node_badflag.sh" <<'NODE'
+#!/bin/sh
+echo "oflite run: INVALID_ARGUMENT: flag '--iters' must be an integer in [0, 1099511627776], got '-5'" >&2
+exit 2
+NODE
+chmod +x "$TMP/node_badflag.sh"
+"$OFLITE" launch --plan "$TMP/p2.plan.pb" --nproc 2 --oflite "$TMP/node_badflag.sh" -- --iters -5 \
+  > "$TMP/out" 2>&1
+rc=$?
+[[ $rc == 2 ]] || { echo "FAIL: bad flag after -- : launch exited $rc"; cat "$TMP/out"; fail=1; }
+tail -1 "$TMP/out" | grep -q "exited with code 2: .*flag '--iters'" ||
+  { echo "FAIL: bad flag after -- not named last"; cat "$TMP/out"; fail=1; }
+"$OFLITE" launch --plan "$TMP/p2.plan.pb" --nproc 2 --comm bogus > "$TMP/out" 2>&1
+rc=$?
+[[ $rc == 2 ]] && grep -q "comm bogus" "$TMP/out" || { echo "FAIL: --comm bogus: $rc"; cat "$TMP/out"; fail=1; }
 
 "$OFLITE" launch --nproc 2 > "$TMP/out" 2>&1; [[ $? == 2 ]] || { echo "FAIL: missing --plan"; fail=1; }
 "$OFLITE" launch --plan "$TMP/none.pb" --nproc 2 > "$TMP/out" 2>&1; [[ $? == 2 ]] || { echo "FAIL: missing plan file"; fail=1; }

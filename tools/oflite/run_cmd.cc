@@ -32,7 +32,10 @@
 // metrics as "name value" lines at full precision (where the test line is
 // printed).
 // Exit codes: commands.h (1: the run failed; the message names the op and
-// iteration, or the actors the watchdog found stuck).
+// iteration, or the actors the watchdog found stuck; 2: bad input: every
+// flag is read and range-checked (flags.h) against the plan before anything
+// starts, and --resume verifies the whole checkpoint first, so a corrupt
+// one is refused naming its file and, under a root, the newest intact one).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -44,6 +47,7 @@
 #include "oneflow_lite/checkpoint/checkpoint.h"
 #include "oneflow_lite/checkpoint/sharded_store.h"
 #include "oneflow_lite/comm/ibverbs/ibverbs_flags.h"
+#include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/common/attr.h"
 #include "oneflow_lite/common/proto_io.h"
 #include "oneflow_lite/compiler/compiler.h"
@@ -145,23 +149,115 @@ int64_t SamplesPerIteration(const Job& job) {
   return 0;
 }
 
-StatusOr<int64_t> ResolveRank(const FlagSet& flags) {
-  if (flags.Has("rank")) return flags.GetInt("rank");
-  for (const char* name : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"}) {
-    const char* value = std::getenv(name);
-    if (value != nullptr && *value != '\0') {
-      char* end = nullptr;
-      const long long rank = std::strtoll(value, &end, 10);
-      if (*end != '\0' || rank < 0) return InvalidArgumentError(name, "='", value, "' is not a rank");
-      return static_cast<int64_t>(rank);
+// The largest --iters, --log-every or --save-every accepted (2^40).
+constexpr int64_t kMaxIterations = int64_t{1} << 40;
+
+// The flags of `oflite run`, read and checked against the plan before
+// anything starts: every error here is exit 2 naming the flag.
+struct RunFlags {
+  int64_t rank = 0;
+  int64_t iters = 0;  // 0: the plan's
+  int64_t log_every = 50;
+  int64_t save_every = 0;  // 0: never
+  std::chrono::milliseconds watchdog{60000};
+  std::chrono::milliseconds ring_timeout{120000};
+};
+
+// This node's rank: --rank, else RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK,
+// else 0; it must name a machine of `plan`.
+StatusOr<int64_t> ResolveRank(const FlagSet& flags, const Plan& plan) {
+  const int64_t machines = plan.machine_size() > 0 ? plan.machine_size() : 1;
+  std::string source = "--rank";
+  std::string text = flags.Get("rank");
+  if (!flags.Has("rank")) {
+    text.clear();
+    for (const char* name : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"}) {
+      const char* value = std::getenv(name);
+      if (value != nullptr && *value != '\0') {
+        source = name;
+        text = value;
+        break;
+      }
     }
+    if (text.empty()) return 0;
   }
-  return 0;
+  StatusOr<int64_t> rank = ParseInt64(text, source);
+  if (!rank.ok() || *rank < 0 || *rank >= machines) {
+    return InvalidArgumentError(source, " ", text, " is not a machine of the plan: it has ",
+                                machines, " machine(s), ranks 0..", machines - 1);
+  }
+  return *rank;
 }
 
-StatusOr<std::string> ResolveResume(const std::string& dir) {
-  if (IsCheckpoint(dir)) return dir;
-  return ShardedCheckpointStore::LatestCheckpoint(dir);
+// --master and --comm of a multi-machine plan (Start would refuse them
+// later with exit 1; here they are bad input).
+Status CheckMultiMachineFlags(const FlagSet& flags, const Plan& plan) {
+  const std::string comm = flags.Get("comm");
+  if (comm != "tcp" && comm != "ibverbs" && comm != "auto") {
+    return InvalidArgumentError("--comm ", comm, ": expected ibverbs, tcp or auto");
+  }
+  if (plan.machine_size() <= 1) return Status::OK();
+  if (!flags.Has("master") || flags.Get("master").empty()) {
+    return InvalidArgumentError("a ", plan.machine_size(),
+                                "-machine plan needs --master HOST:PORT (rank 0 serves it)");
+  }
+  std::string host;
+  int port = 0;
+  Status parsed = comm::ParseHostPort(flags.Get("master"), &host, &port);
+  if (!parsed.ok()) return parsed.WithContext("--master");
+  return Status::OK();
+}
+
+StatusOr<RunFlags> ReadRunFlags(const FlagSet& flags, const Plan& plan) {
+  RunFlags run;
+  ASSIGN_OR_RETURN(run.rank, ResolveRank(flags, plan));
+  RETURN_IF_ERROR(CheckMultiMachineFlags(flags, plan));
+  ASSIGN_OR_RETURN(run.iters, flags.GetInt("iters", 0, kMaxIterations));
+  ASSIGN_OR_RETURN(run.log_every, flags.GetInt("log-every", 1, kMaxIterations));
+  ASSIGN_OR_RETURN(run.save_every, flags.GetInt("save-every", 0, kMaxIterations));
+  ASSIGN_OR_RETURN(run.watchdog, flags.GetSeconds("watchdog-seconds", 1, kMaxDurationSeconds));
+  ASSIGN_OR_RETURN(run.ring_timeout,
+                   flags.GetSeconds("ring-timeout-seconds", 1, kMaxDurationSeconds));
+  if (run.save_every > 0 && !flags.Has("checkpoint-dir")) {
+    return InvalidArgumentError("--save-every needs --checkpoint-dir");
+  }
+  return run;
+}
+
+struct ResumePoint {
+  std::string dir;
+  int64_t iteration = 0;
+};
+
+// The checkpoint --resume names (`path`: a checkpoint, or a root holding
+// iter-* checkpoints, of which the newest is taken), verified in full
+// (every variable of the plan read and its checksums checked) before
+// anything runs, even when no iteration is left. A corrupt newest
+// checkpoint is refused, naming it and the newest intact one with the
+// --resume argument that uses it; nothing is deleted and nothing falls
+// back silently. Every error is bad input (exit 2).
+StatusOr<ResumePoint> ResolveResume(const std::string& path,
+                                    const std::map<std::string, TensorDesc>& variables) {
+  std::vector<std::string> candidates = {path};
+  if (!IsCheckpoint(path)) {
+    ASSIGN_OR_RETURN(candidates, ShardedCheckpointStore::ListCheckpoints(path));
+  }
+  StatusOr<CheckpointManifest> newest = VerifyCheckpoint(candidates[0], variables);
+  if (newest.ok()) return ResumePoint{candidates[0], newest->iteration};
+  const Status corrupt = newest.status().WithContext("--resume: checkpoint '" + candidates[0] +
+                                                     "' cannot be used");
+  for (size_t i = 1; i < candidates.size(); ++i) {
+    if (VerifyCheckpoint(candidates[i], variables).ok()) {
+      return InvalidArgumentError(corrupt.message(), "; the newest intact checkpoint under '",
+                                  path, "' is '", candidates[i], "': resume from it with --resume ",
+                                  candidates[i], " (nothing was deleted)");
+    }
+  }
+  if (candidates.size() > 1) {
+    return InvalidArgumentError(corrupt.message(), "; no older checkpoint under '", path,
+                                "' is intact either");
+  }
+  return corrupt;
 }
 
 // Prints the "test (...)" line; writes "name value" lines to `eval_out`
@@ -277,8 +373,8 @@ int Fail(const Status& status, int code) {
 
 // A failure of this rank in a multi-machine job: reported here, then told to
 // every peer (abort notice) so they stop at once naming this rank.
-int FailJob(const Status& status, MultiMachineSession* session) {
-  const int code = Fail(status, kExitFailure);
+int FailJob(const Status& status, MultiMachineSession* session, int code = kExitFailure) {
+  Fail(status, code);
   std::fflush(stderr);
   if (session != nullptr) session->AbortPeers(status);
   return code;
@@ -318,21 +414,15 @@ int RunRun(int argc, char** argv) {
   if (!flags.Has("plan")) return Fail(InvalidArgumentError("--plan is required"), kExitBadInput);
   StatusOr<Plan> plan = LoadPlan(flags.Get("plan"));
   if (!plan.ok()) return Fail(plan.status(), kExitBadInput);
-  StatusOr<int64_t> rank = ResolveRank(flags);
-  if (!rank.ok()) return Fail(rank.status(), kExitBadInput);
+  StatusOr<RunFlags> run = ReadRunFlags(flags, *plan);
+  if (!run.ok()) return Fail(run.status(), kExitBadInput);
   std::unique_ptr<MultiMachineSession> session;
   if (plan->machine_size() > 1) {
     MultiMachineOptions multi;
-    multi.rank = *rank;
+    multi.rank = run->rank;
     multi.master = flags.Get("master");
     multi.comm = flags.Get("comm");
-    StatusOr<int64_t> ring_timeout = flags.GetInt("ring-timeout-seconds");
-    if (!ring_timeout.ok()) return Fail(ring_timeout.status(), kExitBadInput);
-    if (*ring_timeout < 1) {
-      return Fail(InvalidArgumentError("--ring-timeout-seconds must be at least 1"),
-                  kExitBadInput);
-    }
-    multi.ring_timeout = std::chrono::milliseconds(1000 * *ring_timeout);
+    multi.ring_timeout = run->ring_timeout;
     std::map<std::string, std::string> ib_values;
     for (const comm::ibverbs::IbverbsFlag& flag : comm::ibverbs::IbverbsFlags()) {
       ib_values[flag.name] = flags.Get(flag.name);
@@ -346,42 +436,30 @@ int RunRun(int argc, char** argv) {
     if (!started.ok()) return Fail(started.status(), kExitFailure);
     session = std::move(*started);
   }
-  StatusOr<int64_t> iters = flags.GetInt("iters");
-  StatusOr<int64_t> log_every = flags.GetInt("log-every");
-  StatusOr<int64_t> save_every = flags.GetInt("save-every");
-  StatusOr<int64_t> watchdog = flags.GetInt("watchdog-seconds");
-  for (const auto* value : {&iters, &log_every, &save_every, &watchdog}) {
-    if (!value->ok()) return Fail(value->status(), kExitBadInput);
-  }
-  if (*save_every > 0 && !flags.Has("checkpoint-dir")) {
-    return Fail(InvalidArgumentError("--save-every needs --checkpoint-dir"), kExitBadInput);
-  }
   StatusOr<std::map<std::string, TensorDesc>> variables = PlanVariables(*plan);
   if (!variables.ok()) return Fail(variables.status(), kExitBadInput);
 
   RuntimeOptions options;
-  options.machine_id = *rank;
-  options.total_iters = *iters;
+  options.machine_id = run->rank;
+  options.total_iters = run->iters;
   options.check_nan = flags.GetBool("check-nan");
-  options.save_every = *save_every;
-  options.watchdog_timeout = std::chrono::milliseconds(1000 * std::max<int64_t>(1, *watchdog));
+  options.save_every = run->save_every;
+  options.watchdog_timeout = run->watchdog;
   CheckpointVariableStore::Options store_options;
   store_options.save_root = flags.Get("checkpoint-dir");
   store_options.variables = *variables;
   if (flags.Has("resume")) {
-    StatusOr<std::string> dir = ResolveResume(flags.Get("resume"));
-    if (!dir.ok()) return Fail(dir.status(), kExitBadInput);
-    StatusOr<CheckpointManifest> manifest = ReadCheckpointManifest(*dir);
-    if (!manifest.ok()) return Fail(manifest.status(), kExitBadInput);
-    store_options.restore_dir = *dir;
-    options.start_iter = manifest->iteration;
-    std::printf("resuming from %s at iteration %lld\n", dir->c_str(),
-                static_cast<long long>(manifest->iteration));
+    StatusOr<ResumePoint> resume = ResolveResume(flags.Get("resume"), *variables);
+    if (!resume.ok()) return FailJob(resume.status(), session.get(), kExitBadInput);
+    store_options.restore_dir = resume->dir;
+    options.start_iter = resume->iteration;
+    std::printf("resuming from %s at iteration %lld\n", resume->dir.c_str(),
+                static_cast<long long>(resume->iteration));
   }
-  const int64_t end = *iters > 0 ? *iters : plan->total_iters();
+  const int64_t end = run->iters > 0 ? run->iters : plan->total_iters();
   store_options.final_iteration = end;
   CheckpointVariableStore store(store_options);
-  ProgressPrinter progress(options.start_iter, end, *log_every, SamplesPerIteration(plan->job()));
+  ProgressPrinter progress(options.start_iter, end, run->log_every, SamplesPerIteration(plan->job()));
   options.variables = &store;
   options.metrics = &progress;
   std::unique_ptr<MetricsFile> metrics_file;

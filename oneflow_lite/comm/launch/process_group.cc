@@ -8,18 +8,24 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <thread>
 
 namespace oflite {
 namespace comm {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 struct Child {
   pid_t pid = -1;
   int output_fd = -1;  // read end of the merged stdout/stderr pipe
   std::string partial_line;
+  std::string last_line;
+  std::string last_error_line;
   bool exited = false;
-  int exit_code = 0;
+  RankOutcome outcome;
 };
 
 StatusOr<Child> StartChild(int rank, const RankProcess& process) {
@@ -51,6 +57,23 @@ StatusOr<Child> StartChild(int rank, const RankProcess& process) {
   return child;
 }
 
+// An error line: what oflite prints on failure ("oflite run: ..."), a glog
+// ERROR/FATAL line ("E1201 12:00:00..."), or a line saying error/failed.
+bool IsErrorLine(const std::string& line) {
+  if (line.rfind("oflite ", 0) == 0) return true;
+  if (line.size() > 5 && (line[0] == 'E' || line[0] == 'F') &&
+      std::all_of(line.begin() + 1, line.begin() + 5, [](char c) { return std::isdigit(c); })) {
+    return true;
+  }
+  return line.find("rror") != std::string::npos || line.find("failed") != std::string::npos;
+}
+
+void PrintLine(int rank, Child* child, const std::string& line, FILE* out) {
+  std::fprintf(out, "[rank %d] %s\n", rank, line.c_str());
+  child->last_line = line;
+  if (IsErrorLine(line)) child->last_error_line = line;
+}
+
 void EmitLines(int rank, Child* child, const char* data, size_t size, FILE* out,
                bool flush_partial) {
   child->partial_line.append(data, size);
@@ -58,13 +81,12 @@ void EmitLines(int rank, Child* child, const char* data, size_t size, FILE* out,
   while (true) {
     size_t end = child->partial_line.find('\n', start);
     if (end == std::string::npos) break;
-    std::fprintf(out, "[rank %d] %.*s\n", rank, static_cast<int>(end - start),
-                 child->partial_line.data() + start);
+    PrintLine(rank, child, child->partial_line.substr(start, end - start), out);
     start = end + 1;
   }
   child->partial_line.erase(0, start);
   if (flush_partial && !child->partial_line.empty()) {
-    std::fprintf(out, "[rank %d] %s\n", rank, child->partial_line.c_str());
+    PrintLine(rank, child, child->partial_line, out);
     child->partial_line.clear();
   }
   std::fflush(out);
@@ -84,7 +106,7 @@ void PumpOutput(std::vector<Child>* children, FILE* out) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     return;
   }
-  if (::poll(fds.data(), fds.size(), 100) <= 0) return;
+  if (::poll(fds.data(), fds.size(), 100) <= 0) return;  // EINTR: a signal; next turn
   for (size_t i = 0; i < fds.size(); ++i) {
     if (fds[i].revents == 0) continue;
     Child& child = (*children)[ranks[i]];
@@ -100,24 +122,157 @@ void PumpOutput(std::vector<Child>* children, FILE* out) {
   }
 }
 
-void Reap(std::vector<Child>* children) {
-  for (Child& child : *children) {
-    if (child.exited) continue;
-    int status = 0;
-    if (::waitpid(child.pid, &status, WNOHANG) == child.pid) {
+// The blame class of a failed child (lower is blamed first).
+int BlameClass(const RankOutcome& outcome, int peer_failed_exit_code) {
+  if (outcome.stopped_by_us) return 3;
+  if (outcome.signaled) return 0;
+  return outcome.exit_code == peer_failed_exit_code ? 2 : 1;
+}
+
+// The loop of RunProcessGroup: output, reaping, stopping (file comment).
+class GroupRunner {
+ public:
+  GroupRunner(std::vector<Child> children, const ProcessGroupOptions& options)
+      : children_(std::move(children)), options_(options),
+        deadline_(Clock::now() + options.timeout) {}
+
+  ProcessGroupResult Run() {
+    while (!AllDone()) {
+      PumpOutput(&children_, options_.output);
+      Reap();
+      Stop(Clock::now());
+    }
+    return Result();
+  }
+
+ private:
+  bool AllDone() const {
+    for (const Child& child : children_) {
+      if (!child.exited || child.output_fd >= 0) return false;
+    }
+    return true;
+  }
+
+  void Reap() {
+    const Clock::time_point now = Clock::now();
+    for (Child& child : children_) {
+      int status = 0;
+      if (child.exited || ::waitpid(child.pid, &status, WNOHANG) != child.pid) continue;
       child.exited = true;
-      child.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      RankOutcome& outcome = child.outcome;
+      outcome.signaled = WIFSIGNALED(status);
+      outcome.exit_code = outcome.signaled ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+      outcome.exit_order = exits_++;
+      if (outcome.exit_code == 0) continue;
+      // A healthy rank ended by a peer's failure: give the others time to
+      // exit on their own (and report) before stopping them.
+      const bool peer_failed = !outcome.signaled &&
+                               outcome.exit_code == options_.peer_failed_exit_code;
+      stop_at_ = std::min(stop_at_, peer_failed ? now + options_.grace : now);
     }
   }
-}
 
-void SignalAll(std::vector<Child>* children, int signal_number) {
-  for (Child& child : *children) {
-    if (!child.exited) ::kill(-child.pid, signal_number);
+  // Signals the process group of every child still running, and of every
+  // exited child whose group still holds its output open (what it started).
+  void SignalRunning(int signal_number) {
+    for (Child& child : children_) {
+      if (child.exited && child.output_fd < 0) continue;
+      if (!child.exited) child.outcome.stopped_by_us = true;
+      ::kill(-child.pid, signal_number);
+    }
   }
-}
+
+  void Stop(Clock::time_point now) {
+    const int interrupt = options_.interrupt != nullptr ? options_.interrupt->load() : 0;
+    if (interrupt != 0 && interrupted_by_ == 0) {
+      interrupted_by_ = interrupt;
+      SignalRunning(interrupt);
+      signalled_ = true;
+      kill_at_ = now + options_.grace;
+    }
+    if (now >= deadline_ && !timed_out_) {
+      timed_out_ = true;
+      stop_at_ = now;
+    }
+    if (!signalled_ && now >= stop_at_) {
+      SignalRunning(SIGTERM);
+      signalled_ = true;
+      kill_at_ = now + options_.grace;
+    }
+    if (signalled_ && now >= kill_at_) SignalRunning(SIGKILL);
+  }
+
+  ProcessGroupResult Result() {
+    ProcessGroupResult result;
+    bool stopped_others = false;
+    for (Child& child : children_) {
+      if (!child.outcome.signaled) {
+        child.outcome.cause =
+            child.last_error_line.empty() ? child.last_line : child.last_error_line;
+      }
+      result.ranks.push_back(child.outcome);
+    }
+    const int blamed = BlamedRank(result.ranks, options_.peer_failed_exit_code);
+    for (size_t rank = 0; rank < children_.size(); ++rank) {
+      if (static_cast<int>(rank) != blamed && children_[rank].outcome.stopped_by_us) {
+        stopped_others = true;
+      }
+    }
+    result.interrupted_by = interrupted_by_;
+    if (interrupted_by_ != 0) {
+      result.ok = false;
+      result.message = "interrupted by signal " + std::to_string(interrupted_by_) + " (" +
+                       strsignal(interrupted_by_) + "); forwarded it to every rank";
+      return result;
+    }
+    if (timed_out_ && (blamed < 0 || result.ranks[blamed].stopped_by_us)) {
+      result.ok = false;
+      result.message = "the job did not finish within the launch timeout";
+      return result;
+    }
+    if (blamed < 0) return result;
+    const RankOutcome& outcome = children_[blamed].outcome;
+    result.ok = false;
+    result.failed_rank = blamed;
+    result.exit_code = outcome.exit_code;
+    result.cause = outcome.cause;
+    result.message = "rank " + std::to_string(blamed) +
+                     (outcome.signaled
+                          ? " was killed by signal " + std::to_string(outcome.exit_code - 128)
+                          : " exited with code " + std::to_string(outcome.exit_code));
+    if (stopped_others) result.message += "; stopped the others";
+    return result;
+  }
+
+  std::vector<Child> children_;
+  const ProcessGroupOptions& options_;
+  const Clock::time_point deadline_;
+  Clock::time_point stop_at_ = Clock::time_point::max();
+  Clock::time_point kill_at_{};
+  bool signalled_ = false;
+  bool timed_out_ = false;
+  int interrupted_by_ = 0;
+  int exits_ = 0;
+};
 
 }  // namespace
+
+int BlamedRank(const std::vector<RankOutcome>& outcomes, int peer_failed_exit_code) {
+  int blamed = -1;
+  for (size_t rank = 0; rank < outcomes.size(); ++rank) {
+    const RankOutcome& outcome = outcomes[rank];
+    if (outcome.exit_code == 0) continue;
+    if (blamed >= 0) {
+      const RankOutcome& best = outcomes[blamed];
+      if (std::make_pair(BlameClass(outcome, peer_failed_exit_code), outcome.exit_order) >=
+          std::make_pair(BlameClass(best, peer_failed_exit_code), best.exit_order)) {
+        continue;
+      }
+    }
+    blamed = static_cast<int>(rank);
+  }
+  return blamed;
+}
 
 StatusOr<ProcessGroupResult> RunProcessGroup(const std::vector<RankProcess>& ranks,
                                              const ProcessGroupOptions& options) {
@@ -125,48 +280,13 @@ StatusOr<ProcessGroupResult> RunProcessGroup(const std::vector<RankProcess>& ran
   for (size_t rank = 0; rank < ranks.size(); ++rank) {
     auto child = StartChild(static_cast<int>(rank), ranks[rank]);
     if (!child.ok()) {
-      SignalAll(&children, SIGKILL);
+      for (Child& started : children) ::kill(-started.pid, SIGKILL);
       for (Child& started : children) ::waitpid(started.pid, nullptr, 0);
       return child.status();
     }
     children.push_back(std::move(*child));
   }
-  ProcessGroupResult result;
-  const auto deadline = std::chrono::steady_clock::now() + options.timeout;
-  std::chrono::steady_clock::time_point kill_at{};
-  bool stopping = false;
-  while (true) {
-    PumpOutput(&children, options.output);
-    Reap(&children);
-    bool all_done = true;
-    for (size_t rank = 0; rank < children.size(); ++rank) {
-      const Child& child = children[rank];
-      if (!child.exited || child.output_fd >= 0) all_done = false;
-      if (child.exited && child.exit_code != 0 && result.ok) {
-        result.ok = false;
-        result.failed_rank = static_cast<int>(rank);
-        result.exit_code = child.exit_code;
-        result.message = "rank " + std::to_string(rank) +
-                         (child.exit_code > 128
-                              ? " was killed by signal " + std::to_string(child.exit_code - 128)
-                              : " exited with code " + std::to_string(child.exit_code));
-      }
-    }
-    if (all_done) break;
-    const auto now = std::chrono::steady_clock::now();
-    if (result.ok && now >= deadline) {
-      result.ok = false;
-      result.message = "the job did not finish within the launch timeout";
-    }
-    if (!result.ok && !stopping) {
-      stopping = true;
-      SignalAll(&children, SIGTERM);
-      kill_at = now + options.grace;
-    }
-    if (stopping && now >= kill_at) SignalAll(&children, SIGKILL);
-  }
-  if (!result.ok && result.failed_rank >= 0) result.message += "; stopped the others";
-  return result;
+  return GroupRunner(std::move(children), options).Run();
 }
 
 }  // namespace comm

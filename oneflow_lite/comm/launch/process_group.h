@@ -1,17 +1,35 @@
 // Runs one process per rank (the launcher behind `oflite launch`): each
 // child's stdout and stderr are merged and every line is printed with a
-// "[rank R] " prefix; when a child fails (non-zero exit or a signal) the
-// others get SIGTERM, then SIGKILL after a grace period, and the result
-// names the first failed rank. Children run in their own process groups so
-// that what they start (ssh, shells) is stopped with them.
+// "[rank R] " prefix. Children run in their own process groups so that what
+// they start (ssh, shells) is signalled with them.
+//
+// Stopping. When a child fails (non-zero exit or a signal) the others get
+// SIGTERM, then SIGKILL after `grace`. A child that exits with
+// `peer_failed_exit_code` (it was healthy, another rank failed) does not
+// stop the others at once: they get `grace` to end on their own first, so
+// that the rank that really failed can exit and report its own error. When
+// `*interrupt` becomes non-zero (a signal number, set by the caller's
+// signal handler), that signal is forwarded to every running child, then
+// SIGKILL after `grace`; the result says it was interrupted.
+//
+// Blame. Once every child has exited, the result names the first cause:
+// children killed by a signal the group did not send, else children that
+// exited non-zero with another code than `peer_failed_exit_code`, else
+// those that exited with it; within a class the earliest exit. Children
+// that ended after the group signalled them are blamed only when nothing
+// else failed. The blamed child's cause is its last error line (the last
+// line it printed that looks like an error: "oflite ...", a glog E/F line,
+// or containing "error"/"failed"; else its last line).
 //
 // RunProcessGroup blocks until every child has exited; it is bounded by the
-// children themselves plus the grace period once one fails (or when
-// `timeout` passes, which fails the group with DeadlineExceeded). Call it
-// from one thread; it changes no global state except reaping its children.
+// children themselves plus two grace periods once one fails or an interrupt
+// arrives (or when `timeout` passes, which fails the group with a message).
+// Call it from one thread; it changes no global state except reaping its
+// children (it installs no signal handler: the caller does).
 #ifndef ONEFLOW_LITE_COMM_LAUNCH_PROCESS_GROUP_H_
 #define ONEFLOW_LITE_COMM_LAUNCH_PROCESS_GROUP_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -31,14 +49,37 @@ struct ProcessGroupOptions {
   std::chrono::milliseconds grace{5000};
   std::chrono::milliseconds timeout{std::chrono::hours(24 * 365)};
   FILE* output = stdout;
+  // The exit code of a rank ended only because another rank failed
+  // (oflite's kExitPeerFailed); -1: no such convention.
+  int peer_failed_exit_code = -1;
+  // Read every loop turn (at most 100 ms apart); a non-zero value is the
+  // signal to forward. Not owned; may be written from a signal handler
+  // (std::atomic<int> is lock-free). Null: no interrupts.
+  const std::atomic<int>* interrupt = nullptr;
+};
+
+// How one child ended.
+struct RankOutcome {
+  int exit_code = 0;           // its exit status, or 128 + signal
+  bool signaled = false;       // ended by a signal
+  bool stopped_by_us = false;  // the group had signalled it before it ended
+  int exit_order = -1;         // 0 for the first child to exit, 1 for the next...
+  std::string cause;           // its last error line (see the file comment)
 };
 
 struct ProcessGroupResult {
   bool ok = true;
-  int failed_rank = -1;  // the first rank that failed
+  int failed_rank = -1;  // the blamed rank (the first cause), -1 if none
   int exit_code = 0;     // its exit code, or 128 + signal
   std::string message;   // e.g. "rank 1 exited with code 3; stopped the others"
+  std::string cause;     // the blamed rank's last error line ("" if none)
+  int interrupted_by = 0;  // the signal forwarded from *interrupt, 0 if none
+  std::vector<RankOutcome> ranks;  // by rank
 };
+
+// The rank to blame among `outcomes` by the rules of the file comment, or
+// -1 when every rank exited 0. Pure; exposed for tests.
+int BlamedRank(const std::vector<RankOutcome>& outcomes, int peer_failed_exit_code);
 
 // Non-OK only when a child cannot be started (e.g. fork/pipe failure).
 StatusOr<ProcessGroupResult> RunProcessGroup(

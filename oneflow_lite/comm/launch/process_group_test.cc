@@ -1,6 +1,12 @@
 #include "oneflow_lite/comm/launch/process_group.h"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -73,6 +79,21 @@ TEST(ProcessGroupTest, KilledRankIsReportedWithItsSignal) {
   std::fclose(out);
 }
 
+TEST(ProcessGroupTest, TimeoutStopsEveryRankAndSaysSo) {
+  FILE* out = std::tmpfile();
+  ProcessGroupOptions options;
+  options.output = out;
+  options.grace = milliseconds(300);
+  options.timeout = milliseconds(300);
+  auto result = RunProcessGroup({Shell("sleep 60"), Shell("sleep 60")}, options);
+  ASSERT_TRUE(result.ok());
+  EXPECT_FALSE(result->ok);
+  EXPECT_EQ(result->failed_rank, -1);
+  EXPECT_EQ(result->message, "the job did not finish within the launch timeout");
+  EXPECT_TRUE(result->ranks[0].stopped_by_us);
+  std::fclose(out);
+}
+
 TEST(ProcessGroupTest, MissingProgramFailsThatRank) {
   FILE* out = std::tmpfile();
   ProcessGroupOptions options;
@@ -81,6 +102,189 @@ TEST(ProcessGroupTest, MissingProgramFailsThatRank) {
   ASSERT_TRUE(result.ok());
   EXPECT_EQ(result->exit_code, 127);
   EXPECT_NE(Capture(out).find("[rank 0] cannot start /nonexistent/oflite"), std::string::npos);
+  std::fclose(out);
+}
+
+// The blame rules with children of chosen exit codes and timings (4 is the
+// "a peer failed" code, as in oflite).
+ProcessGroupOptions BlameOptions(FILE* out) {
+  ProcessGroupOptions options;
+  options.output = out;
+  options.grace = milliseconds(10000);  // only waited for when a test fails
+  options.peer_failed_exit_code = 4;
+  return options;
+}
+
+// Exit order without timing assumptions: Announce writes the shell's pid to
+// a file; AfterReaped waits (bounded, 20 s) until that process is gone,
+// i.e. the group has reaped it (a zombie still answers kill -0).
+class ExitOrder {
+ public:
+  ExitOrder() {
+    char path[] = "/tmp/process_group_orderXXXXXX";
+    const int fd = ::mkstemp(path);
+    if (fd >= 0) ::close(fd);
+    ::unlink(path);
+    path_ = path;
+  }
+  ~ExitOrder() { ::unlink(path_.c_str()); }
+  std::string Announce() const {
+    return "echo $$ > " + path_ + ".tmp; mv " + path_ + ".tmp " + path_ + "; ";
+  }
+  std::string AfterReaped() const {
+    return "i=0; while [ $i -lt 1000 ] && { [ ! -s " + path_ + " ] || kill -0 $(cat " + path_ +
+           ") 2>/dev/null; }; do sleep 0.02; i=$((i+1)); done; ";
+  }
+
+ private:
+  std::string path_;
+};
+
+TEST(ProcessGroupBlameTest, PeerFailedRankIsNotBlamedWhenAnotherRankFailsLater) {
+  FILE* out = std::tmpfile();
+  ExitOrder order;
+  auto result = RunProcessGroup(
+      {Shell(order.Announce() + "echo 'oflite run: rank 1 failed: boom' >&2; exit 4"),
+       Shell(order.AfterReaped() + "echo 'progress'; echo 'oflite run: rank 1: kernel matmul: "
+             "boom' >&2; echo 'shutting down'; exit 1")},
+      BlameOptions(out));
+  ASSERT_TRUE(result.ok());
+  EXPECT_FALSE(result->ok);
+  EXPECT_EQ(result->failed_rank, 1) << result->message;
+  EXPECT_EQ(result->exit_code, 1);
+  EXPECT_EQ(result->message, "rank 1 exited with code 1");
+  EXPECT_EQ(result->cause, "oflite run: rank 1: kernel matmul: boom");
+  ASSERT_EQ(result->ranks.size(), 2u);
+  EXPECT_EQ(result->ranks[0].exit_code, 4);
+  EXPECT_LT(result->ranks[0].exit_order, result->ranks[1].exit_order);
+  EXPECT_FALSE(result->ranks[1].stopped_by_us);
+  std::fclose(out);
+}
+
+TEST(ProcessGroupBlameTest, KilledRankIsBlamedBeforeAnEarlierPeerFailure) {
+  FILE* out = std::tmpfile();
+  ExitOrder order;
+  auto result = RunProcessGroup(
+      {Shell(order.Announce() + "echo 'oflite run: lost rank 1' >&2; exit 4"),
+       Shell(order.AfterReaped() + "kill -9 $$")},
+      BlameOptions(out));
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->failed_rank, 1) << result->message;
+  EXPECT_EQ(result->message, "rank 1 was killed by signal 9");
+  EXPECT_EQ(result->cause, "");
+  std::fclose(out);
+}
+
+RankOutcome Outcome(int exit_code, int order, bool signaled = false, bool stopped = false) {
+  RankOutcome outcome;
+  outcome.exit_code = exit_code;
+  outcome.exit_order = order;
+  outcome.signaled = signaled;
+  outcome.stopped_by_us = stopped;
+  return outcome;
+}
+
+// The order of blame on outcomes that real processes produce only by
+// chance (several exits within one reaping pass).
+TEST(ProcessGroupBlameTest, BlameOrderSignalThenFailureThenPeerFailureThenStopped) {
+  const RankOutcome ok = Outcome(0, 0), peer = Outcome(4, 1), failed = Outcome(1, 2),
+                    later_failed = Outcome(3, 3), killed = Outcome(137, 4, true),
+                    stopped = Outcome(143, 0, true, true);
+  EXPECT_EQ(BlamedRank({ok, ok}, 4), -1);
+  EXPECT_EQ(BlamedRank({peer, failed, killed}, 4), 2);
+  EXPECT_EQ(BlamedRank({later_failed, peer, failed}, 4), 2);
+  EXPECT_EQ(BlamedRank({stopped, peer, ok}, 4), 1);
+  EXPECT_EQ(BlamedRank({stopped, ok}, 4), 0);
+  EXPECT_EQ(BlamedRank({peer, Outcome(4, 0)}, 4), 1);
+  EXPECT_EQ(BlamedRank({peer, failed}, -1), 0);  // no convention: earliest
+}
+
+TEST(ProcessGroupBlameTest, PeerFailedIsBlamedOnlyWhenEveryFailureIsAPeerFailure) {
+  FILE* out = std::tmpfile();
+  ExitOrder order;
+  auto result = RunProcessGroup(
+      {Shell(order.AfterReaped() + "exit 4"), Shell(order.Announce() + "exit 4")},
+      BlameOptions(out));
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->failed_rank, 1) << result->message;
+  EXPECT_EQ(result->message, "rank 1 exited with code 4");
+  std::fclose(out);
+}
+
+// A rank stopped by the group is not the cause, even when it is the only
+// other failure and exits with a "real" code after our SIGTERM.
+TEST(ProcessGroupBlameTest, RanksStoppedByTheGroupAreNotBlamed) {
+  FILE* out = std::tmpfile();
+  ProcessGroupOptions options = BlameOptions(out);
+  options.grace = milliseconds(300);
+  auto result = RunProcessGroup(
+      {Shell("trap 'echo stopping >&2; exit 1' TERM; while true; do sleep 0.05; done"),
+       Shell("sleep 0.2; exit 4")},
+      options);
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->failed_rank, 1) << result->message;
+  EXPECT_TRUE(result->ranks[0].stopped_by_us);
+  EXPECT_EQ(result->message, "rank 1 exited with code 4; stopped the others");
+  std::fclose(out);
+}
+
+// An interrupt (as launch's SIGINT/SIGTERM handler sets it) is forwarded to
+// every child, including one started in the background by a rank, and a
+// child that ignores it is killed after the grace period; nothing survives.
+TEST(ProcessGroupInterruptTest, ForwardsTheSignalAndKillsWhatIgnoresIt) {
+  FILE* out = std::tmpfile();
+  char pid_file[] = "/tmp/process_group_testXXXXXX";
+  const int fd = ::mkstemp(pid_file);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  std::atomic<int> interrupt{0};
+  ProcessGroupOptions options;
+  options.output = out;
+  options.grace = milliseconds(500);
+  options.interrupt = &interrupt;
+  const std::string pid_path = pid_file, ready_path = std::string(pid_file) + ".ready";
+  std::thread interrupter([&interrupt, pid_path, ready_path] {
+    // Once rank 0 has started its background child and rank 1 ignores
+    // SIGTERM (each writes a number to its file; bounded: 20 s each).
+    for (const std::string& path : {pid_path, ready_path}) {
+      for (int i = 0; i < 400; ++i) {
+        FILE* file = std::fopen(path.c_str(), "r");
+        long number = 0;
+        const bool written = file != nullptr && std::fscanf(file, "%ld", &number) == 1;
+        if (file != nullptr) std::fclose(file);
+        if (written) break;
+        std::this_thread::sleep_for(milliseconds(50));
+      }
+    }
+    interrupt.store(SIGTERM);
+  });
+  auto result = RunProcessGroup(
+      {Shell(std::string("sleep 60 & echo $! > ") + pid_file + "; wait"),
+       Shell("trap '' TERM; echo 1 > " + ready_path + "; sleep 60")},
+      options);
+  interrupter.join();
+  ::unlink(ready_path.c_str());
+  ASSERT_TRUE(result.ok());
+  EXPECT_FALSE(result->ok);
+  EXPECT_EQ(result->interrupted_by, SIGTERM);
+  EXPECT_EQ(result->failed_rank, -1);
+  EXPECT_NE(result->message.find("interrupted by signal 15"), std::string::npos)
+      << result->message;
+  EXPECT_TRUE(result->ranks[0].signaled);
+  EXPECT_EQ(result->ranks[1].exit_code, 128 + SIGKILL);
+  FILE* pids = std::fopen(pid_file, "r");
+  ASSERT_NE(pids, nullptr);
+  long background = 0;
+  ASSERT_EQ(std::fscanf(pids, "%ld", &background), 1);
+  std::fclose(pids);
+  ::unlink(pid_file);
+  // It was signalled with its group; allow a reaper a moment (bounded).
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    gone = ::kill(static_cast<pid_t>(background), 0) != 0;
+    if (!gone) std::this_thread::sleep_for(milliseconds(50));
+  }
+  EXPECT_TRUE(gone) << "background child " << background << " survived";
   std::fclose(out);
 }
 
