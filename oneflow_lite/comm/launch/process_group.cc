@@ -25,6 +25,7 @@ struct Child {
   std::string last_line;
   std::string last_error_line;
   bool exited = false;
+  int signal_sent = 0;  // the last signal the group sent it (0: none)
   RankOutcome outcome;
 };
 
@@ -122,6 +123,9 @@ void PumpOutput(std::vector<Child>* children, FILE* out) {
   }
 }
 
+// How long the group waits after a rank fails before stopping the others.
+constexpr std::chrono::milliseconds kSettle{200};
+
 // The blame class of a failed child (lower is blamed first).
 int BlameClass(const RankOutcome& outcome, int peer_failed_exit_code) {
   if (outcome.stopped_by_us) return 3;
@@ -163,12 +167,19 @@ class GroupRunner {
       outcome.signaled = WIFSIGNALED(status);
       outcome.exit_code = outcome.signaled ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
       outcome.exit_order = exits_++;
+      // Signalled by us, unless it died of a signal we never sent (a kill -9
+      // from outside that we reaped only after stopping the group).
+      outcome.stopped_by_us = child.signal_sent != 0 &&
+                              !(outcome.signaled && WTERMSIG(status) != child.signal_sent);
       if (outcome.exit_code == 0) continue;
       // A healthy rank ended by a peer's failure: give the others time to
       // exit on their own (and report) before stopping them.
       const bool peer_failed = !outcome.signaled &&
                                outcome.exit_code == options_.peer_failed_exit_code;
-      stop_at_ = std::min(stop_at_, peer_failed ? now + options_.grace : now);
+      // Any other failure: a short settling time, so that ranks failing at
+      // the same moment are reaped as failures rather than stopped by us.
+      const auto settle = std::min<Clock::duration>(options_.grace, kSettle);
+      stop_at_ = std::min(stop_at_, now + (peer_failed ? options_.grace : settle));
     }
   }
 
@@ -177,7 +188,7 @@ class GroupRunner {
   void SignalRunning(int signal_number) {
     for (Child& child : children_) {
       if (child.exited && child.output_fd < 0) continue;
-      if (!child.exited) child.outcome.stopped_by_us = true;
+      if (!child.exited) child.signal_sent = signal_number;
       ::kill(-child.pid, signal_number);
     }
   }
