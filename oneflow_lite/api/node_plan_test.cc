@@ -60,8 +60,7 @@ TEST(NodePlanTest, TrainingPlanCarriesRunSettingsVariablesAndItsEvalPlan) {
   ASSERT_EQ(plan->variable_size(), static_cast<int>(expected.size()));
   for (const VariableDesc& v : plan->variable()) {
     ASSERT_EQ(expected.count(v.name()), 1u) << v.name();
-    EXPECT_EQ(v.desc().SerializeAsString(), expected.at(v.name()).SerializeAsString())
-        << v.name();
+    EXPECT_EQ(v.desc().SerializeAsString(), expected.at(v.name()).SerializeAsString()) << v.name();
   }
 
   ASSERT_EQ(plan->eval_state(), EVAL_COMPILED);

@@ -20,8 +20,7 @@ bool RingAddable(DataType dtype) {
 }
 
 // The ring algorithm for this conversion, or COLLECTIVE_ALL_TO_ALL.
-CollectiveAlgorithm RingAlgorithm(const BoxingConf& boxing, const TensorDesc& logical,
-                                  int64_t n) {
+CollectiveAlgorithm RingAlgorithm(const BoxingConf& boxing, const TensorDesc& logical, int64_t n) {
   const SbpParallel in = FirstSbp(boxing.in_sbp());
   const SbpParallel out = FirstSbp(boxing.out_sbp());
   const bool segments_match = SplitMatchesRingSegments(logical, n);

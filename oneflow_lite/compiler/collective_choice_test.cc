@@ -65,15 +65,12 @@ TEST(CollectiveChoiceTest, SbpPairsAndSegments) {
   // 3 rows of 2 over 2: rows [0,2) = 4 elements, ring segment 0 = 3.
   EXPECT_EQ(Choose(Conf(PartialSum(), Split(0), {3, 2}, DT_FLOAT, two), 2),
             COLLECTIVE_RING_ALL_REDUCE);
-  EXPECT_EQ(Choose(Conf(Split(0), Broadcast(), {3, 2}, DT_FLOAT, two), 2),
-            COLLECTIVE_ALL_TO_ALL);
+  EXPECT_EQ(Choose(Conf(Split(0), Broadcast(), {3, 2}, DT_FLOAT, two), 2), COLLECTIVE_ALL_TO_ALL);
   EXPECT_EQ(Choose(Conf(PartialSum(), Split(1), {4, 4}, DT_FLOAT, two), 2),
             COLLECTIVE_RING_ALL_REDUCE);
-  EXPECT_EQ(Choose(Conf(Split(1), Broadcast(), {4, 4}, DT_FLOAT, two), 2),
-            COLLECTIVE_ALL_TO_ALL);
+  EXPECT_EQ(Choose(Conf(Split(1), Broadcast(), {4, 4}, DT_FLOAT, two), 2), COLLECTIVE_ALL_TO_ALL);
   EXPECT_EQ(Choose(Conf(Split(0), Split(1), {4, 4}, DT_FLOAT, two), 2), COLLECTIVE_ALL_TO_ALL);
-  EXPECT_EQ(Choose(Conf(Broadcast(), Split(0), {4, 4}, DT_FLOAT, two), 2),
-            COLLECTIVE_ALL_TO_ALL);
+  EXPECT_EQ(Choose(Conf(Broadcast(), Split(0), {4, 4}, DT_FLOAT, two), 2), COLLECTIVE_ALL_TO_ALL);
 }
 
 TEST(CollectiveChoiceTest, RingNeedsEveryMachineInOrderAnAddableDtypeAndElements) {

@@ -128,8 +128,8 @@ TEST(RecordedAlgorithmTest, ImpossibleRingIsRefusedNamingTheTaskAndWhy) {
        [](CollectiveConf* c) { c->set_algorithm(COLLECTIVE_RING_ALL_GATHER); }, "does not turn"},
       {"wrong element count",
        [](CollectiveConf* c) { c->set_element_count(c->element_count() + 1); }, "element_count"},
-      {"chunk not a multiple of the element",
-       [](CollectiveConf* c) { c->set_chunk_bytes(10); }, "chunk_bytes 10"},
+      {"chunk not a multiple of the element", [](CollectiveConf* c) { c->set_chunk_bytes(10); },
+       "chunk_bytes 10"},
       {"no slots", [](CollectiveConf* c) { c->set_slots(0); }, "slots 0"},
   };
   for (const Case& c : cases) {
