@@ -7,6 +7,7 @@
 
 #include <glog/logging.h>
 
+#include "oneflow_lite/api/node_plan.h"
 #include "oneflow_lite/common/proto_io.h"
 #include "oneflow_lite/compiler/compiler.h"
 #include "tools/oflite/commands.h"
@@ -103,8 +104,8 @@ int RunExample(const std::string& name, ExampleConfig config, const ModelFn& mod
   StatusOr<Job> job = g.Build();
   if (!job.ok()) return Fail(name, job.status(), cli::kExitBadInput);
 
-  StatusOr<Plan> plan =
-      compiler::Compile(*job, LoopbackCluster(config.machines, config.devices));
+  // The training plan and its evaluation plan in one file (api/node_plan.h).
+  StatusOr<Plan> plan = CompileNodePlan(*job, LoopbackCluster(config.machines, config.devices));
   if (!plan.ok()) return Fail(name, plan.status(), cli::kExitBadInput);
   const std::string out = flags.Get("out-dir");
   if (std::system(("mkdir -p '" + out + "'").c_str()) != 0) {

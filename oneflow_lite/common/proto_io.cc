@@ -138,7 +138,9 @@ StatusOr<Plan> LoadPlan(const std::string& path) {
   if (plan.version() < kMinPlanVersion) {
     return FailedPreconditionError("'", path, "' is a plan of version ", plan.version(),
                                    ", older than this oflite supports (", kMinPlanVersion,
-                                   "); recompile it");
+                                   "): it lacks the run settings, evaluation plan and "
+                                   "collective algorithms this oflite reads; recompile it "
+                                   "with `oflite compile`");
   }
   return plan;
 }

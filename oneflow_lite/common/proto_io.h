@@ -30,8 +30,10 @@ Status WriteTextProto(const std::string& path, const google::protobuf::Message& 
 Status WriteFileAtomically(const std::string& path, const std::string& data);
 StatusOr<std::string> ReadFileToString(const std::string& path);
 
-// Reads a plan file and checks its version against kPlanVersion: a plan of a
-// future version gets FailedPrecondition naming both versions.
+// Reads a plan file and checks its version against [kMinPlanVersion,
+// kPlanVersion]: a plan of a future version, or of an older one (which lacks
+// fields this oflite reads), gets FailedPrecondition naming both versions
+// (an old one: "recompile it with `oflite compile`").
 StatusOr<Plan> LoadPlan(const std::string& path);
 Status SavePlan(const std::string& path, Plan plan);  // stamps kPlanVersion
 

@@ -62,6 +62,19 @@ TEST(ProtoIoTest, MissingEmptyGarbageTruncatedFuture) {
   EXPECT_NE(f.status().message().find("newer"), std::string::npos);
 }
 
+TEST(ProtoIoTest, OldVersionIsRefusedWithRecompileHint) {
+  Plan old = SmallPlan();
+  old.set_version(1);  // before run settings and the evaluation plan were fields
+  ASSERT_TRUE(WriteBinaryProto(TmpPath("old.pb"), old).ok());
+  auto loaded = LoadPlan(TmpPath("old.pb"));
+  EXPECT_EQ(loaded.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(loaded.status().message().find("old.pb"), std::string::npos) << loaded.status();
+  EXPECT_NE(loaded.status().message().find("version 1"), std::string::npos) << loaded.status();
+  EXPECT_NE(loaded.status().message().find("recompile it with `oflite compile`"),
+            std::string::npos)
+      << loaded.status();
+}
+
 TEST(ProtoIoTest, TextProtoErrorsNameLine) {
   const std::string p = TmpPath("cluster.pbtxt");
   WriteRaw(p, "machine { id: 0 address: \"127.0.0.1\" }\nmachine { id: oops }\n");

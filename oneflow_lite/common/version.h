@@ -9,9 +9,12 @@ namespace oflite {
 
 inline constexpr const char* kOfliteVersion = "0.1.0";
 // Plan files (proto/plan.proto). A reader accepts versions
-// [kMinPlanVersion, kPlanVersion] and rejects newer ones.
-inline constexpr uint32_t kPlanVersion = 1;
-inline constexpr uint32_t kMinPlanVersion = 1;
+// [kMinPlanVersion, kPlanVersion] and rejects older and newer ones.
+// Version 2: run settings, variable descs, the evaluation plan and each
+// collective's algorithm are Plan fields; a version-1 plan lacks them and
+// must be recompiled.
+inline constexpr uint32_t kPlanVersion = 2;
+inline constexpr uint32_t kMinPlanVersion = 2;
 // Job files (proto/job.proto).
 inline constexpr uint32_t kJobVersion = 1;
 

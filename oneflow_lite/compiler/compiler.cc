@@ -4,9 +4,11 @@
 #include <map>
 #include <tuple>
 
+#include "oneflow_lite/common/attr.h"
 #include "oneflow_lite/common/id.h"
 #include "oneflow_lite/common/proto_io.h"
 #include "oneflow_lite/common/version.h"
+#include "oneflow_lite/compiler/collective_choice.h"
 #include "oneflow_lite/compiler/logical_graph.h"
 #include "oneflow_lite/compiler/placement.h"
 
@@ -14,10 +16,25 @@ namespace oflite {
 namespace compiler {
 namespace {
 
+// Global examples per iteration, for progress lines: the job's batch size,
+// else the batch of its data source (0 when neither says).
+int64_t SamplesPerIteration(const Job& job) {
+  if (job.conf().batch_size() > 0) return job.conf().batch_size();
+  for (const OpConf& op : job.op()) {
+    AttrView attrs(op);
+    if (op.op_type() == "fashion_mnist") return attrs.GetIntOr("batch_size", 0);
+    if (op.op_type() == "random_batch") {
+      StatusOr<Shape> shape = attrs.GetShape("shape");
+      if (shape.ok() && shape->rank() > 0) return shape->dim(0);
+    }
+  }
+  return 0;
+}
+
 class Emitter {
  public:
-  Emitter(const TaskGraph& g, const std::vector<MemBlockProto>& blocks)
-      : g_(g), blocks_(blocks) {}
+  Emitter(const TaskGraph& g, const std::vector<MemBlockProto>& blocks, int64_t machine_count)
+      : g_(g), blocks_(blocks), machine_count_(machine_count) {}
 
   Status Emit(const Job& job, const ClusterProto& cluster, const LogicalGraph& logical,
               Plan* plan) {
@@ -33,6 +50,10 @@ class Emitter {
     }
     *plan->mutable_cluster() = cluster;
     plan->set_total_iters(job.conf().total_iters());
+    plan->set_seed(job.conf().seed());
+    plan->set_samples_per_iter(SamplesPerIteration(job));
+    plan->set_is_train(job.conf().is_train());
+    RETURN_IF_ERROR(EmitVariables(logical, plan));
     std::vector<RegstDescProto> regsts;
     for (const RegstNode& r : g_.regsts) regsts.push_back(ToProto(r));
     std::map<int64_t, std::vector<TaskProto>> by_machine;
@@ -52,6 +73,26 @@ class Emitter {
   }
 
  private:
+  // Plan.variable: the logical desc of every variable a task owns.
+  Status EmitVariables(const LogicalGraph& logical, Plan* plan) const {
+    std::map<std::string, TensorDescProto> variables;
+    for (const TaskNode& t : g_.tasks) {
+      if (t.type != TASK_VARIABLE || t.kernels.empty()) continue;
+      const std::string& name = t.kernels[0].op().name();
+      auto it = logical.blobs().find(name + "/out_0");
+      if (it == logical.blobs().end()) {
+        return InternalError("variable '", name, "': no logical blob '", name, "/out_0'");
+      }
+      variables[name] = it->second.desc.ToProto();
+    }
+    for (const auto& [name, desc] : variables) {
+      VariableDesc* v = plan->add_variable();
+      v->set_name(name);
+      *v->mutable_desc() = desc;
+    }
+    return Status::OK();
+  }
+
   Status AssignIds() {
     std::map<std::tuple<int64_t, int, int64_t, int>, int64_t> next;
     for (const TaskNode& t : g_.tasks) {
@@ -120,6 +161,9 @@ class Emitter {
       *p.mutable_boxing() = t.boxing;
       for (int ring : t.ring_tasks) p.mutable_boxing()->add_ring_task_id(ids_[ring]);
     }
+    if (t.type == TASK_COLLECTIVE) {
+      *p.mutable_collective() = ChooseCollective(p.boxing(), machine_count_);
+    }
     if (t.type == TASK_COMMNET) {
       const RegstNode& src = g_.regsts[t.commnet_src_regst];
       CommNetConf* c = p.mutable_commnet();
@@ -136,6 +180,7 @@ class Emitter {
 
   const TaskGraph& g_;
   const std::vector<MemBlockProto>& blocks_;
+  const int64_t machine_count_;  // of the cluster: a ring must span them all
   std::vector<int64_t> ids_;  // task index -> task id
 };
 
@@ -151,7 +196,7 @@ StatusOr<Plan> Compile(const Job& job, const ClusterProto& cluster, const Compil
   ASSIGN_OR_RETURN(TaskGraph tasks, BuildTaskGraph(logical, sbp, job, cluster, options.tasks));
   ASSIGN_OR_RETURN(std::vector<MemBlockProto> blocks, PlanMemory(&tasks, options.memory));
   Plan plan;
-  Emitter emitter(tasks, blocks);
+  Emitter emitter(tasks, blocks, cluster.machine_size());
   RETURN_IF_ERROR(emitter.Emit(job, cluster, logical, &plan));
   return plan;
 }

@@ -121,6 +121,10 @@ PlanSummary Summarize(const Plan& plan) {
         c.in_sbp = SbpText(b.in_sbp());
         c.out_sbp = SbpText(b.out_sbp());
         c.spans_machines = c.spans_machines || t.type() == TASK_COLLECTIVE;
+        if (t.type() == TASK_COLLECTIVE) {
+          c.algorithm = t.collective().algorithm();
+          c.buffer_bytes = t.collective().buffer_bytes();
+        }
         c.tasks++;
       }
       if (t.type() == TASK_COMMNET) {
@@ -151,6 +155,16 @@ PlanSummary Summarize(const Plan& plan) {
 int CountBoxing(const PlanSummary& summary, BoxingKind kind) {
   return static_cast<int>(std::count_if(summary.boxing.begin(), summary.boxing.end(),
                                         [&](const BoxingConversion& c) { return c.kind == kind; }));
+}
+
+std::string CollectiveAlgorithmName(CollectiveAlgorithm algorithm) {
+  switch (algorithm) {
+    case COLLECTIVE_ALL_TO_ALL: return "all_to_all";
+    case COLLECTIVE_RING_ALL_REDUCE: return "ring_all_reduce";
+    case COLLECTIVE_RING_REDUCE_SCATTER: return "ring_reduce_scatter";
+    case COLLECTIVE_RING_ALL_GATHER: return "ring_all_gather";
+    default: return "unset";
+  }
 }
 
 }  // namespace compiler

@@ -51,6 +51,10 @@ struct BoxingConversion {
   std::string in_sbp;
   std::string out_sbp;
   bool spans_machines = false;  // lowered to TASK_COLLECTIVE
+  // TASK_COLLECTIVE: the compiled algorithm and ring buffer bytes (the same
+  // for every task of one collective).
+  CollectiveAlgorithm algorithm = COLLECTIVE_UNSET;
+  int64_t buffer_bytes = 0;
   int tasks = 0;
 };
 
@@ -71,6 +75,8 @@ std::string ZoneName(const MemZoneId& zone);
 std::string TaskTypeShortName(TaskType type);
 // "all_reduce", ...
 std::string BoxingKindName(BoxingKind kind);
+// "all_to_all", "ring_all_reduce", ... ("unset" for COLLECTIVE_UNSET).
+std::string CollectiveAlgorithmName(CollectiveAlgorithm algorithm);
 // "zero-copy", "bounce", "-".
 std::string StrategyName(CrossMachineStrategy strategy);
 // "1.5 MiB".

@@ -97,9 +97,7 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const Plan& plan, RuntimeOpti
   ASSIGN_OR_RETURN(const MachinePlan* machine, FindMachinePlan(plan, options.machine_id));
   std::unique_ptr<Runtime> runtime(new Runtime(*machine, options));
   runtime->start_iter_ = options.start_iter;
-  runtime->end_iter_ = options.total_iters > 0   ? options.total_iters
-                       : plan.total_iters() > 0  ? plan.total_iters()
-                                                 : plan.job().conf().total_iters();
+  runtime->end_iter_ = options.total_iters > 0 ? options.total_iters : plan.total_iters();
   if (runtime->end_iter_ <= 0) {
     return InvalidArgumentError("the plan sets no iteration count (Plan.total_iters) and none "
                                 "was given");
@@ -180,7 +178,7 @@ Status Runtime::BuildActors(const Plan& plan) {
       ActorEnv* env = thread->env();
       env->regsts = regsts_.get();
       env->bus = &bus_;
-      env->seed = plan.job().conf().seed();
+      env->seed = plan.seed();
       env->start_iter = start_iter_;
       env->end_iter = end_iter_;
       env->check_nan = options_.check_nan;

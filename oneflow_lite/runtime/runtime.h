@@ -63,7 +63,8 @@ using DeviceContextFactory =
 struct RuntimeOptions {
   int64_t machine_id = 0;
   // Iterations run: [start_iter, total_iters). total_iters 0 = the plan's
-  // Plan.total_iters (else JobConf.total_iters).
+  // Plan.total_iters. (The runtime reads run settings from Plan fields only,
+  // never from the embedded Job: docs/plan_format.md.)
   int64_t start_iter = 0;
   int64_t total_iters = 0;
   bool check_nan = false;

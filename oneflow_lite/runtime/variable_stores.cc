@@ -3,19 +3,20 @@
 namespace oflite {
 
 StatusOr<std::map<std::string, TensorDesc>> PlanVariables(const Plan& plan) {
-  std::map<std::string, TensorDesc> logical_blobs;
-  for (const LogicalBlobDesc& blob : plan.job().blob()) {
-    logical_blobs[blob.lbn()] = TensorDesc(blob.desc());
+  std::map<std::string, TensorDesc> descs;
+  for (const VariableDesc& variable : plan.variable()) {
+    descs[variable.name()] = TensorDesc(variable.desc());
   }
   std::map<std::string, TensorDesc> variables;
   for (const MachinePlan& machine : plan.machine()) {
     for (const TaskProto& task : machine.task()) {
       if (task.type() != TASK_VARIABLE || task.kernel_size() == 0) continue;
       const std::string& name = task.kernel(0).op().name();
-      auto it = logical_blobs.find(name + "/out_0");
-      if (it == logical_blobs.end()) {
-        return InvalidArgumentError("variable '", name, "': no logical desc of '", name,
-                                    "/out_0' in the plan's job");
+      auto it = descs.find(name);
+      if (it == descs.end()) {
+        return InvalidArgumentError("variable '", name, "' (task '", task.name(),
+                                    "'): no logical desc in the plan's variable list "
+                                    "(Plan.variable)");
       }
       variables[name] = it->second;
     }

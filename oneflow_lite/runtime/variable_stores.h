@@ -27,8 +27,9 @@
 namespace oflite {
 
 // Variable op name -> logical desc, for every TASK_VARIABLE of the plan (all
-// machines). Logical descs come from Job.blob ("<op>/out_0"); InvalidArgument
-// naming the variable when it is missing there.
+// machines). Logical descs come from Plan.variable (written by the
+// compiler); InvalidArgument naming the variable and its task when it is
+// missing there.
 StatusOr<std::map<std::string, TensorDesc>> PlanVariables(const Plan& plan);
 
 // The part layout of a variable part (split axis of its first SBP level).

@@ -1,4 +1,7 @@
-// oflite compile: Job + cluster -> Plan.
+// oflite compile: Job + cluster -> Plan, everything a node needs in one
+// file (CompileNodePlan, api/node_plan.h): the training plan with its run
+// settings, variable descs and collective algorithms, and its evaluation
+// plan (docs/plan_format.md).
 //
 // Exit codes (commands.h): 0 success, 2 bad input (a file that cannot be
 // read or parsed, a job the compiler rejects), 1 the plan could not be
@@ -9,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "oneflow_lite/api/node_plan.h"
 #include "oneflow_lite/common/proto_io.h"
 #include "oneflow_lite/compiler/compiler.h"
 #include "oneflow_lite/compiler/plan_summary.h"
@@ -66,7 +70,7 @@ int RunCompile(int argc, char** argv) {
   if (!job.ok()) return Fail(kExitBadInput, job.status());
   StatusOr<ClusterProto> cluster = compiler::LoadCluster(flags.Get("cluster"));
   if (!cluster.ok()) return Fail(kExitBadInput, cluster.status());
-  StatusOr<Plan> plan = compiler::Compile(*job, *cluster, options);
+  StatusOr<Plan> plan = CompileNodePlan(*job, *cluster, options);
   if (!plan.ok()) {
     return Fail(kExitBadInput, plan.status().WithContext("job '" + flags.Get("job") + "'"));
   }

@@ -34,9 +34,41 @@ check "compile 2x2 again" 0 $?
 if cmp -s "$TMP/mlp4.plan.pb" "$TMP/again.plan.pb"; then echo "ok: byte-identical plans"; else echo "FAIL: plans differ"; fail=1; fi
 
 "$OFLITE" inspect "$TMP/mlp4.plan.pb" > "$TMP/out" 2>&1; check "inspect summary" 0 $?
-for needle in "version 1" "actors by kind" "collective" "memory per zone" "m1/host" "boxing conversions" "all_reduce" "127.0.0.2"; do
+for needle in "version 2" "actors by kind" "collective" "memory per zone" "m1/host" "boxing conversions" "all_reduce" "127.0.0.2"; do
   expect_in "summary shows $needle" "$needle" "$TMP/out"
 done
+# The compiled facts a node runs: run settings, the evaluation plan, and each
+# collective's algorithm: 2x2 devices (4 ring tasks on 2 machines) is
+# all-to-all; data parallel over 2 machines of 1 device uses ring
+# all-reduces.
+expect_in "2x2 collectives are all-to-all" "collective algorithms (compiled): all_to_all x" "$TMP/out"
+printf 'machine { id: 0 address: "127.0.0.1" cpu_devices: 1 }\nmachine { id: 1 address: "127.0.0.2" cpu_devices: 1 }\n' > "$TMP/two.pbtxt"
+"$WRITE_JOB" "$TMP/mlp2.job.pb" --placement 0-1:cpu:0 > "$TMP/out" 2>&1; check "write 2x1 job" 0 $?
+"$OFLITE" compile --job "$TMP/mlp2.job.pb" --cluster "$TMP/two.pbtxt" -o "$TMP/mlp2.plan.pb" --quiet > "$TMP/out" 2>&1
+check "compile 2x1" 0 $?
+"$OFLITE" inspect "$TMP/mlp2.plan.pb" > "$TMP/out" 2>&1; check "inspect 2x1 summary" 0 $?
+for needle in "run settings: seed 7, 8 sample(s)/iteration, training" "evaluation plan: none (the job reads no test split)" \
+    "collective algorithms (compiled): ring_all_gather x1 ring_all_reduce x4" "all_reduce .* ring_all_reduce"; do
+  if ! grep -q -- "$needle" "$TMP/out"; then echo "FAIL: summary lacks '$needle'"; cat "$TMP/out"; fail=1; fi
+done
+collective=$("$OFLITE" inspect "$TMP/mlp2.plan.pb" --actors | awk '$2 == "collective" { print $NF; exit }')
+if [[ -z "$collective" ]]; then echo "FAIL: no collective actor listed"; fail=1; else
+  "$OFLITE" inspect "$TMP/mlp2.plan.pb" --actor "$collective" > "$TMP/out" 2>&1; check "inspect collective actor" 0 $?
+  expect_in "collective actor shows its algorithm" "collective algorithm ring_" "$TMP/out"
+fi
+"$OFLITE" inspect "$TMP/mlp2.plan.pb" --json > "$TMP/summary.json" 2>&1; check "inspect --json summary" 0 $?
+if command -v python3 > /dev/null; then
+  python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+rings = [b for b in d['boxing'] if b['ring']]
+assert rings and all(b['algorithm'].startswith('ring_') for b in rings), d['boxing']
+assert any(b['algorithm'] == 'ring_all_reduce' and b['buffer_bytes'] > 0 for b in rings), rings
+assert d['seed'] == 7 and d['samples_per_iter'] == 8 and d['is_train'] is True, d
+assert d['eval_plan']['state'] == 'no_test_split', d['eval_plan']
+" "$TMP/summary.json"
+  check "json shows collective algorithms and run settings" 0 $?
+fi
 "$OFLITE" inspect "$TMP/mlp4.plan.pb" --actors > "$TMP/out" 2>&1; check "inspect --actors" 0 $?
 expect_in "actor table" "dense-matmul@3" "$TMP/out"
 "$OFLITE" inspect "$TMP/mlp4.plan.pb" --actors --machine 1 > "$TMP/out" 2>&1; check "inspect --machine 1" 0 $?

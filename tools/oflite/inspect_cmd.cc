@@ -78,10 +78,53 @@ std::string Join(const std::set<std::string>& items) {
   return out.empty() ? "-" : out;
 }
 
+// The evaluation plan a training plan carries (Plan.eval_state).
+std::string EvalText(const Plan& plan) {
+  switch (plan.eval_state()) {
+    case EVAL_COMPILED: {
+      int actors = 0;
+      for (const MachinePlan& m : plan.eval_plan().machine()) actors += m.task_size();
+      return std::to_string(actors) + " actor(s), " +
+             std::to_string(plan.eval_plan().total_iters()) + " iteration(s)";
+    }
+    case EVAL_NO_TEST_SPLIT: return "none (the job reads no test split)";
+    case EVAL_UNAVAILABLE: return "unavailable (" + plan.eval_note() + ")";
+    default: return "none";
+  }
+}
+
+std::string EvalJson(const Plan& plan) {
+  static const char* const kStates[] = {"none", "compiled", "no_test_split", "unavailable"};
+  const int state = static_cast<int>(plan.eval_state());
+  std::string out = "{\"state\":" + Q(state >= 0 && state < 4 ? kStates[state] : "unknown");
+  if (plan.eval_state() == EVAL_COMPILED) {
+    int actors = 0;
+    for (const MachinePlan& m : plan.eval_plan().machine()) actors += m.task_size();
+    out += ",\"actors\":" + std::to_string(actors) +
+           ",\"total_iters\":" + std::to_string(plan.eval_plan().total_iters());
+  }
+  if (!plan.eval_note().empty()) out += ",\"note\":" + Q(plan.eval_note());
+  return out + "}";
+}
+
+// The compiled algorithm of a conversion lowered to collective tasks, else
+// "local".
+std::string AlgorithmText(const compiler::BoxingConversion& b) {
+  if (!b.spans_machines) return "local";
+  std::string text = compiler::CollectiveAlgorithmName(b.algorithm);
+  if (b.buffer_bytes > 0) text += " " + HumanBytes(b.buffer_bytes);
+  return text;
+}
+
 void PrintSummary(const Plan& plan, const PlanSummary& s) {
   std::printf("plan: job '%s', version %u, %d machine(s), %lld iteration(s)\n",
               plan.job().conf().name().c_str(), plan.version(), plan.machine_size(),
               static_cast<long long>(plan.total_iters()));
+  std::printf("run settings: seed %lld, %lld sample(s)/iteration, %s, %d variable(s); "
+              "evaluation plan: %s\n",
+              static_cast<long long>(plan.seed()), static_cast<long long>(plan.samples_per_iter()),
+              plan.is_train() ? "training" : "inference", plan.variable_size(),
+              EvalText(plan).c_str());
   std::printf("%d actor(s), %d register desc(s), %zu cross-machine edge(s), %zu boxing "
               "conversion(s)\n\n",
               s.actor_count, s.regst_count, s.cross_machine_edges.size(), s.boxing.size());
@@ -122,11 +165,20 @@ void PrintSummary(const Plan& plan, const PlanSummary& s) {
     std::printf("\nboxing conversions:");
     for (const auto& [kind, n] : by_kind) std::printf(" %s x%d", kind.c_str(), n);
     std::printf("\n");
+    std::map<std::string, int> by_algorithm;
+    for (const auto& b : s.boxing) {
+      if (b.spans_machines) by_algorithm[compiler::CollectiveAlgorithmName(b.algorithm)]++;
+    }
+    if (!by_algorithm.empty()) {
+      std::printf("  collective algorithms (compiled):");
+      for (const auto& [name, n] : by_algorithm) std::printf(" %s x%d", name.c_str(), n);
+      std::printf("\n");
+    }
     for (size_t i = 0; i < s.boxing.size() && i < kListLimit; ++i) {
       const auto& b = s.boxing[i];
-      std::printf("  %-15s %-5s -> %-5s %3d task(s)%s  %s\n", compiler::BoxingKindName(b.kind).c_str(),
-                  b.in_sbp.c_str(), b.out_sbp.c_str(), b.tasks,
-                  b.spans_machines ? " (ring)" : "       ", b.lbn.c_str());
+      std::printf("  %-15s %-5s -> %-5s %3d task(s)  %-24s %s\n",
+                  compiler::BoxingKindName(b.kind).c_str(), b.in_sbp.c_str(), b.out_sbp.c_str(),
+                  b.tasks, AlgorithmText(b).c_str(), b.lbn.c_str());
     }
     if (s.boxing.size() > kListLimit) {
       std::printf("  ... %zu more (--json lists all)\n", s.boxing.size() - kListLimit);
@@ -266,6 +318,16 @@ void PrintActor(const Plan& plan, const TaskProto& t) {
                 static_cast<long long>(b.out_parallel_id()), static_cast<long long>(b.parallel_num()));
     for (int64_t r : b.ring_task_id()) std::printf("    ring: %s\n", TaskLabel(plan, r).c_str());
   }
+  if (t.type() == TASK_COLLECTIVE) {
+    const CollectiveConf& c = t.collective();
+    std::printf("  collective algorithm %s", compiler::CollectiveAlgorithmName(c.algorithm()).c_str());
+    if (c.buffer_bytes() > 0) {
+      std::printf(": buffer %s (%lld elements), chunks of %s, %d slot(s)",
+                  HumanBytes(c.buffer_bytes()).c_str(), static_cast<long long>(c.element_count()),
+                  HumanBytes(c.chunk_bytes()).c_str(), c.slots());
+    }
+    std::printf("\n");
+  }
   if (t.type() == TASK_COMMNET) {
     std::printf("  pulls regst %lld from %s\n",
                 static_cast<long long>(t.commnet().src_regst_desc_id()),
@@ -302,7 +364,11 @@ const TaskProto* FindActor(const Plan& plan, const std::string& key) {
 void PrintJson(const Plan& plan, const PlanSummary& s, bool actors) {
   std::ostringstream os;
   os << "{\"job\":" << Q(plan.job().conf().name()) << ",\"version\":" << plan.version()
-     << ",\"total_iters\":" << plan.total_iters() << ",\"actors\":" << s.actor_count
+     << ",\"total_iters\":" << plan.total_iters() << ",\"seed\":" << plan.seed()
+     << ",\"samples_per_iter\":" << plan.samples_per_iter()
+     << ",\"is_train\":" << (plan.is_train() ? "true" : "false")
+     << ",\"variables\":" << plan.variable_size() << ",\"eval_plan\":" << EvalJson(plan)
+     << ",\"actors\":" << s.actor_count
      << ",\"registers\":" << s.regst_count << ",\"actors_by_kind\":{";
   bool first = true;
   for (const auto& [type, n] : s.actors) {
@@ -341,7 +407,12 @@ void PrintJson(const Plan& plan, const PlanSummary& s, bool actors) {
     const auto& b = s.boxing[i];
     os << (i ? "," : "") << "{\"kind\":" << Q(compiler::BoxingKindName(b.kind))
        << ",\"lbn\":" << Q(b.lbn) << ",\"in\":" << Q(b.in_sbp) << ",\"out\":" << Q(b.out_sbp)
-       << ",\"tasks\":" << b.tasks << ",\"ring\":" << (b.spans_machines ? "true" : "false") << "}";
+       << ",\"tasks\":" << b.tasks << ",\"ring\":" << (b.spans_machines ? "true" : "false");
+    if (b.spans_machines) {
+      os << ",\"algorithm\":" << Q(compiler::CollectiveAlgorithmName(b.algorithm))
+         << ",\"buffer_bytes\":" << b.buffer_bytes;
+    }
+    os << "}";
   }
   os << "],\"cross_machine_edges\":[";
   for (size_t i = 0; i < s.cross_machine_edges.size(); ++i) {
@@ -362,7 +433,11 @@ void PrintJson(const Plan& plan, const PlanSummary& s, bool actors) {
            << Q(TaskIdToString(t.task_id())) << ",\"name\":" << Q(t.name())
            << ",\"kind\":" << Q(compiler::TaskTypeShortName(t.type()))
            << ",\"machine\":" << t.machine_id() << ",\"device\":" << Q(DeviceOf(t))
-           << ",\"stream\":" << t.stream_id() << ",\"topo_order\":" << t.topo_order() << "}";
+           << ",\"stream\":" << t.stream_id() << ",\"topo_order\":" << t.topo_order();
+        if (t.type() == TASK_COLLECTIVE) {
+          os << ",\"algorithm\":" << Q(compiler::CollectiveAlgorithmName(t.collective().algorithm()));
+        }
+        os << "}";
         f = false;
       }
     }

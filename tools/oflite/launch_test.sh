@@ -6,10 +6,10 @@ set -u
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
 TMP="${TEST_TMPDIR:-/tmp}"
 fail=0
-# A valid plan with 3 (empty) machines: version 1, field 4 three times.
+# A valid plan with 3 (empty) machines: version 2, field 4 three times.
 # launch checks --nproc against the machine count; the stand-in nodes
 # never read it.
-printf '\x08\x01\x22\x00\x22\x00\x22\x00' > "$TMP/p.plan.pb"
+printf '\x08\x02\x22\x00\x22\x00\x22\x00' > "$TMP/p.plan.pb"
 
 cat > "$TMP/node_ok.sh" <<'NODE'
 #!/bin/sh
@@ -48,7 +48,7 @@ grep -q "^\[rank 1\] rank one fails" "$TMP/out" || { echo "FAIL: no prefixed lin
 
 # The first cause is blamed, not the first rank to exit: the last line
 # names rank 1 with its error line.
-printf '\x08\x01\x22\x00\x22\x00' > "$TMP/p2.plan.pb"
+printf '\x08\x02\x22\x00\x22\x00' > "$TMP/p2.plan.pb"
 "$OFLITE" launch --plan "$TMP/p2.plan.pb" --nproc 2 --oflite "$TMP/node_blame.sh" --grace_ms 5000 \
   > "$TMP/out" 2>&1
 rc=$?

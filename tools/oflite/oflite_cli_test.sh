@@ -34,10 +34,17 @@ head -c 4096 /dev/urandom > "$TMP/garbage.pb"
 printf '\xff\xff\xff\xff\xff' >> "$TMP/garbage.pb"
 "$OFLITE" inspect "$TMP/garbage.pb" > "$TMP/out" 2>&1; check "garbage plan" 2 $?
 expect_in "garbage plan named" "garbage.pb" "$TMP/out"
-# A valid version-1 plan: field 1 (version) = 1, field 5 (total_iters) = 300.
-printf '\x08\x01\x28\xac\x02' > "$TMP/good.pb"
+# A valid version-2 plan: field 1 (version) = 2, field 5 (total_iters) = 300.
+printf '\x08\x02\x28\xac\x02' > "$TMP/good.pb"
 "$OFLITE" inspect "$TMP/good.pb" > "$TMP/out" 2>&1; check "good plan" 0 $?
-expect_in "good plan summary" "version 1" "$TMP/out"
+expect_in "good plan summary" "version 2" "$TMP/out"
+# An old version-1 plan (before run settings, the evaluation plan and
+# collective algorithms were Plan fields): refused, with a hint to recompile.
+printf '\x08\x01\x28\xac\x02' > "$TMP/old.pb"
+"$OFLITE" inspect "$TMP/old.pb" > "$TMP/out" 2>&1; check "old plan" 2 $?
+expect_in "old version explained" "recompile it with \`oflite compile\`" "$TMP/out"
+"$OFLITE" run --plan "$TMP/old.pb" > "$TMP/out" 2>&1; check "run refuses an old plan" 2 $?
+expect_in "run names the old plan" "old.pb' is a plan of version 1" "$TMP/out"
 # Truncated: cut the varint of total_iters.
 printf '\x08\x01\x28\xac' > "$TMP/trunc.pb"
 "$OFLITE" inspect "$TMP/trunc.pb" > "$TMP/out" 2>&1; check "truncated plan" 2 $?

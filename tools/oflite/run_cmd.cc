@@ -2,11 +2,13 @@
 // (oneflow_lite/runtime), print progress, evaluate at the end.
 //
 // Progress: one line every --log-every iterations (and the first and last):
-// iteration, loss, accuracy, samples/s over the interval, ETA. After
-// training, unless --eval=false, the job's evaluation job (MakeEvalJob: the
-// forward graph on the test split, one pass) is compiled for the same
-// cluster and run by a second runtime with the trained variables; its
-// metrics, averaged over the pass, are printed as the test accuracy/loss.
+// iteration, loss, accuracy, samples/s over the interval, ETA (samples from
+// Plan.samples_per_iter). After training, unless --eval=false, the plan's
+// evaluation plan (Plan.eval_plan, compiled with it by `oflite compile`:
+// the forward graph on the test split, one pass) is run by a second runtime
+// with the trained variables; its metrics, averaged over the pass, are
+// printed as the test accuracy/loss. `oflite run` never compiles and never
+// reads the plan's embedded Job (docs/plan_format.md).
 // Checkpoints: --save-every N --checkpoint-dir D writes D/iter-<k>; --resume
 // D (a checkpoint, or a root holding iter-* directories: the latest) starts
 // at the checkpoint's iteration with its variables.
@@ -17,15 +19,18 @@
 // naming the lost rank (MultiMachineSession), and a rank that fails (its
 // runtime, its evaluation) tells every peer through the abort notice, so
 // they exit 1 at once with "rank R failed: <its error>". Their evaluation is
-// distributed: every rank compiles the eval job for the same cluster (the
-// session checks that the plans agree), runs its part as a second Runtime
+// distributed: every rank runs its part of the evaluation plan of the same
+// file (BeginRun's fingerprint check still confirms it) as a second Runtime
 // over the same CommNet with the variable parts it trained
 // (PartCapturingStore / TrainedPartsStore, eval_support.h), and sends its
 // sink's metric sums to rank 0, which merges them and prints the one
 // "test (...)" line; the other ranks print that their part is done. The
 // result equals a single-machine evaluation of the same trained variables.
 // A job without a dataset that has a test split (e.g. the synthetic
-// random_batch source) skips the evaluation with a note.
+// random_batch source: EVAL_NO_TEST_SPLIT), or a plan compiled without an
+// evaluation plan (compiler::Compile alone), skips the evaluation with a
+// note; a plan whose evaluation could not be compiled (EVAL_UNAVAILABLE)
+// fails after training with the compiler's error (Plan.eval_note).
 // --stats prints the CommNet counters at exit (training and evaluation);
 // --metrics-out FILE writes "iteration name value" lines for every training
 // iteration this machine's sink reports; --eval-out FILE writes the test
@@ -43,14 +48,11 @@
 #include <map>
 #include <mutex>
 
-#include "oneflow_lite/api/eval_job.h"
 #include "oneflow_lite/checkpoint/checkpoint.h"
 #include "oneflow_lite/checkpoint/sharded_store.h"
 #include "oneflow_lite/comm/ibverbs/ibverbs_flags.h"
 #include "oneflow_lite/comm/socket_util.h"
-#include "oneflow_lite/common/attr.h"
 #include "oneflow_lite/common/proto_io.h"
-#include "oneflow_lite/compiler/compiler.h"
 #include "oneflow_lite/runtime/commnet/multi_machine.h"
 #include "oneflow_lite/runtime/runtime.h"
 #include "oneflow_lite/runtime/variable_stores.h"
@@ -135,19 +137,6 @@ class DetachOnExit {
  private:
   MultiMachineSession* session_;
 };
-
-int64_t SamplesPerIteration(const Job& job) {
-  if (job.conf().batch_size() > 0) return job.conf().batch_size();
-  for (const OpConf& op : job.op()) {
-    AttrView attrs(op);
-    if (op.op_type() == "fashion_mnist") return attrs.GetIntOr("batch_size", 0);
-    if (op.op_type() == "random_batch") {
-      StatusOr<Shape> shape = attrs.GetShape("shape");
-      if (shape.ok() && shape->rank() > 0) return shape->dim(0);
-    }
-  }
-  return 0;
-}
 
 // The largest --iters, --log-every or --save-every accepted (2^40).
 constexpr int64_t kMaxIterations = int64_t{1} << 40;
@@ -295,31 +284,27 @@ double SecondsSince(std::chrono::steady_clock::time_point begin) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
 }
 
-// Single machine: runs the evaluation job of `train` with the logical
-// `variables`; prints its metrics.
-Status Evaluate(const Plan& train, const Job& eval_job,
-                const std::map<std::string, HostTensor>& variables, const RuntimeOptions& base,
-                const std::string& eval_out) {
-  ASSIGN_OR_RETURN(Plan eval_plan, compiler::Compile(eval_job, train.cluster()));
+// Single machine: runs `eval_plan` with the logical `variables`; prints its
+// metrics.
+Status Evaluate(const Plan& eval_plan, const std::map<std::string, HostTensor>& variables,
+                const RuntimeOptions& base, const std::string& eval_out) {
   MemoryVariableStore store(&variables);
   MetricAverager averager;
   const auto begin = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime,
                    Runtime::Create(eval_plan, EvalOptions(base, &averager, &store)));
   RETURN_IF_ERROR(runtime->Run().WithContext("evaluation"));
-  return ReportTest(averager.Take(), SamplesPerIteration(eval_job), SecondsSince(begin),
+  return ReportTest(averager.Take(), eval_plan.samples_per_iter(), SecondsSince(begin),
                     eval_out);
 }
 
 // Multi-machine: this rank's part of the distributed evaluation (see the
 // file comment). `parts` are the variable parts this machine trained.
-Status EvaluateDistributed(const Plan& train, const Job& eval_job, const TrainedParts& parts,
+Status EvaluateDistributed(const Plan& eval_plan, const TrainedParts& parts,
                            const RuntimeOptions& base, MultiMachineSession* session,
                            const std::string& eval_out) {
   const std::string who = "rank " + std::to_string(base.machine_id);
-  StatusOr<Plan> eval_plan = compiler::Compile(eval_job, train.cluster());
-  if (!eval_plan.ok()) return eval_plan.status().WithContext(who + " compiling the eval job");
-  RETURN_IF_ERROR(session->BeginRun(*eval_plan, "eval"));
+  RETURN_IF_ERROR(session->BeginRun(eval_plan, "eval"));
   TrainedPartsStore store(&parts, base.machine_id);
   MetricAverager averager;
   RuntimeOptions options = EvalOptions(base, &averager, &store);
@@ -327,7 +312,7 @@ Status EvaluateDistributed(const Plan& train, const Job& eval_job, const Trained
   const auto begin = std::chrono::steady_clock::now();
   MetricSums sums;
   {
-    ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(*eval_plan, options));
+    ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(eval_plan, options));
     DetachOnExit detach(session);  // destroyed before the runtime
     RETURN_IF_ERROR(session->AfterCreate(runtime.get()));
     RETURN_IF_ERROR(runtime->Run().WithContext(who + " evaluation"));
@@ -350,7 +335,34 @@ Status EvaluateDistributed(const Plan& train, const Job& eval_job, const Trained
                                                           "'s evaluation metrics"));
     merged.Merge(part);
   }
-  return ReportTest(merged, SamplesPerIteration(eval_job), seconds, eval_out);
+  return ReportTest(merged, eval_plan.samples_per_iter(), seconds, eval_out);
+}
+
+// After training: evaluates with `plan`'s compiled evaluation plan, on one
+// machine or distributed, or prints why there is none (the same decision on
+// every rank: they run the same file).
+Status EvaluateTrained(const Plan& plan, CheckpointVariableStore* store,
+                       PartCapturingStore* capture, const RuntimeOptions& options,
+                       MultiMachineSession* session, const std::string& eval_out) {
+  switch (plan.eval_state()) {
+    case EVAL_COMPILED: break;
+    case EVAL_NO_TEST_SPLIT:
+      std::printf("test: skipped (the job reads no dataset with a test split)\n");
+      return Status::OK();
+    case EVAL_UNAVAILABLE:
+      return FailedPreconditionError("the plan has no evaluation plan: ", plan.eval_note(),
+                                     " (run with --eval=false to train without it)");
+    default:
+      std::printf("test: skipped (the plan carries no evaluation plan; `oflite compile` "
+                  "writes one)\n");
+      return Status::OK();
+  }
+  if (session == nullptr) {
+    std::map<std::string, HostTensor> trained = store->TakeFinalVariables();
+    return Evaluate(plan.eval_plan(), trained, options, eval_out);
+  }
+  TrainedParts parts = capture->TakeParts();
+  return EvaluateDistributed(plan.eval_plan(), parts, options, session, eval_out);
 }
 
 // Runs this machine's part of `plan` (with `session`: the first run of the
@@ -459,7 +471,7 @@ int RunRun(int argc, char** argv) {
   const int64_t end = run->iters > 0 ? run->iters : plan->total_iters();
   store_options.final_iteration = end;
   CheckpointVariableStore store(store_options);
-  ProgressPrinter progress(options.start_iter, end, run->log_every, SamplesPerIteration(plan->job()));
+  ProgressPrinter progress(options.start_iter, end, run->log_every, plan->samples_per_iter());
   options.variables = &store;
   options.metrics = &progress;
   std::unique_ptr<MetricsFile> metrics_file;
@@ -482,21 +494,9 @@ int RunRun(int argc, char** argv) {
               stats->seconds, static_cast<long long>(stats->actors),
               static_cast<long long>(stats->threads));
   std::fflush(stdout);
-  if (flags.GetBool("eval") && plan->job().conf().is_train()) {
-    StatusOr<Job> eval_job = MakeEvalJob(plan->job());
-    if (!eval_job.ok()) return FailJob(eval_job.status(), session.get());
-    Status evaluated;
-    if (eval_job->conf().total_iters() == 0) {
-      // Same decision on every rank (same job): nothing to synchronize.
-      std::printf("test: skipped (the job reads no dataset with a test split)\n");
-    } else if (session == nullptr) {
-      std::map<std::string, HostTensor> trained = store.TakeFinalVariables();
-      evaluated = Evaluate(*plan, *eval_job, trained, options, flags.Get("eval-out"));
-    } else {
-      TrainedParts parts = capture.TakeParts();
-      evaluated = EvaluateDistributed(*plan, *eval_job, parts, options, session.get(),
-                                      flags.Get("eval-out"));
-    }
+  if (flags.GetBool("eval") && plan->is_train()) {
+    Status evaluated = EvaluateTrained(*plan, &store, &capture, options, session.get(),
+                                       flags.Get("eval-out"));
     if (!evaluated.ok()) return FailJob(evaluated, session.get());
   }
   if (session != nullptr && flags.GetBool("stats")) {

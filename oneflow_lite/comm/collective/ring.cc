@@ -54,8 +54,7 @@ int Modulo(int value, int world) { return ((value % world) + world) % world; }
 
 void RingCommunicator::SegmentBounds(size_t count, int world, int index,
                                      size_t* begin, size_t* end) {
-  *begin = count * index / world;
-  *end = count * (index + 1) / world;
+  RingSegmentBounds(count, world, index, begin, end);
 }
 
 RingCommunicator::RingCommunicator(Transport* transport, MessageRouter* router,

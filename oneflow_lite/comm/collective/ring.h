@@ -43,6 +43,7 @@
 #include <mutex>
 
 #include "oneflow_lite/comm/collective/cancel.h"
+#include "oneflow_lite/comm/collective/ring_segments.h"
 #include "oneflow_lite/comm/memory/registered_pool.h"
 #include "oneflow_lite/comm/message_router.h"
 #include "oneflow_lite/comm/transport.h"
@@ -53,8 +54,8 @@ namespace comm {
 
 struct CollectiveOptions {
   uint32_t channel = 0x100;  // router channel (and channel | kReplyBit)
-  size_t chunk_bytes = 512 * 1024;
-  int slots = 4;
+  size_t chunk_bytes = kDefaultRingChunkBytes;
+  int slots = kDefaultRingSlots;
   std::chrono::milliseconds setup_timeout{30000};
   // The same on every rank of the ring (e.g. derived from the plan); checked
   // against the right neighbour's at set-up.

@@ -311,7 +311,7 @@ class CollectiveActor final : public SlotActor {
                                   " is not consumed");
     }
     logical_ = TensorDesc(conf.logical_desc());
-    RETURN_IF_ERROR(ChooseRing());
+    RETURN_IF_ERROR(FollowRecordedAlgorithm());
     if (ring_op_ != RingOp::kNone) {
       RETURN_IF_ERROR(channels_->Add(conf.ring_task_id(0), id(), name()));
     }
@@ -376,41 +376,88 @@ class CollectiveActor final : public SlotActor {
  private:
   enum class RingOp { kNone, kAllReduce, kReduceScatter, kAllGather };
 
-  // Picks the ring algorithm for this boxing, or kNone (every part to every
-  // rank). The ring needs one task per machine, ring rank == machine rank
-  // (RingCommunicator's ring is the transport's rank order), a dtype it can
-  // add, and for reduce-scatter / all-gather an axis-0 split whose balanced
-  // ranges are exactly the ring's flat segments.
-  Status ChooseRing() {
-    const BoxingConf& conf = task_->boxing();
-    const int64_t n = conf.ring_task_id_size();
-    comm::CommNet* net = route_->net();
-    if (net == nullptr || n < 2 || n != net->world_size()) return Status::OK();
-    for (int64_t r = 0; r < n; ++r) {
-      if (MachineOfTaskId(conf.ring_task_id(r)) != r) return Status::OK();
+  // Follows the algorithm the compiler recorded (TaskProto.collective,
+  // compiler/collective_choice.h): all-to-all, or a ring op on a pool
+  // buffer. A choice this runtime cannot run is refused, naming the task.
+  Status FollowRecordedAlgorithm() {
+    const CollectiveConf& conf = task_->collective();
+    switch (conf.algorithm()) {
+      case COLLECTIVE_ALL_TO_ALL: ring_op_ = RingOp::kNone; return Status::OK();
+      case COLLECTIVE_RING_ALL_REDUCE: ring_op_ = RingOp::kAllReduce; break;
+      case COLLECTIVE_RING_REDUCE_SCATTER: ring_op_ = RingOp::kReduceScatter; break;
+      case COLLECTIVE_RING_ALL_GATHER: ring_op_ = RingOp::kAllGather; break;
+      default:
+        return InvalidArgumentError("collective task '", name(), "': the plan records no "
+                                    "algorithm (TaskProto.collective); recompile the plan");
     }
+    const std::string why = WhyRingImpossible(conf);
+    if (!why.empty()) {
+      return InvalidArgumentError("collective task '", name(), "': the plan's algorithm ",
+                                  CollectiveAlgorithm_Name(conf.algorithm()),
+                                  " cannot run: ", why);
+    }
+    ASSIGN_OR_RETURN(buffer_, route_->net()->pool()->Allocate(conf.buffer_bytes()));
+    return Status::OK();
+  }
+
+  // Empty when the recorded ring op (ring_op_) can run here: an addable
+  // dtype, buffers that fit the logical tensor, SBPs the op turns into each
+  // other (the plan's own consistency), and one ring task per machine of
+  // this job in machine order (the plan against this CommNet).
+  std::string WhyRingImpossible(const CollectiveConf& conf) const {
+    const BoxingConf& boxing = task_->boxing();
+    const int64_t n = boxing.ring_task_id_size();
+    std::string why = WhyRingInconsistent(conf, n);
+    if (!why.empty()) return why;
+    comm::CommNet* net = route_->net();
+    if (net == nullptr) return "this runtime has no CommNet";
+    if (n != net->world_size()) {
+      return "its ring has " + std::to_string(n) + " tasks, the job " +
+             std::to_string(net->world_size()) + " machines";
+    }
+    for (int64_t r = 0; r < n; ++r) {
+      if (MachineOfTaskId(boxing.ring_task_id(r)) != r) {
+        return "ring rank " + std::to_string(r) + " is not on machine " + std::to_string(r);
+      }
+    }
+    return "";
+  }
+
+  std::string WhyRingInconsistent(const CollectiveConf& conf, int64_t n) const {
+    if (n < 2) return "a ring needs 2 or more tasks, it has " + std::to_string(n);
     const DataType dtype = logical_.dtype;
     if (dtype != DT_FLOAT && dtype != DT_DOUBLE && dtype != DT_INT32 && dtype != DT_INT64) {
-      return Status::OK();
+      return std::string("a ring cannot add ") + DataTypeName(dtype);
     }
-    const int64_t count = logical_.shape.elem_count();
-    if (count <= 0) return Status::OK();
-    const SbpParallel& in = FirstSbp(conf.in_sbp());
-    const SbpParallel& out = FirstSbp(conf.out_sbp());
+    const int64_t elem = SizeOf(dtype);
+    if (logical_.shape.elem_count() <= 0 || conf.element_count() != logical_.shape.elem_count() ||
+        conf.buffer_bytes() != logical_.ByteSize()) {
+      return "element_count " + std::to_string(conf.element_count()) + " / buffer_bytes " +
+             std::to_string(conf.buffer_bytes()) + " do not match the logical " +
+             logical_.ToString();
+    }
+    if (conf.chunk_bytes() < 8 || conf.chunk_bytes() % elem != 0 || conf.slots() < 1) {
+      return "chunk_bytes " + std::to_string(conf.chunk_bytes()) + " (needs >= 8, a multiple of " +
+             std::to_string(elem) + ") or slots " + std::to_string(conf.slots()) + " (needs >= 1)";
+    }
+    return WhySbpsDoNotFit(n);
+  }
+
+  std::string WhySbpsDoNotFit(int64_t n) const {
+    const SbpParallel& in = FirstSbp(task_->boxing().in_sbp());
+    const SbpParallel& out = FirstSbp(task_->boxing().out_sbp());
     const bool segments_match = SplitMatchesSegments(n);
-    if (in.has_partial_sum() && out.has_broadcast()) {
-      ring_op_ = RingOp::kAllReduce;
-    } else if (in.has_partial_sum() && out.has_split_axis()) {
-      ring_op_ = out.split_axis() == 0 && segments_match ? RingOp::kReduceScatter
-                                                         : RingOp::kAllReduce;
-    } else if (in.has_split_axis() && in.split_axis() == 0 && out.has_broadcast() &&
-               segments_match) {
-      ring_op_ = RingOp::kAllGather;
-    } else {
-      return Status::OK();
-    }
-    ASSIGN_OR_RETURN(buffer_, net->pool()->Allocate(logical_.ByteSize()));
-    return Status::OK();
+    const bool fits =
+        ring_op_ == RingOp::kAllReduce
+            ? in.has_partial_sum() && (out.has_broadcast() || out.has_split_axis())
+        : ring_op_ == RingOp::kReduceScatter
+            ? in.has_partial_sum() && out.has_split_axis() && out.split_axis() == 0 &&
+                  segments_match
+            : in.has_split_axis() && in.split_axis() == 0 && out.has_broadcast() &&
+                  segments_match;
+    if (fits) return "";
+    return "it does not turn " + in.ShortDebugString() + " into " + out.ShortDebugString() +
+           (segments_match ? "" : " (the axis-0 parts are not the ring's flat segments)");
   }
 
   // True when rank r's axis-0 balanced range is the ring's flat segment r.
@@ -511,6 +558,8 @@ class CollectiveActor final : public SlotActor {
       options.tag = static_cast<uint64_t>(ring_key);
       options.cancel = &cancel_;
       options.setup_timeout = std::min(options.setup_timeout, options_.ring_timeout);
+      options.chunk_bytes = static_cast<size_t>(task_->collective().chunk_bytes());
+      options.slots = task_->collective().slots();
       ASSIGN_OR_RETURN(communicator_, comm::RingCommunicator::Create(
                                           net->transport(), net->router(), net->pool(), options));
     }

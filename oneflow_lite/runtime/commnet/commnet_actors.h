@@ -10,12 +10,18 @@
 // End-of-data from the producer is passed on once every received register
 // was produced.
 //
-// CollectiveActor (TASK_COLLECTIVE, one ring rank): with one ring task per
-// machine (ring rank == machine rank) and an addable dtype it runs a ring
-// collective (comm/collective/ring.h): P->B all-reduce, P->S reduce-scatter
-// (or all-reduce and cut where the split is not the ring's flat segments),
-// S(0)->B all-gather, on a pool buffer and a worker thread of its own, one
-// piece at a time; the worker wakes it with a kStart message from itself.
+// CollectiveActor (TASK_COLLECTIVE, one ring rank) follows the algorithm the
+// compiler recorded in TaskProto.collective (compiler/collective_choice.h
+// says which conversions get which); it never chooses. Create fails, naming
+// the task, when the plan records none or one it cannot run (a ring that
+// is not one task per machine of the job in machine order, a dtype a ring
+// cannot add, buffer sizes that do not match the logical tensor, SBPs the
+// ring op does not convert). A ring algorithm (comm/collective/ring.h: P->B
+// all-reduce, P->S reduce-scatter, or all-reduce and cut, S(0)->B
+// all-gather) runs on a pool buffer of the recorded buffer_bytes, in
+// messages of the recorded chunk_bytes and slots, on a worker thread of its
+// own, one piece at a time; the worker wakes it with a kStart message from
+// itself.
 // Each collective is bounded by CollectiveActorOptions.ring_timeout; the
 // ring's router channel comes from the RingChannelTable (ring_channels.h),
 // and its tag is the ring's rank-0 task id. Cancellation: with an
@@ -24,7 +30,7 @@
 // the runtime with that reason even when no ring is in flight; a collective
 // still in flight when the actor is destroyed (its runtime aborted) is
 // cancelled before the worker is joined, so teardown never waits for the
-// ring's deadline. Otherwise, when its local part for
+// ring's deadline. All-to-all: when its local part for
 // a piece arrives it sends the part to every other ring task
 // (BoxingConf.ring_task_id), local or remote; once all parts of the piece
 // are there and an output copy is free it assembles the logical tensor

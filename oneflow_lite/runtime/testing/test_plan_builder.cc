@@ -107,7 +107,7 @@ Plan TestPlanBuilder::Build(int64_t total_iters, int64_t seed) {
   }
   Plan plan;
   plan.set_total_iters(total_iters);
-  plan.mutable_job()->mutable_conf()->set_seed(seed);
+  plan.set_seed(seed);  // run settings are Plan fields; the runtime reads no Job
   MachinePlan* machine = plan.add_machine();
   machine->set_machine_id(0);
   for (auto& [id, task] : tasks_) *machine->add_task() = task;

@@ -1,0 +1,79 @@
+#include "oneflow_lite/compiler/collective_choice.h"
+
+#include "oneflow_lite/comm/collective/ring_segments.h"
+#include "oneflow_lite/common/id.h"
+#include "oneflow_lite/compiler/sbp_deduction.h"
+
+namespace oflite {
+namespace compiler {
+namespace {
+
+SbpParallel FirstSbp(const NdSbp& sbp) {
+  if (sbp.sbp_size() > 0) return sbp.sbp(0);
+  SbpParallel broadcast;
+  broadcast.set_broadcast(true);
+  return broadcast;
+}
+
+bool RingAddable(DataType dtype) {
+  return dtype == DT_FLOAT || dtype == DT_DOUBLE || dtype == DT_INT32 || dtype == DT_INT64;
+}
+
+// The ring algorithm for this conversion, or COLLECTIVE_ALL_TO_ALL.
+CollectiveAlgorithm RingAlgorithm(const BoxingConf& boxing, const TensorDesc& logical, int64_t n) {
+  const SbpParallel in = FirstSbp(boxing.in_sbp());
+  const SbpParallel out = FirstSbp(boxing.out_sbp());
+  const bool segments_match = SplitMatchesRingSegments(logical, n);
+  if (in.has_partial_sum() && out.has_broadcast()) return COLLECTIVE_RING_ALL_REDUCE;
+  if (in.has_partial_sum() && out.has_split_axis()) {
+    return out.split_axis() == 0 && segments_match ? COLLECTIVE_RING_REDUCE_SCATTER
+                                                   : COLLECTIVE_RING_ALL_REDUCE;
+  }
+  if (in.has_split_axis() && in.split_axis() == 0 && out.has_broadcast() && segments_match) {
+    return COLLECTIVE_RING_ALL_GATHER;
+  }
+  return COLLECTIVE_ALL_TO_ALL;
+}
+
+}  // namespace
+
+bool SplitMatchesRingSegments(const TensorDesc& logical, int64_t ring_size) {
+  if (logical.shape.rank() == 0 || logical.shape.dim(0) <= 0 || ring_size < 1) return false;
+  const int64_t rows = logical.shape.dim(0);
+  const int64_t count = logical.shape.elem_count();
+  const int64_t inner = count / rows;
+  for (int64_t r = 0; r < ring_size; ++r) {
+    size_t seg_begin = 0, seg_end = 0;
+    comm::RingSegmentBounds(count, static_cast<int>(ring_size), static_cast<int>(r), &seg_begin,
+                            &seg_end);
+    const int64_t begin = SplitPartStart(rows, ring_size, r);
+    const int64_t size = SplitPartSize(rows, ring_size, r);
+    if (static_cast<int64_t>(seg_begin) != begin * inner ||
+        static_cast<int64_t>(seg_end) != (begin + size) * inner) {
+      return false;
+    }
+  }
+  return true;
+}
+
+CollectiveConf ChooseCollective(const BoxingConf& boxing, int64_t machine_count) {
+  CollectiveConf conf;
+  conf.set_algorithm(COLLECTIVE_ALL_TO_ALL);
+  const int64_t n = boxing.ring_task_id_size();
+  if (n < 2 || n != machine_count) return conf;
+  for (int64_t r = 0; r < n; ++r) {
+    if (MachineOfTaskId(boxing.ring_task_id(r)) != r) return conf;
+  }
+  const TensorDesc logical(boxing.logical_desc());
+  if (!RingAddable(logical.dtype) || logical.shape.elem_count() <= 0) return conf;
+  conf.set_algorithm(RingAlgorithm(boxing, logical, n));
+  if (conf.algorithm() == COLLECTIVE_ALL_TO_ALL) return conf;
+  conf.set_buffer_bytes(logical.ByteSize());
+  conf.set_element_count(logical.shape.elem_count());
+  conf.set_chunk_bytes(static_cast<int64_t>(comm::kDefaultRingChunkBytes));
+  conf.set_slots(comm::kDefaultRingSlots);
+  return conf;
+}
+
+}  // namespace compiler
+}  // namespace oflite

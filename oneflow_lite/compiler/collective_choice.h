@@ -1,0 +1,42 @@
+// How each TASK_COLLECTIVE task moves its data: the compiler's choice,
+// recorded in TaskProto.collective (docs/plan_format.md, "Collectives") and
+// followed by the runtime (runtime/commnet/commnet_actors.h), which refuses
+// a recorded choice it cannot run.
+//
+// A ring algorithm (comm/collective/ring.h) is chosen when the ring has one
+// task per machine of the cluster in machine order (ring rank == machine
+// id, the transport's ring order), its dtype can be added (float, double,
+// int32, int64) and it has elements:
+//   P -> B                          ring all-reduce;
+//   P -> S(0) on the ring segments  ring reduce-scatter;
+//   P -> S(other)                   ring all-reduce, then each cuts its part;
+//   S(0) -> B on the ring segments  ring all-gather;
+// "on the ring segments": every rank's balanced axis-0 range is exactly its
+// flat segment of the ring (comm/collective/ring_segments.h). Anything else
+// is all-to-all: every part to every ring task in actor messages. A ring
+// works in one registered buffer of the logical tensor's bytes, in messages
+// of kDefaultRingChunkBytes with kDefaultRingSlots in flight.
+// Pure functions; thread-safe.
+#ifndef ONEFLOW_LITE_COMPILER_COLLECTIVE_CHOICE_H_
+#define ONEFLOW_LITE_COMPILER_COLLECTIVE_CHOICE_H_
+
+#include <cstdint>
+
+#include "oneflow_lite/common/tensor.h"
+#include "proto/plan.pb.h"
+
+namespace oflite {
+namespace compiler {
+
+// `boxing` with its ring_task_id already set to task ids (their machine is
+// MachineOfTaskId); `machine_count`: machines of the cluster.
+CollectiveConf ChooseCollective(const BoxingConf& boxing, int64_t machine_count);
+
+// True when, for every rank r of `ring_size`, r's balanced axis-0 range of
+// `logical` is the ring's flat segment r.
+bool SplitMatchesRingSegments(const TensorDesc& logical, int64_t ring_size);
+
+}  // namespace compiler
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_COMPILER_COLLECTIVE_CHOICE_H_

@@ -1,0 +1,110 @@
+// The compiler's collective algorithm choice over the conditions a ring
+// needs: SBP pair, ring segments, ring order, machine count, dtype, size.
+#include "oneflow_lite/compiler/collective_choice.h"
+
+#include <gtest/gtest.h>
+
+#include "oneflow_lite/comm/collective/ring_segments.h"
+#include "oneflow_lite/common/id.h"
+
+namespace oflite {
+namespace compiler {
+namespace {
+
+SbpParallel Split(int axis) {
+  SbpParallel s;
+  s.set_split_axis(axis);
+  return s;
+}
+SbpParallel Broadcast() {
+  SbpParallel s;
+  s.set_broadcast(true);
+  return s;
+}
+SbpParallel PartialSum() {
+  SbpParallel s;
+  s.set_partial_sum(true);
+  return s;
+}
+
+int64_t TaskOn(int64_t machine) {
+  TaskIdParts parts;
+  parts.stream.machine = machine;
+  parts.stream.device_type = DEVICE_CPU;
+  parts.stream.stream = 4;
+  parts.task_index = 3;
+  return *EncodeTaskId(parts);
+}
+
+// A collective over one task per machine `machines[r]` (ring rank r).
+BoxingConf Conf(const SbpParallel& in, const SbpParallel& out, const std::vector<int64_t>& dims,
+                DataType dtype, const std::vector<int64_t>& machines) {
+  BoxingConf conf;
+  *conf.mutable_in_sbp()->add_sbp() = in;
+  *conf.mutable_out_sbp()->add_sbp() = out;
+  for (int64_t d : dims) conf.mutable_logical_desc()->mutable_shape()->add_dim(d);
+  conf.mutable_logical_desc()->set_dtype(dtype);
+  for (int64_t m : machines) conf.add_ring_task_id(TaskOn(m));
+  conf.set_parallel_num(static_cast<int64_t>(machines.size()));
+  return conf;
+}
+
+CollectiveAlgorithm Choose(const BoxingConf& conf, int64_t machines) {
+  return ChooseCollective(conf, machines).algorithm();
+}
+
+TEST(CollectiveChoiceTest, SbpPairsAndSegments) {
+  const std::vector<int64_t> two = {0, 1};
+  EXPECT_EQ(Choose(Conf(PartialSum(), Broadcast(), {4, 3}, DT_FLOAT, two), 2),
+            COLLECTIVE_RING_ALL_REDUCE);
+  // 4 rows over 2: rows [0,2) = elements [0,6) = ring segment 0.
+  EXPECT_EQ(Choose(Conf(PartialSum(), Split(0), {4, 3}, DT_FLOAT, two), 2),
+            COLLECTIVE_RING_REDUCE_SCATTER);
+  EXPECT_EQ(Choose(Conf(Split(0), Broadcast(), {4, 3}, DT_FLOAT, two), 2),
+            COLLECTIVE_RING_ALL_GATHER);
+  // 3 rows of 2 over 2: rows [0,2) = 4 elements, ring segment 0 = 3.
+  EXPECT_EQ(Choose(Conf(PartialSum(), Split(0), {3, 2}, DT_FLOAT, two), 2),
+            COLLECTIVE_RING_ALL_REDUCE);
+  EXPECT_EQ(Choose(Conf(Split(0), Broadcast(), {3, 2}, DT_FLOAT, two), 2), COLLECTIVE_ALL_TO_ALL);
+  EXPECT_EQ(Choose(Conf(PartialSum(), Split(1), {4, 4}, DT_FLOAT, two), 2),
+            COLLECTIVE_RING_ALL_REDUCE);
+  EXPECT_EQ(Choose(Conf(Split(1), Broadcast(), {4, 4}, DT_FLOAT, two), 2), COLLECTIVE_ALL_TO_ALL);
+  EXPECT_EQ(Choose(Conf(Split(0), Split(1), {4, 4}, DT_FLOAT, two), 2), COLLECTIVE_ALL_TO_ALL);
+  EXPECT_EQ(Choose(Conf(Broadcast(), Split(0), {4, 4}, DT_FLOAT, two), 2), COLLECTIVE_ALL_TO_ALL);
+}
+
+TEST(CollectiveChoiceTest, RingNeedsEveryMachineInOrderAnAddableDtypeAndElements) {
+  const BoxingConf good = Conf(PartialSum(), Broadcast(), {5}, DT_FLOAT, {0, 1, 2});
+  EXPECT_EQ(Choose(good, 3), COLLECTIVE_RING_ALL_REDUCE);
+  EXPECT_EQ(Choose(good, 4), COLLECTIVE_ALL_TO_ALL);  // does not span the cluster
+  EXPECT_EQ(Choose(Conf(PartialSum(), Broadcast(), {5}, DT_FLOAT, {1, 0, 2}), 3),
+            COLLECTIVE_ALL_TO_ALL);  // ring rank != machine id
+  EXPECT_EQ(Choose(Conf(PartialSum(), Broadcast(), {5}, DT_FLOAT, {0}), 1),
+            COLLECTIVE_ALL_TO_ALL);  // one rank: no ring
+  for (DataType dtype : {DT_DOUBLE, DT_INT32, DT_INT64}) {
+    EXPECT_EQ(Choose(Conf(PartialSum(), Broadcast(), {5}, dtype, {0, 1, 2}), 3),
+              COLLECTIVE_RING_ALL_REDUCE);
+  }
+  EXPECT_EQ(Choose(Conf(PartialSum(), Broadcast(), {5}, DT_INT8, {0, 1, 2}), 3),
+            COLLECTIVE_ALL_TO_ALL);
+  EXPECT_EQ(Choose(Conf(PartialSum(), Broadcast(), {0, 5}, DT_FLOAT, {0, 1, 2}), 3),
+            COLLECTIVE_ALL_TO_ALL);
+}
+
+TEST(CollectiveChoiceTest, RingRecordsItsBuffers) {
+  const CollectiveConf ring =
+      ChooseCollective(Conf(PartialSum(), Broadcast(), {6, 7}, DT_DOUBLE, {0, 1}), 2);
+  EXPECT_EQ(ring.buffer_bytes(), 6 * 7 * 8);
+  EXPECT_EQ(ring.element_count(), 42);
+  EXPECT_EQ(ring.chunk_bytes(), static_cast<int64_t>(comm::kDefaultRingChunkBytes));
+  EXPECT_EQ(ring.slots(), comm::kDefaultRingSlots);
+  const CollectiveConf all_to_all =
+      ChooseCollective(Conf(Split(1), Broadcast(), {6, 7}, DT_DOUBLE, {0, 1}), 2);
+  EXPECT_EQ(all_to_all.algorithm(), COLLECTIVE_ALL_TO_ALL);
+  EXPECT_EQ(all_to_all.buffer_bytes(), 0);
+  EXPECT_EQ(all_to_all.chunk_bytes(), 0);
+}
+
+}  // namespace
+}  // namespace compiler
+}  // namespace oflite

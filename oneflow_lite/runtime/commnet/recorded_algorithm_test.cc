@@ -1,0 +1,172 @@
+// The runtime follows each collective's compiled algorithm
+// (TaskProto.collective) and refuses one it cannot run, naming the task: a
+// compiled 2-machine data-parallel plan, rank 0's runtime built over a real
+// CommNet (TCP on loopback).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <thread>
+#include <vector>
+
+#include "oneflow_lite/comm/comm_net.h"
+#include "oneflow_lite/comm/socket_util.h"
+#include "oneflow_lite/compiler/compiler.h"
+#include "oneflow_lite/compiler/test_jobs.h"
+#include "oneflow_lite/runtime/commnet/commnet_actors.h"
+#include "oneflow_lite/runtime/runtime.h"
+
+namespace oflite {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::string FreeMaster() {
+  int port = 0;
+  auto fd = comm::ListenTcp("127.0.0.1", &port);
+  CHECK(fd.ok());
+  ::close(*fd);
+  return "127.0.0.1:" + std::to_string(port);
+}
+
+Plan DataParallelPlan() {
+  compiler::MlpSpec spec;
+  spec.batch = 12;
+  spec.features = 20;
+  spec.hidden = {12};
+  spec.classes = 4;
+  spec.placement = "0-1:cpu:0";
+  StatusOr<Job> job = compiler::BuildMlpJob(spec);
+  CHECK(job.ok()) << job.status();
+  StatusOr<Plan> plan = compiler::Compile(*job, compiler::MakeCluster(2, 1));
+  CHECK(plan.ok()) << plan.status();
+  return *plan;
+}
+
+// Machine 0's first collective task whose compiled algorithm is `algorithm`.
+TaskProto* FirstCollective(Plan* plan, CollectiveAlgorithm algorithm) {
+  for (TaskProto& task : *plan->mutable_machine(0)->mutable_task()) {
+    if (task.type() == TASK_COLLECTIVE && task.collective().algorithm() == algorithm) {
+      return &task;
+    }
+  }
+  return nullptr;
+}
+
+// CommNets of ranks 0..world_size-1 (TCP on loopback), started together.
+std::vector<std::unique_ptr<comm::CommNet>> StartNets(int world_size) {
+  const std::string master = FreeMaster();
+  std::vector<StatusOr<std::unique_ptr<comm::CommNet>>> started;
+  for (int rank = 0; rank < world_size; ++rank) started.emplace_back(InternalError("not started"));
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < world_size; ++rank) {
+    threads.emplace_back([&, rank] {
+      comm::CommNetOptions options;
+      options.rank = rank;
+      options.world_size = world_size;
+      options.master = master;
+      options.job_token = "recorded-algorithm-test";
+      options.connect_timeout = milliseconds(30000);
+      options.on_peer_error = [](int, const Status&) {};  // teardown order is free
+      started[rank] = comm::CommNet::Start(options);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::vector<std::unique_ptr<comm::CommNet>> nets;
+  for (auto& net : started) {
+    CHECK(net.ok()) << net.status();
+    nets.push_back(std::move(*net));
+  }
+  return nets;
+}
+
+// Builds (never runs) machine 0's runtime of `plan` over rank 0 of a CommNet
+// of `world_size` ranks.
+Status CreateRank0(const Plan& plan, int world_size = 2) {
+  std::vector<std::unique_ptr<comm::CommNet>> nets = StartNets(world_size);
+  CommNetRoute route(nets[0].get(), [](const Status&) {});
+  ActorRegistry registry = MultiMachineActorRegistry(&route);
+  RuntimeOptions options;
+  options.machine_id = 0;
+  options.remote_route = &route;
+  options.registry = &registry;
+  return Runtime::Create(plan, options).status();
+}
+
+TEST(RecordedAlgorithmTest, CompiledPlanRecordsRingAllReduceAndBuilds) {
+  Plan plan = DataParallelPlan();
+  ASSERT_NE(FirstCollective(&plan, COLLECTIVE_RING_ALL_REDUCE), nullptr);
+  for (const MachinePlan& m : plan.machine()) {
+    for (const TaskProto& t : m.task()) {
+      if (t.type() == TASK_COLLECTIVE) {
+        EXPECT_NE(t.collective().algorithm(), COLLECTIVE_UNSET) << t.name();
+      }
+    }
+  }
+  const Status created = CreateRank0(plan);
+  EXPECT_TRUE(created.ok()) << created;  // the control for the refusals below
+}
+
+TEST(RecordedAlgorithmTest, UnsetAlgorithmIsRefusedNamingTheTask) {
+  Plan plan = DataParallelPlan();
+  TaskProto* task = FirstCollective(&plan, COLLECTIVE_RING_ALL_REDUCE);
+  ASSERT_NE(task, nullptr);
+  task->mutable_collective()->set_algorithm(COLLECTIVE_UNSET);
+  const Status created = CreateRank0(plan);
+  ASSERT_FALSE(created.ok());
+  EXPECT_NE(created.message().find("'" + task->name() + "'"), std::string::npos) << created;
+  EXPECT_NE(created.message().find("records no algorithm"), std::string::npos) << created;
+}
+
+TEST(RecordedAlgorithmTest, ImpossibleRingIsRefusedNamingTheTaskAndWhy) {
+  struct Case {
+    const char* what;
+    void (*tamper)(CollectiveConf*);
+    const char* expect;
+  };
+  const Case cases[] = {
+      {"all-gather of a P->B conversion",
+       [](CollectiveConf* c) { c->set_algorithm(COLLECTIVE_RING_ALL_GATHER); }, "does not turn"},
+      {"wrong element count",
+       [](CollectiveConf* c) { c->set_element_count(c->element_count() + 1); }, "element_count"},
+      {"chunk not a multiple of the element", [](CollectiveConf* c) { c->set_chunk_bytes(10); },
+       "chunk_bytes 10"},
+      {"no slots", [](CollectiveConf* c) { c->set_slots(0); }, "slots 0"},
+  };
+  for (const Case& c : cases) {
+    Plan plan = DataParallelPlan();
+    TaskProto* task = FirstCollective(&plan, COLLECTIVE_RING_ALL_REDUCE);
+    ASSERT_NE(task, nullptr);
+    c.tamper(task->mutable_collective());
+    const Status created = CreateRank0(plan);
+    ASSERT_FALSE(created.ok()) << c.what;
+    EXPECT_NE(created.message().find("collective task '" + task->name() + "'"), std::string::npos)
+        << c.what << ": " << created;
+    EXPECT_NE(created.message().find("cannot run"), std::string::npos) << c.what << ": " << created;
+    EXPECT_NE(created.message().find(c.expect), std::string::npos) << c.what << ": " << created;
+  }
+}
+
+TEST(RecordedAlgorithmTest, RingSpanningMoreMachinesThanTheJobIsRefused) {
+  // The compiled plan is consistent, but this CommNet has 1 rank, not 2.
+  const Status created = CreateRank0(DataParallelPlan(), /*world_size=*/1);
+  ASSERT_FALSE(created.ok());
+  EXPECT_NE(created.message().find("its ring has 2 tasks, the job 1 machines"), std::string::npos)
+      << created;
+}
+
+TEST(RecordedAlgorithmTest, AllToAllIsFollowedWhereverItIsRecorded) {
+  // The runtime does not second-guess the compiler: all-to-all needs no ring,
+  // so rank 0's runtime builds even on a 1-rank CommNet.
+  Plan plan = DataParallelPlan();
+  for (TaskProto& task : *plan.mutable_machine(0)->mutable_task()) {
+    if (task.type() != TASK_COLLECTIVE) continue;
+    CollectiveConf all_to_all;
+    all_to_all.set_algorithm(COLLECTIVE_ALL_TO_ALL);
+    *task.mutable_collective() = all_to_all;
+  }
+  const Status created = CreateRank0(plan, /*world_size=*/1);
+  EXPECT_TRUE(created.ok()) << created;
+}
+
+}  // namespace
+}  // namespace oflite
