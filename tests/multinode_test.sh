@@ -12,7 +12,7 @@
 # exit non-zero within 10 s naming the lost rank.
 set -u
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
-WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/compiler/write_test_job"
+WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/write_test_job"
 TMP="${TEST_TMPDIR:-/tmp}/multinode"
 rm -rf "$TMP"; mkdir -p "$TMP"
 fail=0

@@ -11,7 +11,7 @@
 # connection, is not enough).
 set -u
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
-WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/compiler/write_test_job"
+WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/write_test_job"
 POISON="${TEST_SRCDIR}/oneflow_lite/tests/poison_plan"
 TMP="${TEST_TMPDIR:-/tmp}/ring_abort"
 rm -rf "$TMP"; mkdir -p "$TMP"

@@ -10,7 +10,7 @@
 
 #include "oneflow_lite/api/eval_job.h"
 #include "oneflow_lite/common/version.h"
-#include "oneflow_lite/compiler/test_jobs.h"
+#include "oneflow_lite/testing/test_jobs.h"
 
 namespace oflite {
 namespace {

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "oneflow_lite/common/data_type.h"
+#include "oneflow_lite/common/little_endian.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "checkpoints store raw little-endian data");
@@ -39,32 +40,19 @@ uint32_t Crc32(const void* data, uint64_t size) {
   return static_cast<uint32_t>(crc);
 }
 
-// --- little-endian encoding of the variable file header ---
-
-void PutU32(std::string* out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
-void PutU64(std::string* out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
-uint64_t GetLittleEndian(const std::string& in, size_t offset, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i)
-    v |= uint64_t{static_cast<unsigned char>(in[offset + i])} << (8 * i);
-  return v;
-}
+// --- the variable file header (integers through common/little_endian.h) ---
 
 // magic[4] version:u32 dtype:u32 rank:u32 dims:i64[rank] bytes:u64
 // data_crc:u32 header_crc:u32 (CRC-32 of everything before it).
 std::string EncodeHeader(const TensorDesc& desc, uint64_t byte_count, uint32_t data_crc) {
   std::string header(kVariableFileMagic, 4);
-  PutU32(&header, kCheckpointVersion);
-  PutU32(&header, static_cast<uint32_t>(desc.dtype));
-  PutU32(&header, static_cast<uint32_t>(desc.shape.rank()));
-  for (int64_t d : desc.shape.dims()) PutU64(&header, static_cast<uint64_t>(d));
-  PutU64(&header, byte_count);
-  PutU32(&header, data_crc);
-  PutU32(&header, Crc32(header.data(), header.size()));
+  little_endian::AppendU32(&header, kCheckpointVersion);
+  little_endian::AppendU32(&header, static_cast<uint32_t>(desc.dtype));
+  little_endian::AppendU32(&header, static_cast<uint32_t>(desc.shape.rank()));
+  for (int64_t d : desc.shape.dims()) little_endian::AppendU64(&header, static_cast<uint64_t>(d));
+  little_endian::AppendU64(&header, byte_count);
+  little_endian::AppendU32(&header, data_crc);
+  little_endian::AppendU32(&header, Crc32(header.data(), header.size()));
   return header;
 }
 
@@ -287,7 +275,8 @@ StatusOr<std::string> ReadVariableData(const std::string& dir, const CheckpointE
   if (contents.compare(0, 4, kVariableFileMagic, 4) != 0) {
     return DataLossError(where, "bad magic (not a variable file)");
   }
-  if (Crc32(contents.data(), header_size - 4) != GetLittleEndian(contents, header_size - 4, 4)) {
+  if (Crc32(contents.data(), header_size - 4) != little_endian::LoadU32(
+                     reinterpret_cast<const uint8_t*>(contents.data()) + header_size - 4)) {
     return DataLossError(where, "header checksum mismatch");
   }
   const std::string expected_header = EncodeHeader(entry.desc, entry.byte_count, entry.crc32);

@@ -7,20 +7,10 @@
 #include <cstring>
 
 #include "oneflow_lite/checkpoint/checkpoint.h"
+#include "oneflow_lite/common/partition.h"
 
 namespace oflite {
 namespace {
-
-struct AxisRange {
-  int64_t begin = 0;
-  int64_t size = 0;
-};
-
-AxisRange BalancedPart(int64_t length, int64_t parts, int64_t index) {
-  const int64_t base = length / parts;
-  const int64_t extra = length % parts;
-  return AxisRange{index * base + std::min(index, extra), base + (index < extra ? 1 : 0)};
-}
 
 // Copies the part's rows between logical and part memory; `to_part` says
 // which way.
@@ -34,21 +24,11 @@ void CopyRows(const TensorDesc& logical_desc, const PartLayout& layout, void* lo
   }
   const Shape& shape = logical_desc.shape;
   const int64_t axis = layout.split_axis;
-  const AxisRange range = BalancedPart(shape.dim(axis), layout.parallel_num, layout.parallel_id);
-  const int64_t outer = shape.Count(0, axis);
-  const int64_t inner_bytes = shape.Count(axis + 1) * elem_size;
-  auto* logical_bytes = static_cast<char*>(logical);
-  auto* part_bytes = static_cast<char*>(part);
-  for (int64_t o = 0; o < outer; ++o) {
-    char* logical_row = logical_bytes + (o * shape.dim(axis) + range.begin) * inner_bytes;
-    char* part_row = part_bytes + o * range.size * inner_bytes;
-    const int64_t bytes = range.size * inner_bytes;
-    if (bytes == 0) continue;
-    if (to_part) {
-      std::memcpy(part_row, logical_row, bytes);
-    } else {
-      std::memcpy(logical_row, part_row, bytes);
-    }
+  const PartRange range = BalancedPart(shape.dim(axis), layout.parallel_num, layout.parallel_id);
+  if (to_part) {
+    CopyWholeToPart(shape, axis, range, elem_size, logical, part);
+  } else {
+    CopyPartToWhole(shape, axis, range, elem_size, part, logical);
   }
 }
 
@@ -69,9 +49,8 @@ StatusOr<TensorDesc> PartDesc(const std::string& name, const TensorDesc& logical
                                 layout.parallel_num, " devices");
   }
   TensorDesc part = logical;
-  part.shape.mutable_dim(layout.split_axis) =
-      BalancedPart(logical.shape.dim(layout.split_axis), layout.parallel_num, layout.parallel_id)
-          .size;
+  part.shape =
+      BalancedPartShape(logical.shape, layout.split_axis, layout.parallel_num, layout.parallel_id);
   return part;
 }
 

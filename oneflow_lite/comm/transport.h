@@ -50,7 +50,8 @@
 // Destroying a Transport closes all connections: outstanding operations
 // complete with Cancelled before the destructor returns.
 //
-// Connecting (done by comm/control's ConnectAll, or by tests):
+// Connecting (done by comm/control's ConnectTransport, control/connect.h,
+// or by tests):
 //   1. each side calls LocalEndpoint(peer) and ships the bytes to the peer;
 //   2. each side calls Connect(peer, peer_endpoint, deadline);
 //   3. a barrier across all ranks; only then may traffic flow (an RC queue

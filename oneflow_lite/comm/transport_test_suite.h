@@ -5,7 +5,7 @@
 // process, e.g. in tcp/tcp_transport_test.cc:
 //
 //   INSTANTIATE_TEST_SUITE_P(Tcp, TransportConformanceTest,
-//                            ::testing::Values(TcpTransportFactory()));
+//                            ::testing::Values(TcpFactory()));
 //
 // The factory is called once per rank with the rank's options; all ranks of a
 // test share one process (the ibverbs factory shares one emulated fabric).

@@ -1,6 +1,6 @@
 #include "oneflow_lite/compiler/collective_choice.h"
 
-#include "oneflow_lite/comm/collective/ring_segments.h"
+#include "oneflow_lite/common/ring_segments.h"
 #include "oneflow_lite/common/id.h"
 #include "oneflow_lite/compiler/sbp_deduction.h"
 
@@ -44,7 +44,7 @@ bool SplitMatchesRingSegments(const TensorDesc& logical, int64_t ring_size) {
   const int64_t inner = count / rows;
   for (int64_t r = 0; r < ring_size; ++r) {
     size_t seg_begin = 0, seg_end = 0;
-    comm::RingSegmentBounds(count, static_cast<int>(ring_size), static_cast<int>(r), &seg_begin,
+    RingSegmentBounds(count, static_cast<int>(ring_size), static_cast<int>(r), &seg_begin,
                             &seg_end);
     const int64_t begin = SplitPartStart(rows, ring_size, r);
     const int64_t size = SplitPartSize(rows, ring_size, r);
@@ -70,8 +70,8 @@ CollectiveConf ChooseCollective(const BoxingConf& boxing, int64_t machine_count)
   if (conf.algorithm() == COLLECTIVE_ALL_TO_ALL) return conf;
   conf.set_buffer_bytes(logical.ByteSize());
   conf.set_element_count(logical.shape.elem_count());
-  conf.set_chunk_bytes(static_cast<int64_t>(comm::kDefaultRingChunkBytes));
-  conf.set_slots(comm::kDefaultRingSlots);
+  conf.set_chunk_bytes(static_cast<int64_t>(kDefaultRingChunkBytes));
+  conf.set_slots(kDefaultRingSlots);
   return conf;
 }
 

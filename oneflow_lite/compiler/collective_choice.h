@@ -12,7 +12,7 @@
 //   P -> S(other)                   ring all-reduce, then each cuts its part;
 //   S(0) -> B on the ring segments  ring all-gather;
 // "on the ring segments": every rank's balanced axis-0 range is exactly its
-// flat segment of the ring (comm/collective/ring_segments.h). Anything else
+// flat segment of the ring (common/ring_segments.h). Anything else
 // is all-to-all: every part to every ring task in actor messages. A ring
 // works in one registered buffer of the logical tensor's bytes, in messages
 // of kDefaultRingChunkBytes with kDefaultRingSlots in flight.

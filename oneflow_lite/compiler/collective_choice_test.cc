@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "oneflow_lite/comm/collective/ring_segments.h"
+#include "oneflow_lite/common/ring_segments.h"
 #include "oneflow_lite/common/id.h"
 
 namespace oflite {
@@ -96,8 +96,8 @@ TEST(CollectiveChoiceTest, RingRecordsItsBuffers) {
       ChooseCollective(Conf(PartialSum(), Broadcast(), {6, 7}, DT_DOUBLE, {0, 1}), 2);
   EXPECT_EQ(ring.buffer_bytes(), 6 * 7 * 8);
   EXPECT_EQ(ring.element_count(), 42);
-  EXPECT_EQ(ring.chunk_bytes(), static_cast<int64_t>(comm::kDefaultRingChunkBytes));
-  EXPECT_EQ(ring.slots(), comm::kDefaultRingSlots);
+  EXPECT_EQ(ring.chunk_bytes(), static_cast<int64_t>(kDefaultRingChunkBytes));
+  EXPECT_EQ(ring.slots(), kDefaultRingSlots);
   const CollectiveConf all_to_all =
       ChooseCollective(Conf(Split(1), Broadcast(), {6, 7}, DT_DOUBLE, {0, 1}), 2);
   EXPECT_EQ(all_to_all.algorithm(), COLLECTIVE_ALL_TO_ALL);

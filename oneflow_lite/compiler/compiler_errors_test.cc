@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "oneflow_lite/compiler/compiler.h"
-#include "oneflow_lite/compiler/test_jobs.h"
+#include "oneflow_lite/testing/test_jobs.h"
 #include "oneflow_lite/ops/op_builder.h"
 #include "oneflow_lite/ops/sbp.h"
 

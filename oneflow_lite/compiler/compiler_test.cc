@@ -8,7 +8,7 @@
 
 #include "oneflow_lite/common/id.h"
 #include "oneflow_lite/compiler/plan_summary.h"
-#include "oneflow_lite/compiler/test_jobs.h"
+#include "oneflow_lite/testing/test_jobs.h"
 #include "oneflow_lite/ops/sbp.h"
 
 namespace oflite {

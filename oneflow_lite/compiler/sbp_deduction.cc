@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "oneflow_lite/common/partition.h"
 #include "oneflow_lite/compiler/placement.h"
 
 namespace oflite {
@@ -275,21 +276,16 @@ const char* BoxingKindShortName(BoxingKind kind) {
   }
 }
 
-int64_t SplitPartSize(int64_t dim, int64_t n, int64_t i) {
-  return dim / n + (i < dim % n ? 1 : 0);
-}
+int64_t SplitPartSize(int64_t dim, int64_t n, int64_t i) { return BalancedPart(dim, n, i).size; }
 
-int64_t SplitPartStart(int64_t dim, int64_t n, int64_t i) {
-  return i * (dim / n) + std::min(i, dim % n);
-}
+int64_t SplitPartStart(int64_t dim, int64_t n, int64_t i) { return BalancedPart(dim, n, i).begin; }
 
 TensorDesc PhysicalDesc(const TensorDesc& logical, const SbpParallel& sbp, int64_t n,
                         int64_t i) {
   TensorDesc desc = logical;
   SbpParallel s = NormalizeSbp(sbp, n);
   if (IsSplit(s)) {
-    int64_t axis = s.split_axis();
-    desc.shape.mutable_dim(axis) = SplitPartSize(logical.shape.dim(axis), n, i);
+    desc.shape = BalancedPartShape(logical.shape, s.split_axis(), n, i);
   }
   return desc;
 }

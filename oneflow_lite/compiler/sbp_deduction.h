@@ -50,7 +50,8 @@ std::vector<BoxingStep> BoxingPath(const SbpParallel& from, const SbpParallel& t
 bool BoxingCommunicates(BoxingKind kind);
 const char* BoxingKindShortName(BoxingKind kind);  // "all_reduce", ...
 
-// Balanced split (docs/plan_format.md): part i of `dim` over n parts.
+// Balanced split (docs/plan_format.md): part i of `dim` over n parts; the
+// rule is common/partition.h's BalancedPart, spelled for compiler callers.
 int64_t SplitPartSize(int64_t dim, int64_t parallel_num, int64_t parallel_id);
 int64_t SplitPartStart(int64_t dim, int64_t parallel_num, int64_t parallel_id);
 // The per-device desc of a logical blob.

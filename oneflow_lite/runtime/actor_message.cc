@@ -3,24 +3,9 @@
 #include <sstream>
 
 #include "oneflow_lite/common/id.h"
+#include "oneflow_lite/common/little_endian.h"
 
 namespace oflite {
-namespace {
-
-void PutLittleEndian(uint64_t value, int bytes, std::string* out) {
-  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>((value >> (8 * i)) & 0xff));
-}
-
-uint64_t GetLittleEndian(const std::string& in, int offset, int bytes) {
-  uint64_t value = 0;
-  for (int i = 0; i < bytes; ++i) {
-    value |= static_cast<uint64_t>(static_cast<uint8_t>(in[offset + i])) << (8 * i);
-  }
-  return value;
-}
-
-}  // namespace
-
 const char* MessageKindName(MessageKind kind) {
   switch (kind) {
     case MessageKind::kProduced: return "produced";
@@ -44,12 +29,12 @@ std::string ActorMessage::ToString() const {
 std::string EncodeActorMessage(const ActorMessage& message) {
   std::string out;
   out.reserve(kActorMessageWireBytes);
-  out.push_back(static_cast<char>(message.kind));
-  PutLittleEndian(static_cast<uint64_t>(message.src_actor_id), 8, &out);
-  PutLittleEndian(static_cast<uint64_t>(message.dst_actor_id), 8, &out);
-  PutLittleEndian(static_cast<uint64_t>(message.regst_desc_id), 8, &out);
-  PutLittleEndian(static_cast<uint32_t>(message.regst_index), 4, &out);
-  PutLittleEndian(static_cast<uint64_t>(message.piece_id), 8, &out);
+  little_endian::AppendU8(&out, static_cast<uint8_t>(message.kind));
+  little_endian::AppendU64(&out, static_cast<uint64_t>(message.src_actor_id));
+  little_endian::AppendU64(&out, static_cast<uint64_t>(message.dst_actor_id));
+  little_endian::AppendU64(&out, static_cast<uint64_t>(message.regst_desc_id));
+  little_endian::AppendU32(&out, static_cast<uint32_t>(message.regst_index));
+  little_endian::AppendU64(&out, static_cast<uint64_t>(message.piece_id));
   return out;
 }
 
@@ -58,15 +43,25 @@ StatusOr<ActorMessage> DecodeActorMessage(const std::string& bytes) {
     return DataLossError("actor message: expected ", kActorMessageWireBytes, " bytes, got ",
                          bytes.size());
   }
-  const uint8_t kind = static_cast<uint8_t>(bytes[0]);
+  little_endian::Reader reader(bytes.data(), bytes.size());
+  uint8_t kind = 0;
+  uint64_t src = 0, dst = 0, regst_desc = 0, piece = 0;
+  uint32_t regst_index = 0;
+  reader.ReadU8(&kind);
   if (kind < 1 || kind > 4) return DataLossError("actor message: unknown kind ", int{kind});
+  reader.ReadU64(&src);
+  reader.ReadU64(&dst);
+  reader.ReadU64(&regst_desc);
+  reader.ReadU32(&regst_index);
+  reader.ReadU64(&piece);
+  RETURN_IF_ERROR(reader.status("actor message"));
   ActorMessage message;
   message.kind = static_cast<MessageKind>(kind);
-  message.src_actor_id = static_cast<int64_t>(GetLittleEndian(bytes, 1, 8));
-  message.dst_actor_id = static_cast<int64_t>(GetLittleEndian(bytes, 9, 8));
-  message.regst_desc_id = static_cast<int64_t>(GetLittleEndian(bytes, 17, 8));
-  message.regst_index = static_cast<int32_t>(GetLittleEndian(bytes, 25, 4));
-  message.piece_id = static_cast<int64_t>(GetLittleEndian(bytes, 29, 8));
+  message.src_actor_id = static_cast<int64_t>(src);
+  message.dst_actor_id = static_cast<int64_t>(dst);
+  message.regst_desc_id = static_cast<int64_t>(regst_desc);
+  message.regst_index = static_cast<int32_t>(regst_index);
+  message.piece_id = static_cast<int64_t>(piece);
   return message;
 }
 

@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "oneflow_lite/compiler/compiler.h"
-#include "oneflow_lite/compiler/test_jobs.h"
+#include "oneflow_lite/testing/test_jobs.h"
 #include "oneflow_lite/runtime/runtime.h"
 #include "oneflow_lite/runtime/testing/async_cpu_context.h"
 #include "oneflow_lite/runtime/testing/test_fixtures.h"

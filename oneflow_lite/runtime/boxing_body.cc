@@ -1,5 +1,6 @@
 #include "oneflow_lite/runtime/boxing_body.h"
 
+#include "oneflow_lite/common/partition.h"
 #include "oneflow_lite/runtime/actor_bodies.h"
 
 #include <algorithm>
@@ -17,49 +18,12 @@ const SbpParallel& FirstSbp(const NdSbp& sbp) {
   return sbp.sbp_size() > 0 ? sbp.sbp(0) : *broadcast;
 }
 
-// Copies between a part (sliced along `axis` at [begin, begin+size)) and the
-// whole tensor of shape `whole`. to_whole: part -> whole, else whole -> part.
-void CopySlab(const Shape& whole, int64_t axis, int64_t begin, int64_t size, int64_t elem_bytes,
-              char* whole_data, char* part_data, bool to_whole) {
-  const int64_t outer = whole.Count(0, axis);
-  const int64_t inner = whole.Count(axis + 1) * elem_bytes;
-  const int64_t whole_row = whole.dim(axis) * inner;
-  const int64_t part_row = size * inner;
-  for (int64_t o = 0; o < outer; ++o) {
-    char* w = whole_data + o * whole_row + begin * inner;
-    char* p = part_data + o * part_row;
-    if (to_whole) {
-      std::memcpy(w, p, part_row);
-    } else {
-      std::memcpy(p, w, part_row);
-    }
-  }
-}
-
-template <typename T>
-void AddInto(const void* from, void* to, int64_t count) {
-  const T* a = static_cast<const T*>(from);
-  T* b = static_cast<T*>(to);
-  for (int64_t i = 0; i < count; ++i) b[i] += a[i];
-}
-
-Status Accumulate(DataType dtype, const void* from, void* to, int64_t count) {
-  switch (dtype) {
-    case DT_FLOAT: AddInto<float>(from, to, count); return Status::OK();
-    case DT_DOUBLE: AddInto<double>(from, to, count); return Status::OK();
-    case DT_INT32: AddInto<int32_t>(from, to, count); return Status::OK();
-    case DT_INT64: AddInto<int64_t>(from, to, count); return Status::OK();
-    default: return UnimplementedError("boxing: partial-sum of ", DataTypeName(dtype));
-  }
-}
-
 }  // namespace
 
 void BalancedRange(int64_t dim, int64_t parts, int64_t index, int64_t* begin, int64_t* size) {
-  const int64_t base = dim / parts;
-  const int64_t rest = dim % parts;
-  *size = base + (index < rest ? 1 : 0);
-  *begin = index * base + std::min(index, rest);
+  const PartRange range = BalancedPart(dim, parts, index);
+  *begin = range.begin;
+  *size = range.size;
 }
 
 StatusOr<std::unique_ptr<ActBody>> BoxingBody::Create(const TaskProto& task,
@@ -99,6 +63,12 @@ StatusOr<std::unique_ptr<ActBody>> BoxingBody::Create(const TaskProto& task,
     return InvalidArgumentError(what, ": out_parallel_id ", body->out_part_, " outside ",
                                 body->parts_, " parts");
   }
+  for (const auto& [part, desc_id] : body->inputs_) {
+    if (part < 0 || part >= body->parts_) {
+      return InvalidArgumentError(what, ": input register ", desc_id, " has in_parallel_id ", part,
+                                  " outside ", body->parts_, " parts");
+    }
+  }
   for (const SbpParallel* sbp : {&FirstSbp(conf.in_sbp()), &FirstSbp(conf.out_sbp())}) {
     if (sbp->has_split_axis() &&
         (sbp->split_axis() < 0 || sbp->split_axis() >= body->logical_.shape.rank())) {
@@ -123,23 +93,22 @@ Status BoxingBody::Assemble(ActContext* context) {
   for (const auto& [part_id, desc_id] : inputs_) {
     const Blob& part = context->consumed.at(desc_id)->blobs[0];
     if (sbp.has_split_axis()) {
-      int64_t begin = 0, size = 0;
       const int64_t dim = logical_.shape.dim(sbp.split_axis());
-      BalancedRange(dim, parts_, part_id, &begin, &size);
+      const PartRange range = BalancedPart(dim, parts_, part_id);
       const int64_t row = dim == 0 ? 0 : logical_.shape.elem_count() / dim;
-      if (part.elem_count() != row * size || part.dtype() != logical_.dtype) {
+      if (part.elem_count() != row * range.size || part.dtype() != logical_.dtype) {
         return InternalError("boxing task '", task_->name(), "': input part ", part_id, " is ",
                              part.desc().ToString(), ", logical ", logical_.ToString());
       }
-      CopySlab(logical_.shape, sbp.split_axis(), begin, size, elem_bytes, whole,
-               static_cast<char*>(const_cast<void*>(part.raw())), /*to_whole=*/true);
+      CopyPartToWhole(logical_.shape, sbp.split_axis(), range, elem_bytes, part.raw(), whole);
     } else if (part.ByteSize() != logical_.ByteSize()) {
       return InternalError("boxing task '", task_->name(), "': input part ", part_id, " is ",
                            part.desc().ToString(), ", logical ", logical_.ToString());
     } else if (first) {
       std::memcpy(whole, part.raw(), part.ByteSize());
     } else if (sbp.has_partial_sum()) {
-      RETURN_IF_ERROR(Accumulate(logical_.dtype, part.raw(), whole, part.elem_count()));
+      RETURN_IF_ERROR(AccumulateInto(logical_.dtype, part.raw(), whole, part.elem_count())
+                          .WithContext("boxing task '" + task_->name() + "'"));
     }
     first = false;
   }
@@ -151,16 +120,15 @@ Status BoxingBody::Scatter(ActContext* context) {
   const int64_t elem_bytes = SizeOf(logical_.dtype);
   Blob& part = context->produced.at(output_)->blobs[0];
   if (sbp.has_split_axis()) {
-    int64_t begin = 0, size = 0;
     const int64_t dim = logical_.shape.dim(sbp.split_axis());
-    BalancedRange(dim, parts_, out_part_, &begin, &size);
+    const PartRange range = BalancedPart(dim, parts_, out_part_);
     const int64_t row = dim == 0 ? 0 : logical_.shape.elem_count() / dim;
-    if (part.elem_count() != row * size) {
+    if (part.elem_count() != row * range.size) {
       return InternalError("boxing task '", task_->name(), "': output part ", out_part_, " is ",
                            part.desc().ToString(), ", logical ", logical_.ToString());
     }
-    CopySlab(logical_.shape, sbp.split_axis(), begin, size, elem_bytes, buffer_.data(),
-             static_cast<char*>(part.raw()), /*to_whole=*/false);
+    CopyWholeToPart(logical_.shape, sbp.split_axis(), range, elem_bytes, buffer_.data(),
+                    part.raw());
   } else if (part.ByteSize() != logical_.ByteSize()) {
     return InternalError("boxing task '", task_->name(), "': output part ", out_part_, " is ",
                          part.desc().ToString(), ", logical ", logical_.ToString());

@@ -43,6 +43,8 @@ class BoxingBody final : public ActBody {
 };
 
 // Part `index` of `parts` of a balanced split of `dim`: [begin, begin+size).
+// The rule lives in common/partition.h (BalancedPart); this is its
+// out-parameter spelling for runtime callers.
 void BalancedRange(int64_t dim, int64_t parts, int64_t index, int64_t* begin, int64_t* size);
 
 }  // namespace oflite

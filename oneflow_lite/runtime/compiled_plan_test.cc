@@ -1,5 +1,5 @@
 // The runtime on plans from the compiler, against the reference executor:
-// the MLP of compiler/test_jobs on 1 device, 2 devices data parallel, model
+// the MLP of testing/test_jobs on 1 device, 2 devices data parallel, model
 // parallel (split columns and split rows) and a 2-stage pipeline, 20
 // iterations each.
 #include <cmath>
@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "oneflow_lite/compiler/compiler.h"
-#include "oneflow_lite/compiler/test_jobs.h"
+#include "oneflow_lite/testing/test_jobs.h"
 #include "oneflow_lite/reference/reference_executor.h"
 #include "oneflow_lite/runtime/runtime.h"
 

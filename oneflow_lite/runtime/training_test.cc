@@ -10,7 +10,7 @@
 
 #include "oneflow_lite/api/graph.h"
 #include "oneflow_lite/compiler/compiler.h"
-#include "oneflow_lite/compiler/test_jobs.h"
+#include "oneflow_lite/testing/test_jobs.h"
 #include "oneflow_lite/reference/reference_executor.h"
 #include "oneflow_lite/runtime/runtime.h"
 #include "oneflow_lite/runtime/testing/test_fixtures.h"

@@ -26,7 +26,7 @@
 #include <mutex>
 
 #include "oneflow_lite/compiler/compiler.h"
-#include "oneflow_lite/compiler/test_jobs.h"
+#include "oneflow_lite/testing/test_jobs.h"
 #include "oneflow_lite/device/cuda/cuda_util.h"
 #include "oneflow_lite/reference/reference_executor.h"
 #include "oneflow_lite/runtime/runtime.h"

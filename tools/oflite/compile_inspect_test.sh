@@ -3,7 +3,7 @@
 # inspect view, determinism, and bad input (exit 2, no output file left).
 set -u
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
-WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/compiler/write_test_job"
+WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/write_test_job"
 TMP="${TEST_TMPDIR:-/tmp}/compile_inspect"
 mkdir -p "$TMP"
 fail=0

@@ -9,7 +9,7 @@
 # Every wait is bounded; leftovers are killed at the end.
 set -u
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
-WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/compiler/write_test_job"
+WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/write_test_job"
 TMP="${TEST_TMPDIR:-/tmp}/launch_signal"
 rm -rf "$TMP"; mkdir -p "$TMP"
 fail=0

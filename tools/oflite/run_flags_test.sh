@@ -7,7 +7,7 @@
 # Every command is bounded by `timeout` (a livelock or a wait is a failure).
 set -u
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
-WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/compiler/write_test_job"
+WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/write_test_job"
 TMP="${TEST_TMPDIR:-/tmp}/run_flags"
 rm -rf "$TMP"; mkdir -p "$TMP"
 fail=0

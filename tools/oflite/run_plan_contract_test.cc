@@ -11,7 +11,7 @@
 
 #include "oneflow_lite/api/node_plan.h"
 #include "oneflow_lite/common/proto_io.h"
-#include "oneflow_lite/compiler/test_jobs.h"
+#include "oneflow_lite/testing/test_jobs.h"
 #include "tools/oflite/commands.h"
 
 namespace oflite {

@@ -2,6 +2,8 @@
 
 #include "oneflow_lite/comm/memory/bounce_buffers.h"  // kReplyBit
 #include "oneflow_lite/comm/wire.h"
+#include "oneflow_lite/common/data_type.h"
+#include "oneflow_lite/common/partition.h"
 
 namespace oflite {
 namespace comm {
@@ -16,41 +18,53 @@ enum MessageType : uint8_t {
   kAck = 4,         // backward: scratch slots consumed
 };
 
+// 0 for a dtype the ring cannot reduce.
 size_t ElementSize(DataType dtype) {
-  switch (dtype) {
-    case DT_FLOAT:
-    case DT_INT32:
-      return 4;
-    case DT_DOUBLE:
-    case DT_INT64:
-      return 8;
-    default:
-      return 0;
-  }
+  return CanAccumulate(dtype) ? static_cast<size_t>(SizeOf(dtype)) : 0;
 }
 
-template <typename T>
-void AddInto(uint8_t* destination, const uint8_t* source, size_t bytes) {
-  T* out = reinterpret_cast<T*>(destination);
-  const T* in = reinterpret_cast<const T*>(source);
-  const size_t count = bytes / sizeof(T);
-  for (size_t i = 0; i < count; ++i) out[i] += in[i];
-}
-
+// Adds `bytes` of `source` into `destination`; the dtype was checked at the
+// start of the call (ElementSize), so a failure here is a programmer bug.
 void Reduce(DataType dtype, uint8_t* destination, const uint8_t* source,
             size_t bytes) {
-  switch (dtype) {
-    case DT_FLOAT: AddInto<float>(destination, source, bytes); break;
-    case DT_DOUBLE: AddInto<double>(destination, source, bytes); break;
-    case DT_INT32: AddInto<int32_t>(destination, source, bytes); break;
-    case DT_INT64: AddInto<int64_t>(destination, source, bytes); break;
-    default: LOG(FATAL) << "unsupported dtype reached Reduce";
-  }
+  const Status status = AccumulateInto(dtype, source, destination,
+                                       static_cast<int64_t>(bytes / ElementSize(dtype)));
+  CHECK(status.ok()) << status;
 }
 
 int Modulo(int value, int world) { return ((value % world) + world) % world; }
 
 }  // namespace
+
+std::vector<RingStep> RingSchedule(RingCollective collective, int rank, int world) {
+  std::vector<RingStep> steps;
+  const bool reduce = collective != RingCollective::kAllGather;
+  const bool gather = collective != RingCollective::kReduceScatter;
+  // A reduce-scatter alone ends with segment r on rank r; inside an
+  // all-reduce it ends with segment r + 1 on rank r, which the gather phase
+  // then circulates.
+  const int shift = collective == RingCollective::kReduceScatter ? 1 : 0;
+  for (int k = 0; reduce && k < world - 1; ++k) {
+    steps.push_back({Modulo(rank - k - shift, world), Modulo(rank - k - 1 - shift, world), true});
+  }
+  const int gather_shift = collective == RingCollective::kAllReduce ? 1 : 0;
+  for (int j = 0; gather && j < world - 1; ++j) {
+    steps.push_back(
+        {Modulo(rank + gather_shift - j, world), Modulo(rank + gather_shift - j - 1, world), false});
+  }
+  return steps;
+}
+
+size_t RingBytesSent(RingCollective collective, size_t count, size_t element_bytes, int rank,
+                     int world) {
+  size_t sent = 0;
+  for (const RingStep& step : RingSchedule(collective, rank, world)) {
+    size_t begin = 0, end = 0;
+    RingCommunicator::SegmentBounds(count, world, step.send_segment, &begin, &end);
+    sent += (end - begin) * element_bytes;
+  }
+  return sent;
+}
 
 void RingCommunicator::SegmentBounds(size_t count, int world, int index,
                                      size_t* begin, size_t* end) {
@@ -285,9 +299,10 @@ StatusOr<RingCommunicator::Ready> RingCommunicator::WaitReady(uint64_t sequence,
   }
 }
 
-Status RingCommunicator::Run(const std::vector<Step>& steps,
+Status RingCommunicator::Run(RingCollective collective,
                              const MemoryRegion& region, size_t offset,
                              size_t count, DataType dtype, Deadline deadline) {
+  const std::vector<Step> steps = RingSchedule(collective, rank_, world_);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     RETURN_IF_ERROR(error_);
@@ -386,34 +401,19 @@ Status RingCommunicator::RunSteps(const std::vector<Step>& steps,
 Status RingCommunicator::AllReduce(const MemoryRegion& region, size_t offset,
                                    size_t count, DataType dtype,
                                    Deadline deadline) {
-  std::vector<Step> steps;
-  for (int k = 0; k < world_ - 1; ++k) {  // reduce-scatter
-    steps.push_back({Modulo(rank_ - k, world_), Modulo(rank_ - k - 1, world_), true});
-  }
-  for (int j = 0; j < world_ - 1; ++j) {  // all-gather
-    steps.push_back({Modulo(rank_ + 1 - j, world_), Modulo(rank_ - j, world_), false});
-  }
-  return Run(steps, region, offset, count, dtype, deadline);
+  return Run(RingCollective::kAllReduce, region, offset, count, dtype, deadline);
 }
 
 Status RingCommunicator::ReduceScatter(const MemoryRegion& region, size_t offset,
                                        size_t count, DataType dtype,
                                        Deadline deadline) {
-  std::vector<Step> steps;
-  for (int k = 0; k < world_ - 1; ++k) {
-    steps.push_back({Modulo(rank_ - k - 1, world_), Modulo(rank_ - k - 2, world_), true});
-  }
-  return Run(steps, region, offset, count, dtype, deadline);
+  return Run(RingCollective::kReduceScatter, region, offset, count, dtype, deadline);
 }
 
 Status RingCommunicator::AllGather(const MemoryRegion& region, size_t offset,
                                    size_t count, DataType dtype,
                                    Deadline deadline) {
-  std::vector<Step> steps;
-  for (int j = 0; j < world_ - 1; ++j) {
-    steps.push_back({Modulo(rank_ - j, world_), Modulo(rank_ - j - 1, world_), false});
-  }
-  return Run(steps, region, offset, count, dtype, deadline);
+  return Run(RingCollective::kAllGather, region, offset, count, dtype, deadline);
 }
 
 }  // namespace comm

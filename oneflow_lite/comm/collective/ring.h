@@ -41,9 +41,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "oneflow_lite/comm/collective/cancel.h"
-#include "oneflow_lite/comm/collective/ring_segments.h"
+#include "oneflow_lite/common/ring_segments.h"
 #include "oneflow_lite/comm/memory/registered_pool.h"
 #include "oneflow_lite/comm/message_router.h"
 #include "oneflow_lite/comm/transport.h"
@@ -64,6 +65,26 @@ struct CollectiveOptions {
   const CancelFlag* cancel = nullptr;
 };
 
+enum class RingCollective { kAllReduce, kReduceScatter, kAllGather };
+
+// One step of a ring collective on one rank: send segment `send_segment` to
+// the right neighbour, receive segment `receive_segment` from the left one.
+struct RingStep {
+  int send_segment;
+  int receive_segment;
+  bool reduce;  // the received chunk is added (else it was written in place)
+};
+
+// The ring schedule, computed in one place: the steps rank `rank` of `world`
+// runs for `collective`, in order (none when world == 1). RingCommunicator
+// runs exactly these steps; byte accounting derives from them. Pure.
+std::vector<RingStep> RingSchedule(RingCollective collective, int rank, int world);
+
+// Bytes rank `rank` sends to its right neighbour in `collective` over
+// `count` elements of `element_bytes`: the send segments of its schedule.
+size_t RingBytesSent(RingCollective collective, size_t count, size_t element_bytes, int rank,
+                     int world);
+
 class RingCommunicator {
  public:
   static StatusOr<std::unique_ptr<RingCommunicator>> Create(
@@ -79,15 +100,13 @@ class RingCommunicator {
   Status AllGather(const MemoryRegion& region, size_t offset, size_t count,
                    DataType dtype, Deadline deadline);
 
+  // Segment `index` of `world` over `count` elements (see the top of the
+  // file); pure.
   static void SegmentBounds(size_t count, int world, int index, size_t* begin,
                             size_t* end);
 
  private:
-  struct Step {
-    int send_segment;
-    int receive_segment;
-    bool reduce;  // the received chunk is added (else it was written in place)
-  };
+  using Step = RingStep;
   struct SendItem {
     uint64_t sequence;
     size_t byte_offset;  // from the buffer start
@@ -104,7 +123,7 @@ class RingCommunicator {
   RingCommunicator(Transport* transport, MessageRouter* router,
                    const CollectiveOptions& options);
   Status Setup(RegisteredPool* pool);
-  Status Run(const std::vector<Step>& steps, const MemoryRegion& region,
+  Status Run(RingCollective collective, const MemoryRegion& region,
              size_t offset, size_t count, DataType dtype, Deadline deadline);
   Status RunSteps(const std::vector<Step>& steps, const MemoryRegion& region,
                   size_t offset, size_t count, DataType dtype,

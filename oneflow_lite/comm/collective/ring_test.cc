@@ -315,3 +315,60 @@ TEST(RingTest, NeighbourWithAnotherRingTagIsRefused) {
 }  // namespace
 }  // namespace comm
 }  // namespace oflite
+
+namespace oflite {
+namespace comm {
+namespace {
+
+// The one ring schedule: at every step what rank r sends is what its right
+// neighbour receives, and each phase visits every segment but one per rank.
+TEST(RingScheduleTest, NeighboursAgreeStepByStep) {
+  for (RingCollective collective : {RingCollective::kAllReduce,
+                                    RingCollective::kReduceScatter,
+                                    RingCollective::kAllGather}) {
+    for (int world : {1, 2, 3, 4}) {
+      const size_t phases = collective == RingCollective::kAllReduce ? 2 : 1;
+      for (int rank = 0; rank < world; ++rank) {
+        const std::vector<RingStep> mine = RingSchedule(collective, rank, world);
+        const std::vector<RingStep> right = RingSchedule(collective, (rank + 1) % world, world);
+        ASSERT_EQ(mine.size(), phases * (world - 1));
+        for (size_t k = 0; k < mine.size(); ++k) {
+          EXPECT_EQ(mine[k].send_segment, right[k].receive_segment)
+              << "world " << world << " rank " << rank << " step " << k;
+          EXPECT_EQ(mine[k].reduce, k < static_cast<size_t>(world - 1) &&
+                                        collective != RingCollective::kAllGather);
+        }
+      }
+    }
+  }
+}
+
+// Byte accounting derives from the schedule: summed over the ranks, each
+// phase moves every segment world - 1 times, i.e. (world - 1) * count
+// elements; rank 1 of 3 over 7 int64 elements sends exactly its segments.
+TEST(RingScheduleTest, BytesSentFollowTheSchedule) {
+  for (int world : {1, 2, 3, 4}) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1001}}) {
+      size_t all_reduce = 0, reduce_scatter = 0, all_gather = 0;
+      for (int rank = 0; rank < world; ++rank) {
+        all_reduce += RingBytesSent(RingCollective::kAllReduce, count, 8, rank, world);
+        reduce_scatter += RingBytesSent(RingCollective::kReduceScatter, count, 8, rank, world);
+        all_gather += RingBytesSent(RingCollective::kAllGather, count, 8, rank, world);
+      }
+      const size_t phase = (world - 1) * count * 8;
+      EXPECT_EQ(all_reduce, 2 * phase) << world << " ranks, " << count;
+      EXPECT_EQ(reduce_scatter, phase) << world << " ranks, " << count;
+      EXPECT_EQ(all_gather, phase) << world << " ranks, " << count;
+    }
+  }
+  // Segments of 7 over 3: [0,2) [2,4) [4,7). Rank 1 reduce-scatters
+  // segments 0 then 2 (2 + 3 elements), all-gathers segments 1 then 0, and
+  // all-reduces segments 1, 0 (reduce phase) then 2, 1 (gather phase).
+  EXPECT_EQ(RingBytesSent(RingCollective::kReduceScatter, 7, 8, 1, 3), 5u * 8);
+  EXPECT_EQ(RingBytesSent(RingCollective::kAllGather, 7, 8, 1, 3), 4u * 8);
+  EXPECT_EQ(RingBytesSent(RingCollective::kAllReduce, 7, 8, 1, 3), (2u + 2u + 3u + 2u) * 8);
+}
+
+}  // namespace
+}  // namespace comm
+}  // namespace oflite

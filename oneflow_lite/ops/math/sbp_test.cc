@@ -3,8 +3,8 @@
 // included) with the kernels on physical shards.
 #include <gtest/gtest.h>
 
-#include "oneflow_lite/ops/math/sbp_checker.h"
 #include "oneflow_lite/ops/op_builder.h"
+#include "oneflow_lite/testing/sbp_checker.h"
 
 namespace oflite {
 namespace math {

@@ -8,8 +8,8 @@
 # nothing under static-zero-copy.
 set -u
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
-WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/compiler/write_test_job"
-BOUNCE_PLAN="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/runtime/commnet/bounce_plan"
+WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/write_test_job"
+BOUNCE_PLAN="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/bounce_plan"
 TMP="${TEST_TMPDIR:-/tmp}/bounce_multinode"
 rm -rf "$TMP"; mkdir -p "$TMP"
 MLP=(--batch 16 --features 24 --hidden 12 --classes 4 --iterations 10)

@@ -24,7 +24,7 @@
 #include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/common/id.h"
 #include "oneflow_lite/compiler/compiler.h"
-#include "oneflow_lite/compiler/test_jobs.h"
+#include "oneflow_lite/testing/test_jobs.h"
 #include "oneflow_lite/runtime/commnet/commnet_actors.h"
 #include "oneflow_lite/runtime/commnet/commnet_route.h"
 #include "oneflow_lite/runtime/memory_zones.h"

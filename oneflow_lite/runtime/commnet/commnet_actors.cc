@@ -10,7 +10,7 @@
 
 #include "oneflow_lite/comm/collective/ring.h"
 #include "oneflow_lite/common/id.h"
-#include "oneflow_lite/runtime/boxing_body.h"
+#include "oneflow_lite/common/partition.h"
 #include "oneflow_lite/runtime/register_slots.h"
 
 namespace oflite {
@@ -271,25 +271,6 @@ const SbpParallel& FirstSbp(const NdSbp& sbp) {
   return sbp.sbp_size() > 0 ? sbp.sbp(0) : *broadcast;
 }
 
-// Copies between a slab [begin, begin+size) along `axis` of `whole` and a part.
-void CopySlab(const Shape& whole, int64_t axis, int64_t begin, int64_t size, int64_t elem,
-              char* whole_data, char* part, bool to_whole) {
-  const int64_t outer = whole.Count(0, axis);
-  const int64_t inner = whole.Count(axis + 1) * elem;
-  for (int64_t o = 0; o < outer; ++o) {
-    char* w = whole_data + (o * whole.dim(axis) + begin) * inner;
-    char* p = part + o * size * inner;
-    if (to_whole) std::memcpy(w, p, size * inner); else std::memcpy(p, w, size * inner);
-  }
-}
-
-template <typename T>
-void AddInto(const char* from, char* to, int64_t count) {
-  const T* a = reinterpret_cast<const T*>(from);
-  T* b = reinterpret_cast<T*>(to);
-  for (int64_t i = 0; i < count; ++i) b[i] += a[i];
-}
-
 class CollectiveActor final : public SlotActor {
  public:
   CollectiveActor(const TaskProto& task, const ActorEnv& env, CommNetRoute* route,
@@ -426,7 +407,7 @@ class CollectiveActor final : public SlotActor {
   std::string WhyRingInconsistent(const CollectiveConf& conf, int64_t n) const {
     if (n < 2) return "a ring needs 2 or more tasks, it has " + std::to_string(n);
     const DataType dtype = logical_.dtype;
-    if (dtype != DT_FLOAT && dtype != DT_DOUBLE && dtype != DT_INT32 && dtype != DT_INT64) {
+    if (!CanAccumulate(dtype)) {
       return std::string("a ring cannot add ") + DataTypeName(dtype);
     }
     const int64_t elem = SizeOf(dtype);
@@ -469,10 +450,9 @@ class CollectiveActor final : public SlotActor {
       size_t seg_begin = 0, seg_end = 0;
       comm::RingCommunicator::SegmentBounds(count, static_cast<int>(n), static_cast<int>(r),
                                             &seg_begin, &seg_end);
-      int64_t begin = 0, size = 0;
-      BalancedRange(logical_.shape.dim(0), n, r, &begin, &size);
-      if (static_cast<int64_t>(seg_begin) != begin * inner ||
-          static_cast<int64_t>(seg_end) != (begin + size) * inner) {
+      const PartRange range = BalancedPart(logical_.shape.dim(0), n, r);
+      if (static_cast<int64_t>(seg_begin) != range.begin * inner ||
+          static_cast<int64_t>(seg_end) != range.end() * inner) {
         return false;
       }
     }
@@ -527,24 +507,13 @@ class CollectiveActor final : public SlotActor {
     return Status::OK();
   }
 
-  // Bytes this rank sends in the ring op: the segments of its steps (the
-  // same step order as RingCommunicator: ring.cc).
-  int64_t RingBytesSent(int64_t count, int64_t me) const {
-    const int64_t n = static_cast<int64_t>(rank_of_.size());
-    auto segment_bytes = [&](int64_t segment) {
-      size_t begin = 0, end = 0;
-      comm::RingCommunicator::SegmentBounds(count, static_cast<int>(n),
-                                            static_cast<int>(((segment % n) + n) % n), &begin,
-                                            &end);
-      return static_cast<int64_t>(end - begin) * SizeOf(logical_.dtype);
-    };
-    int64_t sent = 0;
-    for (int64_t k = 0; k + 1 < n; ++k) {
-      if (ring_op_ == RingOp::kAllReduce) sent += segment_bytes(me - k) + segment_bytes(me + 1 - k);
-      if (ring_op_ == RingOp::kReduceScatter) sent += segment_bytes(me - k - 1);
-      if (ring_op_ == RingOp::kAllGather) sent += segment_bytes(me - k);
+  // The ring collective of ring_op_ (not kNone).
+  comm::RingCollective Collective() const {
+    switch (ring_op_) {
+      case RingOp::kReduceScatter: return comm::RingCollective::kReduceScatter;
+      case RingOp::kAllGather: return comm::RingCollective::kAllGather;
+      default: return comm::RingCollective::kAllReduce;
     }
-    return sent;
   }
 
   // On the worker thread.
@@ -595,7 +564,9 @@ class CollectiveActor final : public SlotActor {
     // Counted as registered-pool traffic: the ring WRITEs from and into a
     // pool buffer; the CPU copies are the staging in and the cut out.
     comm::StrategyCounters& counters = route_->net()->stats()->pool;
-    counters.bytes_moved += RingBytesSent(logical_.shape.elem_count(), rank_of_.at(id()));
+    counters.bytes_moved += static_cast<int64_t>(comm::RingBytesSent(
+        Collective(), logical_.shape.elem_count(), SizeOf(logical_.dtype), rank_of_.at(id()),
+        static_cast<int>(rank_of_.size())));
     counters.transfers += 1;
     counters.bytes_copied += staged_bytes_;
     std::vector<Regst*> all;
@@ -604,12 +575,12 @@ class CollectiveActor final : public SlotActor {
     const SbpParallel& out_sbp = FirstSbp(task_->boxing().out_sbp());
     char* whole = reinterpret_cast<char*>(buffer_.data());
     if (out_sbp.has_split_axis()) {
-      int64_t begin = 0, size = 0;
-      BalancedRange(logical_.shape.dim(out_sbp.split_axis()), rank_of_.size(), rank_of_.at(id()),
-                    &begin, &size);
-      CopySlab(logical_.shape, out_sbp.split_axis(), begin, size, SizeOf(logical_.dtype), whole,
-               dst, false);
-      counters.bytes_copied += logical_.ByteSize() / logical_.shape.dim(out_sbp.split_axis()) * size;
+      const PartRange range = BalancedPart(logical_.shape.dim(out_sbp.split_axis()),
+                                           rank_of_.size(), rank_of_.at(id()));
+      CopyWholeToPart(logical_.shape, out_sbp.split_axis(), range, SizeOf(logical_.dtype), whole,
+                      dst);
+      counters.bytes_copied +=
+          logical_.ByteSize() / logical_.shape.dim(out_sbp.split_axis()) * range.size;
     } else {
       counters.bytes_copied += logical_.ByteSize();
       std::memcpy(dst, whole, logical_.ByteSize());
@@ -681,24 +652,19 @@ class CollectiveActor final : public SlotActor {
                                       " bytes, logical ", logical_.ToString());
         }
         if (r == 0) { std::memcpy(whole_.data(), parts[0].data(), bytes); continue; }
-        switch (logical_.dtype) {
-          case DT_FLOAT: AddInto<float>(parts[r].data(), whole_.data(), bytes / elem); break;
-          case DT_DOUBLE: AddInto<double>(parts[r].data(), whole_.data(), bytes / elem); break;
-          case DT_INT32: AddInto<int32_t>(parts[r].data(), whole_.data(), bytes / elem); break;
-          case DT_INT64: AddInto<int64_t>(parts[r].data(), whole_.data(), bytes / elem); break;
-          default: return UnimplementedError("collective partial-sum of ", DataTypeName(logical_.dtype));
-        }
+        RETURN_IF_ERROR(AccumulateInto(logical_.dtype, parts[r].data(), whole_.data(),
+                                       bytes / elem)
+                            .WithContext("collective partial-sum"));
       }
     } else if (in.has_split_axis()) {
       for (int64_t r = 0; r < n; ++r) {
-        int64_t begin = 0, size = 0;
-        BalancedRange(logical_.shape.dim(in.split_axis()), n, r, &begin, &size);
-        const int64_t expect = logical_.shape.elem_count() / std::max<int64_t>(1, logical_.shape.dim(in.split_axis())) * size * elem;
+        const PartRange range = BalancedPart(logical_.shape.dim(in.split_axis()), n, r);
+        const int64_t expect = logical_.shape.elem_count() / std::max<int64_t>(1, logical_.shape.dim(in.split_axis())) * range.size * elem;
         if (static_cast<int64_t>(parts[r].size()) != expect) {
           return InvalidArgumentError("part of ring rank ", r, " has ", parts[r].size(), " bytes, expected ", expect);
         }
-        CopySlab(logical_.shape, in.split_axis(), begin, size, elem, whole_.data(),
-                 const_cast<char*>(parts[r].data()), true);
+        CopyPartToWhole(logical_.shape, in.split_axis(), range, elem, parts[r].data(),
+                        whole_.data());
       }
     } else {
       if (static_cast<int64_t>(parts[0].size()) != bytes) return InvalidArgumentError("broadcast part size");
@@ -706,9 +672,8 @@ class CollectiveActor final : public SlotActor {
     }
     char* dst = static_cast<char*>(output->raw());
     if (out.has_split_axis()) {
-      int64_t begin = 0, size = 0;
-      BalancedRange(logical_.shape.dim(out.split_axis()), n, me, &begin, &size);
-      CopySlab(logical_.shape, out.split_axis(), begin, size, elem, whole_.data(), dst, false);
+      const PartRange range = BalancedPart(logical_.shape.dim(out.split_axis()), n, me);
+      CopyWholeToPart(logical_.shape, out.split_axis(), range, elem, whole_.data(), dst);
     } else if (out.has_partial_sum() && me != 0) {
       std::memset(dst, 0, bytes);
     } else {

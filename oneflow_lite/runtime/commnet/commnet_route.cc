@@ -5,6 +5,7 @@
 
 #include "glog/logging.h"
 #include "oneflow_lite/common/id.h"
+#include "oneflow_lite/common/little_endian.h"
 
 namespace oflite {
 namespace {
@@ -16,24 +17,12 @@ constexpr size_t kFrameHeader = 2 + kActorMessageWireBytes;
 constexpr size_t kDataHeader = kFrameHeader + 16;
 constexpr uint64_t kMaxBlobRank = 16;
 
-void PutU64(std::string* out, uint64_t value) {
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((value >> (8 * i)) & 0xff));
-}
-
 uint64_t GetU64(const char* data) {
-  uint64_t value = 0;
-  for (int i = 0; i < 8; ++i) value |= static_cast<uint64_t>(static_cast<uint8_t>(data[i])) << (8 * i);
-  return value;
-}
-
-void PutU32(std::string* out, uint32_t value) {
-  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+  return little_endian::LoadU64(reinterpret_cast<const uint8_t*>(data));
 }
 
 uint32_t GetU32(const char* data) {
-  uint32_t value = 0;
-  for (int i = 0; i < 4; ++i) value |= static_cast<uint32_t>(static_cast<uint8_t>(data[i])) << (8 * i);
-  return value;
+  return little_endian::LoadU32(reinterpret_cast<const uint8_t*>(data));
 }
 
 // The bounce stream of a (register desc, consumer task) pair.
@@ -46,10 +35,10 @@ comm::BounceStreamId StreamOf(const ActorMessage& message) {
 std::string SerializeRegst(const Regst& regst) {
   std::string out;
   for (const Blob& blob : regst.blobs) {
-    PutU64(&out, static_cast<uint64_t>(blob.shape().rank()));
-    for (int64_t d : blob.shape().dims()) PutU64(&out, static_cast<uint64_t>(d));
+    little_endian::AppendU64(&out, static_cast<uint64_t>(blob.shape().rank()));
+    for (int64_t d : blob.shape().dims()) little_endian::AppendU64(&out, static_cast<uint64_t>(d));
     const int64_t bytes = blob.ByteSize();
-    PutU64(&out, static_cast<uint64_t>(bytes));
+    little_endian::AppendU64(&out, static_cast<uint64_t>(bytes));
     out.append(static_cast<const char*>(blob.raw()), bytes);
   }
   return out;
@@ -286,15 +275,15 @@ Status CommNetRoute::SendThroughBounce(int64_t machine_id, const ActorMessage& m
   frame.push_back(static_cast<char>(kFrameBounce));
   frame += EncodeActorMessage(message);
   std::string shapes;
-  PutU32(&shapes, static_cast<uint32_t>(regst.blobs.size()));
+  little_endian::AppendU32(&shapes, static_cast<uint32_t>(regst.blobs.size()));
   for (size_t i = 0; i < regst.blobs.size(); ++i) {
     const Blob& blob = regst.blobs[i];
     const uint64_t bytes = static_cast<uint64_t>(blob.ByteSize());
     segments.push_back({blob.raw(), bytes});
     total += bytes;
     capacity += static_cast<uint64_t>(regst.desc->blob(static_cast<int>(i)).bytes());
-    PutU32(&shapes, static_cast<uint32_t>(blob.shape().rank()));
-    for (int64_t d : blob.shape().dims()) PutU64(&shapes, static_cast<uint64_t>(d));
+    little_endian::AppendU32(&shapes, static_cast<uint32_t>(blob.shape().rank()));
+    for (int64_t d : blob.shape().dims()) little_endian::AppendU64(&shapes, static_cast<uint64_t>(d));
   }
   ASSIGN_OR_RETURN(comm::Connection * connection,
                    net_->transport()->GetConnection(static_cast<int>(machine_id)));
@@ -306,8 +295,8 @@ Status CommNetRoute::SendThroughBounce(int64_t machine_id, const ActorMessage& m
   ASSIGN_OR_RETURN(uint64_t number,
                    bounce_->Enqueue(static_cast<int>(machine_id), StreamOf(message),
                                     std::move(segments), capacity));
-  PutU64(&frame, number);
-  PutU64(&frame, total);
+  little_endian::AppendU64(&frame, number);
+  little_endian::AppendU64(&frame, total);
   frame += shapes;
   messages_sent_.fetch_add(1, std::memory_order_relaxed);
   bounce_payloads_sent_.fetch_add(1, std::memory_order_relaxed);
@@ -439,8 +428,8 @@ Status CommNetRoute::SendFrames(int64_t machine_id, const ActorMessage& message,
   do {
     const size_t n = std::min(chunk, payload->size() - offset);
     std::string frame = head;
-    PutU64(&frame, payload->size());
-    PutU64(&frame, offset);
+    little_endian::AppendU64(&frame, payload->size());
+    little_endian::AppendU64(&frame, offset);
     frame.append(*payload, offset, n);
     RETURN_IF_ERROR(comm::MessageRouter::Send(connection, comm::kActorChannel, frame)
                         .WithContext("sending to machine " + std::to_string(machine_id)));

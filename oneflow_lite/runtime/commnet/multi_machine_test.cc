@@ -21,7 +21,7 @@
 #include "oneflow_lite/comm/ibverbs/emulated_transport.h"
 #include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/compiler/compiler.h"
-#include "oneflow_lite/compiler/test_jobs.h"
+#include "oneflow_lite/testing/test_jobs.h"
 #include "oneflow_lite/runtime/testing/test_fixtures.h"
 
 namespace oflite {

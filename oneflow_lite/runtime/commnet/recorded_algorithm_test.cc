@@ -11,7 +11,7 @@
 #include "oneflow_lite/comm/comm_net.h"
 #include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/compiler/compiler.h"
-#include "oneflow_lite/compiler/test_jobs.h"
+#include "oneflow_lite/testing/test_jobs.h"
 #include "oneflow_lite/runtime/commnet/commnet_actors.h"
 #include "oneflow_lite/runtime/runtime.h"
 

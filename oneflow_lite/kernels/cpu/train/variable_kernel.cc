@@ -9,26 +9,13 @@
 #include <cstdint>
 #include <string>
 
+#include "oneflow_lite/common/partition.h"
 #include "oneflow_lite/data/counter_rng.h"
 #include "oneflow_lite/kernels/kernel.h"
 #include "oneflow_lite/ops/train/initializer.h"
 
 namespace oflite {
 namespace {
-
-struct Range {
-  int64_t begin = 0;
-  int64_t end = 0;
-};
-
-Range BalancedRange(int64_t length, int64_t parts, int64_t index) {
-  const int64_t base = length / parts;
-  const int64_t extra = length % parts;
-  Range range;
-  range.begin = index * base + std::min(index, extra);
-  range.end = range.begin + base + (index < extra ? 1 : 0);
-  return range;
-}
 
 double InitialValue(const InitializerConfig& config, uint64_t seed, uint64_t index) {
   switch (config.kind) {
@@ -54,9 +41,13 @@ class VariableKernel final : public Kernel {
     const Shape& physical = ctx.Output("out").shape;
     ASSIGN_OR_RETURN(split_axis_, FindSplitAxis(ctx, physical));
     if (split_axis_ < 0) return Status::OK();
-    range_ = BalancedRange(logical_.dim(split_axis_), ctx.parallel_num, ctx.parallel_id);
-    Shape expected = logical_;
-    expected.mutable_dim(split_axis_) = range_.end - range_.begin;
+    if (ctx.parallel_num < 1 || ctx.parallel_id < 0 || ctx.parallel_id >= ctx.parallel_num) {
+      return InvalidArgumentError("op '", op.name(), "' (variable): parallel_id ", ctx.parallel_id,
+                                  " outside ", ctx.parallel_num, " devices");
+    }
+    range_ = BalancedPart(logical_.dim(split_axis_), ctx.parallel_num, ctx.parallel_id);
+    const Shape expected = BalancedPartShape(logical_, split_axis_, ctx.parallel_num,
+                                             ctx.parallel_id);
     if (expected != physical) {
       return InvalidArgumentError("op '", op.name(), "' (variable) on parallel_id ",
                                   ctx.parallel_id, " of ", ctx.parallel_num, ": shard of ",
@@ -78,7 +69,7 @@ class VariableKernel final : public Kernel {
     const int64_t outer = logical_.Count(0, split_axis_);
     const int64_t inner = logical_.Count(split_axis_ + 1);
     const int64_t logical_length = logical_.dim(split_axis_);
-    const int64_t shard_length = range_.end - range_.begin;
+    const int64_t shard_length = range_.size;
     for (int64_t o = 0; o < outer; ++o) {
       for (int64_t a = 0; a < shard_length; ++a) {
         const int64_t logical_row = (o * logical_length + range_.begin + a) * inner;
@@ -116,7 +107,7 @@ class VariableKernel final : public Kernel {
   InitializerConfig config_;
   uint64_t seed_ = 0;
   int64_t split_axis_ = -1;
-  Range range_;
+  PartRange range_;
 };
 
 REGISTER_KERNEL("variable", DEVICE_CPU, DT_FLOAT, VariableKernel<float>);

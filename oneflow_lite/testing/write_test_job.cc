@@ -11,7 +11,7 @@
 #include <string>
 
 #include "oneflow_lite/common/proto_io.h"
-#include "oneflow_lite/compiler/test_jobs.h"
+#include "oneflow_lite/testing/test_jobs.h"
 
 namespace {
 

@@ -1,17 +1,19 @@
-// Test-only SBP signature checker: verifies that every signature an op's
-// SbpFn offers is mathematically consistent with its CPU kernel.
+// Test-only SBP signature checker (a testonly target: production code cannot
+// depend on it): verifies that every signature an op's SbpFn offers is
+// mathematically consistent with its CPU kernel.
 //
 // For each signature and device p of `parallel_num`, it builds the physical
-// inputs from the logical ones (S(a): the balanced slice along a; B: a full
-// copy; P: random parts that sum to the logical tensor), runs the kernel on
+// inputs from the logical ones (S(a): the balanced slice along a, the rule of
+// common/partition.h; B: a full copy; P: random parts that sum to the
+// logical tensor), runs the kernel on
 // those physical blobs exactly as the runtime would (physical output shapes
 // are the split of the logical ones), then combines the outputs (S: concat,
 // B: every device must hold the full result, P: sum) and compares them with
 // the single-device result. Inputs must be float64 (integer inputs are only
 // split or broadcast). float32 outputs are compared with a tolerance of at
 // least 1e-5. Single-threaded; for tests.
-#ifndef ONEFLOW_LITE_OPS_MATH_SBP_CHECKER_H_
-#define ONEFLOW_LITE_OPS_MATH_SBP_CHECKER_H_
+#ifndef ONEFLOW_LITE_TESTING_SBP_CHECKER_H_
+#define ONEFLOW_LITE_TESTING_SBP_CHECKER_H_
 
 #include <string>
 #include <vector>
@@ -20,7 +22,6 @@
 #include "oneflow_lite/testing/op_runner.h"
 
 namespace oflite {
-namespace math {
 
 struct SbpCheckResult {
   std::vector<SbpSignature> signatures;  // what the op offered
@@ -36,13 +37,6 @@ StatusOr<SbpCheckResult> CheckSbpSignatures(const OpConf& op, const TensorMap& e
 Status CheckSbpSignature(const OpConf& op, const TensorMap& env, const SbpSignature& sig,
                          int64_t parallel_num, double tolerance = 1e-9, uint64_t seed = 11);
 
-// Balanced split of `dim` into `parts`: the [begin, end) range of part p.
-std::pair<int64_t, int64_t> SplitRange(int64_t dim, int64_t parts, int64_t p);
-// The slice [begin, end) of `t` along `axis`, and the inverse.
-HostTensor SliceAlong(const HostTensor& t, int64_t axis, int64_t begin, int64_t end);
-HostTensor ConcatAlong(const std::vector<HostTensor>& parts, int64_t axis);
-
-}  // namespace math
 }  // namespace oflite
 
-#endif  // ONEFLOW_LITE_OPS_MATH_SBP_CHECKER_H_
+#endif  // ONEFLOW_LITE_TESTING_SBP_CHECKER_H_

@@ -1,15 +1,15 @@
-#include "oneflow_lite/ops/math/sbp_checker.h"
+#include "oneflow_lite/testing/sbp_checker.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "oneflow_lite/common/partition.h"
 #include "oneflow_lite/device/device_context.h"
 #include "oneflow_lite/kernels/kernel.h"
 #include "oneflow_lite/ops/op_def.h"
 
 namespace oflite {
-namespace math {
 namespace {
 
 struct FlatArg {
@@ -42,12 +42,32 @@ double ValueAt(const HostTensor& t, int64_t i) {
   return 0;
 }
 
+// The slab `range` of `t` along `axis`, and the inverse (parts in order).
+HostTensor SliceAlong(const HostTensor& t, int64_t axis, PartRange range) {
+  std::vector<int64_t> dims = t.shape().dims();
+  dims[axis] = range.size;
+  HostTensor out(TensorDesc(Shape(dims), t.dtype()));
+  CopyWholeToPart(t.shape(), axis, range, SizeOf(t.dtype()), t.raw(), out.raw());
+  return out;
+}
+
+HostTensor ConcatAlong(const std::vector<HostTensor>& parts, int64_t axis) {
+  std::vector<int64_t> dims = parts[0].shape().dims();
+  dims[axis] = 0;
+  for (const HostTensor& part : parts) dims[axis] += part.shape().dim(axis);
+  HostTensor out(TensorDesc(Shape(dims), parts[0].dtype()));
+  PartRange range;
+  for (const HostTensor& part : parts) {
+    range.size = part.shape().dim(axis);
+    CopyPartToWhole(out.shape(), axis, range, SizeOf(out.dtype()), part.raw(), out.raw());
+    range.begin = range.end();
+  }
+  return out;
+}
+
 Shape PhysicalShape(const Shape& logical, const SbpParallel& sbp, int64_t n, int64_t p) {
   if (!IsSplit(sbp)) return logical;
-  std::vector<int64_t> dims = logical.dims();
-  auto [begin, end] = SplitRange(dims.at(sbp.split_axis()), n, p);
-  dims[sbp.split_axis()] = end - begin;
-  return Shape(dims);
+  return BalancedPartShape(logical, sbp.split_axis(), n, p);
 }
 
 // Per-device parts of a logical input.
@@ -60,8 +80,8 @@ StatusOr<std::vector<HostTensor>> SplitInput(const HostTensor& full, const SbpPa
                                   full.shape());
     }
     for (int64_t p = 0; p < n; ++p) {
-      auto [begin, end] = SplitRange(full.shape().dim(sbp.split_axis()), n, p);
-      parts.push_back(SliceAlong(full, sbp.split_axis(), begin, end));
+      parts.push_back(
+          SliceAlong(full, sbp.split_axis(), BalancedPart(full.shape().dim(sbp.split_axis()), n, p)));
     }
   } else if (IsBroadcast(sbp)) {
     for (int64_t p = 0; p < n; ++p) parts.push_back(full.Clone());
@@ -191,50 +211,6 @@ Status CheckOne(const OpConf& op, const TensorMap& env, const SbpSignature& sig,
   return Status::OK();
 }
 
-}  // namespace
-
-std::pair<int64_t, int64_t> SplitRange(int64_t dim, int64_t parts, int64_t p) {
-  const int64_t base = dim / parts, extra = dim % parts;
-  const int64_t begin = p * base + std::min(p, extra);
-  return {begin, begin + base + (p < extra ? 1 : 0)};
-}
-
-HostTensor SliceAlong(const HostTensor& t, int64_t axis, int64_t begin, int64_t end) {
-  std::vector<int64_t> dims = t.shape().dims();
-  dims[axis] = end - begin;
-  HostTensor out(TensorDesc(Shape(dims), t.dtype()));
-  const int64_t elem = SizeOf(t.dtype());
-  const int64_t outer = t.shape().Count(0, axis), inner = t.shape().Count(axis + 1) * elem;
-  const int64_t in_row = t.shape().dim(axis) * inner, out_row = (end - begin) * inner;
-  for (int64_t o = 0; o < outer && out_row > 0; ++o) {
-    std::memcpy(static_cast<char*>(out.raw()) + o * out_row,
-                static_cast<const char*>(t.raw()) + o * in_row + begin * inner, out_row);
-  }
-  return out;
-}
-
-HostTensor ConcatAlong(const std::vector<HostTensor>& parts, int64_t axis) {
-  std::vector<int64_t> dims = parts[0].shape().dims();
-  dims[axis] = 0;
-  for (const HostTensor& part : parts) dims[axis] += part.shape().dim(axis);
-  HostTensor out(TensorDesc(Shape(dims), parts[0].dtype()));
-  const int64_t elem = SizeOf(out.dtype());
-  const int64_t outer = out.shape().Count(0, axis), inner = out.shape().Count(axis + 1) * elem;
-  const int64_t out_row = dims[axis] * inner;
-  int64_t offset = 0;
-  for (const HostTensor& part : parts) {
-    const int64_t row = part.shape().dim(axis) * inner;
-    for (int64_t o = 0; o < outer && row > 0; ++o) {
-      std::memcpy(static_cast<char*>(out.raw()) + o * out_row + offset,
-                  static_cast<const char*>(part.raw()) + o * row, row);
-    }
-    offset += row;
-  }
-  return out;
-}
-
-namespace {
-
 struct Prepared {
   std::vector<FlatArg> ins, outs;
   std::vector<TensorDesc> flat_in, flat_out;
@@ -293,5 +269,4 @@ StatusOr<SbpCheckResult> CheckSbpSignatures(const OpConf& op, const TensorMap& e
   return result;
 }
 
-}  // namespace math
 }  // namespace oflite

@@ -1,17 +1,16 @@
 // The ring's flat segments and its default message sizes: how
-// RingCommunicator (ring.h) cuts `count` elements among `world` ranks, and
+// comm::RingCommunicator (comm/collective/ring.h) cuts `count` elements among `world` ranks, and
 // the chunk bytes and scratch slots it uses unless told otherwise.
-// Header-only and free of dependencies so that the compiler, which records
+// Header-only and free of dependencies, in common/ so that the compiler, which records
 // each collective's algorithm and buffers in the Plan
 // (compiler/collective_choice.h), applies the very rule the ring runs.
 // Pure functions; thread-safe.
-#ifndef ONEFLOW_LITE_COMM_COLLECTIVE_RING_SEGMENTS_H_
-#define ONEFLOW_LITE_COMM_COLLECTIVE_RING_SEGMENTS_H_
+#ifndef ONEFLOW_LITE_COMMON_RING_SEGMENTS_H_
+#define ONEFLOW_LITE_COMMON_RING_SEGMENTS_H_
 
 #include <cstddef>
 
 namespace oflite {
-namespace comm {
 
 // Bytes of one ring message (a multiple of every element size).
 inline constexpr size_t kDefaultRingChunkBytes = 512 * 1024;
@@ -24,7 +23,6 @@ inline void RingSegmentBounds(size_t count, int world, int index, size_t* begin,
   *end = count * (index + 1) / world;
 }
 
-}  // namespace comm
 }  // namespace oflite
 
-#endif  // ONEFLOW_LITE_COMM_COLLECTIVE_RING_SEGMENTS_H_
+#endif  // ONEFLOW_LITE_COMMON_RING_SEGMENTS_H_

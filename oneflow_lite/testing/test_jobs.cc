@@ -1,4 +1,4 @@
-#include "oneflow_lite/compiler/test_jobs.h"
+#include "oneflow_lite/testing/test_jobs.h"
 
 #include <memory>
 
