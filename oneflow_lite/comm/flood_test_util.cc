@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -102,6 +103,21 @@ double CpuSeconds(pid_t pid) {
     if (index == 15) system = std::stoll(field);
   }
   return static_cast<double>(user + system) / sysconf(_SC_CLK_TCK);
+}
+
+CpuAgainstSpinner MeasureCpuAgainstSpinner(pid_t pid, std::chrono::milliseconds window) {
+  CpuAgainstSpinner result;
+  const double before = CpuSeconds(pid);
+  std::thread spinner([&] {
+    const auto end = std::chrono::steady_clock::now() + window;
+    while (std::chrono::steady_clock::now() < end) (void)::getppid();
+    timespec used{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &used);
+    result.spinner = used.tv_sec + used.tv_nsec * 1e-9;
+  });
+  spinner.join();
+  result.process = CpuSeconds(pid) - before;
+  return result;
 }
 
 int ConnectLoopback(int port) {

@@ -25,6 +25,16 @@ int ThreadCount(pid_t pid = 0);
 // User + system CPU seconds of the whole process, from /proc/PID/stat.
 double CpuSeconds(pid_t pid);
 
+// CPU seconds that `pid` and a spinning thread of this process used over
+// the same `window`. Under load a busy-looping server gets about the share
+// the spinner gets, and a resting one next to nothing, so comparing the two
+// bounds a spin without trusting the wall clock.
+struct CpuAgainstSpinner {
+  double process = 0;
+  double spinner = 0;
+};
+CpuAgainstSpinner MeasureCpuAgainstSpinner(pid_t pid, std::chrono::milliseconds window);
+
 // A blocking loopback connection to `port`, or -1.
 int ConnectLoopback(int port);
 // Waits up to `bound` for the peer to close `fd` (EOF or reset); true if it
