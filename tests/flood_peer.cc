@@ -83,6 +83,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "flood_peer: bad arguments\n");
     return 2;
   }
+  const auto start = std::chrono::steady_clock::now();
   int connected = 0, closed_by_server = 0;
   std::vector<int> held;
   for (int i = 0; i < count; ++i) {
@@ -106,7 +107,10 @@ int main(int argc, char** argv) {
       ::close(fd);
     }
   }
-  std::printf("flood_peer %s port %d: %d of %d connected, %d closed by the server\n",
-              mode.c_str(), port, connected, count, closed_by_server);
+  const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - start);
+  std::printf("flood_peer %s port %d: %d of %d connected, %d closed by the server, %lld ms\n",
+              mode.c_str(), port, connected, count, closed_by_server,
+              static_cast<long long>(elapsed.count()));
   return 0;
 }

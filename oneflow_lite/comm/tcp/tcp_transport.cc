@@ -287,6 +287,7 @@ void TcpTransportImpl::AcceptAll() {
     }
     const Clock::time_point now = Clock::now();
     PruneHandshakes(now, /*make_room=*/true);
+    ReapRejected();  // the evicted one: no event of this batch refers to it
     unidentified_.push_back({AddConnection(fd, -1, address), now});
   }
 }
@@ -367,10 +368,11 @@ void TcpTransportImpl::ProgressLoop() {
   Clock::time_point next_tick = Clock::now();
   while (!stopping_) {
     int count = epoll_wait(epoll_fd_, events, 64, kTickMilliseconds);
+    bool accept_ready = false;
     for (int i = 0; i < count; ++i) {
       void* tag = events[i].data.ptr;
       if (tag == &listen_fd_) {
-        AcceptAll();
+        accept_ready = true;
       } else if (tag == &wake_fd_) {
         uint64_t value;
         (void)!::read(wake_fd_, &value, sizeof(value));
@@ -381,6 +383,11 @@ void TcpTransportImpl::ProgressLoop() {
           connection->OnReadable();
         }
       }
+    }
+    if (accept_ready) {
+      // After this batch's events: what AcceptAll evicts can be freed at once.
+      ReapRejected();
+      AcceptAll();
     }
     const Clock::time_point now = Clock::now();
     if (now >= next_tick) {

@@ -61,7 +61,8 @@ class TcpTransportImpl : public Transport {
   // the handshake timeout, and (with `make_room`) evicts the oldest until
   // one more fits under max_pending_handshakes. Progress thread.
   void PruneHandshakes(Clock::time_point now, bool make_room);
-  // Frees unidentified connections that failed. Progress thread.
+  // Frees unidentified connections that failed. Progress thread, when no
+  // event still to be handled refers to them.
   void ReapRejected();
   StatusOr<int> Dial(const std::string& host, int port, int peer_rank,
                      Deadline deadline);
