@@ -122,9 +122,7 @@ void RendezvousServer::FrontDoorLoop() {
       Pending& p = pending[i];
       if (fds[i + 1].revents != 0 && ContinueJoin(&p)) continue;
       if (after >= p.deadline) {
-        ::close(p.fd);
-        std::lock_guard<std::mutex> lock(mutex_);
-        ++stats_.expired;
+        CountThenClose(p.fd, &stats_.expired);
         continue;
       }
       still.push_back(std::move(p));
@@ -168,9 +166,7 @@ bool RendezvousServer::ContinueJoin(Pending* p) {
     LOG_EVERY_N(WARNING, 100) << "rendezvous: refused the connection from "
                               << p->peer << ": " << why << " (one line per 100; "
                               << google::COUNTER << " so far)";
-    ::close(p->fd);
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++stats_.refused;
+    CountThenClose(p->fd, &stats_.refused);
     return true;
   };
   while (true) {
@@ -218,9 +214,15 @@ void RendezvousServer::FinishJoin(Pending* p, const ControlMessage& join) {
   SendControl(p->fd, Response(admitted), DeadlineAfter(std::chrono::milliseconds(0)),
               p->peer)
       .IgnoreError();
-  ::close(p->fd);
-  std::lock_guard<std::mutex> lock(mutex_);
-  ++stats_.refused;
+  CountThenClose(p->fd, &stats_.refused);
+}
+
+void RendezvousServer::CountThenClose(int fd, int64_t* counter) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++*counter;
+  }
+  ::close(fd);  // after counting: a peer that sees the close sees the count
 }
 
 Status RendezvousServer::Admit(const Pending& p, const ControlMessage& join,

@@ -114,6 +114,7 @@ class RendezvousServer {
   void FinishJoin(Pending* pending, const ControlMessage& join);
   Status Admit(const Pending& pending, const ControlMessage& join, int* rank);
   void ExpireRefusedClaims();
+  void CountThenClose(int fd, int64_t* counter);  // counter in stats_
   void ServeRank(int fd, int rank);
   void CloseConnection(int fd);
   ControlMessage Handle(int fd, int rank, const ControlMessage& request);
