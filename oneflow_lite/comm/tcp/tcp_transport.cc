@@ -124,12 +124,12 @@ Status TcpTransportImpl::Start() {
 
 TcpTransportImpl::~TcpTransportImpl() {
   if (progress_thread_.joinable()) {
-    std::vector<TcpConnection*> all;
     {
+      // Under the lock: the progress thread may free rejected connections
+      // (ReapRejected) until it stops. Lock order: transport, connection.
       std::lock_guard<std::mutex> lock(mutex_);
-      for (auto& connection : connections_) all.push_back(connection.get());
+      for (auto& connection : connections_) connection->SayGoodbye();
     }
-    for (TcpConnection* connection : all) connection->SayGoodbye();
     stopping_ = true;
     uint64_t one = 1;
     (void)!::write(wake_fd_, &one, sizeof(one));

@@ -91,6 +91,7 @@ class TcpTransportImpl : public Transport {
   };
   std::deque<Unidentified> unidentified_;  // accepted, no HELLO yet; oldest first
 
+  // May be held while taking a connection's lock, never the other way.
   std::mutex mutex_;
   std::condition_variable changed_;
   // Every connection; a failed one stays as a tombstone once it was bound
