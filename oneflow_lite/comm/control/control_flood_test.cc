@@ -4,6 +4,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <thread>
+
 #include <gtest/gtest.h>
 
 #include "oneflow_lite/comm/control/control_client.h"
@@ -112,6 +115,32 @@ TEST(ControlFloodTest, PendingCapEvictsTheOldestAndKeepsDescriptorsBounded) {
   // Our 60 client sockets, 2 ends of the rank's connection, at most 8 waiting.
   EXPECT_LE(OpenDescriptors(), descriptors_before + 60 + 2 + 8);
   EXPECT_LE(server->stats().pending, 8);
+  CloseAll(&idle);
+}
+
+// Under a flood a genuine connection may be evicted before its JOIN is read;
+// the client dials again (control_client.h) and gets in.
+TEST(ControlFloodTest, GenuineRanksJoinWhileIdleConnectionsFillTheCap) {
+  RendezvousOptions options;
+  options.world_size = 3;
+  options.join_timeout = milliseconds(60000);
+  options.max_pending_joins = 2;
+  auto server = StartServer(options);
+  std::vector<int> idle;
+  std::atomic<bool> joined{false};
+  std::thread flood([&] {
+    for (int i = 0; i < 600 && !joined; ++i) idle.push_back(ConnectLoopback(server->port()));
+  });
+  std::vector<std::unique_ptr<ControlClient>> clients;
+  for (int rank = 0; rank < 3; ++rank) {
+    auto client = Join(server->port(), rank, 3);
+    EXPECT_TRUE(client.ok()) << client.status();
+    if (client.ok()) clients.push_back(std::move(*client));
+  }
+  joined = true;
+  flood.join();
+  EXPECT_TRUE(server->WaitForAllJoined(milliseconds(100)).ok());
+  EXPECT_LE(server->stats().pending, 2);
   CloseAll(&idle);
 }
 
