@@ -91,6 +91,55 @@ StatusOr<int> ListenTcp(const std::string& host, int* port) {
   return fd;
 }
 
+Acceptor::Acceptor(int listen_fd) : listen_fd_(listen_fd) {
+  const int flags = fcntl(listen_fd_, F_GETFL, 0);
+  if (flags >= 0) fcntl(listen_fd_, F_SETFL, flags | O_NONBLOCK);
+  spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+Acceptor::~Acceptor() {
+  if (spare_fd_ >= 0) ::close(spare_fd_);
+}
+
+Acceptor::Result Acceptor::Accept(int* fd, std::string* peer) {
+  sockaddr_in address{};
+  socklen_t length = sizeof(address);
+  *fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length,
+                  SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (*fd >= 0) {
+    int one = 1;
+    setsockopt(*fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    char text[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &address.sin_addr, text, sizeof(text));
+    *peer = std::string(text) + ":" + std::to_string(ntohs(address.sin_port));
+    return Result::kAccepted;
+  }
+  switch (errno) {
+    case EAGAIN:
+#if EWOULDBLOCK != EAGAIN
+    case EWOULDBLOCK:
+#endif
+      return Result::kEmpty;
+    case EMFILE:
+    case ENFILE:
+      if (spare_fd_ >= 0) {
+        ::close(spare_fd_);
+        const int dropped = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (dropped >= 0) {
+          ::close(dropped);
+          ++shed_;
+        }
+        spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+      }
+      return Result::kBackOff;
+    case ENOBUFS:
+    case ENOMEM:
+      return Result::kBackOff;
+    default:  // ECONNABORTED, EINTR, EPROTO and network errors
+      return Result::kRetry;
+  }
+}
+
 StatusOr<int> DialTcp(const std::string& host, int port, Deadline deadline,
                       const std::string& peer) {
   ASSIGN_OR_RETURN(sockaddr_in address, ResolveIpv4(host, port));

@@ -445,7 +445,11 @@ int RunRun(int argc, char** argv) {
     multi.ibverbs = *ibverbs;
     StatusOr<std::unique_ptr<MultiMachineSession>> started =
         MultiMachineSession::Start(*plan, multi);
-    if (!started.ok()) return Fail(started.status(), kExitFailure);
+    if (!started.ok()) {
+      // Refused by the master (wrong job token): this rank's input is wrong.
+      const bool refused = started.status().code() == StatusCode::kPermissionDenied;
+      return Fail(started.status(), refused ? kExitBadInput : kExitFailure);
+    }
     session = std::move(*started);
   }
   StatusOr<std::map<std::string, TensorDesc>> variables = PlanVariables(*plan);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <random>
+#include <thread>
 
 #include "oneflow_lite/comm/control/channel.h"
 #include "oneflow_lite/comm/socket_util.h"
@@ -14,6 +15,8 @@ namespace {
 
 // Slack for the server's answer beyond the request's own timeout.
 constexpr std::chrono::milliseconds kAnswerSlack{10000};
+// Between attempts to join when the master closed a connection unanswered.
+constexpr std::chrono::milliseconds kRejoinPause{100};
 
 uint32_t ToMilliseconds(std::chrono::milliseconds timeout) {
   return static_cast<uint32_t>(
@@ -42,25 +45,36 @@ StatusOr<std::unique_ptr<ControlClient>> ControlClient::Connect(
   RETURN_IF_ERROR(ParseHostPort(options.master, &host, &port));
   const Deadline deadline = DeadlineAfter(options.connect_timeout);
   const std::string master = "the master (rank 0)";
-  ASSIGN_OR_RETURN(int fd, DialTcp(host, port, deadline, master));
-  std::unique_ptr<ControlClient> client(new ControlClient(options, fd));
-  ControlMessage join;
-  join.type = ControlType::kJoin;
-  join.rank = static_cast<uint32_t>(options.rank);
-  join.world_size = static_cast<uint32_t>(options.world_size);
-  join.key = options.job_token;
-  RETURN_IF_ERROR(SendControl(fd, join, deadline, master));
-  ASSIGN_OR_RETURN(ControlMessage answer, ReceiveControl(fd, deadline, master));
-  if (answer.type != ControlType::kResponse) {
-    return DataLossError(master, " answered JOIN with type ",
-                         static_cast<int>(answer.type));
+  while (true) {
+    ASSIGN_OR_RETURN(int fd, DialTcp(host, port, deadline, master));
+    std::unique_ptr<ControlClient> client(new ControlClient(options, fd));
+    ControlMessage join;
+    join.type = ControlType::kJoin;
+    join.rank = static_cast<uint32_t>(options.rank);
+    join.world_size = static_cast<uint32_t>(options.world_size);
+    join.key = options.job_token;
+    const Status sent = SendControl(fd, join, deadline, master);
+    StatusOr<ControlMessage> answer =
+        sent.ok() ? ReceiveControl(fd, deadline, master) : StatusOr<ControlMessage>(sent);
+    // Closed without an answer: the master shed this connection (a flood, or
+    // its descriptor limit). Dial again while the deadline allows.
+    if (answer.status().code() == StatusCode::kUnavailable &&
+        Clock::now() + kRejoinPause < deadline) {
+      std::this_thread::sleep_for(kRejoinPause);
+      continue;
+    }
+    RETURN_IF_ERROR(answer.status());
+    if (answer->type != ControlType::kResponse) {
+      return DataLossError(master, " answered JOIN with type ",
+                           static_cast<int>(answer->type));
+    }
+    if (answer->status != 0) {
+      return Status(static_cast<StatusCode>(std::min<uint32_t>(answer->status, 15)),
+                    "rank " + std::to_string(options.rank) +
+                        " was refused by the master: " + answer->message);
+    }
+    return client;
   }
-  if (answer.status != 0) {
-    return Status(static_cast<StatusCode>(std::min<uint32_t>(answer.status, 15)),
-                  "rank " + std::to_string(options.rank) +
-                      " was refused by the master: " + answer.message);
-  }
-  return client;
 }
 
 StatusOr<std::string> ControlClient::Call(const ControlMessage& request,

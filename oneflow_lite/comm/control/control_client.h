@@ -2,7 +2,9 @@
 //
 // Connect() dials the master (retrying until its deadline, since the master
 // may start later), presents the job token, rank and world size, and waits
-// for admission. Put/Get/Barrier are blocking, bounded requests; errors name
+// for admission; a connection the master closes without answering (it sheds
+// connections under a flood or at its descriptor limit) is dialed again
+// until the deadline. Put/Get/Barrier are blocking, bounded requests; errors name
 // the missing rank where one is known (GET with an expected publisher,
 // barriers). If the master dies, every call fails with an error saying so.
 // Thread-safe: calls are serialized on the one connection.

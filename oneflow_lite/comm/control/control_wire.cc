@@ -74,19 +74,19 @@ StatusOr<ControlMessage> DecodeControlPayload(ControlType type,
     case ControlType::kJoin:
       reader.ReadU32(&message.rank);
       reader.ReadU32(&message.world_size);
-      reader.ReadBytes(&message.key, 4096);
+      reader.ReadBytes(&message.key, kMaxControlKey);
       break;
     case ControlType::kPut:
-      reader.ReadBytes(&message.key, 4096);
+      reader.ReadBytes(&message.key, kMaxControlKey);
       reader.ReadBytes(&message.value, kMaxControlPayload);
       break;
     case ControlType::kGet:
-      reader.ReadBytes(&message.key, 4096);
+      reader.ReadBytes(&message.key, kMaxControlKey);
       reader.ReadU32(&message.timeout_ms);
       reader.ReadU32(&message.expected_rank);
       break;
     case ControlType::kBarrier:
-      reader.ReadBytes(&message.key, 4096);
+      reader.ReadBytes(&message.key, kMaxControlKey);
       reader.ReadU32(&message.timeout_ms);
       break;
     case ControlType::kResponse:

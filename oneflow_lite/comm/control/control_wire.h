@@ -25,6 +25,11 @@ constexpr uint16_t kControlVersion = 1;
 constexpr size_t kControlHeaderSize = 16;
 constexpr uint32_t kMaxControlPayload = 16u << 20;
 constexpr uint32_t kNoRank = 0xFFFFFFFFu;
+// Keys, barrier names and job tokens are at most this long.
+constexpr uint32_t kMaxControlKey = 4096;
+// The largest JOIN payload (rank, world size, token). Before a connection
+// has proven the job token, the server reads no frame larger than this.
+constexpr uint32_t kMaxJoinPayload = 4 + 4 + 4 + kMaxControlKey;
 
 enum class ControlType : uint16_t {
   kJoin = 1,       // rank u32, world_size u32, token bytes

@@ -7,15 +7,40 @@
 // "departed" and every GET expecting it, and every barrier it has not
 // reached, fails at once with an error naming it.
 //
-// One thread accepts; one thread per connection serves requests (worlds are
-// small). Blocking requests (GET, BARRIER) carry their own timeout, capped by
-// the server. Thread-safe. The destructor stops all threads (bounded) and
-// closes all sockets.
+// Admission is built to stay bounded when anyone who can reach the port
+// floods it (docs/comm.md, "Limits of the control plane"):
+//   - one "front door" thread accepts and reads JOINs for every connection
+//     that has not proven the token yet (poll, nonblocking reads); no thread
+//     and at most kMaxJoinPayload + 16 bytes per such connection;
+//   - a JOIN header claiming more than kMaxJoinPayload bytes, or any other
+//     frame first, is refused and the socket closed at once;
+//   - a connection that has not completed its JOIN within `join_timeout` is
+//     closed;
+//   - at most `max_pending_joins` connections wait for their JOIN; a new one
+//     beyond that evicts the oldest (a genuine rank sends JOIN at once);
+//   - at the file-descriptor limit, waiting connections are accepted and
+//     closed (socket_util.h Acceptor) and accepting pauses briefly, so the
+//     server neither spins nor stops serving once descriptors free up.
+// An admitted rank gets one serving thread (at most `world_size`, since a
+// rank joins once); blocking requests (GET, BARRIER) carry their own
+// timeout, capped by the server.
+//
+// A refused JOIN that presented a wrong token while claiming rank R (in
+// range and not joined) is remembered: if no JOIN with the right token
+// arrives for R within `refused_rank_grace`, R is marked departed with a
+// reason naming the refused address, so waiters on R fail naming the
+// refusal instead of timing out. The grace keeps a stray or hostile
+// connection from killing a job outright; the trade-off is that such a
+// connection can still end a job whose rank R is more than the grace late.
+//
+// Thread-safe. The destructor stops and joins every thread (bounded) and
+// closes every socket.
 #ifndef ONEFLOW_LITE_COMM_CONTROL_RENDEZVOUS_SERVER_H_
 #define ONEFLOW_LITE_COMM_CONTROL_RENDEZVOUS_SERVER_H_
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -26,6 +51,7 @@
 #include <vector>
 
 #include "oneflow_lite/comm/control/control_wire.h"
+#include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/comm/transport.h"
 
 namespace oflite {
@@ -39,6 +65,21 @@ struct RendezvousOptions {
   std::string job_token;
   // A connection must JOIN within this long.
   std::chrono::milliseconds join_timeout{5000};
+  // Connections waiting for their JOIN, at most.
+  int max_pending_joins = 64;
+  // How long a wrong-token JOIN claiming a missing rank waits for the
+  // genuine rank before that rank is declared lost (see above).
+  std::chrono::milliseconds refused_rank_grace{5000};
+};
+
+// Counters of the front door (a snapshot).
+struct RendezvousStats {
+  int64_t accepted = 0;  // connections accepted
+  int64_t refused = 0;   // closed before or at JOIN (any reason)
+  int64_t expired = 0;   // closed for not joining within join_timeout
+  int64_t evicted = 0;   // closed to keep max_pending_joins
+  int64_t shed = 0;      // dropped at the file-descriptor limit
+  int pending = 0;       // waiting for their JOIN now
 };
 
 class RendezvousServer {
@@ -50,13 +91,31 @@ class RendezvousServer {
   int port() const { return port_; }
 
   // Blocks until every rank has joined, or DeadlineExceeded listing the
-  // ranks that never arrived.
+  // ranks that never arrived (Unavailable at once if a missing rank was
+  // declared lost, e.g. after a wrong-token refusal).
   Status WaitForAllJoined(std::chrono::milliseconds timeout);
 
+  RendezvousStats stats() const;
+
  private:
+  struct Pending;
+  struct RefusedClaim {
+    std::string reason;
+    Clock::time_point at;
+  };
+
   explicit RendezvousServer(const RendezvousOptions& options);
-  void AcceptLoop();
-  void Serve(int fd);
+  void FrontDoorLoop();
+  void AcceptNew(Acceptor* acceptor, std::deque<Pending>* pending,
+                 Clock::time_point* paused_until);
+  // Reads what is available; true when `pending` is finished (admitted or
+  // refused; its socket then belongs to a rank thread or is closed).
+  bool ContinueJoin(Pending* pending);
+  void FinishJoin(Pending* pending, const ControlMessage& join);
+  Status Admit(const Pending& pending, const ControlMessage& join, int* rank);
+  void ExpireRefusedClaims();
+  void CountThenClose(int fd, int64_t* counter);  // counter in stats_
+  void ServeRank(int fd, int rank);
   void CloseConnection(int fd);
   ControlMessage Handle(int fd, int rank, const ControlMessage& request);
   ControlMessage HandleGet(int fd, int rank, const ControlMessage& request);
@@ -72,12 +131,14 @@ class RendezvousServer {
   int listen_fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stopping_{false};
-  std::thread accept_thread_;
+  std::thread front_door_thread_;
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable changed_;
-  std::vector<std::thread> workers_;
-  std::vector<int> open_fds_;
+  std::vector<std::thread> rank_threads_;  // at most world_size
+  std::vector<int> open_fds_;              // of admitted ranks
+  std::map<int, RefusedClaim> refused_claims_;  // rank -> first refusal
+  RendezvousStats stats_;
   std::set<int> joined_;
   std::map<int, std::string> departed_;  // rank -> why
   std::map<std::string, std::string> store_;

@@ -17,6 +17,8 @@ namespace tcp {
 namespace {
 
 constexpr size_t kInBufferSize = 256 * 1024;
+// Until the handshake passes (a HELLO frame is about 330 bytes).
+constexpr size_t kHandshakeBufferSize = 1024;
 // Payloads with at least this much left are read straight into their
 // destination (registered memory) instead of through the input buffer.
 constexpr size_t kDirectReadThreshold = 64 * 1024;
@@ -33,14 +35,16 @@ Status StatusFromWire(uint32_t code, std::string message) {
 
 }  // namespace
 
-TcpConnection::TcpConnection(TcpTransportImpl* owner, int fd, int peer_rank)
+TcpConnection::TcpConnection(TcpTransportImpl* owner, int fd, int peer_rank,
+                             const std::string& address)
     : owner_(owner),
       fd_(fd),
+      address_(address),
       peer_rank_(peer_rank),
       credits_(owner->options().message_slots),
       last_send_(Clock::now()),
       last_receive_(Clock::now()),
-      in_buffer_(kInBufferSize) {}
+      in_buffer_(kHandshakeBufferSize) {}
 
 TcpConnection::~TcpConnection() {
   write_pin_.reset();
@@ -53,8 +57,9 @@ int TcpConnection::peer_rank() const {
 }
 
 std::string TcpConnection::PeerName() const {
-  return peer_rank_ >= 0 ? "rank " + std::to_string(peer_rank_)
-                         : std::string("an unidentified peer");
+  if (peer_rank_ >= 0) return "rank " + std::to_string(peer_rank_);
+  return address_.empty() ? std::string("an unidentified peer")
+                          : "an unidentified peer at " + address_;
 }
 
 size_t TcpConnection::max_message_size() const {
@@ -392,6 +397,12 @@ Status TcpConnection::BeginFrame() {
       return DataLossError(PeerName(), " sent ", FrameTypeName(type),
                            ready ? " after" : " before", " the handshake");
     }
+    if (!ready && header_.payload_length > kMaxHandshakePayload) {
+      return DataLossError(PeerName(), " sent a ", FrameTypeName(type), " of ",
+                           header_.payload_length,
+                           " bytes before the handshake (at most ",
+                           kMaxHandshakePayload, ")");
+    }
     if (type == FrameType::kReadResponse) {
       auto it = pending_.find(header_.request_id);
       if (it == pending_.end() || !it->second.is_read ||
@@ -484,6 +495,7 @@ Status TcpConnection::HandleHello(bool is_ack) {
     }
     peer_rank_ = static_cast<int>(hello->rank);
     state_ = State::kReady;
+    in_buffer_.resize(kInBufferSize);
     QueueControlLocked(FrameType::kHelloAck, 0, 0, owner_->HelloPayload());
   } else {
     int expected;
@@ -492,6 +504,7 @@ Status TcpConnection::HandleHello(bool is_ack) {
       expected = peer_rank_;
     }
     RETURN_IF_ERROR(owner_->CheckPeerHello(*hello, expected));
+    in_buffer_.resize(kInBufferSize);
     std::lock_guard<std::mutex> lock(mutex_);
     state_ = State::kReady;
   }

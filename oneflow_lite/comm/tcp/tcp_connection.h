@@ -1,7 +1,10 @@
 // One TCP connection of the CommNet TCP provider (internal to tcp/).
 //
-// Owned by TcpTransportImpl; lives until the transport is destroyed (a failed
-// connection stays as a tombstone holding its sticky status). The socket is
+// Owned by TcpTransportImpl; a connection bound to a rank lives until the
+// transport is destroyed (when failed, as a tombstone holding its sticky
+// status); an accepted one that fails before its HELLO is freed at once.
+// Until the handshake completes it reads through a 1 KiB buffer and accepts
+// only handshake frames of at most kMaxHandshakePayload bytes. The socket is
 // only read by the progress thread; writes happen under `mutex_` from the
 // progress thread or from a caller's thread. Completion callbacks, the
 // message handler and the peer-error handler run without `mutex_` held.
@@ -26,12 +29,17 @@ namespace tcp {
 
 class TcpTransportImpl;
 
+// Largest payload of a frame received before the handshake completed.
+constexpr size_t kMaxHandshakePayload = 4096;
+
 class TcpConnection : public Connection {
  public:
   enum class State { kHandshake, kReady, kFailed };
 
-  // `peer_rank` is -1 for an accepted socket until its HELLO arrives.
-  TcpConnection(TcpTransportImpl* owner, int fd, int peer_rank);
+  // `peer_rank` is -1 for an accepted socket until its HELLO arrives;
+  // `address` ("a.b.c.d:port", may be empty) names it until then.
+  TcpConnection(TcpTransportImpl* owner, int fd, int peer_rank,
+                const std::string& address = "");
   ~TcpConnection() override;
 
   // Connection API (transport.h).
@@ -101,6 +109,7 @@ class TcpConnection : public Connection {
 
   TcpTransportImpl* const owner_;
   const int fd_;
+  const std::string address_;
 
   mutable std::mutex mutex_;
   std::condition_variable changed_;

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <random>
 
 #include "oneflow_lite/comm/socket_util.h"
@@ -103,6 +104,10 @@ Status TcpTransportImpl::Start() {
   getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length);
   listen_port_ = ntohs(address.sin_port);
   RETURN_IF_ERROR(SetNonBlocking(listen_fd_));
+  if (tcp_.max_pending_handshakes < 1) {
+    return InvalidArgumentError("max_pending_handshakes ", tcp_.max_pending_handshakes);
+  }
+  acceptor_ = std::make_unique<Acceptor>(listen_fd_);
 
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -119,12 +124,12 @@ Status TcpTransportImpl::Start() {
 
 TcpTransportImpl::~TcpTransportImpl() {
   if (progress_thread_.joinable()) {
-    std::vector<TcpConnection*> all;
     {
+      // Under the lock: the progress thread may free rejected connections
+      // (ReapRejected) until it stops. Lock order: transport, connection.
       std::lock_guard<std::mutex> lock(mutex_);
-      for (auto& connection : connections_) all.push_back(connection.get());
+      for (auto& connection : connections_) connection->SayGoodbye();
     }
-    for (TcpConnection* connection : all) connection->SayGoodbye();
     stopping_ = true;
     uint64_t one = 1;
     (void)!::write(wake_fd_, &one, sizeof(one));
@@ -231,10 +236,16 @@ void TcpTransportImpl::SetWriteInterest(TcpConnection* connection,
 void TcpTransportImpl::OnConnectionFailed(TcpConnection* connection,
                                           int peer_rank, const Status& status) {
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, connection->fd(), nullptr);
-  NotifyStateChange();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (peer_rank < 0) rejected_.push_back(connection);
+    changed_.notify_all();
+  }
   if (peer_rank < 0) {
-    LOG(WARNING) << "rank " << options_.rank
-                 << " dropped an incoming connection: " << status;
+    LOG_EVERY_N(WARNING, 100) << "rank " << options_.rank
+                              << " dropped an incoming connection: " << status
+                              << " (one line per 100; " << google::COUNTER
+                              << " so far)";
     return;
   }
   if (options_.on_peer_error && !stopping_) {
@@ -242,8 +253,9 @@ void TcpTransportImpl::OnConnectionFailed(TcpConnection* connection,
   }
 }
 
-TcpConnection* TcpTransportImpl::AddConnection(int fd, int peer_rank) {
-  auto owned = std::make_unique<TcpConnection>(this, fd, peer_rank);
+TcpConnection* TcpTransportImpl::AddConnection(int fd, int peer_rank,
+                                               const std::string& address) {
+  auto owned = std::make_unique<TcpConnection>(this, fd, peer_rank, address);
   TcpConnection* connection = owned.get();
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -258,13 +270,97 @@ TcpConnection* TcpTransportImpl::AddConnection(int fd, int peer_rank) {
 }
 
 void TcpTransportImpl::AcceptAll() {
-  while (true) {
-    int fd = ::accept4(listen_fd_, nullptr, nullptr,
-                       SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;  // EAGAIN, or a transient error: retried on next event
-    TuneSocket(fd);
-    AddConnection(fd, -1);
+  // A bounded batch per event, so that handshakes in progress are served too.
+  for (int i = 0; i < 2 * tcp_.max_pending_handshakes; ++i) {
+    int fd = -1;
+    std::string address;
+    switch (acceptor_->Accept(&fd, &address)) {
+      case Acceptor::Result::kEmpty:
+        return;
+      case Acceptor::Result::kRetry:
+        continue;
+      case Acceptor::Result::kBackOff:
+        PauseAccepting(Clock::now());
+        return;
+      case Acceptor::Result::kAccepted:
+        break;
+    }
+    const Clock::time_point now = Clock::now();
+    PruneHandshakes(now, /*make_room=*/true);
+    ReapRejected();  // the evicted one: no event of this batch refers to it
+    unidentified_.push_back({AddConnection(fd, -1, address), now});
   }
+}
+
+void TcpTransportImpl::PauseAccepting(Clock::time_point now) {
+  epoll_event event{};
+  event.events = 0;
+  event.data.ptr = &listen_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fd_, &event);
+  accept_paused_ = true;
+  accept_paused_until_ = now + kAcceptBackoff;
+}
+
+void TcpTransportImpl::ResumeAcceptingIfDue(Clock::time_point now) {
+  if (!accept_paused_ || now < accept_paused_until_) return;
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.ptr = &listen_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fd_, &event);
+  accept_paused_ = false;
+}
+
+void TcpTransportImpl::PruneHandshakes(Clock::time_point now, bool make_room) {
+  std::vector<std::pair<TcpConnection*, Status>> doomed;
+  std::deque<Unidentified> kept;
+  for (const Unidentified& entry : unidentified_) {
+    TcpConnection* connection = entry.connection;
+    if (connection->state() != TcpConnection::State::kHandshake ||
+        connection->peer_rank() >= 0) {
+      continue;  // identified (now a peer) or failed (being reaped)
+    }
+    if (now - entry.accepted > tcp_.handshake_timeout) {
+      doomed.push_back({connection, DeadlineExceededError(
+          "no HELLO within ", tcp_.handshake_timeout.count(), " ms")});
+      continue;
+    }
+    kept.push_back(entry);
+  }
+  while (make_room && !kept.empty() &&
+         static_cast<int>(kept.size()) >= tcp_.max_pending_handshakes) {
+    doomed.push_back({kept.front().connection, ResourceExhaustedError(
+        "evicted: ", tcp_.max_pending_handshakes,
+        " newer connections were waiting for their HELLO")});
+    kept.pop_front();
+  }
+  unidentified_.swap(kept);
+  for (auto& [connection, status] : doomed) connection->Fail(status);
+}
+
+void TcpTransportImpl::ReapRejected() {
+  std::vector<std::unique_ptr<TcpConnection>> dead;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (rejected_.empty()) return;
+    for (TcpConnection* rejected : rejected_) {
+      for (auto& owned : connections_) {
+        if (owned.get() == rejected) dead.push_back(std::move(owned));
+      }
+    }
+    rejected_.clear();
+    connections_.erase(std::remove(connections_.begin(), connections_.end(), nullptr),
+                       connections_.end());
+  }
+  auto is_dead = [&](const Unidentified& entry) {
+    for (auto& owned : dead) {
+      if (owned.get() == entry.connection) return true;
+    }
+    return false;
+  };
+  unidentified_.erase(
+      std::remove_if(unidentified_.begin(), unidentified_.end(), is_dead),
+      unidentified_.end());
+  // `dead` goes out of scope here: sockets closed, buffers freed.
 }
 
 void TcpTransportImpl::ProgressLoop() {
@@ -272,10 +368,11 @@ void TcpTransportImpl::ProgressLoop() {
   Clock::time_point next_tick = Clock::now();
   while (!stopping_) {
     int count = epoll_wait(epoll_fd_, events, 64, kTickMilliseconds);
+    bool accept_ready = false;
     for (int i = 0; i < count; ++i) {
       void* tag = events[i].data.ptr;
       if (tag == &listen_fd_) {
-        AcceptAll();
+        accept_ready = true;
       } else if (tag == &wake_fd_) {
         uint64_t value;
         (void)!::read(wake_fd_, &value, sizeof(value));
@@ -287,9 +384,16 @@ void TcpTransportImpl::ProgressLoop() {
         }
       }
     }
+    if (accept_ready) {
+      // After this batch's events: what AcceptAll evicts can be freed at once.
+      ReapRejected();
+      AcceptAll();
+    }
     const Clock::time_point now = Clock::now();
     if (now >= next_tick) {
       next_tick = now + std::chrono::milliseconds(kTickMilliseconds);
+      ResumeAcceptingIfDue(now);
+      PruneHandshakes(now, /*make_room=*/false);
       std::vector<TcpConnection*> all;
       {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -297,6 +401,9 @@ void TcpTransportImpl::ProgressLoop() {
       }
       for (TcpConnection* connection : all) connection->OnTick(now);
     }
+    // After the batch: a rejected connection may appear in later events of
+    // the same batch, so it is freed only here.
+    ReapRejected();
   }
 }
 

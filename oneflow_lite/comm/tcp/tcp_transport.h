@@ -16,6 +16,16 @@
 // (rank, world size, ring geometry, job token); the acceptor checks every
 // field, answers HELLO_ACK, or ERROR(PermissionDenied) and closes.
 //
+// Anyone who can reach the listener may flood it; what an accepted socket
+// costs before its HELLO has proven the job token stays small and bounded
+// (docs/comm.md, "Limits of the data ports"): a 1 KiB read buffer (the
+// 256 KiB one comes after the handshake), a first frame that must be a
+// HELLO of at most 4 KiB, `handshake_timeout` to complete it, at most
+// `max_pending_handshakes` such sockets (a new one evicts the oldest), and
+// a refused or failed unidentified socket is closed and freed at once. At
+// the file-descriptor limit, waiting connections are accepted and closed
+// and the listener rests for socket_util.h's kAcceptBackoff (no busy loop).
+//
 // Thread-safety and lifetimes follow transport.h.
 #ifndef ONEFLOW_LITE_COMM_TCP_TCP_TRANSPORT_H_
 #define ONEFLOW_LITE_COMM_TCP_TCP_TRANSPORT_H_
@@ -35,6 +45,10 @@ struct TcpOptions {
   int listen_port = 0;
   // Presented in HELLO; a peer with a different token is refused.
   std::string job_token;
+  // An accepted connection must complete its HELLO within this long.
+  std::chrono::milliseconds handshake_timeout{5000};
+  // Accepted connections waiting for their HELLO, at most.
+  int max_pending_handshakes = 64;
 };
 
 // Creates the transport and starts its listener and progress thread.

@@ -5,12 +5,14 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/comm/tcp/frame.h"
 #include "oneflow_lite/comm/tcp/region_table.h"
 #include "oneflow_lite/comm/tcp/tcp_connection.h"
@@ -53,10 +55,20 @@ class TcpTransportImpl : public Transport {
  private:
   void ProgressLoop();
   void AcceptAll();
+  void PauseAccepting(Clock::time_point now);
+  void ResumeAcceptingIfDue(Clock::time_point now);
+  // Drops identified or failed entries from unidentified_, fails those past
+  // the handshake timeout, and (with `make_room`) evicts the oldest until
+  // one more fits under max_pending_handshakes. Progress thread.
+  void PruneHandshakes(Clock::time_point now, bool make_room);
+  // Frees unidentified connections that failed. Progress thread, when no
+  // event still to be handled refers to them.
+  void ReapRejected();
   StatusOr<int> Dial(const std::string& host, int port, int peer_rank,
                      Deadline deadline);
   Status WaitForAccepted(int peer_rank, Deadline deadline);
-  TcpConnection* AddConnection(int fd, int peer_rank);
+  TcpConnection* AddConnection(int fd, int peer_rank,
+                               const std::string& address = "");
 
   const TransportOptions options_;
   const TcpOptions tcp_;
@@ -69,10 +81,24 @@ class TcpTransportImpl : public Transport {
   std::atomic<bool> stopping_{false};
   std::thread progress_thread_;
 
+  // Progress thread only.
+  std::unique_ptr<Acceptor> acceptor_;
+  bool accept_paused_ = false;
+  Clock::time_point accept_paused_until_;
+  struct Unidentified {
+    TcpConnection* connection;
+    Clock::time_point accepted;
+  };
+  std::deque<Unidentified> unidentified_;  // accepted, no HELLO yet; oldest first
+
+  // May be held while taking a connection's lock, never the other way.
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::vector<std::unique_ptr<TcpConnection>> connections_;  // all, ever
-  std::map<int, TcpConnection*> peers_;                      // bound by rank
+  // Every connection; a failed one stays as a tombstone once it was bound
+  // to a rank, and is freed at once (ReapRejected) if it never was.
+  std::vector<std::unique_ptr<TcpConnection>> connections_;
+  std::map<int, TcpConnection*> peers_;  // bound by rank
+  std::vector<TcpConnection*> rejected_;  // failed before identification
 };
 
 }  // namespace tcp
