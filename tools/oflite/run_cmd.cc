@@ -441,6 +441,7 @@ int RunRun(int argc, char** argv) {
   options.check_nan = flags.GetBool("check-nan");
   options.save_every = *save_every;
   options.watchdog_timeout = std::chrono::milliseconds(1000 * std::max<int64_t>(1, *watchdog));
+  options.device.allow_tf32 = EnvOr("OFLITE_CUDA_ALLOW_TF32", "") == "1";
   CheckpointVariableStore::Options store_options;
   store_options.save_root = flags.Get("checkpoint-dir");
   store_options.variables = *variables;
