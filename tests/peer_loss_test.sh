@@ -5,11 +5,13 @@
 #    barrier that ends training (the last one with --eval=false; the one
 #    before the evaluation otherwise) and before the barrier that ends the
 #    evaluation: the other ranks exit 4 naming rank 1 within 30 s (peer
-#    loss, 5 s), not after the 60 s barrier deadline;
+#    loss, 5 s), not after the 60 s barrier deadline; with 3 ranks both
+#    survivors name rank 1 (twice);
 #  - 3 ranks, rank 1 killed -9 mid-training (several times): ranks 0 and 2
 #    both exit 4 with "job ended by rank 1", never blaming each other;
 #  - 3 ranks, rank 1 failing on the NaN check (poison_plan): rank 1 exits 1,
-#    ranks 0 and 2 exit 4 with "job ended by rank 1: rank 1 failed: ...NaN".
+#    ranks 0 and 2 exit 4 with "job ended by rank 1: rank 1 failed: ...NaN";
+#  - --comm bogus is exit 2 naming the known providers (the registry).
 # Every wait is bounded; leftover processes are killed.
 set -u
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
@@ -43,6 +45,7 @@ start() {
   local nproc=$1 plan=$2 plan1=$3 env1=$4; shift 4
   PORT=$((20000 + RANDOM % 20000))
   PID=(); RC=(); END=()
+  rm -f "$TMP"/r*.log  # no stale line may be read before a rank truncates its log
   for ((rank = 0; rank < nproc; ++rank)); do
     local p=$plan extra=()
     if (( rank == 1 )); then p=$plan1; [[ -n $env1 ]] && extra=("$env1"); fi
@@ -117,8 +120,24 @@ freeze() {
 }
 
 compile train2 2 --batch 32 --iterations 20
+# An unknown provider is bad input (exit 2) listing the registered ones.
+"$OFLITE" run --plan "$TMP/train2.plan.pb" --rank 0 --master 127.0.0.1:1 --comm bogus \
+  > "$TMP/bogus.log" 2>&1
+rc=$?
+if [[ $rc == 2 ]] && grep -q "unknown transport provider 'bogus' (known: auto, ibverbs or tcp)" \
+    "$TMP/bogus.log"; then
+  echo "ok: --comm bogus: exit 2: $(tail -1 "$TMP/bogus.log")"
+else echo "FAIL: --comm bogus: exit $rc"; tail -3 "$TMP/bogus.log"; fail=1; fi
 freeze "rank 1 frozen at the last barrier (--eval=false)" 2 "$TMP/train2.plan.pb" train-finish \
   --eval=false --log-every 5
+# 3 ranks: the survivors detect the frozen rank at about the same moment;
+# the one that notices second must still blame rank 1, not the survivor that
+# exited first (the relayed first cause).
+compile train3 3 --batch 33 --iterations 20
+for rep in 1 2; do
+  freeze "3 ranks, rank 1 frozen at the last barrier #$rep" 3 "$TMP/train3.plan.pb" \
+    train-finish --eval=false --log-every 5
+done
 compile eval2 2 --batch 200 --iterations 3 --accuracy --fashion_mnist "$DATA"
 freeze "rank 1 frozen at the barrier before the evaluation" 2 "$TMP/eval2.plan.pb" train-finish
 freeze "rank 1 frozen at the barrier after the evaluation" 2 "$TMP/eval2.plan.pb" eval-finish

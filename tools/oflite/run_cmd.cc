@@ -21,7 +21,8 @@
 //   oflite run: rank R: job ended by rank C: <C's error, or "lost rank C: ...">
 // naming the first culprit C, the same on every surviving rank. A rank that
 // fails itself (its runtime, its evaluation) exits 1 (2 for bad input) and
-// tells every peer through the abort notice. Their evaluation is
+// tells every peer through the abort notice. (Tests freeze a rank at a
+// finish barrier with OFLITE_TEST_FREEZE_AT=train-finish|eval-finish.) Their evaluation is
 // distributed: every rank compiles the eval job for the same cluster (the
 // session checks that the plans agree), runs its part as a second Runtime
 // over the same CommNet with the variable parts it trained
