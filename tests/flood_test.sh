@@ -11,7 +11,7 @@
 # equal those of the same job run without a flood.
 set -u
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
-WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/compiler/write_test_job"
+WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/write_test_job"
 FLOOD="${TEST_SRCDIR}/oneflow_lite/tests/flood_peer"
 TMP="${TEST_TMPDIR:-/tmp}/flood"
 rm -rf "$TMP"; mkdir -p "$TMP"

@@ -8,7 +8,7 @@
 # after a refused intruder (within the grace) still joins and the job runs.
 set -u
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
-WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/compiler/write_test_job"
+WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/write_test_job"
 TMP="${TEST_TMPDIR:-/tmp}/wrong_token"
 rm -rf "$TMP"; mkdir -p "$TMP"
 fail=0

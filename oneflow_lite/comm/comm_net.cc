@@ -1,24 +1,11 @@
 #include "oneflow_lite/comm/comm_net.h"
 
-#include <cstdlib>
-
 #include "oneflow_lite/comm/control/connect.h"
 #include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/comm/tcp/tcp_transport.h"
 
 namespace oflite {
 namespace comm {
-namespace {
-
-std::string FromEnvironment(const std::string& value, const char* name,
-                            const std::string& fallback) {
-  if (!value.empty()) return value;
-  const char* from_env = std::getenv(name);
-  return from_env != nullptr && *from_env != '\0' ? std::string(from_env) : fallback;
-}
-
-}  // namespace
-
 CommNet::~CommNet() {
   pool_.reset();       // deregisters its blocks
   transport_.reset();  // completes outstanding operations
@@ -31,10 +18,11 @@ StatusOr<std::unique_ptr<CommNet>> CommNet::Start(const CommNetOptions& options)
     return InvalidArgumentError("rank ", options.rank, " outside a world of ",
                                 options.world_size);
   }
-  const std::string token = FromEnvironment(options.job_token, "OFLITE_JOB_TOKEN", "");
+  const std::string& token = options.job_token;
   if (token.empty()) {
     return InvalidArgumentError("rank ", options.rank,
-                                ": no job token (give one or set OFLITE_JOB_TOKEN)");
+                                ": no job token (CommNetOptions::job_token; oflite reads "
+                                "OFLITE_JOB_TOKEN)");
   }
   std::unique_ptr<CommNet> net(new CommNet());
   net->rank_ = options.rank;
@@ -65,7 +53,7 @@ StatusOr<std::unique_ptr<CommNet>> CommNet::Start(const CommNetOptions& options)
     ASSIGN_OR_RETURN(net->transport_, options.provider(transport));
   } else {
     tcp::TcpOptions tcp_options;
-    tcp_options.listen_host = FromEnvironment(options.listen_host, "OFLITE_HOST", "127.0.0.1");
+    tcp_options.listen_host = options.listen_host;
     tcp_options.job_token = token;
     ASSIGN_OR_RETURN(net->transport_, tcp::CreateTcpTransport(transport, tcp_options));
   }

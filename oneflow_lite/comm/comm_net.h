@@ -1,7 +1,8 @@
 // CommNet for one process of a job: the bundle the runtime and `oflite run`
 // start with. Start() (rank 0 first starts the rendezvous server at
 // `master`) joins the control plane with the job token, creates the
-// transport (tcp unless a provider factory is given), connects every peer
+// transport (tcp unless a provider factory is given, e.g. one from a
+// ProviderRegistry, provider_registry.h), connects every peer
 // through the rendezvous, and sets up a message router, a registered pool
 // and the strategy counters. Everything is owned by the CommNet and torn
 // down in dependency order by its destructor.
@@ -23,20 +24,20 @@
 #include "oneflow_lite/comm/memory/counters.h"
 #include "oneflow_lite/comm/memory/registered_pool.h"
 #include "oneflow_lite/comm/message_router.h"
+#include "oneflow_lite/comm/provider_registry.h"
 #include "oneflow_lite/comm/transport.h"
 
 namespace oflite {
 namespace comm {
 
-using ProviderFactory =
-    std::function<StatusOr<std::unique_ptr<Transport>>(const TransportOptions&)>;
-
 struct CommNetOptions {
   int rank = 0;
   int world_size = 1;
   std::string master;     // HOST:PORT of rank 0's rendezvous
-  std::string job_token;  // empty: taken from OFLITE_JOB_TOKEN
-  std::string listen_host;  // empty: OFLITE_HOST, else 127.0.0.1 (tcp)
+  // Required: every connection presents it. Nothing here reads the
+  // environment; the CLI passes OFLITE_JOB_TOKEN / OFLITE_HOST in.
+  std::string job_token;
+  std::string listen_host = "127.0.0.1";  // the default tcp provider's address
   std::chrono::milliseconds connect_timeout{60000};
   std::chrono::milliseconds peer_timeout{10000};
   TransportOptions transport;  // ring geometry etc.; rank/world/handlers set by Start

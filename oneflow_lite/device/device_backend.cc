@@ -62,7 +62,8 @@ bool HasDeviceBackend(DeviceType type) {
   return registry.factories.count(type) > 0;
 }
 
-StatusOr<std::unique_ptr<DeviceBackend>> CreateDeviceBackend(DeviceType type) {
+StatusOr<std::unique_ptr<DeviceBackend>> CreateDeviceBackend(DeviceType type,
+                                                             const DeviceBackendOptions& options) {
   DeviceBackendFactory factory;
   {
     Registry& registry = TheRegistry();
@@ -77,7 +78,7 @@ StatusOr<std::unique_ptr<DeviceBackend>> CreateDeviceBackend(DeviceType type) {
                                     "//oneflow_lite/device/cuda:cuda_backend)"
                                   : "");
   }
-  return factory();
+  return factory(options);
 }
 
 }  // namespace oflite

@@ -61,7 +61,17 @@ class DeviceBackend {
       int device_index, const std::string& label) = 0;
 };
 
-using DeviceBackendFactory = std::function<StatusOr<std::unique_ptr<DeviceBackend>>()>;
+// Process policy a backend applies, passed in by whoever creates the
+// runtime (oflite run reads OFLITE_CUDA_ALLOW_TF32 into it); backends never
+// read the environment.
+struct DeviceBackendOptions {
+  // CUDA matmuls may use TF32 tensor cores (faster, about 1e-3 relative
+  // error) instead of full FP32; an op's `allow_tf32` attribute also does.
+  bool allow_tf32 = false;
+};
+
+using DeviceBackendFactory =
+    std::function<StatusOr<std::unique_ptr<DeviceBackend>>(const DeviceBackendOptions&)>;
 
 // Registers the factory of `type` (at static-initialization time).
 class DeviceBackendRegistrar {
@@ -72,7 +82,8 @@ class DeviceBackendRegistrar {
 bool HasDeviceBackend(DeviceType type);
 // A new backend object of `type`; Unimplemented naming the type (and the
 // build flag that adds it) when no backend of that type is linked in.
-StatusOr<std::unique_ptr<DeviceBackend>> CreateDeviceBackend(DeviceType type);
+StatusOr<std::unique_ptr<DeviceBackend>> CreateDeviceBackend(
+    DeviceType type, const DeviceBackendOptions& options = DeviceBackendOptions());
 
 }  // namespace oflite
 

@@ -127,7 +127,8 @@ Status Runtime::CreateBackendIfNeeded() {
     }
   }
   if (!cuda) return Status::OK();
-  StatusOr<std::unique_ptr<DeviceBackend>> backend = CreateDeviceBackend(DEVICE_CUDA);
+  StatusOr<std::unique_ptr<DeviceBackend>> backend =
+      CreateDeviceBackend(DEVICE_CUDA, options_.device);
   if (!backend.ok()) {
     return backend.status().WithContext("machine " + std::to_string(plan_->machine_id()) +
                                         ": the plan places work on CUDA devices");

@@ -77,6 +77,8 @@ struct RuntimeOptions {
   const ActorRegistry* registry = nullptr;  // null: BuiltinActorRegistry()
   // null: CpuDeviceContext for CPU streams, the CUDA backend's for CUDA ones.
   DeviceContextFactory device_context_factory;
+  // Handed to the device backend (e.g. TF32 matmuls on CUDA).
+  DeviceBackendOptions device;
 };
 
 struct RunStats {

@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "oneflow_lite/comm/builtin_providers.h"
 #include "oneflow_lite/comm/control/control_client.h"
 #include "oneflow_lite/comm/launch/process_group.h"
 #include "oneflow_lite/comm/socket_util.h"
@@ -252,9 +253,9 @@ int RunLaunch(int argc, char** argv) {
     return Fail(kExitBadInput, NotFoundError("cannot read plan file ", plan));
   }
   const std::string comm_flag = flags.Get("comm");
-  if (!comm_flag.empty() && comm_flag != "tcp" && comm_flag != "ibverbs" && comm_flag != "auto") {
-    return Fail(kExitBadInput,
-                InvalidArgumentError("--comm ", comm_flag, ": expected ibverbs, tcp or auto"));
+  if (!comm_flag.empty()) {
+    StatusOr<comm::ProviderFactory> provider = comm::BuiltinProviders({}).Find(comm_flag);
+    if (!provider.ok()) return Fail(kExitBadInput, provider.status().WithContext("--comm"));
   }
   Status machines = CheckMachineCount(plan, world, !hosts.empty());
   if (!machines.ok()) return Fail(kExitBadInput, machines);

@@ -14,13 +14,20 @@
 // at the checkpoint's iteration with its variables.
 // Multi-machine plans (machine id == rank, one process each, usually
 // started by `oflite launch`): the process joins the job's CommNet
-// (--master, --comm), barriers once every rank has built its actors, and
-// after training barriers again; a lost peer ends every rank with exit 1
-// naming the lost rank (MultiMachineSession), and a rank that fails (its
-// runtime, its evaluation) tells every peer through the abort notice, so
-// they exit 1 at once with "rank R failed: <its error>". Their evaluation is
-// distributed: every rank runs its part of the evaluation plan of the same
-// file (BeginRun's fingerprint check still confirms it) as a second Runtime
+// (--master, --comm: a provider of comm/builtin_providers.h; the job token
+// and this node's address come from OFLITE_JOB_TOKEN and OFLITE_HOST),
+// barriers once every rank has built its actors, and after training
+// barriers again. Peer loss is watched from the join to the last barrier
+// (MultiMachineSession): a lost peer or a peer's failure ends this rank at
+// once with exit 4 (kExitPeerFailed) and the line
+//   oflite run: rank R: job ended by rank C: <C's error, or "lost rank C: ...">
+// naming the first culprit C, the same on every surviving rank. A rank that
+// fails itself (its runtime, its evaluation) exits 1 (2 for bad input) and
+// tells every peer through the abort notice. (Tests freeze a rank at a
+// finish barrier with OFLITE_TEST_FREEZE_AT=train-finish|eval-finish.) Their
+// evaluation is distributed: every rank runs its part of the evaluation plan
+// of the same file (BeginRun's fingerprint check still confirms it) as a
+// second Runtime
 // over the same CommNet with the variable parts it trained
 // (PartCapturingStore / TrainedPartsStore, eval_support.h), and sends its
 // sink's metric sums to rank 0, which merges them and prints the one
@@ -41,15 +48,19 @@
 // flag is read and range-checked (flags.h) against the plan before anything
 // starts, and --resume verifies the whole checkpoint first, so a corrupt
 // one is refused naming its file and, under a root, the newest intact one).
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <csignal>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 
 #include "oneflow_lite/checkpoint/checkpoint.h"
 #include "oneflow_lite/checkpoint/sharded_store.h"
+#include "oneflow_lite/comm/builtin_providers.h"
 #include "oneflow_lite/comm/ibverbs/ibverbs_flags.h"
 #include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/common/proto_io.h"
@@ -178,12 +189,17 @@ StatusOr<int64_t> ResolveRank(const FlagSet& flags, const Plan& plan) {
   return *rank;
 }
 
+std::string EnvOr(const char* name, const std::string& fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : fallback;
+}
+
 // --master and --comm of a multi-machine plan (Start would refuse them
 // later with exit 1; here they are bad input).
 Status CheckMultiMachineFlags(const FlagSet& flags, const Plan& plan) {
-  const std::string comm = flags.Get("comm");
-  if (comm != "tcp" && comm != "ibverbs" && comm != "auto") {
-    return InvalidArgumentError("--comm ", comm, ": expected ibverbs, tcp or auto");
+  StatusOr<comm::ProviderFactory> provider = comm::BuiltinProviders({}).Find(flags.Get("comm"));
+  if (!provider.ok()) {
+    return provider.status().WithContext("--comm");
   }
   if (plan.machine_size() <= 1) return Status::OK();
   if (!flags.Has("master") || flags.Get("master").empty()) {
@@ -284,6 +300,18 @@ double SecondsSince(std::chrono::steady_clock::time_point begin) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
 }
 
+// Fault injection for tests/peer_loss_test.sh: a rank whose
+// OFLITE_TEST_FREEZE_AT names this point stops itself (SIGSTOP) there, as a
+// rank frozen by the operator or the OS would, until SIGCONT or SIGKILL.
+void FreezePointForTests(const char* point) {
+  const char* at = std::getenv("OFLITE_TEST_FREEZE_AT");
+  if (at == nullptr || std::string(at) != point) return;
+  std::fprintf(stderr, "oflite run: freezing at %s (OFLITE_TEST_FREEZE_AT)\n", point);
+  std::fflush(stderr);
+  std::fflush(stdout);
+  std::raise(SIGSTOP);
+}
+
 // Single machine: runs `eval_plan` with the logical `variables`; prints its
 // metrics.
 Status Evaluate(const Plan& eval_plan, const std::map<std::string, HostTensor>& variables,
@@ -320,7 +348,8 @@ Status EvaluateDistributed(const Plan& eval_plan, const TrainedParts& parts,
   }
   ASSIGN_OR_RETURN(std::vector<std::string> gathered,
                    session->GatherToRoot("eval-metrics", EncodeMetricSums(sums)));
-  RETURN_IF_ERROR(session->Finish());
+  FreezePointForTests("eval-finish");
+  RETURN_IF_ERROR(session->Finish(/*last=*/true));
   const double seconds = SecondsSince(begin);
   if (base.machine_id != 0) {
     std::printf("test: this machine's part done in %.1fs (%lld sink reports); rank 0 prints the "
@@ -368,13 +397,16 @@ Status EvaluateTrained(const Plan& plan, CheckpointVariableStore* store,
 // Runs this machine's part of `plan` (with `session`: the first run of the
 // multi-machine session, ended by its Finish barrier; the runtime is
 // detached and destroyed on return).
-StatusOr<RunStats> Train(const Plan& plan, RuntimeOptions options, MultiMachineSession* session) {
+// `last`: no evaluation follows on the session.
+StatusOr<RunStats> Train(const Plan& plan, RuntimeOptions options, MultiMachineSession* session,
+                         bool last) {
   if (session != nullptr) session->Configure(&options);
   ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(plan, options));
   DetachOnExit detach(session);  // destroyed before the runtime
   if (session != nullptr) RETURN_IF_ERROR(session->AfterCreate(runtime.get()));
   RETURN_IF_ERROR(runtime->Run());
-  if (session != nullptr) RETURN_IF_ERROR(session->Finish());
+  FreezePointForTests("train-finish");
+  if (session != nullptr) RETURN_IF_ERROR(session->Finish(last));
   return runtime->stats();
 }
 
@@ -383,9 +415,40 @@ int Fail(const Status& status, int code) {
   return code;
 }
 
-// A failure of this rank in a multi-machine job: reported here, then told to
-// every peer (abort notice) so they stop at once naming this rank.
-int FailJob(const Status& status, MultiMachineSession* session, int code = kExitFailure) {
+// The exit code and line for the job ending because of `failure`: 4
+// naming the culprit when it is another rank, 1 when it is this one.
+int ReportJobFailure(int64_t rank, const JobFailure& failure) {
+  const bool peer = failure.rank != rank;
+  if (peer) {
+    std::fprintf(stderr, "oflite run: rank %lld: job ended by rank %d: %s\n",
+                 static_cast<long long>(rank), failure.rank, failure.reason.message().c_str());
+  } else {
+    std::fprintf(stderr, "oflite run: rank %lld: %s\n", static_cast<long long>(rank),
+                 failure.reason.ToString().c_str());
+  }
+  std::fflush(stderr);
+  std::fflush(stdout);
+  return peer ? kExitPeerFailed : kExitFailure;
+}
+
+// The session's on_fatal: ends the process at once (no destructors: the
+// runtime's threads may still be blocked on the lost peer), which keeps a
+// peer's kill -9 noticed by every rank within milliseconds.
+[[noreturn]] void ExitForJobFailure(int64_t rank, const JobFailure& failure) {
+  _exit(ReportJobFailure(rank, failure));
+}
+
+// A failure seen by this rank in a multi-machine job: when another rank
+// failed or was lost first, that is the cause (exit 4, naming it);
+// otherwise this rank failed: reported here (exit `code`: 1, or 2 for bad
+// input), then told to every peer (abort notice) so they stop at once
+// naming this rank.
+int FailJob(const Status& status, MultiMachineSession* session, int64_t rank,
+            int code = kExitFailure) {
+  if (session != nullptr) {
+    const JobFailure failure = session->failure();
+    if (failure.rank >= 0 && failure.rank != rank) return ReportJobFailure(rank, failure);
+  }
   Fail(status, code);
   std::fflush(stderr);
   if (session != nullptr) session->AbortPeers(status);
@@ -398,7 +461,7 @@ int RunRun(int argc, char** argv) {
   std::vector<FlagSpec> specs = {{"plan", "the Plan file"},
                  {"rank", "this node's machine id (else RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK)"},
                  {"master", "rendezvous address HOST:PORT (rank 0 serves it)"},
-                 {"comm", "transport: ibverbs, tcp or auto", false, "auto"},
+                 {"comm", "transport: " + comm::BuiltinProviders({}).NameList(), false, "auto"},
                  {"iters", "iterations to run (default: the plan's)", false, "0"},
                  {"log-every", "print a progress line every N iterations", false, "50"},
                  {"save-every", "checkpoint every N iterations (needs --checkpoint-dir)", false, "0"},
@@ -433,7 +496,6 @@ int RunRun(int argc, char** argv) {
     MultiMachineOptions multi;
     multi.rank = run->rank;
     multi.master = flags.Get("master");
-    multi.comm = flags.Get("comm");
     multi.ring_timeout = run->ring_timeout;
     std::map<std::string, std::string> ib_values;
     for (const comm::ibverbs::IbverbsFlag& flag : comm::ibverbs::IbverbsFlags()) {
@@ -442,7 +504,25 @@ int RunRun(int argc, char** argv) {
     StatusOr<comm::ibverbs::IbverbsOptions> ibverbs =
         comm::ibverbs::IbverbsOptionsFromFlags(ib_values);
     if (!ibverbs.ok()) return Fail(ibverbs.status(), kExitBadInput);
-    multi.ibverbs = *ibverbs;
+    // The process environment is read here, not in the libraries.
+    comm::BuiltinProviderOptions providers;
+    providers.listen_host = EnvOr("OFLITE_HOST", "127.0.0.1");
+    providers.job_token = EnvOr("OFLITE_JOB_TOKEN", "");
+    providers.ibverbs = *ibverbs;
+    const int64_t this_rank = run->rank;
+    providers.note = [this_rank](const std::string& note) {
+      std::fprintf(stderr, "oflite run: rank %lld: %s\n", static_cast<long long>(this_rank),
+                   note.c_str());
+    };
+    StatusOr<comm::ProviderFactory> provider =
+        comm::BuiltinProviders(providers).Find(flags.Get("comm"));
+    if (!provider.ok()) return Fail(provider.status().WithContext("--comm"), kExitBadInput);
+    multi.provider = *provider;
+    multi.job_token = providers.job_token;
+    multi.listen_host = providers.listen_host;
+    multi.on_fatal = [this_rank](const JobFailure& failure) {
+      ExitForJobFailure(this_rank, failure);
+    };
     StatusOr<std::unique_ptr<MultiMachineSession>> started =
         MultiMachineSession::Start(*plan, multi);
     if (!started.ok()) {
@@ -461,12 +541,13 @@ int RunRun(int argc, char** argv) {
   options.check_nan = flags.GetBool("check-nan");
   options.save_every = run->save_every;
   options.watchdog_timeout = run->watchdog;
+  options.device.allow_tf32 = EnvOr("OFLITE_CUDA_ALLOW_TF32", "") == "1";
   CheckpointVariableStore::Options store_options;
   store_options.save_root = flags.Get("checkpoint-dir");
   store_options.variables = *variables;
   if (flags.Has("resume")) {
     StatusOr<ResumePoint> resume = ResolveResume(flags.Get("resume"), *variables);
-    if (!resume.ok()) return FailJob(resume.status(), session.get(), kExitBadInput);
+    if (!resume.ok()) return FailJob(resume.status(), session.get(), run->rank, kExitBadInput);
     store_options.restore_dir = resume->dir;
     options.start_iter = resume->iteration;
     std::printf("resuming from %s at iteration %lld\n", resume->dir.c_str(),
@@ -491,17 +572,22 @@ int RunRun(int argc, char** argv) {
   }
   PartCapturingStore capture(&store, end);  // this machine's trained parts
   options.variables = &capture;
-  StatusOr<RunStats> stats = Train(*plan, options, session.get());
-  if (!stats.ok()) return FailJob(stats.status(), session.get());
+  // Decided before training: the training run is the session's last one
+  // unless an evaluation follows (the same decision on every rank: the same
+  // plan file).
+  const bool evaluate = flags.GetBool("eval") && plan->is_train();
+  const bool evaluation_runs = evaluate && plan->eval_state() == EVAL_COMPILED;
+  StatusOr<RunStats> stats = Train(*plan, options, session.get(), /*last=*/!evaluation_runs);
+  if (!stats.ok()) return FailJob(stats.status(), session.get(), run->rank);
   std::printf("trained iterations %lld..%lld in %.1fs (%lld actors, %lld threads)\n",
               static_cast<long long>(options.start_iter), static_cast<long long>(end),
               stats->seconds, static_cast<long long>(stats->actors),
               static_cast<long long>(stats->threads));
   std::fflush(stdout);
-  if (flags.GetBool("eval") && plan->is_train()) {
+  if (evaluate) {
     Status evaluated = EvaluateTrained(*plan, &store, &capture, options, session.get(),
                                        flags.Get("eval-out"));
-    if (!evaluated.ok()) return FailJob(evaluated, session.get());
+    if (!evaluated.ok()) return FailJob(evaluated, session.get(), run->rank);
   }
   if (session != nullptr && flags.GetBool("stats")) {
     std::printf("%s\n", session->StatsSummary().c_str());

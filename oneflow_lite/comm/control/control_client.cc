@@ -1,5 +1,6 @@
 #include "oneflow_lite/comm/control/control_client.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <random>
@@ -77,9 +78,35 @@ StatusOr<std::unique_ptr<ControlClient>> ControlClient::Connect(
   }
 }
 
+void ControlClient::Abort(const Status& reason) {
+  {
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    if (!aborted_.ok()) return;
+    aborted_ = reason.ok() ? AbortedError("rank ", options_.rank, ": control plane aborted")
+                           : reason;
+  }
+  ::shutdown(fd_, SHUT_RDWR);  // wakes a call blocked on the socket
+}
+
+Status ControlClient::aborted() const {
+  std::lock_guard<std::mutex> lock(abort_mutex_);
+  return aborted_;
+}
+
 StatusOr<std::string> ControlClient::Call(const ControlMessage& request,
                                           std::chrono::milliseconds wait) {
   std::lock_guard<std::mutex> lock(mutex_);
+  RETURN_IF_ERROR(aborted());
+  StatusOr<std::string> answer = CallLocked(request, wait);
+  if (!answer.ok()) {
+    Status abort = aborted();  // the failure may be the abort's shutdown
+    if (!abort.ok()) return abort;
+  }
+  return answer;
+}
+
+StatusOr<std::string> ControlClient::CallLocked(const ControlMessage& request,
+                                                std::chrono::milliseconds wait) {
   const std::string master = "the master (rank 0)";
   const Deadline deadline = DeadlineAfter(wait + kAnswerSlack);
   RETURN_IF_ERROR(SendControl(fd_, request, deadline, master));

@@ -7,7 +7,11 @@
 // until the deadline. Put/Get/Barrier are blocking, bounded requests; errors name
 // the missing rank where one is known (GET with an expected publisher,
 // barriers). If the master dies, every call fails with an error saying so.
-// Thread-safe: calls are serialized on the one connection.
+// Abort(reason) ends the call in progress and every later one with
+// `reason` (e.g. "rank 2 lost": a peer-loss handler wakes a rank waiting at
+// a barrier instead of letting it wait for the barrier's deadline).
+// Thread-safe: calls are serialized on the one connection; Abort may be
+// called from any thread, also while a call is blocked.
 #ifndef ONEFLOW_LITE_COMM_CONTROL_CONTROL_CLIENT_H_
 #define ONEFLOW_LITE_COMM_CONTROL_CONTROL_CLIENT_H_
 
@@ -48,16 +52,25 @@ class ControlClient {
   // All ranks must call barriers in the same order; `name` is for errors
   // and must be the same on every rank for a given call.
   Status Barrier(const std::string& name, std::chrono::milliseconds timeout);
+  // Makes the blocked call (if any) and every later call return `reason`
+  // (not OK; the first reason is kept). Never blocks; the connection to the
+  // master is shut down (the master sees this rank leave).
+  void Abort(const Status& reason);
 
  private:
   ControlClient(const ControlClientOptions& options, int fd);
   StatusOr<std::string> Call(const ControlMessage& request,
                              std::chrono::milliseconds wait);
+  StatusOr<std::string> CallLocked(const ControlMessage& request,
+                                   std::chrono::milliseconds wait);
+  Status aborted() const;
 
   const ControlClientOptions options_;
   const int fd_;
   std::mutex mutex_;
   int barrier_count_ = 0;
+  mutable std::mutex abort_mutex_;
+  Status aborted_;  // guarded by abort_mutex_
 };
 
 // A fresh random job token (32 hex digits).

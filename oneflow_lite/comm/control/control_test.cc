@@ -122,6 +122,24 @@ TEST(ControlPlaneTest, DepartedRankFailsWaitersAtOnce) {
   EXPECT_LT(Clock::now() - start, milliseconds(5000));
 }
 
+// A peer-loss handler on another thread wakes a rank blocked at a barrier
+// (whose other rank never comes) with its reason; later calls fail with it
+// too. Without Abort the barrier would wait its full 120 s.
+TEST(ControlPlaneTest, AbortWakesABlockedBarrierWithItsReason) {
+  auto server = StartServer(2);
+  auto clients = JoinAll(*server, 2);
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(milliseconds(200));
+    clients[0]->Abort(UnavailableError("lost rank 1: silent"));
+    clients[0]->Abort(InternalError("a later echo"));  // the first reason stays
+  });
+  Status barrier = clients[0]->Barrier("run-done", milliseconds(120000));
+  aborter.join();
+  EXPECT_EQ(barrier, UnavailableError("lost rank 1: silent"));
+  EXPECT_EQ(clients[0]->Put("k", "v"), UnavailableError("lost rank 1: silent"));
+  EXPECT_TRUE(clients[1]->Put("k", "v").ok());  // the other rank's client is untouched
+}
+
 TEST(ControlPlaneTest, ConnectionWithoutJobTokenIsRefused) {
   auto server = StartServer(2);
   auto intruder = Join(*server, 1, 2, "wrong-token");

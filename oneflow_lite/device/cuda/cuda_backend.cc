@@ -16,9 +16,11 @@ class CudaBlock final : public MemoryBlock {
   std::unique_ptr<CudaMemoryBlock> block_;
 };
 
-const DeviceBackendRegistrar kRegisterCuda(DEVICE_CUDA, []() -> StatusOr<std::unique_ptr<DeviceBackend>> {
-  return std::unique_ptr<DeviceBackend>(new CudaBackend());
-});
+const DeviceBackendRegistrar kRegisterCuda(
+    DEVICE_CUDA,
+    [](const DeviceBackendOptions& options) -> StatusOr<std::unique_ptr<DeviceBackend>> {
+      return std::unique_ptr<DeviceBackend>(new CudaBackend(options));
+    });
 
 }  // namespace
 
@@ -64,7 +66,7 @@ StatusOr<std::unique_ptr<DeviceContext>> CudaBackend::CreateStreamContext(
   StatusOr<CudaCompletionQueue*> queue = QueueOf(device_index);
   if (!queue.ok()) return queue.status().WithContext(what);
   StatusOr<std::unique_ptr<CudaDeviceContext>> context =
-      CudaDeviceContext::Create(device_index, *queue);
+      CudaDeviceContext::Create(device_index, *queue, options_.allow_tf32);
   if (!context.ok()) return context.status().WithContext(what);
   return std::unique_ptr<DeviceContext>(std::move(context).value());
 }

@@ -26,7 +26,8 @@ namespace oflite {
 
 class CudaBackend final : public DeviceBackend {
  public:
-  CudaBackend() = default;
+  explicit CudaBackend(const DeviceBackendOptions& options = DeviceBackendOptions())
+      : options_(options) {}
   ~CudaBackend() override;
 
   DeviceType device_type() const override { return DEVICE_CUDA; }
@@ -40,6 +41,7 @@ class CudaBackend final : public DeviceBackend {
  private:
   StatusOr<CudaCompletionQueue*> QueueOf(int device_index);
 
+  const DeviceBackendOptions options_;  // handed to every stream context
   std::mutex mutex_;
   std::map<int, std::unique_ptr<CudaCompletionQueue>> queues_;  // by device index
 };

@@ -23,13 +23,15 @@ cudaMemcpyKind ToCudaKind(CopyKind kind) {
 }  // namespace
 
 StatusOr<std::unique_ptr<CudaDeviceContext>> CudaDeviceContext::Create(int device_index,
-                                                                       CudaCompletionQueue* queue) {
+                                                                       CudaCompletionQueue* queue,
+                                                                       bool allow_tf32) {
   const int count = CudaDeviceCount();
   if (device_index < 0 || device_index >= count) {
     return InvalidArgumentError("CUDA device ", device_index, " does not exist (this machine has ",
                                 count, " CUDA device(s))");
   }
   std::unique_ptr<CudaDeviceContext> ctx(new CudaDeviceContext(device_index, queue));
+  ctx->allow_tf32_ = allow_tf32;
   CUDA_RETURN_IF_ERROR(cudaSetDevice(device_index));
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&ctx->stream_, cudaStreamNonBlocking));
   CUBLAS_RETURN_IF_ERROR(cublasCreate(&ctx->cublas_));

@@ -34,9 +34,11 @@ class CudaCompletionQueue;
 class CudaDeviceContext final : public DeviceContext {
  public:
   // `queue` (not owned, may be null) makes the context asynchronous; it must
-  // be a queue of the same device.
+  // be a queue of the same device. `allow_tf32`: matmuls on this stream may
+  // use TF32 tensor cores (DeviceBackendOptions::allow_tf32).
   static StatusOr<std::unique_ptr<CudaDeviceContext>> Create(int device_index,
-                                                             CudaCompletionQueue* queue = nullptr);
+                                                             CudaCompletionQueue* queue = nullptr,
+                                                             bool allow_tf32 = false);
   ~CudaDeviceContext() override;
 
   DeviceType device_type() const override { return DEVICE_CUDA; }
@@ -44,6 +46,7 @@ class CudaDeviceContext final : public DeviceContext {
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t cublas() const { return cublas_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
+  bool allow_tf32() const { return allow_tf32_; }
 
   // Makes this context's device current on the calling thread.
   Status Activate() const;
@@ -74,6 +77,7 @@ class CudaDeviceContext final : public DeviceContext {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
+  bool allow_tf32_ = false;
 };
 
 }  // namespace oflite

@@ -2,16 +2,14 @@
 // float32.
 //
 // matmul computes in full FP32 by default. TF32 tensor cores are an opt-in:
-// the bool attribute `allow_tf32` on the op, or OFLITE_CUDA_ALLOW_TF32=1 in
-// the environment (read at Init) for every matmul of the process.
+// the bool attribute `allow_tf32` on the op, or the stream context's
+// allow_tf32 (DeviceBackendOptions, from RuntimeOptions::device; oflite run
+// sets it from OFLITE_CUDA_ALLOW_TF32=1) for every matmul of the run.
 //
 // The convolutions build their cuDNN descriptors and pick an algorithm once
 // in Init (heuristics, FMA math only: no TF32, so results stay within FP32
 // rounding of the CPU kernel), then allocate that algorithm's workspace once;
 // Forward only launches. Blob shapes must equal the planned ones.
-#include <cstdlib>
-#include <cstring>
-
 #include "oneflow_lite/kernels/cuda/cuda_kernel_util.h"
 #include "oneflow_lite/ops/nn/nn_util.h"
 
@@ -25,9 +23,7 @@ class MatmulKernel final : public Kernel {
     transpose_a_ = ctx.attrs().GetBoolOr("transpose_a", false);
     transpose_b_ = ctx.attrs().GetBoolOr("transpose_b", false);
     alpha_ = static_cast<float>(ctx.attrs().GetFloatOr("alpha", 1.0));
-    const char* env = std::getenv("OFLITE_CUDA_ALLOW_TF32");
-    allow_tf32_ = ctx.attrs().GetBoolOr("allow_tf32", false) ||
-                  (env != nullptr && std::strcmp(env, "1") == 0);
+    allow_tf32_ = ctx.attrs().GetBoolOr("allow_tf32", false);
     return Status::OK();
   }
   Status Forward(KernelContext* ctx) override {
@@ -55,7 +51,7 @@ class MatmulKernel final : public Kernel {
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
     const float beta = 0.f;
     const cublasComputeType_t compute =
-        allow_tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+        allow_tf32_ || cuda->allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     CUBLAS_RETURN_IF_ERROR(cublasGemmEx(
         cuda->cublas(), transpose_b_ ? CUBLAS_OP_T : CUBLAS_OP_N,
         transpose_a_ ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),

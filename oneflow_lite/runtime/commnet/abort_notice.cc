@@ -59,6 +59,20 @@ bool AbortNotice::RecordLocked(int rank, const Status& reason) {
   return true;
 }
 
+std::vector<comm::Connection*> AbortNotice::SendToPeers(const std::string& notice, int skip_a,
+                                                       int skip_b) {
+  std::vector<comm::Connection*> sent;
+  for (int peer = 0; peer < transport_->world_size(); ++peer) {
+    if (peer == transport_->rank() || peer == skip_a || peer == skip_b) continue;
+    StatusOr<comm::Connection*> connection = transport_->GetConnection(peer);
+    if (!connection.ok() || !(*connection)->status().ok()) continue;
+    if (comm::MessageRouter::Send(*connection, kAbortChannel, notice).ok()) {
+      sent.push_back(*connection);
+    }
+  }
+  return sent;
+}
+
 bool AbortNotice::Broadcast(const Status& error, std::chrono::milliseconds flush_timeout) {
   const int rank = transport_->rank();
   const Status reason = error.ok() ? InternalError("rank ", rank, " aborted") : error;
@@ -66,16 +80,7 @@ bool AbortNotice::Broadcast(const Status& error, std::chrono::milliseconds flush
     std::lock_guard<std::mutex> lock(mutex_);
     if (!RecordLocked(rank, reason)) return false;
   }
-  const std::string notice = Encode(rank, reason);
-  std::vector<comm::Connection*> sent;
-  for (int peer = 0; peer < transport_->world_size(); ++peer) {
-    if (peer == rank) continue;
-    StatusOr<comm::Connection*> connection = transport_->GetConnection(peer);
-    if (!connection.ok() || !(*connection)->status().ok()) continue;
-    if (comm::MessageRouter::Send(*connection, kAbortChannel, notice).ok()) {
-      sent.push_back(*connection);
-    }
-  }
+  const std::vector<comm::Connection*> sent = SendToPeers(Encode(rank, reason), -1, -1);
   const comm::Deadline deadline = comm::DeadlineAfter(flush_timeout);
   for (comm::Connection* connection : sent) {
     (void)connection->Flush(deadline);  // best effort: a peer may be gone
@@ -83,14 +88,37 @@ bool AbortNotice::Broadcast(const Status& error, std::chrono::milliseconds flush
   return true;
 }
 
+bool AbortNotice::RecordPeerLoss(int peer, const Status& error) {
+  const std::string detail = error.ok() ? std::string("connection closed") : error.ToString();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!RecordLocked(peer, UnavailableError("lost rank ", peer, ": ", detail))) return false;
+  }
+  SendToPeers(Encode(peer, UnavailableError("lost (seen by rank ", transport_->rank(), "): ",
+                                            detail)),
+              peer, -1);
+  return true;
+}
+
+void AbortNotice::Flush(std::chrono::milliseconds timeout) {
+  const comm::Deadline deadline = comm::DeadlineAfter(timeout);
+  for (int peer = 0; peer < transport_->world_size(); ++peer) {
+    if (peer == transport_->rank()) continue;
+    StatusOr<comm::Connection*> connection = transport_->GetConnection(peer);
+    if (!connection.ok() || !(*connection)->status().ok()) continue;
+    (void)(*connection)->Flush(deadline);  // best effort: a peer may be gone
+  }
+}
+
 void AbortNotice::OnNotice(int peer_rank, const void* data, size_t size) {
   int rank = peer_rank;
   Status error;
   Status decoded = Decode(data, size, &rank, &error);
   if (!decoded.ok()) error = decoded;
-  if (rank != peer_rank) {
-    error = DataLossError("abort notice from rank ", peer_rank, " names rank ", rank, ": ",
-                          error.ToString());
+  if (rank == transport_->rank() && rank != peer_rank) return;  // our own failure, echoed
+  if (rank < 0 || rank >= transport_->world_size()) {
+    error = DataLossError("abort notice from rank ", peer_rank, " names rank ", rank,
+                          ", outside the job: ", error.ToString());
     rank = peer_rank;
   }
   const Status reason = AbortedError("rank ", rank, " failed: ", error.ToString());
@@ -98,6 +126,8 @@ void AbortNotice::OnNotice(int peer_rank, const void* data, size_t size) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!RecordLocked(rank, reason)) return;
   }
+  // Relayed with the original error, so every rank names the same culprit.
+  SendToPeers(Encode(rank, error), peer_rank, rank);
   if (on_peer_abort_) on_peer_abort_(rank, reason);
 }
 

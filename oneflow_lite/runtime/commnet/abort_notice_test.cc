@@ -163,5 +163,42 @@ TEST(AbortNoticeTest, MalformedNoticeCountsAsThePeersFailure) {
       << job.notices[0]->status();
 }
 
+// A loss seen by one rank reaches the others naming the lost rank, not the
+// rank that saw it; a notice that reached only one rank is relayed to the
+// rest with the original culprit and error.
+TEST(AbortNoticeTest, LossesAndNoticesAreRelayedNamingTheFirstCulprit) {
+  {
+    Job job(3);
+    EXPECT_TRUE(job.notices[0]->RecordPeerLoss(1, UnavailableError("rank 1 closed")));
+    EXPECT_FALSE(job.notices[0]->RecordPeerLoss(2, UnavailableError("an echo")));
+    EXPECT_EQ(job.notices[0]->failed_rank(), 1);
+    EXPECT_EQ(job.notices[0]->status().message(), "lost rank 1: UNAVAILABLE: rank 1 closed");
+    ASSERT_TRUE(job.WaitAborted(2, milliseconds(10000)));
+    EXPECT_EQ(job.notices[2]->failed_rank(), 1);
+    EXPECT_NE(job.notices[2]->status().message().find("rank 1 failed: UNAVAILABLE: lost (seen "
+                                                      "by rank 0): UNAVAILABLE: rank 1 closed"),
+              std::string::npos)
+        << job.notices[2]->status();
+    std::lock_guard<std::mutex> lock(job.heard[2].mutex);
+    EXPECT_EQ(job.heard[2].rank, 1);
+  }
+  {
+    Job job(3);
+    const std::string notice =
+        AbortNotice::Encode(1, InvalidArgumentError("op 'dense1' saw NaN"));
+    ASSERT_TRUE(comm::MessageRouter::Send(*job.transports[1]->GetConnection(0), kAbortChannel,
+                                          notice)
+                    .ok());
+    for (int rank : {0, 2}) {
+      ASSERT_TRUE(job.WaitAborted(rank, milliseconds(10000))) << "rank " << rank;
+      EXPECT_EQ(job.notices[rank]->failed_rank(), 1) << "rank " << rank;
+      EXPECT_EQ(job.notices[rank]->status().message(),
+                "rank 1 failed: INVALID_ARGUMENT: op 'dense1' saw NaN")
+          << "rank " << rank;
+    }
+    EXPECT_TRUE(job.notices[1]->status().ok());  // never told its own failure back
+  }
+}
+
 }  // namespace
 }  // namespace oflite

@@ -1,31 +1,31 @@
 #include "oneflow_lite/runtime/commnet/multi_machine.h"
 
 #include <cstdio>
-#include <cstdlib>
 #include <sstream>
-#include <unistd.h>
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
-#include "oneflow_lite/comm/ibverbs/ibverbs_transport.h"
-#include "oneflow_lite/comm/tcp/tcp_transport.h"
 #include "oneflow_lite/runtime/commnet/commnet_actors.h"
 
 namespace oflite {
 namespace {
 
-std::string EnvOr(const char* name, const std::string& fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? value : fallback;
-}
+// Router channel of the goodbye a rank sends when its session ends after a
+// successful last run (empty payload): its connections closing next is not
+// a loss. Clear of the actor (0x10), bounce (0x11), abort (0x1f) and
+// collective (0x100+) channels.
+constexpr uint32_t kGoodbyeChannel = 0x1e;
+static_assert(kGoodbyeChannel != comm::kActorChannel && kGoodbyeChannel != kBounceChannel &&
+                  kGoodbyeChannel != kAbortChannel && kGoodbyeChannel < comm::kCollectiveChannel,
+              "the goodbye channel must not be shared");
 
-StatusOr<std::unique_ptr<comm::Transport>> MakeTcp(const comm::TransportOptions& options) {
-  comm::tcp::TcpOptions tcp;
-  tcp.listen_host = EnvOr("OFLITE_HOST", "127.0.0.1");
-  tcp.job_token = EnvOr("OFLITE_JOB_TOKEN", "");
-  return comm::tcp::CreateTcpTransport(options, tcp);
-}
+// How long a failed control call waits for the peer failure behind it (the
+// master's connection may break a moment before the data connection's loss
+// or the relayed notice is seen).
+constexpr std::chrono::milliseconds kCauseGrace{2000};
+// How long the relays of a fatal event may take to leave before on_fatal.
+constexpr std::chrono::milliseconds kRelayFlush{1000};
 
 // 16 hex digits of FNV-1a over the plan's deterministic serialization.
 std::string PlanFingerprint(const Plan& plan) {
@@ -58,8 +58,9 @@ StatusOr<std::unique_ptr<MultiMachineSession>> MultiMachineSession::Start(
   if (options.master.empty()) {
     return InvalidArgumentError("a ", world, "-machine plan needs --master HOST:PORT");
   }
-  if (options.comm != "tcp" && options.comm != "ibverbs" && options.comm != "auto") {
-    return InvalidArgumentError("--comm=", options.comm, ": expected ibverbs, tcp or auto");
+  if (options.job_token.empty()) {
+    return InvalidArgumentError("rank ", options.rank,
+                                ": no job token (oflite run reads OFLITE_JOB_TOKEN)");
   }
   std::unique_ptr<MultiMachineSession> session(new MultiMachineSession());
   MultiMachineSession* self = session.get();
@@ -69,52 +70,46 @@ StatusOr<std::unique_ptr<MultiMachineSession>> MultiMachineSession::Start(
   net.rank = static_cast<int>(options.rank);
   net.world_size = world;
   net.master = options.master;
+  net.job_token = options.job_token;
+  net.listen_host = options.listen_host;
   net.connect_timeout = options.connect_timeout;
   net.peer_timeout = options.peer_timeout;
   // Registers travel as pushed chunks: larger slots, fewer messages.
   net.transport.message_slot_size = 64 << 10;
-  net.on_peer_error = [self](int peer, const Status& status) {
-    self->OnFatal("lost rank " + std::to_string(peer) + ": " + status.ToString());
-  };
-  const std::string comm = options.comm;
-  const int64_t rank = options.rank;
-  const comm::ibverbs::IbverbsOptions ibverbs = options.ibverbs;
-  net.provider = [self, comm, rank, ibverbs](const comm::TransportOptions& transport)
-      -> StatusOr<std::unique_ptr<comm::Transport>> {
-    if (comm == "tcp") {
-      self->provider_ = "tcp";
-      return MakeTcp(transport);
-    }
-    StatusOr<std::unique_ptr<comm::Transport>> verbs =
-        comm::ibverbs::CreateIbverbsTransport(transport, ibverbs);
-    if (verbs.ok() || comm == "ibverbs") {
-      self->provider_ = "ibverbs";
-      return verbs;
-    }
-    std::fprintf(stderr, "oflite run: rank %lld: --comm=auto: ibverbs unavailable (%s); using tcp\n",
-                 static_cast<long long>(rank), verbs.status().ToString().c_str());
-    self->provider_ = "tcp";
-    return MakeTcp(transport);
-  };
-  if (options.provider) {
-    net.provider = options.provider;
-    session->provider_ = options.provider_name;
-  }
+  net.on_peer_error = [self](int peer, const Status& status) { self->OnPeerLost(peer, status); };
+  net.provider = options.provider;
+  session->fatal_thread_ = std::thread([self] { self->FatalLoop(); });
   ASSIGN_OR_RETURN(session->net_, comm::CommNet::Start(net));
-  session->abort_ = std::make_unique<AbortNotice>(
-      session->net_->transport(), session->net_->router(),
-      // A peer's failure ends this rank even when it waits at a final
-      // barrier (finishing_ is not consulted): the job cannot complete.
-      [self](int, const Status& reason) { self->ExitNaming(reason.message()); });
+  session->provider_ = !options.provider_name.empty()
+                           ? options.provider_name
+                           : std::string(session->net_->transport()->provider_name());
+  session->InstallHandlers();
   std::fprintf(stderr, "oflite run: rank %lld of %d joined over %s\n",
-               static_cast<long long>(rank), world, session->provider_.c_str());
+               static_cast<long long>(options.rank), world, session->provider_.c_str());
   session->MakeRoute();
   return session;
 }
 
+void MultiMachineSession::InstallHandlers() {
+  net_->router()->SetHandler(kGoodbyeChannel, [this](int peer, const void*, size_t) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    departed_.insert(peer);
+  });
+  abort_ = std::make_unique<AbortNotice>(net_->transport(), net_->router(),
+                                         [this](int, const Status&) { OnPeerAbort(); });
+  std::vector<std::pair<int, Status>> early;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ready_ = true;
+    early.swap(early_losses_);
+  }
+  wake_.notify_all();
+  for (const auto& [peer, error] : early) OnPeerLost(peer, error);
+}
+
 void MultiMachineSession::MakeRoute() {
   route_ = std::make_unique<CommNetRoute>(
-      net_.get(), [this](const Status& status) { OnFatal(status.ToString()); });
+      net_.get(), [this](const Status& status) { OnLocalFatal(status); });
   route_->set_key_prefix(KeyPrefix());
   CollectiveActorOptions collectives;
   collectives.abort = abort_.get();
@@ -131,7 +126,26 @@ std::string MultiMachineSession::KeyPrefix() const {
 }
 
 MultiMachineSession::~MultiMachineSession() {
-  finishing_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    armed_ = false;
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (fatal_thread_.joinable()) fatal_thread_.join();
+  if (net_ != nullptr && last_done_ && failure().rank < 0) {
+    // Leaving after a successful last run: peers still in that barrier
+    // must not take the connections closing for a loss.
+    for (int peer = 0; peer < net_->world_size(); ++peer) {
+      if (peer == options_.rank) continue;
+      StatusOr<comm::Connection*> connection = net_->transport()->GetConnection(peer);
+      if (connection.ok() && (*connection)->status().ok()) {
+        (void)comm::MessageRouter::Send(*connection, kGoodbyeChannel, "");
+      }
+    }
+    if (abort_ != nullptr) abort_->Flush(kRelayFlush);
+  }
+  if (net_ != nullptr) net_->router()->RemoveHandler(kGoodbyeChannel);
   route_.reset();
   abort_.reset();
   net_.reset();
@@ -139,21 +153,81 @@ MultiMachineSession::~MultiMachineSession() {
 
 void MultiMachineSession::AbortPeers(const Status& status) {
   // The peers leave once they hear it; their going is not news here.
-  finishing_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    armed_ = false;
+  }
   if (abort_ != nullptr && !status.ok()) abort_->Broadcast(status);
 }
 
-void MultiMachineSession::OnFatal(const std::string& what) {
-  if (finishing_) return;
-  ExitNaming(what);
+JobFailure MultiMachineSession::failure() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failure_.rank >= 0 || !ready_ || !(armed_ || fatal_)) return failure_;
+  // Recorded but not yet handled by FatalLoop (e.g. a collective failed its
+  // runtime with a peer's notice a moment before on_peer_abort ran).
+  return JobFailure{abort_->failed_rank(), abort_->status()};
 }
 
-void MultiMachineSession::ExitNaming(const std::string& what) const {
-  std::fprintf(stderr, "oflite run: rank %lld: %s\n", static_cast<long long>(options_.rank),
-               what.c_str());
-  std::fflush(stderr);
-  std::fflush(stdout);
-  _exit(1);
+bool MultiMachineSession::TriggerFatalLocked() {
+  if (!armed_ || fatal_) return false;
+  fatal_ = true;
+  wake_.notify_all();
+  return true;
+}
+
+void MultiMachineSession::OnPeerLost(int peer, const Status& error) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!ready_) {
+    early_losses_.emplace_back(peer, error);
+    return;
+  }
+  if (!armed_ || departed_.count(peer) > 0) return;
+  abort_->RecordPeerLoss(peer, error);  // or an earlier cause stays the first
+  TriggerFatalLocked();
+}
+
+void MultiMachineSession::OnPeerAbort() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  TriggerFatalLocked();
+}
+
+void MultiMachineSession::OnLocalFatal(const Status& status) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (local_fatal_.ok()) local_fatal_ = status;
+  TriggerFatalLocked();
+}
+
+void MultiMachineSession::FatalLoop() {
+  Status local;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    // abort_ is in place once ready_ (a parked notice may fire while the
+    // AbortNotice is being constructed).
+    wake_.wait(lock, [this] { return (fatal_ && ready_) || stopping_; });
+    if (!fatal_ || !ready_) return;
+    local = local_fatal_;
+  }
+  // A local detection (malformed frame) is this rank's failure: told to
+  // every peer; otherwise the peer's cause was recorded and relays sent.
+  if (!local.ok()) abort_->Broadcast(local.WithContext(Who()), kRelayFlush);
+  abort_->Flush(kRelayFlush);
+  JobFailure failure{abort_->failed_rank(), abort_->status()};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    failure_ = failure;
+  }
+  net_->control()->Abort(failure.reason);
+  if (options_.on_fatal) options_.on_fatal(failure);
+}
+
+Status MultiMachineSession::ControlError(const Status& error) {
+  const auto deadline = std::chrono::steady_clock::now() + kCauseGrace;
+  while (true) {
+    const JobFailure known = failure();
+    if (known.rank >= 0) return known.reason;
+    if (std::chrono::steady_clock::now() >= deadline) return error;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 void MultiMachineSession::Configure(RuntimeOptions* options) {
@@ -165,27 +239,39 @@ Status MultiMachineSession::AfterCreate(Runtime* runtime) {
   const std::string who = Who();
   route_->Attach(runtime->bus(), runtime->regsts());
   RETURN_IF_ERROR(route_->RegisterStaticRegisters(*plan_).WithContext(who));
-  RETURN_IF_ERROR(net_->control()
-                      ->Barrier(BarrierName("actors-ready"), options_.connect_timeout)
-                      .WithContext(who + " waiting for every rank's actors"));
+  Status ready = net_->control()->Barrier(BarrierName("actors-ready"), options_.connect_timeout);
+  if (!ready.ok()) {
+    return ControlError(ready.WithContext(who + " waiting for every rank's actors"));
+  }
   return route_->FetchStaticKeys(*plan_, options_.connect_timeout).WithContext(who);
 }
 
 void MultiMachineSession::Detach() { route_->Detach(); }
 
-Status MultiMachineSession::Finish() {
-  finishing_ = true;
-  return net_->control()
-      ->Barrier(BarrierName("run-done"), options_.connect_timeout)
-      .WithContext(Who() + " waiting for every rank to finish" +
-                   (run_name_.empty() ? "" : " " + run_name_));
+Status MultiMachineSession::Finish(bool last) {
+  Status done = net_->control()->Barrier(BarrierName("run-done"), options_.connect_timeout);
+  if (!done.ok()) {
+    return ControlError(done.WithContext(Who() + " waiting for every rank to finish" +
+                                         (run_name_.empty() ? "" : " " + run_name_)));
+  }
+  const JobFailure known = failure();
+  if (known.rank >= 0) return known.reason;
+  run_finished_ = true;
+  if (last) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    armed_ = false;
+    last_done_ = true;
+  }
+  return Status::OK();
 }
 
 Status MultiMachineSession::BeginRun(const Plan& plan, const std::string& name) {
-  if (!finishing_) {
+  if (!run_finished_) {
     return FailedPreconditionError(Who(), ": BeginRun('", name,
                                    "') before the previous run's Finish");
   }
+  const JobFailure known = failure();
+  if (known.rank >= 0) return known.reason;
   if (name.empty()) return InvalidArgumentError("BeginRun: a run needs a name");
   if (plan.machine_size() != net_->world_size()) {
     return InvalidArgumentError(Who(), ": the ", name, " plan has ", plan.machine_size(),
@@ -202,14 +288,23 @@ Status MultiMachineSession::BeginRun(const Plan& plan, const std::string& name) 
   route_.reset();
   MakeRoute();  // its keys under this run's prefix
   plan_ = part;
-  finishing_ = false;
+  run_finished_ = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    armed_ = true;  // re-armed after a last Finish (tests run several "last" runs)
+    last_done_ = false;
+  }
   const std::string fingerprint = PlanFingerprint(plan);
   const std::string key = KeyPrefix() + "plan";
-  if (options_.rank == 0) return net_->control()->Put(key, fingerprint);
+  if (options_.rank == 0) {
+    Status put = net_->control()->Put(key, fingerprint);
+    return put.ok() ? put : ControlError(put.WithContext(Who() + " publishing its plan"));
+  }
   StatusOr<std::string> expected =
       net_->control()->Get(key, options_.connect_timeout, /*publisher_rank=*/0);
   if (!expected.ok()) {
-    return expected.status().WithContext(Who() + " waiting for rank 0's " + name + " plan");
+    return ControlError(
+        expected.status().WithContext(Who() + " waiting for rank 0's " + name + " plan"));
   }
   if (*expected != fingerprint) {
     return FailedPreconditionError(Who(), ": its ", name, " plan (fingerprint ", fingerprint,
@@ -222,15 +317,14 @@ Status MultiMachineSession::BeginRun(const Plan& plan, const std::string& name) 
 StatusOr<std::vector<std::string>> MultiMachineSession::GatherToRoot(const std::string& key,
                                                                      const std::string& value) {
   const std::string prefix = KeyPrefix() + key + "/";
-  RETURN_IF_ERROR(net_->control()
-                      ->Put(prefix + std::to_string(options_.rank), value)
-                      .WithContext(Who() + " publishing " + key));
+  Status put = net_->control()->Put(prefix + std::to_string(options_.rank), value);
+  if (!put.ok()) return ControlError(put.WithContext(Who() + " publishing " + key));
   std::vector<std::string> values;
   if (options_.rank != 0) return values;
   for (int rank = 0; rank < net_->world_size(); ++rank) {
     StatusOr<std::string> got =
         net_->control()->Get(prefix + std::to_string(rank), options_.connect_timeout, rank);
-    if (!got.ok()) return got.status().WithContext("rank 0 gathering " + key);
+    if (!got.ok()) return ControlError(got.status().WithContext("rank 0 gathering " + key));
     values.push_back(std::move(*got));
   }
   return values;

@@ -2,9 +2,8 @@
 // spanning machines (machine id == rank, one process per machine).
 //
 //   Start      joins the job's CommNet (rank 0 serves the rendezvous at
-//              `master`), picking the transport (`comm`: tcp, ibverbs, or
-//              auto = ibverbs when libibverbs loads and a device opens, else
-//              tcp; the choice is logged on stderr).
+//              `master`) over the given transport provider (the CLI picks
+//              it by name from comm/builtin_providers.h); logs the join.
 //   Configure  points RuntimeOptions at the CommNetRoute and the registry
 //              with TASK_COMMNET / TASK_COLLECTIVE actors.
 //   AfterCreate attaches the route to the created runtime, registers the
@@ -12,7 +11,8 @@
 //              (bounded by the connect timeout) until every rank has built
 //              its actors, then fetches the peers' keys.
 //   Finish     after Run: a bounded barrier so no rank tears down its
-//              connections while a peer still needs them.
+//              connections while a peer still needs them (peer loss stays
+//              armed while it waits, see below).
 //   Detach     stops delivering peers' actor messages to the runtime.
 //
 // Several runs, one after another, share the session's CommNet (training,
@@ -26,23 +26,42 @@
 // Detach as for the first run. GatherToRoot collects one value per rank at
 // rank 0 (e.g. each rank's evaluation metrics) before that run's Finish.
 //
-// A lost peer (connection failure while a run is active, i.e. outside
-// Finish), or a malformed frame, ends the process at once with exit code 1
-// and a line on stderr naming the lost rank: the runtime has no way to
-// finish a plan missing a machine, and this bounds every rank's exit by the
-// transport's peer timeout.
-// Not thread-safe; one session per process; must outlive every Runtime
-// configured by it.
+// Peer loss is armed from Start to the end of the last run's Finish
+// barrier (Finish(/*last=*/true)), including every barrier, the gap
+// between runs and the evaluation: a lost peer (its connection fails: it
+// died, or was silent for peer_timeout), a peer's abort notice or a
+// malformed frame ends the job for this rank. The session then
+//   1. records the first cause in the AbortNotice and relays it, so every
+//      rank names the same culprit (abort_notice.h);
+//   2. aborts the control client, so a rank blocked at a barrier or a KV
+//      get wakes at once with that cause, and collective actors fail their
+//      runtime with it (a runtime waiting on a lost peer's register ends by
+//      its watchdog);
+//   3. calls options.on_fatal once, on the session's own thread, with the
+//      culprit and the reason. The library never ends the process: the CLI
+//      uses on_fatal to exit at once (4 for another rank's failure, 1 for
+//      its own), which bounds every rank's exit by the transport's peer
+//      timeout.
+// After the last Finish barrier a peer leaving is normal and ignored; a
+// peer that leaves while this rank is still in that barrier (it got its
+// answer first) says goodbye first (its session's destructor, after a
+// successful last Finish), and its going is ignored too. failure() reports
+// the first cause; the session's calls return it once it is known.
+// Not thread-safe (except failure()); one session per process; must outlive
+// every Runtime configured by it.
 #ifndef ONEFLOW_LITE_RUNTIME_COMMNET_MULTI_MACHINE_H_
 #define ONEFLOW_LITE_RUNTIME_COMMNET_MULTI_MACHINE_H_
 
-#include <atomic>
+#include <condition_variable>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "oneflow_lite/comm/comm_net.h"
-#include "oneflow_lite/comm/ibverbs/ibverbs_transport.h"
 #include "oneflow_lite/runtime/actor_registry.h"
 #include "oneflow_lite/runtime/commnet/abort_notice.h"
 #include "oneflow_lite/runtime/commnet/commnet_route.h"
@@ -51,21 +70,37 @@
 
 namespace oflite {
 
+// What ended the job for this rank: the rank that failed or was lost first
+// (this rank's own, for a local failure such as a malformed frame) and why.
+struct JobFailure {
+  int rank = -1;
+  Status reason;
+};
+
 struct MultiMachineOptions {
   int64_t rank = 0;
   std::string master;        // HOST:PORT
-  std::string comm = "auto";  // tcp | ibverbs | auto
-  // Device, port, GID index, queue depth... of the ibverbs provider (the
-  // CLI's --ib_* flags, comm/ibverbs/ibverbs_flags.h).
-  comm::ibverbs::IbverbsOptions ibverbs;
+  // Required: presented to the rendezvous and on every data connection
+  // (the CLI reads it from OFLITE_JOB_TOKEN; nothing here reads the
+  // environment).
+  std::string job_token;
+  // This rank's address for the default tcp provider (the CLI passes
+  // OFLITE_HOST to its providers instead).
+  std::string listen_host = "127.0.0.1";
   std::chrono::milliseconds connect_timeout{60000};
   std::chrono::milliseconds peer_timeout{5000};
   // Bound of one ring collective (all-reduce, reduce-scatter, all-gather).
   std::chrono::milliseconds ring_timeout{120000};
-  // Tests: the transport to use instead of `comm` (e.g. the ibverbs
-  // provider over the verbs emulator).
+  // The transport (e.g. the --comm choice from a comm::ProviderRegistry, or
+  // the ibverbs provider over the verbs emulator in tests); empty: tcp.
+  // Shown as `provider_name`, or when that is empty as the transport's own
+  // provider name.
   comm::ProviderFactory provider;
-  std::string provider_name = "custom";
+  std::string provider_name;
+  // Called once when the job ends for this rank (see above), on the
+  // session's thread; may end the process. Empty: waiters are woken and
+  // the session's calls return the failure.
+  std::function<void(const JobFailure&)> on_fatal;
 };
 
 class MultiMachineSession {
@@ -76,7 +111,11 @@ class MultiMachineSession {
 
   void Configure(RuntimeOptions* options);
   Status AfterCreate(Runtime* runtime);
-  Status Finish();
+  // The run's closing barrier, bounded by the connect timeout; peer loss
+  // stays armed while it waits. `last`: no run follows on this session, so
+  // once every rank has arrived, peers leaving is normal (disarmed until
+  // a BeginRun). Pass false when another run (the evaluation) follows.
+  Status Finish(bool last = true);
   // Stops delivering peers' messages to the runtime (call before the
   // runtime is destroyed; later messages are parked by the router).
   void Detach();
@@ -95,16 +134,30 @@ class MultiMachineSession {
   // abort_notice.h) so they stop at once naming this rank, instead of
   // waiting for a barrier or ring deadline. Bounded (about 2 s at most).
   void AbortPeers(const Status& status);
+  // The first cause once the job ended for this rank because of a peer or
+  // a local fatal event (rank -1 while none). Thread-safe.
+  JobFailure failure() const;
   // Per-strategy byte counters and the routes' totals (all runs).
   std::string StatsSummary() const;
   const std::string& provider() const { return provider_; }
 
  private:
   MultiMachineSession() = default;
-  // A lost peer or malformed frame: ExitNaming unless finishing.
-  void OnFatal(const std::string& what);
-  // Prints "oflite run: rank R: <what>" and ends the process with exit 1.
-  [[noreturn]] void ExitNaming(const std::string& what) const;
+  // Transport progress thread: a peer's connection failed.
+  void OnPeerLost(int peer, const Status& error);
+  // A peer's abort notice was recorded (progress thread).
+  void OnPeerAbort();
+  // A malformed frame or failed bounce stream (this rank's detection).
+  void OnLocalFatal(const Status& status);
+  // Wakes the fatal thread (FatalLoop) unless disarmed; true if woken.
+  bool TriggerFatalLocked();
+  // The session's thread: on a fatal event flushes the relays, aborts the
+  // control client and calls on_fatal.
+  void FatalLoop();
+  // A control-plane call failed: the peer's cause if one is (or within a
+  // moment becomes) known, else `error`.
+  Status ControlError(const Status& error);
+  void InstallHandlers();
   std::string Who() const { return "rank " + std::to_string(options_.rank); }
   // "actors-ready" for the first run, "<name>/actors-ready" after.
   std::string BarrierName(const std::string& what) const;
@@ -114,7 +167,8 @@ class MultiMachineSession {
   MultiMachineOptions options_;
   const MachinePlan* plan_ = nullptr;  // this rank's part (the plan outlives us)
   std::string provider_;
-  std::atomic<bool> finishing_{false};
+  bool last_done_ = false;     // the last Finish barrier passed (main thread)
+  bool run_finished_ = false;  // the current run's Finish passed (main thread)
   int run_index_ = 0;     // 0: the run set up by Start
   std::string run_name_;  // empty for the first run
   int64_t retired_messages_ = 0;  // counters of the previous runs' routes
@@ -124,6 +178,18 @@ class MultiMachineSession {
   std::unique_ptr<AbortNotice> abort_;  // after net_: destroyed before it
   std::unique_ptr<CommNetRoute> route_;
   ActorRegistry registry_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  bool armed_ = true;          // guarded by mutex_: peer loss ends the job
+  bool fatal_ = false;         // guarded by mutex_: FatalLoop has work
+  bool stopping_ = false;      // guarded by mutex_: FatalLoop must return
+  bool ready_ = false;         // guarded by mutex_: abort_ exists
+  Status local_fatal_;         // guarded by mutex_
+  std::vector<std::pair<int, Status>> early_losses_;  // guarded: before ready_
+  std::set<int> departed_;     // guarded by mutex_: peers that said goodbye
+  JobFailure failure_;         // guarded by mutex_
+  std::thread fatal_thread_;
 };
 
 }  // namespace oflite

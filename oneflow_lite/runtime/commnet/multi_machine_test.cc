@@ -51,6 +51,7 @@ StatusOr<std::unique_ptr<MultiMachineSession>> StartRank(const Plan& plan, int r
   multi.master = master;
   multi.provider = std::move(provider);
   multi.provider_name = "ibverbs-emulated";
+  multi.job_token = "multi-machine-test";
   multi.connect_timeout = milliseconds(20000);
   return MultiMachineSession::Start(plan, multi);
 }
@@ -146,7 +147,6 @@ void ExpectSameLoss(const compiler::MlpSpec& one_spec, const compiler::MlpSpec& 
   if (bounce) UseBounceBuffers(&*two);
   const std::string master = FreeMaster();
   ASSERT_FALSE(master.empty());
-  setenv("OFLITE_JOB_TOKEN", "multi-machine-test", 1);
   comm::ibverbs::TransportCreator creator = comm::ibverbs::EmulatedIbverbsCreator();
   Recorder recorders[2], seconds[2];
   std::vector<std::string> gathered[2];
@@ -156,8 +156,8 @@ void ExpectSameLoss(const compiler::MlpSpec& one_spec, const compiler::MlpSpec& 
     threads.emplace_back([&, rank] {
       results[rank] = RunRank(*two, rank, master, creator, &recorders[rank],
                               twice ? &seconds[rank] : nullptr, &gathered[rank]);
-      // A failed rank's session goes, which ends the other rank's process
-      // (peer loss): say why first.
+      // A failed rank's session goes, which fails the other rank's
+      // session (peer loss): say why first.
       if (!results[rank].ok()) {
         std::fprintf(stderr, "rank %d failed: %s\n", rank, results[rank].ToString().c_str());
       }
@@ -226,7 +226,6 @@ TEST(MultiMachineTest, BeginRunChecksOrderAndPlanAgreement) {
   ASSERT_TRUE(other.ok());
   const std::string master = FreeMaster();
   ASSERT_FALSE(master.empty());
-  setenv("OFLITE_JOB_TOKEN", "multi-machine-test", 1);
   comm::ibverbs::TransportCreator creator = comm::ibverbs::EmulatedIbverbsCreator();
   Status early[2], begun[2], finished[2];
   std::vector<std::thread> threads;
@@ -254,6 +253,103 @@ TEST(MultiMachineTest, BeginRunChecksOrderAndPlanAgreement) {
   EXPECT_EQ(begun[1].code(), StatusCode::kFailedPrecondition) << begun[1].ToString();
   EXPECT_NE(begun[1].ToString().find("rank 1"), std::string::npos) << begun[1].ToString();
   EXPECT_NE(begun[1].ToString().find("rank 0's"), std::string::npos) << begun[1].ToString();
+}
+
+// Two tcp sessions of a 2-machine plan; rank 0 records what its on_fatal
+// hears (the library itself never ends the process).
+struct FatalRecorder {
+  std::mutex mutex;
+  int calls = 0;
+  JobFailure heard;
+};
+
+StatusOr<std::unique_ptr<MultiMachineSession>> StartTcpRank(const Plan& plan, int rank,
+                                                            const std::string& master,
+                                                            FatalRecorder* recorder) {
+  MultiMachineOptions multi;
+  multi.rank = rank;
+  multi.master = master;
+  multi.job_token = "multi-machine-test";
+  multi.connect_timeout = milliseconds(120000);  // a barrier waited out would show
+  multi.peer_timeout = milliseconds(2000);
+  if (recorder != nullptr) {
+    multi.on_fatal = [recorder](const JobFailure& failure) {
+      std::lock_guard<std::mutex> lock(recorder->mutex);
+      ++recorder->calls;
+      recorder->heard = failure;
+    };
+  }
+  return MultiMachineSession::Start(plan, multi);
+}
+
+void StartBoth(const Plan& plan, FatalRecorder* recorder,
+               std::unique_ptr<MultiMachineSession> sessions[2]) {
+  const std::string master = FreeMaster();
+  ASSERT_FALSE(master.empty());
+  StatusOr<std::unique_ptr<MultiMachineSession>> started[2] = {InternalError("not started"),
+                                                               InternalError("not started")};
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      started[rank] = StartTcpRank(plan, rank, master, rank == 0 ? recorder : nullptr);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_TRUE(started[rank].ok()) << started[rank].status();
+    sessions[rank] = std::move(*started[rank]);
+  }
+}
+
+// Peer loss stays armed while a rank waits at its last Finish barrier: the
+// wait ends at once with "lost rank 1" (not at the barrier's deadline, nor
+// with the master's view), on_fatal hears rank 1 once, and failure() keeps it.
+TEST(MultiMachineTest, PeerLostDuringTheFinishBarrierEndsTheWaitNamingIt) {
+  StatusOr<Job> job = compiler::BuildMlpJob(Spec("0-1:cpu:0"));
+  ASSERT_TRUE(job.ok());
+  StatusOr<Plan> plan = compiler::Compile(*job, compiler::MakeCluster(2, 1));
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  FatalRecorder recorder;
+  std::unique_ptr<MultiMachineSession> sessions[2];
+  StartBoth(*plan, &recorder, sessions);
+  ASSERT_TRUE(sessions[0] && sessions[1]);
+  std::thread crash([&] {
+    std::this_thread::sleep_for(milliseconds(300));
+    sessions[1].reset();  // rank 1 goes without finishing: its connections close
+  });
+  const Status finished = sessions[0]->Finish();
+  crash.join();
+  EXPECT_FALSE(finished.ok());
+  EXPECT_NE(finished.message().find("lost rank 1"), std::string::npos) << finished;
+  std::lock_guard<std::mutex> lock(recorder.mutex);
+  EXPECT_EQ(recorder.calls, 1);
+  EXPECT_EQ(recorder.heard.rank, 1);
+  EXPECT_EQ(sessions[0]->failure().rank, 1);
+}
+
+// Once both passed the last Finish barrier, a peer leaving is normal.
+TEST(MultiMachineTest, PeerLeavingAfterTheLastFinishIsNotAFailure) {
+  StatusOr<Job> job = compiler::BuildMlpJob(Spec("0-1:cpu:0"));
+  ASSERT_TRUE(job.ok());
+  StatusOr<Plan> plan = compiler::Compile(*job, compiler::MakeCluster(2, 1));
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  FatalRecorder recorder;
+  std::unique_ptr<MultiMachineSession> sessions[2];
+  StartBoth(*plan, &recorder, sessions);
+  ASSERT_TRUE(sessions[0] && sessions[1]);
+  Status finished[2];
+  std::thread other([&] {
+    finished[1] = sessions[1]->Finish();
+    sessions[1].reset();
+  });
+  finished[0] = sessions[0]->Finish();
+  other.join();
+  EXPECT_TRUE(finished[0].ok()) << finished[0];
+  EXPECT_TRUE(finished[1].ok()) << finished[1];
+  std::this_thread::sleep_for(milliseconds(3000));  // > peer_timeout
+  std::lock_guard<std::mutex> lock(recorder.mutex);
+  EXPECT_EQ(recorder.calls, 0);
+  EXPECT_EQ(sessions[0]->failure().rank, -1);
 }
 
 // The pipeline's cross-machine registers are pulled by one-sided READs.

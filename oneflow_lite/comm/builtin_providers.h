@@ -1,0 +1,35 @@
+// The providers this build ships, registered by name:
+//   tcp      comm/tcp over sockets, listening on `listen_host`;
+//   ibverbs  comm/ibverbs over RDMA (libibverbs opened at run time);
+//   auto     ibverbs when libibverbs loads and a device opens, else tcp
+//            (the fallback and its reason go to `note`).
+// A new provider is one Register call in builtin_providers.cc. Everything
+// a provider needs comes in through BuiltinProviderOptions: nothing here
+// reads the environment (the CLI does: OFLITE_HOST, OFLITE_JOB_TOKEN).
+#ifndef ONEFLOW_LITE_COMM_BUILTIN_PROVIDERS_H_
+#define ONEFLOW_LITE_COMM_BUILTIN_PROVIDERS_H_
+
+#include <functional>
+#include <string>
+
+#include "oneflow_lite/comm/ibverbs/ibverbs_transport.h"
+#include "oneflow_lite/comm/provider_registry.h"
+
+namespace oflite {
+namespace comm {
+
+struct BuiltinProviderOptions {
+  std::string listen_host = "127.0.0.1";  // tcp: the address peers dial
+  std::string job_token;                  // tcp: presented on every data connection
+  ibverbs::IbverbsOptions ibverbs;        // device, port, GID index, queue depth...
+  // Told why `auto` fell back to tcp; may be empty. Called on the thread
+  // that creates the transport.
+  std::function<void(const std::string&)> note;
+};
+
+ProviderRegistry BuiltinProviders(const BuiltinProviderOptions& options);
+
+}  // namespace comm
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_COMM_BUILTIN_PROVIDERS_H_
