@@ -64,6 +64,37 @@ TEST(PlanVerifierTest, EveryMutationIsRefusedNamingTaskAndField) {
   }
 }
 
+TEST(PlanVerifierTest, KernelDtypeOtherThanItsBlobsIsRefused) {
+  Plan plan = Compiled("data_parallel");
+  TaskProto* task = FindTask(&plan, IsMatmul);
+  ASSERT_NE(task, nullptr);
+  task->mutable_kernel(0)->set_dtype(DT_DOUBLE);
+  ExpectRefused(plan, {Label(*task), "kernel[0]", ".dtype", "float64 but its first blob"});
+}
+
+// On several devices shapes are not inferred, but dtypes are: a float
+// matmul fed an int8 blob would read past it.
+TEST(PlanVerifierTest, InputOfAnotherDtypeOnSeveralDevicesIsRefused) {
+  Plan plan = Compiled("data_parallel");
+  TaskProto* task = FindTask(&plan, IsMatmul);
+  ASSERT_NE(task, nullptr);
+  ASSERT_EQ(task->parallel_ctx().parallel_num(), 2);
+  const BlobBinding& b = task->kernel(0).input(1);
+  TaskProto* producer = FindTask(&plan, [&](const TaskProto& t) {
+    for (const RegstDescProto& r : t.produced()) {
+      if (r.regst_desc_id() == b.regst_desc_id()) return true;
+    }
+    return false;
+  });
+  for (RegstDescProto& r : *producer->mutable_produced()) {
+    if (r.regst_desc_id() == b.regst_desc_id()) {
+      r.mutable_blob(b.blob_index())->mutable_desc()->set_dtype(DT_INT8);
+    }
+  }
+  // Refused at the first task that reads or writes the blob as float.
+  ExpectRefused(plan, {"kernel[0]", "int8"});
+}
+
 TEST(PlanVerifierTest, DeviceOutsideTheClusterIsRefused) {
   Plan plan = Compiled("data_parallel");
   plan.mutable_cluster()->mutable_machine(0)->set_cpu_devices(1);
@@ -146,8 +177,9 @@ TEST(PlanVerifierTest, BoxingPartOfAnotherDtypeIsRefused) {
   Plan plan = Compiled("data_parallel");
   TaskProto* boxing = FindTask(&plan, [](const TaskProto& t) { return t.type() == TASK_BOXING; });
   ASSERT_NE(boxing, nullptr);
-  boxing->mutable_produced(0)->mutable_blob(0)->mutable_desc()->set_dtype(DT_INT8);
-  ExpectRefused(plan, {Label(*boxing), "produced (boxing output)", "holds int8"});
+  boxing->mutable_boxing()->mutable_logical_desc()->set_dtype(DT_INT8);
+  ExpectRefused(plan, {Label(*boxing), "boxing.in_regst_desc_id[0]", "holds float32, the logical "
+                       "blob int8"});
 }
 
 TEST(PlanVerifierTest, TaskDeviceDisagreeingWithItsIdIsRefusedUnlessAllowed) {

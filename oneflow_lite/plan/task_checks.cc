@@ -4,6 +4,7 @@
 #include <set>
 #include <vector>
 
+#include "oneflow_lite/common/data_type.h"
 #include "oneflow_lite/ops/op_def.h"
 #include "oneflow_lite/plan/plan_index.h"
 #include "oneflow_lite/plan/plan_verifier.h"
@@ -191,6 +192,56 @@ Status CheckInferredShapes(const TaskProto& task, const std::string& prefix, con
   return Status::OK();
 }
 
+// On several devices physical shapes need not follow the op's inference
+// (a reshape of a split part), but dtypes must: the kernel reads every blob
+// as its dtype. When inference on the bound blobs works, the outputs'
+// dtypes must be the inferred ones; when it fails only because of the
+// inputs' dtypes (it works with every input at the kernel's dtype), the
+// plan is refused.
+Status CheckInferredDtypes(const TaskProto& task, const std::string& prefix, const KernelConf& conf,
+                           const BoundDescs& inputs, const BoundDescs& outputs) {
+  StatusOr<ArgDescs> inferred = InferOp(conf.op(), inputs);
+  if (!inferred.ok()) {
+    BoundDescs uniform = inputs;
+    for (auto& [arg, list] : uniform) {
+      for (TensorDesc& desc : list) desc.dtype = conf.dtype();
+    }
+    if (InferOp(conf.op(), uniform).ok()) {
+      return TaskError(task, prefix + ".input", "the bound blobs' dtypes fail the op's "
+                       "inference: ", inferred.status().message());
+    }
+    return Status::OK();
+  }
+  for (const auto& [arg, list] : outputs) {
+    auto it = inferred->find(arg);
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (it != inferred->end() && i < it->second.size() && it->second[i].dtype != list[i].dtype) {
+        return TaskError(task, prefix + ".output ('" + arg + "'[" + std::to_string(i) + "])",
+                         "bound blob is ", DataTypeName(list[i].dtype), " but the op infers ",
+                         DataTypeName(it->second[i].dtype));
+      }
+    }
+  }
+  return Status::OK();
+}
+
+// The registry key's dtype is the first input's (the first output's for ops
+// without inputs): the kernel is instantiated for it.
+Status CheckKernelDtype(const TaskProto& task, const std::string& prefix, const KernelConf& conf,
+                        const PlanIndex& index) {
+  const BlobBinding* first = conf.input_size() > 0    ? &conf.input(0)
+                             : conf.output_size() > 0 ? &conf.output(0)
+                                                      : nullptr;
+  if (first == nullptr) return Status::OK();
+  const RegstDescProto& desc = *index.FindRegst(first->regst_desc_id())->desc;
+  const DataType blob = desc.blob(first->blob_index()).desc().dtype();
+  if (blob != conf.dtype()) {
+    return TaskError(task, prefix + ".dtype", DataTypeName(conf.dtype()), " but its first blob ('",
+                     first->arg(), "') is ", DataTypeName(blob));
+  }
+  return Status::OK();
+}
+
 Status CheckKernel(const TaskProto& task, int k, const PlanIndex& index) {
   const KernelConf& conf = task.kernel(k);
   const std::string prefix = "kernel[" + std::to_string(k) + "] (op '" + conf.op().name() + "', " +
@@ -203,6 +254,7 @@ Status CheckKernel(const TaskProto& task, int k, const PlanIndex& index) {
   BoundDescs inputs, outputs;
   RETURN_IF_ERROR(CheckBindingList(task, prefix, conf.input(), false, index, &inputs));
   RETURN_IF_ERROR(CheckBindingList(task, prefix, conf.output(), true, index, &outputs));
+  RETURN_IF_ERROR(CheckKernelDtype(task, prefix, conf, index));
   RETURN_IF_ERROR(CheckOpConfArgs(task, prefix + ".input", "input", conf.op().input(), inputs));
   RETURN_IF_ERROR(
       CheckOpConfArgs(task, prefix + ".output", "output", conf.op().output(), outputs));
@@ -212,6 +264,8 @@ Status CheckKernel(const TaskProto& task, int k, const PlanIndex& index) {
   RETURN_IF_ERROR(CheckMutableInputs(task, prefix, conf, **def, index));
   if (task.parallel_ctx().parallel_num() <= 1) {
     RETURN_IF_ERROR(CheckInferredShapes(task, prefix, conf.op(), inputs, outputs));
+  } else {
+    RETURN_IF_ERROR(CheckInferredDtypes(task, prefix, conf, inputs, outputs));
   }
   return Status::OK();
 }
