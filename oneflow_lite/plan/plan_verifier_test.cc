@@ -218,6 +218,14 @@ TEST(PlanVerifierTest, RingThatDoesNotHoldTheTaskIsRefused) {
   ExpectRefused(plan, {Label(*ring), "boxing.ring_rank", "does not hold this task"});
 }
 
+TEST(PlanVerifierTest, RingLogicalBlobLargerThanItsPartsIsRefused) {
+  Plan plan = Compiled("two_machines");
+  TaskProto* ring = FindTask(&plan, [](const TaskProto& t) { return t.type() == TASK_COLLECTIVE; });
+  ASSERT_NE(ring, nullptr);
+  ring->mutable_boxing()->mutable_logical_desc()->mutable_shape()->set_dim(0, 1 << 30);
+  ExpectRefused(plan, {Label(*ring), "boxing.logical_desc", "larger than the ring's parts"});
+}
+
 TEST(PlanVerifierTest, SinkMetricNamingNoConsumedRegisterIsRefused) {
   Plan plan = Compiled("mlp");
   TaskProto* sink = FindTask(&plan, [](const TaskProto& t) { return t.type() == TASK_SINK; });

@@ -27,6 +27,15 @@ const ConsumedRegst* FindConsumed(const TaskProto& task, const std::string& name
   return nullptr;
 }
 
+bool ConsumesRegst(const TaskProto& task, int64_t regst_desc_id) {
+  for (const ConsumedRegst& consumed : task.consumed()) {
+    for (int64_t id : consumed.regst_desc_id()) {
+      if (id == regst_desc_id) return true;
+    }
+  }
+  return false;
+}
+
 bool SameBlobs(const RegstDescProto& a, const RegstDescProto& b) {
   if (a.blob_size() != b.blob_size()) return false;
   for (int i = 0; i < a.blob_size(); ++i) {
@@ -103,11 +112,7 @@ Status CheckBoxing(const TaskProto& task, const PlanIndex& index) {
   for (size_t k = 0; k < inputs.size(); ++k) {
     const std::string field = "boxing.in_regst_desc_id[" + std::to_string(k) + "]";
     const RegstEntry* regst = index.FindRegst(inputs[k]);
-    bool consumed = false;
-    for (const ConsumedRegst& c : task.consumed()) {
-      for (int64_t id : c.regst_desc_id()) consumed = consumed || id == inputs[k];
-    }
-    if (regst == nullptr || !consumed) {
+    if (regst == nullptr || !ConsumesRegst(task, inputs[k])) {
       return TaskError(task, field, "register ", inputs[k], " is not consumed by the task");
     }
     const int64_t part = conf.in_parallel_id_size() > 0 ? conf.in_parallel_id(k) : k;
@@ -188,6 +193,25 @@ Status CheckCollective(const TaskProto& task, const PlanIndex& index) {
   }
   if (DataOutputs(task).size() != 1 || DataOutputs(task)[0]->blob_size() < 1) {
     return TaskError(task, "produced", "a collective produces one data register");
+  }
+  if (conf.in_regst_desc_id_size() != 1 || index.FindRegst(conf.in_regst_desc_id(0)) == nullptr ||
+      !ConsumesRegst(task, conf.in_regst_desc_id(0))) {
+    return TaskError(task, "boxing.in_regst_desc_id", "a collective names one register it "
+                     "consumes");
+  }
+  // Parts hold the logical dtype; the logical blob (the actor's whole-tensor
+  // buffer) is no larger than the ring's parts together or the output.
+  const DataType dtype = conf.logical_desc().dtype();
+  int64_t in_bytes = 0, out_bytes = 0;
+  RETURN_IF_ERROR(CheckBoxingPart(task, "boxing.in_regst_desc_id[0]",
+                                  *index.FindRegst(conf.in_regst_desc_id(0))->desc, dtype,
+                                  &in_bytes));
+  RETURN_IF_ERROR(CheckBoxingPart(task, "produced", *DataOutputs(task)[0], dtype, &out_bytes));
+  int64_t ring_bytes = 0;
+  if (__builtin_mul_overflow(in_bytes, n, &ring_bytes)) ring_bytes = kMaxZoneBytes;
+  if (TensorDesc(conf.logical_desc()).ByteSize() > std::max(ring_bytes, out_bytes)) {
+    return TaskError(task, "boxing.logical_desc", "larger than the ring's parts (", n, " x ",
+                     in_bytes, " bytes) and the output (", out_bytes, " bytes)");
   }
   return Status::OK();
 }
