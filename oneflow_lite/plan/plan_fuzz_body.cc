@@ -1,9 +1,9 @@
 #include "oneflow_lite/plan/plan_fuzz_body.h"
 
+#include <google/protobuf/stubs/logging.h>
+
 #include <chrono>
 #include <memory>
-
-#include <google/protobuf/stubs/logging.h>
 
 #include "oneflow_lite/plan/plan_verifier.h"
 #include "oneflow_lite/runtime/runtime.h"

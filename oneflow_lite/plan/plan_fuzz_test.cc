@@ -6,17 +6,17 @@
 // The target aborts on a CHECK and crashes on a memory error; under
 // --config=asan any out-of-bounds access from a verified plan is reported.
 // PLAN_FUZZ_VERBOSE=1 prints every mutation (to reproduce a crash).
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
+#include <google/protobuf/reflection.h>
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <google/protobuf/descriptor.h>
-#include <google/protobuf/message.h>
-#include <google/protobuf/reflection.h>
-#include <gtest/gtest.h>
 
 #include "oneflow_lite/plan/plan_verifier.h"
 #include "oneflow_lite/plan/testing/test_plans.h"
@@ -63,9 +63,21 @@ void CollectSpots(Message* message, std::vector<Spot>* spots) {
 }
 
 int64_t EdgeValue(int64_t current, const std::vector<int64_t>& ids, std::mt19937_64* random) {
-  const int64_t edges[] = {0, 1, -1, current + 1, current - 1, current * 2, 255, 256, 4096,
-                           std::numeric_limits<int32_t>::max(), int64_t{1} << 40,
-                           std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()};
+  // Neighbours wrap around (unsigned arithmetic) instead of overflowing.
+  const uint64_t bits = static_cast<uint64_t>(current);
+  const int64_t edges[] = {0,
+                           1,
+                           -1,
+                           static_cast<int64_t>(bits + 1),
+                           static_cast<int64_t>(bits - 1),
+                           static_cast<int64_t>(bits * 2),
+                           255,
+                           256,
+                           4096,
+                           std::numeric_limits<int32_t>::max(),
+                           int64_t{1} << 40,
+                           std::numeric_limits<int64_t>::max(),
+                           std::numeric_limits<int64_t>::min()};
   if (!ids.empty() && (*random)() % 3 == 0) return ids[(*random)() % ids.size()];
   return edges[(*random)() % (sizeof(edges) / sizeof(edges[0]))];
 }
@@ -78,8 +90,8 @@ std::string MutateScalar(const Spot& spot, const std::vector<int64_t>& ids,
   const bool rep = spot.index >= 0;
   switch (f->cpp_type()) {
     case FieldDescriptor::CPPTYPE_INT64: {
-      const int64_t v = EdgeValue(rep ? r->GetRepeatedInt64(*m, f, spot.index) : r->GetInt64(*m, f),
-                                  ids, random);
+      const int64_t v =
+          EdgeValue(rep ? r->GetRepeatedInt64(*m, f, spot.index) : r->GetInt64(*m, f), ids, random);
       rep ? r->SetRepeatedInt64(m, f, spot.index, v) : r->SetInt64(m, f, v);
       return std::to_string(v);
     }
@@ -107,7 +119,8 @@ std::string MutateScalar(const Spot& spot, const std::vector<int64_t>& ids,
     case FieldDescriptor::CPPTYPE_DOUBLE:
       if (!rep) r->SetDouble(m, f, -1e300);
       return "-1e300";
-    default: return "unchanged";
+    default:
+      return "unchanged";
   }
 }
 
@@ -146,8 +159,8 @@ std::string Mutate(Plan* plan, std::mt19937_64* random) {
   const Spot spot = spots[(*random)() % spots.size()];
   const std::string where = spot.message->GetDescriptor()->name() + "." + spot.field->name() +
                             (spot.index >= 0 ? "[" + std::to_string(spot.index) + "]" : "");
-  if (spot.index >= 0 && ((*random)() % 4 == 0 ||
-                          spot.field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE)) {
+  if (spot.index >= 0 &&
+      ((*random)() % 4 == 0 || spot.field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE)) {
     return where + ": " + MutateRepeated(spot, random);
   }
   return where + " = " + MutateScalar(spot, ids, random);
@@ -168,8 +181,8 @@ TEST(PlanFuzzTest, MutatedPlansNeverCrashTheLoader) {
   StatusOr<std::vector<testing::NamedPlan>> plans = testing::CompiledTestPlans();
   ASSERT_TRUE(plans.ok()) << plans.status();
   const bool verbose = std::getenv("PLAN_FUZZ_VERBOSE") != nullptr;
-  const int rounds = std::getenv("PLAN_FUZZ_ROUNDS") ? std::atoi(std::getenv("PLAN_FUZZ_ROUNDS"))
-                                                     : 3000;
+  const int rounds =
+      std::getenv("PLAN_FUZZ_ROUNDS") ? std::atoi(std::getenv("PLAN_FUZZ_ROUNDS")) : 3000;
   std::mt19937_64 random(20261201);
   int accepted = 0;
   for (int i = 0; i < rounds; ++i) {
@@ -177,7 +190,9 @@ TEST(PlanFuzzTest, MutatedPlansNeverCrashTheLoader) {
     const int mutations = 1 + static_cast<int>(random() % 3);
     for (int k = 0; k < mutations; ++k) {
       const std::string what = Mutate(&plan, &random);
-      if (verbose) std::fprintf(stderr, "round %d (%s): %s\n", i, (*plans)[i % plans->size()].name.c_str(), what.c_str());
+      if (verbose)
+        std::fprintf(stderr, "round %d (%s): %s\n", i, (*plans)[i % plans->size()].name.c_str(),
+                     what.c_str());
     }
     accepted += VerifyPlan(plan).ok() ? 1 : 0;
     RunTarget(plan);

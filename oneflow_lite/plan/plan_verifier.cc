@@ -75,7 +75,7 @@ class ClusterView {
 
   int64_t machines() const {
     return plan_.cluster().machine_size() > 0 ? plan_.cluster().machine_size()
-                                               : plan_.machine_size();
+                                              : plan_.machine_size();
   }
   // Empty when `device_index` of `type` exists on `machine`.
   std::string CheckDevice(int64_t machine, int type, int64_t device_index) const {
@@ -88,9 +88,9 @@ class ClusterView {
     // Every machine has host threads (cpu:0), even with cpu_devices 0.
     const int64_t count = type == DEVICE_CPU ? std::max(1, m.cpu_devices()) : m.cuda_devices();
     if (device_index >= count) {
-      return std::string(type == DEVICE_CPU ? "cpu" : "cuda") + ":" +
-             std::to_string(device_index) + " does not exist on machine " +
-             std::to_string(machine) + " of the cluster (" + std::to_string(count) + " devices)";
+      return std::string(type == DEVICE_CPU ? "cpu" : "cuda") + ":" + std::to_string(device_index) +
+             " does not exist on machine " + std::to_string(machine) + " of the cluster (" +
+             std::to_string(count) + " devices)";
     }
     return "";
   }
@@ -140,8 +140,8 @@ Status CheckTaskHeader(const TaskProto& task, int64_t machine, const ClusterView
                      " but says machine ", task.machine_id(), " (id: machine ",
                      parts->stream.machine, ")");
   }
-  const bool device_differs = parts->stream.device_type != task.device_type() &&
-                              !options.allow_device_type_other_than_id;
+  const bool device_differs =
+      parts->stream.device_type != task.device_type() && !options.allow_device_type_other_than_id;
   if (device_differs || parts->stream.device_index != task.device_index()) {
     return TaskError(task, "device_type/device_index", "the fields disagree with the task id");
   }
@@ -215,8 +215,8 @@ Status CheckBlobs(const TaskProto& task, const RegstDescProto& desc, const std::
     const int64_t need = CheckedByteSize(blob.desc(), &problem);
     if (need < 0) return TaskError(task, blob_field + ".desc", problem);
     int64_t end = 0;
-    if (blob.offset() < 0 || blob.bytes() < need || !CheckedAdd(blob.offset(), blob.bytes(), &end) ||
-        end > desc.bytes_per_regst()) {
+    if (blob.offset() < 0 || blob.bytes() < need ||
+        !CheckedAdd(blob.offset(), blob.bytes(), &end) || end > desc.bytes_per_regst()) {
       return TaskError(task, blob_field, "body [", blob.offset(), ", +", blob.bytes(), ") for ",
                        need, " bytes of ", Shape(blob.desc().shape()).ToString(),
                        " does not fit the register's ", desc.bytes_per_regst(), " bytes");
@@ -259,8 +259,8 @@ Status CheckRegst(const TaskProto& task, int k, const ZoneSizes& zones) {
     return TaskError(task, field + ".zone", ZoneName(desc.zone()), " has no mem_block");
   }
   if (desc.mem_offset_size() != desc.regst_num()) {
-    return TaskError(task, field + ".mem_offset", desc.mem_offset_size(),
-                     " offsets for regst_num ", desc.regst_num());
+    return TaskError(task, field + ".mem_offset", desc.mem_offset_size(), " offsets for regst_num ",
+                     desc.regst_num());
   }
   for (int i = 0; i < desc.mem_offset_size(); ++i) {
     int64_t end = 0;
@@ -269,6 +269,16 @@ Status CheckRegst(const TaskProto& task, int k, const ZoneSizes& zones) {
       return TaskError(task, field + ".mem_offset[" + std::to_string(i) + "]", "copy [", offset,
                        ", +", desc.bytes_per_regst(), ") outside zone ", ZoneName(desc.zone()),
                        " of ", zone->second, " bytes");
+    }
+    // Kernels access elements directly: every body starts at a multiple of
+    // its element size (zone blocks themselves are aligned to 64 bytes).
+    for (int b = 0; b < desc.blob_size(); ++b) {
+      const int64_t element = SizeOf(desc.blob(b).desc().dtype());
+      if ((offset + desc.blob(b).offset()) % element != 0) {
+        return TaskError(task, field + ".blob[" + std::to_string(b) + "].offset",
+                         "body at byte ", offset + desc.blob(b).offset(), " of its zone is not "
+                         "aligned to its ", element, "-byte elements");
+      }
     }
   }
   return Status::OK();
@@ -286,8 +296,8 @@ Status CheckConsumers(const TaskProto& task, const PlanIndex& index) {
     for (int64_t consumer_id : desc.consumer_task_id()) {
       const TaskProto* consumer = index.FindTask(consumer_id);
       if (consumer == nullptr) {
-        return TaskError(task, field + ".consumer_task_id", "no task ",
-                         TaskIdToString(consumer_id), " in the plan");
+        return TaskError(task, field + ".consumer_task_id", "no task ", TaskIdToString(consumer_id),
+                         " in the plan");
       }
       if (!consumers.insert(consumer_id).second) {
         return TaskError(task, field + ".consumer_task_id", TaskIdToString(consumer_id),
@@ -316,7 +326,8 @@ Status CheckConsumers(const TaskProto& task, const PlanIndex& index) {
     for (int64_t id : consumed.regst_desc_id()) {
       const RegstEntry* regst = index.FindRegst(id);
       if (regst == nullptr) return TaskError(task, field, "no register ", id, " in the plan");
-      if (!seen.insert(id).second) return TaskError(task, field, "register ", id, " consumed twice");
+      if (!seen.insert(id).second)
+        return TaskError(task, field, "register ", id, " consumed twice");
       const auto& consumers = regst->desc->consumer_task_id();
       if (std::find(consumers.begin(), consumers.end(), task.task_id()) == consumers.end()) {
         return TaskError(task, field, "register ", id, " of ",
@@ -360,15 +371,14 @@ Status CheckOverlaps(const MachinePlan& machine) {
     const Span* reach = nullptr;
     for (const Span& span : list) {
       if (reach != nullptr && span.begin < reach->end) {
-        const bool shared = span.desc != reach->desc && span.desc->memory_reused() &&
-                            reach->desc->memory_reused();
+        const bool shared =
+            span.desc != reach->desc && span.desc->memory_reused() && reach->desc->memory_reused();
         if (!shared) {
-          return TaskError(*span.task,
-                           "register " + std::to_string(span.desc->regst_desc_id()) + ".mem_offset",
-                           "[", span.begin, ", ", span.end, ") overlaps register ",
-                           reach->desc->regst_desc_id(), " of ",
-                           plan_internal::TaskLabel(*reach->task), " [", reach->begin, ", ",
-                           reach->end, ") without memory_reused on both");
+          return TaskError(
+              *span.task, "register " + std::to_string(span.desc->regst_desc_id()) + ".mem_offset",
+              "[", span.begin, ", ", span.end, ") overlaps register ", reach->desc->regst_desc_id(),
+              " of ", plan_internal::TaskLabel(*reach->task), " [", reach->begin, ", ", reach->end,
+              ") without memory_reused on both");
         }
       }
       if (reach == nullptr || span.end > reach->end) reach = &span;

@@ -32,7 +32,7 @@ namespace oflite {
 
 // Bounds beyond which a plan is refused as implausible (they keep the
 // runtime's arithmetic and allocations bounded).
-inline constexpr int32_t kMaxRegstNum = 1024;        // copies of one register
+inline constexpr int32_t kMaxRegstNum = 1024;               // copies of one register
 inline constexpr int64_t kMaxZoneBytes = int64_t{1} << 50;  // one memory block
 inline constexpr int kMaxBlobRank = 16;
 inline constexpr int64_t kMaxParallelNum = 1 << 16;

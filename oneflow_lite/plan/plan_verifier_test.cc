@@ -3,13 +3,13 @@
 // naming the task (name and id) and the field.
 #include "oneflow_lite/plan/plan_verifier.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <functional>
 #include <limits>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "oneflow_lite/common/id.h"
 #include "oneflow_lite/plan/testing/plan_mutations.h"
@@ -95,6 +95,22 @@ TEST(PlanVerifierTest, InputOfAnotherDtypeOnSeveralDevicesIsRefused) {
   ExpectRefused(plan, {"kernel[0]", "int8"});
 }
 
+// Found by plan_fuzz_test under --config=ubsan: a float body at an odd
+// offset made the elementwise kernels load misaligned floats.
+TEST(PlanVerifierTest, MisalignedBlobIsRefused) {
+  Plan plan = Compiled("mlp");
+  TaskProto* task = FindTask(&plan, IsMatmul);
+  ASSERT_NE(task, nullptr);
+  // One row less, so that the body still fits at offset 1.
+  BlobInRegst* blob = task->mutable_produced(0)->mutable_blob(0);
+  ShapeProto* shape = blob->mutable_desc()->mutable_shape();
+  shape->set_dim(0, shape->dim(0) - 1);
+  blob->set_bytes(shape->dim(0) * shape->dim(1) * 4);
+  blob->set_offset(1);
+  ExpectRefused(plan, {Label(*task), "produced[0]", ".blob[0].offset", "is not aligned to its "
+                       "4-byte elements"});
+}
+
 TEST(PlanVerifierTest, DeviceOutsideTheClusterIsRefused) {
   Plan plan = Compiled("data_parallel");
   plan.mutable_cluster()->mutable_machine(0)->set_cpu_devices(1);
@@ -178,7 +194,8 @@ TEST(PlanVerifierTest, BoxingPartOfAnotherDtypeIsRefused) {
   TaskProto* boxing = FindTask(&plan, [](const TaskProto& t) { return t.type() == TASK_BOXING; });
   ASSERT_NE(boxing, nullptr);
   boxing->mutable_boxing()->mutable_logical_desc()->set_dtype(DT_INT8);
-  ExpectRefused(plan, {Label(*boxing), "boxing.in_regst_desc_id[0]", "holds float32, the logical "
+  ExpectRefused(plan, {Label(*boxing), "boxing.in_regst_desc_id[0]",
+                       "holds float32, the logical "
                        "blob int8"});
 }
 

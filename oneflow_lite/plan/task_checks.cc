@@ -54,7 +54,8 @@ Status CheckBindingList(const TaskProto& task, const std::string& prefix,
     const bool own = Produces(task, binding.regst_desc_id());
     if (outputs && !own) {
       return TaskError(task, field, "writes register ", binding.regst_desc_id(), " owned by ",
-                       TaskLabel(*regst->producer), "; a kernel writes only registers its task "
+                       TaskLabel(*regst->producer),
+                       "; a kernel writes only registers its task "
                        "produces");
     }
     if (!own && !Consumes(task, binding.regst_desc_id())) {
@@ -207,8 +208,10 @@ Status CheckInferredDtypes(const TaskProto& task, const std::string& prefix, con
       for (TensorDesc& desc : list) desc.dtype = conf.dtype();
     }
     if (InferOp(conf.op(), uniform).ok()) {
-      return TaskError(task, prefix + ".input", "the bound blobs' dtypes fail the op's "
-                       "inference: ", inferred.status().message());
+      return TaskError(task, prefix + ".input",
+                       "the bound blobs' dtypes fail the op's "
+                       "inference: ",
+                       inferred.status().message());
     }
     return Status::OK();
   }
@@ -256,8 +259,7 @@ Status CheckKernel(const TaskProto& task, int k, const PlanIndex& index) {
   RETURN_IF_ERROR(CheckBindingList(task, prefix, conf.output(), true, index, &outputs));
   RETURN_IF_ERROR(CheckKernelDtype(task, prefix, conf, index));
   RETURN_IF_ERROR(CheckOpConfArgs(task, prefix + ".input", "input", conf.op().input(), inputs));
-  RETURN_IF_ERROR(
-      CheckOpConfArgs(task, prefix + ".output", "output", conf.op().output(), outputs));
+  RETURN_IF_ERROR(CheckOpConfArgs(task, prefix + ".output", "output", conf.op().output(), outputs));
   StatusOr<const OpDef*> def = LookupOpDef(conf.op().op_type());
   if (!def.ok()) return Status::OK();  // no definition linked: the kernel lookup decides
   RETURN_IF_ERROR(CheckArgs(task, prefix, conf, **def, inputs, outputs));
@@ -273,8 +275,8 @@ Status CheckKernel(const TaskProto& task, int k, const PlanIndex& index) {
 }  // namespace
 
 Status CheckKernels(const TaskProto& task, const PlanIndex& index) {
-  const bool runs_kernels = task.type() == TASK_COMPUTE || task.type() == TASK_SOURCE ||
-                            task.type() == TASK_VARIABLE;
+  const bool runs_kernels =
+      task.type() == TASK_COMPUTE || task.type() == TASK_SOURCE || task.type() == TASK_VARIABLE;
   if (runs_kernels && task.kernel_size() == 0) {
     return TaskError(task, "kernel", "a ", TaskType_Name(task.type()), " task has no KernelConf");
   }

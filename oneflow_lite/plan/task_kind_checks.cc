@@ -1,9 +1,9 @@
 // What the actor of each task kind trusts beyond registers and kernels (see
 // plan_index.h): copy, boxing, CommNet, collective, sink and variable tasks.
+#include <google/protobuf/util/message_differencer.h>
+
 #include <algorithm>
 #include <vector>
-
-#include <google/protobuf/util/message_differencer.h>
 
 #include "oneflow_lite/plan/plan_index.h"
 #include "oneflow_lite/plan/plan_verifier.h"
@@ -49,7 +49,8 @@ Status CheckCopy(const TaskProto& task, const PlanIndex& index) {
   const ConsumedRegst* in = FindConsumed(task, "in");
   const std::vector<const RegstDescProto*> outputs = DataOutputs(task);
   if (in == nullptr || in->regst_desc_id_size() != 1 || outputs.size() != 1) {
-    return TaskError(task, "consumed/produced", "a copy task consumes one register 'in' and "
+    return TaskError(task, "consumed/produced",
+                     "a copy task consumes one register 'in' and "
                      "produces one data register");
   }
   if (!SameBlobs(*index.FindRegst(in->regst_desc_id(0))->desc, *outputs[0])) {
@@ -100,8 +101,8 @@ Status CheckBoxing(const TaskProto& task, const PlanIndex& index) {
   for (const SbpParallel* sbp : {FirstSbp(conf.in_sbp()), FirstSbp(conf.out_sbp())}) {
     if (sbp != nullptr && sbp->has_split_axis() &&
         (sbp->split_axis() < 0 || sbp->split_axis() >= logical.shape.rank())) {
-      return TaskError(task, "boxing.in_sbp/out_sbp", "split axis ", sbp->split_axis(),
-                       " outside ", logical.ToString());
+      return TaskError(task, "boxing.in_sbp/out_sbp", "split axis ", sbp->split_axis(), " outside ",
+                       logical.ToString());
     }
   }
   if (conf.in_parallel_id_size() > 0 && conf.in_parallel_id_size() != (int)inputs.size()) {
@@ -155,12 +156,13 @@ Status CheckCommNet(const TaskProto& task, const PlanIndex& index) {
   const ConsumedRegst* in = FindConsumed(task, "in");
   if (in == nullptr || in->regst_desc_id_size() != 1 ||
       in->regst_desc_id(0) != conf.src_regst_desc_id()) {
-    return TaskError(task, "consumed", "a CommNet task consumes exactly its source register as "
+    return TaskError(task, "consumed",
+                     "a CommNet task consumes exactly its source register as "
                      "'in'");
   }
   if (!google::protobuf::util::MessageDifferencer::Equals(conf.src_regst(), *src->desc)) {
-    return TaskError(task, "commnet.src_regst", "differs from register ",
-                     conf.src_regst_desc_id(), " as its producer declares it");
+    return TaskError(task, "commnet.src_regst", "differs from register ", conf.src_regst_desc_id(),
+                     " as its producer declares it");
   }
   const std::vector<const RegstDescProto*> outputs = DataOutputs(task);
   if (src->desc->blob_size() > 0 && (outputs.size() != 1 || !SameBlobs(*src->desc, *outputs[0]))) {
@@ -196,7 +198,8 @@ Status CheckCollective(const TaskProto& task, const PlanIndex& index) {
   }
   if (conf.in_regst_desc_id_size() != 1 || index.FindRegst(conf.in_regst_desc_id(0)) == nullptr ||
       !ConsumesRegst(task, conf.in_regst_desc_id(0))) {
-    return TaskError(task, "boxing.in_regst_desc_id", "a collective names one register it "
+    return TaskError(task, "boxing.in_regst_desc_id",
+                     "a collective names one register it "
                      "consumes");
   }
   // Parts hold the logical dtype; the logical blob (the actor's whole-tensor
@@ -229,7 +232,8 @@ Status CheckSink(const TaskProto& task) {
 Status CheckVariable(const TaskProto& task) {
   const std::vector<const RegstDescProto*> outputs = DataOutputs(task);
   if (outputs.size() != 1 || outputs[0]->regst_num() != 1 || outputs[0]->blob_size() != 1) {
-    return TaskError(task, "produced", "a variable task produces one register with one blob "
+    return TaskError(task, "produced",
+                     "a variable task produces one register with one blob "
                      "and regst_num 1");
   }
   return Status::OK();
@@ -240,13 +244,20 @@ Status CheckVariable(const TaskProto& task) {
 Status CheckTaskKind(const TaskProto& task, const PlanIndex& index) {
   switch (task.type()) {
     case TASK_COPY_H2D:
-    case TASK_COPY_D2H: return CheckCopy(task, index);
-    case TASK_BOXING: return CheckBoxing(task, index);
-    case TASK_COMMNET: return CheckCommNet(task, index);
-    case TASK_COLLECTIVE: return CheckCollective(task, index);
-    case TASK_SINK: return CheckSink(task);
-    case TASK_VARIABLE: return CheckVariable(task);
-    default: return Status::OK();
+    case TASK_COPY_D2H:
+      return CheckCopy(task, index);
+    case TASK_BOXING:
+      return CheckBoxing(task, index);
+    case TASK_COMMNET:
+      return CheckCommNet(task, index);
+    case TASK_COLLECTIVE:
+      return CheckCollective(task, index);
+    case TASK_SINK:
+      return CheckSink(task);
+    case TASK_VARIABLE:
+      return CheckVariable(task);
+    default:
+      return Status::OK();
   }
 }
 

@@ -122,7 +122,8 @@ Needles UnlistedMutator(Plan* plan) {
   if (variable == nullptr) return {};
   const int64_t updater = variable->produced(0).mutator_task_id(0);
   variable->mutable_produced(0)->clear_mutator_task_id();
-  const TaskProto* task = FindTask(plan, [&](const TaskProto& t) { return t.task_id() == updater; });
+  const TaskProto* task =
+      FindTask(plan, [&](const TaskProto& t) { return t.task_id() == updater; });
   return {TaskLabelForTest(*task), "kernel[0]", "in place but is not one of its mutators"};
 }
 
