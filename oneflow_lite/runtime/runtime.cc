@@ -6,6 +6,7 @@
 
 #include "oneflow_lite/common/id.h"
 #include "oneflow_lite/device/device_context.h"
+#include "oneflow_lite/plan/plan_verifier.h"
 
 namespace oflite {
 
@@ -94,6 +95,9 @@ StatusOr<const MachinePlan*> FindMachinePlan(const Plan& plan, int64_t machine_i
 }
 
 StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const Plan& plan, RuntimeOptions options) {
+  PlanVerifierOptions verify;
+  verify.allow_device_type_other_than_id = static_cast<bool>(options.device_context_factory);
+  RETURN_IF_ERROR(VerifyPlan(plan, verify));
   ASSIGN_OR_RETURN(const MachinePlan* machine, FindMachinePlan(plan, options.machine_id));
   std::unique_ptr<Runtime> runtime(new Runtime(*machine, options));
   runtime->start_iter_ = options.start_iter;

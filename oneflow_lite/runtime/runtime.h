@@ -1,6 +1,8 @@
 // Runtime: runs one machine's part of a Plan.
 //
-// Create does the whole start-up before anything runs: one allocation per
+// Create first verifies the whole plan (plan/plan_verifier.h: ids, bindings,
+// register owners, offsets; InvalidArgument naming the task and field), then
+// does the whole start-up before anything runs: one allocation per
 // memory zone of the memory plan (MemoryZones), every register cut out of it
 // (RegstStore), one thread per device stream (StreamKeyOfTaskId of the task
 // ids) with its own DeviceContext, and every actor built from its task by

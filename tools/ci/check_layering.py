@@ -30,16 +30,17 @@ LAYERS = [
     ("checkpoint", ["oneflow_lite/checkpoint"], ["common"]),
     ("compiler", ["oneflow_lite/compiler"], ["common", "ops"]),
     ("api", ["oneflow_lite/api"], ["common", "ops", "compiler"]),
+    ("plan", ["oneflow_lite/plan"], ["common", "ops"]),
     ("runtime", ["oneflow_lite/runtime"],
-     ["common", "device", "data", "ops", "kernels", "checkpoint"]),
+     ["common", "device", "data", "ops", "kernels", "checkpoint", "plan"]),
     # The runtime's CommNet integration: the one place runtime meets comm.
     ("runtime_commnet", ["oneflow_lite/runtime/commnet"],
-     ["common", "device", "data", "ops", "kernels", "checkpoint", "runtime", "comm"]),
+     ["common", "device", "data", "ops", "kernels", "checkpoint", "plan", "runtime", "comm"]),
     ("reference", ["oneflow_lite/reference"],
      ["common", "device", "data", "ops", "kernels", "api"]),
     ("testing", ["oneflow_lite/testing"],
      ["common", "device", "data", "ops", "kernels", "comm", "checkpoint", "compiler", "api",
-      "runtime", "runtime_commnet", "reference"]),
+      "plan", "runtime", "runtime_commnet", "reference"]),
 ]
 # Top-level code no library may depend on (build settings in //tools:BUILD
 # itself, such as :cuda_enabled, are allowed).

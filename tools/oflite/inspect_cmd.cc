@@ -22,6 +22,7 @@
 #include "oneflow_lite/common/tensor.h"
 #include "oneflow_lite/common/proto_io.h"
 #include "oneflow_lite/compiler/plan_summary.h"
+#include "oneflow_lite/plan/plan_verifier.h"
 #include "proto/plan.pb.h"
 #include "tools/oflite/commands.h"
 #include "tools/oflite/flags.h"
@@ -519,6 +520,12 @@ int RunInspect(int argc, char** argv) {
   StatusOr<Plan> loaded = LoadPlan(flags.positional()[0]);
   if (!loaded.ok()) {
     std::fprintf(stderr, "oflite inspect: %s\n", loaded.status().message().c_str());
+    return kExitBadInput;
+  }
+  Status verified = VerifyPlan(*loaded);
+  if (!verified.ok()) {
+    std::fprintf(stderr, "oflite inspect: plan '%s': %s\n", flags.positional()[0].c_str(),
+                 verified.message().c_str());
     return kExitBadInput;
   }
   if (*machine >= 0 && *machine >= loaded->machine_size()) {

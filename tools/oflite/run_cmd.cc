@@ -64,6 +64,7 @@
 #include "oneflow_lite/comm/ibverbs/ibverbs_flags.h"
 #include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/common/proto_io.h"
+#include "oneflow_lite/plan/plan_verifier.h"
 #include "oneflow_lite/runtime/commnet/multi_machine.h"
 #include "oneflow_lite/runtime/runtime.h"
 #include "oneflow_lite/runtime/variable_stores.h"
@@ -489,6 +490,10 @@ int RunRun(int argc, char** argv) {
   if (!flags.Has("plan")) return Fail(InvalidArgumentError("--plan is required"), kExitBadInput);
   StatusOr<Plan> plan = LoadPlan(flags.Get("plan"));
   if (!plan.ok()) return Fail(plan.status(), kExitBadInput);
+  Status verified = VerifyPlan(*plan);
+  if (!verified.ok()) {
+    return Fail(verified.WithContext("plan '" + flags.Get("plan") + "'"), kExitBadInput);
+  }
   StatusOr<RunFlags> run = ReadRunFlags(flags, *plan);
   if (!run.ok()) return Fail(run.status(), kExitBadInput);
   std::unique_ptr<MultiMachineSession> session;
