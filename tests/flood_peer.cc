@@ -22,23 +22,10 @@
 #include <vector>
 
 #include "oneflow_lite/comm/control/control_wire.h"
+#include "oneflow_lite/comm/flood_test_util.h"
 #include "oneflow_lite/comm/wire.h"
 
 namespace {
-
-int Connect(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 // Waits up to `hold_ms` for the server to close `fd`; true if it did.
 bool WaitClosed(int fd, int hold_ms) {
@@ -87,7 +74,7 @@ int main(int argc, char** argv) {
   int connected = 0, closed_by_server = 0;
   std::vector<int> held;
   for (int i = 0; i < count; ++i) {
-    const int fd = Connect(port);
+    const int fd = oflite::comm::testing::ConnectLoopback(port);
     if (fd < 0) continue;
     ++connected;
     if (mode == "idle") {

@@ -216,8 +216,9 @@ void MultiMachineSession::FatalLoop() {
     std::lock_guard<std::mutex> lock(mutex_);
     failure_ = failure;
   }
-  net_->control()->Abort(failure.reason);
+  // on_fatal first: a waiter woken by the abort may rely on it having run.
   if (options_.on_fatal) options_.on_fatal(failure);
+  net_->control()->Abort(failure.reason);
 }
 
 Status MultiMachineSession::ControlError(const Status& error) {

@@ -33,15 +33,15 @@
 // malformed frame ends the job for this rank. The session then
 //   1. records the first cause in the AbortNotice and relays it, so every
 //      rank names the same culprit (abort_notice.h);
-//   2. aborts the control client, so a rank blocked at a barrier or a KV
-//      get wakes at once with that cause, and collective actors fail their
-//      runtime with it (a runtime waiting on a lost peer's register ends by
-//      its watchdog);
-//   3. calls options.on_fatal once, on the session's own thread, with the
+//   2. calls options.on_fatal once, on the session's own thread, with the
 //      culprit and the reason. The library never ends the process: the CLI
 //      uses on_fatal to exit at once (4 for another rank's failure, 1 for
 //      its own), which bounds every rank's exit by the transport's peer
-//      timeout.
+//      timeout;
+//   3. then aborts the control client, so a rank blocked at a barrier or a
+//      KV get wakes with that cause (on_fatal has returned by then), and
+//      collective actors fail their runtime with it (a runtime waiting on a
+//      lost peer's register ends by its watchdog).
 // After the last Finish barrier a peer leaving is normal and ignored; a
 // peer that leaves while this rank is still in that barrier (it got its
 // answer first) says goodbye first (its session's destructor, after a

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -259,8 +260,15 @@ TEST(MultiMachineTest, BeginRunChecksOrderAndPlanAgreement) {
 // hears (the library itself never ends the process).
 struct FatalRecorder {
   std::mutex mutex;
+  std::condition_variable called;
   int calls = 0;
   JobFailure heard;
+
+  // on_fatal runs on the session's own thread: a call that failed with the
+  // cause may return a moment before it (bounded wait).
+  bool WaitForCall(std::unique_lock<std::mutex>* lock) {
+    return called.wait_for(*lock, std::chrono::seconds(30), [this] { return calls > 0; });
+  }
 };
 
 StatusOr<std::unique_ptr<MultiMachineSession>> StartTcpRank(const Plan& plan, int rank,
@@ -277,6 +285,7 @@ StatusOr<std::unique_ptr<MultiMachineSession>> StartTcpRank(const Plan& plan, in
       std::lock_guard<std::mutex> lock(recorder->mutex);
       ++recorder->calls;
       recorder->heard = failure;
+      recorder->called.notify_all();
     };
   }
   return MultiMachineSession::Start(plan, multi);
@@ -321,7 +330,8 @@ TEST(MultiMachineTest, PeerLostDuringTheFinishBarrierEndsTheWaitNamingIt) {
   crash.join();
   EXPECT_FALSE(finished.ok());
   EXPECT_NE(finished.message().find("lost rank 1"), std::string::npos) << finished;
-  std::lock_guard<std::mutex> lock(recorder.mutex);
+  std::unique_lock<std::mutex> lock(recorder.mutex);
+  EXPECT_TRUE(recorder.WaitForCall(&lock));
   EXPECT_EQ(recorder.calls, 1);
   EXPECT_EQ(recorder.heard.rank, 1);
   EXPECT_EQ(sessions[0]->failure().rank, 1);
