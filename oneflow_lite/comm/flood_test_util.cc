@@ -210,6 +210,25 @@ StarvedServer::~StarvedServer() {
   ::close(from_child_);
 }
 
+std::string FloodAtDescriptorLimit(StarvedServer* server, const std::string& what) {
+  std::vector<int> flood;
+  for (int i = 0; i < 20; ++i) flood.push_back(ConnectLoopback(server->port()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const CpuAgainstSpinner cpu =
+      MeasureCpuAgainstSpinner(server->pid(), std::chrono::milliseconds(2000));
+  CloseAll(&flood);
+  std::string problem;
+  // Spinning on accept() would take about the spinner's share of a core.
+  if (!(cpu.process < 0.2 * cpu.spinner + 0.05)) {
+    problem = what + " used " + std::to_string(cpu.process) +
+              " s of CPU at its fd limit while a spinning thread got " +
+              std::to_string(cpu.spinner) + " s";
+  }
+  if (!server->ReleaseDescriptors()) problem += (problem.empty() ? "" : "; ") + what +
+                                                " did not release its filler descriptors";
+  return problem;
+}
+
 }  // namespace testing
 }  // namespace comm
 }  // namespace oflite

@@ -69,6 +69,13 @@ class StarvedServer {
   int from_child_ = -1;
 };
 
+// At `server`'s descriptor limit: opens 20 loopback connections to it,
+// measures the child's CPU over 2 s against a spinning thread, then closes
+// them and makes the child release its fillers. Empty when the child used
+// under a fifth of the spinner's CPU (accept() at EMFILE does not spin) and
+// released its fillers; otherwise what went wrong, naming `what`.
+std::string FloodAtDescriptorLimit(StarvedServer* server, const std::string& what);
+
 }  // namespace testing
 }  // namespace comm
 }  // namespace oflite
