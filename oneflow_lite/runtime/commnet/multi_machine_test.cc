@@ -310,17 +310,24 @@ void StartBoth(const Plan& plan, FatalRecorder* recorder,
   }
 }
 
-// Peer loss stays armed while a rank waits at its last Finish barrier: the
-// wait ends at once with "lost rank 1" (not at the barrier's deadline, nor
-// with the master's view), on_fatal hears rank 1 once, and failure() keeps it.
-TEST(MultiMachineTest, PeerLostDuringTheFinishBarrierEndsTheWaitNamingIt) {
+// Both ranks of a 2-machine data-parallel MLP plan, started over tcp
+// (rank 0 reports to `recorder`).
+void StartDataParallelPair(FatalRecorder* recorder,
+                           std::unique_ptr<MultiMachineSession> sessions[2]) {
   StatusOr<Job> job = compiler::BuildMlpJob(Spec("0-1:cpu:0"));
   ASSERT_TRUE(job.ok());
   StatusOr<Plan> plan = compiler::Compile(*job, compiler::MakeCluster(2, 1));
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  StartBoth(*plan, recorder, sessions);
+}
+
+// Peer loss stays armed while a rank waits at its last Finish barrier: the
+// wait ends at once with "lost rank 1" (not at the barrier's deadline, nor
+// with the master's view), on_fatal hears rank 1 once, and failure() keeps it.
+TEST(MultiMachineTest, PeerLostDuringTheFinishBarrierEndsTheWaitNamingIt) {
   FatalRecorder recorder;
   std::unique_ptr<MultiMachineSession> sessions[2];
-  StartBoth(*plan, &recorder, sessions);
+  StartDataParallelPair(&recorder, sessions);
   ASSERT_TRUE(sessions[0] && sessions[1]);
   std::thread crash([&] {
     std::this_thread::sleep_for(milliseconds(300));
@@ -339,13 +346,9 @@ TEST(MultiMachineTest, PeerLostDuringTheFinishBarrierEndsTheWaitNamingIt) {
 
 // Once both passed the last Finish barrier, a peer leaving is normal.
 TEST(MultiMachineTest, PeerLeavingAfterTheLastFinishIsNotAFailure) {
-  StatusOr<Job> job = compiler::BuildMlpJob(Spec("0-1:cpu:0"));
-  ASSERT_TRUE(job.ok());
-  StatusOr<Plan> plan = compiler::Compile(*job, compiler::MakeCluster(2, 1));
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   FatalRecorder recorder;
   std::unique_ptr<MultiMachineSession> sessions[2];
-  StartBoth(*plan, &recorder, sessions);
+  StartDataParallelPair(&recorder, sessions);
   ASSERT_TRUE(sessions[0] && sessions[1]);
   Status finished[2];
   std::thread other([&] {
