@@ -9,7 +9,8 @@
 # metrics of the distributed evaluation within 1e-5 relative); their
 # traffic crosses the shaped links (tc counters); kill -9 of one rank
 # mid-training and during the evaluation makes the other exit non-zero
-# within 10 s naming the lost rank. Skips (exit 0, saying why) where
+# within 10 s naming the lost rank; a cut link (no FIN, no RST) makes both
+# ranks exit 4 within 15 s naming the other. Skips (exit 0, saying why) where
 # namespaces cannot be built; every namespace and process is gone at exit,
 # and a kill -9 of this test leaves a set the next run reaps.
 set -u
@@ -174,6 +175,37 @@ kill_rank1() {
 MLP=(--batch 32 --features 784 --hidden 64 --classes 10 --iterations 1000000)
 compile long "$TMP/two.pbtxt" --placement 0-1:cpu:0
 kill_rank1 "kill -9 rank 1 (other host) mid-training" long "iter " --eval=false --log-every 1000
+# A cut link (host 1's cable pulled: no FIN or RST reaches anyone, which
+# loopback cannot imitate): both ranks exit 4 within 15 s, each naming the
+# other as silent. The link comes back up for what follows.
+cut_link() {
+  PORT=$((PORT + 1))
+  start_rank long 0 "$TMP/c0.log" --eval=false --log-every 1000
+  local r0=$!
+  start_rank long 1 "$TMP/c1.log" --eval=false --log-every 1000
+  local r1=$!
+  for ((i = 0; i < 3000; ++i)); do grep -q "iter " "$TMP/c1.log" 2> /dev/null && break; sleep 0.01; done
+  ip -n "${NETNS_NS[1]}" link set eth0 down
+  local start; start=$(date +%s%N)
+  for ((i = 0; i < 300; ++i)); do
+    kill -0 "$r0" 2> /dev/null || kill -0 "$r1" 2> /dev/null || break; sleep 0.1
+  done
+  local elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  kill -9 "$r0" "$r1" 2> /dev/null
+  wait "$r0"; local rc0=$?
+  wait "$r1"; local rc1=$?
+  ip -n "${NETNS_NS[1]}" link set eth0 up
+  if [[ $rc0 != 4 || $rc1 != 4 ]]; then
+    echo "FAIL: cut link: exits $rc0 and $rc1 (want 4 and 4) after ${elapsed_ms} ms"
+    tail -2 "$TMP/c0.log" "$TMP/c1.log"; fail=1
+  elif (( elapsed_ms > 15000 )); then echo "FAIL: cut link: ranks took ${elapsed_ms} ms"; fail=1
+  elif ! grep -q "lost rank 1" "$TMP/c0.log" || ! grep -q "lost rank 0" "$TMP/c1.log"; then
+    echo "FAIL: cut link: a rank did not name the other"; tail -2 "$TMP/c0.log" "$TMP/c1.log"; fail=1
+  else
+    echo "ok: cut link of host 1: both ranks exit 4 within ${elapsed_ms} ms: $(tail -1 "$TMP/c0.log")"
+  fi
+}
+cut_link
 MLP=(--batch 4 --features 784 --hidden 64 --classes 10 --iterations 2 --accuracy
      --fashion_mnist "$DATA")
 compile evalkill "$TMP/two.pbtxt" --placement 0-1:cpu:0
