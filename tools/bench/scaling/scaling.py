@@ -1,0 +1,320 @@
+#!/usr/bin/python3
+"""Data-parallel scaling across hosts: oflite next to PyTorch DDP (Gloo).
+
+Trains the MLP 784-2048-2048-10 (and with --models mlp,cnn the CNN of
+write_scaling_job.cc) on 1 host and on 2 hosts, each host a network
+namespace whose link is shaped to every --rates value (tests/netns), each
+rank pinned to its own core (taskset) with one compute thread
+(OPENBLAS_NUM_THREADS=1; torch.set_num_threads(1)). The same global batch,
+model, cores and links for both frameworks, in the same run; samples
+interleaved (repeat r runs every configuration once, frameworks alternating
+which goes first); medians over --repeats.
+
+Step time: wall time on rank 0 between the end of step WARMUP and the end of
+step WARMUP+MEASURE (oflite's progress lines, the peer's "mark" lines,
+timestamped as they arrive), divided by MEASURE; CPU: user+sys of every rank
+over that same window (/proc), per step. Scaling efficiency:
+(1-host time per sample) / (2-host time per sample) / 2. All-reduce: the
+ring all-reduce of G gradient bytes sends G bytes per rank over a 2-host
+link, so link time = G / (measured link rate); exposed ~= 2-host step -
+1-host step / 2 (the compute of half the batch, if compute scales
+linearly); hidden = link time - exposed, clipped to [0, link time]. These
+are estimates (no trace).
+
+Needs root (ip netns, tc), bazel-built binaries:
+  bazel build //tools/oflite:oflite //tools/bench/scaling:write_scaling_job
+  sudo tools/bench/scaling/scaling.py --smoke        # quick, figures meaningless
+  sudo tools/bench/scaling/scaling.py --repeats 5    # the real figures
+Exit: 0 ok, 1 a run failed, 2 bad arguments or namespaces unavailable.
+"""
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+# The workspace (or the runfiles tree of a Bazel test) this script sits in.
+WORKSPACE = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+NETNS = os.path.join(WORKSPACE, "tests", "netns", "netns.sh")
+PROBE = os.path.join(WORKSPACE, "tests", "netns", "link_probe.py")
+PEER = os.path.join(WORKSPACE, "tools", "bench", "scaling", "ddp_peer.py")
+# Gradient bytes per step (float32 parameters of the model).
+PARAMS = {"mlp": 784 * 2048 + 2048 + 2048 * 2048 + 2048 + 2048 * 10 + 10,
+          "cnn": 16 * 9 + 16 + 32 * 16 * 9 + 32 + 32 * 7 * 7 * 10 + 10}
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", default="mlp", help="comma list of mlp, cnn (default mlp)")
+    p.add_argument("--rates", default="1gbit,10gbit", help="link rates of the 2-host runs (tc syntax)")
+    p.add_argument("--global-batch", type=int, default=128, help="samples per step over all ranks")
+    p.add_argument("--repeats", type=int, default=5, help="samples per configuration (median)")
+    p.add_argument("--warmup", type=int, default=10, help="steps before (and after) the window")
+    p.add_argument("--measure", type=int, default=50, help="steps in the timed window")
+    p.add_argument("--cores", default="0,1", help="core of rank 0, rank 1 (taskset -c)")
+    p.add_argument("--frameworks", default="oflite,ddp", help="comma list of oflite, ddp")
+    p.add_argument("--oflite", default=os.path.join(WORKSPACE, "bazel-bin/tools/oflite/oflite"))
+    p.add_argument("--write-job",
+                   default=os.path.join(WORKSPACE, "bazel-bin/tools/bench/scaling/write_scaling_job"))
+    p.add_argument("--python", default="/usr/bin/python3", help="interpreter with torch")
+    p.add_argument("--probe-mb", type=int, default=200, help="MB sent to measure each link rate")
+    p.add_argument("--timeout", type=int, default=900, help="bound of one sample, seconds")
+    p.add_argument("--smoke", action="store_true",
+                   help="1 repeat, 2+4+2 steps, 20 MB probes: checks that everything runs")
+    args = p.parse_args()
+    if args.smoke:
+        args.repeats, args.warmup, args.measure, args.probe_mb = 1, 2, 4, 20
+    args.models = args.models.split(",")
+    args.rates = args.rates.split(",")
+    args.frameworks = args.frameworks.split(",")
+    args.cores = [int(c) for c in args.cores.split(",")]
+    bad = [m for m in args.models if m not in PARAMS] + \
+          [f for f in args.frameworks if f not in ("oflite", "ddp")]
+    if bad or args.repeats < 1 or args.warmup < 1 or args.measure < 1 or len(args.cores) < 2:
+        p.error("bad --models/--frameworks (%s), or --repeats/--warmup/--measure < 1, "
+                "or fewer than 2 --cores" % ",".join(bad))
+    return args
+
+
+class Hosts:
+    """Two namespace hosts owned by this process (torn down by close(); a
+    kill -9 of this process leaves them to the next harness run's reap)."""
+
+    def __init__(self):
+        out = subprocess.run([NETNS, "up", "--hosts", "2", "--owner", str(os.getpid())],
+                             capture_output=True, text=True, timeout=60)
+        if out.returncode != 0:
+            raise RuntimeError("netns.sh up failed: " + out.stderr.strip())
+        self.id, self.ns, self.addr = None, [], []
+        for line in out.stdout.splitlines():
+            words = line.split()
+            if words[0] == "id":
+                self.id = words[1]
+            elif words[0] == "host":
+                self.ns.append(words[2])
+                self.addr.append(words[3])
+        self.rate = "none"
+
+    def shape(self, rate):
+        if rate != self.rate:
+            subprocess.run([NETNS, "shape", "--id", self.id, "--hosts", "2", "--rate", rate],
+                           check=True, timeout=60)
+            self.rate = rate
+
+    def close(self):
+        if self.id:
+            subprocess.run([NETNS, "down", "--id", self.id], timeout=120)
+            self.id = None
+
+
+def cpu_seconds(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def run_ranks(commands, start_marker, end_marker, timeout, log_prefix):
+    """Starts one process per command (rank 0 first), timestamps rank 0's
+    lines matching the markers and samples every rank's CPU at those
+    moments. Returns (wall seconds, CPU seconds of all ranks, last line of
+    rank 0). Raises RuntimeError naming the rank on failure or timeout."""
+    logs = [open("%s.r%d.log" % (log_prefix, r), "w+") for r in range(len(commands))]
+    procs = []
+    marks = {}
+    try:
+        procs.append(subprocess.Popen(commands[0], stdout=subprocess.PIPE, stderr=logs[0], text=True))
+        for r in range(1, len(commands)):
+            procs.append(subprocess.Popen(commands[r], stdout=logs[r], stderr=logs[r]))
+        lines = []
+
+        def read():
+            for line in procs[0].stdout:
+                now = time.monotonic()
+                for name, marker in (("start", start_marker), ("end", end_marker)):
+                    if line.startswith(marker) and name not in marks:
+                        marks[name] = (now, [cpu_seconds(p.pid) for p in procs])
+                lines.append(line)
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        deadline = time.monotonic() + timeout
+        for r, proc in enumerate(procs):
+            rc = proc.wait(timeout=max(1, deadline - time.monotonic()))
+            if rc != 0:
+                logs[r].seek(0)
+                tail = (logs[r].read() or "".join(lines[-5:])).strip().splitlines()[-3:]
+                raise RuntimeError("rank %d exited %d: %s" % (r, rc, " | ".join(tail)))
+        reader.join(timeout=10)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError("a rank ran past --timeout %d s" % timeout)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        for log in logs:
+            log.close()
+    if "start" not in marks or "end" not in marks:
+        raise RuntimeError("rank 0 printed no '%s' / '%s' line" % (start_marker, end_marker))
+    wall = marks["end"][0] - marks["start"][0]
+    cpu = sum(e - s for s, e in zip(marks["start"][1], marks["end"][1])
+              if s is not None and e is not None)
+    return wall, cpu, lines[-1].strip() if lines else ""
+
+
+class Bench:
+    def __init__(self, args, hosts, tmp):
+        self.args, self.hosts, self.tmp = args, hosts, tmp
+        self.port = 29500
+        self.token = "scaling-%d" % os.getpid()
+
+    def prefix(self, rank):
+        return ["ip", "netns", "exec", self.hosts.ns[rank], "taskset", "-c",
+                str(self.args.cores[rank]), "env", "OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1"]
+
+    def plan(self, model, nhosts):
+        a = self.args
+        path = os.path.join(self.tmp, "%s.%d" % (model, nhosts))
+        iterations = 2 * a.warmup + a.measure
+        subprocess.run([a.write_job, path + ".job.pb", "--model", model, "--batch", str(a.global_batch),
+                        "--machines", str(nhosts), "--iterations", str(iterations)], check=True)
+        with open(path + ".cluster", "w") as f:
+            for m in range(nhosts):
+                f.write('machine { id: %d address: "%s" cpu_devices: 1 }\n' % (m, self.hosts.addr[m]))
+        subprocess.run([a.oflite, "compile", "--job", path + ".job.pb", "--cluster", path + ".cluster",
+                        "-o", path + ".plan.pb", "--quiet"], check=True)
+        return path + ".plan.pb"
+
+    def oflite(self, model, nhosts):
+        a = self.args
+        self.port += 1
+        plan = os.path.join(self.tmp, "%s.%d.plan.pb" % (model, nhosts))
+        total = 2 * a.warmup + a.measure
+        commands = []
+        for r in range(nhosts):
+            commands.append(self.prefix(r) + [
+                "OFLITE_HOST=" + self.hosts.addr[r], "OFLITE_JOB_TOKEN=" + self.token, a.oflite, "run",
+                "--plan", plan, "--rank", str(r), "--master", "%s:%d" % (self.hosts.addr[0], self.port),
+                "--comm", "tcp", "--log-every", str(a.warmup), "--eval=false"])
+        return run_ranks(commands, "iter %d/%d" % (a.warmup, total),
+                         "iter %d/%d" % (a.warmup + a.measure, total), a.timeout,
+                         os.path.join(self.tmp, "oflite"))
+
+    def ddp(self, model, nhosts):
+        a = self.args
+        self.port += 1
+        commands = [self.prefix(r) + [
+            a.python, PEER, "--model", model, "--global-batch", str(a.global_batch), "--world", str(nhosts),
+            "--rank", str(r), "--master", "%s:%d" % (self.hosts.addr[0], self.port),
+            "--warmup", str(a.warmup), "--measure", str(a.measure)] for r in range(nhosts)]
+        return run_ranks(commands, "mark start", "mark end", a.timeout, os.path.join(self.tmp, "ddp"))
+
+
+def measure_link(hosts, rate, megabytes):
+    hosts.shape(rate)
+    server = subprocess.Popen(["ip", "netns", "exec", hosts.ns[0], sys.executable, PROBE, "serve", "5001",
+                               "--timeout", "60"], stdout=subprocess.PIPE, text=True)
+    subprocess.run(["ip", "netns", "exec", hosts.ns[1], sys.executable, PROBE, "send", hosts.addr[0], "5001",
+                    str(megabytes * 1000000), "--timeout", "60"], capture_output=True, timeout=120)
+    out = server.communicate(timeout=120)[0].split()
+    return float(out[6]) if server.returncode == 0 and len(out) > 6 else float("nan")
+
+
+def load():
+    return "load average %.2f %.2f %.2f" % os.getloadavg()
+
+
+def report(args, results, links):
+    print("\n%-5s %-6s %-7s %-7s %10s %10s %10s %8s %10s %10s" % (
+        "model", "hosts", "link", "fw", "step ms", "samples/s", "CPU ms", "eff", "exposed", "hidden"))
+    for model in args.models:
+        for fw in args.frameworks:
+            one = results.get((model, 1, "-", fw))
+            t1 = statistics.median(s[0] for s in one) if one else None
+            for key in [(model, 1, "-", fw)] + [(model, 2, r, fw) for r in args.rates]:
+                samples = results.get(key)
+                if not samples:
+                    print("%-5s %-6d %-7s %-7s %10s" % (key[0], key[1], key[2], fw, "failed"))
+                    continue
+                step = statistics.median(s[0] for s in samples)
+                cpu = statistics.median(s[1] for s in samples)
+                eff = exposed = hidden = "-"
+                if key[1] == 2 and t1:
+                    eff = "%.2f" % (t1 / (2 * step))
+                    link_ms = PARAMS[model] * 4 * 8 / (links[key[2]] * 1e6) * 1e3
+                    exp_ms = max(0.0, step - t1 / 2) * 1e3
+                    exposed = "%.1f" % exp_ms
+                    hidden = "%.1f" % min(link_ms, max(0.0, link_ms - exp_ms))
+                print("%-5s %-6d %-7s %-7s %10.2f %10.0f %10.2f %8s %10s %10s" % (
+                    key[0], key[1], key[2], fw, step * 1e3, args.global_batch / step, cpu * 1e3, eff,
+                    exposed, hidden))
+    print("step ms, CPU ms (all ranks, user+sys, per step): medians of %d; eff = scaling efficiency;"
+          " exposed/hidden: all-reduce ms per step (estimates, see --help)" % args.repeats)
+
+
+def main():
+    args = parse_args()
+    if os.geteuid() != 0:
+        print("scaling: needs root (ip netns, tc)", file=sys.stderr)
+        return 2
+    check = subprocess.run([NETNS, "check"], capture_output=True, text=True)
+    if check.returncode != 0:
+        print("scaling: network namespaces unavailable: " + check.stdout.strip(), file=sys.stderr)
+        return 2
+    for path in (args.oflite, args.write_job):
+        if not os.access(path, os.X_OK):
+            print("scaling: %s not built (bazel build //tools/oflite:oflite "
+                  "//tools/bench/scaling:write_scaling_job)" % path, file=sys.stderr)
+            return 2
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    hosts = Hosts()
+    failed = False
+    try:
+        with tempfile.TemporaryDirectory(prefix="scaling.") as tmp:
+            bench = Bench(args, hosts, tmp)
+            print("scaling: global batch %d, steps %d+%d+%d, cores %s, %s" % (
+                args.global_batch, args.warmup, args.measure, args.warmup, args.cores, load()))
+            links = {}
+            for rate in args.rates:
+                links[rate] = measure_link(hosts, rate, args.probe_mb)
+                print("link %s: measured %.0f Mbit/s (one TCP stream, host 1 -> host 0)" % (rate, links[rate]))
+            configs = []
+            for model in args.models:
+                bench.plan(model, 1)
+                bench.plan(model, 2)
+                configs += [(model, 1, "-")] + [(model, 2, r) for r in args.rates]
+            results = {}
+            for rep in range(args.repeats):
+                order = args.frameworks if rep % 2 == 0 else args.frameworks[::-1]
+                for model, nhosts, rate in configs:
+                    if nhosts == 2:
+                        hosts.shape(rate)
+                    for fw in order:
+                        try:
+                            wall, cpu, last = getattr(bench, fw)(model, nhosts)
+                        except (RuntimeError, subprocess.SubprocessError, OSError) as error:
+                            print("rep %d %s %d host(s) %s %s: FAILED: %s" % (rep, model, nhosts, rate, fw, error))
+                            failed = True
+                            continue
+                        results.setdefault((model, nhosts, rate, fw), []).append(
+                            (wall / args.measure, cpu / args.measure))
+                        print("rep %d %-4s %d host(s) link %-7s %-6s step %8.2f ms  CPU %8.2f ms  (%s)" % (
+                            rep, model, nhosts, rate, fw, wall / args.measure * 1e3, cpu / args.measure * 1e3,
+                            last[:60]), flush=True)
+                print("after rep %d: %s" % (rep, load()), flush=True)
+            report(args, results, links)
+            print(load())
+    finally:
+        hosts.close()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
