@@ -18,8 +18,10 @@ over that same window (/proc), per step. Scaling efficiency:
 ring all-reduce of G gradient bytes sends G bytes per rank over a 2-host
 link, so link time = G / (measured link rate); exposed ~= 2-host step -
 1-host step / 2 (the compute of half the batch, if compute scales
-linearly); hidden = link time - exposed, clipped to [0, link time]. These
-are estimates (no trace).
+linearly); all-reduce alone ("comm") = the 2-host step of the same model at
+a global batch of 2 (one sample per rank: the step is nearly all
+communication), per framework; hidden = comm - exposed, clipped to
+[0, comm]. These are estimates (no trace).
 
 Needs root (ip netns, tc), bazel-built binaries:
   bazel build //tools/oflite:oflite //tools/bench/scaling:write_scaling_job
@@ -179,11 +181,11 @@ class Bench:
         return ["ip", "netns", "exec", self.hosts.ns[rank], "taskset", "-c",
                 str(self.args.cores[rank]), "env", "OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1"]
 
-    def plan(self, model, nhosts):
+    def plan(self, model, nhosts, batch):
         a = self.args
-        path = os.path.join(self.tmp, "%s.%d" % (model, nhosts))
+        path = os.path.join(self.tmp, "%s.%d.%d" % (model, nhosts, batch))
         iterations = 2 * a.warmup + a.measure
-        subprocess.run([a.write_job, path + ".job.pb", "--model", model, "--batch", str(a.global_batch),
+        subprocess.run([a.write_job, path + ".job.pb", "--model", model, "--batch", str(batch),
                         "--machines", str(nhosts), "--iterations", str(iterations)], check=True)
         with open(path + ".cluster", "w") as f:
             for m in range(nhosts):
@@ -192,10 +194,10 @@ class Bench:
                         "-o", path + ".plan.pb", "--quiet"], check=True)
         return path + ".plan.pb"
 
-    def oflite(self, model, nhosts):
+    def oflite(self, model, nhosts, batch):
         a = self.args
         self.port += 1
-        plan = os.path.join(self.tmp, "%s.%d.plan.pb" % (model, nhosts))
+        plan = os.path.join(self.tmp, "%s.%d.%d.plan.pb" % (model, nhosts, batch))
         total = 2 * a.warmup + a.measure
         commands = []
         for r in range(nhosts):
@@ -207,11 +209,11 @@ class Bench:
                          "iter %d/%d" % (a.warmup + a.measure, total), a.timeout,
                          os.path.join(self.tmp, "oflite"))
 
-    def ddp(self, model, nhosts):
+    def ddp(self, model, nhosts, batch):
         a = self.args
         self.port += 1
         commands = [self.prefix(r) + [
-            a.python, PEER, "--model", model, "--global-batch", str(a.global_batch), "--world", str(nhosts),
+            a.python, PEER, "--model", model, "--global-batch", str(batch), "--world", str(nhosts),
             "--rank", str(r), "--master", "%s:%d" % (self.hosts.addr[0], self.port),
             "--warmup", str(a.warmup), "--measure", str(a.measure)] for r in range(nhosts)]
         return run_ranks(commands, "mark start", "mark end", a.timeout, os.path.join(self.tmp, "ddp"))
@@ -231,32 +233,70 @@ def load():
     return "load average %.2f %.2f %.2f" % os.getloadavg()
 
 
-def report(args, results, links):
-    print("\n%-5s %-6s %-7s %-7s %10s %10s %10s %8s %10s %10s" % (
-        "model", "hosts", "link", "fw", "step ms", "samples/s", "CPU ms", "eff", "exposed", "hidden"))
+def report(args, results):
+    """Prints the table of medians; `results` maps (model, hosts, link,
+    framework, kind) to [(step seconds, CPU seconds per step)]."""
+    print("\n%-5s %-5s %-7s %-7s %9s %9s %9s %6s %8s %8s %8s" % (
+        "model", "hosts", "link", "fw", "step ms", "samples/s", "CPU ms", "eff", "comm", "exposed",
+        "hidden"))
+    median = lambda key, i: statistics.median(s[i] for s in results[key]) if results.get(key) else None
     for model in args.models:
         for fw in args.frameworks:
-            one = results.get((model, 1, "-", fw))
-            t1 = statistics.median(s[0] for s in one) if one else None
-            for key in [(model, 1, "-", fw)] + [(model, 2, r, fw) for r in args.rates]:
-                samples = results.get(key)
-                if not samples:
-                    print("%-5s %-6d %-7s %-7s %10s" % (key[0], key[1], key[2], fw, "failed"))
+            t1 = median((model, 1, "-", fw, "train"), 0)
+            for nhosts, link in [(1, "-")] + [(2, r) for r in args.rates]:
+                step = median((model, nhosts, link, fw, "train"), 0)
+                if step is None:
+                    print("%-5s %-5d %-7s %-7s %9s" % (model, nhosts, link, fw, "failed"))
                     continue
-                step = statistics.median(s[0] for s in samples)
-                cpu = statistics.median(s[1] for s in samples)
-                eff = exposed = hidden = "-"
-                if key[1] == 2 and t1:
+                cpu = median((model, nhosts, link, fw, "train"), 1)
+                comm = median((model, nhosts, link, fw, "comm"), 0)
+                eff = comm_text = exposed = hidden = "-"
+                if nhosts == 2 and t1:
                     eff = "%.2f" % (t1 / (2 * step))
-                    link_ms = PARAMS[model] * 4 * 8 / (links[key[2]] * 1e6) * 1e3
-                    exp_ms = max(0.0, step - t1 / 2) * 1e3
-                    exposed = "%.1f" % exp_ms
-                    hidden = "%.1f" % min(link_ms, max(0.0, link_ms - exp_ms))
-                print("%-5s %-6d %-7s %-7s %10.2f %10.0f %10.2f %8s %10s %10s" % (
-                    key[0], key[1], key[2], fw, step * 1e3, args.global_batch / step, cpu * 1e3, eff,
-                    exposed, hidden))
-    print("step ms, CPU ms (all ranks, user+sys, per step): medians of %d; eff = scaling efficiency;"
-          " exposed/hidden: all-reduce ms per step (estimates, see --help)" % args.repeats)
+                    exp_s = max(0.0, step - t1 / 2)
+                    exposed = "%.1f" % (exp_s * 1e3)
+                    if comm is not None:
+                        comm_text = "%.1f" % (comm * 1e3)
+                        hidden = "%.1f" % (min(comm, max(0.0, comm - exp_s)) * 1e3)
+                print("%-5s %-5d %-7s %-7s %9.2f %9.0f %9.2f %6s %8s %8s %8s" % (
+                    model, nhosts, link, fw, step * 1e3, args.global_batch / step, cpu * 1e3, eff,
+                    comm_text, exposed, hidden))
+    print("medians of %d; step ms: wall per step; CPU ms: user+sys of all ranks per step; eff:"
+          " scaling efficiency; comm: the step at one sample per rank; exposed = 2-host step -"
+          " 1-host step / 2; hidden = comm - exposed (all in ms, estimates: see --help)"
+          % args.repeats)
+
+
+def run_samples(args, bench, hosts):
+    """Every configuration once per repeat, frameworks alternating first."""
+    configs = []
+    for model in args.models:
+        configs.append((model, 1, "-", args.global_batch, "train"))
+        for rate in args.rates:
+            configs.append((model, 2, rate, args.global_batch, "train"))
+            configs.append((model, 2, rate, 2, "comm"))
+        for _, nhosts, _, batch, _ in configs[-1 - 2 * len(args.rates):]:
+            bench.plan(model, nhosts, batch)
+    results, failed = {}, False
+    for rep in range(args.repeats):
+        order = args.frameworks if rep % 2 == 0 else args.frameworks[::-1]
+        for model, nhosts, rate, batch, kind in configs:
+            if nhosts == 2:
+                hosts.shape(rate)
+            for fw in order:
+                what = "rep %d %-4s %s %d host(s) link %-6s %-6s" % (rep, model, kind, nhosts, rate, fw)
+                try:
+                    wall, cpu, last = getattr(bench, fw)(model, nhosts, batch)
+                except (RuntimeError, subprocess.SubprocessError, OSError) as error:
+                    print("%s FAILED: %s" % (what, error), flush=True)
+                    failed = True
+                    continue
+                step, cpu_step = wall / args.measure, cpu / args.measure
+                results.setdefault((model, nhosts, rate, fw, kind), []).append((step, cpu_step))
+                print("%s step %8.2f ms  CPU %8.2f ms  (%s)" % (what, step * 1e3, cpu_step * 1e3,
+                                                             last[:50]), flush=True)
+        print("after rep %d: %s" % (rep, load()), flush=True)
+    return results, failed
 
 
 def main():
@@ -275,41 +315,15 @@ def main():
             return 2
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     hosts = Hosts()
-    failed = False
     try:
         with tempfile.TemporaryDirectory(prefix="scaling.") as tmp:
-            bench = Bench(args, hosts, tmp)
             print("scaling: global batch %d, steps %d+%d+%d, cores %s, %s" % (
                 args.global_batch, args.warmup, args.measure, args.warmup, args.cores, load()))
-            links = {}
             for rate in args.rates:
-                links[rate] = measure_link(hosts, rate, args.probe_mb)
-                print("link %s: measured %.0f Mbit/s (one TCP stream, host 1 -> host 0)" % (rate, links[rate]))
-            configs = []
-            for model in args.models:
-                bench.plan(model, 1)
-                bench.plan(model, 2)
-                configs += [(model, 1, "-")] + [(model, 2, r) for r in args.rates]
-            results = {}
-            for rep in range(args.repeats):
-                order = args.frameworks if rep % 2 == 0 else args.frameworks[::-1]
-                for model, nhosts, rate in configs:
-                    if nhosts == 2:
-                        hosts.shape(rate)
-                    for fw in order:
-                        try:
-                            wall, cpu, last = getattr(bench, fw)(model, nhosts)
-                        except (RuntimeError, subprocess.SubprocessError, OSError) as error:
-                            print("rep %d %s %d host(s) %s %s: FAILED: %s" % (rep, model, nhosts, rate, fw, error))
-                            failed = True
-                            continue
-                        results.setdefault((model, nhosts, rate, fw), []).append(
-                            (wall / args.measure, cpu / args.measure))
-                        print("rep %d %-4s %d host(s) link %-7s %-6s step %8.2f ms  CPU %8.2f ms  (%s)" % (
-                            rep, model, nhosts, rate, fw, wall / args.measure * 1e3, cpu / args.measure * 1e3,
-                            last[:60]), flush=True)
-                print("after rep %d: %s" % (rep, load()), flush=True)
-            report(args, results, links)
+                print("link %s: measured %.0f Mbit/s (one TCP stream, host 1 -> host 0)" % (
+                    rate, measure_link(hosts, rate, args.probe_mb)))
+            results, failed = run_samples(args, Bench(args, hosts, tmp), hosts)
+            report(args, results)
             print(load())
     finally:
         hosts.close()
