@@ -213,6 +213,6 @@ kill_rank1 "kill -9 rank 1 (other host) during evaluation" evalkill "trained ite
 
 id=$NETNS_ID
 netns_down_all
-if [[ -n $(netns_list_sets | grep "^$id\$") ]]; then echo "FAIL: set $id left behind"; fail=1
+if netns_list_sets | grep -qx "$id"; then echo "FAIL: set $id left behind"; fail=1
 else echo "ok: hosts torn down"; fi
 exit $fail

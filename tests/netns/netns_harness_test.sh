@@ -26,7 +26,7 @@ has_set() { [[ -n $(set_of "$1") ]]; }
 no_set() { [[ -z $(set_of "$1") ]]; }
 sleepers_in() {  # SET_ID: pids of processes inside the set's namespaces
   local ns
-  for ns in $(ip netns list | awk '{ print $1 }' | grep "^$1-"); do ip netns pids "$ns"; done
+  for ns in $(ip netns list 2> /dev/null | awk '{ print $1 }' | grep "^$1-"); do ip netns pids "$ns"; done
 }
 two_sleepers() { (( $(sleepers_in "$1" | wc -l) >= 2 )); }
 running() {  # PIDS...: true when any of them runs (a zombie does not)

@@ -39,7 +39,7 @@ rows=$(grep -cE "^mlp +[12] +(-|1gbit|10gbit) +(oflite|ddp) +[0-9.]+ " "$TMP/smo
 want=$(( 3 * $(tr ',' '\n' <<< "$frameworks" | wc -l) ))
 if [[ $rc == 0 && $rows == "$want" ]]; then echo "ok: smoke run: $rows rows"
 else echo "FAIL: smoke run: exit $rc, $rows of $want rows"; fail=1; fi
-if [[ -n $("$NETNS" list | grep -vxF "$before") ]]; then
+if "$NETNS" list | grep -qvxF "$before"; then
   echo "FAIL: hosts left behind: $("$NETNS" list)"; fail=1
 fi
 exit $fail
