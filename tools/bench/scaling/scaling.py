@@ -2,26 +2,24 @@
 """Data-parallel scaling across hosts: oflite next to PyTorch DDP (Gloo).
 
 Trains the MLP 784-2048-2048-10 (and with --models mlp,cnn the CNN of
-write_scaling_job.cc) on 1 host and on 2 hosts, each host a network
-namespace whose link is shaped to every --rates value (tests/netns), each
-rank pinned to its own core (taskset) with one compute thread
-(OPENBLAS_NUM_THREADS=1; torch.set_num_threads(1)). The same global batch,
-model, cores and links for both frameworks, in the same run; samples
-interleaved (repeat r runs every configuration once, frameworks alternating
-which goes first); medians over --repeats.
+write_scaling_job.cc) on 1 host and on N hosts (--hosts, default 2), each
+host a network namespace whose link is shaped to every --rates value
+(tests/netns), each rank pinned to its own core (--cores, taskset) with one
+compute thread (OPENBLAS_NUM_THREADS=1; torch.set_num_threads(1)). The same
+global batch, model, cores and links for both frameworks, in the same run;
+samples interleaved (repeat r runs every configuration once, frameworks
+alternating which goes first); medians over --repeats.
 
 Step time: wall time on rank 0 between the end of step WARMUP and the end of
 step WARMUP+MEASURE (oflite's progress lines, the peer's "mark" lines,
 timestamped as they arrive), divided by MEASURE; CPU: user+sys of every rank
-over that same window (/proc), per step. Scaling efficiency:
-(1-host time per sample) / (2-host time per sample) / 2. All-reduce: the
-ring all-reduce of G gradient bytes sends G bytes per rank over a 2-host
-link, so link time = G / (measured link rate); exposed ~= 2-host step -
-1-host step / 2 (the compute of half the batch, if compute scales
-linearly); all-reduce alone ("comm") = the 2-host step of the same model at
-a global batch of 2 (one sample per rank: the step is nearly all
-communication), per framework; hidden = comm - exposed, clipped to
-[0, comm]. These are estimates (no trace).
+over that same window (/proc), per step. Scaling efficiency on N hosts:
+(1-host time per sample) / (N-host time per sample) / N. All-reduce
+(estimates; there is no timeline trace): "comm" = the N-host step of the
+same model at one sample per rank (the step is nearly all communication),
+per framework; exposed = N-host step - 1-host step / N (the compute of 1/N
+of the batch, if compute scales linearly); hidden = comm - exposed, clipped
+to [0, comm].
 
 Needs root (ip netns, tc), bazel-built binaries:
   bazel build //tools/oflite:oflite //tools/bench/scaling:write_scaling_job
@@ -53,12 +51,13 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", default="mlp", help="comma list of mlp, cnn (default mlp)")
-    p.add_argument("--rates", default="1gbit,10gbit", help="link rates of the 2-host runs (tc syntax)")
+    p.add_argument("--hosts", default="2", help="comma list of host counts beside 1 (e.g. 2,4)")
+    p.add_argument("--rates", default="1gbit,10gbit", help="link rates of the N-host runs (tc syntax)")
     p.add_argument("--global-batch", type=int, default=128, help="samples per step over all ranks")
     p.add_argument("--repeats", type=int, default=5, help="samples per configuration (median)")
     p.add_argument("--warmup", type=int, default=10, help="steps before (and after) the window")
     p.add_argument("--measure", type=int, default=50, help="steps in the timed window")
-    p.add_argument("--cores", default="0,1", help="core of rank 0, rank 1 (taskset -c)")
+    p.add_argument("--cores", default="0,1", help="core of rank 0, 1, ... (taskset -c)")
     p.add_argument("--frameworks", default="oflite,ddp", help="comma list of oflite, ddp")
     p.add_argument("--oflite", default=os.path.join(WORKSPACE, "bazel-bin/tools/oflite/oflite"))
     p.add_argument("--write-job",
@@ -75,20 +74,25 @@ def parse_args():
     args.rates = args.rates.split(",")
     args.frameworks = args.frameworks.split(",")
     args.cores = [int(c) for c in args.cores.split(",")]
+    args.hosts = [int(n) for n in args.hosts.split(",")]
     bad = [m for m in args.models if m not in PARAMS] + \
           [f for f in args.frameworks if f not in ("oflite", "ddp")]
-    if bad or args.repeats < 1 or args.warmup < 1 or args.measure < 1 or len(args.cores) < 2:
-        p.error("bad --models/--frameworks (%s), or --repeats/--warmup/--measure < 1, "
-                "or fewer than 2 --cores" % ",".join(bad))
+    if bad or args.repeats < 1 or args.warmup < 1 or args.measure < 1 or \
+            min(args.hosts) < 2 or len(args.cores) < max(args.hosts) or \
+            any(args.global_batch % n for n in args.hosts):
+        p.error("bad --models/--frameworks (%s), or --repeats/--warmup/--measure < 1, or a"
+                " --hosts count < 2, or fewer --cores than hosts, or a --global-batch that"
+                " the hosts do not divide" % ",".join(bad))
     return args
 
 
 class Hosts:
-    """Two namespace hosts owned by this process (torn down by close(); a
+    """N namespace hosts owned by this process (torn down by close(); a
     kill -9 of this process leaves them to the next harness run's reap)."""
 
-    def __init__(self):
-        out = subprocess.run([NETNS, "up", "--hosts", "2", "--owner", str(os.getpid())],
+    def __init__(self, count):
+        self.count = count
+        out = subprocess.run([NETNS, "up", "--hosts", str(count), "--owner", str(os.getpid())],
                              capture_output=True, text=True, timeout=60)
         if out.returncode != 0:
             raise RuntimeError("netns.sh up failed: " + out.stderr.strip())
@@ -104,7 +108,7 @@ class Hosts:
 
     def shape(self, rate):
         if rate != self.rate:
-            subprocess.run([NETNS, "shape", "--id", self.id, "--hosts", "2", "--rate", rate],
+            subprocess.run([NETNS, "shape", "--id", self.id, "--hosts", str(self.count), "--rate", rate],
                            check=True, timeout=60)
             self.rate = rate
 
@@ -243,7 +247,7 @@ def report(args, results):
     for model in args.models:
         for fw in args.frameworks:
             t1 = median((model, 1, "-", fw, "train"), 0)
-            for nhosts, link in [(1, "-")] + [(2, r) for r in args.rates]:
+            for nhosts, link in [(1, "-")] + [(n, r) for n in args.hosts for r in args.rates]:
                 step = median((model, nhosts, link, fw, "train"), 0)
                 if step is None:
                     print("%-5s %-5d %-7s %-7s %9s" % (model, nhosts, link, fw, "failed"))
@@ -251,9 +255,9 @@ def report(args, results):
                 cpu = median((model, nhosts, link, fw, "train"), 1)
                 comm = median((model, nhosts, link, fw, "comm"), 0)
                 eff = comm_text = exposed = hidden = "-"
-                if nhosts == 2 and t1:
-                    eff = "%.2f" % (t1 / (2 * step))
-                    exp_s = max(0.0, step - t1 / 2)
+                if nhosts > 1 and t1:
+                    eff = "%.2f" % (t1 / (nhosts * step))
+                    exp_s = max(0.0, step - t1 / nhosts)
                     exposed = "%.1f" % (exp_s * 1e3)
                     if comm is not None:
                         comm_text = "%.1f" % (comm * 1e3)
@@ -262,8 +266,8 @@ def report(args, results):
                     model, nhosts, link, fw, step * 1e3, args.global_batch / step, cpu * 1e3, eff,
                     comm_text, exposed, hidden))
     print("medians of %d; step ms: wall per step; CPU ms: user+sys of all ranks per step; eff:"
-          " scaling efficiency; comm: the step at one sample per rank; exposed = 2-host step -"
-          " 1-host step / 2; hidden = comm - exposed (all in ms, estimates: see --help)"
+          " scaling efficiency; comm: the step at one sample per rank; exposed = N-host step -"
+          " 1-host step / N; hidden = comm - exposed (all in ms, estimates: see --help)"
           % args.repeats)
 
 
@@ -272,16 +276,18 @@ def run_samples(args, bench, hosts):
     configs = []
     for model in args.models:
         configs.append((model, 1, "-", args.global_batch, "train"))
-        for rate in args.rates:
-            configs.append((model, 2, rate, args.global_batch, "train"))
-            configs.append((model, 2, rate, 2, "comm"))
-        for _, nhosts, _, batch, _ in configs[-1 - 2 * len(args.rates):]:
-            bench.plan(model, nhosts, batch)
+        bench.plan(model, 1, args.global_batch)
+        for nhosts in args.hosts:
+            bench.plan(model, nhosts, args.global_batch)
+            bench.plan(model, nhosts, nhosts)
+            for rate in args.rates:
+                configs.append((model, nhosts, rate, args.global_batch, "train"))
+                configs.append((model, nhosts, rate, nhosts, "comm"))
     results, failed = {}, False
     for rep in range(args.repeats):
         order = args.frameworks if rep % 2 == 0 else args.frameworks[::-1]
         for model, nhosts, rate, batch, kind in configs:
-            if nhosts == 2:
+            if nhosts > 1:
                 hosts.shape(rate)
             for fw in order:
                 what = "rep %d %-4s %s %d host(s) link %-6s %-6s" % (rep, model, kind, nhosts, rate, fw)
@@ -314,7 +320,7 @@ def main():
                   "//tools/bench/scaling:write_scaling_job)" % path, file=sys.stderr)
             return 2
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    hosts = Hosts()
+    hosts = Hosts(max(args.hosts))
     try:
         with tempfile.TemporaryDirectory(prefix="scaling.") as tmp:
             print("scaling: global batch %d, steps %d+%d+%d, cores %s, %s" % (
