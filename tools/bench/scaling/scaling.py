@@ -28,6 +28,7 @@ Needs root (ip netns, tc), bazel-built binaries:
 Exit: 0 ok, 1 a run failed, 2 bad arguments or namespaces unavailable.
 """
 import argparse
+import math
 import os
 import signal
 import statistics
@@ -127,11 +128,14 @@ def cpu_seconds(pid):
         return None
 
 
-def run_ranks(commands, start_marker, end_marker, timeout, log_prefix):
+def run_ranks(commands, start_marker, end_marker, timeout, log_prefix, watcher=None):
     """Starts one process per command (rank 0 first), timestamps rank 0's
     lines matching the markers and samples every rank's CPU at those
     moments. Returns (wall seconds, CPU seconds of all ranks, last line of
-    rank 0). Raises RuntimeError naming the rank on failure or timeout."""
+    rank 0). Raises RuntimeError naming the rank on failure or timeout.
+    `watcher` (may be None): its start(procs, marks) is called once every
+    rank is started (marks: name -> (time, CPUs), filled as they arrive),
+    its stop() before this returns or raises."""
     logs = [open("%s.r%d.log" % (log_prefix, r), "w+") for r in range(len(commands))]
     procs = []
     marks = {}
@@ -150,6 +154,8 @@ def run_ranks(commands, start_marker, end_marker, timeout, log_prefix):
                 lines.append(line)
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
+        if watcher:
+            watcher.start(procs, marks)
         deadline = time.monotonic() + timeout
         for r, proc in enumerate(procs):
             rc = proc.wait(timeout=max(1, deadline - time.monotonic()))
@@ -161,6 +167,8 @@ def run_ranks(commands, start_marker, end_marker, timeout, log_prefix):
     except subprocess.TimeoutExpired:
         raise RuntimeError("a rank ran past --timeout %d s" % timeout)
     finally:
+        if watcher:
+            watcher.stop()
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
@@ -180,6 +188,7 @@ class Bench:
         self.args, self.hosts, self.tmp = args, hosts, tmp
         self.port = 29500
         self.token = "scaling-%d" % os.getpid()
+        self.watcher = None  # passed to run_ranks
 
     def prefix(self, rank):
         return ["ip", "netns", "exec", self.hosts.ns[rank], "taskset", "-c",
@@ -208,10 +217,10 @@ class Bench:
             commands.append(self.prefix(r) + [
                 "OFLITE_HOST=" + self.hosts.addr[r], "OFLITE_JOB_TOKEN=" + self.token, a.oflite, "run",
                 "--plan", plan, "--rank", str(r), "--master", "%s:%d" % (self.hosts.addr[0], self.port),
-                "--comm", "tcp", "--log-every", str(a.warmup), "--eval=false"])
+                "--comm", "tcp", "--log-every", str(math.gcd(a.warmup, a.measure)), "--eval=false"])
         return run_ranks(commands, "iter %d/%d" % (a.warmup, total),
                          "iter %d/%d" % (a.warmup + a.measure, total), a.timeout,
-                         os.path.join(self.tmp, "oflite"))
+                         os.path.join(self.tmp, "oflite"), self.watcher)
 
     def ddp(self, model, nhosts, batch):
         a = self.args
@@ -220,7 +229,8 @@ class Bench:
             a.python, PEER, "--model", model, "--global-batch", str(batch), "--world", str(nhosts),
             "--rank", str(r), "--master", "%s:%d" % (self.hosts.addr[0], self.port),
             "--warmup", str(a.warmup), "--measure", str(a.measure)] for r in range(nhosts)]
-        return run_ranks(commands, "mark start", "mark end", a.timeout, os.path.join(self.tmp, "ddp"))
+        return run_ranks(commands, "mark start", "mark end", a.timeout, os.path.join(self.tmp, "ddp"),
+                         self.watcher)
 
 
 def measure_link(hosts, rate, megabytes):

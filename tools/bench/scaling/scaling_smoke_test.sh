@@ -3,7 +3,7 @@
 # 1 and 2 namespace hosts at 1 and 10 Gbit/s, oflite and, where
 # /usr/bin/python3 has torch, PyTorch DDP): every configuration produces a
 # row and the hosts are gone afterwards; --help runs nothing; bad arguments
-# exit 2. Figures are not checked (they are not results under load).
+# exit 2; overlap.py prints its line per framework. Figures are not checked (they are not results under load).
 # Skips (exit 0, saying why) where namespaces cannot be built.
 set -u
 R="${TEST_SRCDIR}/oneflow_lite"
@@ -39,6 +39,14 @@ rows=$(grep -cE "^mlp +[12] +(-|1gbit|10gbit) +(oflite|ddp) +[0-9.]+ " "$TMP/smo
 want=$(( 3 * $(tr ',' '\n' <<< "$frameworks" | wc -l) ))
 if [[ $rc == 0 && $rows == "$want" ]]; then echo "ok: smoke run: $rows rows"
 else echo "FAIL: smoke run: exit $rc, $rows of $want rows"; fail=1; fi
+# overlap.py (the all-reduce beside backward): one short run per framework.
+OVERLAP="$R/tools/bench/scaling/overlap.py"
+"$OVERLAP" --warmup 2 --measure 2 --frameworks "$frameworks" "${BINS[@]}" > "$TMP/overlap" 2>&1
+rc=$?
+sed 's/^/    /' "$TMP/overlap"
+lines=$(grep -cE "^(oflite|ddp) .* [0-9]+% of it under comm" "$TMP/overlap")
+if [[ $rc == 0 && $lines == $(( want / 3 )) ]]; then echo "ok: overlap.py: $lines frameworks"
+else echo "FAIL: overlap.py: exit $rc, $lines lines"; fail=1; fi
 if "$NETNS" list | grep -qvxF "$before"; then
   echo "FAIL: hosts left behind: $("$NETNS" list)"; fail=1
 fi
