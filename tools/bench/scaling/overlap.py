@@ -35,7 +35,8 @@ import tempfile
 import threading
 import time
 
-import scaling
+sys.dont_write_bytecode = True  # no __pycache__ beside the sources
+import scaling  # noqa: E402 (after the line above)
 
 
 def link_bytes(pid):
