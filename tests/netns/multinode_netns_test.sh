@@ -54,12 +54,18 @@ reference() {  # reference NAME: the single-machine run, with evaluation
 }
 # start_rank NAME R LOG RUN_FLAGS...: rank R of NAME's plan in host R, in
 # the background ($! is the oflite process: ip netns exec and env exec; a
-# shell function such as netns_exec would leave $! a subshell).
+# shell function such as netns_exec would leave $! a subshell). With
+# BOUND=S set, the rank runs under `timeout -s KILL S` ($! is then timeout,
+# which passes a TERM on): a rank of the endless plan that this test does
+# not kill itself dies by then even if the test is kill -9'd, and its peer
+# follows it (peer loss).
 start_rank() {
   local name=$1 r=$2 log=$3; shift 3
-  ip netns exec "${NETNS_NS[$r]}" env OFLITE_JOB_TOKEN="$TOKEN" OFLITE_HOST="${NETNS_ADDR[$r]}" \
-    "$OFLITE" run --plan "$TMP/$name.plan.pb" --rank "$r" --master "${NETNS_ADDR[0]}:$PORT" \
-    --comm tcp "$@" > "$log" 2>&1 &
+  local bound=()
+  [[ -n ${BOUND:-} ]] && bound=(timeout -s KILL "$BOUND")
+  ip netns exec "${NETNS_NS[$r]}" "${bound[@]}" env OFLITE_JOB_TOKEN="$TOKEN" \
+    OFLITE_HOST="${NETNS_ADDR[$r]}" "$OFLITE" run --plan "$TMP/$name.plan.pb" --rank "$r" \
+    --master "${NETNS_ADDR[0]}:$PORT" --comm tcp "$@" > "$log" 2>&1 &
 }
 # launch NAME NPROC: every rank in its host, bounded by 120 s; $TMP/NAME.log
 # holds their output with "[rank R] " prefixes, as `oflite launch` writes it.
@@ -149,7 +155,7 @@ scenario mp 2 refmp "model parallel"
 kill_rank1() {
   local what=$1 plan=$2 when=$3; shift 3
   PORT=$((PORT + 1))
-  start_rank "$plan" 0 "$TMP/r0.log" "$@"
+  BOUND=240 start_rank "$plan" 0 "$TMP/r0.log" "$@"
   local r0=$!
   start_rank "$plan" 1 "$TMP/r1.log" "$@"
   local r1=$!
@@ -158,7 +164,7 @@ kill_rank1() {
   local start; start=$(date +%s%N)
   for ((i = 0; i < 150; ++i)); do kill -0 "$r0" 2> /dev/null || break; sleep 0.1; done
   if kill -0 "$r0" 2> /dev/null; then
-    echo "FAIL: $what: rank 0 still running 15 s after rank 1 was killed"; kill -9 "$r0"; fail=1
+    echo "FAIL: $what: rank 0 still running 15 s after rank 1 was killed"; kill -TERM "$r0"; fail=1
     wait "$r0" "$r1" 2> /dev/null
     return
   fi
@@ -180,7 +186,7 @@ kill_rank1 "kill -9 rank 1 (other host) mid-training" long "iter " --eval=false 
 # other as silent. The link comes back up for what follows.
 cut_link() {
   PORT=$((PORT + 1))
-  start_rank long 0 "$TMP/c0.log" --eval=false --log-every 1000
+  BOUND=240 start_rank long 0 "$TMP/c0.log" --eval=false --log-every 1000
   local r0=$!
   start_rank long 1 "$TMP/c1.log" --eval=false --log-every 1000
   local r1=$!
@@ -191,7 +197,8 @@ cut_link() {
     kill -0 "$r0" 2> /dev/null || kill -0 "$r1" 2> /dev/null || break; sleep 0.1
   done
   local elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
-  kill -9 "$r0" "$r1" 2> /dev/null
+  kill -TERM "$r0" 2> /dev/null  # timeout passes it on to rank 0
+  kill -9 "$r1" 2> /dev/null
   wait "$r0"; local rc0=$?
   wait "$r1"; local rc1=$?
   ip -n "${NETNS_NS[1]}" link set eth0 up
