@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "oneflow_lite/comm/shm/shm_transport_impl.h"
+#include "oneflow_lite/comm/shm/shm_tsan.h"
 #include "oneflow_lite/comm/wire.h"
 
 namespace oflite {
@@ -22,6 +23,7 @@ ShmConnection::ShmConnection(ShmTransportImpl* transport, ConnectionSetup setup)
       peer_pid_(setup.peer_pid),
       socket_fd_(setup.socket_fd),
       peer_doorbell_fd_(setup.peer_doorbell_fd),
+      pair_id_(setup.pair_id),
       segment_(std::move(setup.segment)),
       peer_table_(std::move(setup.peer_table)),
       header_(reinterpret_cast<SegmentHeader*>(segment_->data())),
@@ -177,11 +179,13 @@ Status ShmConnection::SendMessage(const void* data, size_t size) {
 
 bool ShmConnection::TryPushLocked(const void* data, size_t size) {
   const uint64_t tail = out_ring_->tail.value.load(std::memory_order_acquire);
+  TsanAcquire(CreditKey(side_));
   if (out_head_ - tail >= slots_) return false;
   uint8_t* slot = out_slots_ + (out_head_ % slots_) * slot_size_;
   wire::StoreU32(slot, static_cast<uint32_t>(size));
   if (size > 0) std::memcpy(slot + kSlotHeaderSize, data, size);
   ++out_head_;
+  TsanRelease(MessageKey(side_));
   out_ring_->head.value.store(out_head_, std::memory_order_seq_cst);
   return true;
 }
@@ -203,6 +207,7 @@ void ShmConnection::SetSleeping(bool sleeping) {
 bool ShmConnection::PollInbound() {
   const uint64_t head = in_ring_->head.value.load(std::memory_order_acquire);
   if (head == in_tail_) return false;
+  TsanAcquire(MessageKey(1 - side_));
   const MessageHandler& handler = transport_->options().on_message;
   while (in_tail_ < head) {
     if (!status().ok()) return true;
@@ -215,6 +220,7 @@ bool ShmConnection::PollInbound() {
     }
     if (handler) handler(peer_rank_, slot + kSlotHeaderSize, size);
     ++in_tail_;
+    TsanRelease(CreditKey(1 - side_));
     in_ring_->tail.value.store(in_tail_, std::memory_order_seq_cst);
   }
   RingPeerIfSleeping();
@@ -255,6 +261,7 @@ Status ShmConnection::Flush(Deadline deadline) {
   while (true) {
     if (!status_.ok()) return status_;
     const uint64_t tail = out_ring_->tail.value.load(std::memory_order_acquire);
+    TsanAcquire(CreditKey(side_));
     if (tail >= messages && ops_completed_ >= ops) return Status::OK();
     if (Clock::now() >= deadline) {
       return DeadlineExceededError("flushing the connection to rank ", peer_rank_, ": ",

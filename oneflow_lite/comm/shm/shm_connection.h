@@ -41,6 +41,7 @@ struct ConnectionSetup {
   pid_t peer_pid = 0;
   int socket_fd = -1;          // the handshake socket, kept for liveness
   int peer_doorbell_fd = -1;   // the peer's eventfd
+  uint64_t pair_id = 0;        // from both nonces; the same at both ends
   std::unique_ptr<SharedMapping> segment;
   std::unique_ptr<PeerRegionTable> peer_table;
 };
@@ -89,6 +90,11 @@ class ShmConnection : public Connection {
   const pid_t peer_pid_;
   const int socket_fd_;
   const int peer_doorbell_fd_;
+  // Keys of the rings' happens-before edges for tsan (shm_tsan.h): messages
+  // of ring s, credits of ring s.
+  uint64_t MessageKey(int ring) const { return pair_id_ * 4 + ring; }
+  uint64_t CreditKey(int ring) const { return pair_id_ * 4 + 2 + ring; }
+  const uint64_t pair_id_;
   const std::unique_ptr<SharedMapping> segment_;
   const std::unique_ptr<PeerRegionTable> peer_table_;
   SegmentHeader* const header_;

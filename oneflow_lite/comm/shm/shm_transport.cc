@@ -204,6 +204,7 @@ StatusOr<ConnectionSetup> ShmTransportImpl::Dial(const Endpoint& peer, Deadline 
   }
   setup.segment = std::move(*segment);
   setup.peer_table = std::move(*table);
+  setup.pair_id = nonce_ * 31 + peer.nonce;
   return setup;
 }
 
@@ -306,6 +307,7 @@ StatusOr<ConnectionSetup> ShmTransportImpl::FinishAccept(Arrival* arrival, const
   setup.peer_pid = *pid;
   setup.socket_fd = arrival->fd;
   setup.peer_doorbell_fd = fds[1];
+  setup.pair_id = hello.dialer_nonce * 31 + nonce_;
   setup.segment = std::move(*segment);
   setup.peer_table = std::move(*table);
   return setup;
