@@ -223,7 +223,7 @@ int RunLaunch(int argc, char** argv) {
                  {"nproc", "number of local processes (machines)"},
                  {"hosts", "comma-separated hosts to start nodes on over ssh"},
                  {"port", "master (rank 0) port; default: a free port", false, "0"},
-                 {"comm", "transport passed to every node: ibverbs, tcp or auto", false, ""},
+                 {"comm", "transport passed to every node: " + comm::BuiltinProviders({}).NameList(), false, ""},
                  {"job_token", "job token; default: a fresh random token", false, ""},
                  {"oflite", "oflite binary for the nodes; default: this one", false, ""},
                  {"grace_ms",
