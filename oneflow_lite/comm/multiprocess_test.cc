@@ -180,7 +180,9 @@ TEST_P(MultiprocessTest, KillNineOfAPeerFailsSurvivorsWithinBoundNamingIt) {
   ::kill(rank1, SIGKILL);
   WaitExit(rank1);
   region->reset();
-  if (GetParam() == "shm") EXPECT_GT(SharedObjectsLeft(), 0);  // rings to rank 1, region table
+  if (GetParam() == "shm") {
+    EXPECT_GT(SharedObjectsLeft(), 0);  // the rings to rank 1, the region table
+  }
   rank0.transport.reset();
   EXPECT_EQ(SharedObjectsLeft(), 0);  // nothing left behind by us or the killed ranks
 }
