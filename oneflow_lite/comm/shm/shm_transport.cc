@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "oneflow_lite/comm/shm/shm_transport_impl.h"
 
@@ -405,7 +406,10 @@ void ShmTransportImpl::ProgressLoop() {
       }
       continue;
     }
-    if (now - idle_since < shm_.spin) continue;
+    if (now - idle_since < shm_.spin) {
+      std::this_thread::yield();  // an oversubscribed host: let the peer run
+      continue;
+    }
     SleepUntilWoken(connections);
     idle_since = last_events = Clock::now();
   }
