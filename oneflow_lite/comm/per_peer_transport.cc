@@ -32,7 +32,9 @@ class PerPeerTransport : public Transport {
  public:
   PerPeerTransport(const TransportOptions& options, std::unique_ptr<shm::ShmTransport> local,
                    std::unique_ptr<Transport> remote, const std::string& host_id)
-      : options_(options), local_(std::move(local)), remote_(std::move(remote)),
+      : options_(options),
+        local_(std::move(local)),
+        remote_(std::move(remote)),
         host_id_(host_id) {}
 
   const char* provider_name() const override { return "auto"; }
@@ -48,8 +50,8 @@ class PerPeerTransport : public Transport {
   StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(void* data, size_t size,
                                                          uint32_t access) override {
     ASSIGN_OR_RETURN(auto remote, remote_->RegisterMemory(data, size, access));
-    ASSIGN_OR_RETURN(auto local, local_->RegisterMemoryWithKey(data, size, access,
-                                                               remote->remote_key().rkey));
+    ASSIGN_OR_RETURN(auto local,
+                     local_->RegisterMemoryWithKey(data, size, access, remote->remote_key().rkey));
     return std::unique_ptr<MemoryRegion>(
         new PerPeerRegion(data, size, access, std::move(remote), std::move(local)));
   }
@@ -75,8 +77,8 @@ class PerPeerTransport : public Transport {
     reader.ReadBytes(&remote, 1 << 16);
     RETURN_IF_ERROR(reader.status("auto endpoint of rank " + std::to_string(peer_rank)));
     if (version != kPerPeerVersion) {
-      return FailedPreconditionError("rank ", peer_rank, " speaks auto endpoint version ",
-                                     version, ", this build ", kPerPeerVersion,
+      return FailedPreconditionError("rank ", peer_rank, " speaks auto endpoint version ", version,
+                                     ", this build ", kPerPeerVersion,
                                      " (same --comm on every rank?)");
     }
     const bool same_host = host == host_id_;
@@ -123,8 +125,7 @@ std::unique_ptr<Transport> CreatePerPeerTransport(const TransportOptions& option
                                                   std::unique_ptr<shm::ShmTransport> local,
                                                   std::unique_ptr<Transport> remote,
                                                   const std::string& host_id) {
-  return std::make_unique<PerPeerTransport>(options, std::move(local), std::move(remote),
-                                            host_id);
+  return std::make_unique<PerPeerTransport>(options, std::move(local), std::move(remote), host_id);
 }
 
 std::string DefaultHostIdentity() {

@@ -100,8 +100,8 @@ Status ShmConnection::Post(bool write, const MemoryRegion& local, size_t local_o
 Status ShmConnection::RunOp(const OneSidedOp& op) {
   RETURN_IF_ERROR(status());
   const uint64_t address = op.remote.address + op.remote_offset;
-  StatusOr<uint32_t> slot = peer_table_->Pin(
-      op.remote.rkey, address, op.length, op.write ? kAccessRemoteWrite : kAccessRemoteRead);
+  StatusOr<uint32_t> slot = peer_table_->Pin(op.remote.rkey, address, op.length,
+                                             op.write ? kAccessRemoteWrite : kAccessRemoteRead);
   if (!slot.ok()) {
     Fail(slot.status());
     return slot.status();
@@ -135,8 +135,8 @@ Status ShmConnection::Copy(bool write, uint8_t* local, uint64_t remote_address, 
           ") refused (EPERM): the ranks must run as one user and ptrace must be allowed "
           "(kernel.yama.ptrace_scope, container seccomp); use --comm tcp otherwise");
     }
-    return UnavailableError("cross-memory ", write ? "write to" : "read from", " rank ",
-                            peer_rank_, " failed at byte ", done, ": ", std::strerror(error));
+    return UnavailableError("cross-memory ", write ? "write to" : "read from", " rank ", peer_rank_,
+                            " failed at byte ", done, ": ", std::strerror(error));
   }
   return Status::OK();
 }
@@ -162,8 +162,8 @@ Status ShmConnection::SendMessage(const void* data, size_t size) {
       pushed = true;
     } else {
       if (backlog_.size() >= static_cast<size_t>(transport_->options().max_backlog_messages)) {
-        return ResourceExhaustedError("backlog to rank ", peer_rank_, " is full (",
-                                      backlog_.size(), " messages waiting for credits)");
+        return ResourceExhaustedError("backlog to rank ", peer_rank_, " is full (", backlog_.size(),
+                                      " messages waiting for credits)");
       }
       backlog_.emplace_back(static_cast<const char*>(data), size);
     }
@@ -214,8 +214,8 @@ bool ShmConnection::PollInbound() {
     const uint8_t* slot = in_slots_ + (in_tail_ % slots_) * slot_size_;
     const uint32_t size = wire::LoadU32(slot);
     if (size > max_message_size()) {
-      Fail(DataLossError("rank ", peer_rank_, " published a ", size,
-                         "-byte message in a ring of ", max_message_size(), "-byte slots"));
+      Fail(DataLossError("rank ", peer_rank_, " published a ", size, "-byte message in a ring of ",
+                         max_message_size(), "-byte slots"));
       return true;
     }
     if (handler) handler(peer_rank_, slot + kSlotHeaderSize, size);
@@ -248,8 +248,8 @@ bool ShmConnection::PollOutbound(Clock::time_point now) {
   if (moved) RingPeerIfSleeping();
   const auto timeout = transport_->options().peer_timeout;
   if (waiting && now - last_credit_ > timeout) {
-    Fail(DeadlineExceededError("rank ", peer_rank_, " consumed no message for ",
-                               timeout.count(), " ms (process stopped or hung?)"));
+    Fail(DeadlineExceededError("rank ", peer_rank_, " consumed no message for ", timeout.count(),
+                               " ms (process stopped or hung?)"));
   }
   return moved;
 }

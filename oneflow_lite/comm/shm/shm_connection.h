@@ -39,9 +39,9 @@ struct ConnectionSetup {
   int peer_rank = -1;
   int side = 0;  // 0: this rank is the lower of the pair
   pid_t peer_pid = 0;
-  int socket_fd = -1;          // the handshake socket, kept for liveness
-  int peer_doorbell_fd = -1;   // the peer's eventfd
-  uint64_t pair_id = 0;        // from both nonces; the same at both ends
+  int socket_fd = -1;         // the handshake socket, kept for liveness
+  int peer_doorbell_fd = -1;  // the peer's eventfd
+  uint64_t pair_id = 0;       // from both nonces; the same at both ends
   std::unique_ptr<SharedMapping> segment;
   std::unique_ptr<PeerRegionTable> peer_table;
 };
@@ -77,9 +77,8 @@ class ShmConnection : public Connection {
   void OpDone();
 
  private:
-  Status Post(bool write, const MemoryRegion& local, size_t local_offset,
-              const RemoteKey& remote, size_t remote_offset, size_t length,
-              Completion done);
+  Status Post(bool write, const MemoryRegion& local, size_t local_offset, const RemoteKey& remote,
+              size_t remote_offset, size_t length, Completion done);
   bool TryPushLocked(const void* data, size_t size);
   void RingPeerIfSleeping();
   Status Copy(bool write, uint8_t* local, uint64_t remote_address, size_t length);
@@ -109,8 +108,8 @@ class ShmConnection : public Connection {
   std::condition_variable changed_;
   Status status_;
   std::deque<std::string> backlog_;
-  uint64_t out_head_ = 0;     // messages in the ring so far
-  uint64_t sent_ = 0;         // messages accepted: ring + backlog
+  uint64_t out_head_ = 0;  // messages in the ring so far
+  uint64_t sent_ = 0;      // messages accepted: ring + backlog
   uint64_t ops_posted_ = 0;
   uint64_t ops_completed_ = 0;
 

@@ -92,8 +92,8 @@ StatusOr<Hello> DecodeHello(const std::string& bytes) {
   reader.ReadU64(&hello.acceptor_nonce);
   RETURN_IF_ERROR(reader.status("shm HELLO"));
   if (magic != kHelloMagic || version != kShmVersion) {
-    return PermissionDeniedError("shm HELLO with magic 0x", std::hex, magic, std::dec,
-                                 " version ", version);
+    return PermissionDeniedError("shm HELLO with magic 0x", std::hex, magic, std::dec, " version ",
+                                 version);
   }
   return hello;
 }

@@ -12,8 +12,7 @@ namespace shm {
 StatusOr<std::shared_ptr<LocalRegionTable>> LocalRegionTable::Create(
     uint32_t capacity, std::chrono::milliseconds remove_wait) {
   if (capacity == 0 || (capacity & (capacity - 1)) != 0) {
-    return InvalidArgumentError("shm region table capacity ", capacity,
-                                " is not a power of two");
+    return InvalidArgumentError("shm region table capacity ", capacity, " is not a power of two");
   }
   ASSIGN_OR_RETURN(auto mapping, SharedMapping::Create("oflite-shm-regions", TableSize(capacity)));
   auto* header = reinterpret_cast<TableHeader*>(mapping->data());
@@ -40,7 +39,7 @@ uint32_t LocalRegionTable::NewKey() {
 }
 
 StatusOr<uint32_t> LocalRegionTable::Insert(uint32_t rkey, const void* address, size_t length,
-                                             uint32_t access) {
+                                            uint32_t access) {
   std::lock_guard<std::mutex> lock(mutex_);
   const uint32_t start = TableSlot(rkey, capacity_);
   int64_t free_slot = -1;
@@ -122,9 +121,9 @@ StatusOr<uint32_t> PeerRegionTable::Pin(uint32_t rkey, uint64_t address, uint64_
     const uint64_t size = entry.length.load(std::memory_order_relaxed);
     if (address < base || length > size || address - base > size - length) {
       Unpin(slot);
-      return OutOfRangeError("rank ", peer_rank_, " has region key 0x", std::hex, rkey,
-                             " at [0x", base, ", +", std::dec, size, "), not covering [0x",
-                             std::hex, address, ", +", std::dec, length, ")");
+      return OutOfRangeError("rank ", peer_rank_, " has region key 0x", std::hex, rkey, " at [0x",
+                             base, ", +", std::dec, size, "), not covering [0x", std::hex, address,
+                             ", +", std::dec, length, ")");
     }
     if ((entry.access.load(std::memory_order_relaxed) & access) != access) {
       Unpin(slot);
@@ -134,9 +133,8 @@ StatusOr<uint32_t> PeerRegionTable::Pin(uint32_t rkey, uint64_t address, uint64_
     }
     return slot;
   }
-  return PermissionDeniedError("region key 0x", std::hex, rkey, std::dec,
-                               " is unknown at rank ", peer_rank_,
-                               " (never registered there, or deregistered)");
+  return PermissionDeniedError("region key 0x", std::hex, rkey, std::dec, " is unknown at rank ",
+                               peer_rank_, " (never registered there, or deregistered)");
 }
 
 void PeerRegionTable::Unpin(uint32_t slot) {

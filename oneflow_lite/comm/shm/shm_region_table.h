@@ -30,15 +30,14 @@ namespace shm {
 class LocalRegionTable {
  public:
   // `capacity` must be a power of two.
-  static StatusOr<std::shared_ptr<LocalRegionTable>> Create(
-      uint32_t capacity, std::chrono::milliseconds remove_wait);
+  static StatusOr<std::shared_ptr<LocalRegionTable>> Create(uint32_t capacity,
+                                                            std::chrono::milliseconds remove_wait);
 
   // A key no live region uses (random start, then counting).
   uint32_t NewKey();
   // Publishes a region under `rkey`; returns its slot. AlreadyExists if the
   // key is live, ResourceExhausted when the table is full.
-  StatusOr<uint32_t> Insert(uint32_t rkey, const void* address, size_t length,
-                            uint32_t access);
+  StatusOr<uint32_t> Insert(uint32_t rkey, const void* address, size_t length, uint32_t access);
   // Unpublishes slot `slot` and waits (bounded) until no peer copies from it.
   void Remove(uint32_t slot);
 
@@ -59,14 +58,13 @@ class LocalRegionTable {
 class PeerRegionTable {
  public:
   // Takes a mapping received from `peer_rank`; checks its header.
-  static StatusOr<std::unique_ptr<PeerRegionTable>> Adopt(
-      std::unique_ptr<SharedMapping> mapping, int peer_rank);
+  static StatusOr<std::unique_ptr<PeerRegionTable>> Adopt(std::unique_ptr<SharedMapping> mapping,
+                                                          int peer_rank);
 
   // Pins the entry for `rkey` if [address, address + length) lies inside it
   // and it grants `access`; returns the slot to Unpin. The error names the
   // peer and what was wrong (PermissionDenied / OutOfRange).
-  StatusOr<uint32_t> Pin(uint32_t rkey, uint64_t address, uint64_t length,
-                         uint32_t access);
+  StatusOr<uint32_t> Pin(uint32_t rkey, uint64_t address, uint64_t length, uint32_t access);
   void Unpin(uint32_t slot);
 
  private:

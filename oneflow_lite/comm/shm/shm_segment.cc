@@ -30,8 +30,7 @@ StatusOr<std::unique_ptr<SharedMapping>> SharedMapping::Create(const std::string
     return ResourceExhaustedError("mapping shared memory ", name, " (", size,
                                   " bytes): ", std::strerror(error));
   }
-  return std::unique_ptr<SharedMapping>(
-      new SharedMapping(fd, static_cast<uint8_t*>(data), size));
+  return std::unique_ptr<SharedMapping>(new SharedMapping(fd, static_cast<uint8_t*>(data), size));
 }
 
 StatusOr<std::unique_ptr<SharedMapping>> SharedMapping::Adopt(int fd, size_t min_size,
@@ -41,19 +40,19 @@ StatusOr<std::unique_ptr<SharedMapping>> SharedMapping::Adopt(int fd, size_t min
   if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW) ||
       ::fstat(fd, &info) != 0 || static_cast<size_t>(info.st_size) < min_size) {
     ::close(fd);
-    return PermissionDeniedError(peer, " sent a shared-memory object that is not a sealed memfd"
-                                 " of at least ", min_size, " bytes");
+    return PermissionDeniedError(peer,
+                                 " sent a shared-memory object that is not a sealed memfd"
+                                 " of at least ",
+                                 min_size, " bytes");
   }
   const size_t size = static_cast<size_t>(info.st_size);
   void* data = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (data == MAP_FAILED) {
     const int error = errno;
     ::close(fd);
-    return ResourceExhaustedError("mapping shared memory from ", peer, ": ",
-                                  std::strerror(error));
+    return ResourceExhaustedError("mapping shared memory from ", peer, ": ", std::strerror(error));
   }
-  return std::unique_ptr<SharedMapping>(
-      new SharedMapping(fd, static_cast<uint8_t*>(data), size));
+  return std::unique_ptr<SharedMapping>(new SharedMapping(fd, static_cast<uint8_t*>(data), size));
 }
 
 SharedMapping::~SharedMapping() {

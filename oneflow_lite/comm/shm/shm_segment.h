@@ -38,8 +38,7 @@ class SharedMapping {
  public:
   // A new zero-filled memfd of `size` bytes, sealed at that size, mapped
   // read-write. `name` shows in /proc/PID/maps only.
-  static StatusOr<std::unique_ptr<SharedMapping>> Create(const std::string& name,
-                                                         size_t size);
+  static StatusOr<std::unique_ptr<SharedMapping>> Create(const std::string& name, size_t size);
   // Maps a memfd received from `peer` (takes ownership of `fd`): it must be
   // sealed against resizing and hold at least `min_size` bytes.
   static StatusOr<std::unique_ptr<SharedMapping>> Adopt(int fd, size_t min_size,

@@ -98,8 +98,10 @@ StatusOr<std::unique_ptr<MemoryRegion>> ShmTransportImpl::RegisterMemory(void* d
   return RegisterMemoryWithKey(data, size, access, regions_->NewKey());
 }
 
-StatusOr<std::unique_ptr<MemoryRegion>> ShmTransportImpl::RegisterMemoryWithKey(
-    void* data, size_t size, uint32_t access, uint32_t rkey) {
+StatusOr<std::unique_ptr<MemoryRegion>> ShmTransportImpl::RegisterMemoryWithKey(void* data,
+                                                                                size_t size,
+                                                                                uint32_t access,
+                                                                                uint32_t rkey) {
   ASSIGN_OR_RETURN(uint32_t slot, regions_->Insert(rkey, data, size, access));
   return std::unique_ptr<MemoryRegion>(new ShmRegion(data, size, access, regions_, slot, rkey));
 }
@@ -125,8 +127,8 @@ Status ShmTransportImpl::Connect(int peer_rank, const std::string& peer_endpoint
                                  Deadline deadline) {
   RETURN_IF_ERROR(LocalEndpoint(peer_rank).status());
   StatusOr<Endpoint> endpoint = DecodeEndpoint(peer_endpoint);
-  if (!endpoint.ok()) return endpoint.status().WithContext("shm endpoint of rank " +
-                                                           std::to_string(peer_rank));
+  if (!endpoint.ok())
+    return endpoint.status().WithContext("shm endpoint of rank " + std::to_string(peer_rank));
   if (endpoint->rank != static_cast<uint32_t>(peer_rank)) {
     return InvalidArgumentError("shm endpoint for rank ", peer_rank, " claims rank ",
                                 endpoint->rank);
@@ -156,8 +158,8 @@ StatusOr<ConnectionSetup> ShmTransportImpl::Dial(const Endpoint& peer, Deadline 
   auto fail = [&](const Status& status) {
     ::close(fd);
     CloseAll(fds);
-    return status.WithContext("connecting rank " + std::to_string(options_.rank) + " to " +
-                              name + " over shm");
+    return status.WithContext("connecting rank " + std::to_string(options_.rank) + " to " + name +
+                              " over shm");
   };
   StatusOr<pid_t> pid = PeerPid(fd);
   if (!pid.ok()) return fail(pid.status());
@@ -174,8 +176,12 @@ StatusOr<ConnectionSetup> ShmTransportImpl::Dial(const Endpoint& peer, Deadline 
   header->version = kShmVersion;
   header->slots = slots;
   header->slot_size = slot_size;
-  Hello hello{static_cast<uint32_t>(options_.rank), static_cast<uint32_t>(options_.world_size),
-              slots, slot_size, nonce_, peer.nonce};
+  Hello hello{static_cast<uint32_t>(options_.rank),
+              static_cast<uint32_t>(options_.world_size),
+              slots,
+              slot_size,
+              nonce_,
+              peer.nonce};
   Status sent = SendRecord(fd, EncodeHello(hello),
                            {(*segment)->fd(), doorbell_fd_, regions_->mapping()->fd()}, name);
   if (!sent.ok()) return fail(sent);
@@ -187,8 +193,8 @@ StatusOr<ConnectionSetup> ShmTransportImpl::Dial(const Endpoint& peer, Deadline 
   if (!ack.ok()) return fail(ack.status());
   if (!ack->error.empty()) return fail(PermissionDeniedError(name, " refused: ", ack->error));
   if (ack->rank != peer.rank || fds.size() != 2) {
-    return fail(PermissionDeniedError(name, " answered as rank ", ack->rank, " with ",
-                                      fds.size(), " descriptors"));
+    return fail(PermissionDeniedError(name, " answered as rank ", ack->rank, " with ", fds.size(),
+                                      " descriptors"));
   }
   setup.peer_doorbell_fd = fds[0];
   const int table_fd = fds[1];
@@ -218,7 +224,8 @@ StatusOr<ConnectionSetup> ShmTransportImpl::Accept(const Endpoint& peer, Deadlin
                                    options_.rank, " in time");
     }
     Status received = ReceiveOneArrival(deadline);
-    if (!received.ok()) LOG(WARNING) << "shm listener of rank " << options_.rank << ": " << received;
+    if (!received.ok())
+      LOG(WARNING) << "shm listener of rank " << options_.rank << ": " << received;
   }
   Arrival arrival = std::move(arrivals_[peer_rank]);
   arrivals_.erase(peer_rank);
@@ -321,8 +328,8 @@ Status ShmTransportImpl::AddConnection(ConnectionSetup setup) {
   event.events = EPOLLIN | EPOLLRDHUP;
   event.data.ptr = connection.get();
   if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, connection->socket_fd(), &event) != 0) {
-    return UnavailableError("shm connection to rank ", peer_rank, ": epoll_ctl: ",
-                            std::strerror(errno));
+    return UnavailableError("shm connection to rank ", peer_rank,
+                            ": epoll_ctl: ", std::strerror(errno));
   }
   std::lock_guard<std::mutex> lock(mutex_);
   connections_[peer_rank] = std::move(connection);
@@ -334,8 +341,8 @@ StatusOr<Connection*> ShmTransportImpl::GetConnection(int peer_rank) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto found = connections_.find(peer_rank);
   if (found == connections_.end()) {
-    return FailedPreconditionError("rank ", options_.rank, " is not connected to rank ",
-                                   peer_rank, " over shm");
+    return FailedPreconditionError("rank ", options_.rank, " is not connected to rank ", peer_rank,
+                                   " over shm");
   }
   return static_cast<Connection*>(found->second.get());
 }

@@ -63,8 +63,9 @@ class ShmTransport : public Transport {
   // RegisterMemory under a key the caller chooses (the `auto` provider
   // uses the key its cross-host provider gave the same buffer, so one
   // RemoteKey serves peers on both). AlreadyExists if the key is live.
-  virtual StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemoryWithKey(
-      void* data, size_t size, uint32_t access, uint32_t rkey) = 0;
+  virtual StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemoryWithKey(void* data, size_t size,
+                                                                        uint32_t access,
+                                                                        uint32_t rkey) = 0;
 };
 
 // Creates the transport and starts its listener and progress thread.

@@ -82,8 +82,8 @@ class ShmTransportImpl : public ShmTransport {
   std::mutex ops_mutex_;
   std::deque<OneSidedOp> ops_;
 
-  std::mutex accept_mutex_;            // one acceptor at a time
-  std::map<int, Arrival> arrivals_;    // by claimed rank; guarded by accept_mutex_
+  std::mutex accept_mutex_;          // one acceptor at a time
+  std::map<int, Arrival> arrivals_;  // by claimed rank; guarded by accept_mutex_
 
   std::mutex mutex_;
   std::map<int, std::unique_ptr<ShmConnection>> connections_;

@@ -93,9 +93,7 @@ TEST(ShmTransportTest, ForgedHelloIsRefusedAndTheRealPeerStillConnects) {
   EXPECT_TRUE(fds.empty());  // no descriptor leaves for a refused dialer
   ::close(*intruder);
   // ...and the real rank 0 then connects.
-  std::thread dialer([&] {
-    EXPECT_TRUE((*rank0)->Connect(1, endpoint1, deadline).ok());
-  });
+  std::thread dialer([&] { EXPECT_TRUE((*rank0)->Connect(1, endpoint1, deadline).ok()); });
   EXPECT_TRUE((*rank1)->Connect(0, *(*rank0)->LocalEndpoint(1), deadline).ok());
   dialer.join();
   Connection* link = *(*rank0)->GetConnection(1);
@@ -114,7 +112,8 @@ TEST(ShmTransportTest, PeerThatStopsConsumingFailsAfterPeerTimeout) {
     stuck->changed.wait_for(lock, milliseconds(20000), [&] { return stuck->release_handler; });
   };
   std::vector<TransportOptions> options = {Options(0, &events[0]), options1};
-  TransportFactory factory{"shm", [](const TransportOptions& o) -> StatusOr<std::unique_ptr<Transport>> {
+  TransportFactory factory{"shm",
+                           [](const TransportOptions& o) -> StatusOr<std::unique_ptr<Transport>> {
                              ASSIGN_OR_RETURN(auto t, CreateShmTransport(o, ShmOptions()));
                              return std::unique_ptr<Transport>(std::move(t));
                            }};
