@@ -10,7 +10,11 @@
 # job without a test split; kill -9 of one
 # rank mid-training, and of one rank during the evaluation, makes the other
 # exit non-zero within 10 s naming the lost rank.
+# The transport is the first argument (tcp when absent; tests/BUILD runs the
+# script once per transport: tcp, shm, and auto with mixed host identities).
+# With shm and auto, a killed rank must leave no shared-memory object.
 set -u
+COMM="${1:-tcp}"
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
 WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/write_test_job"
 TMP="${TEST_TMPDIR:-/tmp}/multinode"
@@ -84,7 +88,7 @@ compare_eval() {
 }
 launch() {  # launch NAME NPROC [RUN_FLAGS...]
   local name=$1 nproc=$2; shift 2
-  timeout 120 "$OFLITE" launch --plan "$TMP/$name.plan.pb" --nproc "$nproc" --comm tcp -- \
+  timeout 120 "$OFLITE" launch --plan "$TMP/$name.plan.pb" --nproc "$nproc" --comm "$COMM" -- \
     --metrics-out "$TMP/$name.{rank}.txt" --eval-out "$TMP/$name.eval.{rank}.txt" --stats \
     --log-every 5 "$@" > "$TMP/$name.log" 2>&1
 }
@@ -106,6 +110,10 @@ reference ref2
 if launch dp2 2; then
   compare "2-machine data parallel equals 1 machine" "$TMP/ref2.txt" "$TMP"/dp2.[0-9].txt
   compare_eval "2-machine data-parallel evaluation equals 1 machine" ref2 dp2 2
+  # Every rank says which transport carries its peers (auto on one host: shm).
+  want_transport=$COMM; [[ $COMM == auto ]] && want_transport=shm
+  [[ $(grep -c "joined over $want_transport\$" "$TMP/dp2.log") == 2 ]] ||
+    { echo "FAIL: start-up lines do not say $want_transport"; grep joined "$TMP/dp2.log"; fail=1; }
   # The gradient all-reduce runs as a ring over registered-pool buffers.
   [[ $(grep -c "registered-pool: moved [1-9]" "$TMP/dp2.log") == 2 ]] ||
     { echo "FAIL: --stats shows no ring bytes"; tail -20 "$TMP/dp2.log"; fail=1; }
@@ -126,6 +134,33 @@ if launch dp3 3; then
     { echo "FAIL: 3-machine all-reduce did not run as a ring"; grep comm -A1 "$TMP/dp3.log"; fail=1; }
 else
   echo "FAIL: 3-machine launch"; tail -20 "$TMP/dp3.log"; fail=1
+fi
+
+# --comm auto with host identities that put ranks 0 and 1 on one host and
+# rank 2 on another: shm between 0 and 1, tcp to 2, in one job; results
+# still equal one machine.
+if [[ $COMM == auto ]]; then
+  port=$((20000 + RANDOM % 20000))
+  hosts=(host-a host-a host-b)
+  pids=()
+  for rank in 0 1 2; do
+    OFLITE_JOB_TOKEN=multinode-test OFLITE_HOST=127.0.0.$((rank + 1)) timeout 120 "$OFLITE" run \
+      --plan "$TMP/dp3.plan.pb" --rank $rank --master 127.0.0.1:$port --comm auto \
+      --host_id "${hosts[$rank]}" --metrics-out "$TMP/mixed.$rank.txt" --eval=false --stats \
+      > "$TMP/mixed.$rank.log" 2>&1 &
+    pids+=($!)
+  done
+  mixed_ok=1
+  for pid in "${pids[@]}"; do wait "$pid" || mixed_ok=0; done
+  if [[ $mixed_ok == 1 ]]; then
+    compare "3 machines, shm and tcp mixed, equal 1 machine" "$TMP/ref3.txt" "$TMP"/mixed.[0-9].txt
+    grep -q "joined over auto: shm to rank 1; tcp to rank 2$" "$TMP/mixed.0.log" &&
+      grep -q "joined over tcp$" "$TMP/mixed.2.log" &&
+      grep -q "^comm (auto: shm to rank 0; tcp to rank 2)" "$TMP/mixed.1.log" ||
+      { echo "FAIL: mixed transports not reported"; grep -h "joined\|^comm" "$TMP"/mixed.*.log; fail=1; }
+  else
+    echo "FAIL: mixed shm/tcp job"; tail -5 "$TMP"/mixed.*.log; fail=1
+  fi
 fi
 
 # Pipeline: stage 0 on machine 0, stage 1 on machine 1 (CommNet actors).
@@ -155,7 +190,7 @@ else
 fi
 
 # --eval=false: no evaluation on any rank.
-if timeout 120 "$OFLITE" launch --plan "$TMP/pp.plan.pb" --nproc 2 --comm tcp -- --iters 2 \
+if timeout 120 "$OFLITE" launch --plan "$TMP/pp.plan.pb" --nproc 2 --comm "$COMM" -- --iters 2 \
     --eval=false > "$TMP/noeval.log" 2>&1; then
   if grep -q "test" "$TMP/noeval.log"; then echo "FAIL: --eval=false evaluated"; grep test "$TMP/noeval.log"; fail=1
   else echo "ok: --eval=false skips the evaluation on every rank"; fi
@@ -172,10 +207,10 @@ kill_rank1() {
   # Started directly (not under timeout) so $! is the oflite process itself;
   # every wait below is bounded and leftovers are killed.
   OFLITE_JOB_TOKEN=multinode-test OFLITE_HOST=127.0.0.1 "$OFLITE" run --plan "$plan" --rank 0 \
-    --master 127.0.0.1:$port --comm tcp "$@" > "$TMP/r0.log" 2>&1 &
+    --master 127.0.0.1:$port --comm "$COMM" "$@" > "$TMP/r0.log" 2>&1 &
   local r0=$!
   OFLITE_JOB_TOKEN=multinode-test OFLITE_HOST=127.0.0.2 "$OFLITE" run --plan "$plan" --rank 1 \
-    --master 127.0.0.1:$port --comm tcp "$@" > "$TMP/r1.log" 2>&1 &
+    --master 127.0.0.1:$port --comm "$COMM" "$@" > "$TMP/r1.log" 2>&1 &
   local r1=$!
   for ((i = 0; i < 3000; ++i)); do grep -q "$when" "$TMP/r1.log" 2>/dev/null && break; sleep 0.01; done
   kill -9 "$r1"
@@ -194,6 +229,9 @@ kill_rank1() {
   elif ! grep -q "rank 1" "$TMP/r0.log"; then echo "FAIL: $what: rank 0 did not name rank 1"; tail -5 "$TMP/r0.log"; fail=1
   elif grep -q "test (" "$TMP/r0.log"; then echo "FAIL: $what: rank 0 printed a test line"; fail=1
   else echo "ok: $what: rank 0 exit $rc after ${elapsed_ms} ms: $(grep "rank 1" "$TMP/r0.log" | tail -1)"; fi
+  if ls /dev/shm 2>/dev/null | grep -q oflite; then
+    echo "FAIL: $what: shared-memory objects left in /dev/shm: $(ls /dev/shm | grep oflite)"; fail=1
+  fi
 }
 
 # kill -9 of rank 1 mid-training.
@@ -201,7 +239,7 @@ MLP=(--batch 32 --features 784 --hidden 64 --classes 10 --iterations 1000000)
 compile long "$TMP/two.pbtxt" --placement 0-1:cpu:0
 kill_rank1 "kill -9 rank 1 mid-training" "$TMP/long.plan.pb" "iter " --eval=false --log-every 1000
 # A job without a test split (random_batch) skips the evaluation on every rank.
-if timeout 120 "$OFLITE" launch --plan "$TMP/long.plan.pb" --nproc 2 --comm tcp -- --iters 2 \
+if timeout 120 "$OFLITE" launch --plan "$TMP/long.plan.pb" --nproc 2 --comm "$COMM" -- --iters 2 \
     > "$TMP/nosplit.log" 2>&1; then
   if [[ $(grep -c "test: skipped" "$TMP/nosplit.log") == 2 ]]; then
     echo "ok: no test split: every rank skips the evaluation"

@@ -124,7 +124,7 @@ compile train2 2 --batch 32 --iterations 20
 "$OFLITE" run --plan "$TMP/train2.plan.pb" --rank 0 --master 127.0.0.1:1 --comm bogus \
   > "$TMP/bogus.log" 2>&1
 rc=$?
-if [[ $rc == 2 ]] && grep -q "unknown transport provider 'bogus' (known: auto, ibverbs or tcp)" \
+if [[ $rc == 2 ]] && grep -q "unknown transport provider 'bogus' (known: auto, ibverbs, shm or tcp)" \
     "$TMP/bogus.log"; then
   echo "ok: --comm bogus: exit 2: $(tail -1 "$TMP/bogus.log")"
 else echo "FAIL: --comm bogus: exit $rc"; tail -3 "$TMP/bogus.log"; fail=1; fi

@@ -17,8 +17,9 @@ PACKAGES=(
   libibverbs-dev librdmacm-dev
   # Data: Fashion-MNIST (idx files, gzip) under /usr/share/datasets.
   dataset-fashion-mnist
-  # Benchmark peers: Gloo (all-reduce), PyTorch (training).
-  libgloo-dev python3-torch
+  # Benchmark peers: Gloo (all-reduce), PyTorch (training), OpenMPI's
+  # shared-memory transport (the shm provider's peer).
+  libgloo-dev python3-torch openmpi-bin libopenmpi-dev
   # oflite inspect --dot renders with Graphviz in tests.
   graphviz
   # The libFuzzer run of the CommNet wire decoder (clang + its fuzzer runtime).

@@ -8,6 +8,7 @@
 //   --mode=intruder   dial the master with a wrong job token; exit 0 if it
 //                     is refused with PERMISSION_DENIED.
 // Flags: --master=HOST:PORT --rank=R --world=N --token=T --count=C
+//        --comm=tcp|shm (the transport provider)
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +16,7 @@
 
 #include "oneflow_lite/comm/collective/ring.h"
 #include "oneflow_lite/comm/control/connect.h"
+#include "oneflow_lite/comm/shm/shm_transport.h"
 #include "oneflow_lite/comm/tcp/tcp_transport.h"
 
 namespace oflite {
@@ -65,9 +67,16 @@ int Main(int argc, char** argv) {
   options.rank = client_options.rank;
   options.world_size = client_options.world_size;
   options.on_message = router.AsHandler();
-  tcp::TcpOptions tcp_options;
-  tcp_options.job_token = client_options.job_token;
-  auto transport = tcp::CreateTcpTransport(options, tcp_options);
+  StatusOr<std::unique_ptr<Transport>> transport = InvalidArgumentError("--comm");
+  if (Flag(argc, argv, "comm", "tcp") == "shm") {
+    auto created = shm::CreateShmTransport(options, shm::ShmOptions());
+    if (created.ok()) transport = std::unique_ptr<Transport>(std::move(*created));
+    else transport = created.status();
+  } else {
+    tcp::TcpOptions tcp_options;
+    tcp_options.job_token = client_options.job_token;
+    transport = tcp::CreateTcpTransport(options, tcp_options);
+  }
   if (!transport.ok()) return Fail(transport.status(), "transport");
   Status connected = control::ConnectTransport(transport->get(), control->get(), "comm",
                                                std::chrono::milliseconds(20000));

@@ -1,12 +1,15 @@
 // CommNet across real processes on loopback: this test process is rank 0
 // (it serves the rendezvous); other ranks are comm_peer processes started
 // with fork/exec. Covers kill -9 of a peer, a foreign connection without the
-// job token, a peer that never arrives, and a 3-process ring all-reduce.
+// job token, a peer that never arrives, and a 3-process ring all-reduce;
+// each test runs once per provider (tcp, shm).
+#include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <condition_variable>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -15,6 +18,7 @@
 #include "oneflow_lite/comm/collective/ring.h"
 #include "oneflow_lite/comm/control/connect.h"
 #include "oneflow_lite/comm/control/rendezvous_server.h"
+#include "oneflow_lite/comm/shm/shm_transport.h"
 #include "oneflow_lite/comm/tcp/tcp_transport.h"
 
 namespace oflite {
@@ -38,14 +42,34 @@ pid_t Spawn(const std::vector<std::string>& args) {
   return pid;
 }
 
+// Shared-memory objects of the shm provider this process still maps, plus
+// any name in /dev/shm that looks like ours (the provider uses memfds, which
+// have none: a killed peer's objects die with its last mapping).
+int SharedObjectsLeft() {
+  int count = 0;
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("oflite-shm") != std::string::npos) ++count;
+  }
+  if (DIR* dir = ::opendir("/dev/shm")) {
+    while (dirent* entry = ::readdir(dir)) {
+      if (std::string(entry->d_name).find("oflite") != std::string::npos) ++count;
+    }
+    ::closedir(dir);
+  }
+  return count;
+}
+
 int WaitExit(pid_t pid) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-// Rank 0 of a job: rendezvous server, control client, TCP transport.
+// Rank 0 of a job: rendezvous server, control client, transport of the
+// provider under test.
 struct Rank0 {
+  std::string provider = "tcp";
   std::unique_ptr<control::RendezvousServer> server;
   std::unique_ptr<control::ControlClient> control;
   MessageRouter router;
@@ -85,6 +109,10 @@ struct Rank0 {
       peer_errors.push_back({peer, status});
       changed.notify_all();
     };
+    if (provider == "shm") {
+      transport = std::move(*shm::CreateShmTransport(transport_options, shm::ShmOptions()));
+      return;
+    }
     tcp::TcpOptions tcp_options;
     tcp_options.job_token = kToken;
     transport = std::move(*tcp::CreateTcpTransport(transport_options, tcp_options));
@@ -92,12 +120,16 @@ struct Rank0 {
 
   std::vector<std::string> PeerArgs(const std::string& mode, int rank, int world) {
     return {"--mode=" + mode, "--master=" + master(), "--rank=" + std::to_string(rank),
-            "--world=" + std::to_string(world), std::string("--token=") + kToken};
+            "--world=" + std::to_string(world), "--comm=" + provider,
+            std::string("--token=") + kToken};
   }
 };
 
-TEST(MultiprocessTest, KillNineOfAPeerFailsSurvivorsWithinBoundNamingIt) {
+class MultiprocessTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MultiprocessTest, KillNineOfAPeerFailsSurvivorsWithinBoundNamingIt) {
   Rank0 rank0;
+  rank0.provider = GetParam();
   rank0.Start(3);
   pid_t rank1 = Spawn(rank0.PeerArgs("serve", 1, 3));
   pid_t rank2 = Spawn(rank0.PeerArgs("serve", 2, 3));
@@ -148,10 +180,16 @@ TEST(MultiprocessTest, KillNineOfAPeerFailsSurvivorsWithinBoundNamingIt) {
   ::kill(rank1, SIGKILL);
   WaitExit(rank1);
   region->reset();
+  if (GetParam() == "shm") {
+    EXPECT_GT(SharedObjectsLeft(), 0);  // the rings to rank 1, the region table
+  }
+  rank0.transport.reset();
+  EXPECT_EQ(SharedObjectsLeft(), 0);  // nothing left behind by us or the killed ranks
 }
 
-TEST(MultiprocessTest, ForeignProcessWithoutTheJobTokenIsRefused) {
+TEST_P(MultiprocessTest, ForeignProcessWithoutTheJobTokenIsRefused) {
   Rank0 rank0;
+  rank0.provider = GetParam();
   rank0.Start(2);
   std::vector<std::string> args = rank0.PeerArgs("intruder", 1, 2);
   args.back() = "--token=not-the-job-token";
@@ -176,8 +214,9 @@ TEST(MultiprocessTest, ForeignProcessWithoutTheJobTokenIsRefused) {
   region->reset();
 }
 
-TEST(MultiprocessTest, PeerThatNeverArrivesTimesOutNamingIt) {
+TEST_P(MultiprocessTest, PeerThatNeverArrivesTimesOutNamingIt) {
   Rank0 rank0;
+  rank0.provider = GetParam();
   rank0.Start(2);
   auto start = Clock::now();
   Status status = control::ConnectTransport(rank0.transport.get(), rank0.control.get(),
@@ -189,8 +228,9 @@ TEST(MultiprocessTest, PeerThatNeverArrivesTimesOutNamingIt) {
   EXPECT_NE(joined.message().find("rank 1 never joined"), std::string::npos) << joined;
 }
 
-TEST(MultiprocessTest, RingAllReduceAcrossThreeProcesses) {
+TEST_P(MultiprocessTest, RingAllReduceAcrossThreeProcesses) {
   Rank0 rank0;
+  rank0.provider = GetParam();
   rank0.Start(3);
   std::vector<pid_t> peers;
   for (int rank = 1; rank < 3; ++rank) {
@@ -215,6 +255,9 @@ TEST(MultiprocessTest, RingAllReduceAcrossThreeProcesses) {
   ring->reset();
   region->reset();
 }
+
+INSTANTIATE_TEST_SUITE_P(Providers, MultiprocessTest, ::testing::Values("tcp", "shm"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace comm

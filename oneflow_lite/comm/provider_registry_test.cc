@@ -10,13 +10,13 @@ namespace {
 
 TEST(ProviderRegistryTest, BuiltinNamesAndUnknownNameListsThem) {
   ProviderRegistry registry = BuiltinProviders(BuiltinProviderOptions());
-  EXPECT_EQ(registry.Names(), (std::vector<std::string>{"auto", "ibverbs", "tcp"}));
-  EXPECT_EQ(registry.NameList(), "auto, ibverbs or tcp");
+  EXPECT_EQ(registry.Names(), (std::vector<std::string>{"auto", "ibverbs", "shm", "tcp"}));
+  EXPECT_EQ(registry.NameList(), "auto, ibverbs, shm or tcp");
   StatusOr<ProviderFactory> bogus = registry.Find("bogus");
   ASSERT_FALSE(bogus.ok());
   EXPECT_EQ(bogus.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bogus.status().message().find("'bogus'"), std::string::npos) << bogus.status();
-  EXPECT_NE(bogus.status().message().find("auto, ibverbs or tcp"), std::string::npos)
+  EXPECT_NE(bogus.status().message().find("auto, ibverbs, shm or tcp"), std::string::npos)
       << bogus.status();
 }
 

@@ -1,7 +1,9 @@
 #include "oneflow_lite/comm/transport.h"
 
 #include <condition_variable>
+#include <map>
 #include <mutex>
+#include <vector>
 
 #include "oneflow_lite/comm/wire.h"
 
@@ -34,6 +36,26 @@ StatusOr<RemoteKey> RemoteKey::Decode(const std::string& bytes) {
     return InvalidArgumentError("remote key: reserved field is ", reserved);
   }
   return key;
+}
+
+std::string DescribePeerProviders(const Transport& transport) {
+  std::map<std::string, std::vector<int>> ranks_by_provider;
+  for (int peer = 0; peer < transport.world_size(); ++peer) {
+    if (peer != transport.rank()) ranks_by_provider[transport.PeerProvider(peer)].push_back(peer);
+  }
+  if (ranks_by_provider.size() <= 1) {
+    return ranks_by_provider.empty() ? transport.provider_name() : ranks_by_provider.begin()->first;
+  }
+  std::string text = std::string(transport.provider_name()) + ":";
+  const char* separator = " ";
+  for (const auto& [provider, ranks] : ranks_by_provider) {
+    text += separator + provider + (ranks.size() == 1 ? " to rank " : " to ranks ");
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      text += (i ? ", " : "") + std::to_string(ranks[i]);
+    }
+    separator = "; ";
+  }
+  return text;
 }
 
 Status CheckTransferBounds(int peer_rank, const MemoryRegion& local,

@@ -201,6 +201,10 @@ class Transport {
   virtual ~Transport() = default;
 
   virtual const char* provider_name() const = 0;
+  // The provider carrying traffic to `peer_rank` once connected: differs
+  // from provider_name() only for the per-peer `auto` transport
+  // (per_peer_transport.h). Thread-safe.
+  virtual std::string PeerProvider(int peer_rank) const { return provider_name(); }
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
 
@@ -231,6 +235,10 @@ Status ReadSync(Connection* connection, const MemoryRegion& local,
 Status WriteSync(Connection* connection, const MemoryRegion& local,
                  size_t local_offset, const RemoteKey& remote,
                  size_t remote_offset, size_t length, Deadline deadline);
+
+// "shm", or for a transport whose peers use different providers
+// "auto: shm to ranks 1, 2; tcp to rank 3" (start-up lines, --stats).
+std::string DescribePeerProviders(const Transport& transport);
 
 // Shared bounds check used by providers before posting.
 Status CheckTransferBounds(int peer_rank, const MemoryRegion& local,

@@ -1,5 +1,6 @@
 // Helpers shared by the CommNet benchmarks (tools/bench/comm_*,
-// allreduce_*): argument parsing, medians, free ports, forking ranks.
+// allreduce_*): argument parsing, medians, free ports, forking ranks, the
+// transport of a provider chosen by --comm.
 // Single-threaded use before the ranks start; not a library API.
 #ifndef ONEFLOW_LITE_TOOLS_BENCH_COMM_BENCH_UTIL_H_
 #define ONEFLOW_LITE_TOOLS_BENCH_COMM_BENCH_UTIL_H_
@@ -15,7 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "oneflow_lite/comm/shm/shm_transport.h"
 #include "oneflow_lite/comm/socket_util.h"
+#include "oneflow_lite/comm/tcp/tcp_transport.h"
 
 namespace oflite {
 namespace bench {
@@ -42,6 +45,42 @@ inline long long FlagValue(int argc, char** argv, const std::string& name,
     if (arg.rfind(prefix, 0) == 0) return std::atoll(arg.c_str() + prefix.size());
   }
   return fallback;
+}
+
+inline std::string FlagString(int argc, char** argv, const std::string& name,
+                              const std::string& fallback) {
+  const std::string prefix = "--" + name + "=";
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind(prefix, 0) == 0) return arg.substr(prefix.size());
+  }
+  return fallback;
+}
+
+// "tcp,shm" -> {"tcp", "shm"}.
+inline std::vector<std::string> SplitList(const std::string& list) {
+  std::vector<std::string> items;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    if (comma > start) items.push_back(list.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return items;
+}
+
+// A CommNet transport of provider `provider` (tcp or shm) for a bench rank.
+inline StatusOr<std::unique_ptr<comm::Transport>> CreateBenchTransport(
+    const std::string& provider, const comm::TransportOptions& options,
+    const std::string& token) {
+  if (provider == "shm") {
+    ASSIGN_OR_RETURN(auto transport, comm::shm::CreateShmTransport(options, {}));
+    return std::unique_ptr<comm::Transport>(std::move(transport));
+  }
+  if (provider != "tcp") return InvalidArgumentError("--comm: unknown provider '", provider, "'");
+  comm::tcp::TcpOptions tcp_options;
+  tcp_options.job_token = token;
+  return comm::tcp::CreateTcpTransport(options, tcp_options);
 }
 
 // A port that was free a moment ago (bound then released).

@@ -1,8 +1,12 @@
-// Point-to-point bandwidth and small-message latency of CommNet/TCP between
-// two processes, next to a raw blocking-socket loop in the same run.
+// Point-to-point bandwidth and small-message latency of CommNet between two
+// processes, once per provider (--comm, default tcp then shm), next to a raw
+// blocking-socket loop in the same run. OpenMPI's shared-memory transport,
+// the peer of shm, is a separate program (tools/bench/mpi_allreduce_bench.sh
+// runs its ping-pong too).
 //
 //   bazel run -c opt //tools/bench:comm_p2p_bench -- [--repeats=5]
 //       [--min_bytes=4096] [--max_bytes=67108864] [--latency_iterations=20000]
+//       [--comm=tcp,shm]
 //
 // Bandwidth: rank 0 moves `total` bytes (at least 32 MiB per sample) to rank
 // 1 in transfers of each size: raw = send() loop into recv(), CommNet =
@@ -19,7 +23,6 @@
 
 #include "oneflow_lite/comm/control/connect.h"
 #include "oneflow_lite/comm/control/rendezvous_server.h"
-#include "oneflow_lite/comm/tcp/tcp_transport.h"
 #include "tools/bench/comm_bench_util.h"
 
 namespace oflite {
@@ -36,6 +39,7 @@ struct Config {
   int latency_iterations;
   int control_port;
   int raw_port;
+  std::string provider;
 };
 
 size_t TotalFor(size_t size) {
@@ -216,9 +220,7 @@ Results Measure(int rank, const Config& config) {
     ++pong.count;
     pong.arrived.notify_all();
   };
-  comm::tcp::TcpOptions tcp_options;
-  tcp_options.job_token = token;
-  auto transport = comm::tcp::CreateTcpTransport(options, tcp_options);
+  auto transport = CreateBenchTransport(config.provider, options, token);
   Check(transport.status(), "transport");
   Check(comm::control::ConnectTransport(transport->get(), control->get(), "bench",
                                         milliseconds(30000)),
@@ -268,8 +270,8 @@ Results Measure(int rank, const Config& config) {
 int RunRank(int rank, const Config& config) {
   Results results = Measure(rank, config);
   if (rank != 0) return 0;
-  std::printf("CommNet/TCP point-to-point, 2 processes on loopback (medians of %d)\n",
-              config.repeats);
+  std::printf("CommNet/%s point-to-point, 2 processes on loopback (medians of %d)\n",
+              config.provider.c_str(), config.repeats);
   std::printf("%-8s %14s %16s %16s %10s\n", "size", "raw MB/s", "WRITE MB/s",
               "READ MB/s", "WRITE/raw");
   const auto sizes = Sizes(config);
@@ -296,8 +298,15 @@ int main(int argc, char** argv) {
   config.max_bytes = FlagValue(argc, argv, "max_bytes", 64 << 20);
   config.latency_iterations =
       static_cast<int>(FlagValue(argc, argv, "latency_iterations", 20000));
-  config.control_port = oflite::bench::FreePort();
-  config.raw_port = oflite::bench::FreePort();
-  return oflite::bench::RunRanks(
-      2, [&](int rank) { return oflite::bench::RunRank(rank, config); });
+  int failed = 0;
+  for (const std::string& provider :
+       oflite::bench::SplitList(oflite::bench::FlagString(argc, argv, "comm", "tcp,shm"))) {
+    config.provider = provider;
+    config.control_port = oflite::bench::FreePort();
+    config.raw_port = oflite::bench::FreePort();
+    failed |= oflite::bench::RunRanks(
+        2, [&](int rank) { return oflite::bench::RunRank(rank, config); });
+    std::fflush(stdout);
+  }
+  return failed;
 }

@@ -73,7 +73,7 @@ tail -1 "$TMP/out" | grep -q "exited with code 2: .*flag '--iters'" ||
   { echo "FAIL: bad flag after -- not named last"; cat "$TMP/out"; fail=1; }
 "$OFLITE" launch --plan "$TMP/p2.plan.pb" --nproc 2 --comm bogus > "$TMP/out" 2>&1
 rc=$?
-[[ $rc == 2 ]] && grep -qF -- "--comm: unknown transport provider 'bogus' (known: auto, ibverbs or tcp)" "$TMP/out" || { echo "FAIL: --comm bogus: $rc"; cat "$TMP/out"; fail=1; }
+[[ $rc == 2 ]] && grep -qF -- "--comm: unknown transport provider 'bogus' (known: auto, ibverbs, shm or tcp)" "$TMP/out" || { echo "FAIL: --comm bogus: $rc"; cat "$TMP/out"; fail=1; }
 
 "$OFLITE" launch --nproc 2 > "$TMP/out" 2>&1; [[ $? == 2 ]] || { echo "FAIL: missing --plan"; fail=1; }
 "$OFLITE" launch --plan "$TMP/none.pb" --nproc 2 > "$TMP/out" 2>&1; [[ $? == 2 ]] || { echo "FAIL: missing plan file"; fail=1; }

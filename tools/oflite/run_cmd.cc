@@ -62,6 +62,7 @@
 #include "oneflow_lite/checkpoint/sharded_store.h"
 #include "oneflow_lite/comm/builtin_providers.h"
 #include "oneflow_lite/comm/ibverbs/ibverbs_flags.h"
+#include "oneflow_lite/comm/per_peer_transport.h"
 #include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/common/proto_io.h"
 #include "oneflow_lite/plan/plan_verifier.h"
@@ -463,6 +464,8 @@ int RunRun(int argc, char** argv) {
                  {"rank", "this node's machine id (else RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK)"},
                  {"master", "rendezvous address HOST:PORT (rank 0 serves it)"},
                  {"comm", "transport: " + comm::BuiltinProviders({}).NameList(), false, "auto"},
+                 {"host_id", "host identity for --comm auto: peers with the same one use shm "
+                             "(default: OFLITE_HOST_ID, else boot id/hostname/network namespace)"},
                  {"iters", "iterations to run (default: the plan's)", false, "0"},
                  {"log-every", "print a progress line every N iterations", false, "50"},
                  {"save-every", "checkpoint every N iterations (needs --checkpoint-dir)", false, "0"},
@@ -514,6 +517,9 @@ int RunRun(int argc, char** argv) {
     providers.listen_host = EnvOr("OFLITE_HOST", "127.0.0.1");
     providers.job_token = EnvOr("OFLITE_JOB_TOKEN", "");
     providers.ibverbs = *ibverbs;
+    providers.host_id = !flags.Get("host_id").empty()
+                            ? flags.Get("host_id")
+                            : EnvOr("OFLITE_HOST_ID", comm::DefaultHostIdentity());
     const int64_t this_rank = run->rank;
     providers.note = [this_rank](const std::string& note) {
       std::fprintf(stderr, "oflite run: rank %lld: %s\n", static_cast<long long>(this_rank),

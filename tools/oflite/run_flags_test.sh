@@ -68,7 +68,7 @@ expect "inspect --machine -2" 2 "flag '--machine' must be an integer in [-1, " \
 expect "--rank 5 of 2" 2 "--rank 5 is not a machine of the plan: it has 2 machine(s), ranks 0..1" \
   -- "$OFLITE" "${TWO[@]}" --rank 5 --master 127.0.0.1:1
 expect "RANK=7 of 1" 2 "RANK 7 is not a machine of the plan" -- env RANK=7 "$OFLITE" "${ONE[@]}"
-expect "--comm bogus" 2 "--comm: unknown transport provider 'bogus' (known: auto, ibverbs or tcp)" \
+expect "--comm bogus" 2 "--comm: unknown transport provider 'bogus' (known: auto, ibverbs, shm or tcp)" \
   -- "$OFLITE" "${TWO[@]}" --rank 1 --master 127.0.0.1:1 --comm bogus
 expect "missing --master" 2 "a 2-machine plan needs --master HOST:PORT" \
   -- "$OFLITE" "${TWO[@]}" --rank 1

@@ -455,6 +455,12 @@ Status BounceStreams::PumpLocked(Sender* sender) {
     wire::AppendU64(&bytes, chunk);
     wire::AppendU32(&bytes, slot);
     bytes += key.Encode();
+    // Counted before the announcement: a fast peer (shm) may pull the chunk
+    // and its owner read the counters before Send returns.
+    if (counters_) {
+      counters_->bytes_copied += chunk;
+      ++counters_->transfers;
+    }
     Status sent = MessageRouter::Send(sender->connection, options_.channel, bytes);
     if (!sent.ok()) {
       sender->error = sent.WithContext(StreamName(sender->peer, sender->id));
@@ -462,10 +468,6 @@ Status BounceStreams::PumpLocked(Sender* sender) {
       return sender->error;
     }
     sender->busy[slot] = true;
-    if (counters_) {
-      counters_->bytes_copied += chunk;
-      ++counters_->transfers;
-    }
     job.copied += chunk;
     if (job.copied == job.total) sender->jobs.pop_front();
   }

@@ -82,7 +82,7 @@ StatusOr<std::unique_ptr<MultiMachineSession>> MultiMachineSession::Start(
   ASSIGN_OR_RETURN(session->net_, comm::CommNet::Start(net));
   session->provider_ = !options.provider_name.empty()
                            ? options.provider_name
-                           : std::string(session->net_->transport()->provider_name());
+                           : comm::DescribePeerProviders(*session->net_->transport());
   session->InstallHandlers();
   std::fprintf(stderr, "oflite run: rank %lld of %d joined over %s\n",
                static_cast<long long>(options.rank), world, session->provider_.c_str());

@@ -1,0 +1,279 @@
+#include "oneflow_lite/comm/shm/shm_connection.h"
+
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "oneflow_lite/comm/shm/shm_transport_impl.h"
+#include "oneflow_lite/comm/shm/shm_tsan.h"
+#include "oneflow_lite/comm/wire.h"
+
+namespace oflite {
+namespace comm {
+namespace shm {
+
+ShmConnection::ShmConnection(ShmTransportImpl* transport, ConnectionSetup setup)
+    : transport_(transport),
+      peer_rank_(setup.peer_rank),
+      side_(setup.side),
+      peer_pid_(setup.peer_pid),
+      socket_fd_(setup.socket_fd),
+      peer_doorbell_fd_(setup.peer_doorbell_fd),
+      pair_id_(setup.pair_id),
+      segment_(std::move(setup.segment)),
+      peer_table_(std::move(setup.peer_table)),
+      header_(reinterpret_cast<SegmentHeader*>(segment_->data())),
+      slots_(header_->slots),
+      slot_size_(header_->slot_size),
+      out_ring_(&header_->rings[side_]),
+      in_ring_(&header_->rings[1 - side_]),
+      out_slots_(RingSlots(segment_->data(), side_, slots_, slot_size_)),
+      in_slots_(RingSlots(segment_->data(), 1 - side_, slots_, slot_size_)),
+      last_credit_(Clock::now()) {}
+
+ShmConnection::~ShmConnection() {
+  ::close(socket_fd_);
+  ::close(peer_doorbell_fd_);
+}
+
+Status ShmConnection::status() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return status_;
+}
+
+void ShmConnection::Fail(const Status& status, bool report) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!status_.ok()) return;
+    status_ = status;
+    backlog_.clear();
+  }
+  // Like a queue pair entering the error state: the peer sees it too (its
+  // progress thread gets EPOLLHUP on the handshake socket).
+  ::shutdown(socket_fd_, SHUT_RDWR);
+  changed_.notify_all();
+  if (report) transport_->ReportPeerError(peer_rank_, status);
+}
+
+Status ShmConnection::PostRead(const MemoryRegion& local, size_t local_offset,
+                               const RemoteKey& remote, size_t remote_offset, size_t length,
+                               Completion done) {
+  return Post(false, local, local_offset, remote, remote_offset, length, std::move(done));
+}
+
+Status ShmConnection::PostWrite(const MemoryRegion& local, size_t local_offset,
+                                const RemoteKey& remote, size_t remote_offset, size_t length,
+                                Completion done) {
+  return Post(true, local, local_offset, remote, remote_offset, length, std::move(done));
+}
+
+Status ShmConnection::Post(bool write, const MemoryRegion& local, size_t local_offset,
+                           const RemoteKey& remote, size_t remote_offset, size_t length,
+                           Completion done) {
+  RETURN_IF_ERROR(
+      CheckTransferBounds(peer_rank_, local, local_offset, remote, remote_offset, length));
+  if (!write && !(local.access() & kAccessLocalWrite)) {
+    return InvalidArgumentError("READ from rank ", peer_rank_,
+                                ": the local region lacks kAccessLocalWrite");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!status_.ok()) return status_;
+    ++ops_posted_;
+  }
+  OneSidedOp op;
+  op.connection = this;
+  op.write = write;
+  op.local = local.data() + local_offset;
+  op.remote = remote;
+  op.remote_offset = remote_offset;
+  op.length = length;
+  op.done = std::move(done);
+  transport_->Enqueue(std::move(op));
+  return Status::OK();
+}
+
+Status ShmConnection::RunOp(const OneSidedOp& op) {
+  RETURN_IF_ERROR(status());
+  const uint64_t address = op.remote.address + op.remote_offset;
+  StatusOr<uint32_t> slot = peer_table_->Pin(op.remote.rkey, address, op.length,
+                                             op.write ? kAccessRemoteWrite : kAccessRemoteRead);
+  if (!slot.ok()) {
+    Fail(slot.status());
+    return slot.status();
+  }
+  const Status copied = Copy(op.write, op.local, address, op.length);
+  peer_table_->Unpin(*slot);
+  if (!copied.ok()) Fail(copied);
+  return copied;
+}
+
+Status ShmConnection::Copy(bool write, uint8_t* local, uint64_t remote_address, size_t length) {
+  size_t done = 0;
+  while (done < length) {
+    iovec mine{local + done, length - done};
+    iovec theirs{reinterpret_cast<void*>(remote_address + done), length - done};
+    const ssize_t moved = write ? ::process_vm_writev(peer_pid_, &mine, 1, &theirs, 1, 0)
+                                : ::process_vm_readv(peer_pid_, &mine, 1, &theirs, 1, 0);
+    if (moved > 0) {
+      done += static_cast<size_t>(moved);
+      continue;
+    }
+    if (moved < 0 && errno == EINTR) continue;
+    const int error = moved < 0 ? errno : EFAULT;
+    if (error == ESRCH) {
+      return UnavailableError("rank ", peer_rank_, " (pid ", peer_pid_,
+                              ") is gone: its process exited or was killed");
+    }
+    if (error == EPERM) {
+      return PermissionDeniedError(
+          "cross-memory attach to rank ", peer_rank_, " (pid ", peer_pid_,
+          ") refused (EPERM): the ranks must run as one user and ptrace must be allowed "
+          "(kernel.yama.ptrace_scope, container seccomp); use --comm tcp otherwise");
+    }
+    return UnavailableError("cross-memory ", write ? "write to" : "read from", " rank ", peer_rank_,
+                            " failed at byte ", done, ": ", std::strerror(error));
+  }
+  return Status::OK();
+}
+
+void ShmConnection::OpDone() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++ops_completed_;
+  }
+  changed_.notify_all();
+}
+
+Status ShmConnection::SendMessage(const void* data, size_t size) {
+  if (size > max_message_size()) {
+    return InvalidArgumentError("message of ", size, " bytes to rank ", peer_rank_,
+                                " exceeds the maximum of ", max_message_size());
+  }
+  bool pushed = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!status_.ok()) return status_;
+    if (backlog_.empty() && TryPushLocked(data, size)) {
+      pushed = true;
+    } else {
+      if (backlog_.size() >= static_cast<size_t>(transport_->options().max_backlog_messages)) {
+        return ResourceExhaustedError("backlog to rank ", peer_rank_, " is full (", backlog_.size(),
+                                      " messages waiting for credits)");
+      }
+      backlog_.emplace_back(static_cast<const char*>(data), size);
+    }
+    ++sent_;
+  }
+  if (pushed) {
+    RingPeerIfSleeping();
+  } else {
+    transport_->Wake();
+  }
+  return Status::OK();
+}
+
+bool ShmConnection::TryPushLocked(const void* data, size_t size) {
+  const uint64_t tail = out_ring_->tail.value.load(std::memory_order_acquire);
+  TsanAcquire(CreditKey(side_));
+  if (out_head_ - tail >= slots_) return false;
+  uint8_t* slot = out_slots_ + (out_head_ % slots_) * slot_size_;
+  wire::StoreU32(slot, static_cast<uint32_t>(size));
+  if (size > 0) std::memcpy(slot + kSlotHeaderSize, data, size);
+  ++out_head_;
+  TsanRelease(MessageKey(side_));
+  out_ring_->head.value.store(out_head_, std::memory_order_seq_cst);
+  return true;
+}
+
+void ShmConnection::RingPeerIfSleeping() {
+  if (header_->sleeping[1 - side_].value.load(std::memory_order_seq_cst) != 0) {
+    ::eventfd_write(peer_doorbell_fd_, 1);
+  }
+}
+
+bool ShmConnection::HasInbound() const {
+  return in_ring_->head.value.load(std::memory_order_seq_cst) != in_tail_;
+}
+
+void ShmConnection::SetSleeping(bool sleeping) {
+  header_->sleeping[side_].value.store(sleeping ? 1 : 0, std::memory_order_seq_cst);
+}
+
+bool ShmConnection::PollInbound() {
+  const uint64_t head = in_ring_->head.value.load(std::memory_order_acquire);
+  if (head == in_tail_) return false;
+  TsanAcquire(MessageKey(1 - side_));
+  const MessageHandler& handler = transport_->options().on_message;
+  while (in_tail_ < head) {
+    if (!status().ok()) return true;
+    const uint8_t* slot = in_slots_ + (in_tail_ % slots_) * slot_size_;
+    const uint32_t size = wire::LoadU32(slot);
+    if (size > max_message_size()) {
+      Fail(DataLossError("rank ", peer_rank_, " published a ", size, "-byte message in a ring of ",
+                         max_message_size(), "-byte slots"));
+      return true;
+    }
+    if (handler) handler(peer_rank_, slot + kSlotHeaderSize, size);
+    ++in_tail_;
+    TsanRelease(CreditKey(1 - side_));
+    in_ring_->tail.value.store(in_tail_, std::memory_order_seq_cst);
+  }
+  RingPeerIfSleeping();
+  return true;
+}
+
+bool ShmConnection::PollOutbound(Clock::time_point now) {
+  bool moved = false, waiting = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!status_.ok()) return false;
+    while (!backlog_.empty() && TryPushLocked(backlog_.front().data(), backlog_.front().size())) {
+      backlog_.pop_front();
+      moved = true;
+    }
+    const uint64_t tail = out_ring_->tail.value.load(std::memory_order_acquire);
+    if (tail != last_out_tail_ || out_head_ == tail) {
+      if (tail != last_out_tail_) changed_.notify_all();
+      last_out_tail_ = tail;
+      last_credit_ = now;
+    } else {
+      waiting = true;
+    }
+  }
+  if (moved) RingPeerIfSleeping();
+  const auto timeout = transport_->options().peer_timeout;
+  if (waiting && now - last_credit_ > timeout) {
+    Fail(DeadlineExceededError("rank ", peer_rank_, " consumed no message for ", timeout.count(),
+                               " ms (process stopped or hung?)"));
+  }
+  return moved;
+}
+
+Status ShmConnection::Flush(Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const uint64_t messages = sent_;
+  const uint64_t ops = ops_posted_;
+  while (true) {
+    if (!status_.ok()) return status_;
+    const uint64_t tail = out_ring_->tail.value.load(std::memory_order_acquire);
+    TsanAcquire(CreditKey(side_));
+    if (tail >= messages && ops_completed_ >= ops) return Status::OK();
+    if (Clock::now() >= deadline) {
+      return DeadlineExceededError("flushing the connection to rank ", peer_rank_, ": ",
+                                   messages - std::min(messages, tail), " messages and ",
+                                   ops - std::min(ops, ops_completed_), " operations pending");
+    }
+    // The progress thread notifies when it sees credits come back; the
+    // short bound covers a tail that moved while it slept.
+    changed_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(1)));
+  }
+}
+
+}  // namespace shm
+}  // namespace comm
+}  // namespace oflite

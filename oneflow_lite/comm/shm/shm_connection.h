@@ -1,0 +1,126 @@
+// Internal: one shm connection (see shm_transport.h for the design). The
+// caller-facing methods (Connection API) are thread-safe; the Poll*/Run*
+// methods belong to the transport's progress thread.
+#ifndef ONEFLOW_LITE_COMM_SHM_SHM_CONNECTION_H_
+#define ONEFLOW_LITE_COMM_SHM_SHM_CONNECTION_H_
+
+#include <sys/types.h>
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "oneflow_lite/comm/shm/shm_region_table.h"
+#include "oneflow_lite/comm/shm/shm_segment.h"
+#include "oneflow_lite/comm/transport.h"
+
+namespace oflite {
+namespace comm {
+namespace shm {
+
+class ShmTransportImpl;
+class ShmConnection;
+
+// A READ or WRITE waiting for the progress thread.
+struct OneSidedOp {
+  ShmConnection* connection = nullptr;
+  bool write = false;
+  uint8_t* local = nullptr;
+  RemoteKey remote;
+  uint64_t remote_offset = 0;
+  size_t length = 0;
+  Completion done;
+};
+
+// Everything a connected pair shares, handed over by the handshake.
+struct ConnectionSetup {
+  int peer_rank = -1;
+  int side = 0;  // 0: this rank is the lower of the pair
+  pid_t peer_pid = 0;
+  int socket_fd = -1;         // the handshake socket, kept for liveness
+  int peer_doorbell_fd = -1;  // the peer's eventfd
+  uint64_t pair_id = 0;       // from both nonces; the same at both ends
+  std::unique_ptr<SharedMapping> segment;
+  std::unique_ptr<PeerRegionTable> peer_table;
+};
+
+class ShmConnection : public Connection {
+ public:
+  ShmConnection(ShmTransportImpl* transport, ConnectionSetup setup);
+  ~ShmConnection() override;
+
+  int peer_rank() const override { return peer_rank_; }
+  Status PostRead(const MemoryRegion& local, size_t local_offset, const RemoteKey& remote,
+                  size_t remote_offset, size_t length, Completion done) override;
+  Status PostWrite(const MemoryRegion& local, size_t local_offset, const RemoteKey& remote,
+                   size_t remote_offset, size_t length, Completion done) override;
+  Status SendMessage(const void* data, size_t size) override;
+  size_t max_message_size() const override { return slot_size_ - kSlotHeaderSize; }
+  Status status() const override;
+  Status Flush(Deadline deadline) override;
+
+  // Makes `status` sticky (first failure wins); reports it through
+  // on_peer_error when `report`. Any thread.
+  void Fail(const Status& status, bool report = true);
+  int socket_fd() const { return socket_fd_; }
+
+  // Progress thread. Each returns true if it did something.
+  bool PollInbound();
+  bool PollOutbound(Clock::time_point now);
+  bool HasInbound() const;
+  void SetSleeping(bool sleeping);
+  // Runs one READ/WRITE to completion (the copy itself); failures of the
+  // peer's keys or process fail the connection.
+  Status RunOp(const OneSidedOp& op);
+  void OpDone();
+
+ private:
+  Status Post(bool write, const MemoryRegion& local, size_t local_offset, const RemoteKey& remote,
+              size_t remote_offset, size_t length, Completion done);
+  bool TryPushLocked(const void* data, size_t size);
+  void RingPeerIfSleeping();
+  Status Copy(bool write, uint8_t* local, uint64_t remote_address, size_t length);
+
+  ShmTransportImpl* const transport_;
+  const int peer_rank_;
+  const int side_;
+  const pid_t peer_pid_;
+  const int socket_fd_;
+  const int peer_doorbell_fd_;
+  // Keys of the rings' happens-before edges for tsan (shm_tsan.h): messages
+  // of ring s, credits of ring s.
+  uint64_t MessageKey(int ring) const { return pair_id_ * 4 + ring; }
+  uint64_t CreditKey(int ring) const { return pair_id_ * 4 + 2 + ring; }
+  const uint64_t pair_id_;
+  const std::unique_ptr<SharedMapping> segment_;
+  const std::unique_ptr<PeerRegionTable> peer_table_;
+  SegmentHeader* const header_;
+  const uint32_t slots_;
+  const uint32_t slot_size_;
+  RingHeader* const out_ring_;
+  RingHeader* const in_ring_;
+  uint8_t* const out_slots_;
+  uint8_t* const in_slots_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  Status status_;
+  std::deque<std::string> backlog_;
+  uint64_t out_head_ = 0;  // messages in the ring so far
+  uint64_t sent_ = 0;      // messages accepted: ring + backlog
+  uint64_t ops_posted_ = 0;
+  uint64_t ops_completed_ = 0;
+
+  // Progress thread only.
+  uint64_t in_tail_ = 0;
+  uint64_t last_out_tail_ = 0;
+  Clock::time_point last_credit_;
+};
+
+}  // namespace shm
+}  // namespace comm
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_COMM_SHM_SHM_CONNECTION_H_

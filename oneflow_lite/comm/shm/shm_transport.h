@@ -1,0 +1,79 @@
+// CommNet shm provider: the transport API (comm/transport.h) between
+// processes on one host, without a socket on the data path.
+//
+//   * Messages: per connection one memfd segment holding a single-producer
+//     single-consumer ring per direction (message_slots slots of
+//     message_slot_size bytes). Free slots are the sender's credits: the
+//     consumer advances the ring's tail only after the handler returned, so
+//     a slot is never overwritten early; messages beyond the credits wait in
+//     the sender's bounded backlog.
+//   * Wake-ups: each transport has one progress thread and one eventfd
+//     doorbell, passed to every peer. The thread spins for `spin` before it
+//     sleeps in epoll; before sleeping it raises its `sleeping` word in each
+//     segment, and a peer that publishes a message or returns credits rings
+//     the doorbell only then (no system call per message under load).
+//   * One-sided READ/WRITE: cross-memory attach (process_vm_readv /
+//     process_vm_writev) by the initiator's progress thread, straight
+//     between the two processes' registered buffers: one copy, no staging,
+//     the owner's CPU not involved. The owner's region table (a memfd
+//     mapped by every peer, shm_region_table.h) is checked first, so keys,
+//     ranges, access flags and deregistration behave as on a queue pair.
+//     The kernel requires the initiator to pass a ptrace access check on
+//     the owner (same user, not blocked by Yama's ptrace_scope or a
+//     seccomp profile); a refusal fails the connection naming the rank.
+//   * Liveness: the unix socket of the handshake stays open for the life of
+//     the connection; the kernel closes it when the peer exits or is
+//     killed, which the progress thread sees at once (EPOLLHUP). Messages
+//     the peer published before dying are delivered first. A peer that
+//     stops consuming messages for peer_timeout fails the connection too.
+//   * Nothing is left behind: memfds and abstract sockets have no name in
+//     any file system and vanish with the last process that holds them.
+//
+// Set-up: LocalEndpoint is "rank, pid, nonce, abstract socket name"; for a
+// pair the lower rank dials, creates the segment and sends HELLO with
+// [segment memfd, its doorbell, its region table]; the higher rank checks
+// the HELLO against the endpoint it got from the control plane (nonces,
+// SO_PEERCRED pid, ring geometry) and answers HELLO_ACK with [its doorbell,
+// its region table] (shm_handshake.h).
+//
+// Thread-safety and lifetimes follow transport.h.
+#ifndef ONEFLOW_LITE_COMM_SHM_SHM_TRANSPORT_H_
+#define ONEFLOW_LITE_COMM_SHM_SHM_TRANSPORT_H_
+
+#include <chrono>
+#include <memory>
+
+#include "oneflow_lite/comm/transport.h"
+
+namespace oflite {
+namespace comm {
+namespace shm {
+
+struct ShmOptions {
+  // Regions registered at once, at most (a power of two).
+  uint32_t region_table_capacity = 1u << 16;
+  // How long the progress thread polls the rings before it sleeps.
+  std::chrono::microseconds spin{50};
+  // How long deregistration waits for a peer's copy from the region.
+  std::chrono::milliseconds remove_wait{2000};
+};
+
+class ShmTransport : public Transport {
+ public:
+  // RegisterMemory under a key the caller chooses (the `auto` provider
+  // uses the key its cross-host provider gave the same buffer, so one
+  // RemoteKey serves peers on both). AlreadyExists if the key is live.
+  virtual StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemoryWithKey(void* data, size_t size,
+                                                                        uint32_t access,
+                                                                        uint32_t rkey) = 0;
+};
+
+// Creates the transport and starts its listener and progress thread.
+StatusOr<std::unique_ptr<ShmTransport>> CreateShmTransport(const TransportOptions& options,
+                                                           const ShmOptions& shm_options);
+
+}  // namespace shm
+}  // namespace comm
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_COMM_SHM_SHM_TRANSPORT_H_

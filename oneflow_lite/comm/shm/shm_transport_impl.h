@@ -1,0 +1,97 @@
+// Internal: the shm provider's Transport (contract: shm_transport.h).
+// Exposed to shm_connection.cc only.
+#ifndef ONEFLOW_LITE_COMM_SHM_SHM_TRANSPORT_IMPL_H_
+#define ONEFLOW_LITE_COMM_SHM_SHM_TRANSPORT_IMPL_H_
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "oneflow_lite/comm/shm/shm_connection.h"
+#include "oneflow_lite/comm/shm/shm_handshake.h"
+#include "oneflow_lite/comm/shm/shm_region_table.h"
+#include "oneflow_lite/comm/shm/shm_transport.h"
+
+namespace oflite {
+namespace comm {
+namespace shm {
+
+class ShmTransportImpl : public ShmTransport {
+ public:
+  ShmTransportImpl(const TransportOptions& options, const ShmOptions& shm);
+  ~ShmTransportImpl() override;
+
+  // Creates the listener, doorbell, region table and progress thread.
+  Status Start();
+
+  const char* provider_name() const override { return "shm"; }
+  int rank() const override { return options_.rank; }
+  int world_size() const override { return options_.world_size; }
+  StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(void* data, size_t size,
+                                                         uint32_t access) override;
+  StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemoryWithKey(void* data, size_t size,
+                                                                uint32_t access,
+                                                                uint32_t rkey) override;
+  StatusOr<std::string> LocalEndpoint(int peer_rank) override;
+  Status Connect(int peer_rank, const std::string& peer_endpoint, Deadline deadline) override;
+  StatusOr<Connection*> GetConnection(int peer_rank) override;
+
+  // For connections (any thread).
+  const TransportOptions& options() const { return options_; }
+  void Enqueue(OneSidedOp op);
+  void Wake();
+  void ReportPeerError(int peer_rank, const Status& status);
+
+ private:
+  // A HELLO received by the listener, waiting for the Connect of its rank.
+  struct Arrival {
+    int fd = -1;
+    Hello hello;
+    std::vector<int> fds;
+  };
+
+  void ProgressLoop();
+  bool PollOnce(const std::vector<ShmConnection*>& connections);
+  void SleepUntilWoken(const std::vector<ShmConnection*>& connections);
+  void HandleEvents(int timeout_ms);
+  bool RunOps();
+  std::vector<ShmConnection*> Snapshot();
+  StatusOr<ConnectionSetup> Dial(const Endpoint& peer, Deadline deadline);
+  StatusOr<ConnectionSetup> Accept(const Endpoint& peer, Deadline deadline);
+  Status ReceiveOneArrival(Deadline deadline);
+  StatusOr<ConnectionSetup> FinishAccept(Arrival* arrival, const Endpoint& peer);
+  Status AddConnection(ConnectionSetup setup);
+  std::string PeerName(int peer_rank) const;
+
+  const TransportOptions options_;
+  const ShmOptions shm_;
+  std::shared_ptr<LocalRegionTable> regions_;
+  std::string socket_name_;
+  uint64_t nonce_ = 0;
+  int listen_fd_ = -1;
+  int doorbell_fd_ = -1;
+  int epoll_fd_ = -1;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> sleeping_{false};
+  std::thread progress_thread_;
+
+  std::mutex ops_mutex_;
+  std::deque<OneSidedOp> ops_;
+
+  std::mutex accept_mutex_;          // one acceptor at a time
+  std::map<int, Arrival> arrivals_;  // by claimed rank; guarded by accept_mutex_
+
+  std::mutex mutex_;
+  std::map<int, std::unique_ptr<ShmConnection>> connections_;
+  std::atomic<uint64_t> connections_version_{0};
+};
+
+}  // namespace shm
+}  // namespace comm
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_COMM_SHM_SHM_TRANSPORT_IMPL_H_

@@ -1,0 +1,142 @@
+#include "oneflow_lite/comm/shm/shm_transport.h"
+
+#include <unistd.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "oneflow_lite/comm/memory/strategy_test_suite.h"
+#include "oneflow_lite/comm/shm/shm_handshake.h"
+#include "oneflow_lite/comm/transport_test_suite.h"
+
+namespace oflite {
+namespace comm {
+namespace {
+
+TransportFactory ShmFactory() {
+  return {"shm", [](const TransportOptions& options) -> StatusOr<std::unique_ptr<Transport>> {
+            ASSIGN_OR_RETURN(auto transport, shm::CreateShmTransport(options, shm::ShmOptions()));
+            return std::unique_ptr<Transport>(std::move(transport));
+          }};
+}
+
+INSTANTIATE_TEST_SUITE_P(Shm, TransportConformanceTest, ::testing::Values(ShmFactory()),
+                         [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Shm, MemoryStrategyTest, ::testing::Values(ShmFactory()),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace comm
+}  // namespace oflite
+
+namespace oflite {
+namespace comm {
+namespace shm {
+namespace {
+
+using std::chrono::milliseconds;
+
+struct Events {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::pair<int, Status>> errors;
+  bool release_handler = false;
+
+  void Add(int peer, const Status& status) {
+    std::lock_guard<std::mutex> lock(mutex);
+    errors.push_back({peer, status});
+    changed.notify_all();
+  }
+  bool WaitForError(milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mutex);
+    return changed.wait_for(lock, timeout, [&] { return !errors.empty(); });
+  }
+};
+
+TransportOptions Options(int rank, Events* events) {
+  TransportOptions options;
+  options.rank = rank;
+  options.world_size = 2;
+  options.message_slots = 4;
+  options.message_slot_size = 256;
+  options.peer_timeout = milliseconds(500);
+  options.on_peer_error = [events](int peer, const Status& status) { events->Add(peer, status); };
+  return options;
+}
+
+// A process that is not in the job dials the listener with a forged HELLO:
+// it is refused, and the genuine peer still connects afterwards.
+TEST(ShmTransportTest, ForgedHelloIsRefusedAndTheRealPeerStillConnects) {
+  Events events[2];
+  auto rank0 = CreateShmTransport(Options(0, &events[0]), ShmOptions());
+  auto rank1 = CreateShmTransport(Options(1, &events[1]), ShmOptions());
+  ASSERT_TRUE(rank0.ok() && rank1.ok());
+  const std::string endpoint1 = *(*rank1)->LocalEndpoint(0);
+  auto decoded = DecodeEndpoint(endpoint1);
+  ASSERT_TRUE(decoded.ok());
+  const Deadline deadline = DeadlineAfter(milliseconds(10000));
+  auto intruder = DialAbstract(decoded->socket_name, deadline, "rank 1");
+  ASSERT_TRUE(intruder.ok()) << intruder.status();
+  Hello forged{0, 2, 4, 256, /*dialer_nonce=*/1, /*acceptor_nonce=*/2};
+  ASSERT_TRUE(SendRecord(*intruder, EncodeHello(forged), {}, "rank 1").ok());
+  // Rank 1 takes the forged HELLO for rank 0's and refuses it...
+  Status refused = (*rank1)->Connect(0, *(*rank0)->LocalEndpoint(1), deadline);
+  EXPECT_EQ(refused.code(), StatusCode::kPermissionDenied) << refused;
+  EXPECT_NE(refused.message().find("rank 0"), std::string::npos) << refused;
+  std::string answer;
+  std::vector<int> fds;
+  ASSERT_TRUE(ReceiveRecord(*intruder, deadline, &answer, &fds, "rank 1").ok());
+  auto ack = DecodeHelloAck(answer);
+  ASSERT_TRUE(ack.ok());
+  EXPECT_FALSE(ack->error.empty());
+  EXPECT_TRUE(fds.empty());  // no descriptor leaves for a refused dialer
+  ::close(*intruder);
+  // ...and the real rank 0 then connects.
+  std::thread dialer([&] { EXPECT_TRUE((*rank0)->Connect(1, endpoint1, deadline).ok()); });
+  EXPECT_TRUE((*rank1)->Connect(0, *(*rank0)->LocalEndpoint(1), deadline).ok());
+  dialer.join();
+  Connection* link = *(*rank0)->GetConnection(1);
+  EXPECT_TRUE(link->SendMessage("hi", 2).ok());
+  EXPECT_TRUE(link->Flush(deadline).ok());
+}
+
+// A peer that stops consuming (its handler is stuck) fails the connection
+// after peer_timeout without a returned credit, naming it.
+TEST(ShmTransportTest, PeerThatStopsConsumingFailsAfterPeerTimeout) {
+  Events events[2];
+  TransportOptions options1 = Options(1, &events[1]);
+  Events* stuck = &events[1];
+  options1.on_message = [stuck](int, const void*, size_t) {
+    std::unique_lock<std::mutex> lock(stuck->mutex);
+    stuck->changed.wait_for(lock, milliseconds(20000), [&] { return stuck->release_handler; });
+  };
+  std::vector<TransportOptions> options = {Options(0, &events[0]), options1};
+  TransportFactory factory{"shm",
+                           [](const TransportOptions& o) -> StatusOr<std::unique_ptr<Transport>> {
+                             ASSIGN_OR_RETURN(auto t, CreateShmTransport(o, ShmOptions()));
+                             return std::unique_ptr<Transport>(std::move(t));
+                           }};
+  auto transports = CreateConnectedTransports(factory, options, milliseconds(20000));
+  ASSERT_TRUE(transports.ok()) << transports.status();
+  Connection* link = *(*transports)[0]->GetConnection(1);
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(link->SendMessage("x", 1).ok());
+  ASSERT_TRUE(events[0].WaitForError(milliseconds(20000)));
+  {
+    std::lock_guard<std::mutex> lock(events[0].mutex);
+    EXPECT_EQ(events[0].errors[0].first, 1);
+    EXPECT_EQ(events[0].errors[0].second.code(), StatusCode::kDeadlineExceeded);
+    EXPECT_NE(events[0].errors[0].second.message().find("rank 1"), std::string::npos);
+  }
+  EXPECT_FALSE(link->SendMessage("x", 1).ok());  // sticky
+  {
+    std::lock_guard<std::mutex> lock(events[1].mutex);
+    events[1].release_handler = true;
+  }
+  events[1].changed.notify_all();
+}
+
+}  // namespace
+}  // namespace shm
+}  // namespace comm
+}  // namespace oflite
