@@ -1,8 +1,8 @@
 # shellcheck shell=bash
 # Metric comparisons of the multinode tests, sourced: the caller sets TMP
-# (where the runs' files are) and `fail` (set to 1 on a mismatch). The same
-# rules as tests/multinode_test.sh (which may source this file instead of
-# its own copies): every metric within 1e-5 relative of the one-machine run.
+# (where the runs' files are) and `fail` (set to 1 on a mismatch). Sourced by
+# tests/multinode_test.sh and tests/netns/multinode_netns_test.sh: every
+# metric within 1e-5 relative of the one-machine run.
 
 # compare DESCRIPTION REFERENCE FILES...: the concatenated metrics of FILES
 # (one machine's sink reports them) match REFERENCE within 1e-5 relative.
