@@ -2,7 +2,7 @@
 //   out = max(x, 0) - x * target + log(1 + exp(-|x|))
 // (= -t log sigmoid(x) - (1 - t) log(1 - sigmoid(x)), stable for any x).
 // x and target: same shape and float dtype; reduce `out` for a scalar loss.
-// Gradients: dx = dy * (sigmoid(x) - target) (grad op), dtarget = -dy * x.
+// Gradients (one grad op): dx = dy * (sigmoid(x) - target), dtarget = -dy * x.
 #include "oneflow_lite/ops/nn/op_util.h"
 #include "oneflow_lite/ops/op_builder.h"
 #include "oneflow_lite/ops/op_def.h"
@@ -35,6 +35,7 @@ Status InferBce(InferContext* ctx) {
 Status InferBceGrad(InferContext* ctx) {
   RETURN_IF_ERROR(CheckSame(*ctx, {"dy", "x", "target"}));
   *ctx->Output("dx") = ctx->Input("x");
+  *ctx->Output("dtarget") = ctx->Input("x");
   return Status::OK();
 }
 
@@ -49,55 +50,31 @@ Status BceSbp(SbpContext* ctx) {
   return Status::OK();
 }
 
-// Linear in dy: P dy, B x, B target -> P dx.
+// Linear in dy: P dy, B x, B target -> P dx, P dtarget.
 Status BceGradSbp(SbpContext* ctx) {
   AddSameSplitSignatures(ctx, AllAxes(*ctx));
   ctx->Add(SignatureByArg(
       *ctx, {{"dy", PartialSumSbp()}, {"x", BroadcastSbp()}, {"target", BroadcastSbp()}},
-      {{"dx", PartialSumSbp()}}));
+      {{"dx", PartialSumSbp()}, {"dtarget", PartialSumSbp()}}));
   return Status::OK();
 }
 
-StatusOr<std::string> AddBackward(GradContext* ctx, const OpConf& op, const std::string& arg) {
-  ASSIGN_OR_RETURN(std::string name, ctx->AddOp(AsBackward(*ctx, op)));
-  return OutputLbn(name, arg);
-}
-
+// One grad op gives both gradients (dtarget = -dy * x is one multiply).
 Status BceGradRule(GradContext* ctx) {
   const std::string dy = ctx->OutputGradLbn("out");
-  if (dy.empty()) return Status::OK();
-  if (ctx->NeedsInputGrad("x")) {
-    ASSIGN_OR_RETURN(std::string dx,
-                     AddBackward(ctx,
-                                 OpConfBuilder("binary_cross_entropy_with_logits_grad",
-                                               BackwardOpName(*ctx, "grad_x"))
-                                     .Input("dy", dy)
-                                     .Input("x", ctx->InputLbn("x"))
-                                     .Input("target", ctx->InputLbn("target"))
-                                     .Output("dx")
-                                     .Build(),
-                                 "dx"));
-    ctx->SetInputGrad("x", 0, dx);
+  if (dy.empty() || (!ctx->NeedsInputGrad("x") && !ctx->NeedsInputGrad("target"))) {
+    return Status::OK();
   }
-  if (ctx->NeedsInputGrad("target")) {
-    ASSIGN_OR_RETURN(std::string product, AddBackward(ctx,
-                                                      OpConfBuilder("mul",
-                                                                    BackwardOpName(*ctx,
-                                                                                   "grad_target_mul"))
-                                                          .Input("x", dy)
-                                                          .Input("y", ctx->InputLbn("x"))
-                                                          .Output("out")
-                                                          .Build(),
-                                                      "out"));
-    ASSIGN_OR_RETURN(std::string dt,
-                     AddBackward(ctx,
-                                 OpConfBuilder("neg", BackwardOpName(*ctx, "grad_target"))
-                                     .Input("x", product)
-                                     .Output("y")
-                                     .Build(),
-                                 "y"));
-    ctx->SetInputGrad("target", 0, dt);
-  }
+  OpConf op = OpConfBuilder("binary_cross_entropy_with_logits_grad", BackwardOpName(*ctx, "grad"))
+                  .Input("dy", dy)
+                  .Input("x", ctx->InputLbn("x"))
+                  .Input("target", ctx->InputLbn("target"))
+                  .Output("dx")
+                  .Output("dtarget")
+                  .Build();
+  ASSIGN_OR_RETURN(std::string name, ctx->AddOp(AsBackward(*ctx, op)));
+  if (ctx->NeedsInputGrad("x")) ctx->SetInputGrad("x", 0, OutputLbn(name, "dx"));
+  if (ctx->NeedsInputGrad("target")) ctx->SetInputGrad("target", 0, OutputLbn(name, "dtarget"));
   return Status::OK();
 }
 
@@ -113,6 +90,7 @@ REGISTER_OP("binary_cross_entropy_with_logits_grad")
     .Input("x")
     .Input("target")
     .Output("dx")
+    .Output("dtarget")
     .Infer(InferBceGrad)
     .Sbp(BceGradSbp);
 

@@ -1,5 +1,6 @@
 // CPU binary_cross_entropy_with_logits and its grad (float32/float64):
-// out = max(x, 0) - x t + log1p(exp(-|x|)); dx = dy (sigmoid(x) - t).
+// out = max(x, 0) - x t + log1p(exp(-|x|)); dx = dy (sigmoid(x) - t),
+// dtarget = -dy x.
 #include <cmath>
 
 #include "oneflow_lite/kernels/cpu/nn/cpu_nn_util.h"
@@ -43,13 +44,16 @@ class BceGradKernel final : public Kernel {
     const Blob& x = ctx->Input("x");
     const Blob& t = ctx->Input("target");
     Blob* dx = ctx->Output("dx");
-    RETURN_IF_ERROR(CheckSizes(ctx, {&dy, &x, &t, dx}));
+    Blob* dt = ctx->Output("dtarget");
+    RETURN_IF_ERROR(CheckSizes(ctx, {&dy, &x, &t, dx, dt}));
     const T* g = dy.data<T>();
     const T* a = x.data<T>();
     const T* b = t.data<T>();
     T* o = dx->data<T>();
+    T* ot = dt->data<T>();
     for (int64_t i = 0, n = x.elem_count(); i < n; ++i) {
       o[i] = g[i] * (T(1) / (T(1) + std::exp(-a[i])) - b[i]);
+      ot[i] = -g[i] * a[i];
     }
     return Status::OK();
   }
