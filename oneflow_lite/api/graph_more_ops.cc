@@ -130,10 +130,9 @@ Tensor Graph::BatchNorm(const Tensor& x, const BatchNormOptions& options) {
   Tensor moving_mean = EmitOne(MakeVariableOp(OpName(layer + "-moving_mean"),
                                               TensorDesc(channel, x.dtype()), Initializer::Zeros(),
                                               /*trainable=*/false, NextSeed()));
-  Tensor moving_variance = EmitOne(MakeVariableOp(OpName(layer + "-moving_variance"),
-                                                  TensorDesc(channel, x.dtype()),
-                                                  Initializer::Ones(), /*trainable=*/false,
-                                                  NextSeed()));
+  Tensor moving_variance =
+      EmitOne(MakeVariableOp(OpName(layer + "-moving_variance"), TensorDesc(channel, x.dtype()),
+                             Initializer::Ones(), /*trainable=*/false, NextSeed()));
   if (!ok()) return {};
   return EmitOne(OpConfBuilder("batch_norm", OpName(layer + "-norm"))
                      .Input("x", x.lbn)

@@ -6,10 +6,10 @@
 // statistics equal those of half k. One-device runs match
 // the reference executor bit for bit, and the evaluation job switches
 // batch_norm to its running statistics.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <mutex>
-
-#include <gtest/gtest.h>
 
 #include "oneflow_lite/api/eval_job.h"
 #include "oneflow_lite/api/graph.h"

@@ -31,8 +31,8 @@ cudaError_t LaunchSelect(SelectOp op, const float* a, const float* b, float* out
 cudaError_t LaunchSelectGrad(SelectOp op, const float* dz, const float* a, const float* b,
                              float* dx, const StridedIndex& index, cudaStream_t stream);
 // out[i] = cond[off0(i)] != 0 ? a[off1(i)] : b[off2(i)].
-cudaError_t LaunchWhere(const void* cond, CondKind kind, const float* a, const float* b,
-                        float* out, const StridedIndex& index, cudaStream_t stream);
+cudaError_t LaunchWhere(const void* cond, CondKind kind, const float* a, const float* b, float* out,
+                        const StridedIndex& index, cudaStream_t stream);
 cudaError_t LaunchBce(const float* x, const float* t, float* out, int64_t n, cudaStream_t stream);
 cudaError_t LaunchBceGrad(const float* dy, const float* x, const float* t, float* dx, float* dt,
                           int64_t n, cudaStream_t stream);

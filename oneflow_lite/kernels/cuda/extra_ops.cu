@@ -12,24 +12,36 @@ __device__ inline float Sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
 
 __device__ inline float ApplyMap(MapOp op, float x, float p0, float p1) {
   switch (op) {
-    case MapOp::kExp: return expf(x);
-    case MapOp::kLog: return logf(x);
-    case MapOp::kSqrt: return sqrtf(x);
-    case MapOp::kRsqrt: return 1.f / sqrtf(x);
-    case MapOp::kAbs: return fabsf(x);
-    case MapOp::kNeg: return -x;
-    case MapOp::kClamp: return x < p0 ? p0 : (x > p1 ? p1 : x);
-    case MapOp::kLeakyRelu: return x > 0.f ? x : p0 * x;
-    case MapOp::kSilu: return x * Sigmoid(x);
+    case MapOp::kExp:
+      return expf(x);
+    case MapOp::kLog:
+      return logf(x);
+    case MapOp::kSqrt:
+      return sqrtf(x);
+    case MapOp::kRsqrt:
+      return 1.f / sqrtf(x);
+    case MapOp::kAbs:
+      return fabsf(x);
+    case MapOp::kNeg:
+      return -x;
+    case MapOp::kClamp:
+      return x < p0 ? p0 : (x > p1 ? p1 : x);
+    case MapOp::kLeakyRelu:
+      return x > 0.f ? x : p0 * x;
+    case MapOp::kSilu:
+      return x * Sigmoid(x);
   }
   return 0.f;
 }
 
 __device__ inline float ApplyMapGrad(MapGradOp op, float dy, float x, float p0, float p1) {
   switch (op) {
-    case MapGradOp::kAbs: return x > 0.f ? dy : (x < 0.f ? -dy : 0.f);
-    case MapGradOp::kClamp: return (x >= p0 && x <= p1) ? dy : 0.f;
-    case MapGradOp::kLeakyRelu: return x > 0.f ? dy : p0 * dy;
+    case MapGradOp::kAbs:
+      return x > 0.f ? dy : (x < 0.f ? -dy : 0.f);
+    case MapGradOp::kClamp:
+      return (x >= p0 && x <= p1) ? dy : 0.f;
+    case MapGradOp::kLeakyRelu:
+      return x > 0.f ? dy : p0 * dy;
     case MapGradOp::kSilu: {
       const float s = Sigmoid(x);
       return dy * s * (1.f + x * (1.f - s));
@@ -80,18 +92,16 @@ __global__ void WhereKernel(const C* cond, const float* a, const float* b, float
                             StridedIndex index, int64_t n) {
   OFLITE_GRID_LOOP(i, n) {
     out[i] = cond[OperandOffset(index, 0, i)] != C(0) ? a[OperandOffset(index, 1, i)]
-                                                       : b[OperandOffset(index, 2, i)];
+                                                      : b[OperandOffset(index, 2, i)];
   }
 }
 
 __global__ void BceKernel(const float* x, const float* t, float* out, int64_t n) {
-  OFLITE_GRID_LOOP(i, n) {
-    out[i] = fmaxf(x[i], 0.f) - x[i] * t[i] + log1pf(expf(-fabsf(x[i])));
-  }
+  OFLITE_GRID_LOOP(i, n) { out[i] = fmaxf(x[i], 0.f) - x[i] * t[i] + log1pf(expf(-fabsf(x[i]))); }
 }
 
-__global__ void BceGradKernel(const float* dy, const float* x, const float* t, float* dx,
-                              float* dt, int64_t n) {
+__global__ void BceGradKernel(const float* dy, const float* x, const float* t, float* dx, float* dt,
+                              int64_t n) {
   OFLITE_GRID_LOOP(i, n) {
     dx[i] = dy[i] * (Sigmoid(x[i]) - t[i]);
     dt[i] = -dy[i] * x[i];
@@ -187,8 +197,8 @@ __global__ void BatchNormStatsKernel(const float* x, ChannelDims d, bool trainin
 }
 
 __global__ void BatchNormApplyKernel(const float* x, const float* mean, const float* inv,
-                                     const float* gamma, const float* beta, float* y,
-                                     ChannelDims d, int64_t n) {
+                                     const float* gamma, const float* beta, float* y, ChannelDims d,
+                                     int64_t n) {
   OFLITE_GRID_LOOP(i, n) {
     const int64_t ch = (i / d.s) % d.c;
     y[i] = (x[i] - mean[ch]) * inv[ch] * gamma[ch] + beta[ch];
@@ -220,9 +230,9 @@ __global__ void BatchNormGradKernel(const float* dy, const float* x, const float
     for (int64_t r = threadIdx.x; r < m; r += blockDim.x) {
       const int64_t k = ChannelOffset(d, ch, r);
       const double xhat = (x[k] - mu) * iv;
-      dx[k] = static_cast<float>(
-          training ? g * iv / m * (m * dy[k] - db - xhat * dg) + dm / m - di * iv * iv * xhat / m
-                   : g * iv * dy[k]);
+      dx[k] = static_cast<float>(training ? g * iv / m * (m * dy[k] - db - xhat * dg) + dm / m -
+                                                di * iv * iv * xhat / m
+                                          : g * iv * dy[k]);
     }
   }
 }
@@ -261,8 +271,8 @@ cudaError_t LaunchSelectGrad(SelectOp op, const float* dz, const float* a, const
   return cudaGetLastError();
 }
 
-cudaError_t LaunchWhere(const void* cond, CondKind kind, const float* a, const float* b,
-                        float* out, const StridedIndex& index, cudaStream_t stream) {
+cudaError_t LaunchWhere(const void* cond, CondKind kind, const float* a, const float* b, float* out,
+                        const StridedIndex& index, cudaStream_t stream) {
   const int64_t n = index.Count();
   if (n <= 0) return cudaSuccess;
   const int blocks = BlocksFor(n);
@@ -337,7 +347,7 @@ cudaError_t LaunchBatchNormApply(const float* x, const float* mean, const float*
   const int64_t n = dims.n * dims.c * dims.s;
   if (n <= 0) return cudaSuccess;
   BatchNormApplyKernel<<<BlocksFor(n), kThreads, 0, stream>>>(x, mean, inv, gamma, beta, y, dims,
-                                                             n);
+                                                              n);
   return cudaGetLastError();
 }
 

@@ -137,15 +137,15 @@ GradFn MinMaxGrad(const std::string& grad_type) {
     if (dz.empty()) return Status::OK();
     for (const auto& [self, other] : {std::pair<std::string, std::string>{"x", "y"}, {"y", "x"}}) {
       if (!ctx->NeedsInputGrad(self)) continue;
-      ASSIGN_OR_RETURN(std::string g, AddGradOp(ctx,
-                                                OpConfBuilder(grad_type,
-                                                              GradOpName(*ctx, "grad_" + self))
-                                                    .Input("dz", dz)
-                                                    .Input("x", ctx->InputLbn(self))
-                                                    .Input("y", ctx->InputLbn(other))
-                                                    .Output("dx")
-                                                    .Build(),
-                                                "dx"));
+      ASSIGN_OR_RETURN(std::string g,
+                       AddGradOp(ctx,
+                                 OpConfBuilder(grad_type, GradOpName(*ctx, "grad_" + self))
+                                     .Input("dz", dz)
+                                     .Input("x", ctx->InputLbn(self))
+                                     .Input("y", ctx->InputLbn(other))
+                                     .Output("dx")
+                                     .Build(),
+                                 "dx"));
       RETURN_IF_ERROR(SetReduced(ctx, self, g));
     }
     return Status::OK();
@@ -156,23 +156,24 @@ Status WhereGrad(GradContext* ctx) {
   const std::string dz = ctx->OutputGradLbn("out");
   if (dz.empty() || !IsFloat(ctx->InputDesc("x").dtype)) return Status::OK();
   if (!ctx->NeedsInputGrad("x") && !ctx->NeedsInputGrad("y")) return Status::OK();
-  ASSIGN_OR_RETURN(std::string zeros, AddGradOp(ctx,
-                                                OpConfBuilder("zeros_like",
-                                                              GradOpName(*ctx, "grad_zeros"))
-                                                    .Input("like", dz)
-                                                    .Output("out")
-                                                    .Build(),
-                                                "out"));
+  ASSIGN_OR_RETURN(std::string zeros,
+                   AddGradOp(ctx,
+                             OpConfBuilder("zeros_like", GradOpName(*ctx, "grad_zeros"))
+                                 .Input("like", dz)
+                                 .Output("out")
+                                 .Build(),
+                             "out"));
   for (const std::string arg : {"x", "y"}) {
     if (!ctx->NeedsInputGrad(arg)) continue;
-    ASSIGN_OR_RETURN(std::string g, AddGradOp(ctx,
-                                              OpConfBuilder("where", GradOpName(*ctx, "grad_" + arg))
-                                                  .Input("condition", ctx->InputLbn("condition"))
-                                                  .Input("x", arg == "x" ? dz : zeros)
-                                                  .Input("y", arg == "x" ? zeros : dz)
-                                                  .Output("out")
-                                                  .Build(),
-                                              "out"));
+    ASSIGN_OR_RETURN(std::string g,
+                     AddGradOp(ctx,
+                               OpConfBuilder("where", GradOpName(*ctx, "grad_" + arg))
+                                   .Input("condition", ctx->InputLbn("condition"))
+                                   .Input("x", arg == "x" ? dz : zeros)
+                                   .Input("y", arg == "x" ? zeros : dz)
+                                   .Output("out")
+                                   .Build(),
+                               "out"));
     RETURN_IF_ERROR(SetReduced(ctx, arg, g));
   }
   return Status::OK();

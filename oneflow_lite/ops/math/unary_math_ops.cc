@@ -24,8 +24,8 @@ Status InferFloatUnary(InferContext* ctx) {
 
 // clamp: at least one of min/max, min <= max when both are given.
 Status InferClamp(InferContext* ctx) {
-  RETURN_IF_ERROR(CheckOptionalAttrTypes(
-      ctx->op(), {{"min", AttrValue::kF}, {"max", AttrValue::kF}}));
+  RETURN_IF_ERROR(
+      CheckOptionalAttrTypes(ctx->op(), {{"min", AttrValue::kF}, {"max", AttrValue::kF}}));
   const bool has_min = ctx->attrs().Has("min"), has_max = ctx->attrs().Has("max");
   if (!has_min && !has_max) return ctx->Error("needs a float attribute 'min' or 'max' (or both)");
   if (has_min && has_max && ctx->attrs().GetFloatOr("min", 0) > ctx->attrs().GetFloatOr("max", 0)) {
@@ -138,12 +138,11 @@ Status RsqrtGrad(GradContext* ctx) {
 Status NegGrad(GradContext* ctx) {
   const std::string dy = NeededDy(ctx);
   if (dy.empty()) return Status::OK();
-  ASSIGN_OR_RETURN(std::string g, AddGradOp(ctx,
-                                            OpConfBuilder("neg", GradOpName(*ctx, "grad"))
-                                                .Input("x", dy)
-                                                .Output("y")
-                                                .Build(),
-                                            "y"));
+  ASSIGN_OR_RETURN(
+      std::string g,
+      AddGradOp(ctx,
+                OpConfBuilder("neg", GradOpName(*ctx, "grad")).Input("x", dy).Output("y").Build(),
+                "y"));
   ctx->SetInputGrad("x", 0, g);
   return Status::OK();
 }

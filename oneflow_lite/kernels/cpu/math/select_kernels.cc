@@ -48,8 +48,10 @@ Status CheckBroadcast(KernelContext* ctx, const std::vector<const Blob*>& inputs
   Shape shape = inputs[0]->shape();
   for (size_t i = 1; i < inputs.size(); ++i) {
     Shape next;
-    if (!BroadcastShapes(shape, inputs[i]->shape(), &next)) shape = Shape({-1});
-    else shape = next;
+    if (!BroadcastShapes(shape, inputs[i]->shape(), &next))
+      shape = Shape({-1});
+    else
+      shape = next;
   }
   if (shape != out) {
     std::string text;
@@ -120,8 +122,8 @@ void WhereLoop(const StridedLoop& loop, const C* cond, const T* a, const T* b, T
   const int64_t sc = loop.InnerStride(1), sa = loop.InnerStride(2), sb = loop.InnerStride(3);
   loop.ForEachRow([&](const int64_t* offsets, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
-      c[offsets[0] + i] = cond[offsets[1] + i * sc] != C(0) ? a[offsets[2] + i * sa]
-                                                             : b[offsets[3] + i * sb];
+      c[offsets[0] + i] =
+          cond[offsets[1] + i * sc] != C(0) ? a[offsets[2] + i * sa] : b[offsets[3] + i * sb];
     }
   });
 }
@@ -138,11 +140,16 @@ class WhereKernel final : public Kernel {
     RETURN_IF_ERROR(CheckBroadcast(ctx, {&cond, &x, &y}, out->shape()));
     const StridedLoop loop = LoopOver(out->shape(), {&cond, &x, &y});
     switch (x.dtype()) {
-      case DT_FLOAT: return Dispatch<float>(ctx, loop, cond, x, y, out);
-      case DT_DOUBLE: return Dispatch<double>(ctx, loop, cond, x, y, out);
-      case DT_INT32: return Dispatch<int32_t>(ctx, loop, cond, x, y, out);
-      case DT_INT64: return Dispatch<int64_t>(ctx, loop, cond, x, y, out);
-      default: return ctx->Error("unsupported value dtype ", DataTypeName(x.dtype()));
+      case DT_FLOAT:
+        return Dispatch<float>(ctx, loop, cond, x, y, out);
+      case DT_DOUBLE:
+        return Dispatch<double>(ctx, loop, cond, x, y, out);
+      case DT_INT32:
+        return Dispatch<int32_t>(ctx, loop, cond, x, y, out);
+      case DT_INT64:
+        return Dispatch<int64_t>(ctx, loop, cond, x, y, out);
+      default:
+        return ctx->Error("unsupported value dtype ", DataTypeName(x.dtype()));
     }
   }
 
@@ -154,11 +161,20 @@ class WhereKernel final : public Kernel {
     const T* b = y.data<T>();
     T* c = out->data<T>();
     switch (cond.dtype()) {
-      case DT_BOOL: WhereLoop(loop, cond.data<bool>(), a, b, c); break;
-      case DT_UINT8: WhereLoop(loop, cond.data<uint8_t>(), a, b, c); break;
-      case DT_INT32: WhereLoop(loop, cond.data<int32_t>(), a, b, c); break;
-      case DT_INT64: WhereLoop(loop, cond.data<int64_t>(), a, b, c); break;
-      default: return ctx->Error("unsupported condition dtype ", DataTypeName(cond.dtype()));
+      case DT_BOOL:
+        WhereLoop(loop, cond.data<bool>(), a, b, c);
+        break;
+      case DT_UINT8:
+        WhereLoop(loop, cond.data<uint8_t>(), a, b, c);
+        break;
+      case DT_INT32:
+        WhereLoop(loop, cond.data<int32_t>(), a, b, c);
+        break;
+      case DT_INT64:
+        WhereLoop(loop, cond.data<int64_t>(), a, b, c);
+        break;
+      default:
+        return ctx->Error("unsupported condition dtype ", DataTypeName(cond.dtype()));
     }
     return Status::OK();
   }

@@ -13,10 +13,10 @@
 namespace oflite {
 namespace math {
 
-#define OFLITE_PLAIN_FUNCTOR(Name, expr)        \
-  template <typename T>                         \
-  struct Name {                                 \
-    explicit Name(const AttrView&) {}           \
+#define OFLITE_PLAIN_FUNCTOR(Name, expr)       \
+  template <typename T>                        \
+  struct Name {                                \
+    explicit Name(const AttrView&) {}          \
     T operator()(T x) const { return (expr); } \
   }
 

@@ -66,8 +66,8 @@ class MapGradKernel final : public Kernel {
   std::optional<F<T>> functor_;
 };
 
-#define OFLITE_REGISTER_MAP(op, Kind, Functor)                            \
-  REGISTER_KERNEL(op, DEVICE_CPU, DT_FLOAT, Kind<float, Functor>);      \
+#define OFLITE_REGISTER_MAP(op, Kind, Functor)                     \
+  REGISTER_KERNEL(op, DEVICE_CPU, DT_FLOAT, Kind<float, Functor>); \
   REGISTER_KERNEL(op, DEVICE_CPU, DT_DOUBLE, Kind<double, Functor>)
 
 OFLITE_REGISTER_MAP("exp", MapKernel, ExpFunctor);

@@ -38,14 +38,21 @@ std::vector<UnaryCase> UnaryCases() {
        0.3, 3},
       {"rsqrt", [](double x) { return 1 / std::sqrt(x); },
        [](double x) { return -0.5 * std::pow(x, -1.5); }, 0.3, 3},
-      {"abs", [](double x) { return std::abs(x); }, [](double x) { return x > 0 ? 1.0 : -1.0; },
-       -2, 2},
+      {"abs", [](double x) { return std::abs(x); }, [](double x) { return x > 0 ? 1.0 : -1.0; }, -2,
+       2},
       {"neg", [](double x) { return -x; }, [](double) { return -1.0; }, -2, 2},
-      {"clamp", [](double x) { return std::min(std::max(x, -0.5), 0.75); },
-       [](double x) { return x >= -0.5 && x <= 0.75 ? 1.0 : 0.0; }, -2, 2,
+      {"clamp",
+       [](double x) { return std::min(std::max(x, -0.5), 0.75); },
+       [](double x) { return x >= -0.5 && x <= 0.75 ? 1.0 : 0.0; },
+       -2,
+       2,
        {{"min", -0.5}, {"max", 0.75}}},
-      {"leaky_relu", [](double x) { return x > 0 ? x : 0.2 * x; },
-       [](double x) { return x > 0 ? 1.0 : 0.2; }, -2, 2, {{"alpha", 0.2}}},
+      {"leaky_relu",
+       [](double x) { return x > 0 ? x : 0.2 * x; },
+       [](double x) { return x > 0 ? 1.0 : 0.2; },
+       -2,
+       2,
+       {{"alpha", 0.2}}},
       {"silu", [=](double x) { return x * sigmoid(x); },
        [=](double x) { return sigmoid(x) * (1 + x * (1 - sigmoid(x))); }, -4, 4},
   };
@@ -145,7 +152,8 @@ TEST_P(UnarySelectKernelTest, MaximumMinimumAndWhereBroadcast) {
     for (const char* type : {"maximum", "minimum", "where"}) {
       OpConfBuilder b(type, "s");
       if (std::string(type) == "where") b.Input("condition", "c");
-      auto out = RunSingle(b.Input("x", "x").Input("y", "y").Output("out").Build(), &env, "s/out_0");
+      auto out =
+          RunSingle(b.Input("x", "x").Input("y", "y").Output("out").Build(), &env, "s/out_0");
       ASSERT_TRUE(out.ok()) << out.status();
       ASSERT_EQ(out->shape(), c.out);
       std::vector<double> want(c.out.elem_count());
@@ -177,8 +185,9 @@ TEST(SelectRulesTest, NanPropagatesAndTiesSplitTheGradient) {
   env.emplace("y", Doubles(Shape({4}), {1.0, nan, 2.0, nan}));
   env.emplace("dz", Doubles(Shape({4}), {1.0, 1.0, 1.0, 1.0}));
   for (const char* type : {"maximum", "minimum"}) {
-    auto out = RunSingle(OpConfBuilder(type, "m").Input("x", "x").Input("y", "y").Output("out").Build(),
-                         &env, "m/out_0");
+    auto out =
+        RunSingle(OpConfBuilder(type, "m").Input("x", "x").Input("y", "y").Output("out").Build(),
+                  &env, "m/out_0");
     ASSERT_TRUE(out.ok()) << out.status();
     const std::vector<double> got = ToDoubles(*out);
     EXPECT_TRUE(std::isnan(got[0]) && std::isnan(got[1]) && std::isnan(got[3])) << type;
@@ -229,16 +238,21 @@ TEST(SelectRulesTest, BadAttributesAndDtypesAreInferenceErrors) {
   TensorMap env;
   env.emplace("x", RandomTensor(TensorDesc(Shape({3}), DT_FLOAT), 1));
   env.emplace("i", RandomTensor(TensorDesc(Shape({3}), DT_INT32), 1, 0, 3));
-  auto no_bounds = RunSingle(OpConfBuilder("clamp", "c").Input("x", "x").Output("y").Build(), &env,
-                             "c/y_0");
+  auto no_bounds =
+      RunSingle(OpConfBuilder("clamp", "c").Input("x", "x").Output("y").Build(), &env, "c/y_0");
   EXPECT_NE(no_bounds.status().message().find("'min' or 'max'"), std::string::npos)
       << no_bounds.status();
-  auto crossed = RunSingle(
-      OpConfBuilder("clamp", "c").Input("x", "x").Output("y").Attr("min", 1.0).Attr("max", 0.0).Build(),
-      &env, "c/y_0");
-  EXPECT_NE(crossed.status().message().find("min 1 > max 0"), std::string::npos) << crossed.status();
-  auto int_exp = RunSingle(OpConfBuilder("exp", "e").Input("x", "i").Output("y").Build(), &env,
-                           "e/y_0");
+  auto crossed = RunSingle(OpConfBuilder("clamp", "c")
+                               .Input("x", "x")
+                               .Output("y")
+                               .Attr("min", 1.0)
+                               .Attr("max", 0.0)
+                               .Build(),
+                           &env, "c/y_0");
+  EXPECT_NE(crossed.status().message().find("min 1 > max 0"), std::string::npos)
+      << crossed.status();
+  auto int_exp =
+      RunSingle(OpConfBuilder("exp", "e").Input("x", "i").Output("y").Build(), &env, "e/y_0");
   EXPECT_NE(int_exp.status().message().find("op 'e' (exp)"), std::string::npos) << int_exp.status();
   auto float_cond = RunSingle(OpConfBuilder("where", "w")
                                   .Input("condition", "x")
@@ -276,7 +290,8 @@ TEST(UnarySelectGradTest, MaximumMinimumWhereWithBroadcastingAndTies) {
     for (const char* type : {"maximum", "minimum"}) {
       TensorMap env = RandomDoubles({{"x", c.x}, {"y", c.y}}, 20, -1, 1);
       // Make the first elements tie: the central difference then sees half.
-      if (env.at("x").elem_count() > 0) env.at("x").data<double>()[0] = env.at("y").data<double>()[0];
+      if (env.at("x").elem_count() > 0)
+        env.at("x").data<double>()[0] = env.at("y").data<double>()[0];
       OpConf op = OpConfBuilder(type, "m").Input("x", "x").Input("y", "y").Output("out").Build();
       Status status = CheckOpGradient(op, env);
       EXPECT_TRUE(status.ok()) << status << " " << type << c.x << c.y;

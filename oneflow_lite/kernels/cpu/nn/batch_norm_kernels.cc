@@ -122,7 +122,8 @@ class BatchNormGradKernel final : public Kernel {
                         x_blob.shape(), ", gamma ", ctx->Input("gamma").shape());
     }
     const T* dmean = ctx->HasInput("dmean") ? ctx->Input("dmean").data<T>() : nullptr;
-    const T* dinv = ctx->HasInput("dinv_variance") ? ctx->Input("dinv_variance").data<T>() : nullptr;
+    const T* dinv =
+        ctx->HasInput("dinv_variance") ? ctx->Input("dinv_variance").data<T>() : nullptr;
     for (int64_t c = 0; c < v.c; ++c) {
       Channel(ctx, v, c, dmean ? double(dmean[c]) : 0.0, dinv ? double(dinv[c]) : 0.0);
     }

@@ -2,9 +2,9 @@
 // training and inference mode (including the in-place running-statistics
 // update) at sizes 0, 1 and odd; finite-difference checks of the gradient
 // rule (through y, mean and inv_variance); the exact SBP signatures.
-#include <cmath>
-
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "oneflow_lite/kernels/cpu/nn/nn_test_util.h"
 #include "oneflow_lite/testing/sbp_checker.h"
@@ -51,17 +51,20 @@ struct Expected {
 // The formulas of docs/ops.md, written out per element.
 Expected Reference(const TensorMap& env, bool training, double momentum, double epsilon) {
   const Shape& shape = env.at("x").shape();
-  const int64_t n = shape.dim(0), c = shape.dim(1), s = shape.elem_count() / std::max<int64_t>(1, n * c);
+  const int64_t n = shape.dim(0), c = shape.dim(1),
+                s = shape.elem_count() / std::max<int64_t>(1, n * c);
   const std::vector<double> x = ToDoubles(env.at("x")), gamma = ToDoubles(env.at("gamma")),
                             beta = ToDoubles(env.at("beta"));
-  Expected e{std::vector<double>(x.size()), {}, {}, ToDoubles(env.at("mm")), ToDoubles(env.at("mv"))};
+  Expected e{
+      std::vector<double>(x.size()), {}, {}, ToDoubles(env.at("mm")), ToDoubles(env.at("mv"))};
   for (int64_t k = 0; k < c; ++k) {
     auto at = [&](int64_t b, int64_t i) { return (b * c + k) * s + i; };
     double mean = e.moving_mean[k], var = e.moving_var[k];
     const double m = static_cast<double>(n * s);
     if (training) {
       double sum = 0, squares = 0;
-      for (int64_t b = 0; b < n; ++b) for (int64_t i = 0; i < s; ++i) sum += x[at(b, i)];
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t i = 0; i < s; ++i) sum += x[at(b, i)];
       mean = sum / m;
       for (int64_t b = 0; b < n; ++b) {
         for (int64_t i = 0; i < s; ++i) squares += (x[at(b, i)] - mean) * (x[at(b, i)] - mean);
@@ -69,14 +72,16 @@ Expected Reference(const TensorMap& env, bool training, double momentum, double 
       var = squares / m;
       if (m > 0) {
         e.moving_mean[k] = momentum * e.moving_mean[k] + (1 - momentum) * mean;
-        e.moving_var[k] = momentum * e.moving_var[k] + (1 - momentum) * (m > 1 ? var * m / (m - 1) : var);
+        e.moving_var[k] =
+            momentum * e.moving_var[k] + (1 - momentum) * (m > 1 ? var * m / (m - 1) : var);
       }
     }
     const double inv = 1 / std::sqrt(var + epsilon);
     e.mean.push_back(mean);
     e.inv.push_back(inv);
     for (int64_t b = 0; b < n; ++b) {
-      for (int64_t i = 0; i < s; ++i) e.y[at(b, i)] = (x[at(b, i)] - mean) * inv * gamma[k] + beta[k];
+      for (int64_t i = 0; i < s; ++i)
+        e.y[at(b, i)] = (x[at(b, i)] - mean) * inv * gamma[k] + beta[k];
     }
   }
   return e;

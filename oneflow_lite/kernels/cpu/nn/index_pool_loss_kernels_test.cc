@@ -2,9 +2,9 @@
 // binary_cross_entropy_with_logits(+grad): CPU kernels against direct
 // references at sizes 0, 1 and odd, bad indices naming op/index/position,
 // finite-difference gradient checks and every offered SBP signature.
-#include <cmath>
-
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "oneflow_lite/kernels/cpu/nn/nn_test_util.h"
 #include "oneflow_lite/testing/sbp_checker.h"
@@ -108,8 +108,10 @@ TEST(GatherKernelTest, BadIndexNamesTheOpIndexPositionAndRowCount) {
 }
 
 TEST(GatherGradTest, FiniteDifferencesWithRepeatedIndices) {
-  for (const auto& [x_shape, i_shape] : std::vector<std::pair<Shape, Shape>>{
-           {Shape({1}), Shape({1})}, {Shape({5, 3}), Shape({7})}, {Shape({3, 1, 2}), Shape({2, 3})}}) {
+  for (const auto& [x_shape, i_shape] :
+       std::vector<std::pair<Shape, Shape>>{{Shape({1}), Shape({1})},
+                                            {Shape({5, 3}), Shape({7})},
+                                            {Shape({3, 1, 2}), Shape({2, 3})}}) {
     TensorMap env;
     env.emplace("x", RandomTensor(TensorDesc(x_shape, DT_DOUBLE), 5));
     env.emplace("i", RandomTensor(TensorDesc(i_shape, DT_INT32), 6, 0, x_shape.dim(0)));
@@ -144,8 +146,10 @@ TEST(AdaptiveAvgPoolKernelTest, AveragesOverlappingBins) {
         for (int64_t i = 0; i < c.oh; ++i) {
           for (int64_t j = 0; j < c.ow; ++j) {
             // floor(i h / oh) .. ceil((i + 1) h / oh), written with std::floor/ceil.
-            const int64_t r0 = std::floor(double(i) * h / c.oh), r1 = std::ceil(double(i + 1) * h / c.oh);
-            const int64_t s0 = std::floor(double(j) * w / c.ow), s1 = std::ceil(double(j + 1) * w / c.ow);
+            const int64_t r0 = std::floor(double(i) * h / c.oh),
+                          r1 = std::ceil(double(i + 1) * h / c.oh);
+            const int64_t s0 = std::floor(double(j) * w / c.ow),
+                          s1 = std::ceil(double(j + 1) * w / c.ow);
             double sum = 0;
             for (int64_t r = r0; r < r1; ++r) {
               for (int64_t s = s0; s < s1; ++s) sum += x[(p * h + r) * w + s];
@@ -169,8 +173,10 @@ TEST(AdaptiveAvgPoolKernelTest, BadOutputSizeIsAnInferenceError) {
 }
 
 TEST(AdaptiveAvgPoolGradTest, FiniteDifferences) {
-  for (const auto& [shape, size] : std::vector<std::pair<Shape, std::pair<int64_t, int64_t>>>{
-           {Shape({1, 1, 1, 1}), {1, 1}}, {Shape({2, 3, 5, 7}), {3, 2}}, {Shape({1, 2, 2, 3}), {3, 5}}}) {
+  for (const auto& [shape, size] :
+       std::vector<std::pair<Shape, std::pair<int64_t, int64_t>>>{{Shape({1, 1, 1, 1}), {1, 1}},
+                                                                  {Shape({2, 3, 5, 7}), {3, 2}},
+                                                                  {Shape({1, 2, 2, 3}), {3, 5}}}) {
     TensorMap env;
     env.emplace("x", RandomTensor(TensorDesc(shape, DT_DOUBLE), 8));
     Status status = CheckOpGradient(AdaptivePool(size.first, size.second), env);
@@ -232,8 +238,13 @@ TEST(IndexPoolLossSbpTest, EveryOfferedSignatureAgreesWithOneDevice) {
   };
   const TensorDesc i32(Shape({6, 5}), DT_INT32);
   std::vector<Case> cases = {
-      {OpConfBuilder("one_hot", "oh").Input("indices", "i").Output("out").Attr("depth", int64_t{4}).Build(),
-       {{"i", i32}}, 2},
+      {OpConfBuilder("one_hot", "oh")
+           .Input("indices", "i")
+           .Output("out")
+           .Attr("depth", int64_t{4})
+           .Build(),
+       {{"i", i32}},
+       2},
       {Gather(), {{"x", TensorDesc(Shape({4, 6, 3}), DT_DOUBLE)}, {"i", i32}}, 4},
       {OpConfBuilder("gather_grad", "gg")
            .Input("dy", "dy")
@@ -241,7 +252,8 @@ TEST(IndexPoolLossSbpTest, EveryOfferedSignatureAgreesWithOneDevice) {
            .Input("like", "x")
            .Output("dx")
            .Build(),
-       {{"dy", TensorDesc(Shape({6, 5, 6, 3}), DT_DOUBLE)}, {"i", i32},
+       {{"dy", TensorDesc(Shape({6, 5, 6, 3}), DT_DOUBLE)},
+        {"i", i32},
         {"x", TensorDesc(Shape({4, 6, 3}), DT_DOUBLE)}},
        4},
       {AdaptivePool(2, 3), {{"x", TensorDesc(Shape({6, 6, 5, 4}), DT_DOUBLE)}}, 2},
@@ -251,9 +263,12 @@ TEST(IndexPoolLossSbpTest, EveryOfferedSignatureAgreesWithOneDevice) {
            .Output("dx")
            .Attr("output_size", std::vector<int64_t>{2, 3})
            .Build(),
-       {{"dy", TensorDesc(Shape({6, 6, 2, 3}), DT_DOUBLE)}, {"x", TensorDesc(Shape({6, 6, 5, 4}), DT_DOUBLE)}},
+       {{"dy", TensorDesc(Shape({6, 6, 2, 3}), DT_DOUBLE)},
+        {"x", TensorDesc(Shape({6, 6, 5, 4}), DT_DOUBLE)}},
        3},
-      {Bce(), {{"x", TensorDesc(Shape({6, 5}), DT_DOUBLE)}, {"t", TensorDesc(Shape({6, 5}), DT_DOUBLE)}}, 2},
+      {Bce(),
+       {{"x", TensorDesc(Shape({6, 5}), DT_DOUBLE)}, {"t", TensorDesc(Shape({6, 5}), DT_DOUBLE)}},
+       2},
       {OpConfBuilder("binary_cross_entropy_with_logits_grad", "bg")
            .Input("dy", "dy")
            .Input("x", "x")
@@ -261,7 +276,8 @@ TEST(IndexPoolLossSbpTest, EveryOfferedSignatureAgreesWithOneDevice) {
            .Output("dx")
            .Output("dtarget")
            .Build(),
-       {{"dy", TensorDesc(Shape({6, 5}), DT_DOUBLE)}, {"x", TensorDesc(Shape({6, 5}), DT_DOUBLE)},
+       {{"dy", TensorDesc(Shape({6, 5}), DT_DOUBLE)},
+        {"x", TensorDesc(Shape({6, 5}), DT_DOUBLE)},
         {"t", TensorDesc(Shape({6, 5}), DT_DOUBLE)}},
        3},
   };
