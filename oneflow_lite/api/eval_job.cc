@@ -59,6 +59,7 @@ StatusOr<Job> MakeEvalJob(const Job& train_job, const EvalJobOptions& options) {
         if (it != renamed.end()) arg.set_lbn(i, it->second);
       }
     }
+    if (op.op_type() == "batch_norm") SetBoolAttr(&op, "training", false);
     if (op.op_type() == "fashion_mnist") {
       SetStringAttr(&op, "split", options.split);
       SetBoolAttr(&op, "shuffle", false);

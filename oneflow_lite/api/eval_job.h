@@ -3,8 +3,9 @@
 //
 // MakeEvalJob keeps every op that is neither is_backward nor is_optimizer,
 // turns each `dropout` op into an `identity` op of the same name (and
-// rewires its consumers from "<name>/y_0" to "<name>/out_0"), sets
-// split / shuffle = false / batch_size on every `fashion_mnist` source,
+// rewires its consumers from "<name>/y_0" to "<name>/out_0"), puts every
+// `batch_norm` in inference mode (training = false: running statistics),
+// sets split / shuffle = false / batch_size on every `fashion_mnist` source,
 // drops the loss and optimizer (keeping the metrics, the loss among them),
 // and re-runs shape inference. total_iters becomes one pass over the
 // split (split size / batch size, rounded down). Pure function.

@@ -40,6 +40,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -133,6 +134,20 @@ struct LayerNormOptions {
 struct EmbeddingOptions {
   Initializer initializer = Initializer::Normal(0.0, 1.0);
   DataType dtype = DT_FLOAT;  // of the table (and the output)
+  std::string name;
+};
+
+// BatchNorm over every axis but the channel axis 1 (docs/ops.md,
+// batch_norm): gamma (ones) and beta (zeros) are trainable, moving_mean
+// (zeros) and moving_variance (ones) are non-trainable variables the op
+// updates in place while training; the evaluation job uses them instead.
+struct BatchNormOptions {
+  double momentum = 0.9;  // running = momentum * running + (1 - momentum) * batch
+  double epsilon = 1e-5;
+  // Share parameters: when valid, used instead of creating new gamma/beta
+  // ([C] each). The running statistics are always the layer's own.
+  Tensor gamma;
+  Tensor beta;
   std::string name;
 };
 
@@ -249,6 +264,32 @@ class Graph {
   Tensor Identity(const Tensor& x);
   Tensor Cast(const Tensor& x, DataType dtype);
 
+  // ---- More math, selection, indexing, normalization (graph_more_ops.cc) ---
+  // Semantics (NaN, ties, bounds) in docs/ops.md.
+  Tensor Exp(const Tensor& x);
+  Tensor Log(const Tensor& x);
+  Tensor Sqrt(const Tensor& x);
+  Tensor Rsqrt(const Tensor& x);
+  Tensor Abs(const Tensor& x);
+  Tensor Neg(const Tensor& x);
+  // At least one bound; the gradient passes where min <= x <= max.
+  Tensor Clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+  Tensor LeakyRelu(const Tensor& x, double alpha = 0.01);
+  Tensor Silu(const Tensor& x);
+  Tensor Maximum(const Tensor& x, const Tensor& y);  // numpy broadcasting
+  Tensor Minimum(const Tensor& x, const Tensor& y);
+  // condition (bool/uint8/int32/int64, nonzero = true) ? x : y, broadcast.
+  Tensor Where(const Tensor& condition, const Tensor& x, const Tensor& y);
+  // indices (int32/int64) -> indices.shape + [depth] of `dtype`.
+  Tensor OneHot(const Tensor& indices, int64_t depth, DataType dtype = DT_FLOAT,
+                double on_value = 1.0, double off_value = 0.0);
+  // Rows of x [R, ...] by index: indices.shape + x.shape[1:].
+  Tensor Gather(const Tensor& x, const Tensor& indices);
+  // x [N, C, H, W] -> [N, C, output_h, output_w].
+  Tensor AdaptiveAvgPool2d(const Tensor& x, int64_t output_h, int64_t output_w);
+  // x [N, C, ...] -> same shape; creates the layer's variables.
+  Tensor BatchNorm(const Tensor& x, const BatchNormOptions& options = {});
+
   // ---- Losses and metrics ------------------------------------------------
   // Mean over the batch of the per-sample cross entropy: a scalar.
   Tensor SparseSoftmaxCrossEntropy(const Tensor& logits, const Tensor& labels);
@@ -256,6 +297,9 @@ class Graph {
   Tensor MeanSquaredError(const Tensor& prediction, const Tensor& target);
   // Fraction of rows whose argmax equals the label: a float32 scalar.
   Tensor Accuracy(const Tensor& logits, const Tensor& labels);
+  // Mean over all elements of the binary cross entropy of sigmoid(logits)
+  // against targets in [0, 1] (same shape and dtype): a scalar.
+  Tensor BinaryCrossEntropyWithLogits(const Tensor& logits, const Tensor& targets);
 
   // ---- Any registered op ---------------------------------------------------
   // Adds `op` as written (inputs by lbn; outputs declared by arg and count,

@@ -584,5 +584,101 @@ TEST_F(CudaKernelTest, VariableStartsFromTheCpuValues) {
   }
 }
 
+// ---- ops of issue 18 (extra_kernels.cc) --------------------------------------
+
+TEST_F(CudaKernelTest, UnaryMathOpsAndGradients) {
+  for (const Shape& shape : {Shape({0}), Shape({1}), Shape({257, 3})}) {
+    env_.clear();
+    AddInput("x/out_0", shape, DT_FLOAT, 0.2, 2.0);  // positive: log, sqrt, rsqrt
+    AddInput("n/out_0", shape, DT_FLOAT, -2.0, 2.0);
+    AddInput("d/out_0", shape);
+    for (const char* type : {"exp", "log", "sqrt", "rsqrt", "abs", "neg", "silu"}) {
+      const char* x = std::string(type) == "abs" || std::string(type) == "silu" ? "n/out_0" : "x/out_0";
+      Check(OpConfBuilder(type, "op").Input("x", x).Output("y").Build(), kElementwise);
+    }
+    Check(OpConfBuilder("leaky_relu", "op").Input("x", "n/out_0").Output("y").Attr("alpha", 0.2)
+              .Build(), kElementwise);
+    Check(OpConfBuilder("clamp", "op").Input("x", "n/out_0").Output("y").Attr("min", -0.5)
+              .Attr("max", 0.5).Build(), kElementwise);
+    Check(OpConfBuilder("clamp", "op").Input("x", "n/out_0").Output("y").Attr("max", 0.5).Build(),
+          kElementwise);
+    for (const char* grad : {"abs_grad", "silu_grad", "leaky_relu_grad", "clamp_grad"}) {
+      Check(OpConfBuilder(grad, "op").Input("dy", "d/out_0").Input("x", "n/out_0").Output("dx")
+                .Attr("min", -0.5).Build(), kElementwise);
+    }
+  }
+}
+
+TEST_F(CudaKernelTest, MaximumMinimumWhereWithBroadcasting) {
+  AddInput("x/out_0", Shape({7, 1, 5}));
+  AddInput("y/out_0", Shape({3, 5}));
+  AddInput("z/out_0", Shape({7, 3, 5}));
+  AddInput("c/out_0", Shape({7, 3, 1}), DT_INT32, 0, 2);
+  for (const char* type : {"maximum", "minimum"}) {
+    Check(OpConfBuilder(type, "op").Input("x", "x/out_0").Input("y", "y/out_0").Output("out")
+              .Build(), kElementwise);
+    Check(OpConfBuilder(std::string(type) + "_grad", "op").Input("dz", "z/out_0")
+              .Input("x", "x/out_0").Input("y", "y/out_0").Output("dx").Build(), kElementwise);
+  }
+  Check(OpConfBuilder("where", "op").Input("condition", "c/out_0").Input("x", "x/out_0")
+            .Input("y", "y/out_0").Output("out").Build(), kElementwise);
+}
+
+TEST_F(CudaKernelTest, BinaryCrossEntropyWithLogits) {
+  AddInput("x/out_0", Shape({257, 3}), DT_FLOAT, -8.0, 8.0);
+  AddInput("t/out_0", Shape({257, 3}), DT_FLOAT, 0.0, 1.0);
+  AddInput("d/out_0", Shape({257, 3}));
+  Check(OpConfBuilder("binary_cross_entropy_with_logits", "op").Input("x", "x/out_0")
+            .Input("target", "t/out_0").Output("out").Build(), kElementwise);
+  Check(OpConfBuilder("binary_cross_entropy_with_logits_grad", "op").Input("dy", "d/out_0")
+            .Input("x", "x/out_0").Input("target", "t/out_0").Output("dx").Output("dtarget")
+            .Build(), kElementwise);
+}
+
+TEST_F(CudaKernelTest, OneHotGatherAndGatherGrad) {
+  AddInput("i/out_0", Shape({9, 5}), DT_INT64, 0, 7);
+  AddInput("x/out_0", Shape({7, 3, 2}));
+  AddInput("d/out_0", Shape({9, 5, 3, 2}));
+  Check(OpConfBuilder("one_hot", "op").Input("indices", "i/out_0").Output("out")
+            .Attr("depth", int64_t{7}).Attr("on_value", 2.0).Build(), kElementwise);
+  Check(OpConfBuilder("gather", "op").Input("x", "x/out_0").Input("indices", "i/out_0")
+            .Output("out").Build(), kElementwise);
+  Check(OpConfBuilder("gather_grad", "op").Input("dy", "d/out_0").Input("indices", "i/out_0")
+            .Input("like", "x/out_0").Output("dx").Build(), kReduction);
+}
+
+TEST_F(CudaKernelTest, AdaptiveAvgPoolAndGrad) {
+  AddInput("x/out_0", Shape({2, 3, 7, 5}));
+  AddInput("d/out_0", Shape({2, 3, 3, 4}));
+  Check(OpConfBuilder("adaptive_avg_pool2d", "op").Input("x", "x/out_0").Output("y")
+            .Attr("output_size", std::vector<int64_t>{3, 4}).Build(), kReduction);
+  Check(OpConfBuilder("adaptive_avg_pool2d_grad", "op").Input("dy", "d/out_0")
+            .Input("like", "x/out_0").Output("dx")
+            .Attr("output_size", std::vector<int64_t>{3, 4}).Build(), kReduction);
+}
+
+TEST_F(CudaKernelTest, BatchNormBothModesAndGrad) {
+  AddInput("x/out_0", Shape({9, 5, 3, 7}), DT_FLOAT, -2.0, 3.0);
+  AddInput("g/out_0", Shape({5}), DT_FLOAT, 0.5, 1.5);
+  AddInput("b/out_0", Shape({5}));
+  AddInput("mm/out_0", Shape({5}));
+  AddInput("mv/out_0", Shape({5}), DT_FLOAT, 0.5, 2.0);
+  AddInput("dy/out_0", Shape({9, 5, 3, 7}));
+  AddInput("dm/out_0", Shape({5}));
+  AddInput("di/out_0", Shape({5}));
+  for (bool training : {true, false}) {
+    Check(OpConfBuilder("batch_norm", "op").Input("x", "x/out_0").Input("gamma", "g/out_0")
+              .Input("beta", "b/out_0").Input("moving_mean", "mm/out_0")
+              .Input("moving_variance", "mv/out_0").Output("y").Output("mean")
+              .Output("inv_variance").Attr("training", training).Attr("momentum", 0.8).Build(),
+          kReduction);
+    Check(OpConfBuilder("batch_norm_grad", "op").Input("dy", "dy/out_0").Input("x", "x/out_0")
+              .Input("mean", "mm/out_0").Input("inv_variance", "mv/out_0").Input("gamma", "g/out_0")
+              .Input("dmean", "dm/out_0").Input("dinv_variance", "di/out_0").Output("dx")
+              .Output("dgamma").Output("dbeta").Attr("training", training).Build(),
+          kReduction);
+  }
+}
+
 }  // namespace
 }  // namespace oflite
