@@ -50,7 +50,7 @@ double Overlap(const std::vector<Interval>& a, const std::vector<Interval>& b) {
 }
 
 bool IsStreamTrack(const std::string& name) {
-  return name.rfind("collective ", 0) != 0 && name.rfind("transfers ", 0) != 0;
+  return name.rfind("ring ", 0) != 0 && name.rfind("transfers ", 0) != 0;
 }
 
 bool IsComm(const TraceRecord& event) {

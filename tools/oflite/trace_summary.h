@@ -39,7 +39,9 @@ namespace cli {
 struct ThreadTime {
   int64_t tid = 0;
   std::string name;
-  bool stream = false;  // a runtime stream thread (else a collective/transfer track)
+  // A runtime stream thread; else a collective's ("ring <task>") or a
+  // CommNet actor's READs ("transfers <task>") track.
+  bool stream = false;
   double busy_us = 0;
   double idle_us = 0;
   double kernel_us = 0;

@@ -284,7 +284,7 @@ class CollectiveActor final : public SlotActor {
 
   Status Init() {
     RETURN_IF_ERROR(InitSlots(/*skip_desc=*/-1));
-    if (env_->tracer != nullptr) ring_track_ = env_->tracer->AddTrack("collective " + name());
+    if (env_->tracer != nullptr) ring_track_ = env_->tracer->AddTrack("ring " + name());
     const BoxingConf& conf = task_->boxing();
     for (int r = 0; r < conf.ring_task_id_size(); ++r) rank_of_[conf.ring_task_id(r)] = r;
     if (rank_of_.count(id()) == 0 || conf.in_regst_desc_id_size() != 1 || data_out_ == nullptr) {
