@@ -21,12 +21,41 @@ bool HasIteration(const ActorMessage& message) {
           !message.is_wakeup());
 }
 
+ActorMessage FromNumbers(const std::array<int64_t, 8>& numbers) {
+  ActorMessage message;
+  message.kind = static_cast<MessageKind>(numbers[0]);
+  message.src_actor_id = numbers[1];
+  message.dst_actor_id = numbers[2];
+  message.regst_desc_id = numbers[3];
+  message.regst_index = static_cast<int32_t>(numbers[4]);
+  message.piece_id = numbers[5];
+  return message;
+}
+
+// The handle slice's arguments (see trace_messages.h), at write time.
+void FormatHandleArgs(const std::array<int64_t, 8>& numbers, std::string* out) {
+  const ActorMessage message = FromNumbers(numbers);
+  *out += "\"message\":\"" + trace::JsonEscape(DescribeTrigger(message)) +
+          "\",\"actor\":" + std::to_string(message.dst_actor_id);
+  if (message.src_actor_id >= 0) *out += ",\"from\":" + std::to_string(message.src_actor_id);
+  // Not "iteration": a message of one iteration may let an act of another run.
+  if (HasIteration(message)) {
+    *out += ",\"message_iteration\":" + std::to_string(message.piece_id);
+  }
+  if (message.is_wakeup()) *out += ",\"wakeup_tag\":" + std::to_string(message.piece_id);
+}
+
 }  // namespace
 
 uint64_t MessageFlowId(const ActorMessage& message) {
   return trace::FlowId({message.src_actor_id, message.dst_actor_id,
                         static_cast<int64_t>(message.kind), message.regst_desc_id,
                         message.regst_index, message.piece_id});
+}
+
+std::array<int64_t, 8> MessageNumbers(const ActorMessage& message) {
+  return {static_cast<int64_t>(message.kind), message.src_actor_id, message.dst_actor_id,
+          message.regst_desc_id, message.regst_index, message.piece_id, 0, 0};
 }
 
 const ActorMessage* HandledMessage() { return handled_message; }
@@ -44,6 +73,10 @@ std::string DescribeTrigger(const ActorMessage& message) {
     text += TaskIdToString(message.src_actor_id);
   }
   return text;
+}
+
+std::string DescribeTrigger(const std::array<int64_t, 8>& numbers) {
+  return DescribeTrigger(FromNumbers(numbers));
 }
 
 void TraceMessageSentSlow(const ActorMessage& message) {
@@ -75,15 +108,8 @@ void HandleTrace::End() {
   handled_message = previous_message_;
   track_->SetActive(was_active_);
   if (!in_window_ && track_->event_count() == events_before_) return;
-  std::string args = "\"message\":\"" + trace::JsonEscape(DescribeTrigger(*message_)) +
-                     "\",\"actor\":" + std::to_string(message_->dst_actor_id);
-  if (message_->src_actor_id >= 0) args += ",\"from\":" + std::to_string(message_->src_actor_id);
-  // Not "iteration": a message of one iteration may let an act of another run.
-  if (HasIteration(*message_)) {
-    args += ",\"message_iteration\":" + std::to_string(message_->piece_id);
-  }
-  if (message_->is_wakeup()) args += ",\"wakeup_tag\":" + std::to_string(message_->piece_id);
-  track_->AddSlice("handle", *actor_name_, begin_ns_, end_ns, std::move(args));
+  track_->AddSlice("handle", *actor_name_, begin_ns_, end_ns, std::string(), &FormatHandleArgs,
+                   MessageNumbers(*message_));
 }
 
 }  // namespace oflite

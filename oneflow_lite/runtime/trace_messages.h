@@ -12,6 +12,7 @@
 #ifndef ONEFLOW_LITE_RUNTIME_TRACE_MESSAGES_H_
 #define ONEFLOW_LITE_RUNTIME_TRACE_MESSAGES_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -51,6 +52,10 @@ const ActorMessage* HandledMessage();
 
 // "produced r12[1] iteration 5 from m1/cpu0/s0/3": why an act could run.
 std::string DescribeTrigger(const ActorMessage& message);
+// The same from MessageNumbers (for arguments formatted at write time).
+std::string DescribeTrigger(const std::array<int64_t, 8>& numbers);
+// A message's fields as a trace event's deferred numbers.
+std::array<int64_t, 8> MessageNumbers(const ActorMessage& message);
 
 // A flow start for `message` when it goes to another machine (produced or
 // returned, iteration in the window) on the calling thread's track.

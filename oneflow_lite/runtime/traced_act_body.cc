@@ -6,6 +6,19 @@
 namespace oflite {
 namespace {
 
+// ready_after and idle_before_us, at write time: numbers 0-5 the triggering
+// message (MessageNumbers), 6 whether there is one, 7 the idle time in ns
+// (negative: no previous act).
+void FormatActArgs(const std::array<int64_t, 8>& numbers, std::string* out) {
+  if (numbers[6] != 0) {
+    *out += "\"ready_after\":\"" + trace::JsonEscape(DescribeTrigger(numbers)) + "\"";
+  }
+  if (numbers[7] >= 0) {
+    *out += std::string(numbers[6] != 0 ? "," : "") +
+            "\"idle_before_us\":" + std::to_string(numbers[7] / 1000);
+  }
+}
+
 std::string RegstList(const std::map<int64_t, Regst*>& regsts) {
   std::string out = "\"";
   for (const auto& [desc_id, regst] : regsts) {
@@ -35,22 +48,23 @@ Status TracedActBody::Act(ActContext* context) {
   const int64_t begin_ns = trace::NowNs();
   Status status = inner_->Act(context);
   const int64_t end_ns = trace::NowNs();
-  track->AddSlice("act", task_->name(), begin_ns, end_ns, Args(*context, begin_ns));
+  std::array<int64_t, 8> numbers{};
+  if (const ActorMessage* trigger = HandledMessage()) {
+    numbers = MessageNumbers(*trigger);
+    numbers[6] = 1;
+  }
+  numbers[7] = last_end_ns_ > 0 ? begin_ns - last_end_ns_ : -1;
+  track->AddSlice("act", task_->name(), begin_ns, end_ns, Args(*context), &FormatActArgs,
+                  numbers);
   last_end_ns_ = end_ns;
   return status;
 }
 
-std::string TracedActBody::Args(const ActContext& context, int64_t begin_ns) const {
+std::string TracedActBody::Args(const ActContext& context) const {
   std::string args = "\"iteration\":" + std::to_string(context.piece_id) +
                      ",\"task\":" + std::to_string(task_->task_id()) + ",\"ops\":" + ops_json_ +
                      ",\"consumed\":" + RegstList(context.consumed) +
                      ",\"produced\":" + RegstList(context.produced);
-  if (const ActorMessage* trigger = HandledMessage()) {
-    args += ",\"ready_after\":\"" + trace::JsonEscape(DescribeTrigger(*trigger)) + "\"";
-  }
-  if (last_end_ns_ > 0) {
-    args += ",\"idle_before_us\":" + std::to_string((begin_ns - last_end_ns_) / 1000);
-  }
   return args;
 }
 

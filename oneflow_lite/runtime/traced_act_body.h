@@ -26,7 +26,8 @@ class TracedActBody final : public ActBody {
   Status OnFinish(int64_t end_piece) override { return inner_->OnFinish(end_piece); }
 
  private:
-  std::string Args(const ActContext& context, int64_t begin_ns) const;
+  // The arguments formatted at once (those that depend on the registers).
+  std::string Args(const ActContext& context) const;
 
   const TaskProto* task_;
   std::unique_ptr<ActBody> inner_;

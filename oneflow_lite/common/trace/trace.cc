@@ -29,7 +29,12 @@ void AppendEvent(const TraceEvent& event, int64_t origin_ns, int64_t pid, int64_
     os << ",\"id\":" << event.flow_id;
     if (event.phase == 'f') os << ",\"bp\":\"e\"";
   }
-  if (!event.args.empty()) os << ",\"args\":{" << event.args << "}";
+  std::string deferred;
+  if (event.deferred != nullptr) event.deferred(event.numbers, &deferred);
+  if (!event.args.empty() || !deferred.empty()) {
+    os << ",\"args\":{" << event.args
+       << (!event.args.empty() && !deferred.empty() ? "," : "") << deferred << "}";
+  }
   os << "}";
 }
 
@@ -79,13 +84,16 @@ uint64_t FlowId(std::initializer_list<int64_t> parts) {
 bool Track::InWindow(int64_t iteration) const { return tracer_->InWindow(iteration); }
 
 void Track::AddSlice(const char* category, std::string name, int64_t begin_ns, int64_t end_ns,
-                     std::string args) {
+                     std::string args, DeferredArgs deferred,
+                     const std::array<int64_t, 8>& numbers) {
   TraceEvent event;
   event.category = category;
   event.name = std::move(name);
   event.begin_ns = begin_ns;
   event.end_ns = end_ns;
   event.args = std::move(args);
+  event.deferred = deferred;
+  event.numbers = numbers;
   events_.push_back(std::move(event));
 }
 

@@ -27,6 +27,7 @@
 #ifndef ONEFLOW_LITE_COMMON_TRACE_TRACE_H_
 #define ONEFLOW_LITE_COMMON_TRACE_TRACE_H_
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <limits>
@@ -50,6 +51,11 @@ std::string JsonEscape(const std::string& text);
 // flow call it with the same parts.
 uint64_t FlowId(std::initializer_list<int64_t> parts);
 
+// Arguments formatted only when the trace is written, so recording stays a
+// copy of a few numbers: appends JSON object members (no braces, no
+// leading comma) made from `numbers` to `out`.
+using DeferredArgs = void (*)(const std::array<int64_t, 8>& numbers, std::string* out);
+
 struct TraceEvent {
   char phase = 'X';          // 'X' slice, 's' flow start, 'f' flow end
   const char* category = "";  // static string: "act", "kernel", ...
@@ -58,6 +64,8 @@ struct TraceEvent {
   int64_t end_ns = 0;         // == begin_ns for flow events
   uint64_t flow_id = 0;
   std::string args;           // JSON object members without braces, or ""
+  DeferredArgs deferred = nullptr;  // more args, from `numbers`, at write time
+  std::array<int64_t, 8> numbers{};
 };
 
 class Tracer;
@@ -82,7 +90,8 @@ class Track {
   }
 
   void AddSlice(const char* category, std::string name, int64_t begin_ns, int64_t end_ns,
-                std::string args = "");
+                std::string args = "", DeferredArgs deferred = nullptr,
+                const std::array<int64_t, 8>& numbers = {});
   // One end of flow `id` at `at_ns`, bound to the slice around it on this
   // track ('s' start, 'f' end).
   void AddFlow(char phase, uint64_t id, const char* name, int64_t at_ns);
