@@ -116,6 +116,13 @@ Track* Tracer::AddTrack(const std::string& name) {
   return tracks_.back().get();
 }
 
+std::vector<const Track*> Tracer::tracks() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<const Track*> out;
+  for (const auto& track : tracks_) out.push_back(track.get());
+  return out;
+}
+
 std::string Tracer::ToJson(const TraceClock& clock) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const int64_t pid = options_.rank;

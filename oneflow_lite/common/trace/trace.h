@@ -133,6 +133,9 @@ class Tracer {
   // A new track named `name` (e.g. "m0/cpu0/s0"); owned by the tracer.
   // Thread-safe.
   Track* AddTrack(const std::string& name);
+  // Every track so far, in creation order; read their events only once no
+  // thread records any more. Thread-safe.
+  std::vector<const Track*> tracks() const;
   // Steady-clock time at construction: timestamps in the JSON are relative
   // to it (in microseconds).
   int64_t origin_ns() const { return origin_ns_; }
