@@ -43,6 +43,9 @@
 // iteration this machine's sink reports; --eval-out FILE writes the test
 // metrics as "name value" lines at full precision (where the test line is
 // printed).
+// --trace FILE (multi-machine: a directory, DIR/rank-R.json) writes a
+// timeline of training, --trace-iters A:B only of those iterations; every
+// rank measures its clock offset to rank 0 first (docs/tracing.md).
 // Exit codes: commands.h (1: the run failed; the message names the op and
 // iteration, or the actors the watchdog found stuck; 2: bad input: every
 // flag is read and range-checked (flags.h) against the plan before anything
