@@ -169,7 +169,7 @@ int TraceOverhead(int mode, int64_t warmup, int64_t iters, int repeats, int64_t 
       std::vector<double> step[2], cpu[2];
       for (int r = 0; r < 2 * repeats; ++r) {
         const int on = r % 2;
-        if (mode == 1 + on) continue;  // --trace_overhead 2: off only, 3: on only
+        if ((mode == 2 && on) || (mode == 3 && !on)) continue;  // 2: off only, 3: on only
         trace::Tracer tracer(trace::TracerOptions{});
         const double cpu_before = CpuSeconds();
         StatusOr<Result> ours =
