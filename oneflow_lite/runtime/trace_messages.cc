@@ -17,8 +17,7 @@ bool CrossesMachines(const ActorMessage& message) {
 // producer) carry the register's iteration; a wake-up carries its actor's tag.
 bool HasIteration(const ActorMessage& message) {
   return message.kind == MessageKind::kProduced || message.kind == MessageKind::kReturned ||
-         (message.kind == MessageKind::kStart && message.src_actor_id >= 0 &&
-          !message.is_wakeup());
+         (message.kind == MessageKind::kStart && message.src_actor_id >= 0 && !message.is_wakeup());
 }
 
 ActorMessage FromNumbers(const std::array<int64_t, 8>& numbers) {
@@ -54,8 +53,14 @@ uint64_t MessageFlowId(const ActorMessage& message) {
 }
 
 std::array<int64_t, 8> MessageNumbers(const ActorMessage& message) {
-  return {static_cast<int64_t>(message.kind), message.src_actor_id, message.dst_actor_id,
-          message.regst_desc_id, message.regst_index, message.piece_id, 0, 0};
+  return {static_cast<int64_t>(message.kind),
+          message.src_actor_id,
+          message.dst_actor_id,
+          message.regst_desc_id,
+          message.regst_index,
+          message.piece_id,
+          0,
+          0};
 }
 
 const ActorMessage* HandledMessage() { return handled_message; }

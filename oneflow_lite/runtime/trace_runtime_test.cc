@@ -2,11 +2,11 @@
 // stream thread gets a track; each act of an iteration in the window is one
 // "act" slice inside the "handle" slice of the message that enabled it,
 // with its kernels inside; nothing outside the window is recorded.
+#include <gtest/gtest.h>
+
 #include <map>
 #include <set>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "oneflow_lite/common/trace/trace.h"
 #include "oneflow_lite/runtime/runtime.h"

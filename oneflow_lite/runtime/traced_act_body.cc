@@ -54,8 +54,7 @@ Status TracedActBody::Act(ActContext* context) {
     numbers[6] = 1;
   }
   numbers[7] = last_end_ns_ > 0 ? begin_ns - last_end_ns_ : -1;
-  track->AddSlice("act", task_->name(), begin_ns, end_ns, Args(*context), &FormatActArgs,
-                  numbers);
+  track->AddSlice("act", task_->name(), begin_ns, end_ns, Args(*context), &FormatActArgs, numbers);
   last_end_ns_ = end_ns;
   return status;
 }

@@ -163,9 +163,8 @@ int TraceOverhead(int mode, int64_t warmup, int64_t iters, int repeats, int64_t 
               "overhead", "off cpu ms/it", "on cpu ms/it");
   for (int64_t batch : {64, 256}) {
     for (int threads : {1, 2}) {
-      if ((only_batch != 0 && batch != only_batch) || (only_threads != 0 && threads != only_threads)) {
-        continue;
-      }
+      const bool batch_kept = only_batch == 0 || batch == only_batch;
+      if (!batch_kept || (only_threads != 0 && threads != only_threads)) continue;
       std::vector<double> step[2], cpu[2];
       for (int r = 0; r < 2 * repeats; ++r) {
         const int on = r % 2;
@@ -218,7 +217,8 @@ int Main(int argc, char** argv) {
     std::printf("train_mlp --trace_overhead: %lld measured steps after %lld warm-up, median of "
                 "%lld runs per mode\n", static_cast<long long>(iters),
                 static_cast<long long>(warmup), static_cast<long long>(repeats));
-    return TraceOverhead(static_cast<int>(trace_overhead), warmup, iters, static_cast<int>(repeats), only_batch, only_threads);
+    return TraceOverhead(static_cast<int>(trace_overhead), warmup, iters,
+                         static_cast<int>(repeats), only_batch, only_threads);
   }
   std::printf("train_mlp: 784-256-256-10 MLP, SGD, synthetic data, %lld measured steps after "
               "%lld warm-up\n", static_cast<long long>(iters), static_cast<long long>(warmup));

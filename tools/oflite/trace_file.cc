@@ -25,13 +25,12 @@ const Value* Field(const Struct& object, const std::string& key) {
 double NumberOf(const Struct& object, const std::string& key, double fallback) {
   const Value* value = Field(object, key);
   return value != nullptr && value->kind_case() == Value::kNumberValue ? value->number_value()
-                                                                      : fallback;
+                                                                       : fallback;
 }
 
 std::string StringOf(const Struct& object, const std::string& key) {
   const Value* value = Field(object, key);
-  return value != nullptr && value->kind_case() == Value::kStringValue ? value->string_value()
-                                                                      : "";
+  return value != nullptr && value->kind_case() == Value::kStringValue ? value->string_value() : "";
 }
 
 // Flow ids may be numbers or strings ("0x1f" or decimal) in trace-event JSON.
@@ -184,7 +183,8 @@ Status MergeRankTraces(const std::vector<std::string>& inputs, const std::string
     ASSIGN_OR_RETURN(TraceFile file, ReadTraceFile(path));
     const double rank = file.OtherNumber("rank", -1);
     if (rank < 0 || file.OtherNumber("origin_ns", -1) < 0) {
-      return InvalidArgumentError("trace '", path, "' is not a rank trace of `oflite run "
+      return InvalidArgumentError("trace '", path,
+                                  "' is not a rank trace of `oflite run "
                                   "--trace` (no rank/origin_ns in otherData)");
     }
     if (!ranks.insert(static_cast<int64_t>(rank)).second) {
@@ -207,8 +207,8 @@ Status MergeRankTraces(const std::vector<std::string>& inputs, const std::string
         (file.OtherNumber("origin_ns", 0) + file.OtherNumber("clock_offset_ns", 0) - base_ns) /
         1000.0;
     Struct rank_info;
-    for (const char* key : {"rank", "clock_offset_ns", "clock_uncertainty_ns", "first_iteration",
-                            "end_iteration"}) {
+    for (const char* key :
+         {"rank", "clock_offset_ns", "clock_uncertainty_ns", "first_iteration", "end_iteration"}) {
       (*rank_info.mutable_fields())[key].set_number_value(file.OtherNumber(key, -1));
     }
     *rank_list->add_values()->mutable_struct_value() = rank_info;

@@ -1,10 +1,11 @@
+#include "tools/oflite/trace_file.h"
+
 #include <unistd.h>
 
 #include <string>
 
 #include "gtest/gtest.h"
 #include "oneflow_lite/common/trace/trace.h"
-#include "tools/oflite/trace_file.h"
 #include "tools/oflite/trace_summary.h"
 #include "tools/oflite/trace_support.h"
 
@@ -38,8 +39,7 @@ void ThreeIterations(trace::Tracer* tracer, int64_t at_ns) {
   for (int i = 0; i < 3; ++i) {
     const int64_t t = at_ns + i * 1000 * kUs;
     track->AddSlice("kernel", "matmul", t + 100 * kUs, t + 500 * kUs);
-    track->AddSlice("act", "fc", t + 50 * kUs, t + 550 * kUs,
-                    "\"iteration\":" + std::to_string(i));
+    track->AddSlice("act", "fc", t + 50 * kUs, t + 550 * kUs, "\"iteration\":" + std::to_string(i));
     track->AddSlice("handle", "fc", t, t + 600 * kUs,
                     "\"message\":\"produced r1[0] iteration " + std::to_string(i) +
                         " from m0/cpu0/s0/1\",\"actor\":2,\"from\":1,\"message_iteration\":" +
@@ -80,10 +80,10 @@ TEST(TraceMergeTest, ShiftsEachRankOntoRankZerosClock) {
   options.rank = 1;
   trace::Tracer rank1(options);
   // Rank 1's clock runs 5 ms behind rank 0's: offset +5 ms.
-  rank0.AddTrack("m0/cpu0/s0")->AddSlice("act", "a", rank0.origin_ns() + 100 * kUs,
-                                         rank0.origin_ns() + 200 * kUs);
-  rank1.AddTrack("m1/cpu0/s0")->AddSlice("act", "b", rank1.origin_ns() + 100 * kUs,
-                                         rank1.origin_ns() + 200 * kUs);
+  rank0.AddTrack("m0/cpu0/s0")
+      ->AddSlice("act", "a", rank0.origin_ns() + 100 * kUs, rank0.origin_ns() + 200 * kUs);
+  rank1.AddTrack("m1/cpu0/s0")
+      ->AddSlice("act", "b", rank1.origin_ns() + 100 * kUs, rank1.origin_ns() + 200 * kUs);
   trace::TraceClock clock1;
   clock1.offset_ns = 5000 * kUs;
   clock1.uncertainty_ns = 7;

@@ -78,10 +78,10 @@ std::vector<Handling> Handlings(const TraceFile& file) {
                    static_cast<int64_t>(event.NumberArg("from")),
                    message.substr(0, message.find(' '))});
   }
-  std::sort(out.begin(), out.end(), [](const Handling& a, const Handling& b) {
-    return a.event->ts_us < b.event->ts_us;
-  });
-  for (size_t i = 0; i < out.size(); ++i) by_track[{out[i].event->pid, out[i].event->tid}].push_back(i);
+  std::sort(out.begin(), out.end(),
+            [](const Handling& a, const Handling& b) { return a.event->ts_us < b.event->ts_us; });
+  for (size_t i = 0; i < out.size(); ++i)
+    by_track[{out[i].event->pid, out[i].event->tid}].push_back(i);
   for (const TraceRecord& act : file.events) {
     if (act.phase != "X" || act.category != "act") continue;
     const std::vector<size_t>& track = by_track[{act.pid, act.tid}];
@@ -95,8 +95,7 @@ std::vector<Handling> Handlings(const TraceFile& file) {
   return out;
 }
 
-void SummarizeThreads(const TraceFile& file, int64_t pid, double lo, double hi,
-                      RankSummary* rank) {
+void SummarizeThreads(const TraceFile& file, int64_t pid, double lo, double hi, RankSummary* rank) {
   std::map<int64_t, std::vector<Interval>> slices, kernels, whole;
   for (const TraceRecord& event : file.events) {
     if (event.pid != pid || event.phase != "X") continue;
@@ -197,7 +196,8 @@ const Handling* Predecessor(const std::vector<Handling>& all,
   for (const Handling& candidate : all) {
     if (candidate.event->ts_us >= current.event->ts_us) break;
     if (candidate.actor != actor) continue;
-    if (acts ? candidate.acted : (candidate.kind != "returned" && candidate.kind != "end-of-data")) {
+    if (acts ? candidate.acted
+             : (candidate.kind != "returned" && candidate.kind != "end-of-data")) {
       best = &candidate;
     }
   }
@@ -238,7 +238,8 @@ void CriticalPath(const TraceFile& file, TraceSummary* summary) {
   const Handling* current = nullptr;
   for (const Handling& handling : all) {
     if (handling.event->pid == last_act->pid && handling.event->tid == last_act->tid &&
-        handling.event->ts_us <= last_act->ts_us && handling.event->end_us() >= last_act->end_us()) {
+        handling.event->ts_us <= last_act->ts_us &&
+        handling.event->end_us() >= last_act->end_us()) {
       current = &handling;
     }
   }
@@ -284,8 +285,7 @@ std::string SummaryText(const TraceSummary& summary) {
   std::ostringstream os;
   for (const RankSummary& rank : summary.ranks) {
     os << "rank " << rank.rank << ": span " << Format("%.3f", rank.span_us / 1000) << " ms, "
-       << rank.iterations << " iterations, step " << Format("%.3f", rank.step_us / 1000)
-       << " ms\n";
+       << rank.iterations << " iterations, step " << Format("%.3f", rank.step_us / 1000) << " ms\n";
     os << "  per iteration over " << rank.stream_threads << " stream thread(s): kernels "
        << Format("%.3f", rank.kernel_per_iter_us / 1000) << " ms + runtime "
        << Format("%.3f", rank.runtime_per_iter_us / 1000) << " ms + idle "
@@ -317,14 +317,13 @@ std::string SummaryText(const TraceSummary& summary) {
       char line[200];
       std::snprintf(line, sizeof(line), "    %-40s %6lld %6lld %10.3f %10.1f\n", name.c_str(),
                     static_cast<long long>(total.count), static_cast<long long>(total.acts),
-                    total.total_us / 1000,
-                    total.idle_before_us / std::max<int64_t>(1, total.acts));
+                    total.total_us / 1000, total.idle_before_us / std::max<int64_t>(1, total.acts));
       os << line;
     }
   }
   os << "critical path of iteration " << summary.critical_iteration << ": "
-     << Format("%.3f", summary.critical_path_us / 1000) << " ms, "
-     << summary.critical_path.size() << " steps\n";
+     << Format("%.3f", summary.critical_path_us / 1000) << " ms, " << summary.critical_path.size()
+     << " steps\n";
   for (const PathStep& step : summary.critical_path) {
     // A negative wait: the message was sent mid-handling, and the receiver
     // started before the sender's handling ended (another thread or rank).
@@ -342,8 +341,8 @@ std::string SummaryJson(const TraceSummary& summary) {
     os << "{";
     bool first = true;
     for (const auto& [name, total] : table) {
-      os << (first ? "" : ",") << "\"" << trace::JsonEscape(name) << "\":{\"count\":"
-         << total.count << ",\"total_us\":" << total.total_us << ",\"acts\":" << total.acts
+      os << (first ? "" : ",") << "\"" << trace::JsonEscape(name) << "\":{\"count\":" << total.count
+         << ",\"total_us\":" << total.total_us << ",\"acts\":" << total.acts
          << ",\"idle_before_us\":" << total.idle_before_us << "}";
       first = false;
     }

@@ -50,8 +50,8 @@ struct ThreadTime {
 struct NamedTotal {
   int64_t count = 0;
   double total_us = 0;
-  int64_t acts = 0;             // actors only
-  double idle_before_us = 0;    // actors only: sum over acts
+  int64_t acts = 0;           // actors only
+  double idle_before_us = 0;  // actors only: sum over acts
 };
 
 struct RankSummary {

@@ -24,7 +24,8 @@ Status ServeClock(comm::control::ControlClient* control, std::chrono::millisecon
       StatusOr<std::string> ping = control->Get(ClockKey(rank, round, "ping"), timeout, rank);
       if (!ping.ok()) {
         return ping.status().WithContext("rank 0 measuring the trace clock of rank " +
-                                         std::to_string(rank) + " (is every rank run with "
+                                         std::to_string(rank) +
+                                         " (is every rank run with "
                                          "--trace?)");
       }
       RETURN_IF_ERROR(control->Put(ClockKey(rank, round, "pong"), std::to_string(trace::NowNs())));

@@ -32,8 +32,8 @@ void AppendEvent(const TraceEvent& event, int64_t origin_ns, int64_t pid, int64_
   std::string deferred;
   if (event.deferred != nullptr) event.deferred(event.numbers, &deferred);
   if (!event.args.empty() || !deferred.empty()) {
-    os << ",\"args\":{" << event.args
-       << (!event.args.empty() && !deferred.empty() ? "," : "") << deferred << "}";
+    os << ",\"args\":{" << event.args << (!event.args.empty() && !deferred.empty() ? "," : "")
+       << deferred << "}";
   }
   os << "}";
 }
@@ -186,7 +186,9 @@ void Slice::Begin(Track* track, const char* category, const std::string& name) {
   begin_ns_ = NowNs();
 }
 
-void Slice::End() { track_->AddSlice(category_, std::move(name_), begin_ns_, NowNs(), std::move(args_)); }
+void Slice::End() {
+  track_->AddSlice(category_, std::move(name_), begin_ns_, NowNs(), std::move(args_));
+}
 
 }  // namespace trace
 }  // namespace oflite

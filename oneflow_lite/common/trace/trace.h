@@ -57,13 +57,13 @@ uint64_t FlowId(std::initializer_list<int64_t> parts);
 using DeferredArgs = void (*)(const std::array<int64_t, 8>& numbers, std::string* out);
 
 struct TraceEvent {
-  char phase = 'X';          // 'X' slice, 's' flow start, 'f' flow end
+  char phase = 'X';           // 'X' slice, 's' flow start, 'f' flow end
   const char* category = "";  // static string: "act", "kernel", ...
   std::string name;
   int64_t begin_ns = 0;
-  int64_t end_ns = 0;         // == begin_ns for flow events
+  int64_t end_ns = 0;  // == begin_ns for flow events
   uint64_t flow_id = 0;
-  std::string args;           // JSON object members without braces, or ""
+  std::string args;                 // JSON object members without braces, or ""
   DeferredArgs deferred = nullptr;  // more args, from `numbers`, at write time
   std::array<int64_t, 8> numbers{};
 };
@@ -73,8 +73,8 @@ class Tracer;
 // One timeline row. Not thread-safe: one writer at a time (see above).
 class Track {
  public:
-  Track(Tracer* tracer, int64_t id, std::string name) : tracer_(tracer), id_(id),
-                                                        name_(std::move(name)) {}
+  Track(Tracer* tracer, int64_t id, std::string name)
+      : tracer_(tracer), id_(id), name_(std::move(name)) {}
   int64_t id() const { return id_; }
   const std::string& name() const { return name_; }
   Tracer* tracer() const { return tracer_; }

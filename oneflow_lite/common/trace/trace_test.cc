@@ -64,8 +64,9 @@ TEST(TraceTest, ThreadsWriteTheirOwnTracksAndTheJsonParses) {
   const auto& events = parsed.fields().at("traceEvents").list_value().values();
   // 1 process name + 3 thread names + 3 * 100 * (2 slices + 1 flow).
   EXPECT_EQ(events.size(), 1u + 3u + 900u);
-  EXPECT_EQ(parsed.fields().at("otherData").struct_value().fields().at("clock_offset_ns")
-                .number_value(), -1234);
+  EXPECT_EQ(
+      parsed.fields().at("otherData").struct_value().fields().at("clock_offset_ns").number_value(),
+      -1234);
   int slices = 0;
   for (const auto& event : events) {
     const auto& fields = event.struct_value().fields();

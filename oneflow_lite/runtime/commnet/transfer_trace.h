@@ -29,7 +29,8 @@ class TransferTrace {
   void End(const ActorMessage& produced, const RegstDescProto& src) {
     if (track_ == nullptr || !track_->InWindow(produced.piece_id)) return;
     int64_t bytes = 0;
-    for (const BlobInRegst& blob : src.blob()) bytes = std::max(bytes, blob.offset() + blob.bytes());
+    for (const BlobInRegst& blob : src.blob())
+      bytes = std::max(bytes, blob.offset() + blob.bytes());
     track_->AddSlice("transfer",
                      "READ r" + std::to_string(produced.regst_desc_id) + "[" +
                          std::to_string(produced.regst_index) + "]",
