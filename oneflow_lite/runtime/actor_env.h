@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "oneflow_lite/common/trace/trace.h"
 #include "oneflow_lite/device/device_context.h"
 #include "oneflow_lite/runtime/message_bus.h"
 #include "oneflow_lite/runtime/regst.h"
@@ -30,6 +31,7 @@ struct ActorEnv {
   int64_t save_every = 0;  // variables snapshot every N iterations (0: never)
   MetricsObserver* metrics = nullptr;
   VariableStore* variables = nullptr;
+  trace::Tracer* tracer = nullptr;  // null: the run is not traced
 };
 
 }  // namespace oflite

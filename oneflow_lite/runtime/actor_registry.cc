@@ -3,6 +3,7 @@
 #include "oneflow_lite/runtime/actor_bodies.h"
 #include "oneflow_lite/runtime/boxing_body.h"
 #include "oneflow_lite/runtime/regst_actor.h"
+#include "oneflow_lite/runtime/traced_act_body.h"
 
 namespace oflite {
 
@@ -16,6 +17,7 @@ StatusOr<std::unique_ptr<Actor>> ActorRegistry::Create(const TaskProto& task,
                               TaskType_Name(task.type()), " in this runtime");
   }
   ASSIGN_OR_RETURN(std::unique_ptr<ActBody> body, it->second(task, env));
+  if (env.tracer != nullptr) body = std::make_unique<TracedActBody>(task, std::move(body));
   ASSIGN_OR_RETURN(std::unique_ptr<RegstActor> actor,
                    RegstActor::Create(task, env, std::move(body)));
   return std::unique_ptr<Actor>(std::move(actor));

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <vector>
 
+#include "oneflow_lite/common/trace/trace.h"
+
 namespace oflite {
 namespace {
 
@@ -90,6 +92,7 @@ Status KernelRunner::RunOne(const Entry& entry, ActContext* context) {
     ASSIGN_OR_RETURN(Blob * blob, ResolveBinding(binding, context));
     kernel_context.BindOutput(binding.arg(), blob);
   }
+  trace::Slice traced("kernel", op.name());
   Status status = entry.kernel->Forward(&kernel_context);
   if (!status.ok()) {
     // Kernels name their op and iteration through ctx.Error; add it if not.

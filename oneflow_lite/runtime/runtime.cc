@@ -7,6 +7,7 @@
 #include "oneflow_lite/common/id.h"
 #include "oneflow_lite/device/device_context.h"
 #include "oneflow_lite/plan/plan_verifier.h"
+#include "oneflow_lite/runtime/trace_messages.h"
 
 namespace oflite {
 
@@ -29,6 +30,7 @@ class Runtime::StreamThread {
     if (thread_.joinable()) thread_.join();
   }
   void Close() { inbox_.Close(); }
+  void SetTraceTrack(trace::Track* track) { trace_track_ = track; }
   // After Join: destroys the context, which first runs (or cancels) every
   // completion callback it accepted, while the actors still exist.
   void ReleaseDevice() {
@@ -47,6 +49,7 @@ class Runtime::StreamThread {
   ActorEnv env_;
   std::map<int64_t, std::unique_ptr<Actor>> actors_;
   std::thread thread_;
+  trace::Track* trace_track_ = nullptr;  // owned by the tracer; null: untraced
 };
 
 int Runtime::StreamThread::CountUnfinished() const {
@@ -61,6 +64,7 @@ void Runtime::StreamThread::Loop() {
     runtime_->Abort(bound.WithContext("stream thread " + std::to_string(key_)));
   }
   int unfinished = CountUnfinished();
+  trace::ScopedCurrentTrack traced(trace_track_);
   while (unfinished > 0 && !runtime_->aborted_.load(std::memory_order_acquire)) {
     std::optional<ActorMessage> message = inbox_.Pop(std::chrono::milliseconds(50));
     if (!message) continue;
@@ -72,6 +76,7 @@ void Runtime::StreamThread::Loop() {
       break;
     }
     const bool was_finished = it->second->finished();
+    HandleTrace handle_trace(*message, it->second->name());
     Status status = it->second->Handle(*message);
     if (!status.ok()) {
       runtime_->Abort(status);
@@ -85,6 +90,16 @@ void Runtime::StreamThread::Loop() {
   }
   runtime_->ThreadDone(waiting);
 }
+
+namespace {
+
+// "m0/cpu0/s0": the stream part of a task id.
+std::string StreamLabel(int64_t task_id) {
+  std::string label = TaskIdToString(task_id);
+  return label.substr(0, label.rfind('/'));
+}
+
+}  // namespace
 
 StatusOr<const MachinePlan*> FindMachinePlan(const Plan& plan, int64_t machine_id) {
   for (const MachinePlan& machine : plan.machine()) {
@@ -190,6 +205,10 @@ Status Runtime::BuildActors(const Plan& plan) {
       env->save_every = options_.save_every;
       env->metrics = options_.metrics;
       env->variables = options_.variables;
+      env->tracer = options_.tracer;
+      if (options_.tracer != nullptr) {
+        thread->SetTraceTrack(options_.tracer->AddTrack(StreamLabel(task.task_id())));
+      }
       bus_.RegisterInbox(key, thread->inbox());
     }
     // Kernels initialize (and may allocate) on this thread: on the stream's device.

@@ -46,6 +46,7 @@
 
 #include "oneflow_lite/common/id.h"
 #include "oneflow_lite/common/status.h"
+#include "oneflow_lite/common/trace/trace.h"
 #include "oneflow_lite/device/device_backend.h"
 #include "oneflow_lite/device/device_context.h"
 #include "oneflow_lite/runtime/actor_registry.h"
@@ -81,6 +82,10 @@ struct RuntimeOptions {
   DeviceContextFactory device_context_factory;
   // Handed to the device backend (e.g. TF32 matmuls on CUDA).
   DeviceBackendOptions device;
+  // Not owned; null: no trace. When set, every stream thread records its
+  // messages, acts and kernels on a track of its own (docs/tracing.md); the
+  // tracer must outlive the Runtime and is read after Run returned.
+  trace::Tracer* tracer = nullptr;
 };
 
 struct RunStats {

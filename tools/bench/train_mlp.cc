@@ -12,6 +12,14 @@
 //
 //   bazel run -c opt //tools/bench:train_mlp -- [--iters 300] [--warmup 30]
 //       [--torch_script tools/bench/train_mlp_torch.py] [--python /usr/bin/python3]
+//
+// --trace_overhead 1: instead, the cost of timeline tracing (docs/tracing.md):
+// each configuration runs untraced and traced (every iteration recorded),
+// alternating, --repeats times; prints the median step time of each and the
+// overhead, plus the process CPU time (user + sys) per step of each mode;
+// --batch N / --threads N keep one configuration; --trace_overhead 2 runs
+// only the untraced runs and 3 only the traced ones (to compare instruction
+// counts under callgrind, one process each).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -20,9 +28,14 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "oneflow_lite/api/graph.h"
+#include "oneflow_lite/common/trace/trace.h"
 #include "oneflow_lite/compiler/compiler.h"
 #include "oneflow_lite/runtime/runtime.h"
 
@@ -82,7 +95,8 @@ struct Result {
   double final_loss = 0;
 };
 
-StatusOr<Result> RunOurs(int64_t batch, int threads, int64_t warmup, int64_t iters) {
+StatusOr<Result> RunOurs(int64_t batch, int threads, int64_t warmup, int64_t iters,
+                         trace::Tracer* tracer = nullptr) {
   ASSIGN_OR_RETURN(Job job, MlpJob(batch, threads, warmup + iters));
   ClusterProto cluster;
   MachineProto* machine = cluster.add_machine();
@@ -93,6 +107,7 @@ StatusOr<Result> RunOurs(int64_t batch, int threads, int64_t warmup, int64_t ite
   StepClock clock(warmup);
   RuntimeOptions options;
   options.metrics = &clock;
+  options.tracer = tracer;
   ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(plan, options));
   RETURN_IF_ERROR(runtime->Run());
   Result result;
@@ -129,8 +144,59 @@ StatusOr<Result> RunTorch(const std::string& python, const std::string& script, 
   return result;
 }
 
+double CpuSeconds() {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
+         (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+// Step time untraced vs traced (see the header comment).
+int TraceOverhead(int mode, int64_t warmup, int64_t iters, int repeats, int64_t only_batch,
+                  int64_t only_threads) {
+  std::printf("%-6s %-8s %12s %12s %9s %14s %14s\n", "batch", "threads", "off ms", "on ms",
+              "overhead", "off cpu ms/it", "on cpu ms/it");
+  for (int64_t batch : {64, 256}) {
+    for (int threads : {1, 2}) {
+      const bool batch_kept = only_batch == 0 || batch == only_batch;
+      if (!batch_kept || (only_threads != 0 && threads != only_threads)) continue;
+      std::vector<double> step[2], cpu[2];
+      for (int r = 0; r < 2 * repeats; ++r) {
+        const int on = r % 2;
+        if ((mode == 2 && on) || (mode == 3 && !on)) continue;  // 2: off only, 3: on only
+        trace::Tracer tracer(trace::TracerOptions{});
+        const double cpu_before = CpuSeconds();
+        StatusOr<Result> ours =
+            RunOurs(batch, threads, warmup, iters, on ? &tracer : nullptr);
+        if (!ours.ok()) {
+          std::fprintf(stderr, "oflite run failed: %s\n", ours.status().ToString().c_str());
+          return 1;
+        }
+        step[on].push_back(ours->step_ms);
+        cpu[on].push_back((CpuSeconds() - cpu_before) * 1e3 / (warmup + iters));
+      }
+      if (step[0].empty() || step[1].empty()) {
+        std::printf("%-6lld %-8d (one mode only)\n", static_cast<long long>(batch), threads);
+        continue;
+      }
+      const double off = Median(step[0]), traced = Median(step[1]);
+      std::printf("%-6lld %-8d %12.3f %12.3f %8.1f%% %14.3f %14.3f\n",
+                  static_cast<long long>(batch), threads, off, traced,
+                  100 * (traced - off) / off, Median(cpu[0]), Median(cpu[1]));
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
-  int64_t iters = 300, warmup = 30;
+  int64_t iters = 300, warmup = 30, trace_overhead = 0, repeats = 3, only_batch = 0,
+          only_threads = 0;
   std::string python = "/usr/bin/python3";
   std::string script = "tools/bench/train_mlp_torch.py";
   if (const char* workspace = std::getenv("BUILD_WORKSPACE_DIRECTORY")) {
@@ -141,8 +207,19 @@ int Main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--warmup")) warmup = std::atoll(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--torch_script")) script = argv[i + 1];
     else if (!std::strcmp(argv[i], "--python")) python = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--trace_overhead")) trace_overhead = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--repeats")) repeats = std::max(1LL, std::atoll(argv[i + 1]));
+    else if (!std::strcmp(argv[i], "--batch")) only_batch = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--threads")) only_threads = std::atoll(argv[i + 1]);
   }
   openblas_set_num_threads(1);
+  if (trace_overhead != 0) {
+    std::printf("train_mlp --trace_overhead: %lld measured steps after %lld warm-up, median of "
+                "%lld runs per mode\n", static_cast<long long>(iters),
+                static_cast<long long>(warmup), static_cast<long long>(repeats));
+    return TraceOverhead(static_cast<int>(trace_overhead), warmup, iters,
+                         static_cast<int>(repeats), only_batch, only_threads);
+  }
   std::printf("train_mlp: 784-256-256-10 MLP, SGD, synthetic data, %lld measured steps after "
               "%lld warm-up\n", static_cast<long long>(iters), static_cast<long long>(warmup));
   std::printf("%-6s %-8s %12s %14s %12s %14s\n", "batch", "threads", "oflite ms", "oflite samp/s",

@@ -21,6 +21,7 @@ int RunCompile(int argc, char** argv);
 int RunInspect(int argc, char** argv);
 int RunRun(int argc, char** argv);
 int RunLaunch(int argc, char** argv);
+int RunTrace(int argc, char** argv);
 
 }  // namespace cli
 }  // namespace oflite

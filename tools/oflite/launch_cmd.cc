@@ -20,6 +20,8 @@
 // one line with every other rank's outcome. SIGINT or SIGTERM to launch is
 // forwarded to every rank (SIGKILL after --grace_ms); launch then exits
 // 128 + the signal with "oflite launch: interrupted by signal ...".
+// With "-- --trace DIR" every rank writes DIR/rank-R.json and launch, once
+// all succeeded, merges them into DIR/trace.json (docs/tracing.md).
 #include <unistd.h>
 
 #include <signal.h>
@@ -36,6 +38,8 @@
 #include "oneflow_lite/common/proto_io.h"
 #include "tools/oflite/commands.h"
 #include "tools/oflite/flags.h"
+#include "tools/oflite/trace_file.h"
+#include "tools/oflite/trace_support.h"
 
 namespace oflite {
 namespace cli {
@@ -207,6 +211,24 @@ std::vector<comm::RankProcess> RankCommands(const LaunchSpec& spec) {
   return ranks;
 }
 
+// With "-- --trace DIR" (local ranks): merges DIR/rank-*.json into
+// DIR/trace.json on rank 0's clock (trace_file.h). A trace that cannot be
+// merged fails launch (exit 1) naming the file; the run itself succeeded.
+int MergeTraces(const std::string& dir, int world, bool remote) {
+  if (dir.empty() || world < 2) return kExitOk;
+  if (remote) {
+    std::fprintf(stderr, "oflite launch: the rank traces stay on their hosts (%s/rank-R.json); "
+                 "merge them with `oflite trace merge`\n", dir.c_str());
+    return kExitOk;
+  }
+  StatusOr<std::vector<std::string>> files = RankTraceFiles(dir, world);
+  Status merged = files.ok() ? MergeRankTraces(*files, dir + "/trace.json") : files.status();
+  if (!merged.ok()) return Fail(kExitFailure, merged.WithContext("merging the traces"));
+  std::fprintf(stderr, "oflite launch: merged the traces of %d ranks into %s/trace.json\n", world,
+               dir.c_str());
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunLaunch(int argc, char** argv) {
@@ -288,7 +310,8 @@ int RunLaunch(int argc, char** argv) {
   InterruptCatcher catcher;
   auto result = comm::RunProcessGroup(ranks, options);
   if (!result.ok()) return Fail(kExitFailure, result.status());
-  return result->ok ? kExitOk : ReportFailure(*result);
+  if (!result->ok) return ReportFailure(*result);
+  return MergeTraces(TraceDirInArgs(passthrough), world, !hosts.empty());
 }
 
 }  // namespace cli

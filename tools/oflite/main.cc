@@ -29,6 +29,7 @@ const Command kCommands[] = {
     {"run", "run this node's part of a Plan (one process per machine)", oflite::cli::RunRun},
     {"launch", "start every machine of a Plan as local (or ssh) processes",
      oflite::cli::RunLaunch},
+    {"trace", "summarize or merge timeline traces (oflite run --trace)", oflite::cli::RunTrace},
     {"version", "print the oflite version and file format versions", RunVersion},
 };
 

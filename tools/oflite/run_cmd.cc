@@ -43,6 +43,9 @@
 // iteration this machine's sink reports; --eval-out FILE writes the test
 // metrics as "name value" lines at full precision (where the test line is
 // printed).
+// --trace FILE (multi-machine: a directory, DIR/rank-R.json) writes a
+// timeline of training, --trace-iters A:B only of those iterations; every
+// rank measures its clock offset to rank 0 first (docs/tracing.md).
 // Exit codes: commands.h (1: the run failed; the message names the op and
 // iteration, or the actors the watchdog found stuck; 2: bad input: every
 // flag is read and range-checked (flags.h) against the plan before anything
@@ -72,6 +75,7 @@
 #include "tools/oflite/commands.h"
 #include "tools/oflite/eval_support.h"
 #include "tools/oflite/flags.h"
+#include "tools/oflite/trace_support.h"
 
 namespace oflite {
 namespace cli {
@@ -417,6 +421,29 @@ int Fail(const Status& status, int code) {
   return code;
 }
 
+// The tracer of --trace (window --trace-iters), or null without --trace.
+StatusOr<std::unique_ptr<trace::Tracer>> MakeTracer(const FlagSet& flags, int64_t rank) {
+  if (!flags.Has("trace")) {
+    if (flags.Has("trace-iters")) return InvalidArgumentError("flag '--trace-iters' needs --trace");
+    return std::unique_ptr<trace::Tracer>();
+  }
+  trace::TracerOptions options;
+  options.rank = rank;
+  if (flags.Has("trace-iters")) {
+    RETURN_IF_ERROR(ParseTraceIters(flags.Get("trace-iters"), &options.first_iteration,
+                                    &options.end_iteration));
+  }
+  return std::make_unique<trace::Tracer>(options);
+}
+
+Status WriteTrace(const trace::Tracer& tracer, const trace::TraceClock& clock,
+                  const std::string& flag, int64_t machines) {
+  ASSIGN_OR_RETURN(std::string path, TraceFileForRank(flag, machines, tracer.options().rank));
+  RETURN_IF_ERROR(tracer.WriteJson(path, clock));
+  std::printf("trace written to %s\n", path.c_str());
+  return Status::OK();
+}
+
 // The exit code and line for the job ending because of `failure`: 4
 // naming the culprit when it is another rank, 1 when it is this one.
 int ReportJobFailure(int64_t rank, const JobFailure& failure) {
@@ -478,7 +505,10 @@ int RunRun(int argc, char** argv) {
                  {"eval", "evaluate on the test split after training", false, "true"},
                  {"stats", "print CommNet counters at exit (multi-machine)", true, "false"},
                  {"metrics-out", "write per-iteration metrics to this file"},
-                 {"eval-out", "write the test metrics (name value) to this file"}};
+                 {"eval-out", "write the test metrics (name value) to this file"},
+                 {"trace", "write a timeline trace of training (Chrome trace JSON) to this file; "
+                           "multi-machine plans: to DIR/rank-R.json in this directory"},
+                 {"trace-iters", "trace only iterations A:B (A included, B not; needs --trace)"}};
   // The ibverbs provider's --ib_* flags (comm/ibverbs/ibverbs_flags.h).
   for (const comm::ibverbs::IbverbsFlag& flag : comm::ibverbs::IbverbsFlags()) {
     specs.push_back({flag.name, flag.help, flag.is_bool, flag.default_value});
@@ -499,6 +529,8 @@ int RunRun(int argc, char** argv) {
   }
   StatusOr<RunFlags> run = ReadRunFlags(flags, *plan);
   if (!run.ok()) return Fail(run.status(), kExitBadInput);
+  StatusOr<std::unique_ptr<trace::Tracer>> tracer = MakeTracer(flags, run->rank);
+  if (!tracer.ok()) return Fail(tracer.status(), kExitBadInput);
   std::unique_ptr<MultiMachineSession> session;
   if (plan->machine_size() > 1) {
     MultiMachineOptions multi;
@@ -542,6 +574,13 @@ int RunRun(int argc, char** argv) {
       return Fail(started.status(), refused ? kExitBadInput : kExitFailure);
     }
     session = std::move(*started);
+  }
+  trace::TraceClock trace_clock;
+  if (*tracer != nullptr && session != nullptr) {
+    StatusOr<trace::TraceClock> measured =
+        MeasureClockOffset(session->control(), std::chrono::milliseconds(60000));
+    if (!measured.ok()) return FailJob(measured.status(), session.get(), run->rank);
+    trace_clock = *measured;
   }
   StatusOr<std::map<std::string, TensorDesc>> variables = PlanVariables(*plan);
   if (!variables.ok()) return Fail(variables.status(), kExitBadInput);
@@ -588,7 +627,13 @@ int RunRun(int argc, char** argv) {
   // plan file).
   const bool evaluate = flags.GetBool("eval") && plan->is_train();
   const bool evaluation_runs = evaluate && plan->eval_state() == EVAL_COMPILED;
-  StatusOr<RunStats> stats = Train(*plan, options, session.get(), /*last=*/!evaluation_runs);
+  RuntimeOptions train_options = options;
+  train_options.tracer = tracer->get();
+  StatusOr<RunStats> stats = Train(*plan, train_options, session.get(), /*last=*/!evaluation_runs);
+  if (*tracer != nullptr) {
+    Status written = WriteTrace(**tracer, trace_clock, flags.Get("trace"), plan->machine_size());
+    if (!written.ok()) return FailJob(written, session.get(), run->rank, kExitBadInput);
+  }
   if (!stats.ok()) return FailJob(stats.status(), session.get(), run->rank);
   std::printf("trained iterations %lld..%lld in %.1fs (%lld actors, %lld threads)\n",
               static_cast<long long>(options.start_iter), static_cast<long long>(end),

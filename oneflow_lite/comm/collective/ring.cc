@@ -4,6 +4,7 @@
 #include "oneflow_lite/comm/wire.h"
 #include "oneflow_lite/common/data_type.h"
 #include "oneflow_lite/common/partition.h"
+#include "oneflow_lite/common/trace/trace.h"
 
 namespace oflite {
 namespace comm {
@@ -33,6 +34,59 @@ void Reduce(DataType dtype, uint8_t* destination, const uint8_t* source,
 }
 
 int Modulo(int value, int world) { return ((value % world) + world) % world; }
+
+// The trace of one ring step on the calling thread's track (a collective
+// actor's worker; docs/tracing.md), when it records: a "collective" slice,
+// in which the flow of this step's data from the left neighbour ends and
+// the flow of the next step's data to the right neighbour starts. Both
+// ends compute a flow's id from (tag, call, step, sending rank).
+class StepTrace {
+ public:
+  StepTrace(uint64_t tag, uint64_t call, size_t step, int rank, int world, bool sends_next) {
+    trace::Track* track = trace::CurrentTrack();
+    if (track == nullptr || !track->active()) return;
+    track_ = track;
+    step_ = step;
+    begin_ns_ = trace::NowNs();
+    const int left = Modulo(rank - 1, world);
+    track->AddFlow('f', Id(tag, call, step, left), "ring", begin_ns_);
+    if (sends_next) track->AddFlow('s', Id(tag, call, step + 1, rank), "ring", begin_ns_);
+  }
+  ~StepTrace() {
+    if (track_ == nullptr) return;
+    track_->AddSlice("collective", "ring step " + std::to_string(step_), begin_ns_,
+                     trace::NowNs(), "\"step\":" + std::to_string(step_));
+  }
+  StepTrace(const StepTrace&) = delete;
+  StepTrace& operator=(const StepTrace&) = delete;
+
+  // The flow of step 0's data, which is sent before the first step.
+  static void FirstSend(uint64_t tag, uint64_t call, int rank) {
+    trace::Track* track = trace::CurrentTrack();
+    if (track != nullptr && track->active()) {
+      track->AddFlow('s', Id(tag, call, 0, rank), "ring", trace::NowNs());
+    }
+  }
+
+ private:
+  static uint64_t Id(uint64_t tag, uint64_t call, size_t step, int sender) {
+    return trace::FlowId({static_cast<int64_t>(tag), static_cast<int64_t>(call),
+                          static_cast<int64_t>(step), sender});
+  }
+
+  trace::Track* track_ = nullptr;
+  size_t step_ = 0;
+  int64_t begin_ns_ = 0;
+};
+
+const char* CollectiveName(RingCollective collective) {
+  switch (collective) {
+    case RingCollective::kAllReduce: return "all-reduce";
+    case RingCollective::kReduceScatter: return "reduce-scatter";
+    case RingCollective::kAllGather: return "all-gather";
+  }
+  return "collective";
+}
 
 }  // namespace
 
@@ -303,6 +357,7 @@ Status RingCommunicator::Run(RingCollective collective,
                              const MemoryRegion& region, size_t offset,
                              size_t count, DataType dtype, Deadline deadline) {
   const std::vector<Step> steps = RingSchedule(collective, rank_, world_);
+  trace::Slice traced("collective", CollectiveName(collective));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     RETURN_IF_ERROR(error_);
@@ -348,11 +403,13 @@ Status RingCommunicator::RunSteps(const std::vector<Step>& steps,
     send_offset_ = offset;
     size_t begin, end;
     SegmentBounds(count, world_, steps[0].send_segment, &begin, &end);
+    StepTrace::FirstSend(options_.tag, call_, rank_);
     QueueSendsLocked(region, offset, begin * element, end * element, steps[0].reduce);
     PumpSendsLocked();
   }
   uint8_t* base = region.data() + offset;
   for (size_t k = 0; k < steps.size(); ++k) {
+    StepTrace step_trace(options_.tag, call_, k, rank_, world_, k + 1 < steps.size());
     size_t begin, end;
     SegmentBounds(count, world_, steps[k].receive_segment, &begin, &end);
     for (size_t at = begin * element; at < end * element;) {

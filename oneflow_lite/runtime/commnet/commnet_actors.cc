@@ -11,6 +11,7 @@
 #include "oneflow_lite/comm/collective/ring.h"
 #include "oneflow_lite/common/id.h"
 #include "oneflow_lite/common/partition.h"
+#include "oneflow_lite/runtime/commnet/transfer_trace.h"
 #include "oneflow_lite/runtime/register_slots.h"
 
 namespace oflite {
@@ -164,6 +165,7 @@ class CommNetActor final : public SlotActor {
   Status Init() {
     RETURN_IF_ERROR(InitSlots(task_->commnet().src_regst_desc_id()));
     zero_copy_ = CommNetRoute::IsPulledByRead(task_->commnet().src_regst());
+    transfers_.Init(env_->tracer, name());
     if (task_->commnet().src_regst().blob_size() > 0 && data_out_ == nullptr) {
       return InvalidArgumentError("commnet task '", name(), "' has no data register to fill");
     }
@@ -222,6 +224,7 @@ class CommNetActor final : public SlotActor {
     reading_regsts_.clear();
     Regst* data = AcquireAll(message.piece_id, &reading_regsts_);
     reading_ = true;
+    transfers_.Begin();
     return route_->StartRead(message, task_->commnet().src_regst(), data);
   }
 
@@ -233,6 +236,7 @@ class CommNetActor final : public SlotActor {
     }
     RETURN_IF_ERROR(route_->TakeReadStatus(completion));
     const ActorMessage message = pending_.front().first;
+    transfers_.End(message, task_->commnet().src_regst());
     pending_.pop_front();
     reading_ = false;
     RETURN_IF_ERROR(ProduceAll(reading_regsts_));
@@ -260,6 +264,7 @@ class CommNetActor final : public SlotActor {
   bool zero_copy_ = false;  // CM_STATIC_ZERO_COPY source register: pulled by READ
   bool reading_ = false;
   std::vector<Regst*> reading_regsts_;
+  TransferTrace transfers_;
 };
 
 const SbpParallel& FirstSbp(const NdSbp& sbp) {
@@ -279,6 +284,7 @@ class CollectiveActor final : public SlotActor {
 
   Status Init() {
     RETURN_IF_ERROR(InitSlots(/*skip_desc=*/-1));
+    if (env_->tracer != nullptr) ring_track_ = env_->tracer->AddTrack("ring " + name());
     const BoxingConf& conf = task_->boxing();
     for (int r = 0; r < conf.ring_task_id_size(); ++r) rank_of_[conf.ring_task_id(r)] = r;
     if (rank_of_.count(id()) == 0 || conf.in_regst_desc_id_size() != 1 || data_out_ == nullptr) {
@@ -497,6 +503,7 @@ class CollectiveActor final : public SlotActor {
     busy_ = true;
     ring_piece_ = in->piece_id;
     worker_ = std::thread([this, count, me, piece = in->piece_id] {
+      trace::ScopedCurrentTrack traced(ring_track_, piece);
       ring_status_ = RunRing(count, me);
       Status sent = env_->bus->Send(ActorMessage::Wakeup(id(), piece));
       if (!sent.ok() && !cancel_.cancelled()) {
@@ -701,6 +708,7 @@ class CollectiveActor final : public SlotActor {
   bool busy_ = false;
   int64_t ring_piece_ = -1;
   int64_t staged_bytes_ = 0;  // this rank's part, copied into buffer_
+  trace::Track* ring_track_ = nullptr;  // the worker's; null: untraced
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "glog/logging.h"
 #include "oneflow_lite/common/id.h"
 #include "oneflow_lite/common/little_endian.h"
+#include "oneflow_lite/runtime/trace_messages.h"
 
 namespace oflite {
 namespace {
@@ -122,6 +123,7 @@ void CommNetRoute::Attach(LocalMessageBus* bus, const RegstStore* regsts) {
 }
 
 Status CommNetRoute::SendRemote(int64_t machine_id, const ActorMessage& message) {
+  TraceMessageSent(message);
   if (message.kind == MessageKind::kProduced && regsts_ != nullptr) {
     StatusOr<Regst*> regst = regsts_->Find(message.regst_desc_id, message.regst_index);
     if (regst.ok() && IsBounce(*(*regst)->desc)) {
@@ -139,6 +141,7 @@ Status CommNetRoute::SendRemote(int64_t machine_id, const ActorMessage& message)
 Status CommNetRoute::SendWithData(const ActorMessage& message, const Regst& regst) {
   const std::string payload = SerializeRegst(regst);
   const int64_t machine = MachineOfTaskId(message.dst_actor_id);
+  TraceMessageSent(message);
   if (machine != bus_->machine_id()) return SendFrames(machine, message, &payload);
   {
     std::lock_guard<std::mutex> lock(mutex_);

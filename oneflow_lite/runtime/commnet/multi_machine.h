@@ -140,6 +140,9 @@ class MultiMachineSession {
   // Per-strategy byte counters and the routes' totals (all runs).
   std::string StatsSummary() const;
   const std::string& provider() const { return provider_; }
+  // The job's control-plane client (e.g. to measure clock offsets for a
+  // trace); owned by the session; the same thread rules as the session.
+  comm::control::ControlClient* control() { return net_->control(); }
 
  private:
   MultiMachineSession() = default;

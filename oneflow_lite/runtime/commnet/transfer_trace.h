@@ -1,0 +1,50 @@
+// TransferTrace: the CommNet actor's one-at-a-time READs as "transfer"
+// slices on a trace track of their own (docs/tracing.md), one track per
+// actor ("transfers <task>"), so the transfer shows beside the stream that
+// waits for it. Inert unless the run is traced (ActorEnv.tracer). Used on
+// the actor's thread only.
+#ifndef ONEFLOW_LITE_RUNTIME_COMMNET_TRANSFER_TRACE_H_
+#define ONEFLOW_LITE_RUNTIME_COMMNET_TRANSFER_TRACE_H_
+
+#include <algorithm>
+#include <string>
+
+#include "oneflow_lite/common/id.h"
+#include "oneflow_lite/common/trace/trace.h"
+#include "oneflow_lite/runtime/actor_message.h"
+#include "proto/plan.pb.h"
+
+namespace oflite {
+
+class TransferTrace {
+ public:
+  void Init(trace::Tracer* tracer, const std::string& actor_name) {
+    if (tracer != nullptr) track_ = tracer->AddTrack("transfers " + actor_name);
+  }
+  // A READ for `produced` starts now.
+  void Begin() {
+    if (track_ != nullptr) begin_ns_ = trace::NowNs();
+  }
+  // The READ for `produced` (of register `src`) finished now.
+  void End(const ActorMessage& produced, const RegstDescProto& src) {
+    if (track_ == nullptr || !track_->InWindow(produced.piece_id)) return;
+    int64_t bytes = 0;
+    for (const BlobInRegst& blob : src.blob())
+      bytes = std::max(bytes, blob.offset() + blob.bytes());
+    track_->AddSlice("transfer",
+                     "READ r" + std::to_string(produced.regst_desc_id) + "[" +
+                         std::to_string(produced.regst_index) + "]",
+                     begin_ns_, trace::NowNs(),
+                     "\"iteration\":" + std::to_string(produced.piece_id) +
+                         ",\"bytes\":" + std::to_string(bytes) + ",\"from\":\"" +
+                         TaskIdToString(produced.src_actor_id) + "\"");
+  }
+
+ private:
+  trace::Track* track_ = nullptr;
+  int64_t begin_ns_ = 0;
+};
+
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_RUNTIME_COMMNET_TRANSFER_TRACE_H_

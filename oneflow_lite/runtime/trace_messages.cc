@@ -1,0 +1,120 @@
+#include "oneflow_lite/runtime/trace_messages.h"
+
+#include "oneflow_lite/common/id.h"
+
+namespace oflite {
+namespace {
+
+thread_local const ActorMessage* handled_message = nullptr;
+
+bool CrossesMachines(const ActorMessage& message) {
+  return (message.kind == MessageKind::kProduced || message.kind == MessageKind::kReturned) &&
+         message.src_actor_id >= 0 &&
+         MachineOfTaskId(message.src_actor_id) != MachineOfTaskId(message.dst_actor_id);
+}
+
+// Produced, returned, and a READ's completion (kStart from the remote
+// producer) carry the register's iteration; a wake-up carries its actor's tag.
+bool HasIteration(const ActorMessage& message) {
+  return message.kind == MessageKind::kProduced || message.kind == MessageKind::kReturned ||
+         (message.kind == MessageKind::kStart && message.src_actor_id >= 0 && !message.is_wakeup());
+}
+
+ActorMessage FromNumbers(const std::array<int64_t, 8>& numbers) {
+  ActorMessage message;
+  message.kind = static_cast<MessageKind>(numbers[0]);
+  message.src_actor_id = numbers[1];
+  message.dst_actor_id = numbers[2];
+  message.regst_desc_id = numbers[3];
+  message.regst_index = static_cast<int32_t>(numbers[4]);
+  message.piece_id = numbers[5];
+  return message;
+}
+
+// The handle slice's arguments (see trace_messages.h), at write time.
+void FormatHandleArgs(const std::array<int64_t, 8>& numbers, std::string* out) {
+  const ActorMessage message = FromNumbers(numbers);
+  *out += "\"message\":\"" + trace::JsonEscape(DescribeTrigger(message)) +
+          "\",\"actor\":" + std::to_string(message.dst_actor_id);
+  if (message.src_actor_id >= 0) *out += ",\"from\":" + std::to_string(message.src_actor_id);
+  // Not "iteration": a message of one iteration may let an act of another run.
+  if (HasIteration(message)) {
+    *out += ",\"message_iteration\":" + std::to_string(message.piece_id);
+  }
+  if (message.is_wakeup()) *out += ",\"wakeup_tag\":" + std::to_string(message.piece_id);
+}
+
+}  // namespace
+
+uint64_t MessageFlowId(const ActorMessage& message) {
+  return trace::FlowId({message.src_actor_id, message.dst_actor_id,
+                        static_cast<int64_t>(message.kind), message.regst_desc_id,
+                        message.regst_index, message.piece_id});
+}
+
+std::array<int64_t, 8> MessageNumbers(const ActorMessage& message) {
+  return {static_cast<int64_t>(message.kind),
+          message.src_actor_id,
+          message.dst_actor_id,
+          message.regst_desc_id,
+          message.regst_index,
+          message.piece_id,
+          0,
+          0};
+}
+
+const ActorMessage* HandledMessage() { return handled_message; }
+
+std::string DescribeTrigger(const ActorMessage& message) {
+  std::string text = MessageKindName(message.kind);
+  if (message.is_wakeup()) return "wake-up (its asynchronous work finished)";
+  if (message.regst_desc_id >= 0) {
+    text += " r" + std::to_string(message.regst_desc_id) + "[" +
+            std::to_string(message.regst_index) + "]";
+  }
+  if (message.piece_id >= 0) text += " iteration " + std::to_string(message.piece_id);
+  if (message.src_actor_id >= 0) {
+    text += message.kind == MessageKind::kReturned ? " by " : " from ";
+    text += TaskIdToString(message.src_actor_id);
+  }
+  return text;
+}
+
+std::string DescribeTrigger(const std::array<int64_t, 8>& numbers) {
+  return DescribeTrigger(FromNumbers(numbers));
+}
+
+void TraceMessageSentSlow(const ActorMessage& message) {
+  trace::Track* track = trace::CurrentTrack();
+  if (!CrossesMachines(message) || !track->InWindow(message.piece_id)) return;
+  track->AddFlow('s', MessageFlowId(message), MessageKindName(message.kind), trace::NowNs());
+}
+
+void HandleTrace::Begin(const ActorMessage& message, const std::string& actor_name) {
+  track_ = trace::CurrentTrack();
+  message_ = &message;
+  actor_name_ = &actor_name;
+  previous_message_ = handled_message;
+  handled_message = &message;
+  // A wake-up's tag is the iteration for a collective, an act count for an
+  // asynchronous device's actor: either way a fair window test.
+  in_window_ = message.kind != MessageKind::kEndOfData && message.piece_id >= 0 &&
+               track_->InWindow(message.piece_id);
+  was_active_ = track_->SetActive(in_window_);
+  events_before_ = track_->event_count();
+  begin_ns_ = trace::NowNs();
+  if (in_window_ && CrossesMachines(message)) {
+    track_->AddFlow('f', MessageFlowId(message), MessageKindName(message.kind), begin_ns_);
+  }
+}
+
+void HandleTrace::End() {
+  const int64_t end_ns = trace::NowNs();
+  handled_message = previous_message_;
+  track_->SetActive(was_active_);
+  if (!in_window_ && track_->event_count() == events_before_) return;
+  track_->AddSlice("handle", *actor_name_, begin_ns_, end_ns, std::string(), &FormatHandleArgs,
+                   MessageNumbers(*message_));
+}
+
+}  // namespace oflite

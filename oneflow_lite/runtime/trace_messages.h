@@ -1,0 +1,72 @@
+// Tracing of actor messages (common/trace/trace.h; docs/tracing.md): the
+// runtime's side of the timeline, kept out of the actor protocol.
+//
+// HandleTrace wraps one message's handling on a stream thread: a "handle"
+// slice named by the actor, with the message as arguments, recorded when the
+// message's iteration is in the window or when anything was recorded inside
+// it (an act, a flow). A produced or returned message that crossed machines
+// ends a flow there; TraceMessageSent starts it on the sender (the CommNet
+// route calls it), both ends computing the same id from the message.
+// Everything is a no-op on a thread without a trace track (tracing off):
+// one null check. Use on the thread that handles or sends the message.
+#ifndef ONEFLOW_LITE_RUNTIME_TRACE_MESSAGES_H_
+#define ONEFLOW_LITE_RUNTIME_TRACE_MESSAGES_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "oneflow_lite/common/trace/trace.h"
+#include "oneflow_lite/runtime/actor_message.h"
+
+namespace oflite {
+
+class HandleTrace {
+ public:
+  // `message` and `actor_name` must outlive this object.
+  HandleTrace(const ActorMessage& message, const std::string& actor_name) {
+    if (trace::CurrentTrack() != nullptr) Begin(message, actor_name);
+  }
+  ~HandleTrace() {
+    if (track_ != nullptr) End();
+  }
+  HandleTrace(const HandleTrace&) = delete;
+  HandleTrace& operator=(const HandleTrace&) = delete;
+
+ private:
+  void Begin(const ActorMessage& message, const std::string& actor_name);
+  void End();
+
+  trace::Track* track_ = nullptr;
+  const ActorMessage* message_ = nullptr;
+  const ActorMessage* previous_message_ = nullptr;
+  const std::string* actor_name_ = nullptr;
+  bool in_window_ = false;
+  bool was_active_ = false;
+  size_t events_before_ = 0;
+  int64_t begin_ns_ = 0;
+};
+
+// The message the calling thread is handling (inside a HandleTrace), or null.
+const ActorMessage* HandledMessage();
+
+// "produced r12[1] iteration 5 from m1/cpu0/s0/3": why an act could run.
+std::string DescribeTrigger(const ActorMessage& message);
+// The same from MessageNumbers (for arguments formatted at write time).
+std::string DescribeTrigger(const std::array<int64_t, 8>& numbers);
+// A message's fields as a trace event's deferred numbers.
+std::array<int64_t, 8> MessageNumbers(const ActorMessage& message);
+
+// A flow start for `message` when it goes to another machine (produced or
+// returned, iteration in the window) on the calling thread's track.
+void TraceMessageSentSlow(const ActorMessage& message);
+inline void TraceMessageSent(const ActorMessage& message) {
+  if (trace::CurrentTrack() != nullptr) TraceMessageSentSlow(message);
+}
+
+// The flow id both ends of `message` compute.
+uint64_t MessageFlowId(const ActorMessage& message);
+
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_RUNTIME_TRACE_MESSAGES_H_

@@ -1,0 +1,98 @@
+// Tracing a whole run (docs/tracing.md): with RuntimeOptions.tracer every
+// stream thread gets a track; each act of an iteration in the window is one
+// "act" slice inside the "handle" slice of the message that enabled it,
+// with its kernels inside; nothing outside the window is recorded.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "oneflow_lite/common/trace/trace.h"
+#include "oneflow_lite/runtime/runtime.h"
+#include "oneflow_lite/runtime/testing/test_fixtures.h"
+
+namespace oflite {
+namespace {
+
+// The slice of `category` on `track` that contains `inner`, or null.
+const trace::TraceEvent* Enclosing(const trace::Track& track, const trace::TraceEvent& inner,
+                                   const std::string& category) {
+  for (const trace::TraceEvent& event : track.events()) {
+    if (event.phase == 'X' && category == event.category && event.begin_ns <= inner.begin_ns &&
+        inner.end_ns <= event.end_ns) {
+      return &event;
+    }
+  }
+  return nullptr;
+}
+
+int64_t IterationOf(const trace::TraceEvent& act) {
+  const std::string key = "\"iteration\":";
+  return std::stoll(act.args.substr(act.args.find(key) + key.size()));
+}
+
+TEST(TraceRuntimeTest, RecordsEachActOfTheWindowOnceInsideItsHandling) {
+  trace::TracerOptions window;
+  window.first_iteration = 3;
+  window.end_iteration = 7;
+  trace::Tracer tracer(window);
+  RuntimeOptions options;
+  options.tracer = &tracer;
+  const Plan plan = testing::ChainPlan(/*length=*/3, /*regst_num=*/2, /*iters=*/10);
+  StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(plan, options);
+  ASSERT_TRUE(runtime.ok()) << runtime.status().ToString();
+  ASSERT_TRUE((*runtime)->Run().ok());
+  const std::vector<const trace::Track*> tracks = tracer.tracks();
+  EXPECT_EQ(static_cast<int64_t>(tracks.size()), (*runtime)->stats().threads);
+
+  std::map<std::string, std::multiset<int64_t>> iterations_by_task;
+  int kernels = 0;
+  for (const trace::Track* track : tracks) {
+    for (const trace::TraceEvent& event : track->events()) {
+      if (event.phase != 'X') continue;
+      EXPECT_LE(event.begin_ns, event.end_ns);
+      if (std::string(event.category) == "act") {
+        iterations_by_task[event.name].insert(IterationOf(event));
+        EXPECT_NE(Enclosing(*track, event, "handle"), nullptr) << event.name;
+      }
+      if (std::string(event.category) == "kernel") {
+        ++kernels;
+        EXPECT_NE(Enclosing(*track, event, "act"), nullptr) << event.name;
+      }
+    }
+  }
+  // source, 3 x add_one, sink: one act per iteration 3..6 each.
+  ASSERT_EQ(iterations_by_task.size(), 5u);
+  for (const auto& [task, iterations] : iterations_by_task) {
+    EXPECT_EQ(iterations, (std::multiset<int64_t>{3, 4, 5, 6})) << task;
+  }
+  EXPECT_GE(kernels, 4 * 3);  // at least the add_one kernels
+  const std::string json = tracer.ToJson(trace::TraceClock{});
+  EXPECT_NE(json.find("\"ready_after\":\"produced r"), std::string::npos);
+  EXPECT_NE(json.find("\"idle_before_us\":"), std::string::npos);
+}
+
+TEST(TraceRuntimeTest, UntracedRunHasNoTrackAndAWindowPastTheRunRecordsNothing) {
+  const Plan plan = testing::ChainPlan(3, 2, 5);  // outlives the runtimes
+  RuntimeOptions untraced;
+  StatusOr<std::unique_ptr<Runtime>> plain = Runtime::Create(plan, untraced);
+  ASSERT_TRUE(plain.ok());
+  ASSERT_TRUE((*plain)->Run().ok());
+  EXPECT_EQ(trace::CurrentTrack(), nullptr);
+
+  trace::TracerOptions window;
+  window.first_iteration = 100;
+  window.end_iteration = 200;
+  trace::Tracer tracer(window);
+  RuntimeOptions options;
+  options.tracer = &tracer;
+  StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(plan, options);
+  ASSERT_TRUE(runtime.ok());
+  ASSERT_TRUE((*runtime)->Run().ok());
+  ASSERT_FALSE(tracer.tracks().empty());
+  for (const trace::Track* track : tracer.tracks()) EXPECT_EQ(track->event_count(), 0u);
+}
+
+}  // namespace
+}  // namespace oflite

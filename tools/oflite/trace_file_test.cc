@@ -1,0 +1,123 @@
+#include "tools/oflite/trace_file.h"
+
+#include <unistd.h>
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "oneflow_lite/common/trace/trace.h"
+#include "tools/oflite/trace_summary.h"
+#include "tools/oflite/trace_support.h"
+
+namespace oflite {
+namespace cli {
+namespace {
+
+constexpr int64_t kUs = 1000;  // ns
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+}
+
+TEST(TraceItersTest, ParsesAWindowAndNamesTheFlag) {
+  int64_t first = 0, end = 0;
+  ASSERT_TRUE(ParseTraceIters("4:16", &first, &end).ok());
+  EXPECT_EQ(first, 4);
+  EXPECT_EQ(end, 16);
+  for (const char* bad : {"16:4", "3:3", "x:1", "5", "-1:2", ":"}) {
+    Status status = ParseTraceIters(bad, &first, &end);
+    EXPECT_FALSE(status.ok()) << bad;
+    EXPECT_NE(status.message().find("--trace-iters"), std::string::npos) << status.ToString();
+  }
+}
+
+// Three iterations, 1000 us apart, on one stream thread: a 600 us handling
+// holding a 500 us act holding a 400 us kernel.
+void ThreeIterations(trace::Tracer* tracer, int64_t at_ns) {
+  trace::Track* track = tracer->AddTrack("m0/cpu0/s0");
+  for (int i = 0; i < 3; ++i) {
+    const int64_t t = at_ns + i * 1000 * kUs;
+    track->AddSlice("kernel", "matmul", t + 100 * kUs, t + 500 * kUs);
+    track->AddSlice("act", "fc", t + 50 * kUs, t + 550 * kUs, "\"iteration\":" + std::to_string(i));
+    track->AddSlice("handle", "fc", t, t + 600 * kUs,
+                    "\"message\":\"produced r1[0] iteration " + std::to_string(i) +
+                        " from m0/cpu0/s0/1\",\"actor\":2,\"from\":1,\"message_iteration\":" +
+                        std::to_string(i));
+  }
+}
+
+TEST(TraceSummaryTest, AccountsEveryThreadMicrosecond) {
+  trace::Tracer tracer(trace::TracerOptions{});
+  ThreeIterations(&tracer, tracer.origin_ns());
+  const std::string path = TempPath("three.json");
+  ASSERT_TRUE(tracer.WriteJson(path, trace::TraceClock{}).ok());
+  StatusOr<TraceFile> file = ReadTraceFile(path);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  const TraceSummary summary = Summarize(*file);
+  ASSERT_EQ(summary.ranks.size(), 1u);
+  const RankSummary& rank = summary.ranks[0];
+  EXPECT_EQ(rank.iterations, 3);
+  EXPECT_NEAR(rank.step_us, 1000, 1e-6);
+  EXPECT_NEAR(rank.span_us, 2600, 1e-6);
+  EXPECT_NEAR(rank.ops.at("matmul").total_us, 1200, 1e-6);
+  EXPECT_EQ(rank.ops.at("matmul").count, 3);
+  // Window: end of iteration 0 (600) to end of iteration 2 (2600), 2 steps.
+  EXPECT_NEAR(rank.kernel_per_iter_us, 400, 1e-6);
+  EXPECT_NEAR(rank.runtime_per_iter_us, 200, 1e-6);
+  EXPECT_NEAR(rank.idle_per_iter_us, 400, 1e-6);
+  EXPECT_EQ(rank.actors.at("fc").acts, 3);
+  EXPECT_EQ(summary.critical_iteration, 1);
+  ASSERT_EQ(summary.critical_path.size(), 1u);  // actor 1 left no trace
+  EXPECT_NEAR(summary.critical_path[0].dur_us, 600, 1e-6);
+  EXPECT_NEAR(summary.critical_path_us, 600, 1e-6);
+  EXPECT_NE(SummaryText(summary).find("matmul"), std::string::npos);
+}
+
+TEST(TraceMergeTest, ShiftsEachRankOntoRankZerosClock) {
+  trace::TracerOptions options;
+  trace::Tracer rank0(options);
+  options.rank = 1;
+  trace::Tracer rank1(options);
+  // Rank 1's clock runs 5 ms behind rank 0's: offset +5 ms.
+  rank0.AddTrack("m0/cpu0/s0")
+      ->AddSlice("act", "a", rank0.origin_ns() + 100 * kUs, rank0.origin_ns() + 200 * kUs);
+  rank1.AddTrack("m1/cpu0/s0")
+      ->AddSlice("act", "b", rank1.origin_ns() + 100 * kUs, rank1.origin_ns() + 200 * kUs);
+  trace::TraceClock clock1;
+  clock1.offset_ns = 5000 * kUs;
+  clock1.uncertainty_ns = 7;
+  const std::string p0 = TempPath("rank-0.json"), p1 = TempPath("rank-1.json");
+  ASSERT_TRUE(rank0.WriteJson(p0, trace::TraceClock{}).ok());
+  ASSERT_TRUE(rank1.WriteJson(p1, clock1).ok());
+  const std::string merged_path = TempPath("merged.json");
+  ASSERT_TRUE(MergeRankTraces({p0, p1}, merged_path).ok());
+  StatusOr<TraceFile> merged = ReadTraceFile(merged_path);
+  ASSERT_TRUE(merged.ok()) << merged.status().ToString();
+  double a = -1, b = -1;
+  for (const TraceRecord& event : merged->events) (event.pid == 0 ? a : b) = event.ts_us;
+  const double expected_us =
+      static_cast<double>(rank1.origin_ns() + clock1.offset_ns - rank0.origin_ns()) / kUs;
+  EXPECT_NEAR(b - a, expected_us, 0.01);
+  EXPECT_EQ(merged->thread_names.size(), 2u);
+  EXPECT_EQ(merged->other_data.fields().at("ranks").list_value().values_size(), 2);
+
+  Status twice = MergeRankTraces({p0, p0}, merged_path);
+  EXPECT_FALSE(twice.ok());
+  EXPECT_NE(twice.message().find("rank-0.json"), std::string::npos) << twice.ToString();
+}
+
+TEST(TraceFileTest, RejectsWhatIsNotATrace) {
+  const std::string path = TempPath("not_a_trace.json");
+  FILE* file = std::fopen(path.c_str(), "w");
+  std::fputs("{\"events\": []}", file);
+  std::fclose(file);
+  StatusOr<TraceFile> read = ReadTraceFile(path);
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.status().message().find("traceEvents"), std::string::npos);
+  EXPECT_FALSE(ReadTraceFile(TempPath("absent.json")).ok());
+}
+
+}  // namespace
+}  // namespace cli
+}  // namespace oflite
