@@ -81,6 +81,11 @@ struct RuntimeOptions {
   DeviceContextFactory device_context_factory;
   // Handed to the device backend (e.g. TF32 matmuls on CUDA).
   DeviceBackendOptions device;
+  // Threads per CPU device (kernels/cpu/cpu_threads.h); 0: the plan's
+  // cluster.machine[machine_id].cpu_threads, whose 0 means the cores
+  // divided among the machine's CPU devices. Applied to the (process-wide)
+  // BLAS library by Create.
+  int cpu_threads = 0;
 };
 
 struct RunStats {
