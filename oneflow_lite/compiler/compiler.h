@@ -30,6 +30,8 @@ namespace oflite {
 namespace compiler {
 
 struct CompileOptions {
+  // Replace op chains by fused ops first (fusion.h).
+  bool fuse = true;
   CostWeights weights;
   TaskGraphOptions tasks;
   MemoryPlanOptions memory;
