@@ -109,13 +109,13 @@ TEST(FusionTest, CompiledPlansCarryTheFusedKernelUnlessDisabled) {
     spec.placement = placement;
     spec.batch = 8;
     const Job job = Mlp(spec);
-    StatusOr<Plan> fused = Compile(job, MakeCluster(1, 2));
+    CompileOptions fuse;
+    fuse.fuse = true;
+    StatusOr<Plan> fused = Compile(job, MakeCluster(1, 2), fuse);
     ASSERT_TRUE(fused.ok()) << fused.status();
     EXPECT_EQ(CountKernelTypes(*fused)["bias_add_relu"], placement == "0:cpu:0" ? 1 : 2);
     EXPECT_EQ(CountKernelTypes(*fused)["relu"], 0);
-    CompileOptions options;
-    options.fuse = false;
-    StatusOr<Plan> plain = Compile(job, MakeCluster(1, 2), options);
+    StatusOr<Plan> plain = Compile(job, MakeCluster(1, 2));  // fusion is off by default
     ASSERT_TRUE(plain.ok()) << plain.status();
     EXPECT_EQ(CountKernelTypes(*plain)["bias_add_relu"], 0);
     EXPECT_EQ(CountKernelTypes(*plain)["relu"], CountKernelTypes(*fused)["bias_add_relu"]);
@@ -127,7 +127,9 @@ TEST(FusionTest, ModelParallelPlansCompile) {
     MlpSpec spec;
     spec.placement = "0:cpu:0-1";
     spec.model_parallel = mp;
-    StatusOr<Plan> plan = Compile(Mlp(spec), MakeCluster(1, 2));
+    CompileOptions fuse;
+    fuse.fuse = true;
+    StatusOr<Plan> plan = Compile(Mlp(spec), MakeCluster(1, 2), fuse);
     ASSERT_TRUE(plan.ok()) << plan.status();
   }
 }

@@ -110,7 +110,9 @@ StatusOr<Sample> RunOurs(const BenchModel& model, int64_t batch, const Layout& l
   machine->set_address("127.0.0.1");
   machine->set_cpu_devices(layout.devices);
   machine->set_cpu_threads(layout.cpu_threads);
-  ASSIGN_OR_RETURN(Plan plan, compiler::Compile(job, cluster));
+  compiler::CompileOptions compile_options;
+  compile_options.fuse = options.fuse;
+  ASSIGN_OR_RETURN(Plan plan, compiler::Compile(job, cluster, compile_options));
   StepClock clock(options.warmup);
   RuntimeOptions runtime_options;
   runtime_options.metrics = &clock;
@@ -235,6 +237,12 @@ bool ParseList(const std::string& text, std::vector<int64_t>* out) {
   return !out->empty();
 }
 
+bool ParseBool(const std::string& text, bool* out) {
+  if (text != "true" && text != "false") return false;
+  *out = text == "true";
+  return true;
+}
+
 void PrintHelp(const std::string& program, const std::string& about) {
   std::printf(
       "%s\n\nusage: %s [flags]\n"
@@ -248,6 +256,7 @@ void PrintHelp(const std::string& program, const std::string& about) {
       "  --warmup W --iters I  steps per sample: W unmeasured, then I measured (10, 100)\n"
       "  --python P          the peer's interpreter (default /usr/bin/python3)\n"
       "  --torch_script S    the peer (default tools/bench/train_cpu_torch.py)\n"
+      "  --fuse true|false   compile with the fusion pass (default true)\n"
       "  --openblas_coretype T  re-run this program with OPENBLAS_CORETYPE=T (both sides\n"
       "                      inherit it: PyTorch's matmuls use the same OpenBLAS)\n"
       "  --help              print this and run nothing\n"
@@ -298,6 +307,7 @@ bool ParseBenchFlags(int argc, char** argv, const std::string& program, const st
     else if (flag == "--python") options->python = value;
     else if (flag == "--torch_script") options->torch_script = value;
     else if (flag == "--openblas_coretype") core_type = value;
+    else if (flag == "--fuse") ok = ok && ParseBool(value, &options->fuse);
     else if (flag == "--layout") {
       options->layout = value;
       ok = ok && (value == "dp" || value == "threads" || value == "both");
@@ -316,9 +326,9 @@ bool ParseBenchFlags(int argc, char** argv, const std::string& program, const st
 
 int RunBench(const std::vector<BenchModel>& models, const BenchOptions& options) {
   std::printf("%lld measured steps after %lld warm-up, %d samples per side (medians), interleaved"
-              "\nours: %s\n",
+              "\nours: %s; fusion %s\n",
               static_cast<long long>(options.iters), static_cast<long long>(options.warmup),
-              options.samples, CpuComputeDescription().c_str());
+              options.samples, CpuComputeDescription().c_str(), options.fuse ? "on" : "off");
   const char* core_type = std::getenv("OPENBLAS_CORETYPE");
   std::printf("OPENBLAS_CORETYPE=%s (both sides); cores available: %d; load average %s\n",
               core_type != nullptr ? core_type : "(unset)", AvailableCpuCores(),

@@ -45,6 +45,7 @@ struct BenchOptions {
   // 2 cores: "dp" (2 CPU devices x 1 thread, data parallel), "threads"
   // (1 device x 2 threads) or "both" (a row each).
   std::string layout = "both";
+  bool fuse = true;  // compiler::CompileOptions::fuse
 };
 
 // Parses the common flags (prints help and returns false with *exit_code 0
