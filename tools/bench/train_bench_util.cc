@@ -326,7 +326,7 @@ bool ParseBenchFlags(int argc, char** argv, const std::string& program, const st
 
 int RunBench(const std::vector<BenchModel>& models, const BenchOptions& options) {
   std::printf("%lld measured steps after %lld warm-up, %d samples per side (medians), interleaved"
-              "\nours: %s; fusion %s\n",
+              "\nours (before the first row; each row sets its own BLAS threads): %s; fusion %s\n",
               static_cast<long long>(options.iters), static_cast<long long>(options.warmup),
               options.samples, CpuComputeDescription().c_str(), options.fuse ? "on" : "off");
   const char* core_type = std::getenv("OPENBLAS_CORETYPE");
