@@ -9,6 +9,7 @@
 #include "oneflow_lite/common/proto_io.h"
 #include "oneflow_lite/common/version.h"
 #include "oneflow_lite/compiler/collective_choice.h"
+#include "oneflow_lite/compiler/fusion.h"
 #include "oneflow_lite/compiler/logical_graph.h"
 #include "oneflow_lite/compiler/placement.h"
 
@@ -184,6 +185,9 @@ class Emitter {
   std::vector<int64_t> ids_;  // task index -> task id
 };
 
+StatusOr<Plan> CompileJob(const Job& job, const ClusterProto& cluster,
+                          const CompileOptions& options);
+
 }  // namespace
 
 StatusOr<Plan> Compile(const Job& job, const ClusterProto& cluster, const CompileOptions& options) {
@@ -191,6 +195,16 @@ StatusOr<Plan> Compile(const Job& job, const ClusterProto& cluster, const Compil
     return FailedPreconditionError("job '", job.conf().name(), "' has format version ",
                                    job.version(), ", newer than this compiler's ", kJobVersion);
   }
+  FusionResult fusion;
+  if (options.fuse) fusion = FuseElementwiseChains(job);
+  return CompileJob(options.fuse ? fusion.job : job, cluster, options);
+}
+
+namespace {
+
+// Compile after fusion.
+StatusOr<Plan> CompileJob(const Job& job, const ClusterProto& cluster,
+                          const CompileOptions& options) {
   ASSIGN_OR_RETURN(LogicalGraph logical, LogicalGraph::Build(job, cluster));
   ASSIGN_OR_RETURN(std::vector<OpSbp> sbp, DeduceSbp(logical, options.weights));
   ASSIGN_OR_RETURN(TaskGraph tasks, BuildTaskGraph(logical, sbp, job, cluster, options.tasks));
@@ -200,6 +214,8 @@ StatusOr<Plan> Compile(const Job& job, const ClusterProto& cluster, const Compil
   RETURN_IF_ERROR(emitter.Emit(job, cluster, logical, &plan));
   return plan;
 }
+
+}  // namespace
 
 StatusOr<ClusterProto> LoadCluster(const std::string& path) {
   ClusterProto cluster;

@@ -30,6 +30,9 @@ namespace oflite {
 namespace compiler {
 
 struct CompileOptions {
+  // Replace op chains by fused ops first (fusion.h); `oflite compile --fuse`.
+  // Off by default: a fused plan has fewer actors than ops.
+  bool fuse = false;
   CostWeights weights;
   TaskGraphOptions tasks;
   MemoryPlanOptions memory;

@@ -36,6 +36,10 @@ Status ValidateCluster(const ClusterProto& cluster) {
     }
     if (m.cpu_devices() < 0) return InvalidArgumentError(field, ".cpu_devices is negative");
     if (m.cuda_devices() < 0) return InvalidArgumentError(field, ".cuda_devices is negative");
+    if (m.cpu_threads() < 0 || m.cpu_threads() > 1024) {
+      return InvalidArgumentError(field, ".cpu_threads ", m.cpu_threads(),
+                                  " is out of range (0: automatic, or 1..1024)");
+    }
     if (m.cpu_devices() > 255 || m.cuda_devices() > 255) {
       return InvalidArgumentError(field, ": at most 255 devices of a type");
     }

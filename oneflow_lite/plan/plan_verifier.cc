@@ -108,6 +108,10 @@ Status CheckCluster(const Plan& plan) {
     if (m.cpu_devices() < 0 || m.cuda_devices() < 0) {
       return InvalidArgumentError("cluster.machine[", i, "]: negative device count");
     }
+    if (m.cpu_threads() < 0 || m.cpu_threads() > 1024) {
+      return InvalidArgumentError("cluster.machine[", i, "]: cpu_threads ", m.cpu_threads(),
+                                  " out of range (0: automatic, or 1..1024)");
+    }
   }
   if (plan.total_iters() < 0) {
     return InvalidArgumentError("plan: total_iters ", plan.total_iters(), " is negative");

@@ -6,6 +6,7 @@
 
 #include "oneflow_lite/common/id.h"
 #include "oneflow_lite/device/device_context.h"
+#include "oneflow_lite/kernels/cpu/cpu_threads.h"
 #include "oneflow_lite/plan/plan_verifier.h"
 #include "oneflow_lite/runtime/trace_messages.h"
 
@@ -109,6 +110,31 @@ StatusOr<const MachinePlan*> FindMachinePlan(const Plan& plan, int64_t machine_i
                        " machines)");
 }
 
+namespace {
+
+// Gives the machine's per-device CPU thread count to the BLAS library before
+// any kernel runs (kernels/cpu/cpu_threads.h).
+Status ApplyCpuThreads(const Plan& plan, const RuntimeOptions& options) {
+  int requested = options.cpu_threads;
+  int cpu_devices = 1;
+  std::string source = "RuntimeOptions.cpu_threads";
+  const int64_t id = options.machine_id;
+  if (id >= 0 && id < plan.cluster().machine_size()) {
+    const MachineProto& machine = plan.cluster().machine(static_cast<int>(id));
+    cpu_devices = machine.cpu_devices();
+    if (requested == 0) {
+      requested = machine.cpu_threads();
+      source = "cluster.machine[" + std::to_string(id) + "].cpu_threads";
+    }
+  }
+  ASSIGN_OR_RETURN(const int threads,
+                   ResolveCpuThreads(requested, cpu_devices, AvailableCpuCores(), source));
+  SetCpuComputeThreads(threads);
+  return Status::OK();
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const Plan& plan, RuntimeOptions options) {
   PlanVerifierOptions verify;
   verify.allow_device_type_other_than_id = static_cast<bool>(options.device_context_factory);
@@ -125,6 +151,7 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const Plan& plan, RuntimeOpti
     return InvalidArgumentError("start iteration ", runtime->start_iter_, " outside [0, ",
                                 runtime->end_iter_, "]");
   }
+  RETURN_IF_ERROR(ApplyCpuThreads(plan, options));
   RETURN_IF_ERROR(runtime->CreateBackendIfNeeded());
   ASSIGN_OR_RETURN(runtime->zones_, MemoryZones::Create(*machine, options.max_zone_bytes,
                                                         runtime->backend_.get()));

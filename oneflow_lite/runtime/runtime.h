@@ -86,6 +86,11 @@ struct RuntimeOptions {
   // messages, acts and kernels on a track of its own (docs/tracing.md); the
   // tracer must outlive the Runtime and is read after Run returned.
   trace::Tracer* tracer = nullptr;
+  // Threads per CPU device (kernels/cpu/cpu_threads.h); 0: the plan's
+  // cluster.machine[machine_id].cpu_threads, whose 0 means the cores
+  // divided among the machine's CPU devices. Applied to the (process-wide)
+  // BLAS library by Create.
+  int cpu_threads = 0;
 };
 
 struct RunStats {

@@ -37,6 +37,7 @@ int RunCompile(int argc, char** argv) {
                  {"o", "where to write the Plan"},
                  {"output", "same as -o"},
                  {"no_memory_reuse", "give every register its own memory", true},
+                 {"fuse", "fuse bias_add -> relu chains into one kernel (docs/compiler.md)", true},
                  {"pipeline_depth", "regst_num on stage boundaries and cross-machine edges",
                   false, "2"},
                  {"quiet", "print nothing on success", true}});
@@ -62,6 +63,7 @@ int RunCompile(int argc, char** argv) {
   }
   compiler::CompileOptions options;
   options.memory.enable_reuse = !flags.GetBool("no_memory_reuse");
+  options.fuse = flags.GetBool("fuse");
   StatusOr<int64_t> depth = flags.GetInt("pipeline_depth", 1, 64);
   if (!depth.ok()) return Fail(kExitBadInput, depth.status());
   options.tasks.pipeline_depth = static_cast<int>(*depth);

@@ -68,6 +68,7 @@
 #include "oneflow_lite/comm/per_peer_transport.h"
 #include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/common/proto_io.h"
+#include "oneflow_lite/kernels/cpu/cpu_threads.h"
 #include "oneflow_lite/plan/plan_verifier.h"
 #include "oneflow_lite/runtime/commnet/multi_machine.h"
 #include "oneflow_lite/runtime/runtime.h"
@@ -167,6 +168,7 @@ struct RunFlags {
   int64_t save_every = 0;  // 0: never
   std::chrono::milliseconds watchdog{60000};
   std::chrono::milliseconds ring_timeout{120000};
+  int64_t cpu_threads = 0;  // 0: the plan's (kernels/cpu/cpu_threads.h)
 };
 
 // This node's rank: --rank, else RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK,
@@ -229,6 +231,7 @@ StatusOr<RunFlags> ReadRunFlags(const FlagSet& flags, const Plan& plan) {
   ASSIGN_OR_RETURN(run.watchdog, flags.GetSeconds("watchdog-seconds", 1, kMaxDurationSeconds));
   ASSIGN_OR_RETURN(run.ring_timeout,
                    flags.GetSeconds("ring-timeout-seconds", 1, kMaxDurationSeconds));
+  ASSIGN_OR_RETURN(run.cpu_threads, flags.GetInt("cpu-threads", 0, kMaxCpuThreads));
   if (run.save_every > 0 && !flags.Has("checkpoint-dir")) {
     return InvalidArgumentError("--save-every needs --checkpoint-dir");
   }
@@ -502,6 +505,8 @@ int RunRun(int argc, char** argv) {
                  {"watchdog-seconds", "abort when no actor progresses this long", false, "60"},
                  {"ring-timeout-seconds", "bound of one cross-machine ring collective", false,
                   "120"},
+                 {"cpu-threads", "threads per CPU device, BLAS included (default: the plan's "
+                  "cluster cpu_threads; 0 there: cores / CPU devices)", false, "0"},
                  {"eval", "evaluate on the test split after training", false, "true"},
                  {"stats", "print CommNet counters at exit (multi-machine)", true, "false"},
                  {"metrics-out", "write per-iteration metrics to this file"},
@@ -591,6 +596,7 @@ int RunRun(int argc, char** argv) {
   options.check_nan = flags.GetBool("check-nan");
   options.save_every = run->save_every;
   options.watchdog_timeout = run->watchdog;
+  options.cpu_threads = static_cast<int>(run->cpu_threads);
   options.device.allow_tf32 = EnvOr("OFLITE_CUDA_ALLOW_TF32", "") == "1";
   CheckpointVariableStore::Options store_options;
   store_options.save_root = flags.Get("checkpoint-dir");

@@ -53,6 +53,14 @@ expect "--save-every -1" 2 "flag '--save-every' must be an integer in [0, " \
   -- "$OFLITE" "${ONE[@]}" --save-every -1 --checkpoint-dir "$TMP/x"
 expect "--log-every 0" 2 "flag '--log-every' must be an integer in [1, " \
   -- "$OFLITE" "${ONE[@]}" --log-every 0
+for value in -1 1025; do
+  expect "--cpu-threads $value" 2 "flag '--cpu-threads' must be an integer in [0, 1024], got '$value'" \
+    -- "$OFLITE" "${ONE[@]}" --cpu-threads "$value"
+done
+expect "--cpu-threads 1 runs" 0 "" -- "$OFLITE" "${ONE[@]}" --cpu-threads 1
+echo 'machine { id: 0 address: "127.0.0.1" cpu_devices: 1 cpu_threads: -3 }' > "$TMP/bad_threads.pbtxt"
+expect "cluster cpu_threads -3" 2 "cluster: machine[0].cpu_threads -3 is out of range" \
+  -- "$OFLITE" compile --job "$TMP/one.job.pb" --cluster "$TMP/bad_threads.pbtxt" -o "$TMP/o.pb"
 expect "--save-every without --checkpoint-dir" 2 "--save-every needs --checkpoint-dir" \
   -- "$OFLITE" "${ONE[@]}" --save-every 2
 # Positional arguments.

@@ -1,12 +1,16 @@
 // CPU kernels for the elementwise math ops: activations and their gradients,
 // scalar ops, add (add_n), broadcasting sub/mul/div, identity, zeros_like and
-// cast. Every hot loop is a plain indexed loop over contiguous memory.
+// cast. Every hot loop is a plain indexed loop over contiguous memory; the
+// float32 relu, relu_grad and add loops run the vectorized, ISA-dispatched
+// versions (kernels/cpu/vec/vec.h), which these plain loops are tested against.
 #include <cstring>
 #include <optional>
+#include <type_traits>
 
 #include "oneflow_lite/kernels/cpu/math/copy_kernel.h"
 #include "oneflow_lite/kernels/cpu/math/elementwise_functors.h"
 #include "oneflow_lite/kernels/cpu/math/strided_loop.h"
+#include "oneflow_lite/kernels/cpu/vec/vec.h"
 #include "oneflow_lite/kernels/kernel.h"
 #include "oneflow_lite/ops/math/math_util.h"
 
@@ -33,8 +37,12 @@ class UnaryKernel final : public Kernel {
     }
     const T* in = x.data<T>();
     T* out = y->data<T>();
-    const F f = *functor_;
     const int64_t n = x.elem_count();
+    if constexpr (std::is_same_v<F, ReluFunctor<float>>) {
+      vec::Active().relu(in, out, n);
+      return Status::OK();
+    }
+    const F f = *functor_;
     for (int64_t i = 0; i < n; ++i) out[i] = f(in[i]);
     return Status::OK();
   }
@@ -63,6 +71,10 @@ class GradKernel final : public Kernel {
     const T* g = dy.data<T>();
     const T* s = saved.data<T>();
     T* out = dx->data<T>();
+    if constexpr (std::is_same_v<F, ReluGradFunctor<float>>) {
+      vec::Active().relu_grad(g, s, out, n);
+      return Status::OK();
+    }
     const F f;
     for (int64_t i = 0; i < n; ++i) out[i] = f(g[i], s[i]);
     return Status::OK();
@@ -134,6 +146,11 @@ class AddKernel final : public Kernel {
       return Status::OK();
     }
     const T* second = ctx->Input("in", 1).data<T>();
+    if constexpr (std::is_same_v<T, float>) {
+      vec::Active().add(first, second, o, n);
+      for (int k = 2; k < count; ++k) vec::Active().add_into(ctx->Input("in", k).data<T>(), o, n);
+      return Status::OK();
+    }
     for (int64_t i = 0; i < n; ++i) o[i] = first[i] + second[i];
     for (int k = 2; k < count; ++k) {
       const T* p = ctx->Input("in", k).data<T>();

@@ -1,10 +1,13 @@
-// CPU kernels for matmul (OpenBLAS GEMM) and bias_add.
+// CPU kernels for matmul (OpenBLAS GEMM) and bias_add (float32: the
+// vectorized loops of kernels/cpu/vec/vec.h).
 #include <cblas.h>
 
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
+#include "oneflow_lite/kernels/cpu/vec/vec.h"
 #include "oneflow_lite/kernels/kernel.h"
 #include "oneflow_lite/ops/math/math_util.h"
 
@@ -94,6 +97,14 @@ class BiasAddKernel final : public Kernel {
     const T* x = a.data<T>();
     const T* bias = b.data<T>();
     T* y = out->data<T>();
+    if constexpr (std::is_same_v<T, float>) {
+      if (inner == 1) {
+        vec::Active().bias_add_rows(x, bias, y, outer, channels, /*relu=*/false);
+      } else {
+        vec::Active().bias_add_inner(x, bias, y, outer, channels, inner, /*relu=*/false);
+      }
+      return Status::OK();
+    }
     if (inner == 1) {
       for (int64_t o = 0; o < outer; ++o) {
         const T* row = x + o * channels;

@@ -1,8 +1,10 @@
 // CPU kernels for reduce_sum, reduce_mean and broadcast_like.
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 
 #include "oneflow_lite/kernels/cpu/math/strided_loop.h"
+#include "oneflow_lite/kernels/cpu/vec/vec.h"
 #include "oneflow_lite/kernels/kernel.h"
 #include "oneflow_lite/ops/math/math_util.h"
 
@@ -47,6 +49,12 @@ class ReduceKernel final : public Kernel {
         double sum = 0;  // double accumulation keeps long float32 sums accurate
         for (int64_t i = 0; i < n; ++i) sum += p[i];
         *o += static_cast<T>(sum);
+      } else if constexpr (std::is_same_v<T, float>) {
+        if (out_stride == 1) {
+          vec::Active().add_into(p, o, n);  // e.g. a bias gradient: rows summed
+        } else {
+          for (int64_t i = 0; i < n; ++i) o[i] += p[i];
+        }
       } else {
         for (int64_t i = 0; i < n; ++i) o[i] += p[i];
       }

@@ -19,6 +19,21 @@ namespace oflite {
 namespace nn {
 namespace {
 
+// Output columns [begin, end) whose input column ow * stride_w - pad_w +
+// kw * dilation_w falls inside the image; the others read padding.
+struct ColumnRange {
+  int64_t begin, end, offset;  // input column of output column ow: ow * stride_w + offset
+};
+
+ColumnRange ValidColumns(const Window2d& w, int64_t kw) {
+  const int64_t offset = kw * w.dilation_w - w.pad_w;
+  // ow * stride + offset >= 0  and  ow * stride + offset < width.
+  const int64_t begin = offset >= 0 ? 0 : (-offset + w.stride_w - 1) / w.stride_w;
+  const int64_t end = w.width - offset <= 0 ? 0 : (w.width - offset + w.stride_w - 1) / w.stride_w;
+  return {std::min(begin, w.out_w), std::max(std::min(end, w.out_w), std::min(begin, w.out_w)),
+          offset};
+}
+
 // Unfolds one sample image [C, H, W] into col [C*KH*KW, OH*OW].
 template <typename T>
 void Im2Col(const Window2d& w, const T* image, T* col) {
@@ -26,6 +41,7 @@ void Im2Col(const Window2d& w, const T* image, T* col) {
     for (int64_t kh = 0; kh < w.kernel_h; ++kh) {
       for (int64_t kw = 0; kw < w.kernel_w; ++kw) {
         T* row = col + ((c * w.kernel_h + kh) * w.kernel_w + kw) * w.OutSpatial();
+        const ColumnRange r = ValidColumns(w, kw);
         for (int64_t oh = 0; oh < w.out_h; ++oh) {
           const int64_t ih = oh * w.stride_h - w.pad_h + kh * w.dilation_h;
           T* out = row + oh * w.out_w;
@@ -34,10 +50,13 @@ void Im2Col(const Window2d& w, const T* image, T* col) {
             continue;
           }
           const T* in = image + (c * w.height + ih) * w.width;
-          for (int64_t ow = 0; ow < w.out_w; ++ow) {
-            const int64_t iw = ow * w.stride_w - w.pad_w + kw * w.dilation_w;
-            out[ow] = (iw >= 0 && iw < w.width) ? in[iw] : T(0);
+          std::fill(out, out + r.begin, T(0));
+          if (w.stride_w == 1) {
+            std::copy(in + r.begin + r.offset, in + r.end + r.offset, out + r.begin);
+          } else {
+            for (int64_t ow = r.begin; ow < r.end; ++ow) out[ow] = in[ow * w.stride_w + r.offset];
           }
+          std::fill(out + r.end, out + w.out_w, T(0));
         }
       }
     }
@@ -52,14 +71,17 @@ void Col2Im(const Window2d& w, const T* col, T* image) {
     for (int64_t kh = 0; kh < w.kernel_h; ++kh) {
       for (int64_t kw = 0; kw < w.kernel_w; ++kw) {
         const T* row = col + ((c * w.kernel_h + kh) * w.kernel_w + kw) * w.OutSpatial();
+        const ColumnRange r = ValidColumns(w, kw);
         for (int64_t oh = 0; oh < w.out_h; ++oh) {
           const int64_t ih = oh * w.stride_h - w.pad_h + kh * w.dilation_h;
           if (ih < 0 || ih >= w.height) continue;
           T* out = image + (c * w.height + ih) * w.width;
           const T* in = row + oh * w.out_w;
-          for (int64_t ow = 0; ow < w.out_w; ++ow) {
-            const int64_t iw = ow * w.stride_w - w.pad_w + kw * w.dilation_w;
-            if (iw >= 0 && iw < w.width) out[iw] += in[ow];
+          if (w.stride_w == 1) {
+            T* shifted = out + r.offset + r.begin;  // in bounds: column begin + offset >= 0
+            for (int64_t ow = 0; ow < r.end - r.begin; ++ow) shifted[ow] += in[r.begin + ow];
+          } else {
+            for (int64_t ow = r.begin; ow < r.end; ++ow) out[ow * w.stride_w + r.offset] += in[ow];
           }
         }
       }

@@ -19,6 +19,11 @@ std::vector<ConvCase> Cases() {
       {Shape({1, 2, 9, 7}), Shape({3, 2, 3, 2}), {1, 2}, {2, 1}, {2, 1}},
       {Shape({3, 5, 4, 3}), Shape({2, 5, 1, 1}), {1, 1}, {0, 0}, {1, 1}},  // pointwise
       {Shape({1, 1, 5, 5}), Shape({1, 1, 5, 5}), {1, 1}, {0, 0}, {1, 1}},  // 1x1 output
+      // im2col/col2im column ranges: stride 1 with padding (contiguous copies),
+      // dilation with padding, stride 3 with padding wider than a stride.
+      {Shape({2, 3, 9, 11}), Shape({4, 3, 3, 3}), {1, 1}, {1, 1}, {1, 1}},
+      {Shape({1, 2, 8, 9}), Shape({3, 2, 3, 3}), {1, 1}, {2, 2}, {2, 2}},
+      {Shape({1, 1, 11, 13}), Shape({2, 1, 5, 5}), {3, 3}, {2, 4}, {1, 1}},
   };
 }
 

@@ -2,6 +2,8 @@
 // ignores padded positions, average pooling divides by the number of
 // in-bounds elements. Ties in max pooling go to the first maximum (row-major
 // within the window), in the forward and the backward pass alike.
+// Max pooling with 2x2 windows at stride 2 and no padding (every window in
+// bounds) takes a direct path with the same comparisons in the same order.
 #include <algorithm>
 
 #include "oneflow_lite/kernels/cpu/nn/cpu_nn_util.h"
@@ -39,6 +41,29 @@ int64_t ArgMaxIn(const Window2d& w, const T* plane, const Span& s) {
   return best;
 }
 
+// True when every window is an in-bounds 2x2 block at stride 2.
+bool IsPlain2x2(const Window2d& w) {
+  return w.kernel_h == 2 && w.kernel_w == 2 && w.stride_h == 2 && w.stride_w == 2 &&
+         w.pad_h == 0 && w.pad_w == 0 && w.dilation_h == 1 && w.dilation_w == 1 &&
+         2 * w.out_h <= w.height && 2 * w.out_w <= w.width;
+}
+
+// Calls visit(output index within the plane, offset of the window's first
+// maximum) for every output of one plane; the ArgMaxIn order: a b / c d.
+template <typename T, typename Visit>
+void ForEachMax2x2(const Window2d& w, const T* plane, Visit&& visit) {
+  for (int64_t oh = 0; oh < w.out_h; ++oh) {
+    const int64_t top = 2 * oh * w.width;
+    for (int64_t ow = 0; ow < w.out_w; ++ow) {
+      int64_t best = top + 2 * ow;
+      if (plane[best + 1] > plane[best]) best = best + 1;
+      if (plane[top + w.width + 2 * ow] > plane[best]) best = top + w.width + 2 * ow;
+      if (plane[top + w.width + 2 * ow + 1] > plane[best]) best = top + w.width + 2 * ow + 1;
+      visit(oh * w.out_w + ow, best);
+    }
+  }
+}
+
 class PoolKernelBase : public Kernel {
  protected:
   Status InitWindow(const KernelInitContext& ctx, const Shape& image) {
@@ -68,6 +93,11 @@ class MaxPoolKernel final : public PoolKernelBase {
     T* y = ctx->Output("y")->data<T>();
     for (int64_t p = 0; p < Planes(x.shape()); ++p) {
       const T* plane = x.data<T>() + p * w.InSpatial();
+      if (IsPlain2x2(w)) {
+        T* out = y + p * w.OutSpatial();
+        ForEachMax2x2(w, plane, [&](int64_t o, int64_t best) { out[o] = plane[best]; });
+        continue;
+      }
       for (int64_t oh = 0; oh < w.out_h; ++oh) {
         for (int64_t ow = 0; ow < w.out_w; ++ow) {
           const int64_t best = ArgMaxIn(w, plane, WindowAt(w, oh, ow));
@@ -96,6 +126,11 @@ class MaxPoolGradKernel final : public PoolKernelBase {
     for (int64_t p = 0; p < Planes(x.shape()); ++p) {
       const T* plane = x.data<T>() + p * w.InSpatial();
       T* grad = dx + p * w.InSpatial();
+      if (IsPlain2x2(w)) {
+        const T* dy_plane = dy + p * w.OutSpatial();
+        ForEachMax2x2(w, plane, [&](int64_t o, int64_t best) { grad[best] += dy_plane[o]; });
+        continue;
+      }
       for (int64_t oh = 0; oh < w.out_h; ++oh) {
         for (int64_t ow = 0; ow < w.out_w; ++ow) {
           const int64_t best = ArgMaxIn(w, plane, WindowAt(w, oh, ow));

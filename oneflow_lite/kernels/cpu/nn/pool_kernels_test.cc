@@ -18,6 +18,9 @@ std::vector<PoolCase> Cases() {
       {Shape({2, 3, 7, 5}), {3, 3}, {2, 2}, {1, 1}},
       {Shape({1, 2, 5, 9}), {2, 3}, {1, 2}, {1, 0}},
       {Shape({1, 1, 4, 4}), {2, 2}, {2, 2}, {0, 0}},
+      // The 2x2 stride-2 direct path, odd sizes (the last row/column unused).
+      {Shape({2, 3, 7, 9}), {2, 2}, {2, 2}, {0, 0}},
+      {Shape({1, 2, 28, 28}), {2, 2}, {2, 2}, {0, 0}},
   };
 }
 
@@ -108,6 +111,51 @@ TEST(PoolKernelTest, MaxPoolGradRoutesToFirstMaximumOnTies) {
                   .Build();
   TensorMap out = MustRun(op, &env);
   ExpectAllNear(out.at("g/dx_0"), {0, 3, 0, 0}, 0);
+}
+
+// Ties everywhere (values in {0, 1}, mostly 1) on the 2x2 direct path: forward and
+// gradient equal the first-maximum reference exactly.
+TEST(PoolKernelTest, MaxPool2x2PathRoutesTiesLikeTheReference) {
+  const Shape x_shape({1, 2, 5, 7}), y_shape({1, 2, 2, 3});
+  std::vector<float> x(x_shape.elem_count()), dy(y_shape.elem_count());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = i % 4 == 3 ? 0.0f : 1.0f;
+  for (size_t i = 0; i < dy.size(); ++i) dy[i] = static_cast<float>(i + 1);
+  std::vector<double> want_y(dy.size()), want_dx(x.size(), 0.0);
+  for (int64_t p = 0; p < 2; ++p) {
+    for (int64_t oh = 0; oh < 2; ++oh) {
+      for (int64_t ow = 0; ow < 3; ++ow) {
+        int64_t best = -1;
+        for (int64_t a = 0; a < 2; ++a) {
+          for (int64_t b = 0; b < 2; ++b) {
+            const int64_t k = p * 35 + (2 * oh + a) * 7 + 2 * ow + b;
+            if (best < 0 || x[k] > x[best]) best = k;
+          }
+        }
+        const int64_t o = (p * 2 + oh) * 3 + ow;
+        want_y[o] = x[best];
+        want_dx[best] += dy[o];
+      }
+    }
+  }
+  PoolCase c{x_shape, {2, 2}, {2, 2}, {0, 0}};
+  TensorMap env;
+  env.emplace("in/x_0", HostTensor::FromVector<float>(x_shape, x));
+  TensorMap out = MustRun(PoolOp("max_pool2d", c), &env);
+  ExpectAllNear(out.at("pool/y_0"), want_y, 0);
+  env.emplace("in/dy_0", HostTensor::FromVector<float>(y_shape, dy));
+  env.emplace("in/y_0", HostTensor::FromVector<float>(
+                           y_shape, std::vector<float>(want_y.begin(), want_y.end())));
+  OpConf grad = OpConfBuilder("max_pool2d_grad", "g")
+                    .Input("dy", "in/dy_0")
+                    .Input("x", "in/x_0")
+                    .Input("y", "in/y_0")
+                    .Output("dx")
+                    .Attr("kernel_size", c.kernel)
+                    .Attr("strides", c.strides)
+                    .Attr("padding", c.padding)
+                    .Build();
+  TensorMap grads = MustRun(grad, &env);
+  ExpectAllNear(grads.at("g/dx_0"), want_dx, 0);
 }
 
 TEST(PoolKernelTest, RejectsWindowLargerThanInput) {

@@ -8,11 +8,15 @@
 //   adam:     m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2
 //             t = iteration + 1;  m^ = m / (1 - beta1^t);  v^ = v / (1 - beta2^t)
 //             model -= lr * (m^ / (sqrt(v^) + epsilon) + [AdamW] weight_decay * model)
+// The float32 loops run the vectorized, ISA-dispatched versions
+// (kernels/cpu/vec/vec.h, tested against these plain loops).
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 
+#include "oneflow_lite/kernels/cpu/vec/vec.h"
 #include "oneflow_lite/kernels/kernel.h"
 #include "oneflow_lite/ops/train/lr_schedule.h"
 #include "oneflow_lite/ops/train/optimizer_config.h"
@@ -68,6 +72,10 @@ class SgdUpdateKernel final : public UpdateKernelBase<T> {
     Blob* model_blob = ctx->MutableInput("model");
     T* model = model_blob->data<T>();
     const T* diff = ctx->Input("model_diff").data<T>();
+    if constexpr (std::is_same_v<T, float>) {
+      vec::Active().sgd(model, diff, model_blob->elem_count(), scale, lr, decay);
+      return Status::OK();
+    }
     for (int64_t i = 0; i < model_blob->elem_count(); ++i) {
       const T grad = scale * diff[i] + decay * model[i];
       model[i] -= lr * grad;
@@ -89,6 +97,11 @@ class MomentumUpdateKernel final : public UpdateKernelBase<T> {
     T* model = model_blob->data<T>();
     T* momentum = ctx->MutableInput("momentum")->data<T>();
     const T* diff = ctx->Input("model_diff").data<T>();
+    if constexpr (std::is_same_v<T, float>) {
+      vec::Active().momentum(model, momentum, diff, model_blob->elem_count(), scale, lr, decay,
+                             beta);
+      return Status::OK();
+    }
     for (int64_t i = 0; i < model_blob->elem_count(); ++i) {
       const T grad = scale * diff[i] + decay * model[i];
       momentum[i] = beta * momentum[i] + grad;
@@ -119,6 +132,11 @@ class AdamUpdateKernel final : public UpdateKernelBase<T> {
     T* m = ctx->MutableInput("m")->data<T>();
     T* v = ctx->MutableInput("v")->data<T>();
     const T* diff = ctx->Input("model_diff").data<T>();
+    if constexpr (std::is_same_v<T, float>) {
+      vec::Active().adam(model, m, v, diff, model_blob->elem_count(), scale, lr, beta1, beta2,
+                         epsilon, correction1, correction2, coupled_decay, decoupled_decay);
+      return Status::OK();
+    }
     for (int64_t i = 0; i < model_blob->elem_count(); ++i) {
       const T grad = scale * diff[i] + coupled_decay * model[i];
       m[i] = beta1 * m[i] + (T(1) - beta1) * grad;

@@ -1,0 +1,66 @@
+#include "oneflow_lite/kernels/cpu/cpu_threads.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <mutex>
+#include <thread>
+
+#include "oneflow_lite/kernels/cpu/vec/vec.h"
+
+// OpenBLAS's own API (cblas.h declares it too, but not every cblas.h does).
+extern "C" {
+void openblas_set_num_threads(int num_threads);
+int openblas_get_num_threads(void);
+char* openblas_get_corename(void);
+}
+
+namespace oflite {
+
+int AvailableCpuCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int count = CPU_COUNT(&set);
+    if (count > 0) return count;
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+StatusOr<int> ResolveCpuThreads(int requested, int cpu_devices, int cores,
+                                const std::string& source) {
+  if (requested < 0 || requested > kMaxCpuThreads) {
+    return InvalidArgumentError(source, " ", requested, " is out of range: 0 (the cores divided "
+                                "among the CPU devices) or 1..", kMaxCpuThreads);
+  }
+  if (requested > 0) return requested;
+  return std::max(1, cores / std::max(1, cpu_devices));
+}
+
+namespace {
+std::mutex& BlasMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+}  // namespace
+
+void SetCpuComputeThreads(int threads) {
+  std::lock_guard<std::mutex> lock(BlasMutex());
+  const int wanted = std::max(1, threads);
+  if (openblas_get_num_threads() != wanted) openblas_set_num_threads(wanted);
+}
+
+int CpuComputeThreads() {
+  std::lock_guard<std::mutex> lock(BlasMutex());
+  return openblas_get_num_threads();
+}
+
+std::string CpuComputeDescription() {
+  std::lock_guard<std::mutex> lock(BlasMutex());
+  const char* core = openblas_get_corename();
+  return std::string("OpenBLAS core ") + (core != nullptr ? core : "?") + ", " +
+         std::to_string(openblas_get_num_threads()) + " BLAS thread(s); own kernels " +
+         vec::IsaName(vec::Active().isa);
+}
+
+}  // namespace oflite

@@ -1,0 +1,47 @@
+// The function table of one instruction set (vec.h). Kept apart from
+// vec.h so the per-ISA translation units (vec_impl.inc) include no header
+// with inline functions.
+#ifndef ONEFLOW_LITE_KERNELS_CPU_VEC_VEC_TABLE_H_
+#define ONEFLOW_LITE_KERNELS_CPU_VEC_VEC_TABLE_H_
+
+#include <cstdint>
+
+namespace oflite {
+namespace vec {
+
+enum class Isa { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
+
+// The loops of one instruction set; each computes exactly what its comment says,
+// element by element, in float32 without fused multiply-adds.
+struct Table {
+  Isa isa;
+  // y = max(x, 0) (NaN -> 0, like the reference functor).
+  void (*relu)(const float* x, float* y, int64_t n);
+  // dx = y > 0 ? dy : 0.
+  void (*relu_grad)(const float* dy, const float* y, float* dx, int64_t n);
+  // y[r, c] = x[r, c] + bias[c] for rows x channels, then ReLU when `relu`.
+  void (*bias_add_rows)(const float* x, const float* bias, float* y, int64_t rows,
+                        int64_t channels, bool relu);
+  // y[o, c, i] = x[o, c, i] + bias[c] (inner > 1: NCHW), ReLU when `relu`.
+  void (*bias_add_inner)(const float* x, const float* bias, float* y, int64_t outer,
+                         int64_t channels, int64_t inner, bool relu);
+  // out = a + b.
+  void (*add)(const float* a, const float* b, float* out, int64_t n);
+  // out += a.
+  void (*add_into)(const float* a, float* out, int64_t n);
+  // model -= lr * (scale * diff + decay * model).
+  void (*sgd)(float* model, const float* diff, int64_t n, float scale, float lr, float decay);
+  // momentum = beta * momentum + (scale * diff + decay * model);
+  // model -= lr * momentum.
+  void (*momentum)(float* model, float* momentum, const float* diff, int64_t n, float scale,
+                   float lr, float decay, float beta);
+  // Adam/AdamW (formula: kernels/cpu/train/optimizer_kernels.cc).
+  void (*adam)(float* model, float* m, float* v, const float* diff, int64_t n, float scale,
+               float lr, float beta1, float beta2, float epsilon, float correction1,
+               float correction2, float coupled_decay, float decoupled_decay);
+};
+
+}  // namespace vec
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_KERNELS_CPU_VEC_VEC_TABLE_H_

@@ -1,0 +1,170 @@
+// Every vectorized table this CPU supports against plain scalar loops, at
+// sizes that exercise empty input, the scalar tail and several vector widths.
+// Tolerance: none. Every table must be bit-identical to the scalar loops
+// (float32, no fused multiply-add: vec.h), also for the optimizer updates.
+#include "oneflow_lite/kernels/cpu/vec/vec.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace oflite {
+namespace vec {
+namespace {
+
+const int64_t kSizes[] = {0, 1, 3, 7, 8, 15, 16, 17, 31, 33, 64, 257, 1003};
+
+std::vector<float> Random(int64_t n, uint32_t seed, float low = -2.0f, float high = 2.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(low, high);
+  std::vector<float> values(n);
+  for (float& v : values) v = dist(rng);
+  return values;
+}
+
+// Bit-identical (no output here is NaN).
+void ExpectSame(const std::vector<float>& got, const std::vector<float>& want,
+                const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << what << " at " << i;
+}
+
+class VecTest : public ::testing::TestWithParam<const Table*> {
+ protected:
+  const Table& table() const { return *GetParam(); }
+  std::string Name(const char* fn, int64_t n) const {
+    return std::string(IsaName(table().isa)) + " " + fn + " n=" + std::to_string(n);
+  }
+};
+
+TEST_P(VecTest, ReluAndGradMatchReference) {
+  for (int64_t n : kSizes) {
+    std::vector<float> x = Random(n, 1), dy = Random(n, 2);
+    if (n > 2) x[1] = std::numeric_limits<float>::quiet_NaN();  // NaN -> 0, like the functor
+    if (n > 3) x[2] = -0.0f;
+    std::vector<float> y(n), want_y(n), dx(n), want_dx(n);
+    for (int64_t i = 0; i < n; ++i) want_y[i] = x[i] > 0 ? x[i] : 0;
+    table().relu(x.data(), y.data(), n);
+    ExpectSame(y, want_y, Name("relu", n));
+    for (int64_t i = 0; i < n; ++i) want_dx[i] = want_y[i] > 0 ? dy[i] : 0;
+    table().relu_grad(dy.data(), want_y.data(), dx.data(), n);
+    ExpectSame(dx, want_dx, Name("relu_grad", n));
+    // In place: y written over x.
+    std::vector<float> in_place = x;
+    table().relu(in_place.data(), in_place.data(), n);
+    ExpectSame(in_place, want_y, Name("relu in place", n));
+  }
+}
+
+TEST_P(VecTest, BiasAddMatchesReference) {
+  for (int64_t rows : {1, 3, 5}) {
+    for (int64_t channels : {1, 7, 16, 33, 257}) {
+      const int64_t n = rows * channels;
+      std::vector<float> x = Random(n, 3), bias = Random(channels, 4);
+      for (bool relu : {false, true}) {
+        std::vector<float> want(n), got(n);
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t c = 0; c < channels; ++c) {
+            const float v = x[r * channels + c] + bias[c];
+            want[r * channels + c] = relu ? (v > 0 ? v : 0) : v;
+          }
+        }
+        table().bias_add_rows(x.data(), bias.data(), got.data(), rows, channels, relu);
+        ExpectSame(got, want, Name(relu ? "bias_add_rows relu" : "bias_add_rows", n));
+        // The same numbers as NCHW with outer = rows / 1 and inner = 1 ...
+        table().bias_add_inner(x.data(), bias.data(), got.data(), rows, channels, 1, relu);
+        ExpectSame(got, want, Name("bias_add_inner inner=1", n));
+      }
+    }
+  }
+  // ... and with spatial positions (inner 1, 9, 49, 196).
+  for (int64_t inner : {9, 49, 196}) {
+    const int64_t outer = 3, channels = 5, n = outer * channels * inner;
+    std::vector<float> x = Random(n, 5), bias = Random(channels, 6), want(n), got(n);
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = x[i] + bias[(i / inner) % channels];
+      want[i] = v > 0 ? v : 0;
+    }
+    table().bias_add_inner(x.data(), bias.data(), got.data(), outer, channels, inner, true);
+    ExpectSame(got, want, Name("bias_add_inner relu", n));
+  }
+}
+
+TEST_P(VecTest, AddMatchesReference) {
+  for (int64_t n : kSizes) {
+    std::vector<float> a = Random(n, 7), b = Random(n, 8), out(n), want(n);
+    for (int64_t i = 0; i < n; ++i) want[i] = a[i] + b[i];
+    table().add(a.data(), b.data(), out.data(), n);
+    ExpectSame(out, want, Name("add", n));
+    std::vector<float> acc = b;
+    table().add_into(a.data(), acc.data(), n);
+    ExpectSame(acc, want, Name("add_into", n));
+  }
+}
+
+TEST_P(VecTest, OptimizerUpdatesMatchReference) {
+  const float scale = 0.75f, lr = 0.05f, decay = 0.01f, beta = 0.9f;
+  for (int64_t n : kSizes) {
+    const std::vector<float> model0 = Random(n, 9), diff = Random(n, 10), state0 = Random(n, 11);
+    std::vector<float> model = model0, want = model0;
+    for (int64_t i = 0; i < n; ++i) want[i] -= lr * (scale * diff[i] + decay * want[i]);
+    table().sgd(model.data(), diff.data(), n, scale, lr, decay);
+    ExpectSame(model, want, Name("sgd", n));
+
+    model = model0;
+    want = model0;
+    std::vector<float> momentum = state0, want_momentum = state0;
+    for (int64_t i = 0; i < n; ++i) {
+      want_momentum[i] = beta * want_momentum[i] + (scale * diff[i] + decay * want[i]);
+      want[i] -= lr * want_momentum[i];
+    }
+    table().momentum(model.data(), momentum.data(), diff.data(), n, scale, lr, decay, beta);
+    ExpectSame(momentum, want_momentum, Name("momentum state", n));
+    ExpectSame(model, want, Name("momentum model", n));
+  }
+}
+
+TEST_P(VecTest, AdamMatchesReference) {
+  const float scale = 1.0f, lr = 0.01f, beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
+  const float correction1 = 1.0f - std::pow(beta1, 3.0f), correction2 = 1.0f - std::pow(beta2, 3.0f);
+  for (float coupled : {0.0f, 0.01f}) {
+    const float decoupled = coupled > 0 ? 0.0f : 0.02f;  // Adam with L2, then AdamW
+    for (int64_t n : kSizes) {
+      const std::vector<float> model0 = Random(n, 12), diff = Random(n, 13);
+      const std::vector<float> m0 = Random(n, 14, -0.1f, 0.1f), v0 = Random(n, 15, 0.0f, 0.1f);
+      std::vector<float> model = model0, m = m0, v = v0;
+      std::vector<float> want = model0, want_m = m0, want_v = v0;
+      for (int64_t i = 0; i < n; ++i) {
+        const float g = scale * diff[i] + coupled * want[i];
+        want_m[i] = beta1 * want_m[i] + (1 - beta1) * g;
+        want_v[i] = beta2 * want_v[i] + (1 - beta2) * g * g;
+        const float m_hat = want_m[i] / correction1, v_hat = want_v[i] / correction2;
+        want[i] -= lr * (m_hat / (std::sqrt(v_hat) + epsilon) + decoupled * want[i]);
+      }
+      table().adam(model.data(), m.data(), v.data(), diff.data(), n, scale, lr, beta1, beta2,
+                   epsilon, correction1, correction2, coupled, decoupled);
+      ExpectSame(m, want_m, Name("adam m", n));
+      ExpectSame(v, want_v, Name("adam v", n));
+      ExpectSame(model, want, Name("adam model", n));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllSupported, VecTest, ::testing::ValuesIn(SupportedTables()),
+                         [](const ::testing::TestParamInfo<const Table*>& info) {
+                           return std::string(IsaName(info.param->isa));
+                         });
+
+TEST(VecDispatchTest, ActiveIsTheWidestSupportedTable) {
+  const std::vector<const Table*> tables = SupportedTables();
+  ASSERT_FALSE(tables.empty());
+  EXPECT_EQ(tables.front()->isa, Isa::kBaseline);
+  EXPECT_EQ(&Active(), tables.back());
+}
+
+}  // namespace
+}  // namespace vec
+}  // namespace oflite
