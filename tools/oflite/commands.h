@@ -21,6 +21,8 @@ int RunCompile(int argc, char** argv);
 int RunInspect(int argc, char** argv);
 int RunRun(int argc, char** argv);
 int RunLaunch(int argc, char** argv);
+int RunEval(int argc, char** argv);     // eval_cmd.cc
+int RunPredict(int argc, char** argv);  // eval_cmd.cc
 
 }  // namespace cli
 }  // namespace oflite

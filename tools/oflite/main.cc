@@ -29,6 +29,10 @@ const Command kCommands[] = {
     {"run", "run this node's part of a Plan (one process per machine)", oflite::cli::RunRun},
     {"launch", "start every machine of a Plan as local (or ssh) processes",
      oflite::cli::RunLaunch},
+    {"eval", "evaluate a checkpoint with a plan's evaluation plan (metrics over the split)",
+     oflite::cli::RunEval},
+    {"predict", "write a named output of every sample to a .npy file, from a checkpoint",
+     oflite::cli::RunPredict},
     {"version", "print the oflite version and file format versions", RunVersion},
 };
 
