@@ -3,17 +3,17 @@
 //
 //   bazel run //examples:lenet5_fashion_mnist
 //   bazel run //examples:lenet5_fashion_mnist -- --iters 200
-#include "examples/example_main.h"
+#include "tools/driver/trainer.h"
 
 // [B, 1, 28, 28] -> conv 5x5 pad 2 -> [B, 6, 28, 28] -> pool -> conv 5x5 -> pool -> 400.
 
 int main(int argc, char** argv) {
-  oflite::examples::ExampleConfig defaults;
+  oflite::driver::TrainerConfig defaults;
   defaults.batch = 256;
   defaults.lr = 0.05;
-  return oflite::examples::RunExample(
+  return oflite::driver::TrainMain(
       "lenet5", defaults,
-      [](const oflite::examples::ExampleConfig& c, oflite::Graph* g) {
+      [](const oflite::driver::TrainerConfig& c, oflite::Graph* g) {
         oflite::FashionMnistOptions data_options;
         data_options.mean = 0.2860;  // the training split's pixel mean and std
         data_options.std = 0.3530;
@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
         auto logits = g->Dense(x, 10);
         auto loss = g->SparseSoftmaxCrossEntropy(logits, data.label);
         g->AddMetric("accuracy", g->Accuracy(logits, data.label));
+        g->AddOutput("logits", logits);  // per-sample scores for `oflite predict`
         g->Minimize(loss, oflite::Momentum{.learning_rate = c.lr, .momentum = 0.9});
       },
       argc, argv);

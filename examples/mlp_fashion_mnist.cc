@@ -3,13 +3,13 @@
 //
 //   bazel run //examples:mlp_fashion_mnist                 # 1 CPU device
 //   bazel run //examples:mlp_fashion_mnist -- --devices 2  # data parallel
-#include "examples/example_main.h"
+#include "tools/driver/trainer.h"
 
 int main(int argc, char** argv) {
-  oflite::examples::ExampleConfig defaults;
-  return oflite::examples::RunExample(
+  oflite::driver::TrainerConfig defaults;
+  return oflite::driver::TrainMain(
       "mlp", defaults,
-      [](const oflite::examples::ExampleConfig& c, oflite::Graph* g) {
+      [](const oflite::driver::TrainerConfig& c, oflite::Graph* g) {
         oflite::FashionMnistOptions data_options;
         data_options.flatten = true;
         data_options.mean = 0.2860;  // the training split's pixel mean and std
@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
         auto logits = g->Dense(h, 10);
         auto loss = g->SparseSoftmaxCrossEntropy(logits, data.label);
         g->AddMetric("accuracy", g->Accuracy(logits, data.label));
+        g->AddOutput("logits", logits);  // per-sample scores for `oflite predict`
         g->Minimize(loss, oflite::Sgd{.learning_rate = c.lr});
       },
       argc, argv);

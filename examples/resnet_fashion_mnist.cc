@@ -7,7 +7,7 @@
 //
 //   bazel run //examples:resnet_fashion_mnist
 //   bazel run //examples:resnet_fashion_mnist -- --iters 100 --devices 2
-#include "examples/example_main.h"
+#include "tools/driver/trainer.h"
 
 namespace {
 
@@ -36,12 +36,12 @@ Tensor ResidualBlock(Graph* g, const Tensor& x, int64_t filters, int64_t stride)
 }  // namespace
 
 int main(int argc, char** argv) {
-  oflite::examples::ExampleConfig defaults;
+  oflite::driver::TrainerConfig defaults;
   defaults.batch = 128;
   defaults.lr = 0.05;
-  return oflite::examples::RunExample(
+  return oflite::driver::TrainMain(
       "resnet", defaults,
-      [](const oflite::examples::ExampleConfig& c, Graph* g) {
+      [](const oflite::driver::TrainerConfig& c, Graph* g) {
         oflite::FashionMnistOptions data_options;
         data_options.mean = 0.2860;  // the training split's pixel mean and std
         data_options.std = 0.3530;
@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
         Tensor logits = g->Dense(x, 10);
         Tensor loss = g->SparseSoftmaxCrossEntropy(logits, data.label);
         g->AddMetric("accuracy", g->Accuracy(logits, data.label));
+        g->AddOutput("logits", logits);  // per-sample scores for `oflite predict`
         g->Minimize(loss, oflite::Momentum{.learning_rate = c.lr, .momentum = 0.9});
       },
       argc, argv);

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <set>
+#include <vector>
 
 #include "oneflow_lite/api/job_util.h"
 #include "oneflow_lite/common/attr.h"
@@ -71,6 +72,18 @@ StatusOr<Job> MakeEvalJob(const Job& train_job, const EvalJobOptions& options) {
       if (total_iters == 0) total_iters = size / batch;
       job.mutable_conf()->set_batch_size(batch);
     }
+    if (op.op_type() == "npy_dataset") {
+      // Recorded by Graph::NpyData from the .npy headers (0: no test split).
+      const int64_t size = AttrView(op).GetIntOr(options.split == "train" ? "count" : "test_count",
+                                                 0);
+      SetStringAttr(&op, "split", options.split);
+      SetBoolAttr(&op, "shuffle", false);
+      if (options.batch_size > 0) SetIntAttr(&op, "batch_size", options.batch_size);
+      ASSIGN_OR_RETURN(int64_t batch, AttrView(op).GetInt("batch_size"));
+      if (batch <= 0) return InvalidArgumentError("op '", op.name(), "': batch_size ", batch);
+      if (total_iters == 0) total_iters = size / batch;
+      job.mutable_conf()->set_batch_size(batch);
+    }
     *job.add_op() = std::move(op);
   }
   JobConf* conf = job.mutable_conf();
@@ -80,7 +93,11 @@ StatusOr<Job> MakeEvalJob(const Job& train_job, const EvalJobOptions& options) {
   TrainConf* train = conf->mutable_train();
   train->clear_loss_lbn();
   train->clear_optimizer();
-  for (ArgProto& metric : *train->mutable_metric()) {
+  std::vector<ArgProto*> named;  // metrics and outputs: rewired like consumers
+  for (ArgProto& metric : *train->mutable_metric()) named.push_back(&metric);
+  for (ArgProto& output : *train->mutable_output()) named.push_back(&output);
+  for (ArgProto* metric_pointer : named) {
+    ArgProto& metric = *metric_pointer;
     for (int i = 0; i < metric.lbn_size(); ++i) {
       auto it = renamed.find(metric.lbn(i));
       if (it != renamed.end()) metric.set_lbn(i, it->second);

@@ -5,7 +5,10 @@
 // turns each `dropout` op into an `identity` op of the same name (and
 // rewires its consumers from "<name>/y_0" to "<name>/out_0"), puts every
 // `batch_norm` in inference mode (training = false: running statistics),
-// sets split / shuffle = false / batch_size on every `fashion_mnist` source,
+// sets split / shuffle = false / batch_size on every `fashion_mnist` and
+// `npy_dataset` source (an npy source's split sizes come from its count /
+// test_count attributes, recorded by Graph::NpyData; no test files: no
+// test split),
 // drops the loss and optimizer (keeping the metrics, the loss among them),
 // and re-runs shape inference. total_iters becomes one pass over the
 // split (split size / batch size, rounded down). Pure function.

@@ -6,6 +6,7 @@
 
 #include "oneflow_lite/api/autodiff.h"
 #include "oneflow_lite/api/job_util.h"
+#include "oneflow_lite/common/attr.h"
 #include "oneflow_lite/common/version.h"
 #include "oneflow_lite/ops/op_builder.h"
 #include "oneflow_lite/ops/op_def.h"
@@ -140,6 +141,25 @@ void Graph::AddMetric(const std::string& name, const Tensor& scalar) {
   metrics_.emplace_back(name, scalar.lbn);
 }
 
+void Graph::AddOutput(const std::string& name, const Tensor& tensor) {
+  if (!ok() || !CheckInputs("AddOutput '" + name + "'", {&tensor})) return;
+  if (name.empty() || name.find_first_of(" \t\n") != std::string::npos) {
+    return RecordError(InvalidArgumentError("AddOutput: output name '", name,
+                                            "' must be non-empty without whitespace"));
+  }
+  for (const auto& [existing, lbn] : metrics_) {
+    if (existing == name) {
+      return RecordError(AlreadyExistsError("output name '", name, "' is already a metric"));
+    }
+  }
+  for (const auto& [existing, lbn] : outputs_) {
+    if (existing == name) {
+      return RecordError(AlreadyExistsError("output name '", name, "' is already used"));
+    }
+  }
+  outputs_.emplace_back(name, tensor.lbn);
+}
+
 // ---- Op emission -------------------------------------------------------------
 
 bool Graph::CheckInputs(const std::string& what, const std::vector<const Tensor*>& inputs) {
@@ -238,8 +258,9 @@ Tensor Graph::Variable(const std::string& name, const Shape& shape,
                        const VariableOptions& options) {
   if (!ok()) return {};
   const std::string op_name = LayerName("variable", name);
-  return EmitOne(MakeVariableOp(op_name, TensorDesc(shape, options.dtype), options.initializer,
-                                options.trainable, NextSeed()));
+  return EmitOne(MakeVariableOp(op_name, TensorDesc(shape, options.dtype),
+                                ResolveInitializer(options.initializer, shape), options.trainable,
+                                NextSeed()));
 }
 
 Batch Graph::FashionMnist(const std::string& path, int64_t batch_size, const SbpParallel& sbp,
@@ -262,18 +283,21 @@ Batch Graph::FashionMnist(const std::string& path, int64_t batch_size, const Sbp
     }
   }
   const std::string name = LayerName("fashion_mnist", options.name);
-  std::vector<Tensor> outputs = Emit(OpConfBuilder("fashion_mnist", name)
-                                         .Output("image")
-                                         .Output("label")
-                                         .Attr("path", path)
-                                         .Attr("split", options.split)
-                                         .Attr("batch_size", batch_size)
-                                         .Attr("shuffle", options.shuffle)
-                                         .Attr("seed", NextSeed())
-                                         .Attr("mean", options.mean)
-                                         .Attr("std", options.std)
-                                         .Attr("flatten", options.flatten)
-                                         .Build());
+  OpConf op = OpConfBuilder("fashion_mnist", name)
+                  .Output("image")
+                  .Output("label")
+                  .Attr("path", path)
+                  .Attr("split", options.split)
+                  .Attr("batch_size", batch_size)
+                  .Attr("shuffle", options.shuffle)
+                  .Attr("seed", NextSeed())
+                  .Attr("mean", options.mean)
+                  .Attr("std", options.std)
+                  .Attr("flatten", options.flatten)
+                  .Build();
+  // Only when asked, so the Jobs of existing models stay byte-identical.
+  if (options.uneven_split) SetBoolAttr(&op, "uneven_split", true);
+  std::vector<Tensor> outputs = Emit(std::move(op));
   if (outputs.size() != 2) return {};
   Batch batch{outputs[0], outputs[1]};
   HintSbp(batch.image, sbp);
@@ -308,6 +332,10 @@ Batch Graph::RandomBatch(const Shape& image_shape, int64_t num_classes, const Sb
 // ---- Layers --------------------------------------------------------------------
 
 Tensor Graph::Dense(const Tensor& x, int64_t units, const DenseOptions& options) {
+  return DenseLayer(x, units, options).output;
+}
+
+Layer Graph::DenseLayer(const Tensor& x, int64_t units, const DenseOptions& options) {
   if (!ok() || !CheckInputs("Dense", {&x})) return {};
   const std::string layer = LayerName("dense", options.name);
   if (x.rank() < 2 || units <= 0) {
@@ -347,21 +375,27 @@ Tensor Graph::Dense(const Tensor& x, int64_t units, const DenseOptions& options)
                          .Attr("transpose_b", false)
                          .Attr("alpha", 1.0)
                          .Build());
-  if (!options.use_bias || !y.valid()) return y;
+  if (!options.use_bias || !y.valid()) return y.valid() ? Layer{y, weight, {}} : Layer{};
   Tensor bias = options.bias.valid()
                     ? options.bias
                     : MakeParameter(layer + "-bias", Shape{units}, x.dtype(), options.bias_init);
   if (!ok() || !CheckInputs("dense '" + layer + "' bias", {&bias})) return {};
-  return EmitOne(OpConfBuilder("bias_add", OpName(layer + "-bias_add"))
-                     .Input("a", y.lbn)
-                     .Input("b", bias.lbn)
-                     .Output("out")
-                     .Attr("axis", int64_t{1})
-                     .Build());
+  Tensor out = EmitOne(OpConfBuilder("bias_add", OpName(layer + "-bias_add"))
+                           .Input("a", y.lbn)
+                           .Input("b", bias.lbn)
+                           .Output("out")
+                           .Attr("axis", int64_t{1})
+                           .Build());
+  return out.valid() ? Layer{out, weight, bias} : Layer{};
 }
 
 Tensor Graph::Conv2d(const Tensor& x, int64_t filters, int64_t kernel_size,
                      const Conv2dOptions& options) {
+  return Conv2dLayer(x, filters, kernel_size, options).output;
+}
+
+Layer Graph::Conv2dLayer(const Tensor& x, int64_t filters, int64_t kernel_size,
+                         const Conv2dOptions& options) {
   if (!ok() || !CheckInputs("Conv2d", {&x})) return {};
   const std::string layer = LayerName("conv2d", options.name);
   if (x.rank() != 4 || filters <= 0 || kernel_size <= 0) {
@@ -381,14 +415,15 @@ Tensor Graph::Conv2d(const Tensor& x, int64_t filters, int64_t kernel_size,
                          .Attr("padding", options.padding)
                          .Attr("dilations", options.dilations)
                          .Build());
-  if (!options.use_bias || !y.valid()) return y;
+  if (!options.use_bias || !y.valid()) return y.valid() ? Layer{y, weight, {}} : Layer{};
   Tensor bias = MakeParameter(layer + "-bias", Shape{filters}, x.dtype(), options.bias_init);
-  return EmitOne(OpConfBuilder("bias_add", OpName(layer + "-bias_add"))
-                     .Input("a", y.lbn)
-                     .Input("b", bias.lbn)
-                     .Output("out")
-                     .Attr("axis", int64_t{1})
-                     .Build());
+  Tensor out = EmitOne(OpConfBuilder("bias_add", OpName(layer + "-bias_add"))
+                           .Input("a", y.lbn)
+                           .Input("b", bias.lbn)
+                           .Output("out")
+                           .Attr("axis", int64_t{1})
+                           .Build());
+  return out.valid() ? Layer{out, weight, bias} : Layer{};
 }
 
 Tensor Graph::Pool(const std::string& op_type, const Tensor& x, int64_t kernel_size,
@@ -415,6 +450,10 @@ Tensor Graph::AvgPool2d(const Tensor& x, int64_t kernel_size, const Pool2dOption
 }
 
 Tensor Graph::LayerNorm(const Tensor& x, const LayerNormOptions& options) {
+  return LayerNormLayer(x, options).output;
+}
+
+Layer Graph::LayerNormLayer(const Tensor& x, const LayerNormOptions& options) {
   if (!ok() || !CheckInputs("LayerNorm", {&x})) return {};
   const std::string layer = LayerName("layer_norm", options.name);
   int64_t begin =
@@ -429,30 +468,37 @@ Tensor Graph::LayerNorm(const Tensor& x, const LayerNormOptions& options) {
   Tensor gamma = MakeParameter(layer + "-gamma", param_shape, x.dtype(), Initializer::Ones());
   Tensor beta = MakeParameter(layer + "-beta", param_shape, x.dtype(), Initializer::Zeros());
   if (!ok()) return {};
-  return EmitOne(OpConfBuilder("layer_norm", OpName(layer + "-norm"))
-                     .Input("x", x.lbn)
-                     .Input("gamma", gamma.lbn)
-                     .Input("beta", beta.lbn)
-                     .Output("y")
-                     .Output("mean")
-                     .Output("inv_variance")
-                     .Attr("begin_norm_axis", options.begin_norm_axis)
-                     .Attr("epsilon", options.epsilon)
-                     .Build());
+  Tensor y = EmitOne(OpConfBuilder("layer_norm", OpName(layer + "-norm"))
+                         .Input("x", x.lbn)
+                         .Input("gamma", gamma.lbn)
+                         .Input("beta", beta.lbn)
+                         .Output("y")
+                         .Output("mean")
+                         .Output("inv_variance")
+                         .Attr("begin_norm_axis", options.begin_norm_axis)
+                         .Attr("epsilon", options.epsilon)
+                         .Build());
+  return y.valid() ? Layer{y, gamma, beta} : Layer{};
 }
 
 Tensor Graph::Embedding(const Tensor& indices, int64_t vocab_size, int64_t dim,
                         const EmbeddingOptions& options) {
+  return EmbeddingLayer(indices, vocab_size, dim, options).output;
+}
+
+Layer Graph::EmbeddingLayer(const Tensor& indices, int64_t vocab_size, int64_t dim,
+                            const EmbeddingOptions& options) {
   if (!ok() || !CheckInputs("Embedding", {&indices})) return {};
   const std::string layer = LayerName("embedding", options.name);
   Tensor weight =
       MakeParameter(layer + "-weight", Shape{vocab_size, dim}, options.dtype, options.initializer);
   if (!ok()) return {};
-  return EmitOne(OpConfBuilder("embedding", OpName(layer + "-lookup"))
-                     .Input("weight", weight.lbn)
-                     .Input("indices", indices.lbn)
-                     .Output("out")
-                     .Build());
+  Tensor out = EmitOne(OpConfBuilder("embedding", OpName(layer + "-lookup"))
+                           .Input("weight", weight.lbn)
+                           .Input("indices", indices.lbn)
+                           .Output("out")
+                           .Build());
+  return out.valid() ? Layer{out, weight, {}} : Layer{};
 }
 
 Tensor Graph::Dropout(const Tensor& x, double rate, const std::string& name) {
@@ -534,6 +580,11 @@ StatusOr<Job> Graph::BuildForward() const {
     ArgProto* metric = train->add_metric();
     metric->set_name(name);
     metric->add_lbn(lbn);
+  }
+  for (const auto& [name, lbn] : outputs_) {
+    ArgProto* output = train->add_output();
+    output->set_name(name);
+    output->add_lbn(lbn);
   }
   SetBlobDescs(descs_, &job);
   return job;

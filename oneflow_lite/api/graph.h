@@ -89,11 +89,31 @@ struct FashionMnistOptions {
   // Check at build time that the split's idx files exist under the path
   // (the kernel checks again when it starts).
   bool check_path = true;
+  // Split a batch the devices do not divide into balanced parts (device k
+  // gets batch / p rows, plus one if k < batch % p) instead of refusing it;
+  // results equal one device (the loss and metrics average the gathered
+  // batch).
+  bool uneven_split = false;
+  std::string name;
+};
+
+struct NpyDataOptions {
+  std::string split = "train";  // "train" or "test"
+  bool shuffle = true;          // per epoch, by the job seed
+  // image = (x * scale - mean) / std, as float32 (x of any numeric dtype).
+  double scale = 1.0;
+  double mean = 0.0;
+  double std = 1.0;
+  bool uneven_split = false;  // as FashionMnistOptions::uneven_split
   std::string name;
 };
 
 struct VariableOptions {
-  Initializer initializer = Initializer::Zeros();
+  // Default (Initializer::Auto): Glorot (Xavier) uniform for a weight of
+  // rank >= 2 (fan-in/fan-out from its shape, ops/train/initializer.h),
+  // zeros for a bias or any rank < 2 variable. Give Initializer::Zeros()
+  // explicitly for an all-zero matrix.
+  Initializer initializer = Initializer::Auto();
   DataType dtype = DT_FLOAT;
   bool trainable = true;
 };
@@ -151,6 +171,17 @@ struct BatchNormOptions {
   std::string name;
 };
 
+// What a layer created, for hints and sharing: `output`, and its
+// parameters as the variables' tensors (e.g. g.HintSbp(layer.weight,
+// Split(1)) for a column-parallel Dense). `bias` is invalid without one;
+// for LayerNorm weight/bias are gamma/beta; for Embedding weight is the
+// table. All invalid when the graph recorded an error.
+struct Layer {
+  Tensor output;
+  Tensor weight;
+  Tensor bias;
+};
+
 class Graph {
  public:
   // `seed` is the job seed: variable initializers, dropout and shuffling
@@ -204,6 +235,11 @@ class Graph {
   // "loss" naming another tensor is then an error at Build). Inference-only
   // graphs may add their own "loss".
   void AddMetric(const std::string& name, const Tensor& scalar);
+  // A named tensor of any shape (e.g. "logits" [B, classes]) that inference
+  // and evaluation plans deliver whole to the sink every iteration:
+  // `oflite predict` writes it per sample (Job: TrainConf.output; training
+  // plans leave it out). Names are unique among metrics and outputs.
+  void AddOutput(const std::string& name, const Tensor& tensor);
 
   // ---- Sources -----------------------------------------------------------
   Tensor Variable(const std::string& name, const Shape& shape, const VariableOptions& options = {});
@@ -211,6 +247,15 @@ class Graph {
   // over the placement's devices (Split(0): data parallel).
   Batch FashionMnist(const std::string& path, int64_t batch_size, const SbpParallel& sbp = Split(0),
                      const FashionMnistOptions& options = {});
+  // Batches of the user's arrays: <dir>/train_x.npy (samples [N, ...], any
+  // numeric dtype) and train_y.npy (integer labels [N]), plus test_x.npy /
+  // test_y.npy for the evaluation plan when present (data/npy_dataset.h).
+  // The headers are read now (sample shape and count; a bad file is the
+  // graph's error, naming it); the data is read by the kernel on every
+  // machine, each device taking its rows of each batch. image: float32
+  // [B, sample dims...]; label: int32 [B]. Epochs count the train split.
+  Batch NpyData(const std::string& dir, int64_t batch_size, const SbpParallel& sbp = Split(0),
+                const NpyDataOptions& options = {});
   // Deterministic synthetic data: image `dtype` (float32 or float64) of
   // `image_shape` ([B, ...]), label int32 [B] in [0, num_classes).
   Batch RandomBatch(const Shape& image_shape, int64_t num_classes,
@@ -230,6 +275,14 @@ class Graph {
   // indices (int32/int64) -> [..., dim]; weight [vocab_size, dim].
   Tensor Embedding(const Tensor& indices, int64_t vocab_size, int64_t dim,
                    const EmbeddingOptions& options = {});
+  // The same layers, returning their parameters too (the plain forms above
+  // return DenseLayer(...).output, and so on).
+  Layer DenseLayer(const Tensor& x, int64_t units, const DenseOptions& options = {});
+  Layer Conv2dLayer(const Tensor& x, int64_t filters, int64_t kernel_size,
+                    const Conv2dOptions& options = {});
+  Layer LayerNormLayer(const Tensor& x, const LayerNormOptions& options = {});
+  Layer EmbeddingLayer(const Tensor& indices, int64_t vocab_size, int64_t dim,
+                       const EmbeddingOptions& options = {});
   // Training-time dropout (the evaluation job turns it into identity).
   Tensor Dropout(const Tensor& x, double rate, const std::string& name = "");
   Tensor Flatten(const Tensor& x, int64_t start_dim = 1, int64_t end_dim = -1);
@@ -262,6 +315,11 @@ class Graph {
   Tensor Slice(const Tensor& x, const std::vector<int64_t>& start, const std::vector<int64_t>& stop,
                const std::vector<int64_t>& step);
   Tensor Identity(const Tensor& x);
+  // The rows of x [N, ...] whose mask [N] is not zero, in order: a dynamic
+  // tensor (desc max shape [N, ...], marked "*"; the actual row count is
+  // known per iteration). Not differentiable; a cross-machine edge carrying
+  // it uses bounce buffers (only the valid bytes move).
+  Tensor SelectRows(const Tensor& x, const Tensor& mask);
   Tensor Cast(const Tensor& x, DataType dtype);
 
   // ---- More math, selection, indexing, normalization (graph_more_ops.cc) ---
@@ -355,6 +413,7 @@ class Graph {
   int64_t train_source_size_ = 0;                             // its number of examples
   int64_t batch_size_ = 0;                                    // of the first data source
   std::vector<std::pair<std::string, std::string>> metrics_;  // name, lbn
+  std::vector<std::pair<std::string, std::string>> outputs_;  // name, lbn
   bool is_train_ = false;
   std::string loss_lbn_;
   OptimizerConf optimizer_;

@@ -42,8 +42,20 @@ Initializer Initializer::XavierNormal(double gain) { return WithGain("xavier_nor
 Initializer Initializer::KaimingUniform(double gain) { return WithGain("kaiming_uniform", gain); }
 Initializer Initializer::KaimingNormal(double gain) { return WithGain("kaiming_normal", gain); }
 
+Initializer Initializer::Auto() {
+  Initializer init;
+  init.kind = "auto";
+  return init;
+}
+
+Initializer ResolveInitializer(const Initializer& init, const Shape& shape) {
+  if (init.kind != "auto") return init;
+  return shape.rank() >= 2 ? Initializer::XavierUniform() : Initializer::Zeros();
+}
+
 OpConf MakeVariableOp(const std::string& name, const TensorDesc& desc,
-                      const Initializer& initializer, bool trainable, int64_t seed) {
+                      const Initializer& requested, bool trainable, int64_t seed) {
+  const Initializer initializer = ResolveInitializer(requested, desc.shape);
   return OpConfBuilder("variable", name)
       .Output("out")
       .Attr("shape", desc.shape)

@@ -34,9 +34,16 @@ struct Initializer {
   // Kaiming gains default to sqrt(2) (ReLU), as in the variable op.
   static Initializer KaimingUniform(double gain = 1.4142135623730951);
   static Initializer KaimingNormal(double gain = 1.4142135623730951);
+  // Chosen from the variable's shape when it is created (ResolveInitializer).
+  static Initializer Auto();
 };
 
-// A `variable` op named `name` whose output "<name>/out_0" has `desc`.
+// `init`, or for Initializer::Auto(): XavierUniform() when `shape` has rank
+// >= 2 (a weight), Zeros() otherwise (a bias, a scalar).
+Initializer ResolveInitializer(const Initializer& init, const Shape& shape);
+
+// A `variable` op named `name` whose output "<name>/out_0" has `desc`
+// (Initializer::Auto resolved by the shape first).
 OpConf MakeVariableOp(const std::string& name, const TensorDesc& desc,
                       const Initializer& initializer, bool trainable, int64_t seed);
 

@@ -429,6 +429,16 @@ class Builder {
       if (m.name() == "loss" && m.lbn(0) == train.loss_lbn()) continue;
       metrics.emplace_back(m.name(), m.lbn(0));
     }
+    // Named outputs travel only in inference / evaluation plans.
+    const size_t metric_count = metrics.size();
+    for (int i = 0; !job_.conf().is_train() && i < train.output_size(); ++i) {
+      const ArgProto& o = train.output(i);
+      if (o.lbn_size() != 1 || o.name().empty()) {
+        return InvalidArgumentError("job conf: train.output[", i, "] ('", o.name(),
+                                    "') must have a name and exactly one blob");
+      }
+      metrics.emplace_back(o.name(), o.lbn(0));
+    }
     if (metrics.empty()) return Status::OK();
     std::set<std::string> names;
     for (const auto& [name, lbn] : metrics) {
@@ -445,13 +455,15 @@ class Builder {
     sink_placement.add_machine_id(0);
     sink_placement.add_device_id(0);
     int sink = NewTask(TASK_SINK, "sink", HostOf(0), kSinkStream);
-    for (const auto& [name, lbn] : metrics) {
+    for (size_t i = 0; i < metrics.size(); ++i) {
+      const auto& [name, lbn] = metrics[i];
       std::vector<int> parts = InputParts(lbn, sink_placement, BroadcastSbp());
       std::string consumed = Consume(sink, name, Deliver(parts[0], sink));
       SinkMetric* m = g_.tasks[sink].sink.add_metric();
       m->set_name(name);
       m->set_lbn(lbn);
       m->set_consumed_name(consumed);
+      m->set_is_output(i >= metric_count);
     }
     return Status::OK();
   }

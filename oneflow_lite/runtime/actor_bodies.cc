@@ -145,23 +145,30 @@ StatusOr<std::unique_ptr<ActBody>> SinkBody::Create(const TaskProto& task, const
 
 Status SinkBody::Act(ActContext* context) {
   RETURN_IF_ERROR(kernels_->Run(context));
-  if (env_->metrics == nullptr) return Status::OK();
   std::vector<std::pair<std::string, double>> metrics;
   for (const ConsumedRegst& consumed : task_->consumed()) {
     std::string name = consumed.name();
     bool listed = task_->sink().metric_size() == 0;
+    bool is_output = false;
     for (const SinkMetric& metric : task_->sink().metric()) {
       if (metric.consumed_name() == consumed.name()) {
         name = metric.name();
         listed = true;
+        is_output = metric.is_output();
       }
     }
     if (!listed) continue;  // e.g. a control register
     std::vector<const Regst*> parts;
     for (int64_t desc_id : consumed.regst_desc_id()) parts.push_back(context->consumed.at(desc_id));
+    if (is_output) {
+      if (env_->outputs == nullptr || parts.empty() || parts[0]->blobs.empty()) continue;
+      RETURN_IF_ERROR(env_->outputs->OnOutput(context->piece_id, name, parts[0]->blobs[0])
+                          .WithContext("output '" + name + "'"));
+      continue;
+    }
     metrics.emplace_back(name, MeanOfBlobs(parts));
   }
-  env_->metrics->OnMetrics(context->piece_id, metrics);
+  if (env_->metrics != nullptr) env_->metrics->OnMetrics(context->piece_id, metrics);
   return Status::OK();
 }
 

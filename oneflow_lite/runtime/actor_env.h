@@ -30,6 +30,7 @@ struct ActorEnv {
   bool check_nan = false;  // fail on NaN/Inf in any float kernel output
   int64_t save_every = 0;  // variables snapshot every N iterations (0: never)
   MetricsObserver* metrics = nullptr;
+  OutputObserver* outputs = nullptr;  // the sink's named outputs (may be null)
   VariableStore* variables = nullptr;
   trace::Tracer* tracer = nullptr;  // null: the run is not traced
 };

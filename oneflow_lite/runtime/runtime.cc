@@ -231,6 +231,7 @@ Status Runtime::BuildActors(const Plan& plan) {
       env->check_nan = options_.check_nan;
       env->save_every = options_.save_every;
       env->metrics = options_.metrics;
+      env->outputs = options_.outputs;
       env->variables = options_.variables;
       env->tracer = options_.tracer;
       if (options_.tracer != nullptr) {

@@ -75,6 +75,7 @@ struct RuntimeOptions {
   std::chrono::milliseconds watchdog_timeout{60000};
   int64_t max_zone_bytes = 0;  // 0: no limit (tests inject allocation failure)
   MetricsObserver* metrics = nullptr;
+  OutputObserver* outputs = nullptr;  // null: named outputs are dropped
   VariableStore* variables = nullptr;
   RemoteRoute* remote_route = nullptr;
   const ActorRegistry* registry = nullptr;  // null: BuiltinActorRegistry()

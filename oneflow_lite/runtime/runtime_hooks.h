@@ -27,6 +27,16 @@ class MetricsObserver {
                          const std::vector<std::pair<std::string, double>>& metrics) = 0;
 };
 
+// Receives the sink's named outputs (TrainConf.output, e.g. per-sample
+// logits for `oflite predict`) once per iteration, whole: `value` is the
+// logical tensor gathered on machine 0 and is valid only during the call.
+// Only machine 0's runtime calls it (the sink lives there).
+class OutputObserver {
+ public:
+  virtual ~OutputObserver() = default;
+  virtual Status OnOutput(int64_t iteration, const std::string& name, const Blob& value) = 0;
+};
+
 // One device's part of a variable.
 struct VariablePart {
   std::string op_name;      // the variable op

@@ -29,7 +29,8 @@ LAYERS = [
     ("comm", ["oneflow_lite/comm"], ["common"]),
     ("checkpoint", ["oneflow_lite/checkpoint"], ["common"]),
     ("compiler", ["oneflow_lite/compiler"], ["common", "ops"]),
-    ("api", ["oneflow_lite/api"], ["common", "ops", "compiler"]),
+    # data: the graph builder reads a .npy dataset's headers (Graph::NpyData).
+    ("api", ["oneflow_lite/api"], ["common", "data", "ops", "compiler"]),
     ("plan", ["oneflow_lite/plan"], ["common", "ops"]),
     ("runtime", ["oneflow_lite/runtime"],
      ["common", "device", "data", "ops", "kernels", "checkpoint", "plan"]),

@@ -22,6 +22,8 @@ int RunInspect(int argc, char** argv);
 int RunRun(int argc, char** argv);
 int RunLaunch(int argc, char** argv);
 int RunTrace(int argc, char** argv);
+int RunEval(int argc, char** argv);     // eval_cmd.cc
+int RunPredict(int argc, char** argv);  // eval_cmd.cc
 
 }  // namespace cli
 }  // namespace oflite

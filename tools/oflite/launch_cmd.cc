@@ -6,7 +6,8 @@
 // the first host. N (or the host count) must equal the plan's machine count
 // (checked before anything starts: exit 2 naming both). Every child gets the
 // job token in OFLITE_JOB_TOKEN (a fresh random one unless --job_token is
-// given), plus RANK, WORLD_SIZE and OFLITE_HOST. Arguments after "--" are
+// given), plus RANK, WORLD_SIZE and OFLITE_HOST. --command eval|predict
+// starts `oflite eval` / `oflite predict` on every rank instead of run. Arguments after "--" are
 // passed to every `oflite run`, with "{rank}" replaced by the rank (e.g. --
 // --iters 20 --metrics-out m.{rank}). Output lines are prefixed "[rank R] ".
 //
@@ -174,6 +175,7 @@ struct LaunchSpec {
   std::string token;
   std::string comm;  // empty: the nodes' default
   std::vector<std::string> passthrough;  // after "--", "{rank}" replaced
+  std::string command = "run";  // the subcommand every rank runs
 };
 
 // One command per rank: `oflite run ...` locally, or over ssh with the
@@ -183,7 +185,7 @@ std::vector<comm::RankProcess> RankCommands(const LaunchSpec& spec) {
   for (int rank = 0; rank < spec.world; ++rank) {
     const std::string host =
         spec.hosts.empty() ? "127.0.0." + std::to_string(rank + 1) : spec.hosts[rank];
-    std::vector<std::string> run = {spec.oflite, "run", "--plan", spec.plan, "--rank",
+    std::vector<std::string> run = {spec.oflite, spec.command, "--plan", spec.plan, "--rank",
                                     std::to_string(rank), "--master", spec.master};
     if (!spec.comm.empty()) {
       run.push_back("--comm");
@@ -249,6 +251,7 @@ int RunLaunch(int argc, char** argv) {
                   false, ""},
                  {"job_token", "job token; default: a fresh random token", false, ""},
                  {"oflite", "oflite binary for the nodes; default: this one", false, ""},
+                 {"command", "what every rank runs: run, eval or predict", false, "run"},
                  {"grace_ms",
                   "after a failure or an interrupt, SIGTERM -> SIGKILL delay (and how long a "
                   "rank exiting 4 leaves the others to end on their own)",
@@ -261,6 +264,11 @@ int RunLaunch(int argc, char** argv) {
   }
   const std::string plan = flags.Get("plan");
   if (plan.empty()) return Fail(kExitBadInput, InvalidArgumentError("--plan is required"));
+  const std::string command = flags.Get("command");
+  if (command != "run" && command != "eval" && command != "predict") {
+    return Fail(kExitBadInput, InvalidArgumentError("--command must be run, eval or predict, got '",
+                                                    command, "'"));
+  }
   const std::vector<std::string> hosts = SplitHosts(flags.Get("hosts"));
   int world = static_cast<int>(hosts.size());
   if (hosts.empty()) {
@@ -301,7 +309,8 @@ int RunLaunch(int argc, char** argv) {
   const std::string master = master_host + ":" + std::to_string(port);
 
   const std::vector<comm::RankProcess> ranks =
-      RankCommands({plan, hosts, world, oflite, master, token, flags.Get("comm"), passthrough});
+      RankCommands({plan, hosts, world, oflite, master, token, flags.Get("comm"), passthrough,
+                    command});
   std::fprintf(stderr, "oflite launch: %d machine(s), master %s\n", world, master.c_str());
   comm::ProcessGroupOptions options;
   options.grace = std::chrono::milliseconds(*grace);

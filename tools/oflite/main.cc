@@ -30,6 +30,10 @@ const Command kCommands[] = {
     {"launch", "start every machine of a Plan as local (or ssh) processes",
      oflite::cli::RunLaunch},
     {"trace", "summarize or merge timeline traces (oflite run --trace)", oflite::cli::RunTrace},
+    {"eval", "evaluate a checkpoint with a plan's evaluation plan (metrics over the split)",
+     oflite::cli::RunEval},
+    {"predict", "write a named output of every sample to a .npy file, from a checkpoint",
+     oflite::cli::RunPredict},
     {"version", "print the oflite version and file format versions", RunVersion},
 };
 

@@ -75,6 +75,7 @@
 #include "oneflow_lite/runtime/variable_stores.h"
 #include "tools/oflite/commands.h"
 #include "tools/oflite/eval_support.h"
+#include "tools/oflite/evaluate.h"
 #include "tools/oflite/flags.h"
 #include "tools/oflite/trace_support.h"
 
@@ -376,12 +377,37 @@ Status EvaluateDistributed(const Plan& eval_plan, const TrainedParts& parts,
   return ReportTest(merged, eval_plan.samples_per_iter(), seconds, eval_out);
 }
 
+// --resume at the last iteration: nothing trained, so the evaluation
+// restores every variable part from that checkpoint (as `oflite eval`).
+Status EvaluateCheckpoint(const Plan& eval_plan, const std::string& dir,
+                          const RuntimeOptions& options, MultiMachineSession* session,
+                          const std::string& eval_out) {
+  CheckpointVariableStore::Options store_options;
+  ASSIGN_OR_RETURN(store_options.variables, PlanVariables(eval_plan));
+  store_options.restore_dir = dir;
+  store_options.final_iteration = -1;  // keeps nothing in memory
+  CheckpointVariableStore store(store_options);
+  EvaluationRequest request;
+  request.eval_plan = &eval_plan;
+  request.variables = &store;
+  request.base = options;
+  request.session = session;
+  request.begin_run = true;
+  ASSIGN_OR_RETURN(EvaluationResult result, RunEvaluation(request));
+  if (options.machine_id == 0) return ReportEvaluation(result, eval_out);
+  std::printf("test: this machine's part done in %.1fs; rank 0 prints the metrics\n",
+              result.seconds);
+  return Status::OK();
+}
+
 // After training: evaluates with `plan`'s compiled evaluation plan, on one
 // machine or distributed, or prints why there is none (the same decision on
-// every rank: they run the same file).
+// every rank: they run the same file). `resumed_final`: the checkpoint
+// when --resume named the last iteration (nothing trained), else empty.
 Status EvaluateTrained(const Plan& plan, CheckpointVariableStore* store,
                        PartCapturingStore* capture, const RuntimeOptions& options,
-                       MultiMachineSession* session, const std::string& eval_out) {
+                       MultiMachineSession* session, const std::string& eval_out,
+                       const std::string& resumed_final) {
   switch (plan.eval_state()) {
     case EVAL_COMPILED: break;
     case EVAL_NO_TEST_SPLIT:
@@ -394,6 +420,9 @@ Status EvaluateTrained(const Plan& plan, CheckpointVariableStore* store,
       std::printf("test: skipped (the plan carries no evaluation plan; `oflite compile` "
                   "writes one)\n");
       return Status::OK();
+  }
+  if (!resumed_final.empty()) {
+    return EvaluateCheckpoint(plan.eval_plan(), resumed_final, options, session, eval_out);
   }
   if (session == nullptr) {
     std::map<std::string, HostTensor> trained = store->TakeFinalVariables();
@@ -647,8 +676,10 @@ int RunRun(int argc, char** argv) {
               static_cast<long long>(stats->threads));
   std::fflush(stdout);
   if (evaluate) {
+    const bool trained_none = options.start_iter >= end && !store_options.restore_dir.empty();
     Status evaluated = EvaluateTrained(*plan, &store, &capture, options, session.get(),
-                                       flags.Get("eval-out"));
+                                       flags.Get("eval-out"),
+                                       trained_none ? store_options.restore_dir : "");
     if (!evaluated.ok()) return FailJob(evaluated, session.get(), run->rank);
   }
   if (session != nullptr && flags.GetBool("stats")) {

@@ -1,7 +1,8 @@
-// Data source ops: fashion_mnist and random_batch (docs/ops.md, "data
+// Data source ops: fashion_mnist, npy_dataset and random_batch (docs/ops.md, "data
 // family"). Shapes here are logical; when the compiler splits the outputs
 // S(0) each device receives batch_size / parallel_num rows.
 #include <string>
+#include <vector>
 
 #include "oneflow_lite/common/attr.h"
 #include "oneflow_lite/ops/op_def.h"
@@ -50,23 +51,61 @@ Status InferRandomBatch(InferContext* ctx) {
   return Status::OK();
 }
 
-// Both outputs split on the batch when it divides evenly; B is implied.
+// Both outputs split on the batch when it divides evenly, or, with the
+// source's uneven_split attribute, into balanced parts (boxing and the
+// kernels' shards follow common/partition.h) when every device gets at
+// least one row; B is implied.
 Status BatchSplitSbp(SbpContext* ctx) {
   const int64_t batch = ctx->outputs().at(0).shape.dim(0);
   const int64_t n = ctx->parallel_num();
-  if (batch % n == 0) {
+  const bool uneven = ctx->attrs().GetBoolOr("uneven_split", false);
+  if (batch % n == 0 || (uneven && batch >= n)) {
     ctx->Add(SbpSignature{{}, {SplitSbp(0), SplitSbp(0)}});
   } else {
     const int64_t lower = batch / n * n, upper = lower + n;
     std::string examples = std::to_string(upper);
     if (lower > 0) examples = std::to_string(lower) + " or " + examples;
-    ctx->Withhold("S(0) needs equal parts: batch " + std::to_string(batch) +
-                  " is not divisible by " + std::to_string(n) +
-                  " devices (use a batch divisible by " + std::to_string(n) + ", e.g. " +
-                  examples + ")");
+    std::string reason = "S(0) needs equal parts: batch " + std::to_string(batch) +
+                         " is not divisible by " + std::to_string(n) +
+                         " devices (use a batch divisible by " + std::to_string(n) + ", e.g. " +
+                         examples + ")";
+    if (batch >= n) {
+      reason += ", or let the source split it into balanced parts (its uneven_split option)";
+    }
+    ctx->Withhold(reason);
   }
   return Status::OK();
 }
+
+// npy_dataset: batches of a user's arrays (api: Graph::NpyDataset; the
+// kernel reads <path>/<split>_x.npy and <split>_y.npy). The sample shape
+// is recorded at build time from the .npy header; images are float32.
+Status InferNpyDataset(InferContext* ctx) {
+  ASSIGN_OR_RETURN(int64_t batch, ctx->attrs().GetInt("batch_size"));
+  if (batch <= 0) return ctx->Error("batch_size must be > 0, got ", batch);
+  const std::string split = ctx->attrs().GetStringOr("split", "train");
+  if (split != "train" && split != "test") {
+    return ctx->Error("split must be 'train' or 'test', got '", split, "'");
+  }
+  ASSIGN_OR_RETURN(Shape sample, ctx->attrs().GetShape("sample_shape"));
+  for (int64_t d : sample.dims()) {
+    if (d <= 0) return ctx->Error("sample_shape ", sample, " has a non-positive dimension");
+  }
+  const double std = ctx->attrs().GetFloatOr("std", 1.0);
+  if (!(std > 0.0)) return ctx->Error("std must be > 0, got ", std);
+  std::vector<int64_t> dims = {batch};
+  dims.insert(dims.end(), sample.dims().begin(), sample.dims().end());
+  *ctx->Output("image") = TensorDesc(Shape(dims), DT_FLOAT);
+  *ctx->Output("label") = TensorDesc(Shape{batch}, DT_INT32);
+  return Status::OK();
+}
+
+REGISTER_OP("npy_dataset")
+    .Output("image")
+    .Output("label")
+    .Source()
+    .Infer(InferNpyDataset)
+    .Sbp(BatchSplitSbp);
 
 REGISTER_OP("fashion_mnist")
     .Output("image")

@@ -4,7 +4,10 @@
 // device's plan gives it outputs of batch / p rows, and device k produces
 // rows [k * batch / p, (k + 1) * batch / p) of the logical batch, so the
 // shards of a p-device run, concatenated in device order, are exactly the
-// batch of a 1-device run. When the outputs are broadcast (or p = 1) the
+// batch of a 1-device run. A batch p does not divide (only for a source
+// with the uneven_split attribute) is cut by the balanced rule (common/partition.h): device k
+// gets batch / p rows, plus one if k < batch % p, as the compiler's
+// physical shapes say. When the outputs are broadcast (or p = 1) the
 // physical batch equals the logical one and every device produces it all.
 // Any other physical batch is an error naming the op and the device.
 #ifndef ONEFLOW_LITE_KERNELS_CPU_DATA_BATCH_SHARD_H_
@@ -12,6 +15,7 @@
 
 #include <cstdint>
 
+#include "oneflow_lite/common/partition.h"
 #include "oneflow_lite/common/status.h"
 #include "oneflow_lite/kernels/kernel.h"
 
@@ -39,8 +43,14 @@ inline StatusOr<BatchShard> ResolveBatchShard(const KernelInitContext& ctx, int6
       physical == logical_batch / ctx.parallel_num) {
     return BatchShard{ctx.parallel_id * physical, physical};
   }
+  // uneven_split (the op's opt-in): the balanced part of this device.
+  if (ctx.attrs().GetBoolOr("uneven_split", false) && ctx.parallel_num > 1 &&
+      ctx.parallel_id >= 0 && ctx.parallel_id < ctx.parallel_num) {
+    const PartRange part = BalancedPart(logical_batch, ctx.parallel_num, ctx.parallel_id);
+    if (physical == part.size) return BatchShard{part.begin, physical};
+  }
   return error("physical batch ", physical, " is neither the logical batch ", logical_batch,
-               " nor an even S(0) shard of it");
+               " nor an even S(0) shard of it (nor, with uneven_split, its balanced shard)");
 }
 
 }  // namespace oflite

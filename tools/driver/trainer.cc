@@ -1,11 +1,11 @@
-#include "examples/example_main.h"
+#include "tools/driver/trainer.h"
+
+#include <glog/logging.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
-
-#include <glog/logging.h>
 
 #include "oneflow_lite/api/node_plan.h"
 #include "oneflow_lite/common/proto_io.h"
@@ -14,7 +14,7 @@
 #include "tools/oflite/flags.h"
 
 namespace oflite {
-namespace examples {
+namespace driver {
 namespace {
 
 int Fail(const std::string& name, const Status& status, int code) {
@@ -29,7 +29,8 @@ std::string DefaultOutDir() {
   return workspace != nullptr ? std::string(workspace) + "/out" : ".";
 }
 
-// `machines` machines on loopback addresses 127.0.0.1, 127.0.0.2, ...
+}  // namespace
+
 ClusterProto LoopbackCluster(int64_t machines, int64_t cpu_devices) {
   ClusterProto cluster;
   for (int64_t i = 0; i < machines; ++i) {
@@ -41,10 +42,26 @@ ClusterProto LoopbackCluster(int64_t machines, int64_t cpu_devices) {
   return cluster;
 }
 
-}  // namespace
+StatusOr<Job> BuildTrainingJob(const std::string& name, const TrainerConfig& config,
+                               const ModelFn& model) {
+  Graph g(name, config.seed);
+  model(config, &g);
+  if (config.iters > 0) {
+    g.SetIterations(config.iters);
+  } else {
+    g.SetEpochs(config.epochs);
+  }
+  g.SetPlacement(Placement::Parse("0-" + std::to_string(config.machines - 1) + ":cpu:0-" +
+                                  std::to_string(config.devices - 1)));
+  return g.Build();
+}
 
-int RunExample(const std::string& name, ExampleConfig config, const ModelFn& model, int argc,
-               char** argv) {
+StatusOr<Plan> CompileTrainingPlan(const Job& job, const TrainerConfig& config) {
+  return CompileNodePlan(job, LoopbackCluster(config.machines, config.devices));
+}
+
+int TrainMain(const std::string& name, TrainerConfig config, const ModelFn& model, int argc,
+              char** argv) {
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
   // Flags after "--" go to the trainer (oflite run).
@@ -57,7 +74,8 @@ int RunExample(const std::string& name, ExampleConfig config, const ModelFn& mod
   }
   cli::FlagSet flags(
       name, "[flags] [-- oflite-run flags]",
-      {{"data-dir", "Fashion-MNIST idx files", false, config.data_dir},
+      {{"data-dir", "dataset directory (Fashion-MNIST idx files, or .npy arrays)", false,
+        config.data_dir},
        {"batch", "global batch size", false, std::to_string(config.batch)},
        {"epochs", "epochs of the training split", false, std::to_string(config.epochs)},
        {"iters", "iterations instead of epochs (0: use --epochs)", false, "0"},
@@ -67,6 +85,8 @@ int RunExample(const std::string& name, ExampleConfig config, const ModelFn& mod
        {"machines", "machines (data parallel; written, then run with oflite launch)", false,
         std::to_string(config.machines)},
        {"seed", "job seed", false, std::to_string(config.seed)},
+       {"classes", "classes of the labels (models on .npy data)", false,
+        std::to_string(config.classes)},
        {"out-dir", "where to write the job and plan files", false, DefaultOutDir()},
        {"compile-only", "write the job and plan, do not train", true, "false"}});
   Status parsed = flags.Parse(own_argc, argv);
@@ -75,7 +95,7 @@ int RunExample(const std::string& name, ExampleConfig config, const ModelFn& mod
     flags.PrintHelp();
     return cli::kExitOk;
   }
-  for (const char* key : {"batch", "epochs", "iters", "devices", "machines", "seed"}) {
+  for (const char* key : {"batch", "epochs", "iters", "devices", "machines", "seed", "classes"}) {
     if (!flags.GetInt(key).ok()) return Fail(name, flags.GetInt(key).status(), cli::kExitBadInput);
   }
   config.data_dir = flags.Get("data-dir");
@@ -85,27 +105,19 @@ int RunExample(const std::string& name, ExampleConfig config, const ModelFn& mod
   config.devices = *flags.GetInt("devices");
   config.machines = *flags.GetInt("machines");
   config.seed = *flags.GetInt("seed");
+  config.classes = *flags.GetInt("classes");
   config.lr = std::atof(flags.Get("lr").c_str());
-  if (config.devices < 1 || config.machines < 1 || config.batch < 1 || config.lr <= 0) {
-    return Fail(name,
-                InvalidArgumentError("--devices, --machines, --batch and --lr must be positive"),
-                cli::kExitBadInput);
+  if (config.devices < 1 || config.machines < 1 || config.batch < 1 || config.lr <= 0 ||
+      config.classes < 1) {
+    return Fail(
+        name,
+        InvalidArgumentError("--devices, --machines, --batch, --classes and --lr must be positive"),
+        cli::kExitBadInput);
   }
 
-  Graph g(name, config.seed);
-  model(config, &g);
-  if (config.iters > 0) {
-    g.SetIterations(config.iters);
-  } else {
-    g.SetEpochs(config.epochs);
-  }
-  g.SetPlacement(Placement::Parse("0-" + std::to_string(config.machines - 1) + ":cpu:0-" +
-                                  std::to_string(config.devices - 1)));
-  StatusOr<Job> job = g.Build();
+  StatusOr<Job> job = BuildTrainingJob(name, config, model);
   if (!job.ok()) return Fail(name, job.status(), cli::kExitBadInput);
-
-  // The training plan and its evaluation plan in one file (api/node_plan.h).
-  StatusOr<Plan> plan = CompileNodePlan(*job, LoopbackCluster(config.machines, config.devices));
+  StatusOr<Plan> plan = CompileTrainingPlan(*job, config);
   if (!plan.ok()) return Fail(name, plan.status(), cli::kExitBadInput);
   const std::string out = flags.Get("out-dir");
   if (std::system(("mkdir -p '" + out + "'").c_str()) != 0) {
@@ -141,5 +153,5 @@ int RunExample(const std::string& name, ExampleConfig config, const ModelFn& mod
   return cli::RunRun(static_cast<int>(run_argv.size()), run_argv.data());
 }
 
-}  // namespace examples
+}  // namespace driver
 }  // namespace oflite
