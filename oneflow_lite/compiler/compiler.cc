@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "oneflow_lite/common/attr.h"
+#include "oneflow_lite/common/edge_sync.h"
 #include "oneflow_lite/common/id.h"
 #include "oneflow_lite/common/proto_io.h"
 #include "oneflow_lite/common/version.h"
@@ -54,6 +55,7 @@ class Emitter {
     plan->set_samples_per_iter(SamplesPerIteration(job));
     plan->set_is_train(job.conf().is_train());
     RETURN_IF_ERROR(EmitVariables(logical, plan));
+    MarkGraphCapture(cluster, plan);
     std::vector<RegstDescProto> regsts;
     for (const RegstNode& r : g_.regsts) regsts.push_back(ToProto(r));
     std::map<int64_t, std::vector<TaskProto>> by_machine;
@@ -73,6 +75,28 @@ class Emitter {
   }
 
  private:
+  // Plan.graph_capturable / graph_note (docs/gpu.md, "Graph replay").
+  void MarkGraphCapture(const ClusterProto& cluster, Plan* plan) const {
+    std::string why_not;
+    int cuda_tasks = 0;
+    for (const TaskNode& t : g_.tasks) {
+      if (t.device.type != DEVICE_CUDA) continue;
+      ++cuda_tasks;
+      if (t.type != TASK_COMPUTE && t.type != TASK_VARIABLE && t.type != TASK_COPY_H2D &&
+          t.type != TASK_COPY_D2H && why_not.empty()) {
+        why_not = "task '" + t.name + "' (" + TaskType_Name(t.type) +
+                  ") runs host code on a CUDA stream";
+      }
+    }
+    for (const RegstNode& r : g_.regsts) {
+      if (r.is_dynamic && why_not.empty()) why_not = "register '" + r.name + "' is dynamic";
+    }
+    if (cluster.machine_size() != 1) why_not = "the plan spans several machines";
+    if (cuda_tasks == 0) why_not = "no CUDA task";
+    plan->set_graph_capturable(why_not.empty());
+    plan->set_graph_note(why_not);
+  }
+
   // Plan.variable: the logical desc of every variable a task owns.
   Status EmitVariables(const LogicalGraph& logical, Plan* plan) const {
     std::map<std::string, TensorDescProto> variables;
@@ -106,6 +130,7 @@ class Emitter {
       StatusOr<int64_t> id = EncodeTaskId(parts);
       if (!id.ok()) return id.status().WithContext("task '" + t.name + "'");
       ids_.push_back(*id);
+      type_of_id_[*id] = t.type;
     }
     return Status::OK();
   }
@@ -122,7 +147,11 @@ class Emitter {
     p.set_regst_desc_id(r.id);
     p.set_name(r.name);
     p.set_producer_task_id(ids_[r.producer]);
-    for (int64_t id : SortedIds(r.consumers)) p.add_consumer_task_id(id);
+    for (int64_t id : SortedIds(r.consumers)) {
+      p.add_consumer_task_id(id);
+      p.add_consumer_sync(RequiredEdgeSync(ids_[r.producer], g_.tasks[r.producer].type, id,
+                                           type_of_id_.at(id)));
+    }
     for (int64_t id : SortedIds(r.mutators)) p.add_mutator_task_id(id);
     p.set_regst_num(r.regst_num);
     *p.mutable_zone() = r.zone;
@@ -182,6 +211,7 @@ class Emitter {
   const std::vector<MemBlockProto>& blocks_;
   const int64_t machine_count_;  // of the cluster: a ring must span them all
   std::vector<int64_t> ids_;  // task index -> task id
+  std::map<int64_t, TaskType> type_of_id_;
 };
 
 }  // namespace
