@@ -75,6 +75,18 @@ class Emitter {
   }
 
  private:
+  // A replayed graph repeats its launch arguments: ops whose arguments the
+  // kernel derives from the iteration (Adam's bias correction, dropout's
+  // seed, a learning-rate schedule other than a constant without warm-up)
+  // cannot be captured once.
+  static bool ReadsIterationOnHost(const OpConf& op) {
+    if (op.op_type() == "adam_update" || op.op_type() == "dropout") return true;
+    if (op.op_type() != "sgd_update" && op.op_type() != "momentum_update") return false;
+    AttrView attrs(op);
+    return attrs.GetStringOr("lr_type", "constant") != "constant" ||
+           attrs.GetIntOr("warmup_iters", 0) > 0;
+  }
+
   // Plan.graph_capturable / graph_note (docs/gpu.md, "Graph replay").
   void MarkGraphCapture(const ClusterProto& cluster, Plan* plan) const {
     std::string why_not;
@@ -86,6 +98,12 @@ class Emitter {
           t.type != TASK_COPY_D2H && why_not.empty()) {
         why_not = "task '" + t.name + "' (" + TaskType_Name(t.type) +
                   ") runs host code on a CUDA stream";
+      }
+      for (const KernelConf& k : t.kernels) {
+        if (why_not.empty() && ReadsIterationOnHost(k.op())) {
+          why_not = "op '" + k.op().name() + "' (" + k.op().op_type() +
+                    ") computes a launch argument from the iteration on the host";
+        }
       }
     }
     for (const RegstNode& r : g_.regsts) {
