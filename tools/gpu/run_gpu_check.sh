@@ -137,7 +137,8 @@ run_step() {
       explained=$((explained + 1))
     else
       unexplained=$((unexplained + 1))
-      reasons+=" $test ($reason);"
+      ((unexplained <= 3)) && reasons+=" $test ($reason);"
+      ((unexplained == 4)) && reasons+=" ...;"
     fi
   done < <(skipped_tests "$step_log")
   skipped_total=$((explained + unexplained))
