@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "oneflow_lite/common/attr.h"
+#include "oneflow_lite/common/edge_sync.h"
 #include "oneflow_lite/common/id.h"
 #include "oneflow_lite/common/proto_io.h"
 #include "oneflow_lite/common/version.h"
@@ -55,6 +56,7 @@ class Emitter {
     plan->set_samples_per_iter(SamplesPerIteration(job));
     plan->set_is_train(job.conf().is_train());
     RETURN_IF_ERROR(EmitVariables(logical, plan));
+    MarkGraphCapture(cluster, plan);
     std::vector<RegstDescProto> regsts;
     for (const RegstNode& r : g_.regsts) regsts.push_back(ToProto(r));
     std::map<int64_t, std::vector<TaskProto>> by_machine;
@@ -74,6 +76,46 @@ class Emitter {
   }
 
  private:
+  // A replayed graph repeats its launch arguments: ops whose arguments the
+  // kernel derives from the iteration (Adam's bias correction, dropout's
+  // seed, a learning-rate schedule other than a constant without warm-up)
+  // cannot be captured once.
+  static bool ReadsIterationOnHost(const OpConf& op) {
+    if (op.op_type() == "adam_update" || op.op_type() == "dropout") return true;
+    if (op.op_type() != "sgd_update" && op.op_type() != "momentum_update") return false;
+    AttrView attrs(op);
+    return attrs.GetStringOr("lr_type", "constant") != "constant" ||
+           attrs.GetIntOr("warmup_iters", 0) > 0;
+  }
+
+  // Plan.graph_capturable / graph_note (docs/gpu.md, "Graph replay").
+  void MarkGraphCapture(const ClusterProto& cluster, Plan* plan) const {
+    std::string why_not;
+    int cuda_tasks = 0;
+    for (const TaskNode& t : g_.tasks) {
+      if (t.device.type != DEVICE_CUDA) continue;
+      ++cuda_tasks;
+      if (t.type != TASK_COMPUTE && t.type != TASK_VARIABLE && t.type != TASK_COPY_H2D &&
+          t.type != TASK_COPY_D2H && why_not.empty()) {
+        why_not = "task '" + t.name + "' (" + TaskType_Name(t.type) +
+                  ") runs host code on a CUDA stream";
+      }
+      for (const KernelConf& k : t.kernels) {
+        if (why_not.empty() && ReadsIterationOnHost(k.op())) {
+          why_not = "op '" + k.op().name() + "' (" + k.op().op_type() +
+                    ") computes a launch argument from the iteration on the host";
+        }
+      }
+    }
+    for (const RegstNode& r : g_.regsts) {
+      if (r.is_dynamic && why_not.empty()) why_not = "register '" + r.name + "' is dynamic";
+    }
+    if (cluster.machine_size() != 1) why_not = "the plan spans several machines";
+    if (cuda_tasks == 0) why_not = "no CUDA task";
+    plan->set_graph_capturable(why_not.empty());
+    plan->set_graph_note(why_not);
+  }
+
   // Plan.variable: the logical desc of every variable a task owns.
   Status EmitVariables(const LogicalGraph& logical, Plan* plan) const {
     std::map<std::string, TensorDescProto> variables;
@@ -107,6 +149,7 @@ class Emitter {
       StatusOr<int64_t> id = EncodeTaskId(parts);
       if (!id.ok()) return id.status().WithContext("task '" + t.name + "'");
       ids_.push_back(*id);
+      type_of_id_[*id] = t.type;
     }
     return Status::OK();
   }
@@ -123,7 +166,11 @@ class Emitter {
     p.set_regst_desc_id(r.id);
     p.set_name(r.name);
     p.set_producer_task_id(ids_[r.producer]);
-    for (int64_t id : SortedIds(r.consumers)) p.add_consumer_task_id(id);
+    for (int64_t id : SortedIds(r.consumers)) {
+      p.add_consumer_task_id(id);
+      p.add_consumer_sync(RequiredEdgeSync(ids_[r.producer], g_.tasks[r.producer].type, id,
+                                           type_of_id_.at(id)));
+    }
     for (int64_t id : SortedIds(r.mutators)) p.add_mutator_task_id(id);
     p.set_regst_num(r.regst_num);
     *p.mutable_zone() = r.zone;
@@ -183,6 +230,7 @@ class Emitter {
   const std::vector<MemBlockProto>& blocks_;
   const int64_t machine_count_;  // of the cluster: a ring must span them all
   std::vector<int64_t> ids_;  // task index -> task id
+  std::map<int64_t, TaskType> type_of_id_;
 };
 
 StatusOr<Plan> CompileJob(const Job& job, const ClusterProto& cluster,

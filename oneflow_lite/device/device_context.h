@@ -61,6 +61,16 @@ class DeviceContext {
     return Status::OK();
   }
 
+  // Runs host work `work` (a CPU kernel's Forward) in stream order. The CPU
+  // and CUDA contexts run it now, on the calling thread (CUDA kernels
+  // enqueue their own device work), and return its status. A context whose
+  // stream is a thread of its own (the test stream,
+  // runtime/testing/async_cpu_context.h) queues it and returns OK; an error
+  // of queued work is sticky: every later completion (OnStreamDone) and
+  // Synchronize of the context fails with it, like a CUDA error. `work` and
+  // what it points to must stay valid until it ran.
+  virtual Status Launch(std::function<Status()> work) const { return work(); }
+
   // Copies `bytes` bytes from `src` to `dst`, ordered after the work already
   // enqueued (for an asynchronous context: enqueued, not finished, on return).
   virtual Status Memcpy(void* dst, const void* src, int64_t bytes, CopyKind kind) const {

@@ -5,6 +5,7 @@
 #include <tuple>
 #include <vector>
 
+#include "oneflow_lite/common/edge_sync.h"
 #include "oneflow_lite/plan/plan_index.h"
 
 namespace oflite {
@@ -288,6 +289,36 @@ Status CheckRegst(const TaskProto& task, int k, const ZoneSizes& zones) {
   return Status::OK();
 }
 
+// consumer_sync is empty (an old plan) or one entry per consumer, and an
+// edge is EDGE_STREAM_ORDER only where the stream-order rule allows it
+// (common/edge_sync.h): skipping the event elsewhere would let a consumer
+// read a register before its producer's work finished.
+Status CheckConsumerSync(const TaskProto& task, const RegstDescProto& desc,
+                         const std::string& field, const PlanIndex& index) {
+  if (desc.consumer_sync_size() == 0) return Status::OK();
+  if (desc.consumer_sync_size() != desc.consumer_task_id_size()) {
+    return TaskError(task, field + ".consumer_sync", desc.consumer_sync_size(),
+                     " entries for ", desc.consumer_task_id_size(), " consumers");
+  }
+  for (int k = 0; k < desc.consumer_sync_size(); ++k) {
+    const EdgeSync sync = desc.consumer_sync(k);
+    const TaskProto* consumer = index.FindTask(desc.consumer_task_id(k));
+    if (sync != EDGE_STREAM_ORDER && sync != EDGE_EVENT) {
+      return TaskError(task, field + ".consumer_sync[" + std::to_string(k) + "]",
+                       "unknown or unset value ", static_cast<int>(sync));
+    }
+    if (sync != EDGE_STREAM_ORDER || consumer == nullptr) continue;
+    if (RequiredEdgeSync(task.task_id(), task.type(), consumer->task_id(), consumer->type()) !=
+        EDGE_STREAM_ORDER) {
+      return TaskError(task, field + ".consumer_sync[" + std::to_string(k) + "]",
+                       "EDGE_STREAM_ORDER to ", plan_internal::TaskLabel(*consumer),
+                       ", but the edge crosses a stream, a device or the host (it needs "
+                       "EDGE_EVENT)");
+    }
+  }
+  return Status::OK();
+}
+
 // Consumers and producers agree: every consumer lists the register in its
 // `consumed`, every consumed register lists the task as a consumer, and
 // only CommNet tasks consume registers of another machine.
@@ -439,6 +470,18 @@ Status VerifyPlanAt(const Plan& plan, const PlanVerifierOptions& options, bool n
       RETURN_IF_ERROR(CheckConsumers(task, index));
       RETURN_IF_ERROR(plan_internal::CheckKernels(task, index));
       RETURN_IF_ERROR(plan_internal::CheckTaskKind(task, index));
+    }
+  }
+  // Last: the edges it checks are known to be consistent by now.
+  for (const MachinePlan& machine : plan.machine()) {
+    for (const TaskProto& task : machine.task()) {
+      for (int k = 0; k < task.produced_size(); ++k) {
+        const RegstDescProto& desc = task.produced(k);
+        RETURN_IF_ERROR(CheckConsumerSync(task, desc,
+                                          "produced[" + std::to_string(k) + "] (register " +
+                                              std::to_string(desc.regst_desc_id()) + ")",
+                                          index));
+      }
     }
   }
   return Status::OK();

@@ -297,5 +297,53 @@ TEST(PlanVerifierTest, InvalidEnumsAreRefused) {
   ExpectRefused(plan, {Label(*task), ".blob[0].desc", "dtype 99 is not a data type"});
 }
 
+// consumer_sync (docs/runtime.md, "Stream order"): a compiled plan marks
+// every edge; an edge that crosses a stream or the host marked
+// EDGE_STREAM_ORDER would let a consumer read before the data is there.
+TEST(PlanVerifierTest, StreamOrderOnAnEdgeThatNeedsAnEventIsRefused) {
+  Plan plan = Compiled("mlp");
+  int stream_ordered = 0;
+  TaskProto* crossing = nullptr;
+  int crossing_k = -1;
+  for (TaskProto& task : *plan.mutable_machine(0)->mutable_task()) {
+    for (RegstDescProto& desc : *task.mutable_produced()) {
+      ASSERT_EQ(desc.consumer_sync_size(), desc.consumer_task_id_size()) << task.name();
+      for (int k = 0; k < desc.consumer_sync_size(); ++k) {
+        stream_ordered += desc.consumer_sync(k) == EDGE_STREAM_ORDER ? 1 : 0;
+        if (desc.consumer_sync(k) == EDGE_EVENT && crossing == nullptr) {
+          crossing = &task;
+          crossing_k = k;
+        }
+      }
+    }
+  }
+  EXPECT_GT(stream_ordered, 0);
+  ASSERT_NE(crossing, nullptr);
+  for (RegstDescProto& desc : *crossing->mutable_produced()) {
+    if (desc.consumer_sync_size() > crossing_k && desc.consumer_sync(crossing_k) == EDGE_EVENT) {
+      desc.set_consumer_sync(crossing_k, EDGE_STREAM_ORDER);
+      break;
+    }
+  }
+  ExpectRefused(plan, {Label(*crossing), ".consumer_sync[", "needs EDGE_EVENT"});
+}
+
+TEST(PlanVerifierTest, ConsumerSyncOfTheWrongLengthOrUnsetIsRefused) {
+  Plan plan = Compiled("mlp");
+  TaskProto* task = FindTask(&plan, IsMatmul);
+  task->mutable_produced(0)->add_consumer_sync(EDGE_EVENT);
+  ExpectRefused(plan, {Label(*task), "produced[0]", ".consumer_sync", "entries for"});
+  plan = Compiled("mlp");
+  task = FindTask(&plan, IsMatmul);
+  task->mutable_produced(0)->set_consumer_sync(0, EDGE_SYNC_UNSET);
+  ExpectRefused(plan, {Label(*task), ".consumer_sync[0]", "unset"});
+  // An old plan without the field stays valid (every edge waits for the event).
+  plan = Compiled("mlp");
+  for (TaskProto& t : *plan.mutable_machine(0)->mutable_task()) {
+    for (RegstDescProto& desc : *t.mutable_produced()) desc.clear_consumer_sync();
+  }
+  EXPECT_TRUE(VerifyPlan(plan).ok());
+}
+
 }  // namespace
 }  // namespace oflite

@@ -212,7 +212,11 @@ Status CopyBody::Act(ActContext* context) {
   Regst* in = context->consumed.at(in_);
   Regst* out = context->produced.at(out_);
   for (size_t i = 0; i < out->blobs.size(); ++i) {
-    out->blobs[i].set_shape(in->blobs[i].shape());
+    // Only a dynamic shape changes; rewriting an equal one would race with
+    // stream-ordered readers of the copy still queued on the stream.
+    if (out->blobs[i].shape() != in->blobs[i].shape()) {
+      out->blobs[i].set_shape(in->blobs[i].shape());
+    }
     Status copied = env_->device->Memcpy(out->blobs[i].raw(), in->blobs[i].raw(),
                                          in->blobs[i].ByteSize(), kind_);
     if (!copied.ok()) {

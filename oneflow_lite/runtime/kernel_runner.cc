@@ -1,6 +1,9 @@
 #include "oneflow_lite/runtime/kernel_runner.h"
 
 #include <cmath>
+#include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "oneflow_lite/common/trace/trace.h"
@@ -82,31 +85,50 @@ Status KernelRunner::Run(ActContext* context) {
 }
 
 Status KernelRunner::RunOne(const Entry& entry, ActContext* context) {
-  const OpConf& op = entry.conf->op();
-  KernelContext kernel_context(op, env_->device, context->piece_id);
+  // Bindings resolve on the actor's thread; the kernel runs in stream order
+  // (now, or later on the stream's own thread: DeviceContext::Launch).
+  auto bound = std::make_shared<BoundBlobs>();
   for (const BlobBinding& binding : entry.conf->input()) {
     ASSIGN_OR_RETURN(Blob * blob, ResolveBinding(binding, context));
-    kernel_context.BindInput(binding.arg(), blob);
+    bound->inputs.emplace_back(binding.arg(), blob);
   }
   for (const BlobBinding& binding : entry.conf->output()) {
     ASSIGN_OR_RETURN(Blob * blob, ResolveBinding(binding, context));
-    kernel_context.BindOutput(binding.arg(), blob);
+    bound->outputs.emplace_back(binding.arg(), blob);
   }
-  trace::Slice traced("kernel", op.name());
-  Status status = entry.kernel->Forward(&kernel_context);
-  if (!status.ok()) {
+  const OpConf* op = &entry.conf->op();
+  Kernel* kernel = entry.kernel.get();
+  const DeviceContext* device = env_->device;
+  const int64_t piece = context->piece_id;
+  auto work = [op, kernel, device, piece, bound]() -> Status {
+    KernelContext kernel_context(*op, device, piece);
+    for (const auto& [arg, blob] : bound->inputs) kernel_context.BindInput(arg, blob);
+    for (const auto& [arg, blob] : bound->outputs) kernel_context.BindOutput(arg, blob);
+    // Recorded on the thread that runs the kernel when it has a trace track
+    // (a stream thread; a device's own worker thread records nothing).
+    trace::Slice traced("kernel", op->name());
+    Status status = kernel->Forward(&kernel_context);
+    if (status.ok()) return status;
     // Kernels name their op and iteration through ctx.Error; add it if not.
-    if (status.message().find("'" + op.name() + "'") != std::string::npos) return status;
-    return status.WithContext("op '" + op.name() + "' (" + op.op_type() + ") at iteration " +
-                              std::to_string(context->piece_id));
+    if (status.message().find("'" + op->name() + "'") != std::string::npos) return status;
+    return status.WithContext("op '" + op->name() + "' (" + op->op_type() + ") at iteration " +
+                              std::to_string(piece));
+  };
+  if (device == nullptr) {
+    RETURN_IF_ERROR(work());
+  } else {
+    RETURN_IF_ERROR(device->Launch(std::move(work)));
   }
-  if (env_->check_nan) RETURN_IF_ERROR(CheckFinite(entry, &kernel_context));
+  if (env_->check_nan) RETURN_IF_ERROR(CheckFinite(entry, *bound, piece));
   return Status::OK();
 }
 
-Status KernelRunner::CheckFinite(const Entry& entry, KernelContext* kernel_context) const {
-  for (const BlobBinding& binding : entry.conf->output()) {
-    const Blob* output = kernel_context->Output(binding.arg(), binding.index());
+Status KernelRunner::CheckFinite(const Entry& entry, const BoundBlobs& bound,
+                                 int64_t piece) const {
+  const KernelContext names(entry.conf->op(), env_->device, piece);  // for Error()
+  for (size_t k = 0; k < bound.outputs.size(); ++k) {
+    const Blob* output = bound.outputs[k].second;
+    const BlobBinding& binding = entry.conf->output(static_cast<int>(k));
     if (output->dtype() != DT_FLOAT && output->dtype() != DT_DOUBLE) continue;
     // An asynchronous device's output is read through its stream, once done.
     std::vector<char> staging;
@@ -124,8 +146,8 @@ Status KernelRunner::CheckFinite(const Entry& entry, KernelContext* kernel_conte
     if (blob.dtype() == DT_FLOAT) bad = FirstNonFinite<float>(blob);
     if (blob.dtype() == DT_DOUBLE) bad = FirstNonFinite<double>(blob);
     if (bad >= 0) {
-      return kernel_context->Error("NaN/Inf in output '", binding.arg(), "'[", binding.index(),
-                                   "] at element ", bad, " (NaN check enabled)");
+      return names.Error("NaN/Inf in output '", binding.arg(), "'[", binding.index(),
+                         "] at element ", bad, " (NaN check enabled)");
     }
   }
   return Status::OK();

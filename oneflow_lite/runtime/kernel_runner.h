@@ -7,11 +7,17 @@
 // kernel and a NaN or Inf fails the act naming the op, the output and the
 // iteration (on an asynchronous device the outputs are copied to the host
 // and the stream synchronized first: the NaN check is a debugging aid and
-// stalls the stream). Owned by one actor; used on its thread only.
+// stalls the stream). Each kernel call goes through DeviceContext::Launch,
+// so on a stream with a thread of its own (the test stream) it runs later,
+// in stream order; the runner (and its kernels) must then outlive the
+// context's queued work, which the runtime ensures by destroying contexts
+// first. Owned by one actor; used on its thread only.
 #ifndef ONEFLOW_LITE_RUNTIME_KERNEL_RUNNER_H_
 #define ONEFLOW_LITE_RUNTIME_KERNEL_RUNNER_H_
 
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "oneflow_lite/kernels/kernel.h"
@@ -37,9 +43,15 @@ class KernelRunner {
     const KernelConf* conf = nullptr;
     std::unique_ptr<Kernel> kernel;
   };
+  // The blobs one kernel call is bound to, in binding order (shared with
+  // the work queued on the stream).
+  struct BoundBlobs {
+    std::vector<std::pair<std::string, Blob*>> inputs;
+    std::vector<std::pair<std::string, Blob*>> outputs;
+  };
   KernelRunner(const TaskProto& task, const ActorEnv& env) : task_(&task), env_(&env) {}
   Status RunOne(const Entry& entry, ActContext* context);
-  Status CheckFinite(const Entry& entry, KernelContext* kernel_context) const;
+  Status CheckFinite(const Entry& entry, const BoundBlobs& bound, int64_t piece) const;
 
   const TaskProto* task_;
   const ActorEnv* env_;

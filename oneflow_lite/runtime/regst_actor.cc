@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "oneflow_lite/common/edge_sync.h"
 #include "oneflow_lite/common/id.h"
 
 namespace oflite {
@@ -21,6 +22,12 @@ StatusOr<std::unique_ptr<RegstActor>> RegstActor::Create(const TaskProto& task,
                                     "produces");
       }
       actor->consumed_.AddDesc(desc_id, desc->producer_task_id());
+      for (int k = 0; k < desc->consumer_task_id_size(); ++k) {
+        if (desc->consumer_task_id(k) == task.task_id() &&
+            ConsumerSyncAt(*desc, k) == EDGE_STREAM_ORDER) {
+          actor->stream_ordered_.emplace(desc_id, desc->producer_task_id());
+        }
+      }
     }
   }
   for (const RegstDescProto& desc : task.produced()) {
@@ -41,6 +48,11 @@ StatusOr<std::unique_ptr<RegstActor>> RegstActor::Create(const TaskProto& task,
         return InvalidArgumentError("task '", task.name(), "': mutator ",
                                     TaskIdToString(mutator), " of register ",
                                     desc.regst_desc_id(), " is not one of its consumers");
+      }
+    }
+    for (int k = 0; k < desc.consumer_task_id_size(); ++k) {
+      if (ConsumerSyncAt(desc, k) == EDGE_STREAM_ORDER) {
+        actor->stream_ordered_.emplace(desc.regst_desc_id(), desc.consumer_task_id(k));
       }
     }
     actor->produced_.AddDesc(desc.regst_desc_id(), std::move(copies), std::move(readers),
@@ -69,10 +81,14 @@ Status RegstActor::Handle(const ActorMessage& message) {
       std::vector<int64_t> send_to;
       RETURN_IF_ERROR(produced_.OnReturned(message.regst_desc_id, message.regst_index, &send_to)
                           .WithContext("actor '" + name() + "'"));
+      // The mutators, once every reader returned the copy.
+      std::vector<ActorMessage> later;
       for (int64_t consumer : send_to) {
-        RETURN_IF_ERROR(env_->bus->Send(ActorMessage::Produced(
-            id(), consumer, message.regst_desc_id, message.regst_index, message.piece_id)));
+        RETURN_IF_ERROR(SendOrDefer(ActorMessage::Produced(id(), consumer, message.regst_desc_id,
+                                                           message.regst_index, message.piece_id),
+                                    message.regst_desc_id, consumer, &later));
       }
+      if (!later.empty()) RETURN_IF_ERROR(DeferUntilDeviceDone(message.piece_id, std::move(later)));
       break;
     }
     case MessageKind::kEndOfData:
@@ -119,17 +135,31 @@ Status RegstActor::ActOnce() {
   ++act_count_;
   std::vector<Regst*> consumed;
   if (!is_source()) consumed = consumed_.PopFronts();
-  if (env_->device != nullptr && env_->device->IsAsync()) {
-    return DeferUntilDeviceDone(std::move(context), std::move(consumed));
-  }
-  RETURN_IF_ERROR(SendProduced(context));
-  return SendReturned(consumed);
+  std::vector<ActorMessage> later;
+  RETURN_IF_ERROR(SendProduced(context, &later));
+  RETURN_IF_ERROR(SendReturned(consumed, &later));
+  if (later.empty()) return Status::OK();
+  return DeferUntilDeviceDone(context.piece_id, std::move(later));
 }
 
-Status RegstActor::DeferUntilDeviceDone(ActContext context, std::vector<Regst*> consumed) {
+bool RegstActor::StreamOrderedTo(int64_t regst_desc_id, int64_t peer) const {
+  return stream_ordered_.count({regst_desc_id, peer}) > 0;
+}
+
+Status RegstActor::SendOrDefer(ActorMessage message, int64_t regst_desc_id, int64_t peer,
+                               std::vector<ActorMessage>* later) {
+  if (async() && !StreamOrderedTo(regst_desc_id, peer)) {
+    later->push_back(std::move(message));
+    return Status::OK();
+  }
+  // Stream order (or a synchronous device): the data is there, or will be
+  // before any work the receiver enqueues next.
+  return env_->bus->Send(message);
+}
+
+Status RegstActor::DeferUntilDeviceDone(int64_t piece, std::vector<ActorMessage> messages) {
   const int64_t tag = next_tag_++;
-  const int64_t piece = context.piece_id;
-  in_flight_.push_back(InFlightAct{tag, std::move(context), std::move(consumed), false});
+  in_flight_.push_back(Deferred{tag, piece, std::move(messages), false});
   MessageBus* bus = env_->bus;
   const int64_t self = id();
   std::shared_ptr<CompletionErrors> errors = completion_errors_;
@@ -153,7 +183,7 @@ Status RegstActor::DeferUntilDeviceDone(ActContext context, std::vector<Regst*> 
 
 Status RegstActor::OnDeviceDone(int64_t tag) {
   auto it = std::find_if(in_flight_.begin(), in_flight_.end(),
-                         [tag](const InFlightAct& act) { return act.tag == tag; });
+                         [tag](const Deferred& deferred) { return deferred.tag == tag; });
   if (it == in_flight_.end() || it->done) {
     return InternalError("actor '", name(), "': device completion ", tag,
                          " matches no act in flight");
@@ -169,33 +199,38 @@ Status RegstActor::OnDeviceDone(int64_t tag) {
   }
   if (!failed.ok()) {
     return failed.WithContext("actor '" + name() + "': device work of iteration " +
-                              std::to_string(it->context.piece_id) + " failed");
+                              std::to_string(it->piece) + " failed");
   }
   it->done = true;
-  // Streams finish in order; still, release strictly in act order.
+  // Streams finish in order; still, release strictly in deferral order.
   while (!in_flight_.empty() && in_flight_.front().done) {
-    RETURN_IF_ERROR(SendProduced(in_flight_.front().context));
-    RETURN_IF_ERROR(SendReturned(in_flight_.front().consumed));
+    for (const ActorMessage& message : in_flight_.front().messages) {
+      RETURN_IF_ERROR(env_->bus->Send(message));
+    }
     in_flight_.pop_front();
   }
   return Status::OK();
 }
 
-Status RegstActor::SendProduced(const ActContext& context) {
+Status RegstActor::SendProduced(const ActContext& context, std::vector<ActorMessage>* later) {
   for (const auto& [desc_id, regst] : context.produced) {
     for (int64_t consumer : produced_.MarkProduced(regst)) {
-      RETURN_IF_ERROR(env_->bus->Send(
-          ActorMessage::Produced(id(), consumer, desc_id, regst->index, regst->piece_id)));
+      RETURN_IF_ERROR(SendOrDefer(
+          ActorMessage::Produced(id(), consumer, desc_id, regst->index, regst->piece_id), desc_id,
+          consumer, later));
     }
   }
   return Status::OK();
 }
 
-Status RegstActor::SendReturned(const std::vector<Regst*>& consumed) {
+Status RegstActor::SendReturned(const std::vector<Regst*>& consumed,
+                                std::vector<ActorMessage>* later) {
   for (Regst* regst : consumed) {
-    RETURN_IF_ERROR(env_->bus->Send(ActorMessage::Returned(
-        id(), regst->desc->producer_task_id(), regst->desc->regst_desc_id(), regst->index,
-        regst->piece_id)));
+    const int64_t producer = regst->desc->producer_task_id();
+    const int64_t desc_id = regst->desc->regst_desc_id();
+    RETURN_IF_ERROR(SendOrDefer(
+        ActorMessage::Returned(id(), producer, desc_id, regst->index, regst->piece_id), desc_id,
+        producer, later));
   }
   return Status::OK();
 }
@@ -227,7 +262,7 @@ std::string RegstActor::DescribeWaiting() const {
   if (is_source() && !started_) os << "not started; ";
   if (!in_flight_.empty()) {
     os << in_flight_.size() << " act(s) waiting for their device stream (iterations "
-       << in_flight_.front().context.piece_id << ".." << in_flight_.back().context.piece_id
+       << in_flight_.front().piece << ".." << in_flight_.back().piece
        << "); ";
   }
   if (!end_of_data_sent_) os << consumed_.DescribeMissing();

@@ -11,16 +11,28 @@
 // its consumers once; it is finished when every produced copy is back.
 //
 // Asynchronous devices (env.device->IsAsync(), e.g. a CUDA stream): an act
-// only enqueues work, so the actor defers its "produced" and "returned"
-// messages until the device says the work is done. The produced copies stay
-// out (not readable by consumers) and the consumed registers stay held (not
-// returned to their producers) until then; the actor may meanwhile act again
-// on the next registers (its stream orders the work). The device's callback,
-// on another thread, only records an error and posts a wake-up message
-// (ActorMessage::Wakeup, tagged with the act) to the actor's own inbox; the
-// actor sends the deferred messages, in act order, when it handles it.
-// End-of-data waits until nothing is in flight. A failed completion fails
-// the actor's Handle with an error naming the actor and the iteration.
+// only enqueues work. Each edge says how its messages are ordered against
+// that work (RegstDescProto.consumer_sync, written by the compiler; see
+// docs/runtime.md, "Stream order"):
+//   EDGE_STREAM_ORDER  producer and consumer share this stream: "produced"
+//                      to the consumer and "returned" to the producer go out
+//                      as soon as the act is enqueued. The consumer's reads
+//                      are enqueued after the producer's writes, and a copy
+//                      returned early is only rewritten by work enqueued
+//                      after the consumer's reads on the same stream.
+//   EDGE_EVENT / unset the message waits until the device says the act's
+//                      work is done (OnStreamDone: an event on the stream).
+// A deferred act keeps its EDGE_EVENT produced copies out and its EDGE_EVENT
+// consumed registers held; the actor may meanwhile act again (its stream
+// orders the work). "Produced" to a mutator after the readers returned is
+// deferred the same way unless its edge is EDGE_STREAM_ORDER (readers that
+// returned early ran on this stream, so the event covers their reads). The
+// device's callback, on another thread, only records an error and posts a
+// wake-up message (ActorMessage::Wakeup, tagged with the deferral) to the
+// actor's own inbox; the actor sends the deferred messages, in deferral
+// order, when it handles it. End-of-data waits until nothing is deferred. A
+// failed completion fails the actor's Handle with an error naming the actor
+// and the iteration.
 //
 // Used on one thread (see actor.h). Not copyable.
 #ifndef ONEFLOW_LITE_RUNTIME_REGST_ACTOR_H_
@@ -30,6 +42,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -58,11 +72,11 @@ class RegstActor final : public Actor {
   RegstActor(const TaskProto& task, const ActorEnv& env, std::unique_ptr<ActBody> body)
       : task_(&task), env_(&env), body_(std::move(body)) {}
 
-  // An act whose device work was enqueued and has not finished yet.
-  struct InFlightAct {
+  // Messages that wait for the device work enqueued before them.
+  struct Deferred {
     int64_t tag = 0;
-    ActContext context;
-    std::vector<Regst*> consumed;
+    int64_t piece = 0;
+    std::vector<ActorMessage> messages;
     bool done = false;
   };
   // Failed completions by act tag; written by device callbacks on other
@@ -75,10 +89,16 @@ class RegstActor final : public Actor {
   bool is_source() const { return consumed_.empty(); }
   bool ReadyToAct() const;
   Status ActOnce();
-  Status DeferUntilDeviceDone(ActContext context, std::vector<Regst*> consumed);
+  bool async() const { return env_->device != nullptr && env_->device->IsAsync(); }
+  // Whether the edge to (or from) `peer` may skip the event.
+  bool StreamOrderedTo(int64_t regst_desc_id, int64_t peer) const;
+  // Sends `message` now, or queues it in `*later` when its edge needs the event.
+  Status SendOrDefer(ActorMessage message, int64_t regst_desc_id, int64_t peer,
+                     std::vector<ActorMessage>* later);
+  Status DeferUntilDeviceDone(int64_t piece, std::vector<ActorMessage> messages);
   Status OnDeviceDone(int64_t tag);
-  Status SendProduced(const ActContext& context);
-  Status SendReturned(const std::vector<Regst*>& consumed);
+  Status SendProduced(const ActContext& context, std::vector<ActorMessage>* later);
+  Status SendReturned(const std::vector<Regst*>& consumed, std::vector<ActorMessage>* later);
   Status MaybeFinish();
 
   const TaskProto* task_;
@@ -91,7 +111,10 @@ class RegstActor final : public Actor {
   int64_t act_count_ = 0;
   bool end_of_data_sent_ = false;
   bool finished_ = false;
-  std::deque<InFlightAct> in_flight_;  // act order
+  // Edges (regst desc id, peer task id) marked EDGE_STREAM_ORDER, produced
+  // and consumed; fixed at Create.
+  std::set<std::pair<int64_t, int64_t>> stream_ordered_;
+  std::deque<Deferred> in_flight_;  // deferral order
   int64_t next_tag_ = 0;
   std::shared_ptr<CompletionErrors> completion_errors_ = std::make_shared<CompletionErrors>();
 };

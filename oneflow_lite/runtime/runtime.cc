@@ -85,6 +85,15 @@ void Runtime::StreamThread::Loop() {
     }
     if (!was_finished && it->second->finished()) --unfinished;
   }
+  if (unfinished == 0 && !runtime_->aborted_.load(std::memory_order_acquire)) {
+    // Stream-ordered acts may still run after their actor finished; their
+    // errors belong to this run, and nothing may run after it.
+    Status drained = device_->Synchronize();
+    if (!drained.ok()) {
+      runtime_->Abort(drained.WithContext("stream thread " + std::to_string(key_) +
+                                          ": draining the stream at the end of the run"));
+    }
+  }
   std::vector<std::string> waiting;
   for (const auto& [id, actor] : actors_) {
     if (!actor->finished()) waiting.push_back(actor->DescribeWaiting());

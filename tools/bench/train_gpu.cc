@@ -1,25 +1,29 @@
-// train_gpu: step time of the 784-256-256-10 MLP (batch 64 and 1024) and of
-// LeNet-5 (batch 256) on one GPU, next to PyTorch eager and PyTorch
-// CUDA-graph replay of the same step on the same GPU in the same run.
+// train_gpu: per-step time of training on one GPU, ours next to PyTorch in
+// the same run, for the 784-256-256-10 MLP at batch 64, 1024 and 16384, the
+// 784-4096-4096-10 MLP ("mlp4k") at batch 4096, and LeNet-5 at batch 256 and
+// 4096. Columns (milliseconds per step, FP32 everywhere, no TF32):
+//   runtime_ms   the compiled plan (compiler::Compile for cuda:0) through the
+//                actor runtime, stream-ordered: each step loads a fresh batch
+//                on the CPU and copies it to the device (H2D copy actor), as
+//                training does. Wall clock: (run of warmup+iters steps - run
+//                of warmup steps) / iters, so start-up cancels.
+//   exec_ms      the same step through SingleGpuExecutor (tools/gpu): the
+//                plan's kernels launched in a fixed order on one stream, the
+//                synthetic batch drawn once and kept on the device. Median of
+//                CUDA-event intervals between consecutive steps.
+//   graph_ms     the executor's iteration captured once as a CUDA Graph and
+//                replayed (only for plans with Plan.graph_capturable; "n/a"
+//                and the reason otherwise). Median as exec_ms.
+//   torch_eager_ms, torch_graph_ms   tools/bench/train_gpu_torch.py: PyTorch
+//                eager and CUDA-graph replay of the same step, fixed device
+//                batch.
 //
-// Ours: the whole training step (forward, backward, SGD / momentum updates)
-// through SingleGpuExecutor (tools/gpu): CUDA kernels launched in a fixed
-// order on one stream from preallocated memory. The synthetic batch is drawn
-// once and stays on the device (the runtime overlaps loading with compute;
-// the peer keeps a fixed device batch too). Step time: CUDA events recorded
-// between consecutive steps, median over --iters steps after --warmup.
-// FP32 everywhere (no TF32 on either side).
-//
-// Also the compiled plan through the actor runtime (compiler::Compile for
-// cuda:0, Runtime): every step then loads a fresh batch on the CPU and
-// copies it to the device (H2D copy actor), as training does. Its step time
-// is wall clock: (time of a run of warmup+iters steps - time of a run of
-// warmup steps) / iters, so allocation, handles and thread start-up cancel.
-//
-//   train_gpu [--iters 200] [--warmup 30] [--python python3]
+//   train_gpu [--iters 200] [--warmup 30] [--budget_s 0] [--python python3]
 //             [--torch_script tools/bench/train_gpu_torch.py]
-// Prints one row per configuration: ours (executor), ours (runtime), torch
-// eager, torch graph (ms).
+// Large configurations (batch >= 4096) run a quarter of --iters. With
+// --budget_s > 0, a configuration that would start after the budget is
+// reported "skipped: budget". Exit 0 when every configuration that ran
+// trained (its loss went down) on every path of ours; 77 without a GPU.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -43,13 +47,20 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// Median step milliseconds and the final loss.
-StatusOr<std::pair<double, double>> TimeOurs(const Job& job, int64_t warmup, int64_t iters) {
+// Median step milliseconds and the final loss of the executor, eager or
+// replaying a captured graph (`graph`); `note` says why it did not replay.
+StatusOr<std::pair<double, double>> TimeOurs(const Job& job, int64_t warmup, int64_t iters,
+                                             bool graph, std::string* note) {
   SingleGpuOptions options;
   options.sources_once = true;
+  options.graph_replay = graph;
   ASSIGN_OR_RETURN(auto executor, SingleGpuExecutor::Create(job, options));
   for (int64_t i = 0; i < warmup; ++i) RETURN_IF_ERROR(executor->Step());
   ASSIGN_OR_RETURN(auto before, executor->Metrics());
+  if (graph && !executor->replaying()) {
+    *note = executor->graph_note();
+    return UnavailableError("no graph replay: ", executor->graph_note());
+  }
   cudaStream_t stream = executor->device().stream();
   std::vector<cudaEvent_t> events(iters + 1);
   for (cudaEvent_t& e : events) CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
@@ -84,18 +95,21 @@ StatusOr<double> RunSeconds(const Plan& plan, int64_t iters) {
   return runtime->stats().seconds;
 }
 
-// Milliseconds per step of the compiled plan through the actor runtime.
-StatusOr<double> TimeRuntime(const Job& job, int64_t warmup, int64_t iters) {
+ClusterProto OneGpuCluster() {
   ClusterProto cluster;  // one machine: a CPU for loading, cuda:0
   MachineProto* machine = cluster.add_machine();
   machine->set_id(0);
   machine->set_address("127.0.0.1");
   machine->set_cpu_devices(1);
   machine->set_cuda_devices(1);
-  ASSIGN_OR_RETURN(Plan plan, compiler::Compile(job, cluster));
+  return cluster;
+}
+
+// Milliseconds per step of the compiled plan through the actor runtime.
+StatusOr<double> TimeRuntime(const Plan& plan, int64_t warmup, int64_t iters) {
+  if (iters <= 0) return InvalidArgumentError("--iters must be positive");
   ASSIGN_OR_RETURN(double short_run, RunSeconds(plan, warmup));
   ASSIGN_OR_RETURN(double long_run, RunSeconds(plan, warmup + iters));
-  if (iters <= 0) return InvalidArgumentError("--iters must be positive");
   return std::max(0.0, long_run - short_run) * 1000.0 / static_cast<double>(iters);
 }
 
@@ -124,12 +138,72 @@ StatusOr<std::vector<double>> TimeTorch(const std::string& python, const std::st
   return std::vector<double>{eager, graph, loss};
 }
 
+struct Config {
+  const char* model;  // "mlp", "mlp4k", "lenet5"
+  int64_t batch;
+};
+
+StatusOr<Job> JobOf(const Config& c, int64_t iterations) {
+  if (!std::strcmp(c.model, "lenet5")) return LeNetJob(c.batch, iterations, "0:cuda:0");
+  const int64_t hidden = !std::strcmp(c.model, "mlp4k") ? 4096 : 256;
+  return MlpJob(c.batch, iterations, "0:cuda:0", hidden);
+}
+
+std::string Ms(const StatusOr<double>& ms) {
+  if (!ms.ok()) return "n/a";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3f", *ms);
+  return text;
+}
+
+// One row; false when one of our paths failed to train.
+bool RunConfig(const Config& c, int64_t warmup, int64_t iters, const std::string& python,
+               const std::string& script) {
+  StatusOr<Job> job = JobOf(c, warmup + iters);
+  if (!job.ok()) {
+    std::printf("%-8s %6ld FAILED: %s\n", c.model, static_cast<long>(c.batch),
+                job.status().ToString().c_str());
+    return false;
+  }
+  StatusOr<Plan> plan = compiler::Compile(*job, OneGpuCluster());
+  StatusOr<double> runtime = plan.ok() ? TimeRuntime(*plan, warmup, iters)
+                                       : StatusOr<double>(plan.status());
+  std::string graph_note;
+  auto exec = TimeOurs(*job, warmup, iters, false, &graph_note);
+  StatusOr<std::pair<double, double>> graph =
+      UnavailableError("the plan is not graph-capturable: ",
+                       plan.ok() ? plan->graph_note() : plan.status().ToString());
+  if (plan.ok() && plan->graph_capturable()) graph = TimeOurs(*job, warmup, iters, true, &graph_note);
+  auto torch = TimeTorch(python, script, c.model, c.batch, warmup, iters);
+  const StatusOr<double> exec_ms =
+      exec.ok() ? StatusOr<double>(exec->first) : StatusOr<double>(exec.status());
+  const StatusOr<double> graph_ms =
+      graph.ok() ? StatusOr<double>(graph->first) : StatusOr<double>(graph.status());
+  std::printf("%-8s %6ld %11s %9s %9s %14s %14s %10s\n", c.model, static_cast<long>(c.batch),
+              Ms(runtime).c_str(), Ms(exec_ms).c_str(), Ms(graph_ms).c_str(),
+              torch.ok() ? Ms((*torch)[0]).c_str() : "n/a",
+              torch.ok() ? Ms((*torch)[1]).c_str() : "n/a",
+              exec.ok() ? Ms(exec->second).c_str() : "n/a");
+  bool ok = true;
+  for (const auto& [what, status] :
+       {std::make_pair("runtime", runtime.status()), std::make_pair("exec", exec.status()),
+        std::make_pair("graph", graph.status()), std::make_pair("torch", torch.status())}) {
+    if (status.ok()) continue;
+    std::printf("  %s %ld %s: %s\n", c.model, static_cast<long>(c.batch), what,
+                status.ToString().c_str());
+    const bool graph_not_asked = !std::strcmp(what, "graph") && plan.ok() && !plan->graph_capturable();
+    if (std::strcmp(what, "torch") != 0 && !graph_not_asked) ok = false;
+  }
+  return ok;
+}
+
 int Main(int argc, char** argv) {
-  int64_t iters = 200, warmup = 30;
+  int64_t iters = 200, warmup = 30, budget_s = 0;
   std::string python = "python3", script = "tools/bench/train_gpu_torch.py";
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--iters")) iters = std::atoll(argv[i + 1]);
     if (!std::strcmp(argv[i], "--warmup")) warmup = std::atoll(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--budget_s")) budget_s = std::atoll(argv[i + 1]);
     if (!std::strcmp(argv[i], "--python")) python = argv[i + 1];
     if (!std::strcmp(argv[i], "--torch_script")) script = argv[i + 1];
   }
@@ -137,43 +211,22 @@ int Main(int argc, char** argv) {
     std::printf("train_gpu SKIPPED: no CUDA device\n");
     return 77;
   }
-  struct Config {
-    const char* model;
-    int64_t batch;
-  };
-  std::printf("%-8s %6s %12s %12s %14s %14s %10s\n", "model", "batch", "oflite_ms",
-              "runtime_ms", "torch_eager_ms", "torch_graph_ms", "oflite_loss");
+  const auto begin = std::chrono::steady_clock::now();
+  std::printf("%-8s %6s %11s %9s %9s %14s %14s %10s\n", "model", "batch", "runtime_ms",
+              "exec_ms", "graph_ms", "torch_eager_ms", "torch_graph_ms", "exec_loss");
   bool ok = true;
-  for (const Config& c : {Config{"mlp", 64}, Config{"mlp", 1024}, Config{"lenet5", 256}}) {
-    const bool lenet = !std::strcmp(c.model, "lenet5");
-    auto job = lenet ? LeNetJob(c.batch, warmup + iters, "0:cuda:0")
-                     : MlpJob(c.batch, warmup + iters, "0:cuda:0");
-    auto ours = job.ok() ? TimeOurs(*job, warmup, iters) : StatusOr<std::pair<double, double>>(job.status());
-    auto torch = TimeTorch(python, script, c.model, c.batch, warmup, iters);
-    auto runtime = job.ok() ? TimeRuntime(*job, warmup, iters) : StatusOr<double>(job.status());
-    char runtime_ms[32] = "FAILED";
-    if (runtime.ok()) {
-      std::snprintf(runtime_ms, sizeof(runtime_ms), "%.3f", *runtime);
-    } else {
-      std::fprintf(stderr, "%s batch %ld: runtime run failed: %s\n", c.model,
-                   static_cast<long>(c.batch), runtime.status().ToString().c_str());
-      ok = false;
-    }
-    if (!ours.ok()) {
-      std::printf("%-8s %6ld ours FAILED: %s\n", c.model, static_cast<long>(c.batch),
-                  ours.status().ToString().c_str());
-      ok = false;
+  for (const Config& c : {Config{"mlp", 64}, Config{"mlp", 1024}, Config{"lenet5", 256},
+                          Config{"mlp", 16384}, Config{"mlp4k", 4096}, Config{"lenet5", 4096}}) {
+    const double spent =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    if (budget_s > 0 && spent > static_cast<double>(budget_s)) {
+      std::printf("%-8s %6ld skipped: budget (%.0f s of %ld s spent)\n", c.model,
+                  static_cast<long>(c.batch), spent, static_cast<long>(budget_s));
       continue;
     }
-    if (!torch.ok()) {
-      std::printf("%-8s %6ld %12.3f %12s %14s %14s %10.4f   (torch: %s)\n", c.model,
-                  static_cast<long>(c.batch), ours->first, runtime_ms, "n/a", "n/a",
-                  ours->second, torch.status().ToString().c_str());
-      continue;
-    }
-    std::printf("%-8s %6ld %12.3f %12s %14.3f %14.3f %10.4f\n", c.model,
-                static_cast<long>(c.batch), ours->first, runtime_ms, (*torch)[0], (*torch)[1],
-                ours->second);
+    const bool large = c.batch >= 4096;
+    ok = RunConfig(c, large ? std::max<int64_t>(5, warmup / 4) : warmup,
+                   large ? std::max<int64_t>(20, iters / 4) : iters, python, script) && ok;
   }
   return ok ? 0 : 1;
 }

@@ -20,9 +20,10 @@ from torch import nn
 
 
 def make_model(name):
-    if name == "mlp":
-        return nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
-                             nn.Linear(256, 10))
+    if name in ("mlp", "mlp4k"):
+        width = 4096 if name == "mlp4k" else 256
+        return nn.Sequential(nn.Linear(784, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
+                             nn.Linear(width, 10))
     return nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
                          nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
                          nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
@@ -30,13 +31,13 @@ def make_model(name):
 
 
 def make_optimizer(name, params):
-    if name == "mlp":
+    if name in ("mlp", "mlp4k"):
         return torch.optim.SGD(params, lr=0.1)
     return torch.optim.SGD(params, lr=0.05, momentum=0.9)
 
 
 def make_batch(name, batch, device):
-    shape = (batch, 784) if name == "mlp" else (batch, 1, 28, 28)
+    shape = (batch, 784) if name in ("mlp", "mlp4k") else (batch, 1, 28, 28)
     image = torch.rand(shape, device=device) - 0.5
     label = torch.randint(0, 10, (batch,), device=device)
     return image, label
@@ -107,7 +108,7 @@ def graphed(args, device):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--model", choices=["mlp", "lenet5"], default="mlp")
+    parser.add_argument("--model", choices=["mlp", "mlp4k", "lenet5"], default="mlp")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--iters", type=int, default=200)

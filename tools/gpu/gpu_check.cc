@@ -6,9 +6,10 @@
 //            by the actor Runtime: CUDA zones, stream threads with their own
 //            CudaDeviceContext, H2D/D2H copy actors, completion polling)
 //            against the compiled CPU plan run by the same Runtime. Passes
-//            when every iteration's loss agrees within 1e-4 relative, the
-//            final variables within 1e-3 (||gpu - cpu|| / ||cpu||), and the
-//            loss went down.
+//            when every iteration's loss agrees within 1e-4 relative (LeNet-5:
+//            1e-3), the final variables within 1e-3 (||gpu - cpu|| /
+//            ||cpu||), the loss went down, and a second GPU run gives the
+//            same losses bit for bit (deterministic cuDNN algorithms).
 //   exec_*   tools/gpu/SingleGpuExecutor (one stream, ops in topological
 //            order) against the CPU reference executor, within 1e-3.
 //
@@ -36,7 +37,12 @@
 namespace oflite {
 namespace {
 
+// Per-iteration loss bound of plan_*: the MLP 1e-4; LeNet-5 1e-3, since 20
+// momentum steps amplify the different FP32 summation order of cuDNN's
+// convolutions (its algorithms are deterministic, so the GPU run repeats
+// itself bit for bit, which plan_* checks separately).
 constexpr double kPlanLossTolerance = 1e-4;
+constexpr double kPlanLossToleranceConv = 1e-3;
 constexpr double kLossTolerance = 1e-3;
 constexpr double kVariableTolerance = 1e-3;
 
@@ -118,6 +124,10 @@ StatusOr<bool> CheckPlan(const std::string& name, const Job& gpu_job, const Job&
   if (!cpu.ok()) return cpu.status().WithContext("CPU plan");
   StatusOr<PlanRun> gpu = RunPlan(gpu_job, iters);
   if (!gpu.ok()) return gpu.status().WithContext("cuda:0 plan");
+  StatusOr<PlanRun> again = RunPlan(gpu_job, iters);
+  if (!again.ok()) return again.status().WithContext("cuda:0 plan, second run");
+  const bool repeatable = again->losses == gpu->losses;
+  const double tolerance = name == "lenet5" ? kPlanLossToleranceConv : kPlanLossTolerance;
   double worst_loss = 0;
   for (int64_t t = 0; t < iters; ++t) {
     const double got = gpu->losses.at(t), want = cpu->losses.at(t);
@@ -142,12 +152,13 @@ StatusOr<bool> CheckPlan(const std::string& name, const Job& gpu_job, const Job&
     }
   }
   const double first = gpu->losses.at(0), last = gpu->losses.at(iters - 1);
-  const bool pass = worst_loss < kPlanLossTolerance && worst_variable < kVariableTolerance &&
-                    std::isfinite(last) && last < first;
-  std::printf("gpu_check plan_%-8s %s  loss %.5f -> %.5f  max loss rel err %.2e  max var rel "
-              "err %.2e (%s)  run %.2f s (cpu plan %.2f s)\n",
-              name.c_str(), pass ? "PASS" : "FAIL", first, last, worst_loss, worst_variable,
-              worst_name.c_str(), gpu->seconds, cpu->seconds);
+  const bool pass = worst_loss < tolerance && worst_variable < kVariableTolerance &&
+                    std::isfinite(last) && last < first && repeatable;
+  std::printf("gpu_check plan_%-8s %s  loss %.5f -> %.5f  max loss rel err %.2e (bound %.0e)  "
+              "max var rel err %.2e (%s)  repeatable %s  run %.2f s (cpu plan %.2f s)\n",
+              name.c_str(), pass ? "PASS" : "FAIL", first, last, worst_loss, tolerance,
+              worst_variable, worst_name.c_str(), repeatable ? "yes" : "no", gpu->seconds,
+              cpu->seconds);
   return pass;
 }
 

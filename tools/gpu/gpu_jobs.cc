@@ -4,12 +4,13 @@
 
 namespace oflite {
 
-StatusOr<Job> MlpJob(int64_t batch, int64_t iterations, const std::string& placement) {
+StatusOr<Job> MlpJob(int64_t batch, int64_t iterations, const std::string& placement,
+                     int64_t hidden) {
   Graph g("mlp_gpu", /*seed=*/1);
   g.SetPlacement(Placement::Parse(placement));
   Batch data = g.RandomBatch(Shape{batch, 784}, 10);
-  Tensor h = g.Relu(g.Dense(data.image, 256));
-  h = g.Relu(g.Dense(h, 256));
+  Tensor h = g.Relu(g.Dense(data.image, hidden));
+  h = g.Relu(g.Dense(h, hidden));
   Tensor logits = g.Dense(h, 10);
   g.Minimize(g.SparseSoftmaxCrossEntropy(logits, data.label), Sgd{0.1, 0.0});
   g.SetIterations(iterations);

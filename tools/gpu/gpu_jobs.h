@@ -12,7 +12,9 @@
 namespace oflite {
 
 // `placement` such as "0:cuda:0" or "0:cpu:0".
-StatusOr<Job> MlpJob(int64_t batch, int64_t iterations, const std::string& placement);
+// `hidden`: the width of both hidden layers (256; the large MLP uses 4096).
+StatusOr<Job> MlpJob(int64_t batch, int64_t iterations, const std::string& placement,
+                     int64_t hidden = 256);
 StatusOr<Job> LeNetJob(int64_t batch, int64_t iterations, const std::string& placement);
 
 }  // namespace oflite

@@ -1,6 +1,7 @@
 #include "tools/gpu/single_gpu_executor.h"
 
 #include <cstring>
+#include <deque>
 
 #include "oneflow_lite/api/job_util.h"
 #include "oneflow_lite/ops/op_builder.h"
@@ -105,8 +106,7 @@ Status SingleGpuExecutor::Prepare() {
 
 Status SingleGpuExecutor::RunOp(OpState* state) {
   const OpConf& op = *state->op;
-  std::vector<Blob> blobs;
-  blobs.reserve(64);
+  std::deque<Blob> blobs;  // stable addresses: the context keeps pointers
   const DeviceContext* device =
       state->on_host ? static_cast<const DeviceContext*>(&cpu_) : cuda_.get();
   KernelContext context(op, device, iteration_);
@@ -141,6 +141,51 @@ Status SingleGpuExecutor::RunOp(OpState* state) {
   return Status::OK();
 }
 
+SingleGpuExecutor::~SingleGpuExecutor() {
+  if (graph_exec_ != nullptr) cudaGraphExecDestroy(graph_exec_);
+}
+
+Status SingleGpuExecutor::RunDeviceOps() {
+  for (OpState& state : ops_) {
+    if (state.is_variable) continue;
+    if (state.on_host && options_.sources_once && iteration_ > 0) continue;
+    RETURN_IF_ERROR(RunOp(&state));
+  }
+  return Status::OK();
+}
+
+Status SingleGpuExecutor::TryCapture() {
+  capture_tried_ = true;
+  cudaStream_t stream = cuda_->stream();
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  cudaError_t err = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+  if (err != cudaSuccess) {
+    graph_note_ = std::string("cudaStreamBeginCapture: ") + cudaGetErrorString(err);
+    cudaGetLastError();
+    return Status::OK();
+  }
+  Status ran = RunDeviceOps();
+  cudaGraph_t graph = nullptr;
+  err = cudaStreamEndCapture(stream, &graph);
+  if (!ran.ok() || err != cudaSuccess) {
+    graph_note_ = "capture failed: " + (ran.ok() ? std::string(cudaGetErrorString(err))
+                                                 : ran.ToString());
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    return Status::OK();
+  }
+  err = cudaGraphInstantiate(&graph_exec_, graph, 0);
+  cudaGraphDestroy(graph);
+  if (err != cudaSuccess) {
+    graph_exec_ = nullptr;
+    graph_note_ = std::string("cudaGraphInstantiate: ") + cudaGetErrorString(err);
+    cudaGetLastError();
+    return Status::OK();
+  }
+  graph_note_ = "replaying a captured graph";
+  return Status::OK();
+}
+
 Status SingleGpuExecutor::Step() {
   RETURN_IF_ERROR(cuda_->Activate());
   if (!variables_ready_) {
@@ -149,10 +194,13 @@ Status SingleGpuExecutor::Step() {
     }
     variables_ready_ = true;
   }
-  for (OpState& state : ops_) {
-    if (state.is_variable) continue;
-    if (state.on_host && options_.sources_once && iteration_ > 0) continue;
-    RETURN_IF_ERROR(RunOp(&state));
+  const bool may_replay = options_.graph_replay && options_.sources_once && iteration_ > 0;
+  if (may_replay && !capture_tried_) RETURN_IF_ERROR(TryCapture());
+  if (may_replay && graph_exec_ != nullptr) {
+    // Capture only recorded the work; every replay (the first one too) runs it.
+    CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph_exec_, cuda_->stream()));
+  } else {
+    RETURN_IF_ERROR(RunDeviceOps());
   }
   ++iteration_;
   return Status::OK();

@@ -36,6 +36,14 @@ struct SingleGpuOptions {
   // Run the CPU-side sources only in the first iteration and keep their
   // device copies (benchmarks: the runtime overlaps loading with compute).
   bool sources_once = false;
+  // With sources_once: capture the second iteration (every op but the
+  // sources, variables already initialized) once as a CUDA Graph and replay
+  // it for every later Step. Valid only for jobs whose kernels take no
+  // per-iteration launch arguments (Plan.graph_capturable says which; see
+  // docs/gpu.md, "Graph replay"). If capture fails, Step falls back to
+  // launching the ops (graph_note() says why). Device-side error reports of
+  // replayed iterations are not read.
+  bool graph_replay = false;
 };
 
 class SingleGpuExecutor {
@@ -55,6 +63,10 @@ class SingleGpuExecutor {
   StatusOr<std::map<std::string, HostTensor>> Variables();
 
   const CudaDeviceContext& device() const { return *cuda_; }
+  // Whether Step replays a captured graph, and why not when it does not.
+  bool replaying() const { return graph_exec_ != nullptr; }
+  const std::string& graph_note() const { return graph_note_; }
+  ~SingleGpuExecutor();
   int64_t iteration() const { return iteration_; }
 
  private:
@@ -74,6 +86,10 @@ class SingleGpuExecutor {
       : job_(std::move(job)), options_(options) {}
   Status Prepare();
   Status RunOp(OpState* state);
+  Status RunDeviceOps();
+  // Captures RunDeviceOps into graph_exec_; on failure leaves it null and
+  // explains in graph_note_ (the stream is usable again either way).
+  Status TryCapture();
 
   Job job_;
   SingleGpuOptions options_;
@@ -83,6 +99,9 @@ class SingleGpuExecutor {
   std::map<std::string, BlobSlot> blobs_;
   std::vector<OpState> ops_;
   bool variables_ready_ = false;
+  cudaGraphExec_t graph_exec_ = nullptr;
+  bool capture_tried_ = false;
+  std::string graph_note_ = "graph replay not asked for";
   int64_t iteration_ = 0;
 };
 

@@ -37,6 +37,10 @@ if cmp -s "$TMP/mlp4.plan.pb" "$TMP/again.plan.pb"; then echo "ok: byte-identica
 for needle in "version 2" "actors by kind" "collective" "memory per zone" "m1/host" "boxing conversions" "all_reduce" "127.0.0.2"; do
   expect_in "summary shows $needle" "$needle" "$TMP/out"
 done
+# How each register edge is ordered on a stream (docs/runtime.md), and
+# whether the plan may be replayed as a CUDA graph (not: CPU, two machines).
+expect_in "summary shows edge ordering" "stream-ordered, [0-9]* waiting for an event" "$TMP/out"
+expect_in "summary shows graph replay" "CUDA graph replay: no (" "$TMP/out"
 # The compiled facts a node runs: run settings, the evaluation plan, and each
 # collective's algorithm: 2x2 devices (4 ring tasks on 2 machines) is
 # all-to-all; data parallel over 2 machines of 1 device uses ring

@@ -117,6 +117,27 @@ std::string AlgorithmText(const compiler::BoxingConversion& b) {
   return text;
 }
 
+// Register edges by consumer_sync (docs/runtime.md, "Stream order"):
+// {stream-ordered, event (or unset)}.
+std::pair<int, int> EdgeSyncCounts(const Plan& plan) {
+  int stream = 0, event = 0;
+  for (const MachinePlan& m : plan.machine()) {
+    for (const TaskProto& t : m.task()) {
+      for (const RegstDescProto& r : t.produced()) {
+        for (int k = 0; k < r.consumer_task_id_size(); ++k) {
+          (k < r.consumer_sync_size() && r.consumer_sync(k) == EDGE_STREAM_ORDER ? stream : event)++;
+        }
+      }
+    }
+  }
+  return {stream, event};
+}
+
+std::string GraphText(const Plan& plan) {
+  return plan.graph_capturable() ? "CUDA graph replay: yes"
+                                 : "CUDA graph replay: no (" + plan.graph_note() + ")";
+}
+
 void PrintSummary(const Plan& plan, const PlanSummary& s) {
   std::printf("plan: job '%s', version %u, %d machine(s), %lld iteration(s)\n",
               plan.job().conf().name().c_str(), plan.version(), plan.machine_size(),
@@ -126,6 +147,9 @@ void PrintSummary(const Plan& plan, const PlanSummary& s) {
               static_cast<long long>(plan.seed()), static_cast<long long>(plan.samples_per_iter()),
               plan.is_train() ? "training" : "inference", plan.variable_size(),
               EvalText(plan).c_str());
+  const std::pair<int, int> edges = EdgeSyncCounts(plan);
+  std::printf("register edges: %d stream-ordered, %d waiting for an event; %s\n", edges.first,
+              edges.second, GraphText(plan).c_str());
   std::printf("%d actor(s), %d register desc(s), %zu cross-machine edge(s), %zu boxing "
               "conversion(s)\n\n",
               s.actor_count, s.regst_count, s.cross_machine_edges.size(), s.boxing.size());
@@ -282,10 +306,13 @@ void PrintRegst(const Plan& plan, const RegstDescProto& r) {
   for (const BlobInRegst& b : r.blob()) {
     std::printf("      blob %s %s\n", b.lbn().c_str(), TensorDesc(b.desc()).ToString().c_str());
   }
-  for (int64_t c : r.consumer_task_id()) {
+  for (int k = 0; k < r.consumer_task_id_size(); ++k) {
+    const int64_t c = r.consumer_task_id(k);
     bool mutator = false;
     for (int64_t m : r.mutator_task_id()) mutator = mutator || m == c;
-    std::printf("      -> %s%s\n", TaskLabel(plan, c).c_str(), mutator ? " (in place)" : "");
+    const bool stream = k < r.consumer_sync_size() && r.consumer_sync(k) == EDGE_STREAM_ORDER;
+    std::printf("      -> %s%s [%s]\n", TaskLabel(plan, c).c_str(), mutator ? " (in place)" : "",
+                stream ? "stream order" : "event");
   }
 }
 
@@ -369,6 +396,10 @@ void PrintJson(const Plan& plan, const PlanSummary& s, bool actors) {
      << ",\"samples_per_iter\":" << plan.samples_per_iter()
      << ",\"is_train\":" << (plan.is_train() ? "true" : "false")
      << ",\"variables\":" << plan.variable_size() << ",\"eval_plan\":" << EvalJson(plan)
+     << ",\"stream_ordered_edges\":" << EdgeSyncCounts(plan).first
+     << ",\"event_edges\":" << EdgeSyncCounts(plan).second
+     << ",\"graph_capturable\":" << (plan.graph_capturable() ? "true" : "false")
+     << ",\"graph_note\":" << Q(plan.graph_note())
      << ",\"actors\":" << s.actor_count
      << ",\"registers\":" << s.regst_count << ",\"actors_by_kind\":{";
   bool first = true;

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "oneflow_lite/device/cuda/cuda_device_context.h"
+#include "oneflow_lite/device/cuda/cuda_memory.h"
 #include "oneflow_lite/device/cuda/fill.h"
 
 namespace oflite {
@@ -30,6 +31,30 @@ TEST_F(CudaDeviceTest, FillOnStreamRoundTrips) {
   for (int64_t i = 0; i < n; i += 9973) ASSERT_EQ(h[i], 2.5f) << i;
   EXPECT_EQ(h[n - 1], 2.5f);
   cudaFree(d);
+}
+
+// A device zone is zeroed before it is handed out: a work stream (non-
+// blocking, so not ordered after the legacy stream's cudaMemset) reading
+// it at once sees zeros, not the bytes a previous allocation left there.
+TEST_F(CudaDeviceTest, FreshDeviceZoneReadsZeroFromAWorkStream) {
+  auto ctx = CudaDeviceContext::Create(0);
+  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  const int64_t n = int64_t{64} << 20;  // 256 MiB of floats
+  float* dirty = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&dirty), n * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(LaunchFill(dirty, n, 7.f, (*ctx)->stream()), cudaSuccess);
+  ASSERT_TRUE((*ctx)->Synchronize().ok());
+  ASSERT_EQ(cudaFree(dirty), cudaSuccess);  // the zone below likely reuses these bytes
+  auto zone = CudaMemoryBlock::AllocateDevice(0, n * sizeof(float), "test zone");
+  ASSERT_TRUE(zone.ok()) << zone.status();
+  std::vector<float> tail(1 << 20, -1.f);
+  const char* last = (*zone)->data() + (n - static_cast<int64_t>(tail.size())) * sizeof(float);
+  ASSERT_EQ(cudaMemcpyAsync(tail.data(), last, tail.size() * sizeof(float),
+                            cudaMemcpyDeviceToHost, (*ctx)->stream()),
+            cudaSuccess);
+  ASSERT_TRUE((*ctx)->Synchronize().ok());
+  for (size_t i = 0; i < tail.size(); i += 4099) ASSERT_EQ(tail[i], 0.f) << i;
+  EXPECT_EQ(tail.back(), 0.f);
 }
 
 TEST_F(CudaDeviceTest, BadDeviceIndexIsAnError) {

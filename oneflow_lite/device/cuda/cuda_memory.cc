@@ -25,8 +25,15 @@ StatusOr<std::unique_ptr<CudaMemoryBlock>> CudaMemoryBlock::AllocateDevice(
                                     " bytes on cuda:", device_index, " failed: ",
                                     cudaGetErrorString(err));
     }
+    // cudaMemset runs on the legacy default stream, which the runtime's
+    // non-blocking work streams do not wait for: finish it before the zone
+    // is handed out, or a first kernel could read (or be overwritten by)
+    // the zeroing.
     status = CudaStatus(cudaMemset(data, 0, static_cast<size_t>(bytes)), "cudaMemset", __FILE__,
                         __LINE__);
+    if (status.ok()) {
+      status = CudaStatus(cudaDeviceSynchronize(), "cudaDeviceSynchronize", __FILE__, __LINE__);
+    }
     if (!status.ok()) {
       cudaFree(data);
       return status.WithContext("memory zone " + zone_name);

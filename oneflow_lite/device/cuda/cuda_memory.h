@@ -4,7 +4,9 @@
 // cudaMalloc on its device (never managed memory), a pinned-host zone (the
 // host side of H2D/D2H copies and cross-machine registers) one cudaHostAlloc
 // (portable, so every device's copy engine can read it). Both are zero-filled
-// at creation. A failure is ResourceExhausted naming the zone and the size.
+// at creation, and the zeroing has finished when Create returns (a device
+// zone's cudaMemset runs on the legacy stream, which the runtime's
+// non-blocking streams would not wait for). A failure is ResourceExhausted naming the zone and the size.
 // The blocks own their memory and free it in the destructor; they are
 // immutable after Create and may be read from any thread.
 #ifndef ONEFLOW_LITE_DEVICE_CUDA_CUDA_MEMORY_H_

@@ -174,7 +174,26 @@ class ConvKernel final : public Kernel {
     return Status::OK();
   }
 
-  // The first heuristic candidate without tensor cores that fits.
+  // The first heuristic candidate without tensor cores that fits, preferring
+  // deterministic ones (cuDNN's perf[k].determinism): a non-deterministic
+  // algorithm (atomics) makes two runs of one plan differ, and the GPU check
+  // compares runs. -1 when none fits.
+  template <typename Perf>
+  static int PickAlgorithm(const Perf* perf, int found) {
+    for (bool need_deterministic : {true, false}) {
+      for (int k = 0; k < found; ++k) {
+        if (perf[k].status != CUDNN_STATUS_SUCCESS || !NoTensorCores(perf[k].mathType) ||
+            perf[k].memory > kMaxWorkspaceBytes) {
+          continue;
+        }
+        if (need_deterministic && perf[k].determinism != CUDNN_DETERMINISTIC) continue;
+        return k;
+      }
+    }
+    return -1;
+  }
+
+  // The algorithm of this convolution direction (see PickAlgorithm).
   Status ChooseAlgorithm(cudnnHandle_t handle) {
     constexpr int kWant = 16;
     int found = 0;
@@ -183,11 +202,8 @@ class ConvKernel final : public Kernel {
       cudnnConvolutionFwdAlgoPerf_t perf[kWant];
       CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardAlgorithm_v7(
           handle, x_desc_, filter_, conv_, y_desc_, kWant, &found, perf));
-      for (int k = 0; k < found && !chosen; ++k) {
-        if (perf[k].status != CUDNN_STATUS_SUCCESS || !NoTensorCores(perf[k].mathType) ||
-            perf[k].memory > kMaxWorkspaceBytes) {
-          continue;
-        }
+      const int k = PickAlgorithm(perf, found);
+      if (k >= 0) {
         forward_algo_ = perf[k].algo;
         chosen = true;
       }
@@ -199,11 +215,8 @@ class ConvKernel final : public Kernel {
       cudnnConvolutionBwdDataAlgoPerf_t perf[kWant];
       CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataAlgorithm_v7(
           handle, filter_, y_desc_, conv_, x_desc_, kWant, &found, perf));
-      for (int k = 0; k < found && !chosen; ++k) {
-        if (perf[k].status != CUDNN_STATUS_SUCCESS || !NoTensorCores(perf[k].mathType) ||
-            perf[k].memory > kMaxWorkspaceBytes) {
-          continue;
-        }
+      const int k = PickAlgorithm(perf, found);
+      if (k >= 0) {
         data_algo_ = perf[k].algo;
         chosen = true;
       }
@@ -215,11 +228,8 @@ class ConvKernel final : public Kernel {
       cudnnConvolutionBwdFilterAlgoPerf_t perf[kWant];
       CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
           handle, x_desc_, y_desc_, conv_, filter_, kWant, &found, perf));
-      for (int k = 0; k < found && !chosen; ++k) {
-        if (perf[k].status != CUDNN_STATUS_SUCCESS || !NoTensorCores(perf[k].mathType) ||
-            perf[k].memory > kMaxWorkspaceBytes) {
-          continue;
-        }
+      const int k = PickAlgorithm(perf, found);
+      if (k >= 0) {
         filter_algo_ = perf[k].algo;
         chosen = true;
       }

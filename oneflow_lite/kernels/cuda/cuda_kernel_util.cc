@@ -1,5 +1,6 @@
 #include "oneflow_lite/kernels/cuda/cuda_kernel_util.h"
 
+#include <atomic>
 #include <cstring>
 
 namespace oflite {
@@ -70,11 +71,19 @@ Status DeviceErrorSlot::Init() {
 Status DeviceErrorSlot::TakeError(const KernelContext& ctx, const std::string& what) {
   if (host_ == nullptr) return Status::OK();
   volatile ErrorSlot* slot = host_;
-  if (slot[0] == 0) return Status::OK();
+  // slot[0]: claimed by a reporting thread; slot[3]: its report is written.
+  // Work of earlier calls may still run (stream-ordered actors enqueue the
+  // next act before the previous one finished), so a claimed but not yet
+  // complete report is left for a later call, and only a complete one is
+  // read and cleared (the mark first, so a new report cannot be half-seen).
+  if (slot[0] == 0 || slot[3] == 0) return Status::OK();
+  std::atomic_thread_fence(std::memory_order_acquire);
   const long long position = slot[1], value = slot[2];
+  slot[3] = 0;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   slot[0] = 0;
   return ctx.Error(what, " at position ", position, " (value ", value,
-                   "; found by the device during the previous call)");
+                   "; found by the device during an earlier call)");
 }
 
 Status LaunchStatus(const KernelContext& ctx, cudaError_t err, const char* launcher) {

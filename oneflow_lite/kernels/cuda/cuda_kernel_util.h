@@ -3,11 +3,15 @@
 // bad-input reports (labels, indices, non-finite scales) from device code
 // back to the kernel.
 //
-// Errors found on the device are reported one call late: device code records
-// the first offender in mapped pinned memory, and the kernel's next Forward
-// (or TakeError after the stream was synchronized) turns it into a Status
-// naming the op. Reading the slot is safe because the runtime calls Forward
-// again only after the previous call's stream work completed.
+// Errors found on the device are reported late: device code records the
+// first offender in mapped pinned memory (claim slot[0], write position and
+// value, then mark the report complete in slot[3]), and a later Forward (or
+// TakeError after the stream was synchronized) turns it into a Status naming
+// the op. Earlier calls' work may still be running when Forward is called
+// again (the runtime enqueues acts ahead on a stream), so TakeError reads
+// only complete reports and clears the mark before the claim; a report of
+// work still in flight is returned by a later call (after a synchronize at
+// the latest). The error therefore says "during an earlier call".
 #ifndef ONEFLOW_LITE_KERNELS_CUDA_CUDA_KERNEL_UTIL_H_
 #define ONEFLOW_LITE_KERNELS_CUDA_CUDA_KERNEL_UTIL_H_
 

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -96,7 +97,12 @@ class CudaKernelTest : public ::testing::Test {
     EXPECT_EQ(cudaMalloc(&p, t.ByteSize() > 0 ? t.ByteSize() : 1), cudaSuccess);
     allocations_.push_back(p);
     if (t.ByteSize() > 0) {
-      EXPECT_EQ(cudaMemcpy(p, t.raw(), t.ByteSize(), cudaMemcpyHostToDevice), cudaSuccess);
+      // On the kernels' own (non-blocking) stream, finished before return: a
+      // pageable cudaMemcpy on the legacy stream is not ordered before work
+      // on a non-blocking stream.
+      EXPECT_EQ(cudaMemcpyAsync(p, t.raw(), t.ByteSize(), cudaMemcpyHostToDevice, cuda_->stream()),
+                cudaSuccess);
+      EXPECT_EQ(cudaStreamSynchronize(cuda_->stream()), cudaSuccess);
     }
     return p;
   }
@@ -104,7 +110,10 @@ class CudaKernelTest : public ::testing::Test {
   HostTensor HostCopy(const void* device, const TensorDesc& desc) {
     HostTensor t(desc);
     if (t.ByteSize() > 0) {
-      EXPECT_EQ(cudaMemcpy(t.raw(), device, t.ByteSize(), cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_EQ(cudaMemcpyAsync(t.raw(), device, t.ByteSize(), cudaMemcpyDeviceToHost,
+                                cuda_->stream()),
+                cudaSuccess);
+      EXPECT_EQ(cudaStreamSynchronize(cuda_->stream()), cudaSuccess);
     }
     return t;
   }
@@ -146,8 +155,7 @@ class CudaKernelTest : public ::testing::Test {
     auto kernel = CreateAndInitKernel(init, DEVICE_CUDA, dtype);
     ASSERT_TRUE(kernel.ok()) << kernel.status();
 
-    std::vector<Blob> blobs;
-    blobs.reserve(64);
+    std::deque<Blob> blobs;  // stable addresses: the context keeps pointers
     KernelContext ctx(op, cuda_.get(), options.iteration);
     for (const ArgProto& arg : op.input()) {
       for (const std::string& lbn : arg.lbn()) {
@@ -574,6 +582,47 @@ TEST_F(CudaKernelTest, ClipScale) {
               .Output("out").Attr("max_norm", max_norm).Build(),
           kReduction);
   }
+}
+
+// A non-finite global norm must not leave the previous finite scale in
+// `out` (the update would then apply it to NaN gradients): the scale becomes
+// NaN, which every update kernel treats as "skip this step", and the next
+// call reports the error naming the op.
+TEST_F(CudaKernelTest, ClipScaleOfANonFiniteNormWritesNaNAndReportsIt) {
+  const OpConf op = OpConfBuilder("clip_scale", "clip").Input("in", "a/out_0").Output("out")
+                        .Attr("max_norm", 0.5).Build();
+  KernelInitContext init;
+  init.op = &op;
+  init.device = cuda_.get();
+  const TensorDesc in_desc(Shape({64}), DT_FLOAT);
+  init.inputs["in"].push_back(in_desc);
+  init.outputs["out"].push_back(TensorDesc(Shape({1}), DT_FLOAT));
+  auto kernel = CreateAndInitKernel(init, DEVICE_CUDA, DT_FLOAT);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  HostTensor finite = HostTensor::FromVector<float>(Shape({64}), std::vector<float>(64, 1.f));
+  Blob in(DeviceCopy(finite), in_desc);
+  Blob out(DeviceCopy(HostTensor(TensorDesc(Shape({1}), DT_FLOAT))), TensorDesc(Shape({1}), DT_FLOAT));
+  KernelContext ctx(op, cuda_.get(), 3);
+  ctx.BindInput("in", &in);
+  ctx.BindOutput("out", &out);
+  ASSERT_TRUE((*kernel)->Forward(&ctx).ok());
+  ASSERT_TRUE(cuda_->Synchronize().ok());
+  const float scale = HostCopy(out.raw(), out.desc()).data<float>()[0];
+  ASSERT_TRUE(std::isfinite(scale) && scale > 0 && scale < 1) << scale;  // 0.5 / 8
+
+  std::vector<float> bad(64, 1.f);
+  bad[17] = std::nanf("");
+  HostTensor with_nan = HostTensor::FromVector<float>(Shape({64}), bad);
+  ASSERT_EQ(cudaMemcpyAsync(in.raw(), with_nan.raw(), with_nan.ByteSize(), cudaMemcpyHostToDevice,
+                            cuda_->stream()),
+            cudaSuccess);
+  ASSERT_TRUE((*kernel)->Forward(&ctx).ok());
+  ASSERT_TRUE(cuda_->Synchronize().ok());
+  EXPECT_TRUE(std::isnan(HostCopy(out.raw(), out.desc()).data<float>()[0]))
+      << "the previous finite scale was kept for a non-finite norm";
+  const Status next = (*kernel)->Forward(&ctx);
+  ASSERT_FALSE(next.ok());
+  EXPECT_NE(next.message().find("clip"), std::string::npos) << next;
 }
 
 TEST_F(CudaKernelTest, VariableStartsFromTheCpuValues) {

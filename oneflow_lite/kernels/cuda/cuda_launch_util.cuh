@@ -87,6 +87,8 @@ __device__ inline void ReportError(ErrorSlot* slot, int64_t position, int64_t va
   if (atomicCAS(reinterpret_cast<unsigned long long*>(slot), 0ull, 1ull) == 0ull) {
     slot[1] = position;
     slot[2] = value;
+    __threadfence_system();  // position and value before the "complete" mark
+    *reinterpret_cast<volatile ErrorSlot*>(slot + 3) = 1;
     __threadfence_system();
   }
 }

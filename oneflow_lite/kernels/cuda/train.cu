@@ -68,7 +68,10 @@ __global__ void SumSquaresKernel(const float* x, int64_t n, double* acc) {
 __global__ void ClipFinishKernel(const double* acc, float* out, double max_norm, ErrorSlot* slot) {
   const double sum = acc[0];
   if (!isfinite(sum)) {
+    // The scale must not keep the previous finite value: NaN makes every
+    // update that reads it skip the step (LoadScale), as docs/gpu.md says.
     ReportError(slot, 0, 0);
+    out[0] = __int_as_float(0x7fc00000);  // quiet NaN
     return;
   }
   const double ratio = max_norm / (sqrt(sum) + 1e-6);

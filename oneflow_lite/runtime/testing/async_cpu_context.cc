@@ -56,6 +56,11 @@ void AsyncCpuDeviceContext::Enqueue(Item item) const {
   changed_.notify_all();
 }
 
+Status AsyncCpuDeviceContext::StickyError() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return sticky_;
+}
+
 Status AsyncCpuDeviceContext::OnStreamDone(const std::string& label, DoneCallback done) const {
   RETURN_IF_ERROR(CheckThread("OnStreamDone"));
   Status result;
@@ -70,7 +75,22 @@ Status AsyncCpuDeviceContext::OnStreamDone(const std::string& label, DoneCallbac
     held_.push_back(std::move(done));
     return Status::OK();
   }
-  Enqueue(Item{[done = std::move(done), result] { done(result); }, false});
+  if (options_.complete_early) {
+    done(result);
+    return Status::OK();
+  }
+  Enqueue(Item{[this, done = std::move(done), result] {
+                 Status sticky = StickyError();
+                 done(sticky.ok() ? result : sticky);
+                 return Status::OK();
+               },
+               false});
+  return Status::OK();
+}
+
+Status AsyncCpuDeviceContext::Launch(std::function<Status()> work) const {
+  RETURN_IF_ERROR(CheckThread("Launch"));
+  Enqueue(Item{std::move(work), true});
   return Status::OK();
 }
 
@@ -79,7 +99,11 @@ Status AsyncCpuDeviceContext::Memcpy(void* dst, const void* src, int64_t bytes,
   RETURN_IF_ERROR(CheckThread("Memcpy"));
   if (bytes < 0) return InvalidArgumentError("Memcpy of ", bytes, " bytes");
   if (bytes == 0) return Status::OK();
-  Enqueue(Item{[dst, src, bytes] { std::memcpy(dst, src, static_cast<size_t>(bytes)); }, true});
+  Enqueue(Item{[dst, src, bytes] {
+                 std::memcpy(dst, src, static_cast<size_t>(bytes));
+                 return Status::OK();
+               },
+               true});
   return Status::OK();
 }
 
@@ -90,7 +114,7 @@ Status AsyncCpuDeviceContext::Synchronize() const {
     return DeadlineExceededError("async CPU context cpu:", device_index_, ": ", queue_.size(),
                                  " items still queued after ", kSynchronizeBound.count(), " s");
   }
-  return Status::OK();
+  return sticky_;
 }
 
 void AsyncCpuDeviceContext::Work() {
@@ -107,9 +131,10 @@ void AsyncCpuDeviceContext::Work() {
       std::uniform_int_distribution<int64_t> pause(0, options_.max_delay.count());
       std::this_thread::sleep_for(std::chrono::microseconds(pause(random_)));
     }
-    item.run();
+    Status status = item.run();
     if (!item.is_copy) completions_.fetch_add(1);
     lock.lock();
+    if (!status.ok() && sticky_.ok()) sticky_ = status;
     busy_ = false;
     changed_.notify_all();
   }

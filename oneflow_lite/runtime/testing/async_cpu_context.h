@@ -2,13 +2,15 @@
 // DeviceContext on the CPU, shaped like a GPU stream, so the runtime's
 // deferred-completion path (regst_actor.h) runs and is checked without a GPU.
 //
-// Each context owns one worker thread, its "stream". Memcpy and OnStreamDone
-// enqueue items; the worker runs them strictly in enqueue order, each after a
-// random pause of up to `max_delay` (seeded, so a failure can be replayed):
-// a copy really happens later, on the worker, so a consumer that read a
-// register before its producer's completion would see stale bytes. Kernels
-// (CPU kernels ignore the context) still run on the calling thread.
-// Synchronize blocks (bounded) until the worker is idle. Errors can be
+// Each context owns one worker thread, its "stream". Launch (kernels),
+// Memcpy and OnStreamDone enqueue items; the worker runs them strictly in
+// enqueue order, each after a random pause of up to `max_delay` (seeded, so
+// a failure can be replayed): a kernel or copy really happens later, on the
+// worker, so a consumer that read a register before its producer's work
+// finished would see stale bytes (and tsan a race). An error of launched
+// work is sticky, as on a CUDA stream: every later completion and
+// Synchronize fails with it. Synchronize blocks (bounded) until the worker
+// is idle. Errors can be
 // injected: the n-th completion of one actor fails, or the completions of one
 // actor are held back until the context is destroyed (a stuck stream).
 //
@@ -50,6 +52,10 @@ struct AsyncCpuOptions {
   // Completions of the actor named `hold_actor` never arrive while the
   // context lives (run with Cancelled at destruction).
   std::string hold_actor;
+  // Sabotage, for tests that prove a checker works: OnStreamDone calls back
+  // at once instead of after the queued work (a runtime that skipped the
+  // event). Kernels still run on the worker.
+  bool complete_early = false;
 };
 
 class AsyncCpuDeviceContext final : public DeviceContext {
@@ -62,6 +68,7 @@ class AsyncCpuDeviceContext final : public DeviceContext {
   Status BindToCurrentThread() const override;
   bool IsAsync() const override { return true; }
   Status OnStreamDone(const std::string& label, DoneCallback done) const override;
+  Status Launch(std::function<Status()> work) const override;
   Status Memcpy(void* dst, const void* src, int64_t bytes, CopyKind kind) const override;
   Status Synchronize() const override;
 
@@ -70,11 +77,12 @@ class AsyncCpuDeviceContext final : public DeviceContext {
 
  private:
   struct Item {
-    std::function<void()> run;
-    bool is_copy = false;
+    std::function<Status()> run;
+    bool is_copy = false;  // a copy or launched work (not a completion)
   };
   Status CheckThread(const char* what) const;
   void Enqueue(Item item) const;
+  Status StickyError() const;
   void Work();
 
   const int device_index_;
@@ -85,6 +93,7 @@ class AsyncCpuDeviceContext final : public DeviceContext {
   mutable std::deque<Item> queue_;
   mutable std::vector<DoneCallback> held_;
   mutable bool busy_ = false;
+  Status sticky_;  // first error of launched work; worker writes, guarded by mutex_
   mutable int64_t fail_seen_ = 0;  // completions of fail_actor so far
   bool stop_ = false;
   std::mt19937_64 random_;  // worker only

@@ -7,6 +7,12 @@
 //   test_nan_at       out = in; writes NaN at iteration attr "at"
 //   test_init         out[:] = attr "value" (a variable initializer)
 //   test_accumulate   model (mutable) += in[0]
+//   test_stamp        checks that every element of every input holds the
+//                     stamp iteration * 1000 + attr "in_depth" (fails naming
+//                     the input, the element and the stamp found: the act
+//                     read a register before its producer's work finished,
+//                     or after the next iteration overwrote it), then writes
+//                     iteration * 1000 + attr "depth" into every output
 #include <cmath>
 #include <limits>
 
@@ -97,6 +103,31 @@ class AccumulateKernel final : public Kernel {
   }
 };
 
+class StampKernel final : public Kernel {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    const float want = Stamp(ctx, "in_depth");
+    for (int k = 0; k < ctx->InputCount("in"); ++k) {
+      const Blob& in = ctx->Input("in", k);
+      const float* data = in.data<float>();
+      for (int64_t i = 0; i < in.elem_count(); ++i) {
+        if (data[i] != want) {
+          return ctx->Error("input 'in'[", k, "] element ", i, " holds stamp ", data[i],
+                            ", expected ", want, ": read before its producer's work finished "
+                            "or after it was overwritten");
+        }
+      }
+    }
+    for (int k = 0; k < ctx->OutputCount("out"); ++k) Fill(ctx->Output("out", k), Stamp(ctx, "depth"));
+    return Status::OK();
+  }
+
+ private:
+  static float Stamp(KernelContext* ctx, const char* attr) {
+    return static_cast<float>(ctx->iteration() * 1000 + ctx->attrs().GetIntOr(attr, 0));
+  }
+};
+
 REGISTER_KERNEL("test_source", DEVICE_CPU, DT_FLOAT, SourceKernel);
 REGISTER_KERNEL("test_add_one", DEVICE_CPU, DT_FLOAT, AddOneKernel);
 REGISTER_KERNEL("test_noop", DEVICE_CPU, DT_FLOAT, NoopKernel);
@@ -104,6 +135,7 @@ REGISTER_KERNEL("test_fail_at", DEVICE_CPU, DT_FLOAT, FailAtKernel);
 REGISTER_KERNEL("test_nan_at", DEVICE_CPU, DT_FLOAT, NanAtKernel);
 REGISTER_KERNEL("test_init", DEVICE_CPU, DT_FLOAT, InitKernel);
 REGISTER_KERNEL("test_accumulate", DEVICE_CPU, DT_FLOAT, AccumulateKernel);
+REGISTER_KERNEL("test_stamp", DEVICE_CPU, DT_FLOAT, StampKernel);
 
 }  // namespace
 }  // namespace testing

@@ -1,5 +1,7 @@
 #include "oneflow_lite/runtime/testing/test_plan_builder.h"
 
+#include "oneflow_lite/common/edge_sync.h"
+
 #include "oneflow_lite/common/id.h"
 
 namespace oflite {
@@ -98,6 +100,15 @@ Plan TestPlanBuilder::Build(int64_t total_iters, int64_t seed) {
     }
   }
   for (const auto& [desc_id, task_id] : mutators_) descs.at(desc_id)->add_mutator_task_id(task_id);
+  if (mark_edge_sync_) {
+    for (auto& [desc_id, desc] : descs) {
+      const TaskProto& producer = tasks_.at(desc->producer_task_id());
+      for (int64_t consumer : desc->consumer_task_id()) {
+        desc->add_consumer_sync(RequiredEdgeSync(producer.task_id(), producer.type(), consumer,
+                                                 tasks_.at(consumer).type()));
+      }
+    }
+  }
   int64_t offset = 0;
   for (auto& [id, desc] : descs) {
     for (int i = 0; i < desc->regst_num(); ++i) {

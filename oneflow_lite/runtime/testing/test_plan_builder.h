@@ -39,6 +39,10 @@ class TestPlanBuilder {
                  const std::vector<std::pair<std::string, int64_t>>& outputs,
                  const std::vector<std::pair<std::string, int64_t>>& int_attrs = {});
   TaskProto* task(int64_t task_id) { return &tasks_.at(task_id); }
+  // Build marks every edge's consumer_sync as the compiler would
+  // (common/edge_sync.h); without it the plan looks like an old one (every
+  // edge waits for the producer's event).
+  void MarkEdgeSync() { mark_edge_sync_ = true; }
 
   Plan Build(int64_t total_iters, int64_t seed = 1);
 
@@ -47,6 +51,7 @@ class TestPlanBuilder {
   std::vector<std::pair<int64_t, int64_t>> mutators_;
   std::map<int, int64_t> next_index_;  // per device index
   int64_t next_regst_ = 1;
+  bool mark_edge_sync_ = false;
 };
 
 }  // namespace testing
