@@ -8,9 +8,27 @@ X: wall time per measured step; Y: user+sys CPU time per measured step of
 the whole process; T: threads of the process while measuring."""
 import argparse
 import os
+import sys
 import time
 
-import torch
+
+def _threads_from_argv():
+    for i, arg in enumerate(sys.argv):
+        if arg == "--threads" and i + 1 < len(sys.argv):
+            return sys.argv[i + 1]
+        if arg.startswith("--threads="):
+            return arg.split("=", 1)[1]
+    return "1"
+
+
+# PyTorch's Linear layers call OpenBLAS, whose own thread pool is sized by
+# OPENBLAS_NUM_THREADS (default: every core) when the library loads, not by
+# torch.set_num_threads: without this the "1 core" peer computed on 2 cores
+# (CPU time twice its wall time) and the 2-core peer ran 2 OpenMP + 2
+# OpenBLAS threads on 2 cores. Set before torch (and OpenBLAS) load.
+os.environ["OPENBLAS_NUM_THREADS"] = _threads_from_argv()
+
+import torch  # noqa: E402
 
 
 def build(name):
