@@ -227,6 +227,16 @@ int RunRank(int rank, const Config& config) {
 
 int main(int argc, char** argv) {
   using oflite::bench::FlagValue;
+  const int flags = oflite::bench::CheckFlags(
+      argc, argv, {"nproc", "repeats", "min_bytes", "max_bytes", "comm"},
+      "allreduce_bench: all-reduce bus bandwidth (float32 sum) of CommNet's ring over each\n"
+      "provider next to Gloo's ring and ring-chunked, 2/3/4 processes on this host.\n"
+      "  --nproc=N          only N processes (default 0: 2, 3 and 4)\n"
+      "  --repeats=R        samples per size (median; default 5)\n"
+      "  --min_bytes=B --max_bytes=B   sizes (default 4096 .. 67108864)\n"
+      "  --comm=LIST        CommNet providers (default tcp,shm)\n"
+      "OpenMPI, the shm peer: tools/bench/mpi_allreduce_bench.sh.\n");
+  if (flags >= 0) return flags;
   const int only = static_cast<int>(FlagValue(argc, argv, "nproc", 0));
   std::vector<int> worlds = only > 0 ? std::vector<int>{only} : std::vector<int>{2, 3, 4};
   int failed = 0;

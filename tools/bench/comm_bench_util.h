@@ -36,6 +36,29 @@ inline double SecondsSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
+// Flags are "--name=value", each one of `known`. Prints `usage` and returns
+// 0 for --help; prints what is wrong and returns 2 for anything else that
+// is not a known flag (a misspelt flag must not run a long benchmark with
+// its defaults); returns -1 when the benchmark should run.
+inline int CheckFlags(int argc, char** argv, const std::vector<std::string>& known,
+                      const char* usage) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(usage, stdout);
+      return 0;
+    }
+    bool ok = false;
+    for (const std::string& name : known) ok |= arg.rfind("--" + name + "=", 0) == 0;
+    if (!ok) {
+      std::fprintf(stderr, "%s: unknown or malformed flag '%s' (flags are --name=value; --help)\n",
+                   argv[0], arg.c_str());
+      return 2;
+    }
+  }
+  return -1;
+}
+
 // "--name=value" lookup with a default.
 inline long long FlagValue(int argc, char** argv, const std::string& name,
                            long long fallback) {

@@ -292,6 +292,15 @@ int RunRank(int rank, const Config& config) {
 
 int main(int argc, char** argv) {
   using oflite::bench::FlagValue;
+  const int flags = oflite::bench::CheckFlags(
+      argc, argv, {"repeats", "min_bytes", "max_bytes", "latency_iterations", "comm"},
+      "comm_p2p_bench: CommNet point-to-point (WRITE/READ throughput, 8-byte round trip)\n"
+      "over each provider next to a raw socket loop, 2 processes on this host.\n"
+      "  --repeats=R        samples per size (median; default 5)\n"
+      "  --min_bytes=B --max_bytes=B   sizes (default 4096 .. 67108864)\n"
+      "  --latency_iterations=N   round trips per latency sample (default 20000)\n"
+      "  --comm=LIST        CommNet providers (default tcp,shm)\n");
+  if (flags >= 0) return flags;
   oflite::bench::Config config;
   config.repeats = static_cast<int>(FlagValue(argc, argv, "repeats", 5));
   config.min_bytes = FlagValue(argc, argv, "min_bytes", 4096);
