@@ -38,7 +38,8 @@ constexpr char kHelp[] =
     "  --warmup N     steps before measuring (30)\n"
     "  --repeats N    runs per mode; medians are printed (5)\n"
     "  --batch N      only this batch (64 and 256 by default)\n"
-    "  --threads N    only this many CPU devices (1 and 2 by default)\n"
+    "  --threads N    only this many CPU devices, one computing thread each\n"
+    "                 (1 and 2 by default)\n"
     "  --mode M       1: both modes; 2: untraced only; 3: traced only (one process\n"
     "                 per mode, e.g. to compare instruction counts under callgrind)\n";
 
@@ -101,6 +102,11 @@ StatusOr<Result> RunOurs(int64_t batch, int threads, int64_t warmup, int64_t ite
   machine->set_id(0);
   machine->set_address("127.0.0.1");
   machine->set_cpu_devices(threads);
+  // One computing thread per device (the BLAS pool included), as train_mlp's
+  // "Ndev x1" rows: with the default (cores / devices) one device's BLAS pool
+  // fills both cores, and any other thread's work (the recorders') then
+  // slows its GEMMs, which measures contention rather than tracing.
+  machine->set_cpu_threads(1);
   ASSIGN_OR_RETURN(Plan plan, compiler::Compile(job, cluster));
   StepClock clock(warmup);
   RuntimeOptions options;
