@@ -10,6 +10,7 @@
 # connections per port), both ranks must exit 0, and the final losses must
 # equal those of the same job run without a flood.
 set -u
+source "${TEST_SRCDIR}/oneflow_lite/tests/free_port.sh"
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
 WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/write_test_job"
 FLOOD="${TEST_SRCDIR}/oneflow_lite/tests/flood_peer"
@@ -28,7 +29,7 @@ done
     --quiet > "$TMP/out" 2>&1 || { echo "FAIL: preparing the plan"; tail -20 "$TMP/out"; exit 1; }
 
 # start_job NAME: both ranks in the background (PIDS), logs in $TMP/NAME.r*.log.
-PORT=$((20000 + RANDOM % 20000))
+PORT=$(free_port)
 declare -a PIDS
 start_job() {
   local name=$1

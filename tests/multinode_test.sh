@@ -14,6 +14,7 @@
 # script once per transport: tcp, shm, and auto with mixed host identities).
 # With shm and auto, a killed rank must leave no shared-memory object.
 set -u
+source "${TEST_SRCDIR}/oneflow_lite/tests/free_port.sh"
 COMM="${1:-tcp}"
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
 WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/write_test_job"
@@ -94,7 +95,7 @@ fi
 # rank 2 on another: shm between 0 and 1, tcp to 2, in one job; results
 # still equal one machine.
 if [[ $COMM == auto ]]; then
-  port=$((20000 + RANDOM % 20000))
+  port=$(free_port)
   hosts=(host-a host-a host-b)
   pids=()
   for rank in 0 1 2; do
@@ -157,7 +158,7 @@ fi
 # 10 s naming rank 1, without printing a test line.
 kill_rank1() {
   local what=$1 plan=$2 when=$3; shift 3
-  local port=$((20000 + RANDOM % 20000))
+  local port=$(free_port)
   # Started directly (not under timeout) so $! is the oflite process itself;
   # every wait below is bounded and leftovers are killed.
   OFLITE_JOB_TOKEN=multinode-test OFLITE_HOST=127.0.0.1 "$OFLITE" run --plan "$plan" --rank 0 \

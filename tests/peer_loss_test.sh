@@ -14,6 +14,7 @@
 #  - --comm bogus is exit 2 naming the known providers (the registry).
 # Every wait is bounded; leftover processes are killed.
 set -u
+source "${TEST_SRCDIR}/oneflow_lite/tests/free_port.sh"
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
 WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/write_test_job"
 POISON="${TEST_SRCDIR}/oneflow_lite/tests/poison_plan"
@@ -43,7 +44,7 @@ declare -A PID RC END
 # start NPROC PLAN RANK1_PLAN RANK1_ENV RUN_FLAGS...: one `oflite run` per rank.
 start() {
   local nproc=$1 plan=$2 plan1=$3 env1=$4; shift 4
-  PORT=$((20000 + RANDOM % 20000))
+  PORT=$(free_port)
   PID=(); RC=(); END=()
   rm -f "$TMP"/r*.log  # no stale line may be read before a rank truncates its log
   for ((rank = 0; rank < nproc; ++rank)); do

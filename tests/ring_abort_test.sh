@@ -10,6 +10,7 @@
 # `oflite run` broadcasts on a failure carries ("lost rank 1", the lost
 # connection, is not enough).
 set -u
+source "${TEST_SRCDIR}/oneflow_lite/tests/free_port.sh"
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
 WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/write_test_job"
 POISON="${TEST_SRCDIR}/oneflow_lite/tests/poison_plan"
@@ -28,7 +29,7 @@ done
   "$POISON" "$TMP/dp.plan.pb" "$TMP/poisoned.plan.pb" 1 > "$TMP/out" 2>&1 ||
   { echo "FAIL: preparing the plans"; tail -20 "$TMP/out"; exit 1; }
 
-PORT=$((20000 + RANDOM % 20000))
+PORT=$(free_port)
 export OFLITE_JOB_TOKEN=ring-abort-test
 declare -A PID RC END
 for rank in 0 1 2; do

@@ -7,6 +7,7 @@
 # it claimed, and "wrong job token". Also: a genuine rank 1 that arrives
 # after a refused intruder (within the grace) still joins and the job runs.
 set -u
+source "${TEST_SRCDIR}/oneflow_lite/tests/free_port.sh"
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
 WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/write_test_job"
 TMP="${TEST_TMPDIR:-/tmp}/wrong_token"
@@ -22,7 +23,7 @@ done
   "$OFLITE" compile --job "$TMP/dp.job.pb" --cluster "$TMP/two.pbtxt" -o "$TMP/dp.plan.pb" \
     --quiet > "$TMP/out" 2>&1 || { echo "FAIL: preparing the plan"; tail -20 "$TMP/out"; exit 1; }
 
-PORT=$((20000 + RANDOM % 20000))
+PORT=$(free_port)
 run_rank() {  # run_rank RANK TOKEN LOG
   OFLITE_JOB_TOKEN=$2 OFLITE_HOST=127.0.0.1 "$OFLITE" run --plan "$TMP/dp.plan.pb" --rank $1 \
     --master 127.0.0.1:$PORT --comm tcp --eval=false > "$3" 2>&1

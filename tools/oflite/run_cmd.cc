@@ -77,6 +77,7 @@
 #include "tools/oflite/eval_support.h"
 #include "tools/oflite/evaluate.h"
 #include "tools/oflite/flags.h"
+#include "tools/oflite/session_setup.h"
 #include "tools/oflite/trace_support.h"
 
 namespace oflite {
@@ -171,32 +172,6 @@ struct RunFlags {
   std::chrono::milliseconds ring_timeout{120000};
   int64_t cpu_threads = 0;  // 0: the plan's (kernels/cpu/cpu_threads.h)
 };
-
-// This node's rank: --rank, else RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK,
-// else 0; it must name a machine of `plan`.
-StatusOr<int64_t> ResolveRank(const FlagSet& flags, const Plan& plan) {
-  const int64_t machines = plan.machine_size() > 0 ? plan.machine_size() : 1;
-  std::string source = "--rank";
-  std::string text = flags.Get("rank");
-  if (!flags.Has("rank")) {
-    text.clear();
-    for (const char* name : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"}) {
-      const char* value = std::getenv(name);
-      if (value != nullptr && *value != '\0') {
-        source = name;
-        text = value;
-        break;
-      }
-    }
-    if (text.empty()) return 0;
-  }
-  StatusOr<int64_t> rank = ParseInt64(text, source);
-  if (!rank.ok() || *rank < 0 || *rank >= machines) {
-    return InvalidArgumentError(source, " ", text, " is not a machine of the plan: it has ",
-                                machines, " machine(s), ranks 0..", machines - 1);
-  }
-  return *rank;
-}
 
 std::string EnvOr(const char* name, const std::string& fallback) {
   const char* value = std::getenv(name);

@@ -17,6 +17,8 @@ std::string EnvOr(const char* name, const std::string& fallback) {
   return value != nullptr && *value != '\0' ? value : fallback;
 }
 
+}  // namespace
+
 StatusOr<int64_t> ResolveRank(const FlagSet& flags, const Plan& plan) {
   const int64_t machines = plan.machine_size() > 0 ? plan.machine_size() : 1;
   std::string source = "--rank";
@@ -40,8 +42,6 @@ StatusOr<int64_t> ResolveRank(const FlagSet& flags, const Plan& plan) {
   }
   return *rank;
 }
-
-}  // namespace
 
 std::vector<FlagSpec> SessionFlagSpecs() {
   std::vector<FlagSpec> specs = {

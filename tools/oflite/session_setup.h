@@ -32,6 +32,11 @@ namespace cli {
 
 std::vector<FlagSpec> SessionFlagSpecs();
 
+// This node's rank: --rank, else RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK,
+// else 0; it must name a machine of `plan` (InvalidArgument naming the flag
+// or variable otherwise). Shared with `oflite run`.
+StatusOr<int64_t> ResolveRank(const FlagSet& flags, const Plan& plan);
+
 struct SessionFlags {
   int64_t rank = 0;
   std::chrono::milliseconds ring_timeout{120000};
