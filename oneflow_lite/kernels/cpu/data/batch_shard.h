@@ -14,8 +14,10 @@
 #define ONEFLOW_LITE_KERNELS_CPU_DATA_BATCH_SHARD_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "oneflow_lite/common/partition.h"
+#include "oneflow_lite/data/fashion_mnist.h"
 #include "oneflow_lite/common/status.h"
 #include "oneflow_lite/kernels/kernel.h"
 
@@ -52,6 +54,44 @@ inline StatusOr<BatchShard> ResolveBatchShard(const KernelInitContext& ctx, int6
   return error("physical batch ", physical, " is neither the logical batch ", logical_batch,
                " nor an even S(0) shard of it (nor, with uneven_split, its balanced shard)");
 }
+
+// The samples a dataset source produces on its device: at iteration t,
+// batch t % batches_per_epoch of epoch t / batches_per_epoch
+// (batches_per_epoch = count / batch_size; the last partial batch is
+// dropped) in EpochOrder(count, shuffle, seed, epoch), rows
+// [shard.begin, shard.begin + shard.size) of it. The batch depends only on
+// (seed, t), so every device and every restart sees the same samples. The
+// current epoch's order is cached. Not thread-safe (one kernel's state).
+class EpochBatches {
+ public:
+  EpochBatches() = default;
+  // count >= batch_size >= 1 (the kernels check it, naming the op).
+  EpochBatches(int64_t count, int64_t batch_size, bool shuffle, uint64_t seed, BatchShard shard)
+      : count_(count), batch_size_(batch_size), batches_per_epoch_(count / batch_size),
+        shuffle_(shuffle), seed_(seed), shard_(shard) {}
+
+  int64_t rows() const { return shard_.size; }
+  // The dataset index of each of this device's rows at `iteration` (>= 0):
+  // rows() entries, valid until the next call.
+  const int64_t* Samples(int64_t iteration) {
+    const int64_t epoch = iteration / batches_per_epoch_;
+    if (epoch != cached_epoch_) {
+      order_ = EpochOrder(count_, shuffle_, seed_, epoch);
+      cached_epoch_ = epoch;
+    }
+    return order_.data() + (iteration % batches_per_epoch_) * batch_size_ + shard_.begin;
+  }
+
+ private:
+  int64_t count_ = 0;
+  int64_t batch_size_ = 1;
+  int64_t batches_per_epoch_ = 1;
+  bool shuffle_ = true;
+  uint64_t seed_ = 0;
+  BatchShard shard_;
+  int64_t cached_epoch_ = -1;
+  std::vector<int64_t> order_;
+};
 
 }  // namespace oflite
 

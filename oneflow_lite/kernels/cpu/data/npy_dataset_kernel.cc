@@ -44,26 +44,21 @@ class NpyDatasetKernel final : public Kernel {
                                   dataset_.count, "] (samples in '",
                                   NpyDatasetFiles(dir, split).samples, "')");
     }
-    batches_per_epoch_ = dataset_.count / batch_size_;
-    ASSIGN_OR_RETURN(shard_, ResolveBatchShard(ctx, batch_size_));
+    ASSIGN_OR_RETURN(BatchShard shard, ResolveBatchShard(ctx, batch_size_));
+    batches_ = EpochBatches(dataset_.count, batch_size_, shuffle_, seed_, shard);
     return Status::OK();
   }
 
   Status Forward(KernelContext* ctx) override {
     if (ctx->iteration() < 0) return ctx->Error("negative iteration");
-    const int64_t epoch = ctx->iteration() / batches_per_epoch_;
-    const int64_t batch_index = ctx->iteration() % batches_per_epoch_;
-    if (epoch != cached_epoch_) {
-      order_ = EpochOrder(dataset_.count, shuffle_, seed_, epoch);
-      cached_epoch_ = epoch;
-    }
     const int64_t size = dataset_.sample_size;
     float* image = ctx->Output("image")->data<float>();
     int32_t* label = ctx->Output("label")->data<int32_t>();
     const float scale = static_cast<float>(scale_ / std_);
     const float shift = static_cast<float>(mean_ / std_);
-    for (int64_t row = 0; row < shard_.size; ++row) {
-      const int64_t sample = order_[batch_index * batch_size_ + shard_.begin + row];
+    const int64_t* samples = batches_.Samples(ctx->iteration());
+    for (int64_t row = 0; row < batches_.rows(); ++row) {
+      const int64_t sample = samples[row];
       const float* source = dataset_.Sample(sample);
       float* target = image + row * size;
       for (int64_t i = 0; i < size; ++i) target[i] = source[i] * scale - shift;
@@ -75,15 +70,12 @@ class NpyDatasetKernel final : public Kernel {
  private:
   NpyDataset dataset_;
   int64_t batch_size_ = 0;
-  int64_t batches_per_epoch_ = 1;
   bool shuffle_ = true;
   uint64_t seed_ = 0;
   double scale_ = 1.0;
   double mean_ = 0.0;
   double std_ = 1.0;
-  BatchShard shard_;
-  int64_t cached_epoch_ = -1;
-  std::vector<int64_t> order_;
+  EpochBatches batches_;
 };
 
 REGISTER_KERNEL("npy_dataset", DEVICE_CPU, DT_FLOAT, NpyDatasetKernel);
