@@ -76,20 +76,25 @@ class MatmulKernel final : public Kernel {
   double alpha_ = 1.0;
 };
 
-// out = a + b broadcast along `axis` of a.
-template <typename T>
+// bias_add: out = a + b broadcast along `axis` of a. With kRelu the fused
+// bias_add_relu (ops/math/fused_ops.cc, made by the compiler's fusion pass):
+// y = relu(a + b), the same float operations in the same order as bias_add
+// then relu, in one pass over memory (fused_kernels_test.cc runs the chain
+// as the reference).
+template <typename T, bool kRelu>
 class BiasAddKernel final : public Kernel {
  public:
   Status Forward(KernelContext* ctx) override {
+    const char* op = kRelu ? "bias_add_relu" : "bias_add";
     const Blob& a = ctx->Input("a");
     const Blob& b = ctx->Input("b");
-    Blob* out = ctx->Output("out");
+    Blob* out = ctx->Output(kRelu ? "y" : "out");
     const Shape& shape = a.shape();
     int64_t axis = 0;
     if (!NormalizeAxis(ctx->attrs().GetIntOr("axis", 1), shape.rank(), &axis) ||
         b.elem_count() != shape.dim(axis) || out->shape() != shape) {
-      return ctx->Error("bad blobs for bias_add: a ", shape, ", b ", b.shape(), ", out ",
-                        out->shape());
+      return ctx->Error("bad blobs for ", op, ": a ", shape, ", b ", b.shape(),
+                        kRelu ? ", y " : ", out ", out->shape());
     }
     const int64_t outer = shape.Count(0, axis);
     const int64_t channels = shape.dim(axis);
@@ -99,17 +104,9 @@ class BiasAddKernel final : public Kernel {
     T* y = out->data<T>();
     if constexpr (std::is_same_v<T, float>) {
       if (inner == 1) {
-        vec::Active().bias_add_rows(x, bias, y, outer, channels, /*relu=*/false);
+        vec::Active().bias_add_rows(x, bias, y, outer, channels, kRelu);
       } else {
-        vec::Active().bias_add_inner(x, bias, y, outer, channels, inner, /*relu=*/false);
-      }
-      return Status::OK();
-    }
-    if (inner == 1) {
-      for (int64_t o = 0; o < outer; ++o) {
-        const T* row = x + o * channels;
-        T* out_row = y + o * channels;
-        for (int64_t c = 0; c < channels; ++c) out_row[c] = row[c] + bias[c];
+        vec::Active().bias_add_inner(x, bias, y, outer, channels, inner, kRelu);
       }
       return Status::OK();
     }
@@ -117,7 +114,10 @@ class BiasAddKernel final : public Kernel {
       for (int64_t c = 0; c < channels; ++c) {
         const int64_t base = (o * channels + c) * inner;
         const T value = bias[c];
-        for (int64_t i = 0; i < inner; ++i) y[base + i] = x[base + i] + value;
+        for (int64_t i = 0; i < inner; ++i) {
+          const T v = x[base + i] + value;
+          y[base + i] = !kRelu || v > T(0) ? v : T(0);
+        }
       }
     }
     return Status::OK();
@@ -126,8 +126,10 @@ class BiasAddKernel final : public Kernel {
 
 REGISTER_KERNEL("matmul", DEVICE_CPU, DT_FLOAT, MatmulKernel<float>);
 REGISTER_KERNEL("matmul", DEVICE_CPU, DT_DOUBLE, MatmulKernel<double>);
-REGISTER_KERNEL("bias_add", DEVICE_CPU, DT_FLOAT, BiasAddKernel<float>);
-REGISTER_KERNEL("bias_add", DEVICE_CPU, DT_DOUBLE, BiasAddKernel<double>);
+REGISTER_KERNEL("bias_add", DEVICE_CPU, DT_FLOAT, BiasAddKernel<float, false>);
+REGISTER_KERNEL("bias_add", DEVICE_CPU, DT_DOUBLE, BiasAddKernel<double, false>);
+REGISTER_KERNEL("bias_add_relu", DEVICE_CPU, DT_FLOAT, BiasAddKernel<float, true>);
+REGISTER_KERNEL("bias_add_relu", DEVICE_CPU, DT_DOUBLE, BiasAddKernel<double, true>);
 
 }  // namespace
 }  // namespace math
