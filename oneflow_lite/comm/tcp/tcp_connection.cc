@@ -591,9 +591,17 @@ void TcpConnection::ReturnCredits(bool force) {
 
 // ---------------------------------------------------------------- liveness
 
-void TcpConnection::OnTick(Clock::time_point now) {
+void TcpConnection::OnTick(Clock::time_point now, Clock::duration stalled) {
   ReturnCredits(true);
   const auto timeout = owner_->options().peer_timeout;
+  // The peer is judged only on time this thread was listening: a stall of
+  // our own (a long callback, a starved process) moves its silence clock on.
+  if (stalled > Clock::duration::zero()) last_receive_ = std::min(now, last_receive_ + stalled);
+  if (now - last_receive_ > timeout && state() != State::kFailed) {
+    // Before a verdict, read what the peer may have sent since the last
+    // readable event (its pings may be waiting in the socket).
+    OnReadable();
+  }
   Status failure;
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -63,7 +63,10 @@ class TcpConnection : public Connection {
   int fd() const { return fd_; }
   void OnReadable();
   void OnWritable();
-  void OnTick(Clock::time_point now);
+  // `stalled`: time since the previous tick during which this thread was
+  // not listening (held up in a callback or not scheduled); it does not
+  // count as the peer's silence.
+  void OnTick(Clock::time_point now, Clock::duration stalled);
   // Sticky failure: completes everything outstanding with `status`.
   void Fail(const Status& status);
   // Best effort GOODBYE (nonblocking) before shutdown.

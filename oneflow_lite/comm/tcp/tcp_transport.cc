@@ -366,8 +366,18 @@ void TcpTransportImpl::ReapRejected() {
 void TcpTransportImpl::ProgressLoop() {
   epoll_event events[64];
   Clock::time_point next_tick = Clock::now();
+  // Time this thread was away from epoll_wait (beyond a grace) since the
+  // last tick: handling events, or not scheduled. Peers are not blamed for it.
+  constexpr auto kGrace = std::chrono::milliseconds(100);
+  constexpr auto kWait = std::chrono::milliseconds(kTickMilliseconds);
+  Clock::duration stalled{0};
+  Clock::time_point woke = Clock::now();
   while (!stopping_) {
+    const Clock::time_point wait_begin = Clock::now();
+    if (wait_begin - woke > kGrace) stalled += wait_begin - woke - kGrace;
     int count = epoll_wait(epoll_fd_, events, 64, kTickMilliseconds);
+    woke = Clock::now();
+    if (woke - wait_begin > kWait + kGrace) stalled += woke - wait_begin - kWait - kGrace;
     bool accept_ready = false;
     for (int i = 0; i < count; ++i) {
       void* tag = events[i].data.ptr;
@@ -399,7 +409,8 @@ void TcpTransportImpl::ProgressLoop() {
         std::lock_guard<std::mutex> lock(mutex_);
         for (auto& connection : connections_) all.push_back(connection.get());
       }
-      for (TcpConnection* connection : all) connection->OnTick(now);
+      for (TcpConnection* connection : all) connection->OnTick(now, stalled);
+      stalled = Clock::duration::zero();
     }
     // After the batch: a rejected connection may appear in later events of
     // the same batch, so it is freed only here.

@@ -1,9 +1,13 @@
 #include "oneflow_lite/comm/tcp/tcp_transport.h"
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/comm/tcp/frame.h"
@@ -94,6 +98,67 @@ TEST(TcpTransportTest, GarbageAfterHandshakeFailsTheConnectionCleanly) {
   EXPECT_NE(errors[0].second.message().find("rank 0"), std::string::npos);
   lock.unlock();
   ::close(*fd);
+}
+
+// The whole process (both ranks' progress threads) is stopped for three
+// peer timeouts, as a loaded machine or a paused VM stops it, while both
+// ranks are idle and healthy. On waking, each rank's first tick may come
+// before the peer's next ping: neither may count its own stop as the
+// peer's silence (peer_loss_test blamed a healthy rank this way under
+// full-suite load).
+TEST(TcpTransportTest, OwnStallDoesNotBlameAHealthyPeer) {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::pair<int, Status>> errors;
+  int delivered = 0;
+  std::vector<TransportOptions> options(2);
+  for (int rank = 0; rank < 2; ++rank) {
+    options[rank].rank = rank;
+    options[rank].world_size = 2;
+    options[rank].peer_timeout = milliseconds(400);
+    options[rank].on_peer_error = [&](int peer, const Status& status) {
+      std::lock_guard<std::mutex> lock(mutex);
+      errors.push_back({peer, status});
+      changed.notify_all();
+    };
+    options[rank].on_message = [&](int, const void*, size_t) {
+      std::lock_guard<std::mutex> lock(mutex);
+      ++delivered;
+      changed.notify_all();
+    };
+  }
+  auto transports = CreateConnectedTransports(TcpFactory(), options, milliseconds(10000));
+  ASSERT_TRUE(transports.ok()) << transports.status();
+  for (int round = 0; round < 3; ++round) {
+    // A child stops this process for 1.2 s (async-signal-safe calls only).
+    const pid_t parent = ::getpid();
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      const timespec before{0, 50 * 1000 * 1000}, stop{1, 200 * 1000 * 1000};
+      ::nanosleep(&before, nullptr);
+      ::kill(parent, SIGSTOP);
+      ::nanosleep(&stop, nullptr);
+      ::kill(parent, SIGCONT);
+      ::_exit(0);
+    }
+    int child_status = 0;
+    while (::waitpid(child, &child_status, 0) < 0 && errno == EINTR) {
+    }
+    // Several ticks and pings after the stop: still healthy, still delivering.
+    std::this_thread::sleep_for(milliseconds(300));
+    ASSERT_TRUE((*(*transports)[1]->GetConnection(0))->SendMessage("a", 1).ok());
+    ASSERT_TRUE((*(*transports)[0]->GetConnection(1))->SendMessage("b", 1).ok());
+    std::unique_lock<std::mutex> lock(mutex);
+    ASSERT_TRUE(changed.wait_for(lock, milliseconds(10000), [&] {
+      return delivered == 2 * (round + 1) || !errors.empty();
+    }));
+    for (const auto& [peer, status] : errors) {
+      ADD_FAILURE() << "round " << round << ": connection to rank " << peer
+                    << " failed: " << status;
+    }
+    ASSERT_TRUE(errors.empty());
+  }
 }
 
 }  // namespace
