@@ -329,6 +329,25 @@ TEST_P(MemoryStrategyTest, BounceStreamPullIsBoundedAndFailsWhenThePeerGoes) {
   EXPECT_NE(status.code(), StatusCode::kDeadlineExceeded) << status;
 }
 
+// ------------------------------------------------------------ static zero-copy
+
+// Pulls with StaticRegisterSet::PostPull and waits (bounded).
+Status PullRegisterAndWait(const StaticRegisterSet& set, Connection* connection,
+                           const RegisterId& source, const RegisterId& destination,
+                           size_t bytes) {
+  auto done = std::make_shared<std::promise<Status>>();
+  std::future<Status> result = done->get_future();
+  RETURN_IF_ERROR(set.PostPull(connection, source, destination, bytes,
+                               [done](const Status& status) { done->set_value(status); }));
+  if (result.wait_for(kTimeout) != std::future_status::ready) {
+    return DeadlineExceededError("test: READ did not complete");
+  }
+  return result.get();
+}
+
+// The runtime's way (CommNetRoute): sources registered for remote READ and
+// their keys shipped to the consumer, destinations registered for local
+// write, one READ per produced register.
 TEST_P(MemoryStrategyTest, StaticZeroCopyRegistersOnceAndNeverCopies) {
   auto pair = MakePair(GetParam());
   // Buffers first: they must outlive their registrations.
@@ -339,18 +358,26 @@ TEST_P(MemoryStrategyTest, StaticZeroCopyRegistersOnceAndNeverCopies) {
   for (size_t i = 0; i < sizes.size(); ++i) {
     produced.push_back(Pattern(sizes[i], i));
     consumed.push_back(std::vector<uint8_t>(sizes[i]));
-    ASSERT_TRUE(producer.Register("r" + std::to_string(i), produced[i].data(), sizes[i]).ok());
-    ASSERT_TRUE(consumer.Register("r" + std::to_string(i), consumed[i].data(), sizes[i]).ok());
+    const RegisterId id{40 + static_cast<int64_t>(i), 1};
+    StatusOr<RemoteKey> key = producer.RegisterSource(id, produced[i].data(), sizes[i]);
+    ASSERT_TRUE(key.ok()) << key.status();
+    // Shipped as bytes, as through the control plane.
+    StatusOr<RemoteKey> shipped = RemoteKey::Decode(key->Encode());
+    ASSERT_TRUE(shipped.ok());
+    consumer.AddRemoteSource(id, *shipped);
+    ASSERT_TRUE(consumer.RegisterDestination({50 + static_cast<int64_t>(i), 1},
+                                             consumed[i].data(), sizes[i])
+                    .ok());
   }
-  EXPECT_FALSE(producer.Register("r0", produced[0].data(), 1).ok());
+  EXPECT_EQ(producer.RegisterSource({40, 1}, produced[0].data(), 1).status().code(),
+            StatusCode::kAlreadyExists);
   size_t moved = 0;
   for (int iteration = 0; iteration < 5; ++iteration) {
     for (size_t i = 0; i < sizes.size(); ++i) {
       produced[i][0] = static_cast<uint8_t>(iteration);  // the producer writes
-      const std::string name = "r" + std::to_string(i);
-      RemoteKey key = (*producer.Find(name))->remote_key();
-      ASSERT_TRUE(PullRegister(pair->Link(1), key, **consumer.Find(name), 0, sizes[i],
-                               DeadlineAfter(kTimeout), &pair->stats[1].zero_copy).ok());
+      ASSERT_TRUE(PullRegisterAndWait(consumer, pair->Link(1), {40 + static_cast<int64_t>(i), 1},
+                                      {50 + static_cast<int64_t>(i), 1}, sizes[i])
+                      .ok());
       EXPECT_EQ(consumed[i], produced[i]);
       moved += sizes[i];
     }
@@ -359,7 +386,34 @@ TEST_P(MemoryStrategyTest, StaticZeroCopyRegistersOnceAndNeverCopies) {
   EXPECT_EQ(pair->stats[1].zero_copy.registrations, 3u);
   EXPECT_EQ(pair->stats[1].zero_copy.bytes_copied, 0u);
   EXPECT_EQ(pair->stats[1].zero_copy.bytes_moved, moved);
-  EXPECT_EQ(consumer.Find("missing").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(consumer.Find({99, 0}).status().code(), StatusCode::kNotFound);
+}
+
+// Pulls the load phase did not prepare, or beyond a register, fail at once
+// and run no completion; the counters move only for completed READs.
+TEST_P(MemoryStrategyTest, StaticZeroCopyRefusesWhatWasNotLoaded) {
+  auto pair = MakePair(GetParam());
+  std::vector<uint8_t> source = Pattern(64, 9), destination(64);
+  StaticRegisterSet producer(pair->transports[0].get(), &pair->stats[0].zero_copy);
+  StaticRegisterSet consumer(pair->transports[1].get(), &pair->stats[1].zero_copy);
+  StatusOr<RemoteKey> key = producer.RegisterSource({1, 0}, source.data(), source.size());
+  ASSERT_TRUE(key.ok());
+  ASSERT_TRUE(consumer.RegisterDestination({2, 0}, destination.data(), destination.size()).ok());
+  bool ran = false;
+  auto never = [&ran](const Status&) { ran = true; };
+  Status unknown_source = consumer.PostPull(pair->Link(1), {1, 0}, {2, 0}, 64, never);
+  EXPECT_EQ(unknown_source.code(), StatusCode::kFailedPrecondition) << unknown_source;
+  EXPECT_NE(unknown_source.message().find("register 1[0]"), std::string::npos) << unknown_source;
+  consumer.AddRemoteSource({1, 0}, *key);
+  Status unknown_destination = consumer.PostPull(pair->Link(1), {1, 0}, {3, 0}, 64, never);
+  EXPECT_EQ(unknown_destination.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(unknown_destination.message().find("register 3[0]"), std::string::npos);
+  EXPECT_FALSE(consumer.PostPull(pair->Link(1), {1, 0}, {2, 0}, 65, never).ok());
+  EXPECT_FALSE(ran);
+  EXPECT_EQ(pair->stats[1].zero_copy.transfers, 0u);
+  ASSERT_TRUE(PullRegisterAndWait(consumer, pair->Link(1), {1, 0}, {2, 0}, 64).ok());
+  EXPECT_EQ(destination, source);
+  EXPECT_EQ(pair->stats[1].zero_copy.transfers, 1u);
 }
 
 }  // namespace
