@@ -103,78 +103,6 @@ TEST_P(MemoryStrategyTest, PoolBufferKeyCoversExactlyItsBytes) {
             StatusCode::kInvalidArgument);
 }
 
-TEST_P(MemoryStrategyTest, BounceBuffersMoveOnlyValidBytesAndChunk) {
-  auto pair = MakePair(GetParam());
-  RegisteredPoolOptions pool_options;
-  pool_options.block_size = 64 * 1024;
-  auto pool = RegisteredPool::Create(pair->transports[0].get(), pool_options,
-                                     &pair->stats[0].pool);
-  ASSERT_TRUE(pool.ok());
-  BounceOptions options;
-  options.channel = 7;
-  options.buffer_size = 4096;
-  options.buffer_count = 2;
-  auto sender = BounceSender::Create(pair->Link(0), &pair->routers[0], pool->get(),
-                                     options, &pair->stats[0].bounce);
-  auto receiver = BounceReceiver::Create(pair->Link(1), &pair->routers[1], options,
-                                         &pair->stats[1].bounce);
-  ASSERT_TRUE(sender.ok() && receiver.ok());
-  const std::vector<size_t> sizes = {0, 1, 1001, 4096, 4096 * 3 + 2048};
-  size_t total = 0;
-  std::thread producer([&] {
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      std::vector<uint8_t> payload = Pattern(sizes[i], i);
-      ASSERT_TRUE((*sender)->Send(payload.data(), payload.size(),
-                                  DeadlineAfter(kTimeout)).ok());
-    }
-  });
-  std::vector<uint8_t> destination(20000, 0xAB);
-  auto region = pair->transports[1]->RegisterMemory(destination.data(),
-                                                    destination.size(), kAccessAll);
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    std::fill(destination.begin(), destination.end(), 0xAB);
-    auto received = (*receiver)->Receive(**region, 10, 19000, DeadlineAfter(kTimeout));
-    ASSERT_TRUE(received.ok()) << received.status();
-    ASSERT_EQ(*received, sizes[i]);
-    std::vector<uint8_t> expected = Pattern(sizes[i], i);
-    EXPECT_TRUE(std::equal(expected.begin(), expected.end(), destination.begin() + 10));
-    EXPECT_EQ(destination[10 + sizes[i]], 0xAB);  // nothing beyond the valid bytes
-    total += sizes[i];
-  }
-  producer.join();
-  EXPECT_EQ(pair->stats[0].bounce.bytes_copied, total);  // one copy, sender side
-  EXPECT_EQ(pair->stats[1].bounce.bytes_copied, 0u);
-  EXPECT_EQ(pair->stats[1].bounce.bytes_moved, total);   // valid bytes only
-  EXPECT_EQ(pair->stats[0].pool.registrations, 1u);      // no hot-path registration
-}
-
-TEST_P(MemoryStrategyTest, BouncePayloadBeyondCapacityIsDrainedAndReported) {
-  auto pair = MakePair(GetParam());
-  auto pool = RegisteredPool::Create(pair->transports[0].get(),
-                                     RegisteredPoolOptions(), &pair->stats[0].pool);
-  BounceOptions options;
-  options.buffer_size = 256;
-  auto sender = BounceSender::Create(pair->Link(0), &pair->routers[0], pool->get(),
-                                     options, nullptr);
-  auto receiver = BounceReceiver::Create(pair->Link(1), &pair->routers[1], options,
-                                         nullptr);
-  std::vector<uint8_t> big = Pattern(1000, 1), small = Pattern(10, 2);
-  // The big payload takes every buffer: the second send waits for releases.
-  std::thread producer([&] {
-    EXPECT_TRUE((*sender)->Send(big.data(), big.size(), DeadlineAfter(kTimeout)).ok());
-    EXPECT_TRUE((*sender)->Send(small.data(), small.size(), DeadlineAfter(kTimeout)).ok());
-  });
-  std::vector<uint8_t> destination(100);
-  auto region = pair->transports[1]->RegisterMemory(destination.data(), 100, kAccessAll);
-  auto first = (*receiver)->Receive(**region, 0, 100, DeadlineAfter(kTimeout));
-  EXPECT_EQ(first.status().code(), StatusCode::kOutOfRange) << first.status();
-  auto second = (*receiver)->Receive(**region, 0, 100, DeadlineAfter(kTimeout));
-  ASSERT_TRUE(second.ok()) << second.status();
-  EXPECT_EQ(*second, 10u);
-  EXPECT_TRUE(std::equal(small.begin(), small.end(), destination.begin()));
-  producer.join();
-}
-
 // ------------------------------------------------------------ BounceStreams
 
 struct Streams {
@@ -327,6 +255,35 @@ TEST_P(MemoryStrategyTest, BounceStreamPullIsBoundedAndFailsWhenThePeerGoes) {
   Status status = result.get();
   EXPECT_FALSE(status.ok());
   EXPECT_NE(status.code(), StatusCode::kDeadlineExceeded) << status;
+}
+
+// A payload larger than the consumer's destination is refused without
+// consuming it; the stream goes on with the same payload and the next one,
+// which had to wait for the buffers the big one held.
+TEST_P(MemoryStrategyTest, BounceStreamPayloadBeyondTheDestinationIsRefusedAndKept) {
+  auto pair = MakePair(GetParam());
+  BounceStreamOptions options;
+  options.buffer_size = 256;
+  auto streams = MakeStreams(pair.get(), options);
+  std::vector<uint8_t> big = Pattern(1000, 1), small = Pattern(10, 2);
+  ASSERT_TRUE(streams->side[0]->Enqueue(1, {8, 8}, {{big.data(), big.size()}}, 1000).ok());
+  ASSERT_TRUE(streams->side[0]->Enqueue(1, {8, 8}, {{small.data(), small.size()}}, 1000).ok());
+  std::vector<uint8_t> destination(1000);
+  auto region = pair->transports[1]->RegisterMemory(destination.data(), 100, kAccessLocalWrite);
+  ASSERT_TRUE(region.ok());
+  bool ran = false;
+  EXPECT_EQ(streams->side[1]
+                ->Pull(0, {8, 8}, 0, 1000, region->get(), {{0, 1000}},
+                       [&ran](const Status&) { ran = true; })
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_FALSE(ran);
+  auto whole = pair->transports[1]->RegisterMemory(destination.data(), 1000, kAccessLocalWrite);
+  ASSERT_TRUE(PullAndWait(streams->side[1].get(), {8, 8}, 0, 1000, whole->get(), {{0, 1000}}).ok());
+  EXPECT_EQ(destination, big);
+  ASSERT_TRUE(PullAndWait(streams->side[1].get(), {8, 8}, 1, 10, region->get(), {{0, 10}}).ok());
+  EXPECT_TRUE(std::equal(small.begin(), small.end(), destination.begin()));
+  EXPECT_TRUE(streams->errors.empty());
 }
 
 // ------------------------------------------------------------ static zero-copy
