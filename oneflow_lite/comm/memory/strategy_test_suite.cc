@@ -103,78 +103,6 @@ TEST_P(MemoryStrategyTest, PoolBufferKeyCoversExactlyItsBytes) {
             StatusCode::kInvalidArgument);
 }
 
-TEST_P(MemoryStrategyTest, BounceBuffersMoveOnlyValidBytesAndChunk) {
-  auto pair = MakePair(GetParam());
-  RegisteredPoolOptions pool_options;
-  pool_options.block_size = 64 * 1024;
-  auto pool = RegisteredPool::Create(pair->transports[0].get(), pool_options,
-                                     &pair->stats[0].pool);
-  ASSERT_TRUE(pool.ok());
-  BounceOptions options;
-  options.channel = 7;
-  options.buffer_size = 4096;
-  options.buffer_count = 2;
-  auto sender = BounceSender::Create(pair->Link(0), &pair->routers[0], pool->get(),
-                                     options, &pair->stats[0].bounce);
-  auto receiver = BounceReceiver::Create(pair->Link(1), &pair->routers[1], options,
-                                         &pair->stats[1].bounce);
-  ASSERT_TRUE(sender.ok() && receiver.ok());
-  const std::vector<size_t> sizes = {0, 1, 1001, 4096, 4096 * 3 + 2048};
-  size_t total = 0;
-  std::thread producer([&] {
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      std::vector<uint8_t> payload = Pattern(sizes[i], i);
-      ASSERT_TRUE((*sender)->Send(payload.data(), payload.size(),
-                                  DeadlineAfter(kTimeout)).ok());
-    }
-  });
-  std::vector<uint8_t> destination(20000, 0xAB);
-  auto region = pair->transports[1]->RegisterMemory(destination.data(),
-                                                    destination.size(), kAccessAll);
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    std::fill(destination.begin(), destination.end(), 0xAB);
-    auto received = (*receiver)->Receive(**region, 10, 19000, DeadlineAfter(kTimeout));
-    ASSERT_TRUE(received.ok()) << received.status();
-    ASSERT_EQ(*received, sizes[i]);
-    std::vector<uint8_t> expected = Pattern(sizes[i], i);
-    EXPECT_TRUE(std::equal(expected.begin(), expected.end(), destination.begin() + 10));
-    EXPECT_EQ(destination[10 + sizes[i]], 0xAB);  // nothing beyond the valid bytes
-    total += sizes[i];
-  }
-  producer.join();
-  EXPECT_EQ(pair->stats[0].bounce.bytes_copied, total);  // one copy, sender side
-  EXPECT_EQ(pair->stats[1].bounce.bytes_copied, 0u);
-  EXPECT_EQ(pair->stats[1].bounce.bytes_moved, total);   // valid bytes only
-  EXPECT_EQ(pair->stats[0].pool.registrations, 1u);      // no hot-path registration
-}
-
-TEST_P(MemoryStrategyTest, BouncePayloadBeyondCapacityIsDrainedAndReported) {
-  auto pair = MakePair(GetParam());
-  auto pool = RegisteredPool::Create(pair->transports[0].get(),
-                                     RegisteredPoolOptions(), &pair->stats[0].pool);
-  BounceOptions options;
-  options.buffer_size = 256;
-  auto sender = BounceSender::Create(pair->Link(0), &pair->routers[0], pool->get(),
-                                     options, nullptr);
-  auto receiver = BounceReceiver::Create(pair->Link(1), &pair->routers[1], options,
-                                         nullptr);
-  std::vector<uint8_t> big = Pattern(1000, 1), small = Pattern(10, 2);
-  // The big payload takes every buffer: the second send waits for releases.
-  std::thread producer([&] {
-    EXPECT_TRUE((*sender)->Send(big.data(), big.size(), DeadlineAfter(kTimeout)).ok());
-    EXPECT_TRUE((*sender)->Send(small.data(), small.size(), DeadlineAfter(kTimeout)).ok());
-  });
-  std::vector<uint8_t> destination(100);
-  auto region = pair->transports[1]->RegisterMemory(destination.data(), 100, kAccessAll);
-  auto first = (*receiver)->Receive(**region, 0, 100, DeadlineAfter(kTimeout));
-  EXPECT_EQ(first.status().code(), StatusCode::kOutOfRange) << first.status();
-  auto second = (*receiver)->Receive(**region, 0, 100, DeadlineAfter(kTimeout));
-  ASSERT_TRUE(second.ok()) << second.status();
-  EXPECT_EQ(*second, 10u);
-  EXPECT_TRUE(std::equal(small.begin(), small.end(), destination.begin()));
-  producer.join();
-}
-
 // ------------------------------------------------------------ BounceStreams
 
 struct Streams {
@@ -329,6 +257,54 @@ TEST_P(MemoryStrategyTest, BounceStreamPullIsBoundedAndFailsWhenThePeerGoes) {
   EXPECT_NE(status.code(), StatusCode::kDeadlineExceeded) << status;
 }
 
+// A payload larger than the consumer's destination is refused without
+// consuming it; the stream goes on with the same payload and the next one,
+// which had to wait for the buffers the big one held.
+TEST_P(MemoryStrategyTest, BounceStreamPayloadBeyondTheDestinationIsRefusedAndKept) {
+  auto pair = MakePair(GetParam());
+  BounceStreamOptions options;
+  options.buffer_size = 256;
+  auto streams = MakeStreams(pair.get(), options);
+  std::vector<uint8_t> big = Pattern(1000, 1), small = Pattern(10, 2);
+  ASSERT_TRUE(streams->side[0]->Enqueue(1, {8, 8}, {{big.data(), big.size()}}, 1000).ok());
+  ASSERT_TRUE(streams->side[0]->Enqueue(1, {8, 8}, {{small.data(), small.size()}}, 1000).ok());
+  std::vector<uint8_t> destination(1000);
+  auto region = pair->transports[1]->RegisterMemory(destination.data(), 100, kAccessLocalWrite);
+  ASSERT_TRUE(region.ok());
+  bool ran = false;
+  EXPECT_EQ(streams->side[1]
+                ->Pull(0, {8, 8}, 0, 1000, region->get(), {{0, 1000}},
+                       [&ran](const Status&) { ran = true; })
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_FALSE(ran);
+  auto whole = pair->transports[1]->RegisterMemory(destination.data(), 1000, kAccessLocalWrite);
+  ASSERT_TRUE(PullAndWait(streams->side[1].get(), {8, 8}, 0, 1000, whole->get(), {{0, 1000}}).ok());
+  EXPECT_EQ(destination, big);
+  ASSERT_TRUE(PullAndWait(streams->side[1].get(), {8, 8}, 1, 10, region->get(), {{0, 10}}).ok());
+  EXPECT_TRUE(std::equal(small.begin(), small.end(), destination.begin()));
+  EXPECT_TRUE(streams->errors.empty());
+}
+
+// ------------------------------------------------------------ static zero-copy
+
+// Pulls with StaticRegisterSet::PostPull and waits (bounded).
+Status PullRegisterAndWait(const StaticRegisterSet& set, Connection* connection,
+                           const RegisterId& source, const RegisterId& destination,
+                           size_t bytes) {
+  auto done = std::make_shared<std::promise<Status>>();
+  std::future<Status> result = done->get_future();
+  RETURN_IF_ERROR(set.PostPull(connection, source, destination, bytes,
+                               [done](const Status& status) { done->set_value(status); }));
+  if (result.wait_for(kTimeout) != std::future_status::ready) {
+    return DeadlineExceededError("test: READ did not complete");
+  }
+  return result.get();
+}
+
+// The runtime's way (CommNetRoute): sources registered for remote READ and
+// their keys shipped to the consumer, destinations registered for local
+// write, one READ per produced register.
 TEST_P(MemoryStrategyTest, StaticZeroCopyRegistersOnceAndNeverCopies) {
   auto pair = MakePair(GetParam());
   // Buffers first: they must outlive their registrations.
@@ -339,18 +315,26 @@ TEST_P(MemoryStrategyTest, StaticZeroCopyRegistersOnceAndNeverCopies) {
   for (size_t i = 0; i < sizes.size(); ++i) {
     produced.push_back(Pattern(sizes[i], i));
     consumed.push_back(std::vector<uint8_t>(sizes[i]));
-    ASSERT_TRUE(producer.Register("r" + std::to_string(i), produced[i].data(), sizes[i]).ok());
-    ASSERT_TRUE(consumer.Register("r" + std::to_string(i), consumed[i].data(), sizes[i]).ok());
+    const RegisterId id{40 + static_cast<int64_t>(i), 1};
+    StatusOr<RemoteKey> key = producer.RegisterSource(id, produced[i].data(), sizes[i]);
+    ASSERT_TRUE(key.ok()) << key.status();
+    // Shipped as bytes, as through the control plane.
+    StatusOr<RemoteKey> shipped = RemoteKey::Decode(key->Encode());
+    ASSERT_TRUE(shipped.ok());
+    consumer.AddRemoteSource(id, *shipped);
+    ASSERT_TRUE(consumer.RegisterDestination({50 + static_cast<int64_t>(i), 1},
+                                             consumed[i].data(), sizes[i])
+                    .ok());
   }
-  EXPECT_FALSE(producer.Register("r0", produced[0].data(), 1).ok());
+  EXPECT_EQ(producer.RegisterSource({40, 1}, produced[0].data(), 1).status().code(),
+            StatusCode::kAlreadyExists);
   size_t moved = 0;
   for (int iteration = 0; iteration < 5; ++iteration) {
     for (size_t i = 0; i < sizes.size(); ++i) {
       produced[i][0] = static_cast<uint8_t>(iteration);  // the producer writes
-      const std::string name = "r" + std::to_string(i);
-      RemoteKey key = (*producer.Find(name))->remote_key();
-      ASSERT_TRUE(PullRegister(pair->Link(1), key, **consumer.Find(name), 0, sizes[i],
-                               DeadlineAfter(kTimeout), &pair->stats[1].zero_copy).ok());
+      ASSERT_TRUE(PullRegisterAndWait(consumer, pair->Link(1), {40 + static_cast<int64_t>(i), 1},
+                                      {50 + static_cast<int64_t>(i), 1}, sizes[i])
+                      .ok());
       EXPECT_EQ(consumed[i], produced[i]);
       moved += sizes[i];
     }
@@ -359,7 +343,34 @@ TEST_P(MemoryStrategyTest, StaticZeroCopyRegistersOnceAndNeverCopies) {
   EXPECT_EQ(pair->stats[1].zero_copy.registrations, 3u);
   EXPECT_EQ(pair->stats[1].zero_copy.bytes_copied, 0u);
   EXPECT_EQ(pair->stats[1].zero_copy.bytes_moved, moved);
-  EXPECT_EQ(consumer.Find("missing").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(consumer.Find({99, 0}).status().code(), StatusCode::kNotFound);
+}
+
+// Pulls the load phase did not prepare, or beyond a register, fail at once
+// and run no completion; the counters move only for completed READs.
+TEST_P(MemoryStrategyTest, StaticZeroCopyRefusesWhatWasNotLoaded) {
+  auto pair = MakePair(GetParam());
+  std::vector<uint8_t> source = Pattern(64, 9), destination(64);
+  StaticRegisterSet producer(pair->transports[0].get(), &pair->stats[0].zero_copy);
+  StaticRegisterSet consumer(pair->transports[1].get(), &pair->stats[1].zero_copy);
+  StatusOr<RemoteKey> key = producer.RegisterSource({1, 0}, source.data(), source.size());
+  ASSERT_TRUE(key.ok());
+  ASSERT_TRUE(consumer.RegisterDestination({2, 0}, destination.data(), destination.size()).ok());
+  bool ran = false;
+  auto never = [&ran](const Status&) { ran = true; };
+  Status unknown_source = consumer.PostPull(pair->Link(1), {1, 0}, {2, 0}, 64, never);
+  EXPECT_EQ(unknown_source.code(), StatusCode::kFailedPrecondition) << unknown_source;
+  EXPECT_NE(unknown_source.message().find("register 1[0]"), std::string::npos) << unknown_source;
+  consumer.AddRemoteSource({1, 0}, *key);
+  Status unknown_destination = consumer.PostPull(pair->Link(1), {1, 0}, {3, 0}, 64, never);
+  EXPECT_EQ(unknown_destination.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(unknown_destination.message().find("register 3[0]"), std::string::npos);
+  EXPECT_FALSE(consumer.PostPull(pair->Link(1), {1, 0}, {2, 0}, 65, never).ok());
+  EXPECT_FALSE(ran);
+  EXPECT_EQ(pair->stats[1].zero_copy.transfers, 0u);
+  ASSERT_TRUE(PullRegisterAndWait(consumer, pair->Link(1), {1, 0}, {2, 0}, 64).ok());
+  EXPECT_EQ(destination, source);
+  EXPECT_EQ(pair->stats[1].zero_copy.transfers, 1u);
 }
 
 }  // namespace

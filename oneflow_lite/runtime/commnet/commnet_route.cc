@@ -88,7 +88,11 @@ Status DeserializeRegst(const std::string& payload, Regst* regst) {
 
 CommNetRoute::CommNetRoute(comm::CommNet* net, std::function<void(const Status&)> on_error,
                            comm::BounceStreamOptions bounce)
-    : net_(net), on_error_(std::move(on_error)), bounce_options_(bounce) {
+    : net_(net),
+      zero_copy_registers_(net->transport(), &net->stats()->zero_copy),
+      bounce_destinations_(net->transport(), &net->stats()->bounce),
+      on_error_(std::move(on_error)),
+      bounce_options_(bounce) {
   bounce_options_.channel = kBounceChannel;
 }
 
@@ -171,21 +175,6 @@ std::string CommNetRoute::StaticKeyName(int64_t desc, int32_t index) const {
 }
 
 Status CommNetRoute::RegisterStaticRegisters(const MachinePlan& plan) {
-  auto add = [&](const RegstDescProto& desc, uint32_t access, bool publish,
-                 comm::StrategyCounters* counters) -> Status {
-    for (int32_t i = 0; i < desc.regst_num(); ++i) {
-      ASSIGN_OR_RETURN(Regst * regst, regsts_->Find(desc.regst_desc_id(), i));
-      ASSIGN_OR_RETURN(std::unique_ptr<comm::MemoryRegion> region,
-                       net_->transport()->RegisterMemory(regst->base, RegstBytes(desc), access));
-      counters->registrations += 1;
-      if (publish) {
-        RETURN_IF_ERROR(net_->control()->Put(StaticKeyName(desc.regst_desc_id(), i),
-                                             region->remote_key().Encode()));
-      }
-      regions_[{desc.regst_desc_id(), i}] = std::move(region);
-    }
-    return Status::OK();
-  };
   for (const TaskProto& task : plan.task()) {
     for (const RegstDescProto& desc : task.produced()) {
       if (!IsStaticZeroCopy(desc)) continue;
@@ -193,21 +182,38 @@ Status CommNetRoute::RegisterStaticRegisters(const MachinePlan& plan) {
       for (int64_t consumer : desc.consumer_task_id()) {
         remote = remote || MachineOfTaskId(consumer) != plan.machine_id();
       }
-      if (remote) {
-        RETURN_IF_ERROR(add(desc, comm::kAccessRemoteRead, true, &net_->stats()->zero_copy));
-      }
+      if (remote) RETURN_IF_ERROR(RegisterSources(desc));
     }
     // The commnet task's own registers: READ destinations of either strategy.
     const RegstDescProto& src = task.commnet().src_regst();
     if (task.type() == TASK_COMMNET && IsPulledByRead(src)) {
-      comm::StrategyCounters* counters =
-          IsStaticZeroCopy(src) ? &net_->stats()->zero_copy : &net_->stats()->bounce;
+      comm::StaticRegisterSet* set =
+          IsStaticZeroCopy(src) ? &zero_copy_registers_ : &bounce_destinations_;
       for (const RegstDescProto& desc : task.produced()) {
-        if (desc.blob_size() > 0) {
-          RETURN_IF_ERROR(add(desc, comm::kAccessLocalWrite, false, counters));
-        }
+        if (desc.blob_size() > 0) RETURN_IF_ERROR(RegisterDestinations(desc, set));
       }
     }
+  }
+  return Status::OK();
+}
+
+Status CommNetRoute::RegisterSources(const RegstDescProto& desc) {
+  for (int32_t i = 0; i < desc.regst_num(); ++i) {
+    ASSIGN_OR_RETURN(Regst * regst, regsts_->Find(desc.regst_desc_id(), i));
+    ASSIGN_OR_RETURN(comm::RemoteKey key,
+                     zero_copy_registers_.RegisterSource({desc.regst_desc_id(), i}, regst->base,
+                                                         RegstBytes(desc)));
+    RETURN_IF_ERROR(net_->control()->Put(StaticKeyName(desc.regst_desc_id(), i), key.Encode()));
+  }
+  return Status::OK();
+}
+
+Status CommNetRoute::RegisterDestinations(const RegstDescProto& desc,
+                                          comm::StaticRegisterSet* set) {
+  for (int32_t i = 0; i < desc.regst_num(); ++i) {
+    ASSIGN_OR_RETURN(Regst * regst, regsts_->Find(desc.regst_desc_id(), i));
+    RETURN_IF_ERROR(
+        set->RegisterDestination({desc.regst_desc_id(), i}, regst->base, RegstBytes(desc)));
   }
   return Status::OK();
 }
@@ -221,7 +227,7 @@ Status CommNetRoute::FetchStaticKeys(const MachinePlan& plan, std::chrono::milli
                        net_->control()->Get(StaticKeyName(src.regst_desc_id(), i), timeout,
                                             static_cast<int>(task.commnet().src_machine_id())));
       ASSIGN_OR_RETURN(comm::RemoteKey key, comm::RemoteKey::Decode(bytes));
-      remote_keys_[{src.regst_desc_id(), i}] = key;
+      zero_copy_registers_.AddRemoteSource({src.regst_desc_id(), i}, key);
     }
   }
   return Status::OK();
@@ -232,11 +238,6 @@ Status CommNetRoute::StartRead(const ActorMessage& produced, const RegstDescProt
   if (IsBounce(src)) return StartBounceRead(produced, src, into);
   const std::string what = "READ of register " + std::to_string(src.regst_desc_id()) + "[" +
                            std::to_string(produced.regst_index) + "]";
-  auto key = remote_keys_.find({src.regst_desc_id(), produced.regst_index});
-  auto local = regions_.find({into->desc->regst_desc_id(), into->index});
-  if (key == remote_keys_.end() || local == regions_.end()) {
-    return FailedPreconditionError(what, ": register not registered for zero-copy");
-  }
   const int64_t bytes = RegstBytes(src);
   if (RegstBytes(*into->desc) != bytes) {
     return InvalidArgumentError(what, ": ", bytes, " bytes into a register of ",
@@ -247,15 +248,11 @@ Status CommNetRoute::StartRead(const ActorMessage& produced, const RegstDescProt
                        static_cast<int>(MachineOfTaskId(produced.src_actor_id))));
   ActorMessage completion = produced;
   completion.kind = MessageKind::kStart;
-  return connection->PostRead(
-      *local->second, 0, key->second, 0, static_cast<size_t>(bytes),
-      [this, completion, bytes](const Status& status) {
-        if (status.ok()) {
-          net_->stats()->zero_copy.bytes_moved += bytes;
-          net_->stats()->zero_copy.transfers += 1;
-        }
-        OnReadDone(completion, status);
-      });
+  return zero_copy_registers_
+      .PostPull(connection, {src.regst_desc_id(), produced.regst_index},
+                {into->desc->regst_desc_id(), into->index}, static_cast<size_t>(bytes),
+                [this, completion](const Status& status) { OnReadDone(completion, status); })
+      .WithContext(what);
 }
 
 void CommNetRoute::OnReadDone(const ActorMessage& completion, const Status& status) {
@@ -357,11 +354,9 @@ Status CommNetRoute::StartBounceRead(const ActorMessage& produced, const RegstDe
     header = std::move(found->second);
     bounce_headers_.erase(found);
   }
-  auto local = regions_.find({into->desc->regst_desc_id(), into->index});
-  if (local == regions_.end()) {
-    return FailedPreconditionError(what, ": destination register ", into->desc->regst_desc_id(),
-                                   " not registered");
-  }
+  StatusOr<const comm::MemoryRegion*> local =
+      bounce_destinations_.Find({into->desc->regst_desc_id(), into->index});
+  if (!local.ok()) return FailedPreconditionError(what, ": destination ", local.status().message());
   if (header.shapes.size() != into->blobs.size()) {
     return DataLossError(what, ": ", header.shapes.size(), " blobs into a register of ",
                          into->blobs.size());
@@ -388,7 +383,7 @@ Status CommNetRoute::StartBounceRead(const ActorMessage& produced, const RegstDe
   completion.kind = MessageKind::kStart;
   return bounce_
       ->Pull(header.peer_rank, StreamOf(produced), header.payload, header.total,
-             local->second.get(), std::move(segments),
+             *local, std::move(segments),
              [this, completion](const Status& status) { OnReadDone(completion, status); })
       .WithContext(what);
 }

@@ -17,12 +17,14 @@
 // Registers pulled by the consumer's TASK_COMMNET actor (IsPulledByRead:
 // any register with bytes; StartRead, completion as a kStart message, then
 // TakeReadStatus):
-//  * CM_STATIC_ZERO_COPY: the producer's "produced" carries no bytes. At
-//    plan load RegisterStaticRegisters registers every copy of such a
-//    register (for remote READ; keys published in the control-plane KV
-//    under "<prefix>oflite/zc/<desc>/<index>", see set_key_prefix); after a barrier FetchStaticKeys reads
-//    the peers' keys. StartRead is one one-sided READ of the whole remote
-//    copy into the actor's own register.
+//  * CM_STATIC_ZERO_COPY (strategy 3, comm::StaticRegisterSet): the
+//    producer's "produced" carries no bytes. At plan load
+//    RegisterStaticRegisters registers every copy of such a register (for
+//    remote READ; keys published in the control-plane KV under
+//    "<prefix>oflite/zc/<desc>/<index>", see set_key_prefix) and the
+//    consumer's READ destinations; after a barrier FetchStaticKeys reads the
+//    peers' keys. StartRead is one one-sided READ of the whole remote copy
+//    into the actor's own register (StaticRegisterSet::PostPull).
 //  * every other register (CM_BOUNCE_BUFFER: dynamic shapes): the producer
 //    copies the blobs' valid bytes (actual shapes) once into the registered
 //    bounce buffers of the stream (register desc, consumer task)
@@ -30,10 +32,11 @@
 //    bytes) and sends a type-3 frame with the payload's number, byte count
 //    and shapes. StartRead sets the actor's blob shapes and READs the
 //    chunks, as they are announced, straight into the blobs of the actor's
-//    own register. Both ends register at plan load (RegisterStaticRegisters:
-//    the TASK_COMMNET output copies); the producer's buffers at the stream's
-//    first payload. Counted under bounce-buffers: copied == moved == valid
-//    bytes.
+//    own register. The consumer registers its READ destinations (the
+//    TASK_COMMNET output copies) at plan load in a StaticRegisterSet of its
+//    own (RegisterStaticRegisters); the producer's buffers are registered
+//    at the stream's first payload. Counted under bounce-buffers: copied ==
+//    moved == valid bytes.
 // Ordering for a bounce register: the produced frames and end-of-data of a
 // (desc, consumer) travel in order on the actor channel; each produced names
 // its payload number, and the stream checks that the chunks pulled are that
@@ -65,6 +68,7 @@
 
 #include "oneflow_lite/comm/comm_net.h"
 #include "oneflow_lite/comm/memory/bounce_buffers.h"
+#include "oneflow_lite/comm/memory/zero_copy.h"
 #include "oneflow_lite/runtime/message_bus.h"
 #include "oneflow_lite/runtime/regst.h"
 
@@ -160,11 +164,22 @@ class CommNetRoute final : public RemoteRoute {
   Status HandleFrame(int peer_rank, const std::string& frame);
   Status HandleBounceFrame(int peer_rank, const ActorMessage& message, const std::string& frame);
 
+  // Registers every copy of `desc` as a zero-copy source and publishes its key.
+  Status RegisterSources(const RegstDescProto& desc);
+  // Registers every copy of `desc` (a commnet task's output) in `set`.
+  Status RegisterDestinations(const RegstDescProto& desc, comm::StaticRegisterSet* set);
+
   static int64_t RegstBytes(const RegstDescProto& desc);
 
   comm::CommNet* net_;
-  std::map<std::pair<int64_t, int32_t>, std::unique_ptr<comm::MemoryRegion>> regions_;
-  std::map<std::pair<int64_t, int32_t>, comm::RemoteKey> remote_keys_;  // const after Fetch
+  // Registered at plan load, const afterwards (after FetchStaticKeys).
+  // Zero-copy sources (this rank's produced registers) and destinations
+  // (the commnet tasks' registers), with the peers' keys; counted under
+  // static-zero-copy.
+  comm::StaticRegisterSet zero_copy_registers_;
+  // The commnet tasks' registers that bounce pulls land in; counted under
+  // bounce-buffers.
+  comm::StaticRegisterSet bounce_destinations_;
   std::map<Key, Status> reads_done_;  // guarded by mutex_
   std::function<void(const Status&)> on_error_;
   LocalMessageBus* bus_ = nullptr;
