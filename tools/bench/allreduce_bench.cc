@@ -263,7 +263,9 @@ int RunRank(int rank, const Config& config) {
 int main(int argc, char** argv) {
   using oflite::bench::FlagValue;
   const int flags = oflite::bench::CheckFlags(
-      argc, argv, {"nproc", "repeats", "min_bytes", "max_bytes", "comm", "gloo", "shm_spin_us", "shm_inline_bytes"},
+      argc, argv,
+      {"nproc", "repeats", "min_bytes", "max_bytes", "comm", "gloo", "shm_spin_us",
+       "shm_inline_bytes"},
       "allreduce_bench: all-reduce bus bandwidth (float32 sum) of CommNet's ring over each\n"
       "provider next to Gloo's ring and ring-chunked, 2/3/4 processes on this host.\n"
       "  --nproc=N          only N processes (default 0: 2, 3 and 4)\n"

@@ -197,7 +197,8 @@ TEST(ShmTransportTest, SmallWriteIsCopiedByThePosterAndCompletedByTheProgressThr
                     .ok());
     // Landed already: the copy ran inside PostWrite, on this thread.
     EXPECT_TRUE(std::equal(source.begin(), source.end(), target.begin() + 4096));
-    EXPECT_TRUE(std::all_of(target.begin(), target.begin() + 4096, [](uint8_t b) { return b == 0; }));
+    EXPECT_TRUE(
+        std::all_of(target.begin(), target.begin() + 4096, [](uint8_t b) { return b == 0; }));
   }
   std::unique_lock<std::mutex> lock(done_mutex);
   ASSERT_TRUE(done_changed.wait_for(lock, milliseconds(20000), [&] { return done; }));
