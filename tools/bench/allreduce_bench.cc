@@ -6,14 +6,19 @@
 //
 //   bazel run -c opt //tools/bench:allreduce_bench -- [--nproc=0 (2,3,4)]
 //       [--repeats=5] [--min_bytes=4096] [--max_bytes=67108864]
-//       [--comm=tcp,shm]
+//       [--comm=tcp,shm] [--gloo=1] [--shm_spin_us=N]
+//       [--shm_inline_bytes=N]
 //
 // busbw = 2 (N - 1) / N * bytes / time (the nccl-tests convention): the bytes
 // each rank moves per unit time. Each sample times `iterations` back-to-back
 // all-reduces on rank 0; figures are medians over --repeats samples. Both
 // libraries reduce the same registered buffer in place; each one's first
 // result is checked. (Timed repeats grow the values: floats may reach inf,
-// which costs the same.)
+// which costs the same.) Beside busbw, each CommNet provider gets a table of
+// rank 0's CPU time per all-reduce (user + system, all threads of the
+// process, median of the samples): a figure that load from other jobs
+// disturbs far less than wall time. --gloo=0 leaves Gloo out (for CPU
+// profiles and callgrind of CommNet alone).
 #include <cmath>
 #include <cstring>
 
@@ -46,6 +51,8 @@ struct Config {
   int control_port;
   std::string gloo_dir;
   std::vector<std::string> providers;
+  bool gloo = true;
+  comm::shm::ShmOptions shm;
 };
 
 void Check(const Status& status, const char* what) {
@@ -67,17 +74,24 @@ double BusBandwidth(int world, size_t bytes, double seconds) {
   return 2.0 * (world - 1) / world * bytes / seconds / 1e6;
 }
 
-// Times `run` (one all-reduce) as a median of samples, in seconds per op.
+struct Timing {
+  double seconds = 0;      // wall time per op (median)
+  double cpu_seconds = 0;  // this process's CPU time per op (median)
+};
+
+// Times `run` (one all-reduce) as medians of samples, per op.
 template <typename Run>
-double TimeMedian(int repeats, int iterations, Run run) {
+Timing TimeMedian(int repeats, int iterations, Run run) {
   run();  // warm-up
-  std::vector<double> samples;
+  std::vector<double> walls, cpus;
   for (int repeat = 0; repeat < repeats; ++repeat) {
-    auto start = Clock::now();
+    const auto start = Clock::now();
+    const double cpu_start = ProcessCpuSeconds();
     for (int i = 0; i < iterations; ++i) run();
-    samples.push_back(SecondsSince(start) / iterations);
+    cpus.push_back((ProcessCpuSeconds() - cpu_start) / iterations);
+    walls.push_back(SecondsSince(start) / iterations);
   }
-  return Median(samples);
+  return {Median(walls), Median(cpus)};
 }
 
 void Fill(float* data, size_t count, int rank) {
@@ -94,6 +108,71 @@ void Verify(const float* data, size_t count, int world, const char* who) {
       std::exit(3);
     }
   }
+}
+
+struct Row {
+  size_t bytes;
+  // Per provider; an exchange Timing of 0 s: not timed (above the limit).
+  std::vector<Timing> ring, exchange;
+  Timing gloo_ring, gloo_chunked;
+};
+
+// The algorithm the compiler records for a P -> B of this size
+// (common/ring_segments.h, UseExchangeAllReduce): the "plan" column, and
+// what plan/Gloo compares with the better Gloo algorithm.
+const Timing& Planned(const Row& row, size_t provider, int world) {
+  return UseExchangeAllReduce(row.bytes, world) && row.exchange[provider].seconds > 0
+             ? row.exchange[provider]
+             : row.ring[provider];
+}
+
+void PrintRows(int world, const Config& config, const std::vector<Row>& rows) {
+  std::printf("\nAll-reduce busbw, %d processes, float32 sum (MB/s, medians of %d)\n", world,
+              config.repeats);
+  std::printf("%-8s", "size");
+  for (const std::string& provider : config.providers) {
+    std::printf(" %11s %11s %11s", (provider + " ring").c_str(), (provider + " exch").c_str(),
+                (provider + " plan").c_str());
+  }
+  if (config.gloo) std::printf(" %10s %13s %10s", "Gloo ring", "Gloo chunked", "plan/Gloo");
+  std::printf("\n");
+  for (const Row& row : rows) {
+    std::printf("%-8s", SizeName(row.bytes).c_str());
+    double best = 0;
+    for (size_t i = 0; i < row.ring.size(); ++i) {
+      const double plan = BusBandwidth(world, row.bytes, Planned(row, i, world).seconds);
+      best = std::max(best, plan);
+      std::printf(" %11.0f", BusBandwidth(world, row.bytes, row.ring[i].seconds));
+      if (row.exchange[i].seconds > 0) {
+        std::printf(" %11.0f", BusBandwidth(world, row.bytes, row.exchange[i].seconds));
+      } else {
+        std::printf(" %11s", "-");
+      }
+      std::printf(" %11.0f", plan);
+    }
+    if (config.gloo) {
+      const double gloo = BusBandwidth(world, row.bytes, row.gloo_ring.seconds);
+      const double chunked = BusBandwidth(world, row.bytes, row.gloo_chunked.seconds);
+      std::printf(" %10.0f %13.0f %9.0f%%", gloo, chunked,
+                  100.0 * best / std::max(gloo, chunked));
+    }
+    std::printf("\n");
+  }
+  std::printf("Rank 0's CPU time per all-reduce, plan's algorithm (user + sys, all threads; us, "
+              "medians)\n");
+  std::printf("%-8s", "size");
+  for (const std::string& provider : config.providers) {
+    std::printf(" %14s", ("CommNet " + provider).c_str());
+  }
+  std::printf("\n");
+  for (const Row& row : rows) {
+    std::printf("%-8s", SizeName(row.bytes).c_str());
+    for (size_t i = 0; i < row.ring.size(); ++i) {
+      std::printf(" %14.1f", Planned(row, i, world).cpu_seconds * 1e6);
+    }
+    std::printf("\n");
+  }
+  std::fflush(stdout);
 }
 
 int RunRank(int rank, const Config& config) {
@@ -135,7 +214,7 @@ int RunRank(int rank, const Config& config) {
     options.rank = rank;
     options.world_size = world;
     options.on_message = net->router.AsHandler();
-    auto transport = CreateBenchTransport(provider, options, token);
+    auto transport = CreateBenchTransport(provider, options, token, config.shm);
     Check(transport.status(), "transport");
     net->transport = std::move(*transport);
     Check(comm::control::ConnectTransport(net->transport.get(), control->get(),
@@ -161,21 +240,19 @@ int RunRank(int rank, const Config& config) {
   }
 
   // Gloo: file-store rendezvous, TCP device, full mesh.
-  auto device = gloo::transport::tcp::CreateDevice("127.0.0.1");
-  gloo::rendezvous::FileStore store(config.gloo_dir);
-  auto context = std::make_shared<gloo::rendezvous::Context>(rank, world);
-  context->connectFullMesh(store, device);
+  std::shared_ptr<gloo::rendezvous::Context> context;
+  if (config.gloo) {
+    auto device = gloo::transport::tcp::CreateDevice("127.0.0.1");
+    gloo::rendezvous::FileStore store(config.gloo_dir);
+    context = std::make_shared<gloo::rendezvous::Context>(rank, world);
+    context->connectFullMesh(store, device);
+  }
 
-  struct Row {
-    size_t bytes;
-    std::vector<double> ring, exchange;  // per provider; exchange 0 above the bench's limit
-    double gloo_ring, gloo_chunked;
-  };
   std::vector<Row> rows;
   for (size_t bytes = config.min_bytes; bytes <= config.max_bytes; bytes *= 4) {
     const size_t count = bytes / sizeof(float);
     const int iterations = Iterations(bytes);
-    Row row{bytes, {}, {}, 0, 0};
+    Row row{bytes, {}, {}, {}, {}};
     for (const auto& net : nets) {
       auto ring = [&] {
         Check(net->ring->AllReduce(*net->region, 0, count, DT_FLOAT,
@@ -192,7 +269,7 @@ int RunRank(int rank, const Config& config) {
       Verify(buffer.data(), count, world, "CommNet ring");
       row.ring.push_back(TimeMedian(config.repeats, iterations, ring));
       Check((*control)->Barrier("commnet", milliseconds(120000)), "barrier");
-      double exchange_time = 0;
+      Timing exchange_time;
       if (bytes <= kExchangeBenchMaxBytes) {
         Fill(buffer.data(), count, rank);
         exchange();
@@ -202,14 +279,14 @@ int RunRank(int rank, const Config& config) {
       }
       row.exchange.push_back(exchange_time);
     }
-    {
+    if (config.gloo) {
       Fill(buffer.data(), count, rank);
       gloo::AllreduceRing<float> algorithm(context, {buffer.data()}, static_cast<int>(count));
       algorithm.run();
       Verify(buffer.data(), count, world, "Gloo ring");
       row.gloo_ring = TimeMedian(config.repeats, iterations, [&] { algorithm.run(); });
     }
-    {
+    if (config.gloo) {
       Fill(buffer.data(), count, rank);
       gloo::AllreduceRingChunked<float> algorithm(context, {buffer.data()},
                                                   static_cast<int>(count));
@@ -221,42 +298,7 @@ int RunRank(int rank, const Config& config) {
     rows.push_back(row);
   }
   Check((*control)->Barrier("done", milliseconds(120000)), "final barrier");
-  if (rank == 0) {
-    std::printf("\nAll-reduce busbw, %d processes, float32 sum (MB/s, medians of %d)\n",
-                world, config.repeats);
-    // "as compiled": the algorithm the compiler records for a P -> B of this
-    // size (common/ring_segments.h, UseExchangeAllReduce); best/Gloo uses it.
-    std::printf("%-8s", "size");
-    for (const std::string& provider : config.providers) {
-      std::printf(" %11s %11s %11s", (provider + " ring").c_str(), (provider + " exch").c_str(),
-                  (provider + " plan").c_str());
-    }
-    std::printf(" %10s %13s %10s\n", "Gloo ring", "Gloo chunked", "plan/Gloo");
-    for (const Row& row : rows) {
-      std::printf("%-8s", SizeName(row.bytes).c_str());
-      double best = 0;
-      const bool exchange = UseExchangeAllReduce(row.bytes, world);
-      for (size_t i = 0; i < row.ring.size(); ++i) {
-        const double ring = BusBandwidth(world, row.bytes, row.ring[i]);
-        const double exch =
-            row.exchange[i] > 0 ? BusBandwidth(world, row.bytes, row.exchange[i]) : 0;
-        const double plan = exchange ? exch : ring;
-        best = std::max(best, plan);
-        std::printf(" %11.0f", ring);
-        if (exch > 0) {
-          std::printf(" %11.0f", exch);
-        } else {
-          std::printf(" %11s", "-");
-        }
-        std::printf(" %11.0f", plan);
-      }
-      const double gloo = BusBandwidth(world, row.bytes, row.gloo_ring);
-      const double chunked = BusBandwidth(world, row.bytes, row.gloo_chunked);
-      std::printf(" %10.0f %13.0f %9.0f%%\n", gloo, chunked,
-                  100.0 * best / std::max(gloo, chunked));
-    }
-    std::fflush(stdout);
-  }
+  if (rank == 0) PrintRows(world, config, rows);
   nets.clear();  // rings and regions before their transports (member order)
   return 0;
 }
@@ -268,13 +310,18 @@ int RunRank(int rank, const Config& config) {
 int main(int argc, char** argv) {
   using oflite::bench::FlagValue;
   const int flags = oflite::bench::CheckFlags(
-      argc, argv, {"nproc", "repeats", "min_bytes", "max_bytes", "comm"},
+      argc, argv,
+      {"nproc", "repeats", "min_bytes", "max_bytes", "comm", "gloo", "shm_spin_us",
+       "shm_inline_bytes"},
       "allreduce_bench: all-reduce bus bandwidth (float32 sum) of CommNet's ring over each\n"
       "provider next to Gloo's ring and ring-chunked, 2/3/4 processes on this host.\n"
       "  --nproc=N          only N processes (default 0: 2, 3 and 4)\n"
       "  --repeats=R        samples per size (median; default 5)\n"
       "  --min_bytes=B --max_bytes=B   sizes (default 4096 .. 67108864)\n"
       "  --comm=LIST        CommNet providers (default tcp,shm)\n"
+      "  --gloo=0           leave Gloo out (CPU profiles of CommNet alone)\n"
+      "  --shm_spin_us=N    the shm provider's busy-poll bound (default: its own)\n"
+      "  --shm_inline_bytes=N   its caller-thread copy bound (default: its own)\n"
       "OpenMPI, the shm peer: tools/bench/mpi_allreduce_bench.sh.\n");
   if (flags >= 0) return flags;
   const int only = static_cast<int>(FlagValue(argc, argv, "nproc", 0));
@@ -289,6 +336,8 @@ int main(int argc, char** argv) {
     config.control_port = oflite::bench::FreePort();
     config.providers =
         oflite::bench::SplitList(oflite::bench::FlagString(argc, argv, "comm", "tcp,shm"));
+    config.gloo = FlagValue(argc, argv, "gloo", 1) != 0;
+    config.shm = oflite::bench::BenchShmOptions(argc, argv);
     char directory[] = "/tmp/oflite-gloo-XXXXXX";
     if (::mkdtemp(directory) == nullptr) return 1;
     config.gloo_dir = directory;

@@ -5,6 +5,7 @@
 #ifndef ONEFLOW_LITE_TOOLS_BENCH_COMM_BENCH_UTIL_H_
 #define ONEFLOW_LITE_TOOLS_BENCH_COMM_BENCH_UTIL_H_
 
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,6 +35,15 @@ inline double Median(std::vector<double> values) {
 inline double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
+}
+
+// CPU time (user + system) of this process, all its threads, in seconds: a
+// figure the other jobs on a shared machine disturb far less than wall time.
+inline double ProcessCpuSeconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec * 1e-6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
 // Flags are "--name=value", each one of `known`. Prints `usage` and returns
@@ -92,18 +102,30 @@ inline std::vector<std::string> SplitList(const std::string& list) {
   return items;
 }
 
-// A CommNet transport of provider `provider` (tcp or shm) for a bench rank.
+// A CommNet transport of provider `provider` (tcp or shm) for a bench rank;
+// `shm` tunes the shm provider (the default: its defaults).
 inline StatusOr<std::unique_ptr<comm::Transport>> CreateBenchTransport(
     const std::string& provider, const comm::TransportOptions& options,
-    const std::string& token) {
+    const std::string& token, const comm::shm::ShmOptions& shm = {}) {
   if (provider == "shm") {
-    ASSIGN_OR_RETURN(auto transport, comm::shm::CreateShmTransport(options, {}));
+    ASSIGN_OR_RETURN(auto transport, comm::shm::CreateShmTransport(options, shm));
     return std::unique_ptr<comm::Transport>(std::move(transport));
   }
   if (provider != "tcp") return InvalidArgumentError("--comm: unknown provider '", provider, "'");
   comm::tcp::TcpOptions tcp_options;
   tcp_options.job_token = token;
   return comm::tcp::CreateTcpTransport(options, tcp_options);
+}
+
+// --shm_spin_us=N and --shm_inline_bytes=N (when given) as ShmOptions::spin
+// and ShmOptions::inline_copy_bytes.
+inline comm::shm::ShmOptions BenchShmOptions(int argc, char** argv) {
+  comm::shm::ShmOptions options;
+  const long long spin = FlagValue(argc, argv, "shm_spin_us", -1);
+  if (spin >= 0) options.spin = std::chrono::microseconds(spin);
+  const long long inline_bytes = FlagValue(argc, argv, "shm_inline_bytes", -1);
+  if (inline_bytes >= 0) options.inline_copy_bytes = static_cast<size_t>(inline_bytes);
+  return options;
 }
 
 // A port that was free a moment ago (bound then released).

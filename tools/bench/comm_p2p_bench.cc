@@ -6,14 +6,17 @@
 //
 //   bazel run -c opt //tools/bench:comm_p2p_bench -- [--repeats=5]
 //       [--min_bytes=4096] [--max_bytes=67108864] [--latency_iterations=20000]
-//       [--comm=tcp,shm]
+//       [--comm=tcp,shm] [--shm_spin_us=N]
+//       [--shm_inline_bytes=N]
 //
 // Bandwidth: rank 0 moves `total` bytes (at least 32 MiB per sample) to rank
 // 1 in transfers of each size: raw = send() loop into recv(), CommNet =
 // one-sided WRITE (and READ) with a window of outstanding operations, into a
 // registered buffer. Latency: ping-pong of 8-byte messages, median round
-// trip. Every figure is the median over --repeats samples; raw and CommNet
-// samples alternate so that both see the same (shared, busy) machine.
+// trip, and rank 0's CPU time per round trip (user + system, all threads:
+// load from other jobs disturbs it far less than wall time). Every figure is
+// the median over --repeats samples; raw and CommNet samples alternate so
+// that both see the same (shared, busy) machine.
 #include <fcntl.h>
 #include <sys/socket.h>
 
@@ -42,6 +45,7 @@ struct Config {
   int control_port;
   int raw_port;
   std::string provider;
+  comm::shm::ShmOptions shm;
 };
 
 size_t TotalFor(size_t size) {
@@ -143,7 +147,7 @@ struct Window {
       std::lock_guard<std::mutex> lock(mutex);
       --outstanding;
       if (!status.ok()) error = status;
-      changed.notify_all();
+      changed.notify_all();  // under the lock: the waiter may destroy us
     };
   }
   void WaitBelow(int limit) {
@@ -167,6 +171,8 @@ struct Results {
   std::vector<double> read_bandwidth;
   double raw_rtt_us = 0;
   double commnet_rtt_us = 0;
+  double raw_rtt_cpu_us = 0;      // rank 0's CPU time per round trip
+  double commnet_rtt_cpu_us = 0;
 };
 
 double TimeTransfers(comm::Connection* link, const comm::MemoryRegion& local,
@@ -218,11 +224,13 @@ Results Measure(int rank, const Config& config) {
       pong.connection->SendMessage(data, size).IgnoreError();
       return;
     }
-    std::lock_guard<std::mutex> lock(pong.mutex);
-    ++pong.count;
-    pong.arrived.notify_all();
+    {
+      std::lock_guard<std::mutex> lock(pong.mutex);
+      ++pong.count;
+    }
+    pong.arrived.notify_all();  // outside the lock: the waiter need not block on it
   };
-  auto transport = CreateBenchTransport(config.provider, options, token);
+  auto transport = CreateBenchTransport(config.provider, options, token, config.shm);
   Check(transport.status(), "transport");
   Check(comm::control::ConnectTransport(transport->get(), control->get(), "bench",
                                         milliseconds(30000)),
@@ -250,9 +258,12 @@ Results Measure(int rank, const Config& config) {
     result.write_bandwidth.push_back(Median(writes));
     result.read_bandwidth.push_back(Median(reads));
   }
+  double cpu_start = ProcessCpuSeconds();
   result.raw_rtt_us = RawLatency(rank, raw_fd, config.latency_iterations);
+  result.raw_rtt_cpu_us = (ProcessCpuSeconds() - cpu_start) * 1e6 / config.latency_iterations;
   ::close(raw_fd);
   if (rank == 0) {
+    cpu_start = ProcessCpuSeconds();
     std::vector<double> rtts;
     char message[8] = {0};
     for (int i = 0; i < config.latency_iterations; ++i) {
@@ -271,6 +282,8 @@ Results Measure(int rank, const Config& config) {
       rtts.push_back(SecondsSince(start) * 1e6);
     }
     result.commnet_rtt_us = Median(rtts);
+    result.commnet_rtt_cpu_us =
+        (ProcessCpuSeconds() - cpu_start) * 1e6 / config.latency_iterations;
   }
   Check((*control)->Barrier("done", milliseconds(600000)), "final barrier");
   region->reset();
@@ -293,6 +306,8 @@ int RunRank(int rank, const Config& config) {
   }
   std::printf("8-byte round trip: raw socket %.1f us, CommNet message %.1f us\n",
               results.raw_rtt_us, results.commnet_rtt_us);
+  std::printf("CPU per round trip (rank 0, user + sys): raw socket %.1f us, CommNet %.1f us\n",
+              results.raw_rtt_cpu_us, results.commnet_rtt_cpu_us);
   return 0;
 }
 
@@ -303,18 +318,22 @@ int RunRank(int rank, const Config& config) {
 int main(int argc, char** argv) {
   using oflite::bench::FlagValue;
   const int flags = oflite::bench::CheckFlags(
-      argc, argv, {"repeats", "min_bytes", "max_bytes", "latency_iterations", "comm"},
+      argc, argv, {"repeats", "min_bytes", "max_bytes", "latency_iterations", "comm",
+                   "shm_spin_us", "shm_inline_bytes"},
       "comm_p2p_bench: CommNet point-to-point (WRITE/READ throughput, 8-byte round trip)\n"
       "over each provider next to a raw socket loop, 2 processes on this host.\n"
       "  --repeats=R        samples per size (median; default 5)\n"
       "  --min_bytes=B --max_bytes=B   sizes (default 4096 .. 67108864)\n"
       "  --latency_iterations=N   round trips per latency sample (default 20000)\n"
-      "  --comm=LIST        CommNet providers (default tcp,shm)\n");
+      "  --comm=LIST        CommNet providers (default tcp,shm)\n"
+      "  --shm_spin_us=N    the shm provider's busy-poll bound (default: its own)\n"
+      "  --shm_inline_bytes=N   its caller-thread copy bound (default: its own)\n");
   if (flags >= 0) return flags;
   oflite::bench::Config config;
   config.repeats = static_cast<int>(FlagValue(argc, argv, "repeats", 5));
   config.min_bytes = FlagValue(argc, argv, "min_bytes", 4096);
   config.max_bytes = FlagValue(argc, argv, "max_bytes", 64 << 20);
+  config.shm = oflite::bench::BenchShmOptions(argc, argv);
   config.latency_iterations =
       static_cast<int>(FlagValue(argc, argv, "latency_iterations", 20000));
   int failed = 0;

@@ -211,23 +211,35 @@ void RingCommunicator::OnForward(const void* data, size_t size) {
   reader.ReadU64(&bytes);
   reader.ReadU8(&in_scratch);
   reader.ReadU32(&slot);
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!reader.ok() || reader.remaining() != 0 || type != kReady ||
-      slot >= static_cast<uint32_t>(options_.slots) ||
-      bytes > options_.chunk_bytes) {
-    FailLocked(DataLossError("ring: malformed READY from rank ",
-                             Modulo(rank_ - 1, world_)));
-    return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!reader.ok() || reader.remaining() != 0 || type != kReady ||
+        slot >= static_cast<uint32_t>(options_.slots) ||
+        bytes > options_.chunk_bytes) {
+      FailLocked(DataLossError("ring: malformed READY from rank ",
+                               Modulo(rank_ - 1, world_)));
+      return;
+    }
+    ready_[sequence] = Ready{byte_offset, bytes, in_scratch != 0, slot};
   }
-  ready_[sequence] = Ready{byte_offset, bytes, in_scratch != 0, slot};
+  // Outside the lock: a waiter woken under it would only block on the mutex
+  // (two more context switches per chunk). Safe: the destructor's
+  // RemoveHandler waits for a running handler.
   changed_.notify_all();
 }
 
 void RingCommunicator::OnBackward(const void* data, size_t size) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    OnBackwardLocked(data, size);
+  }
+  changed_.notify_all();  // outside the lock, as in OnForward
+}
+
+void RingCommunicator::OnBackwardLocked(const void* data, size_t size) {
   wire::Reader reader(data, size);
   uint8_t type = 0;
   reader.ReadU8(&type);
-  std::lock_guard<std::mutex> lock(mutex_);
   const int right = Modulo(rank_ + 1, world_);
   if (type == kAck) {
     uint32_t count = 0;
@@ -268,7 +280,6 @@ void RingCommunicator::OnBackward(const void* data, size_t size) {
     return;
   }
   PumpSendsLocked();
-  changed_.notify_all();
 }
 
 void RingCommunicator::QueueSendsLocked(const MemoryRegion& region, size_t offset,
@@ -320,8 +331,9 @@ void RingCommunicator::PumpSendsLocked() {
           }
           std::lock_guard<std::mutex> lock(mutex_);
           if (!result.ok()) FailLocked(result);
-          --sends_in_flight_;
-          changed_.notify_all();
+          // Only the end of a call (and the destructor) waits for this: a
+          // caller waiting for READY is not woken for nothing.
+          if (--sends_in_flight_ == 0) changed_.notify_all();
         });
     if (!posted.ok()) {
       FailLocked(posted);

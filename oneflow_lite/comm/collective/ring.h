@@ -133,6 +133,7 @@ class RingCommunicator {
   void PumpSendsLocked();
   void OnForward(const void* data, size_t size);   // from the left neighbour
   void OnBackward(const void* data, size_t size);  // from the right neighbour
+  void OnBackwardLocked(const void* data, size_t size);
   StatusOr<Ready> WaitReady(uint64_t sequence, Deadline deadline);
   Status HealthLocked() const;
   void FailLocked(const Status& status);

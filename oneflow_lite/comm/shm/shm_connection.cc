@@ -50,7 +50,9 @@ void ShmConnection::Fail(const Status& status, bool report) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!status_.ok()) return;
     status_ = status;
+    failed_.store(true, std::memory_order_release);
     backlog_.clear();
+    backlog_size_.store(0, std::memory_order_relaxed);
   }
   // Like a queue pair entering the error state: the peer sees it too (its
   // progress thread gets EPOLLHUP on the handshake socket).
@@ -93,22 +95,37 @@ Status ShmConnection::Post(bool write, const MemoryRegion& local, size_t local_o
   op.remote_offset = remote_offset;
   op.length = length;
   op.done = std::move(done);
+  if (length <= transport_->inline_copy_bytes()) {
+    // Small: copy now on this thread (no wait for the progress thread);
+    // only the completion goes there, as the contract requires.
+    op.result = PinAndCopy(write, op.local, remote, remote_offset, length);
+    op.copied = true;
+  }
   transport_->Enqueue(std::move(op));
   return Status::OK();
 }
 
 Status ShmConnection::RunOp(const OneSidedOp& op) {
-  RETURN_IF_ERROR(status());
-  const uint64_t address = op.remote.address + op.remote_offset;
-  StatusOr<uint32_t> slot = peer_table_->Pin(op.remote.rkey, address, op.length,
-                                             op.write ? kAccessRemoteWrite : kAccessRemoteRead);
-  if (!slot.ok()) {
-    Fail(slot.status());
-    return slot.status();
+  Status result = op.result;
+  if (!op.copied) {
+    RETURN_IF_ERROR(status());
+    result = PinAndCopy(op.write, op.local, op.remote, op.remote_offset, op.length);
   }
-  const Status copied = Copy(op.write, op.local, address, op.length);
+  // The connection fails here, on the progress thread, also for a copy the
+  // poster made: on_peer_error never runs inside Post*. A failure since a
+  // successful copy still ends the operation (sticky error).
+  if (!result.ok()) Fail(result);
+  return failed_.load(std::memory_order_acquire) ? status() : result;
+}
+
+Status ShmConnection::PinAndCopy(bool write, uint8_t* local, const RemoteKey& remote,
+                                 uint64_t remote_offset, size_t length) {
+  const uint64_t address = remote.address + remote_offset;
+  StatusOr<uint32_t> slot = peer_table_->Pin(remote.rkey, address, length,
+                                             write ? kAccessRemoteWrite : kAccessRemoteRead);
+  if (!slot.ok()) return slot.status();
+  const Status copied = Copy(write, local, address, length);
   peer_table_->Unpin(*slot);
-  if (!copied.ok()) Fail(copied);
   return copied;
 }
 
@@ -166,6 +183,7 @@ Status ShmConnection::SendMessage(const void* data, size_t size) {
                                       " messages waiting for credits)");
       }
       backlog_.emplace_back(static_cast<const char*>(data), size);
+      backlog_size_.store(backlog_.size(), std::memory_order_seq_cst);
     }
     ++sent_;
   }
@@ -210,7 +228,7 @@ bool ShmConnection::PollInbound() {
   TsanAcquire(MessageKey(1 - side_));
   const MessageHandler& handler = transport_->options().on_message;
   while (in_tail_ < head) {
-    if (!status().ok()) return true;
+    if (failed_.load(std::memory_order_acquire)) return true;
     const uint8_t* slot = in_slots_ + (in_tail_ % slots_) * slot_size_;
     const uint32_t size = wire::LoadU32(slot);
     if (size > max_message_size()) {
@@ -227,27 +245,40 @@ bool ShmConnection::PollInbound() {
   return true;
 }
 
+bool ShmConnection::HasOutboundWork() const {
+  if (backlog_size_.load(std::memory_order_seq_cst) == 0) return false;
+  const uint64_t tail = out_ring_->tail.value.load(std::memory_order_seq_cst);
+  const uint64_t head = out_ring_->head.value.load(std::memory_order_relaxed);
+  return head - tail < slots_;
+}
+
 bool ShmConnection::PollOutbound(Clock::time_point now) {
-  bool moved = false, waiting = false;
-  {
+  if (failed_.load(std::memory_order_acquire)) return false;
+  bool moved = false;
+  if (backlog_size_.load(std::memory_order_acquire) > 0) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!status_.ok()) return false;
     while (!backlog_.empty() && TryPushLocked(backlog_.front().data(), backlog_.front().size())) {
       backlog_.pop_front();
       moved = true;
     }
-    const uint64_t tail = out_ring_->tail.value.load(std::memory_order_acquire);
-    if (tail != last_out_tail_ || out_head_ == tail) {
-      if (tail != last_out_tail_) changed_.notify_all();
-      last_out_tail_ = tail;
-      last_credit_ = now;
-    } else {
-      waiting = true;
-    }
+    backlog_size_.store(backlog_.size(), std::memory_order_relaxed);
   }
   if (moved) RingPeerIfSleeping();
+  // Credit watch without the lock: our own ring's head (published by the
+  // senders) and the tail the peer returns.
+  const uint64_t tail = out_ring_->tail.value.load(std::memory_order_acquire);
+  const uint64_t head = out_ring_->head.value.load(std::memory_order_acquire);
+  if (tail != last_out_tail_ || head == tail) {
+    if (tail != last_out_tail_ && flush_waiters_.load(std::memory_order_acquire) > 0) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      changed_.notify_all();
+    }
+    last_out_tail_ = tail;
+    last_credit_ = now;
+    return moved;
+  }
   const auto timeout = transport_->options().peer_timeout;
-  if (waiting && now - last_credit_ > timeout) {
+  if (now - last_credit_ > timeout) {
     Fail(DeadlineExceededError("rank ", peer_rank_, " consumed no message for ", timeout.count(),
                                " ms (process stopped or hung?)"));
   }
@@ -255,6 +286,11 @@ bool ShmConnection::PollOutbound(Clock::time_point now) {
 }
 
 Status ShmConnection::Flush(Deadline deadline) {
+  flush_waiters_.fetch_add(1);
+  struct Leave {
+    std::atomic<int>* count;
+    ~Leave() { count->fetch_sub(1); }
+  } leave{&flush_waiters_};
   std::unique_lock<std::mutex> lock(mutex_);
   const uint64_t messages = sent_;
   const uint64_t ops = ops_posted_;

@@ -1,11 +1,14 @@
 // Internal: one shm connection (see shm_transport.h for the design). The
 // caller-facing methods (Connection API) are thread-safe; the Poll*/Run*
-// methods belong to the transport's progress thread.
+// methods belong to the transport's progress thread. The progress thread's
+// idle polls (PollOutbound, PollInbound, HasOutboundWork) take no lock while
+// there is nothing to do, so its busy-polling never contends with callers.
 #ifndef ONEFLOW_LITE_COMM_SHM_SHM_CONNECTION_H_
 #define ONEFLOW_LITE_COMM_SHM_SHM_CONNECTION_H_
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -23,10 +26,14 @@ namespace shm {
 class ShmTransportImpl;
 class ShmConnection;
 
-// A READ or WRITE waiting for the progress thread.
+// A READ or WRITE waiting for the progress thread: to be copied there, or
+// (`copied`) already copied by the posting thread, with `result`, waiting
+// only for its completion to run.
 struct OneSidedOp {
   ShmConnection* connection = nullptr;
   bool write = false;
+  bool copied = false;
+  Status result;
   uint8_t* local = nullptr;
   RemoteKey remote;
   uint64_t remote_offset = 0;
@@ -70,9 +77,14 @@ class ShmConnection : public Connection {
   bool PollInbound();
   bool PollOutbound(Clock::time_point now);
   bool HasInbound() const;
+  // Backlogged messages and a free slot to move them into: work a progress
+  // thread about to sleep must not miss (credits returned before it raised
+  // its `sleeping` word rang no doorbell).
+  bool HasOutboundWork() const;
   void SetSleeping(bool sleeping);
-  // Runs one READ/WRITE to completion (the copy itself); failures of the
-  // peer's keys or process fail the connection.
+  // Runs one READ/WRITE to completion (the copy itself, unless the posting
+  // thread did it); failures of the peer's keys or process fail the
+  // connection.
   Status RunOp(const OneSidedOp& op);
   void OpDone();
 
@@ -82,6 +94,10 @@ class ShmConnection : public Connection {
   bool TryPushLocked(const void* data, size_t size);
   void RingPeerIfSleeping();
   Status Copy(bool write, uint8_t* local, uint64_t remote_address, size_t length);
+  // Checks the peer's key and copies; any thread. The caller fails the
+  // connection on an error (RunOp, on the progress thread).
+  Status PinAndCopy(bool write, uint8_t* local, const RemoteKey& remote, uint64_t remote_offset,
+                    size_t length);
 
   ShmTransportImpl* const transport_;
   const int peer_rank_;
@@ -107,7 +123,10 @@ class ShmConnection : public Connection {
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   Status status_;
+  std::atomic<bool> failed_{false};  // status_ is not OK (read without the lock)
   std::deque<std::string> backlog_;
+  std::atomic<size_t> backlog_size_{0};  // backlog_.size(), read without the lock
+  std::atomic<int> flush_waiters_{0};    // threads in Flush (notified on credits)
   uint64_t out_head_ = 0;  // messages in the ring so far
   uint64_t sent_ = 0;      // messages accepted: ring + backlog
   uint64_t ops_posted_ = 0;

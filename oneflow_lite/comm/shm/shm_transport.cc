@@ -19,6 +19,10 @@ namespace shm {
 namespace {
 
 constexpr int kMaxSleepMs = 100;  // bounds how late a credit timeout is seen
+// A yield that keeps the spinning progress thread off the CPU this long
+// means other threads wait for the cores (an oversubscribed host): it then
+// stops spinning and sleeps.
+constexpr auto kOffCpuGap = std::chrono::microseconds(20);
 constexpr auto kHandshakeTimeout = std::chrono::milliseconds(2000);
 
 class ShmRegion : public MemoryRegion {
@@ -351,6 +355,7 @@ void ShmTransportImpl::Enqueue(OneSidedOp op) {
   {
     std::lock_guard<std::mutex> lock(ops_mutex_);
     ops_.push_back(std::move(op));
+    ops_queued_.store(ops_.size(), std::memory_order_seq_cst);
   }
   Wake();
 }
@@ -371,10 +376,12 @@ std::vector<ShmConnection*> ShmTransportImpl::Snapshot() {
 }
 
 bool ShmTransportImpl::RunOps() {
+  if (ops_queued_.load(std::memory_order_acquire) == 0) return false;
   std::deque<OneSidedOp> ops;
   {
     std::lock_guard<std::mutex> lock(ops_mutex_);
     ops.swap(ops_);
+    ops_queued_.store(0, std::memory_order_relaxed);
   }
   for (OneSidedOp& op : ops) {
     const Status status = op.connection->RunOp(op);
@@ -398,6 +405,7 @@ void ShmTransportImpl::ProgressLoop() {
   std::vector<ShmConnection*> connections;
   uint64_t version = ~uint64_t{0};
   Clock::time_point idle_since = Clock::now(), last_events = idle_since;
+  bool off_cpu = false;  // the last yield kept us off the CPU for long
   while (!stopping_.load()) {
     if (connections_version_.load() != version) {
       version = connections_version_.load();
@@ -406,6 +414,7 @@ void ShmTransportImpl::ProgressLoop() {
     const Clock::time_point now = Clock::now();
     if (PollOnce(connections)) {
       idle_since = now;
+      off_cpu = false;
       // Busy: still look at the sockets now and then (a peer may be gone).
       if (now - last_events > std::chrono::milliseconds(5)) {
         HandleEvents(0);
@@ -413,24 +422,28 @@ void ShmTransportImpl::ProgressLoop() {
       }
       continue;
     }
-    if (now - idle_since < shm_.spin) {
-      std::this_thread::yield();  // an oversubscribed host: let the peer run
+    // Spin (yielding, so a thread of ours or the peer's can run) unless the
+    // last yield kept us off the CPU for long: then the host has more
+    // runnable threads than cores, and spinning would take the CPU from
+    // whoever must produce our next event.
+    if (now - idle_since < shm_.spin && !off_cpu) {
+      std::this_thread::yield();
+      off_cpu = Clock::now() - now > kOffCpuGap;
       continue;
     }
     SleepUntilWoken(connections);
     idle_since = last_events = Clock::now();
+    off_cpu = false;
   }
 }
 
 void ShmTransportImpl::SleepUntilWoken(const std::vector<ShmConnection*>& connections) {
   sleeping_.store(true, std::memory_order_seq_cst);
   for (ShmConnection* connection : connections) connection->SetSleeping(true);
-  bool pending = false;
-  {
-    std::lock_guard<std::mutex> lock(ops_mutex_);
-    pending = !ops_.empty();
+  bool pending = ops_queued_.load(std::memory_order_seq_cst) != 0;
+  for (ShmConnection* connection : connections) {
+    pending |= connection->HasInbound() || connection->HasOutboundWork();
   }
-  for (ShmConnection* connection : connections) pending |= connection->HasInbound();
   HandleEvents(pending || stopping_.load() ? 0 : kMaxSleepMs);
   for (ShmConnection* connection : connections) connection->SetSleeping(false);
   sleeping_.store(false, std::memory_order_seq_cst);

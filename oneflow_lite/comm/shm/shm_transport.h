@@ -7,13 +7,19 @@
 //     consumer advances the ring's tail only after the handler returned, so
 //     a slot is never overwritten early; messages beyond the credits wait in
 //     the sender's bounded backlog.
+//   * SendMessage writes the ring slot on the caller's thread (credits are
+//     read from the shared tail); only messages beyond the credits wait in
+//     the backlog for the progress thread.
 //   * Wake-ups: each transport has one progress thread and one eventfd
-//     doorbell, passed to every peer. The thread spins for `spin` before it
-//     sleeps in epoll; before sleeping it raises its `sleeping` word in each
-//     segment, and a peer that publishes a message or returns credits rings
-//     the doorbell only then (no system call per message under load).
+//     doorbell, passed to every peer. The thread spins (yielding) for
+//     `spin` before it sleeps in epoll, less when a yield kept it off the
+//     CPU for long (an oversubscribed host); before sleeping it raises its
+//     `sleeping` word in each segment, and a peer that publishes a message
+//     or returns credits rings the doorbell only then (no system call per
+//     message under load).
 //   * One-sided READ/WRITE: cross-memory attach (process_vm_readv /
-//     process_vm_writev) by the initiator's progress thread, straight
+//     process_vm_writev) by the initiator's progress thread (or, up to
+//     `inline_copy_bytes`, by the posting thread inside Post*), straight
 //     between the two processes' registered buffers: one copy, no staging,
 //     the owner's CPU not involved. The owner's region table (a memfd
 //     mapped by every peer, shm_region_table.h) is checked first, so keys,
@@ -54,6 +60,12 @@ struct ShmOptions {
   uint32_t region_table_capacity = 1u << 16;
   // How long the progress thread polls the rings before it sleeps.
   std::chrono::microseconds spin{50};
+  // READ/WRITE of at most this many bytes are copied by the posting thread
+  // inside Post* (the completion, and the connection failure a bad copy
+  // causes, still come from the progress thread); larger ones by the
+  // progress thread, so a poster never spends long in a copy. Off by
+  // default: it saved nothing measurable on a 2-core host (docs/comm.md).
+  size_t inline_copy_bytes = 0;
   // How long deregistration waits for a peer's copy from the region.
   std::chrono::milliseconds remove_wait{2000};
 };

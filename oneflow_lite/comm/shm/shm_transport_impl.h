@@ -42,6 +42,7 @@ class ShmTransportImpl : public ShmTransport {
 
   // For connections (any thread).
   const TransportOptions& options() const { return options_; }
+  size_t inline_copy_bytes() const { return shm_.inline_copy_bytes; }
   void Enqueue(OneSidedOp op);
   void Wake();
   void ReportPeerError(int peer_rank, const Status& status);
@@ -81,6 +82,7 @@ class ShmTransportImpl : public ShmTransport {
 
   std::mutex ops_mutex_;
   std::deque<OneSidedOp> ops_;
+  std::atomic<size_t> ops_queued_{0};  // ops_.size(), read without the lock
 
   std::mutex accept_mutex_;          // one acceptor at a time
   std::map<int, Arrival> arrivals_;  // by claimed rank; guarded by accept_mutex_

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -14,16 +15,37 @@ namespace oflite {
 namespace comm {
 namespace {
 
-TransportFactory ShmFactory() {
-  return {"shm", [](const TransportOptions& options) -> StatusOr<std::unique_ptr<Transport>> {
-            ASSIGN_OR_RETURN(auto transport, shm::CreateShmTransport(options, shm::ShmOptions()));
+TransportFactory ShmFactory(const std::string& name, shm::ShmOptions shm_options) {
+  return {name,
+          [shm_options](const TransportOptions& options) -> StatusOr<std::unique_ptr<Transport>> {
+            ASSIGN_OR_RETURN(auto transport, shm::CreateShmTransport(options, shm_options));
             return std::unique_ptr<Transport>(std::move(transport));
           }};
 }
 
-INSTANTIATE_TEST_SUITE_P(Shm, TransportConformanceTest, ::testing::Values(ShmFactory()),
+shm::ShmOptions InlineCopies() {
+  shm::ShmOptions options;
+  options.inline_copy_bytes = 1 << 20;  // every copy of the suites on the posting thread
+  return options;
+}
+
+shm::ShmOptions NoSpin() {
+  shm::ShmOptions options;
+  options.spin = std::chrono::microseconds(0);  // every wake-up through a doorbell
+  return options;
+}
+
+// The defaults; copies on the posting thread; a progress thread that never
+// spins (so messages and credits wake it through the sleeping word and the
+// doorbell).
+const auto kShmVariants =
+    ::testing::Values(ShmFactory("shm", shm::ShmOptions()),
+                      ShmFactory("shm_inline_copies", InlineCopies()),
+                      ShmFactory("shm_no_spin", NoSpin()));
+
+INSTANTIATE_TEST_SUITE_P(Shm, TransportConformanceTest, kShmVariants,
                          [](const auto& info) { return info.param.name; });
-INSTANTIATE_TEST_SUITE_P(Shm, MemoryStrategyTest, ::testing::Values(ShmFactory()),
+INSTANTIATE_TEST_SUITE_P(Shm, MemoryStrategyTest, kShmVariants,
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace
@@ -134,6 +156,53 @@ TEST(ShmTransportTest, PeerThatStopsConsumingFailsAfterPeerTimeout) {
     events[1].release_handler = true;
   }
   events[1].changed.notify_all();
+}
+
+// With inline_copy_bytes, a small WRITE has landed at the peer when
+// PostWrite returns, yet its completion runs later on the progress thread,
+// never inside PostWrite (the poster may hold a lock the callback takes).
+TEST(ShmTransportTest, SmallWriteIsCopiedByThePosterAndCompletedByTheProgressThread) {
+  Events events[2];
+  ShmOptions shm_options;
+  shm_options.inline_copy_bytes = 4096;
+  std::vector<TransportOptions> options = {Options(0, &events[0]), Options(1, &events[1])};
+  TransportFactory factory{
+      "shm", [&](const TransportOptions& o) -> StatusOr<std::unique_ptr<Transport>> {
+        ASSIGN_OR_RETURN(auto t, CreateShmTransport(o, shm_options));
+        return std::unique_ptr<Transport>(std::move(t));
+      }};
+  auto transports = CreateConnectedTransports(factory, options, milliseconds(20000));
+  ASSERT_TRUE(transports.ok()) << transports.status();
+  std::vector<uint8_t> source(4096), target(8192, 0);
+  for (size_t i = 0; i < source.size(); ++i) source[i] = static_cast<uint8_t>(i * 7 + 1);
+  auto local = (*transports)[0]->RegisterMemory(source.data(), source.size(), kAccessAll);
+  auto remote = (*transports)[1]->RegisterMemory(target.data(), target.size(), kAccessAll);
+  ASSERT_TRUE(local.ok() && remote.ok());
+  Connection* link = *(*transports)[0]->GetConnection(1);
+  std::mutex poster_lock, done_mutex;
+  std::condition_variable done_changed;
+  bool done = false, ran_on_poster = true;
+  const std::thread::id poster = std::this_thread::get_id();
+  {
+    std::lock_guard<std::mutex> held(poster_lock);
+    ASSERT_TRUE(link->PostWrite(**local, 0, (*remote)->remote_key(), 4096, 4096,
+                                [&](const Status& status) {
+                                  EXPECT_TRUE(status.ok()) << status;
+                                  std::lock_guard<std::mutex> taken(poster_lock);
+                                  std::lock_guard<std::mutex> lock(done_mutex);
+                                  ran_on_poster = std::this_thread::get_id() == poster;
+                                  done = true;
+                                  done_changed.notify_all();
+                                })
+                    .ok());
+    // Landed already: the copy ran inside PostWrite, on this thread.
+    EXPECT_TRUE(std::equal(source.begin(), source.end(), target.begin() + 4096));
+    EXPECT_TRUE(
+        std::all_of(target.begin(), target.begin() + 4096, [](uint8_t b) { return b == 0; }));
+  }
+  std::unique_lock<std::mutex> lock(done_mutex);
+  ASSERT_TRUE(done_changed.wait_for(lock, milliseconds(20000), [&] { return done; }));
+  EXPECT_FALSE(ran_on_poster);
 }
 
 }  // namespace
