@@ -162,7 +162,9 @@ const std::string* Track::Intern(const char* text) {
 }
 
 void Track::AddChunk() {
-  chunks_.push_back(std::make_unique<EventRecord[]>(kChunkEvents));
+  // Every record starts with its defaults here, once; Append does not
+  // initialize it again.
+  chunks_.push_back(std::unique_ptr<EventRecord[]>(new EventRecord[kChunkEvents]));
   next_ = chunks_.back().get();
   chunk_end_ = next_ + kChunkEvents;
 }
@@ -170,7 +172,6 @@ void Track::AddChunk() {
 EventRecord* Track::Append() {
   if (next_ == chunk_end_) AddChunk();
   ++count_;
-  *next_ = EventRecord();
   return next_++;
 }
 

@@ -6,14 +6,15 @@
 // "current track" pointer, which a thread sets for itself). It owns Tracks:
 // one per runtime stream thread, plus virtual tracks (a collective's worker,
 // a CommNet actor's READs). A Track is written by one thread at a time and
-// never locked: its events are a plain vector appended to by the thread that
-// holds it (ScopedCurrentTrack), so recording costs a clock read and
-// filling in a fixed-size EventRecord: names are pointers to strings the
-// track interned once, arguments are raw numbers (plus, for an act, its
-// registers in the track's payload) that a Formatter turns into JSON only
-// when the trace is written. Memory: about 150 bytes per event plus 16 per
-// register of an act, in 512-event chunks that never move. The Tracer reads the tracks only after
-// those threads stopped (ToJson/WriteJson after the runtime's Run returned and joined them).
+// never locked: the thread that holds it (ScopedCurrentTrack) appends its
+// events, so recording costs a clock read and filling in a fixed-size
+// EventRecord: names are pointers to strings the track interned once,
+// arguments are raw numbers (for an act also its registers, in the track's
+// payload) that a Formatter turns into JSON only when the trace is written.
+// Memory: about 140 bytes per event plus 16 per register of an act, in
+// chunks of 1024 events that never move. The Tracer reads the tracks only
+// after those threads stopped (ToJson/WriteJson after the runtime's Run
+// returned and joined them).
 //
 // Off by default: code that may record asks CurrentTrack(), which is null on
 // every thread unless a Tracer handed it a track; that null check is the
@@ -125,7 +126,8 @@ class Track {
   // compare, no allocation). `text` may be a temporary.
   const std::string* Intern(const std::string& text);
   const std::string* Intern(const char* text);
-  // A slot for one more event, to fill in; valid until the next call.
+  // A slot for one more event (holding EventRecord's defaults), to fill in.
+  // The pointer stays valid as long as the track.
   EventRecord* Append();
   // `count` payload numbers for the event last appended (sets its
   // payload_begin and payload_size); valid until the next call.
@@ -154,7 +156,7 @@ class Track {
   TraceEvent Decode(size_t index) const;
 
  private:
-  static constexpr size_t kChunkEvents = 512;
+  static constexpr size_t kChunkEvents = 1024;  // about 140 KB
   class NameTable;
 
   void AddChunk();

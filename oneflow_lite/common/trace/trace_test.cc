@@ -102,7 +102,7 @@ TEST(TraceTest, RecordingAllocatesNothingPerEvent) {
     Slice slice("kernel", op);
   }
   const int64_t made = allocations - before;
-  // Chunks of 512 records (and the list of them), not one per event.
+  // Chunks of 1024 records (and the list of them), not one per event.
   EXPECT_LE(made, 10) << "allocations while recording 2000 slices";
   ASSERT_EQ(track->event_count(), 2001u);
   EXPECT_EQ(track->events()[2000].name, op);
