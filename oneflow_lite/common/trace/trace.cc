@@ -22,14 +22,7 @@ std::string Micros(int64_t ns) {
 void AppendEvent(const Track& track, size_t index, int64_t origin_ns, int64_t pid,
                  std::string* name, std::string* args, std::ostream& os) {
   const EventRecord& event = track.record(index);
-  name->clear();
-  args->clear();
-  if (event.name != nullptr) *name = *event.name;
-  if (event.format != nullptr) {
-    event.format(event, track.payload(event), name, args);
-  } else if (event.text != nullptr) {
-    *args = *event.text;
-  }
+  track.FormatEvent(event, name, args);
   os << "{\"ph\":\"" << event.phase << "\",\"cat\":\"" << event.category << "\",\"name\":\""
      << JsonEscape(*name) << "\",\"pid\":" << pid << ",\"tid\":" << track.id()
      << ",\"ts\":" << Micros(event.begin_ns - origin_ns);
@@ -211,16 +204,22 @@ TraceEvent Track::Decode(size_t index) const {
   TraceEvent event;
   event.phase = record.phase;
   event.category = record.category;
-  if (record.name != nullptr) event.name = *record.name;
   event.begin_ns = record.begin_ns;
   event.end_ns = record.end_ns;
   event.flow_id = record.flow_id;
-  if (record.format != nullptr) {
-    record.format(record, payload(record), &event.name, &event.args);
-  } else if (record.text != nullptr) {
-    event.args = *record.text;
-  }
+  FormatEvent(record, &event.name, &event.args);
   return event;
+}
+
+void Track::FormatEvent(const EventRecord& record, std::string* name, std::string* args) const {
+  name->clear();
+  args->clear();
+  if (record.name != nullptr) *name = *record.name;
+  if (record.format != nullptr) {
+    record.format(record, payload(record), name, args);
+  } else if (record.text != nullptr) {
+    *args = *record.text;
+  }
 }
 
 const std::vector<TraceEvent>& Track::events() const {

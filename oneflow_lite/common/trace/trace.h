@@ -154,6 +154,9 @@ class Track {
   const std::vector<TraceEvent>& events() const;
   // Record `index` with its name and arguments formatted.
   TraceEvent Decode(size_t index) const;
+  // `record`'s (one of this track's) name and arguments (JSON object
+  // members), replacing the strings' contents.
+  void FormatEvent(const EventRecord& record, std::string* name, std::string* args) const;
 
  private:
   static constexpr size_t kChunkEvents = 1024;  // about 140 KB
