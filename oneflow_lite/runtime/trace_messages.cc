@@ -32,8 +32,9 @@ ActorMessage FromNumbers(const std::array<int64_t, 8>& numbers) {
 }
 
 // The handle slice's arguments (see trace_messages.h), at write time.
-void FormatHandleArgs(const std::array<int64_t, 8>& numbers, std::string* out) {
-  const ActorMessage message = FromNumbers(numbers);
+void FormatHandleArgs(const trace::EventRecord& record, const int64_t* /*payload*/,
+                      std::string* /*name*/, std::string* out) {
+  const ActorMessage message = FromNumbers(record.numbers);
   *out += "\"message\":\"" + trace::JsonEscape(DescribeTrigger(message)) +
           "\",\"actor\":" + std::to_string(message.dst_actor_id);
   if (message.src_actor_id >= 0) *out += ",\"from\":" + std::to_string(message.src_actor_id);
@@ -113,8 +114,13 @@ void HandleTrace::End() {
   handled_message = previous_message_;
   track_->SetActive(was_active_);
   if (!in_window_ && track_->event_count() == events_before_) return;
-  track_->AddSlice("handle", *actor_name_, begin_ns_, end_ns, std::string(), &FormatHandleArgs,
-                   MessageNumbers(*message_));
+  trace::EventRecord* event = track_->Append();
+  event->category = "handle";
+  event->name = track_->Intern(*actor_name_);
+  event->begin_ns = begin_ns_;
+  event->end_ns = end_ns;
+  event->format = &FormatHandleArgs;
+  event->numbers = MessageNumbers(*message_);
 }
 
 }  // namespace oflite

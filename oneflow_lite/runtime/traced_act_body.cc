@@ -6,38 +6,54 @@
 namespace oflite {
 namespace {
 
-// ready_after and idle_before_us, at write time: numbers 0-5 the triggering
-// message (MessageNumbers), 6 whether there is one, 7 the idle time in ns
-// (negative: no previous act).
-void FormatActArgs(const std::array<int64_t, 8>& numbers, std::string* out) {
-  if (numbers[6] != 0) {
-    *out += "\"ready_after\":\"" + trace::JsonEscape(DescribeTrigger(numbers)) + "\"";
+// "r12[0] r14[1]" from `count` (desc, index) pairs.
+void AppendRegstList(const int64_t* pairs, int64_t count, std::string* out) {
+  *out += '"';
+  for (int64_t i = 0; i < count; ++i) {
+    if (i > 0) *out += ' ';
+    *out += "r" + std::to_string(pairs[2 * i]) + "[" + std::to_string(pairs[2 * i + 1]) + "]";
   }
-  if (numbers[7] >= 0) {
-    *out += std::string(numbers[6] != 0 ? "," : "") +
-            "\"idle_before_us\":" + std::to_string(numbers[7] / 1000);
-  }
+  *out += '"';
 }
 
-std::string RegstList(const std::map<int64_t, Regst*>& regsts) {
-  std::string out = "\"";
-  for (const auto& [desc_id, regst] : regsts) {
-    if (out.size() > 1) out += ' ';
-    out += "r" + std::to_string(desc_id) + "[" + std::to_string(regst->index) + "]";
+// The act slice's arguments, at write time. Payload: the iteration, the
+// number of consumed registers, then (desc, index) of each consumed and
+// each produced register. Numbers 0-5: the triggering message
+// (MessageNumbers), 6 whether there is one, 7 the idle time in ns
+// (negative: no previous act). Text: the task id and ops.
+void FormatActArgs(const trace::EventRecord& record, const int64_t* payload, std::string* /*name*/,
+                   std::string* out) {
+  const int64_t consumed = payload[1];
+  const int64_t produced = (static_cast<int64_t>(record.payload_size) - 2) / 2 - consumed;
+  *out += "\"iteration\":" + std::to_string(payload[0]) + "," + *record.text + ",\"consumed\":";
+  AppendRegstList(payload + 2, consumed, out);
+  *out += ",\"produced\":";
+  AppendRegstList(payload + 2 + 2 * consumed, produced, out);
+  const std::array<int64_t, 8>& numbers = record.numbers;
+  if (numbers[6] != 0) {
+    *out += ",\"ready_after\":\"" + trace::JsonEscape(DescribeTrigger(numbers)) + "\"";
   }
-  return out + "\"";
+  if (numbers[7] >= 0) *out += ",\"idle_before_us\":" + std::to_string(numbers[7] / 1000);
+}
+
+int64_t* AppendRegsts(const std::map<int64_t, Regst*>& regsts, int64_t* out) {
+  for (const auto& [desc_id, regst] : regsts) {
+    *out++ = desc_id;
+    *out++ = regst->index;
+  }
+  return out;
 }
 
 }  // namespace
 
 TracedActBody::TracedActBody(const TaskProto& task, std::unique_ptr<ActBody> inner)
     : task_(&task), inner_(std::move(inner)) {
-  ops_json_ = "[";
-  for (const KernelConf& kernel : task.kernel()) {
-    if (ops_json_.size() > 1) ops_json_ += ',';
-    ops_json_ += "\"" + trace::JsonEscape(kernel.op().name()) + "\"";
+  fixed_args_ = "\"task\":" + std::to_string(task.task_id()) + ",\"ops\":[";
+  for (int i = 0; i < task.kernel_size(); ++i) {
+    if (i > 0) fixed_args_ += ',';
+    fixed_args_ += "\"" + trace::JsonEscape(task.kernel(i).op().name()) + "\"";
   }
-  ops_json_ += "]";
+  fixed_args_ += "]";
 }
 
 Status TracedActBody::Act(ActContext* context) {
@@ -48,23 +64,35 @@ Status TracedActBody::Act(ActContext* context) {
   const int64_t begin_ns = trace::NowNs();
   Status status = inner_->Act(context);
   const int64_t end_ns = trace::NowNs();
-  std::array<int64_t, 8> numbers{};
-  if (const ActorMessage* trigger = HandledMessage()) {
-    numbers = MessageNumbers(*trigger);
-    numbers[6] = 1;
-  }
-  numbers[7] = last_end_ns_ > 0 ? begin_ns - last_end_ns_ : -1;
-  track->AddSlice("act", task_->name(), begin_ns, end_ns, Args(*context), &FormatActArgs, numbers);
+  Record(track, *context, begin_ns, end_ns);
   last_end_ns_ = end_ns;
   return status;
 }
 
-std::string TracedActBody::Args(const ActContext& context) const {
-  std::string args = "\"iteration\":" + std::to_string(context.piece_id) +
-                     ",\"task\":" + std::to_string(task_->task_id()) + ",\"ops\":" + ops_json_ +
-                     ",\"consumed\":" + RegstList(context.consumed) +
-                     ",\"produced\":" + RegstList(context.produced);
-  return args;
+void TracedActBody::Record(trace::Track* track, const ActContext& context, int64_t begin_ns,
+                           int64_t end_ns) {
+  if (track != interned_on_) {  // the strings live in the track they are used on
+    interned_on_ = track;
+    name_ = track->Intern(task_->name());
+    fixed_args_interned_ = track->Intern(fixed_args_);
+  }
+  trace::EventRecord* event = track->Append();
+  event->category = "act";
+  event->name = name_;
+  event->begin_ns = begin_ns;
+  event->end_ns = end_ns;
+  event->text = fixed_args_interned_;
+  event->format = &FormatActArgs;
+  if (const ActorMessage* trigger = HandledMessage()) {
+    event->numbers = MessageNumbers(*trigger);
+    event->numbers[6] = 1;
+  }
+  event->numbers[7] = last_end_ns_ > 0 ? begin_ns - last_end_ns_ : -1;
+  const size_t regsts = context.consumed.size() + context.produced.size();
+  int64_t* payload = track->AppendPayload(event, 2 + 2 * regsts);
+  payload[0] = context.piece_id;
+  payload[1] = static_cast<int64_t>(context.consumed.size());
+  AppendRegsts(context.produced, AppendRegsts(context.consumed, payload + 2));
 }
 
 }  // namespace oflite

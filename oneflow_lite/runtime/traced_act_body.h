@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "oneflow_lite/common/trace/trace.h"
 #include "oneflow_lite/runtime/actor.h"
 #include "proto/plan.pb.h"
 
@@ -26,13 +27,19 @@ class TracedActBody final : public ActBody {
   Status OnFinish(int64_t end_piece) override { return inner_->OnFinish(end_piece); }
 
  private:
-  // The arguments formatted at once (those that depend on the registers).
-  std::string Args(const ActContext& context) const;
+  // Appends the act's slice to `track`: numbers only, formatted when the
+  // trace is written.
+  void Record(trace::Track* track, const ActContext& context, int64_t begin_ns, int64_t end_ns);
 
   const TaskProto* task_;
   std::unique_ptr<ActBody> inner_;
-  std::string ops_json_;  // ["op", ...]
+  std::string fixed_args_;  // "task":id,"ops":["op", ...]
   int64_t last_end_ns_ = 0;
+  // The task's name and fixed_args_ as interned by `interned_on_` (the
+  // track of the thread the actor runs on).
+  trace::Track* interned_on_ = nullptr;
+  const std::string* name_ = nullptr;
+  const std::string* fixed_args_interned_ = nullptr;
 };
 
 }  // namespace oflite

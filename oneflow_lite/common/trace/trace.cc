@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -18,10 +19,12 @@ std::string Micros(int64_t ns) {
   return text;
 }
 
-void AppendEvent(const TraceEvent& event, int64_t origin_ns, int64_t pid, int64_t tid,
-                 std::ostream& os) {
+void AppendEvent(const Track& track, size_t index, int64_t origin_ns, int64_t pid,
+                 std::string* name, std::string* args, std::ostream& os) {
+  const EventRecord& event = track.record(index);
+  track.FormatEvent(event, name, args);
   os << "{\"ph\":\"" << event.phase << "\",\"cat\":\"" << event.category << "\",\"name\":\""
-     << JsonEscape(event.name) << "\",\"pid\":" << pid << ",\"tid\":" << tid
+     << JsonEscape(*name) << "\",\"pid\":" << pid << ",\"tid\":" << track.id()
      << ",\"ts\":" << Micros(event.begin_ns - origin_ns);
   if (event.phase == 'X') {
     os << ",\"dur\":" << Micros(event.end_ns - event.begin_ns);
@@ -29,12 +32,7 @@ void AppendEvent(const TraceEvent& event, int64_t origin_ns, int64_t pid, int64_
     os << ",\"id\":" << event.flow_id;
     if (event.phase == 'f') os << ",\"bp\":\"e\"";
   }
-  std::string deferred;
-  if (event.deferred != nullptr) event.deferred(event.numbers, &deferred);
-  if (!event.args.empty() || !deferred.empty()) {
-    os << ",\"args\":{" << event.args << (!event.args.empty() && !deferred.empty() ? "," : "")
-       << deferred << "}";
-  }
+  if (!args->empty()) os << ",\"args\":{" << *args << "}";
   os << "}";
 }
 
@@ -81,31 +79,156 @@ uint64_t FlowId(std::initializer_list<int64_t> parts) {
   return hash & ((uint64_t{1} << 52) - 1);
 }
 
+// Interned strings by the address they were given at (std::string or
+// char array), each checked against the content on a hit: an address that
+// now holds other text gets a new copy. Open addressing, linear probing,
+// at most half full.
+class Track::NameTable {
+ public:
+  NameTable() : slots_(256) {}
+
+  const std::string* Find(const void* key, const char* text, size_t size) const {
+    for (size_t i = Hash(key);; i = (i + 1) & (slots_.size() - 1)) {
+      const Slot& slot = slots_[i];
+      if (slot.key == nullptr) return nullptr;
+      if (slot.key == key) {
+        const std::string& value = *slot.value;
+        const bool same = value.size() == size && std::memcmp(value.data(), text, size) == 0;
+        return same ? slot.value : nullptr;
+      }
+    }
+  }
+  void Put(const void* key, const std::string* value) {
+    if (2 * (used_ + 1) > slots_.size()) Grow();
+    size_t i = Hash(key);
+    while (slots_[i].key != nullptr && slots_[i].key != key) i = (i + 1) & (slots_.size() - 1);
+    if (slots_[i].key == nullptr) ++used_;
+    slots_[i] = Slot{key, value};
+  }
+
+ private:
+  struct Slot {
+    const void* key = nullptr;
+    const std::string* value = nullptr;
+  };
+  size_t Hash(const void* key) const {
+    const uint64_t mixed = (reinterpret_cast<uintptr_t>(key) >> 3) * 0x9e3779b97f4a7c15ULL;
+    return static_cast<size_t>(mixed >> 32) & (slots_.size() - 1);
+  }
+  void Grow() {
+    std::vector<Slot> old(slots_.size() * 2);
+    old.swap(slots_);
+    used_ = 0;
+    for (const Slot& slot : old) {
+      if (slot.key != nullptr) Put(slot.key, slot.value);
+    }
+  }
+
+  std::vector<Slot> slots_;  // size a power of two
+  size_t used_ = 0;
+};
+
+Track::Track(Tracer* tracer, int64_t id, std::string name)
+    : tracer_(tracer), id_(id), name_(std::move(name)), names_(std::make_unique<NameTable>()) {
+  payload_.reserve(4096);
+}
+
+Track::~Track() = default;
+
 bool Track::InWindow(int64_t iteration) const { return tracer_->InWindow(iteration); }
 
-void Track::AddSlice(const char* category, std::string name, int64_t begin_ns, int64_t end_ns,
-                     std::string args, DeferredArgs deferred,
-                     const std::array<int64_t, 8>& numbers) {
-  TraceEvent event;
-  event.category = category;
-  event.name = std::move(name);
-  event.begin_ns = begin_ns;
-  event.end_ns = end_ns;
-  event.args = std::move(args);
-  event.deferred = deferred;
-  event.numbers = numbers;
-  events_.push_back(std::move(event));
+const std::string* Track::Intern(const std::string& text) {
+  const std::string* found = names_->Find(&text, text.data(), text.size());
+  if (found != nullptr) return found;
+  texts_.push_back(text);
+  names_->Put(&text, &texts_.back());
+  return &texts_.back();
+}
+
+const std::string* Track::Intern(const char* text) {
+  const size_t size = std::strlen(text);
+  const std::string* found = names_->Find(text, text, size);
+  if (found != nullptr) return found;
+  texts_.emplace_back(text, size);
+  names_->Put(text, &texts_.back());
+  return &texts_.back();
+}
+
+void Track::AddChunk() {
+  // Every record starts with its defaults here, once; Append does not
+  // initialize it again.
+  chunks_.push_back(std::unique_ptr<EventRecord[]>(new EventRecord[kChunkEvents]));
+  next_ = chunks_.back().get();
+  chunk_end_ = next_ + kChunkEvents;
+}
+
+EventRecord* Track::Append() {
+  if (next_ == chunk_end_) AddChunk();
+  ++count_;
+  return next_++;
+}
+
+int64_t* Track::AppendPayload(EventRecord* record, size_t count) {
+  record->payload_begin = static_cast<uint32_t>(payload_.size());
+  record->payload_size = static_cast<uint32_t>(count);
+  payload_.resize(payload_.size() + count);
+  return payload_.data() + record->payload_begin;
+}
+
+void Track::AddSlice(const char* category, const std::string& name, int64_t begin_ns,
+                     int64_t end_ns, const std::string& args) {
+  EventRecord* event = Append();
+  event->category = category;
+  texts_.push_back(name);
+  event->name = &texts_.back();
+  event->begin_ns = begin_ns;
+  event->end_ns = end_ns;
+  if (!args.empty()) {
+    texts_.push_back(args);
+    event->text = &texts_.back();
+  }
 }
 
 void Track::AddFlow(char phase, uint64_t id, const char* name, int64_t at_ns) {
+  EventRecord* event = Append();
+  event->phase = phase;
+  event->category = "flow";
+  event->name = Intern(name);
+  event->begin_ns = at_ns;
+  event->end_ns = at_ns;
+  event->flow_id = id;
+}
+
+TraceEvent Track::Decode(size_t index) const {
+  const EventRecord& record = this->record(index);
   TraceEvent event;
-  event.phase = phase;
-  event.category = "flow";
-  event.name = name;
-  event.begin_ns = at_ns;
-  event.end_ns = at_ns;
-  event.flow_id = id;
-  events_.push_back(std::move(event));
+  event.phase = record.phase;
+  event.category = record.category;
+  event.begin_ns = record.begin_ns;
+  event.end_ns = record.end_ns;
+  event.flow_id = record.flow_id;
+  FormatEvent(record, &event.name, &event.args);
+  return event;
+}
+
+void Track::FormatEvent(const EventRecord& record, std::string* name, std::string* args) const {
+  name->clear();
+  args->clear();
+  if (record.name != nullptr) *name = *record.name;
+  if (record.format != nullptr) {
+    record.format(record, payload(record), name, args);
+  } else if (record.text != nullptr) {
+    *args = *record.text;
+  }
+}
+
+const std::vector<TraceEvent>& Track::events() const {
+  if (decoded_.size() != count_) {
+    decoded_.clear();
+    decoded_.reserve(count_);
+    for (size_t i = 0; i < count_; ++i) decoded_.push_back(Decode(i));
+  }
+  return decoded_;
 }
 
 Tracer::Tracer(const TracerOptions& options) : options_(options), origin_ns_(NowNs()) {}
@@ -127,6 +250,7 @@ std::string Tracer::ToJson(const TraceClock& clock) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const int64_t pid = options_.rank;
   std::ostringstream os;
+  std::string name, args;  // reused for every event
   os << "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"oflite_trace_version\":1,\"rank\":" << pid
      << ",\"origin_ns\":" << origin_ns_ << ",\"clock_offset_ns\":" << clock.offset_ns
      << ",\"clock_uncertainty_ns\":" << clock.uncertainty_ns
@@ -136,9 +260,9 @@ std::string Tracer::ToJson(const TraceClock& clock) const {
   for (const auto& track : tracks_) {
     os << ",\n";
     AppendName("thread_name", pid, track->id(), track->name(), os);
-    for (const TraceEvent& event : track->events()) {
+    for (size_t i = 0; i < track->event_count(); ++i) {
       os << ",\n";
-      AppendEvent(event, origin_ns_, pid, track->id(), os);
+      AppendEvent(*track, i, origin_ns_, pid, &name, &args, os);
     }
   }
   os << "\n]}\n";
@@ -179,15 +303,13 @@ void Slice::AddArg(const char* key, const std::string& json_value) {
   args_ += json_value;
 }
 
-void Slice::Begin(Track* track, const char* category, const std::string& name) {
-  track_ = track;
-  category_ = category;
-  name_ = name;
-  begin_ns_ = NowNs();
-}
-
 void Slice::End() {
-  track_->AddSlice(category_, std::move(name_), begin_ns_, NowNs(), std::move(args_));
+  EventRecord* event = track_->Append();
+  event->category = category_;
+  event->name = name_;
+  event->begin_ns = begin_ns_;
+  event->end_ns = NowNs();
+  if (!args_.empty()) event->text = track_->Intern(args_);
 }
 
 }  // namespace trace

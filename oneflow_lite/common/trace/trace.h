@@ -6,10 +6,15 @@
 // "current track" pointer, which a thread sets for itself). It owns Tracks:
 // one per runtime stream thread, plus virtual tracks (a collective's worker,
 // a CommNet actor's READs). A Track is written by one thread at a time and
-// never locked: its events are a plain vector appended to by the thread that
-// holds it (ScopedCurrentTrack), so recording costs a clock read and a
-// push_back. The Tracer reads the tracks only after those threads stopped
-// (ToJson/WriteJson after the runtime's Run returned and joined them).
+// never locked: the thread that holds it (ScopedCurrentTrack) appends its
+// events, so recording costs a clock read and filling in a fixed-size
+// EventRecord: names are pointers to strings the track interned once,
+// arguments are raw numbers (for an act also its registers, in the track's
+// payload) that a Formatter turns into JSON only when the trace is written.
+// Memory: about 140 bytes per event plus 16 per register of an act, in
+// chunks of 1024 events that never move. The Tracer reads the tracks only
+// after those threads stopped (ToJson/WriteJson after the runtime's Run
+// returned and joined them).
 //
 // Off by default: code that may record asks CurrentTrack(), which is null on
 // every thread unless a Tracer handed it a track; that null check is the
@@ -51,30 +56,56 @@ std::string JsonEscape(const std::string& text);
 // flow call it with the same parts.
 uint64_t FlowId(std::initializer_list<int64_t> parts);
 
-// Arguments formatted only when the trace is written, so recording stays a
-// copy of a few numbers: appends JSON object members (no braces, no
-// leading comma) made from `numbers` to `out`.
-using DeferredArgs = void (*)(const std::array<int64_t, 8>& numbers, std::string* out);
+struct EventRecord;
 
-struct TraceEvent {
-  char phase = 'X';           // 'X' slice, 's' flow start, 'f' flow end
-  const char* category = "";  // static string: "act", "kernel", ...
-  std::string name;
+// Turns what was recorded into text when the trace is written, so recording
+// stays a copy of a few numbers: appends the event's arguments (JSON object
+// members, no braces, no leading comma) to `args`, and sets `name` when the
+// event was recorded without one. `payload` is the event's own slice of its
+// track's payload (record.payload_size numbers).
+using Formatter = void (*)(const EventRecord& record, const int64_t* payload, std::string* name,
+                           std::string* args);
+
+// One recorded event as it is stored: a fixed-size, trivially copyable value
+// with no allocation of its own. Strings are pointers to text that lives as
+// long as the Tracer (interned or owned by the track).
+struct EventRecord {
   int64_t begin_ns = 0;
   int64_t end_ns = 0;  // == begin_ns for flow events
   uint64_t flow_id = 0;
-  std::string args;                 // JSON object members without braces, or ""
-  DeferredArgs deferred = nullptr;  // more args, from `numbers`, at write time
+  const char* category = "";          // static string: "act", "kernel", ...
+  const std::string* name = nullptr;  // null: `format` names the event
+  const std::string* text = nullptr;  // args fixed at record time, or text `format` reads
+  Formatter format = nullptr;         // null: the args are `text` (or none)
+  uint32_t payload_begin = 0;         // into the track's payload numbers
+  uint32_t payload_size = 0;
   std::array<int64_t, 8> numbers{};
+  char phase = 'X';  // 'X' slice, 's' flow start, 'f' flow end
+};
+
+// An event decoded into text (Track::events(), for tests and tools).
+struct TraceEvent {
+  char phase = 'X';
+  const char* category = "";
+  std::string name;
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
+  uint64_t flow_id = 0;
+  std::string args;  // JSON object members without braces, or ""
 };
 
 class Tracer;
 
-// One timeline row. Not thread-safe: one writer at a time (see above).
+// One timeline row. Not thread-safe: one writer at a time (see above), and
+// no lock on the recording path. Events live in chunks of fixed size that
+// never move (no copy as the track grows); names are interned once per
+// track, so an event holds pointers, not strings.
 class Track {
  public:
-  Track(Tracer* tracer, int64_t id, std::string name)
-      : tracer_(tracer), id_(id), name_(std::move(name)) {}
+  Track(Tracer* tracer, int64_t id, std::string name);
+  ~Track();
+  Track(const Track&) = delete;
+  Track& operator=(const Track&) = delete;
   int64_t id() const { return id_; }
   const std::string& name() const { return name_; }
   Tracer* tracer() const { return tracer_; }
@@ -89,21 +120,62 @@ class Track {
     return previous;
   }
 
-  void AddSlice(const char* category, std::string name, int64_t begin_ns, int64_t end_ns,
-                std::string args = "", DeferredArgs deferred = nullptr,
-                const std::array<int64_t, 8>& numbers = {});
+  // `text`'s content as a string that lives as long as the tracer. The
+  // first call for a given object copies it; later calls for the same
+  // address and content return the same copy (a pointer lookup and a
+  // compare, no allocation). `text` may be a temporary.
+  const std::string* Intern(const std::string& text);
+  const std::string* Intern(const char* text);
+  // A slot for one more event (holding EventRecord's defaults), to fill in.
+  // The pointer stays valid as long as the track.
+  EventRecord* Append();
+  // `count` payload numbers for the event last appended (sets its
+  // payload_begin and payload_size); valid until the next call.
+  int64_t* AppendPayload(EventRecord* record, size_t count);
+
+  // A complete slice with its arguments as text (copied; the convenient,
+  // slower way: the runtime's recorders use Append and a Formatter).
+  void AddSlice(const char* category, const std::string& name, int64_t begin_ns, int64_t end_ns,
+                const std::string& args = "");
   // One end of flow `id` at `at_ns`, bound to the slice around it on this
-  // track ('s' start, 'f' end).
+  // track ('s' start, 'f' end). `name` is a static string.
   void AddFlow(char phase, uint64_t id, const char* name, int64_t at_ns);
-  size_t event_count() const { return events_.size(); }
-  const std::vector<TraceEvent>& events() const { return events_; }
+
+  size_t event_count() const { return count_; }
+  const EventRecord& record(size_t index) const {
+    return chunks_[index / kChunkEvents][index % kChunkEvents];
+  }
+  const int64_t* payload(const EventRecord& record) const {
+    return payload_.data() + record.payload_begin;
+  }
+  // The events decoded; call only once no thread records on this track
+  // (the decoding is cached until more events are recorded). Not
+  // thread-safe.
+  const std::vector<TraceEvent>& events() const;
+  // Record `index` with its name and arguments formatted.
+  TraceEvent Decode(size_t index) const;
+  // `record`'s (one of this track's) name and arguments (JSON object
+  // members), replacing the strings' contents.
+  void FormatEvent(const EventRecord& record, std::string* name, std::string* args) const;
 
  private:
+  static constexpr size_t kChunkEvents = 1024;  // about 140 KB
+  class NameTable;
+
+  void AddChunk();
+
   Tracer* const tracer_;
   const int64_t id_;
   const std::string name_;
   bool active_ = false;
-  std::vector<TraceEvent> events_;
+  std::vector<std::unique_ptr<EventRecord[]>> chunks_;
+  EventRecord* next_ = nullptr;  // the next free slot in the last chunk
+  EventRecord* chunk_end_ = nullptr;
+  size_t count_ = 0;
+  std::vector<int64_t> payload_;
+  std::deque<std::string> texts_;  // interned names and text args (stable addresses)
+  std::unique_ptr<NameTable> names_;
+  mutable std::vector<TraceEvent> decoded_;
 };
 
 struct TracerOptions {
@@ -172,16 +244,17 @@ class ScopedCurrentTrack {
 };
 
 // A slice on the current track covering this object's lifetime, recorded
-// only when the track is active. Args may be set while it lives.
+// only when the track is active. Args may be set while it lives (they are
+// copied as text; a name is interned, see Track::Intern).
 class Slice {
  public:
   Slice(const char* category, const std::string& name) {
     Track* track = CurrentTrack();
-    if (track != nullptr && track->active()) Begin(track, category, name);
+    if (track != nullptr && track->active()) Begin(track, category, track->Intern(name));
   }
   Slice(const char* category, const char* name) {
     Track* track = CurrentTrack();
-    if (track != nullptr && track->active()) Begin(track, category, name);
+    if (track != nullptr && track->active()) Begin(track, category, track->Intern(name));
   }
   ~Slice() {
     if (track_ != nullptr) End();
@@ -194,12 +267,17 @@ class Slice {
   void AddArg(const char* key, int64_t value) { AddArg(key, std::to_string(value)); }
 
  private:
-  void Begin(Track* track, const char* category, const std::string& name);
+  void Begin(Track* track, const char* category, const std::string* name) {
+    track_ = track;
+    category_ = category;
+    name_ = name;
+    begin_ns_ = NowNs();
+  }
   void End();
 
   Track* track_ = nullptr;
   const char* category_ = "";
-  std::string name_;
+  const std::string* name_ = nullptr;  // interned by the track
   int64_t begin_ns_ = 0;
   std::string args_;
 };

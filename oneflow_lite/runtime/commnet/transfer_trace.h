@@ -31,16 +31,25 @@ class TransferTrace {
     int64_t bytes = 0;
     for (const BlobInRegst& blob : src.blob())
       bytes = std::max(bytes, blob.offset() + blob.bytes());
-    track_->AddSlice("transfer",
-                     "READ r" + std::to_string(produced.regst_desc_id) + "[" +
-                         std::to_string(produced.regst_index) + "]",
-                     begin_ns_, trace::NowNs(),
-                     "\"iteration\":" + std::to_string(produced.piece_id) +
-                         ",\"bytes\":" + std::to_string(bytes) + ",\"from\":\"" +
-                         TaskIdToString(produced.src_actor_id) + "\"");
+    trace::EventRecord* event = track_->Append();
+    event->category = "transfer";
+    event->begin_ns = begin_ns_;
+    event->end_ns = trace::NowNs();
+    event->format = &Format;  // the name too
+    event->numbers = {produced.regst_desc_id, produced.regst_index, produced.piece_id, bytes,
+                      produced.src_actor_id};
   }
 
  private:
+  // "READ r<desc>[<index>]" and its arguments from the numbers End records.
+  static void Format(const trace::EventRecord& record, const int64_t* /*payload*/,
+                     std::string* name, std::string* args) {
+    const std::array<int64_t, 8>& n = record.numbers;
+    *name = "READ r" + std::to_string(n[0]) + "[" + std::to_string(n[1]) + "]";
+    *args = "\"iteration\":" + std::to_string(n[2]) + ",\"bytes\":" + std::to_string(n[3]) +
+            ",\"from\":\"" + TaskIdToString(n[4]) + "\"";
+  }
+
   trace::Track* track_ = nullptr;
   int64_t begin_ns_ = 0;
 };
