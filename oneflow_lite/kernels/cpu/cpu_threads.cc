@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <thread>
 
@@ -42,11 +43,13 @@ std::mutex& BlasMutex() {
   static std::mutex mutex;
   return mutex;
 }
+std::atomic<int> g_threads_setting{0};
 }  // namespace
 
 void SetCpuComputeThreads(int threads) {
   std::lock_guard<std::mutex> lock(BlasMutex());
   const int wanted = std::max(1, threads);
+  g_threads_setting.store(wanted);
   if (openblas_get_num_threads() != wanted) openblas_set_num_threads(wanted);
 }
 
@@ -54,6 +57,8 @@ int CpuComputeThreads() {
   std::lock_guard<std::mutex> lock(BlasMutex());
   return openblas_get_num_threads();
 }
+
+int CpuComputeThreadsSetting() { return g_threads_setting.load(); }
 
 std::string CpuComputeDescription() {
   std::lock_guard<std::mutex> lock(BlasMutex());

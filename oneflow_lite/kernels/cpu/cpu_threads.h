@@ -38,8 +38,14 @@ int AvailableCpuCores();
 StatusOr<int> ResolveCpuThreads(int requested, int cpu_devices, int cores,
                                 const std::string& source);
 
-// Gives `threads` (>= 1) to the BLAS library. Process-wide; thread-safe.
+// Gives `threads` (>= 1) to the BLAS library and records it for the
+// oneDNN kernels, which size the OpenMP team of their calling thread to it
+// (kernels/cpu/onednn/onednn.h). Process-wide; thread-safe.
 void SetCpuComputeThreads(int threads);
+
+// The last value SetCpuComputeThreads applied (clamped to >= 1), or 0 if it
+// was never called (the libraries' own defaults then apply). Lock-free.
+int CpuComputeThreadsSetting();
 
 // The BLAS library's current thread count.
 int CpuComputeThreads();
