@@ -14,7 +14,9 @@
 #include <sstream>
 
 #include "oneflow_lite/compiler/compiler.h"
+#include "oneflow_lite/kernels/cpu/cpu_library.h"
 #include "oneflow_lite/kernels/cpu/cpu_threads.h"
+#include "oneflow_lite/kernels/cpu/onednn/onednn.h"
 #include "oneflow_lite/runtime/runtime.h"
 
 namespace oflite {
@@ -257,6 +259,8 @@ void PrintHelp(const std::string& program, const std::string& about) {
       "  --python P          the peer's interpreter (default /usr/bin/python3)\n"
       "  --torch_script S    the peer (default tools/bench/train_cpu_torch.py)\n"
       "  --fuse true|false   compile with the fusion pass (default true)\n"
+      "  --cpu_kernels L     onednn (default: oneDNN convolutions and float32 GEMMs) or\n"
+      "                      reference (our im2col + OpenBLAS kernels)\n"
       "  --openblas_coretype T  re-run this program with OPENBLAS_CORETYPE=T (both sides\n"
       "                      inherit it: PyTorch's matmuls use the same OpenBLAS)\n"
       "  --help              print this and run nothing\n"
@@ -307,6 +311,10 @@ bool ParseBenchFlags(int argc, char** argv, const std::string& program, const st
     else if (flag == "--python") options->python = value;
     else if (flag == "--torch_script") options->torch_script = value;
     else if (flag == "--openblas_coretype") core_type = value;
+    else if (flag == "--cpu_kernels") {
+      StatusOr<CpuKernelLibrary> library = ParseCpuKernelLibrary(value, "--cpu_kernels");
+      if ((ok = ok && library.ok())) SetCpuKernelLibrary(*library);
+    }
     else if (flag == "--fuse") ok = ok && ParseBool(value, &options->fuse);
     else if (flag == "--layout") {
       options->layout = value;
@@ -326,9 +334,11 @@ bool ParseBenchFlags(int argc, char** argv, const std::string& program, const st
 
 int RunBench(const std::vector<BenchModel>& models, const BenchOptions& options) {
   std::printf("%lld measured steps after %lld warm-up, %d samples per side (medians), interleaved"
-              "\nours (before the first row; each row sets its own BLAS threads): %s; fusion %s\n",
+              "\nours (before the first row; each row sets its own BLAS threads): %s; fusion %s\n"
+              "float32 convolutions and GEMMs: %s (%s)\n",
               static_cast<long long>(options.iters), static_cast<long long>(options.warmup),
-              options.samples, CpuComputeDescription().c_str(), options.fuse ? "on" : "off");
+              options.samples, CpuComputeDescription().c_str(), options.fuse ? "on" : "off",
+              CpuKernelLibraryName(GetCpuKernelLibrary()), onednn::Description().c_str());
   const char* core_type = std::getenv("OPENBLAS_CORETYPE");
   std::printf("OPENBLAS_CORETYPE=%s (both sides); cores available: %d; load average %s\n",
               core_type != nullptr ? core_type : "(unset)", AvailableCpuCores(),
