@@ -18,6 +18,7 @@
 #include "oneflow_lite/kernels/cpu/cpu_threads.h"
 #include "oneflow_lite/kernels/cpu/onednn/onednn.h"
 #include "oneflow_lite/runtime/runtime.h"
+#include "tools/oflite/openblas_core.h"
 
 namespace oflite {
 namespace bench {
@@ -262,24 +263,14 @@ void PrintHelp(const std::string& program, const std::string& about) {
       "  --cpu_kernels L     onednn (default: oneDNN convolutions and float32 GEMMs) or\n"
       "                      reference (our im2col + OpenBLAS kernels)\n"
       "  --openblas_coretype T  re-run this program with OPENBLAS_CORETYPE=T (both sides\n"
-      "                      inherit it: PyTorch's matmuls use the same OpenBLAS)\n"
+      "                      inherit it: PyTorch's matmuls use the same OpenBLAS); default:\n"
+      "                      the family this CPU supports (SkylakeX, Haswell) when OpenBLAS\n"
+      "                      would pick a weaker one and the variable is unset\n"
       "  --help              print this and run nothing\n"
       "Columns: ms = median wall time per step, samp/s = batch / ms, cpu ms = median\n"
       "user+sys CPU time per step of the whole process, thr = threads of the process,\n"
       "speed = PyTorch ms / oflite ms (> 1: oflite faster).\n",
       about.c_str(), program.c_str());
-}
-
-// Re-executes this program with OPENBLAS_CORETYPE set (OpenBLAS reads it
-// when it loads, before main). Returns only if nothing needed doing or exec
-// failed.
-void ReexecWithCoreType(const std::string& core_type, char** argv) {
-  const char* current = std::getenv("OPENBLAS_CORETYPE");
-  if (core_type.empty() || (current != nullptr && core_type == current)) return;
-  setenv("OPENBLAS_CORETYPE", core_type.c_str(), 1);
-  execv("/proc/self/exe", argv);
-  std::fprintf(stderr, "cannot re-execute with OPENBLAS_CORETYPE=%s: %s\n", core_type.c_str(),
-               std::strerror(errno));
 }
 
 }  // namespace
@@ -328,7 +319,13 @@ bool ParseBenchFlags(int argc, char** argv, const std::string& program, const st
     }
     ++i;
   }
-  ReexecWithCoreType(core_type, argv);
+  // Both sides inherit the variable (PyTorch's Linear layers use the same
+  // OpenBLAS): without --openblas_coretype, the family this CPU deserves.
+  if (core_type.empty()) {
+    cli::ReexecForOpenBlasCore(argv);
+  } else {
+    cli::ReexecWithOpenBlasCore(core_type, argv);
+  }
   return true;
 }
 
