@@ -5,6 +5,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -24,12 +25,20 @@ using Tag = memory::format_tag;
 std::atomic<int64_t> g_conv_primitives{0};
 
 // Sizes the calling thread's OpenMP team to the cpu_threads setting (see the
-// header) and returns the team size oneDNN will use.
-int ApplyThreads() {
-  const int wanted = CpuComputeThreadsSetting();
+// header), or to `limit` threads if fewer, and returns the team size oneDNN
+// will use.
+int ApplyThreads(int64_t limit = 1 << 30) {
+  int wanted = CpuComputeThreadsSetting();
+  if (wanted > 0) wanted = static_cast<int>(std::min<int64_t>(wanted, std::max<int64_t>(1, limit)));
   if (wanted > 0 && omp_get_max_threads() != wanted) omp_set_num_threads(wanted);
   return omp_get_max_threads();
 }
+
+// Multiply-adds per thread below which a GEMM is not split: a small GEMM
+// gains little from a second thread and, when the cores are shared (several
+// ranks on one host), loses much waiting at the team's barrier for a
+// descheduled worker (OpenBLAS likewise keeps small GEMMs on one thread).
+constexpr int64_t kGemmWorkPerThread = int64_t{1} << 22;
 
 std::string Geometry(const Window2d& w, int64_t out_channels, int64_t batch) {
   std::ostringstream text;
@@ -214,7 +223,7 @@ std::string Description() {
 Status Sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
              const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
              int64_t ldc) {
-  ApplyThreads();
+  ApplyThreads(m * n * k / kGemmWorkPerThread);
   const dnnl_status_t status = dnnl_sgemm(transpose_a ? 'T' : 'N', transpose_b ? 'T' : 'N', m, n,
                                           k, alpha, a, lda, b, ldb, beta, c, ldc);
   if (status != dnnl_success) {

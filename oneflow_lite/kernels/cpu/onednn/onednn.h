@@ -12,7 +12,10 @@
 // (kernels/cpu/cpu_threads.h; the runtime sets it from cpu_threads), so a
 // device's stream thread computes with exactly cpu_threads threads: itself
 // plus cpu_threads - 1 OpenMP workers of its own. Before any runtime set it
-// (0), OpenMP's default (all cores, or OMP_NUM_THREADS) applies.
+// (0), OpenMP's default (all cores, or OMP_NUM_THREADS) applies. Sgemm
+// uses fewer threads for small products (one per 4M multiply-adds): a
+// second thread gains little there and, on shared cores, waits long at the
+// team's barrier.
 //
 // Sgemm is stateless and thread-safe. A Conv2d object is used by one thread
 // at a time (one kernel instance) and owns its primitives, created once per

@@ -64,16 +64,32 @@ TEST(OneDnnTest, TheCallingThreadsTeamFollowsCpuThreads) {
     int team = -1;
     std::thread stream([&] {
       omp_set_num_threads(7);  // whatever the thread had before
-      std::vector<float> a(64 * 64, 1.0f), c(64 * 64);
-      ASSERT_TRUE(Sgemm(false, false, 64, 64, 64, 1.0f, a.data(), 64, a.data(), 64, 0.0f,
-                        c.data(), 64)
+      const int64_t n = 256;  // n^3 = 16M multiply-adds: up to 4 threads
+      std::vector<float> a(n * n, 1.0f), c(n * n);
+      ASSERT_TRUE(Sgemm(false, false, n, n, n, 1.0f, a.data(), n, a.data(), n, 0.0f, c.data(), n)
                       .ok());
-      EXPECT_EQ(c[0], 64.0f);
+      EXPECT_EQ(c[0], float(n));
       team = omp_get_max_threads();
     });
     stream.join();
     EXPECT_EQ(team, threads);
   }
+}
+
+TEST(OneDnnTest, ASmallGemmStaysOnTheCallingThread) {
+  if (!Available()) GTEST_SKIP() << Description();
+  SetCpuComputeThreads(2);
+  int team = -1;
+  std::thread stream([&] {
+    std::vector<float> a(16 * 784, 1.0f), b(784 * 64, 1.0f), c(16 * 64);  // 0.8M multiply-adds
+    ASSERT_TRUE(Sgemm(false, false, 16, 64, 784, 1.0f, a.data(), 784, b.data(), 64, 0.0f,
+                      c.data(), 64)
+                    .ok());
+    EXPECT_EQ(c[0], 784.0f);
+    team = omp_get_max_threads();
+  });
+  stream.join();
+  EXPECT_EQ(team, 1);
 }
 
 }  // namespace
