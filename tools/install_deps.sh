@@ -14,6 +14,8 @@ PACKAGES=(
   libgoogle-glog-dev libgflags-dev libunwind-dev liblzma-dev
   libgtest-dev libgmock-dev
   libopenblas-dev zlib1g-dev gfortran
+  # oneDNN: the float32 CPU convolutions and GEMMs (OpenMP-threaded).
+  libdnnl-dev
   libibverbs-dev librdmacm-dev
   # Data: Fashion-MNIST (idx files, gzip) under /usr/share/datasets.
   dataset-fashion-mnist

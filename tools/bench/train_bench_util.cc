@@ -14,8 +14,11 @@
 #include <sstream>
 
 #include "oneflow_lite/compiler/compiler.h"
+#include "oneflow_lite/kernels/cpu/cpu_library.h"
 #include "oneflow_lite/kernels/cpu/cpu_threads.h"
+#include "oneflow_lite/kernels/cpu/onednn/onednn.h"
 #include "oneflow_lite/runtime/runtime.h"
+#include "tools/oflite/openblas_core.h"
 
 namespace oflite {
 namespace bench {
@@ -257,25 +260,17 @@ void PrintHelp(const std::string& program, const std::string& about) {
       "  --python P          the peer's interpreter (default /usr/bin/python3)\n"
       "  --torch_script S    the peer (default tools/bench/train_cpu_torch.py)\n"
       "  --fuse true|false   compile with the fusion pass (default true)\n"
+      "  --cpu_kernels L     onednn (default: oneDNN convolutions and float32 GEMMs) or\n"
+      "                      reference (our im2col + OpenBLAS kernels)\n"
       "  --openblas_coretype T  re-run this program with OPENBLAS_CORETYPE=T (both sides\n"
-      "                      inherit it: PyTorch's matmuls use the same OpenBLAS)\n"
+      "                      inherit it: PyTorch's matmuls use the same OpenBLAS); default:\n"
+      "                      the family this CPU supports (SkylakeX, Haswell) when OpenBLAS\n"
+      "                      would pick a weaker one and the variable is unset\n"
       "  --help              print this and run nothing\n"
       "Columns: ms = median wall time per step, samp/s = batch / ms, cpu ms = median\n"
       "user+sys CPU time per step of the whole process, thr = threads of the process,\n"
       "speed = PyTorch ms / oflite ms (> 1: oflite faster).\n",
       about.c_str(), program.c_str());
-}
-
-// Re-executes this program with OPENBLAS_CORETYPE set (OpenBLAS reads it
-// when it loads, before main). Returns only if nothing needed doing or exec
-// failed.
-void ReexecWithCoreType(const std::string& core_type, char** argv) {
-  const char* current = std::getenv("OPENBLAS_CORETYPE");
-  if (core_type.empty() || (current != nullptr && core_type == current)) return;
-  setenv("OPENBLAS_CORETYPE", core_type.c_str(), 1);
-  execv("/proc/self/exe", argv);
-  std::fprintf(stderr, "cannot re-execute with OPENBLAS_CORETYPE=%s: %s\n", core_type.c_str(),
-               std::strerror(errno));
 }
 
 }  // namespace
@@ -307,6 +302,10 @@ bool ParseBenchFlags(int argc, char** argv, const std::string& program, const st
     else if (flag == "--python") options->python = value;
     else if (flag == "--torch_script") options->torch_script = value;
     else if (flag == "--openblas_coretype") core_type = value;
+    else if (flag == "--cpu_kernels") {
+      StatusOr<CpuKernelLibrary> library = ParseCpuKernelLibrary(value, "--cpu_kernels");
+      if ((ok = ok && library.ok())) SetCpuKernelLibrary(*library);
+    }
     else if (flag == "--fuse") ok = ok && ParseBool(value, &options->fuse);
     else if (flag == "--layout") {
       options->layout = value;
@@ -320,15 +319,23 @@ bool ParseBenchFlags(int argc, char** argv, const std::string& program, const st
     }
     ++i;
   }
-  ReexecWithCoreType(core_type, argv);
+  // Both sides inherit the variable (PyTorch's Linear layers use the same
+  // OpenBLAS): without --openblas_coretype, the family this CPU deserves.
+  if (core_type.empty()) {
+    cli::ReexecForOpenBlasCore(argv);
+  } else {
+    cli::ReexecWithOpenBlasCore(core_type, argv);
+  }
   return true;
 }
 
 int RunBench(const std::vector<BenchModel>& models, const BenchOptions& options) {
   std::printf("%lld measured steps after %lld warm-up, %d samples per side (medians), interleaved"
-              "\nours (before the first row; each row sets its own BLAS threads): %s; fusion %s\n",
+              "\nours (before the first row; each row sets its own BLAS threads): %s; fusion %s\n"
+              "float32 convolutions and GEMMs: %s (%s)\n",
               static_cast<long long>(options.iters), static_cast<long long>(options.warmup),
-              options.samples, CpuComputeDescription().c_str(), options.fuse ? "on" : "off");
+              options.samples, CpuComputeDescription().c_str(), options.fuse ? "on" : "off",
+              CpuKernelLibraryName(GetCpuKernelLibrary()), onednn::Description().c_str());
   const char* core_type = std::getenv("OPENBLAS_CORETYPE");
   std::printf("OPENBLAS_CORETYPE=%s (both sides); cores available: %d; load average %s\n",
               core_type != nullptr ? core_type : "(unset)", AvailableCpuCores(),

@@ -1,12 +1,15 @@
 // oflite: compile, inspect, run and launch OneFlow-Lite plans.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include <glog/logging.h>
 
 #include "oneflow_lite/common/version.h"
+#include "oneflow_lite/kernels/cpu/cpu_library.h"
 #include "tools/oflite/commands.h"
+#include "tools/oflite/openblas_core.h"
 
 namespace {
 
@@ -46,6 +49,9 @@ void PrintUsage(FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before anything else: may start this program again (same pid) with
+  // OPENBLAS_CORETYPE set (tools/oflite/openblas_core.h).
+  oflite::cli::ReexecForOpenBlasCore(argv);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
@@ -54,6 +60,18 @@ int main(int argc, char** argv) {
     return argc < 2 ? oflite::cli::kExitBadInput : 0;
   }
   if (!std::strcmp(argv[1], "--version")) return RunVersion(0, nullptr);
+  // The library of the float32 CPU convolutions and GEMMs for every command
+  // (run, eval, predict, and the ranks launch starts inherit the variable);
+  // `run --cpu-kernels` overrides it.
+  if (const char* library = std::getenv("OFLITE_CPU_KERNELS"); library != nullptr && *library) {
+    oflite::StatusOr<oflite::CpuKernelLibrary> parsed =
+        oflite::ParseCpuKernelLibrary(library, "OFLITE_CPU_KERNELS");
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "oflite: %s\n", parsed.status().message().c_str());
+      return oflite::cli::kExitBadInput;
+    }
+    oflite::SetCpuKernelLibrary(*parsed);
+  }
   for (const Command& c : kCommands) {
     if (!std::strcmp(argv[1], c.name)) return c.run(argc - 1, argv + 1);
   }

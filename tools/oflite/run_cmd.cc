@@ -68,6 +68,7 @@
 #include "oneflow_lite/comm/per_peer_transport.h"
 #include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/common/proto_io.h"
+#include "oneflow_lite/kernels/cpu/cpu_library.h"
 #include "oneflow_lite/kernels/cpu/cpu_threads.h"
 #include "oneflow_lite/plan/plan_verifier.h"
 #include "oneflow_lite/runtime/commnet/multi_machine.h"
@@ -208,6 +209,11 @@ StatusOr<RunFlags> ReadRunFlags(const FlagSet& flags, const Plan& plan) {
   ASSIGN_OR_RETURN(run.ring_timeout,
                    flags.GetSeconds("ring-timeout-seconds", 1, kMaxDurationSeconds));
   ASSIGN_OR_RETURN(run.cpu_threads, flags.GetInt("cpu-threads", 0, kMaxCpuThreads));
+  if (flags.Has("cpu-kernels")) {
+    ASSIGN_OR_RETURN(CpuKernelLibrary library,
+                     ParseCpuKernelLibrary(flags.Get("cpu-kernels"), "--cpu-kernels"));
+    SetCpuKernelLibrary(library);  // read when the kernels are created
+  }
   if (run.save_every > 0 && !flags.Has("checkpoint-dir")) {
     return InvalidArgumentError("--save-every needs --checkpoint-dir");
   }
@@ -511,6 +517,8 @@ int RunRun(int argc, char** argv) {
                   "120"},
                  {"cpu-threads", "threads per CPU device, BLAS included (default: the plan's "
                   "cluster cpu_threads; 0 there: cores / CPU devices)", false, "0"},
+                 {"cpu-kernels", "float32 convolutions and GEMMs: onednn or reference (im2col + "
+                  "OpenBLAS; default: OFLITE_CPU_KERNELS, else onednn)"},
                  {"eval", "evaluate on the test split after training", false, "true"},
                  {"stats", "print CommNet counters at exit (multi-machine)", true, "false"},
                  {"metrics-out", "write per-iteration metrics to this file"},

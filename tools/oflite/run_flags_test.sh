@@ -58,6 +58,13 @@ for value in -1 1025; do
     -- "$OFLITE" "${ONE[@]}" --cpu-threads "$value"
 done
 expect "--cpu-threads 1 runs" 0 "" -- "$OFLITE" "${ONE[@]}" --cpu-threads 1
+# The library of the float32 convolutions and GEMMs (flag, or the variable).
+expect "--cpu-kernels bogus" 2 "--cpu-kernels 'bogus' is not a CPU kernel library: onednn or reference" \
+  -- "$OFLITE" "${ONE[@]}" --cpu-kernels bogus
+expect "OFLITE_CPU_KERNELS bogus" 2 "OFLITE_CPU_KERNELS 'bogus' is not a CPU kernel library" \
+  -- env OFLITE_CPU_KERNELS=bogus "$OFLITE" "${ONE[@]}"
+expect "--cpu-kernels reference runs" 0 "" -- "$OFLITE" "${ONE[@]}" --cpu-kernels reference
+expect "OFLITE_CPU_KERNELS=reference runs" 0 "" -- env OFLITE_CPU_KERNELS=reference "$OFLITE" "${ONE[@]}"
 echo 'machine { id: 0 address: "127.0.0.1" cpu_devices: 1 cpu_threads: -3 }' > "$TMP/bad_threads.pbtxt"
 expect "cluster cpu_threads -3" 2 "cluster: machine[0].cpu_threads -3 is out of range" \
   -- "$OFLITE" compile --job "$TMP/one.job.pb" --cluster "$TMP/bad_threads.pbtxt" -o "$TMP/o.pb"

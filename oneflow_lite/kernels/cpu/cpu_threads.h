@@ -38,11 +38,27 @@ int AvailableCpuCores();
 StatusOr<int> ResolveCpuThreads(int requested, int cpu_devices, int cores,
                                 const std::string& source);
 
-// Gives `threads` (>= 1) to the BLAS library. Process-wide; thread-safe.
+// Gives `threads` (>= 1) to the BLAS library and records it for the
+// oneDNN kernels, which size the OpenMP team of their calling thread to it
+// (kernels/cpu/onednn/onednn.h). Process-wide; thread-safe.
 void SetCpuComputeThreads(int threads);
+
+// The last value SetCpuComputeThreads applied (clamped to >= 1), or 0 if it
+// was never called (the libraries' own defaults then apply). Lock-free.
+int CpuComputeThreadsSetting();
 
 // The BLAS library's current thread count.
 int CpuComputeThreads();
+
+// The OpenBLAS kernel family (an OPENBLAS_CORETYPE value) this CPU should
+// get when the one OpenBLAS picked when it loaded is weaker: "SkylakeX" for
+// AVX-512 (F, CD, BW, DQ, VL), "Haswell" for AVX2 + FMA; empty when OpenBLAS
+// already uses a family at least that wide, or its name is one this
+// function does not rank. (OpenBLAS 0.3.21 falls back to "Prescott", SSE3,
+// on CPUs newer than it knows, e.g. model 207.) OpenBLAS reads
+// OPENBLAS_CORETYPE only when it loads, so acting on this means starting the
+// program again with the variable set (tools/oflite/openblas_core.h).
+std::string PreferredOpenBlasCore();
 
 // One line for logs and benchmarks: the BLAS library's kernel family (e.g.
 // "OpenBLAS core Haswell") and thread count, and the instruction set our own

@@ -39,5 +39,17 @@ TEST(CpuThreadsTest, SetReachesTheBlasLibrary) {
       << CpuComputeDescription();
 }
 
+TEST(CpuThreadsTest, TheSettingIsRecordedForTheOneDnnKernels) {
+  SetCpuComputeThreads(2);
+  EXPECT_EQ(CpuComputeThreadsSetting(), 2);
+  SetCpuComputeThreads(0);  // clamped to 1, like the BLAS count
+  EXPECT_EQ(CpuComputeThreadsSetting(), 1);
+}
+
+TEST(CpuThreadsTest, PreferredOpenBlasCoreIsEmptyOrAFamilyName) {
+  const std::string core = PreferredOpenBlasCore();
+  EXPECT_TRUE(core.empty() || core == "SkylakeX" || core == "Haswell") << core;
+}
+
 }  // namespace
 }  // namespace oflite

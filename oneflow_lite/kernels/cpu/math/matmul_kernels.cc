@@ -1,5 +1,6 @@
-// CPU kernels for matmul (OpenBLAS GEMM) and bias_add (float32: the
-// vectorized loops of kernels/cpu/vec/vec.h).
+// CPU kernels for matmul (float32: oneDNN's sgemm unless the reference
+// kernels are selected, kernels/cpu/cpu_library.h; else OpenBLAS GEMM) and
+// bias_add (float32: the vectorized loops of kernels/cpu/vec/vec.h).
 #include <cblas.h>
 
 #include <algorithm>
@@ -7,6 +8,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "oneflow_lite/kernels/cpu/cpu_library.h"
+#include "oneflow_lite/kernels/cpu/onednn/onednn.h"
 #include "oneflow_lite/kernels/cpu/vec/vec.h"
 #include "oneflow_lite/kernels/kernel.h"
 #include "oneflow_lite/ops/math/math_util.h"
@@ -17,6 +20,12 @@ namespace {
 
 void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, double alpha, const float* a,
           int lda, const float* b, int ldb, float* c) {
+  if (GetCpuKernelLibrary() == CpuKernelLibrary::kOneDnn && onednn::Available() &&
+      onednn::Sgemm(ta == CblasTrans, tb == CblasTrans, m, n, k, static_cast<float>(alpha), a, lda,
+                    b, ldb, 0.0f, c, n)
+          .ok()) {
+    return;
+  }
   cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, static_cast<float>(alpha), a, lda, b, ldb, 0.0f, c,
               n);
 }

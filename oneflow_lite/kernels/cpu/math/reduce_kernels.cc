@@ -12,6 +12,20 @@ namespace oflite {
 namespace math {
 namespace {
 
+// The sum of p[0, n) in double (keeps long float32 sums accurate), in four
+// interleaved partial sums: four independent add chains instead of one, so
+// the adds overlap (a conv bias gradient sums rows of H*W elements).
+template <typename T>
+double SumRow(const T* p, int64_t n) {
+  double partial[4] = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    for (int lane = 0; lane < 4; ++lane) partial[lane] += p[i + lane];
+  }
+  for (; i < n; ++i) partial[0] += p[i];
+  return (partial[0] + partial[1]) + (partial[2] + partial[3]);
+}
+
 // y = sum (or mean) of x over `axis` (empty = all). Walks x once; each inner
 // run either accumulates into one output element (reduced inner axis) or
 // adds a contiguous row (kept inner axis).
@@ -46,9 +60,7 @@ class ReduceKernel final : public Kernel {
       const T* p = in + offsets[0];
       T* o = out + offsets[1];
       if (out_stride == 0) {
-        double sum = 0;  // double accumulation keeps long float32 sums accurate
-        for (int64_t i = 0; i < n; ++i) sum += p[i];
-        *o += static_cast<T>(sum);
+        *o += static_cast<T>(SumRow(p, n));
       } else if constexpr (std::is_same_v<T, float>) {
         if (out_stride == 1) {
           vec::Active().add_into(p, o, n);  // e.g. a bias gradient: rows summed

@@ -1,4 +1,7 @@
-// CPU conv2d kernels: im2col + GEMM per sample (OpenBLAS).
+// CPU conv2d kernels. float32 runs on oneDNN (kernels/cpu/onednn) unless the
+// reference kernels are selected (kernels/cpu/cpu_library.h), oneDNN is not
+// built in, or it refuses the shape; float64 and those cases run the
+// reference below: im2col + GEMM per sample.
 //
 // For sample n, with K = C * KH * KW and S = OH * OW:
 //   col[K, S]    = im2col(x[n])
@@ -9,9 +12,13 @@
 // static shapes; Forward never allocates. A 1x1 kernel with stride 1 and no
 // padding uses x[n] as col directly.
 #include <algorithm>
+#include <memory>
+#include <type_traits>
 #include <vector>
 
+#include "oneflow_lite/kernels/cpu/cpu_library.h"
 #include "oneflow_lite/kernels/cpu/nn/cpu_nn_util.h"
+#include "oneflow_lite/kernels/cpu/onednn/onednn.h"
 #include "oneflow_lite/kernels/kernel.h"
 #include "oneflow_lite/ops/nn/nn_util.h"
 
@@ -94,11 +101,13 @@ bool IsPointwise(const Window2d& w) {
          w.pad_w == 0;
 }
 
-// Shared set-up: the window from (image shape, weight shape) and the scratch.
+// Shared set-up: the window from (image shape, weight shape), and either the
+// oneDNN pass (float32) or the reference's scratch.
 template <typename T>
 class ConvKernelBase : public Kernel {
  protected:
-  Status InitWindow(const KernelInitContext& ctx, const Shape& image, const Shape& weight) {
+  Status InitWindow(const KernelInitContext& ctx, const Shape& image, const Shape& weight,
+                    onednn::ConvPass pass) {
     auto window = MakeConvWindow(ctx.attrs(), image, weight);
     if (!window.ok()) {
       return InvalidArgumentError("op '", ctx.op->name(), "' (", ctx.op->op_type(),
@@ -106,7 +115,28 @@ class ConvKernelBase : public Kernel {
     }
     window_ = *window;
     out_channels_ = weight.dim(0);
-    if (!IsPointwise(window_)) col_.resize(ColSize());
+    if constexpr (std::is_same_v<T, float>) {
+      if (GetCpuKernelLibrary() == CpuKernelLibrary::kOneDnn && onednn::Available()) {
+        // A shape oneDNN refuses keeps the reference kernel (same results).
+        auto library = onednn::Conv2d::Create(pass, window_, out_channels_);
+        if (library.ok()) library_ = std::move(library).value();
+      }
+    }
+    if (library_ == nullptr && !IsPointwise(window_)) col_.resize(ColSize());
+    return Status::OK();
+  }
+
+  // The oneDNN pass over `batch` samples (library_ is set); a batch of 0
+  // leaves the output to the caller.
+  Status RunLibrary(KernelContext* ctx, int64_t batch, const T* first, const T* second, T* out) {
+    if (batch == 0) return Status::OK();
+    if constexpr (std::is_same_v<T, float>) {
+      Status status = library_->Run(batch, first, second, out);
+      if (!status.ok()) {
+        return InternalError("op '", ctx->op().name(), "' (", ctx->op().op_type(),
+                             ") at iteration ", ctx->iteration(), ": ", status.message());
+      }
+    }
     return Status::OK();
   }
 
@@ -136,13 +166,15 @@ class ConvKernelBase : public Kernel {
   Window2d window_;
   int64_t out_channels_ = 0;
   std::vector<T> col_;
+  std::unique_ptr<onednn::Conv2d> library_;  // float32 with oneDNN only
 };
 
 template <typename T>
 class Conv2dKernel final : public ConvKernelBase<T> {
  public:
   Status Init(const KernelInitContext& ctx) override {
-    return this->InitWindow(ctx, ctx.Input("x").shape, ctx.Input("weight").shape);
+    return this->InitWindow(ctx, ctx.Input("x").shape, ctx.Input("weight").shape,
+                            onednn::ConvPass::kForward);
   }
 
   Status Forward(KernelContext* ctx) override {
@@ -150,6 +182,7 @@ class Conv2dKernel final : public ConvKernelBase<T> {
     RETURN_IF_ERROR(this->CheckImage(ctx, x.shape()));
     const T* weight = ctx->Input("weight").data<T>();
     T* y = ctx->Output("y")->data<T>();
+    if (this->library_) return this->RunLibrary(ctx, x.shape().dim(0), x.data<T>(), weight, y);
     const int64_t spatial = this->window_.OutSpatial();
     const int64_t k = this->ColRows();
     for (int64_t n = 0; n < x.shape().dim(0); ++n) {
@@ -165,7 +198,8 @@ template <typename T>
 class Conv2dGradDataKernel final : public ConvKernelBase<T> {
  public:
   Status Init(const KernelInitContext& ctx) override {
-    RETURN_IF_ERROR(this->InitWindow(ctx, ctx.Input("like").shape, ctx.Input("weight").shape));
+    RETURN_IF_ERROR(this->InitWindow(ctx, ctx.Input("like").shape, ctx.Input("weight").shape,
+                                     onednn::ConvPass::kBackwardData));
     if (IsPointwise(this->window_)) this->col_.clear();
     return Status::OK();
   }
@@ -175,6 +209,9 @@ class Conv2dGradDataKernel final : public ConvKernelBase<T> {
     Blob* dx = ctx->Output("dx");
     RETURN_IF_ERROR(this->CheckImage(ctx, dx->shape()));
     const T* weight = ctx->Input("weight").data<T>();
+    if (this->library_) {
+      return this->RunLibrary(ctx, dx->shape().dim(0), dy.data<T>(), weight, dx->data<T>());
+    }
     const int64_t spatial = this->window_.OutSpatial();
     const int64_t k = this->ColRows();
     const bool pointwise = IsPointwise(this->window_);
@@ -193,7 +230,8 @@ template <typename T>
 class Conv2dGradFilterKernel final : public ConvKernelBase<T> {
  public:
   Status Init(const KernelInitContext& ctx) override {
-    return this->InitWindow(ctx, ctx.Input("x").shape, ctx.Input("like").shape);
+    return this->InitWindow(ctx, ctx.Input("x").shape, ctx.Input("like").shape,
+                            onednn::ConvPass::kBackwardWeights);
   }
 
   Status Forward(KernelContext* ctx) override {
@@ -202,6 +240,9 @@ class Conv2dGradFilterKernel final : public ConvKernelBase<T> {
     const T* dy = ctx->Input("dy").data<T>();
     Blob* dw_blob = ctx->Output("dw");
     T* dw = dw_blob->data<T>();
+    if (this->library_ && x.shape().dim(0) > 0) {
+      return this->RunLibrary(ctx, x.shape().dim(0), x.data<T>(), dy, dw);
+    }
     std::fill(dw, dw + dw_blob->elem_count(), T(0));
     const int64_t spatial = this->window_.OutSpatial();
     const int64_t k = this->ColRows();

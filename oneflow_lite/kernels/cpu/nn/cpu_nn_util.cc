@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "oneflow_lite/kernels/cpu/cpu_library.h"
+#include "oneflow_lite/kernels/cpu/onednn/onednn.h"
 #include "oneflow_lite/ops/nn/nn_util.h"
 
 namespace oflite {
@@ -33,6 +35,10 @@ void Gemm<float>(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64
                  int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) return ScaleRows(m, n, beta, c, ldc);
+  if (GetCpuKernelLibrary() == CpuKernelLibrary::kOneDnn && onednn::Available() &&
+      onednn::Sgemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc).ok()) {
+    return;
+  }
   cblas_sgemm(CblasRowMajor, Trans(transpose_a), Trans(transpose_b), m, n, k, alpha, a, lda, b, ldb,
               beta, c, ldc);
 }

@@ -1,4 +1,6 @@
-// Small helpers for the CPU nn kernels: a typed GEMM over OpenBLAS, index
+// Small helpers for the CPU nn kernels: a typed GEMM (float32: oneDNN's
+// sgemm unless the reference kernels are selected, kernels/cpu/cpu_library.h;
+// float64 and the reference: OpenBLAS), index
 // reading for int32/int64 label and index blobs, and the registration macro
 // for the float32 + float64 kernel pair.
 //

@@ -5,6 +5,9 @@
 // Max pooling with 2x2 windows at stride 2 and no padding (every window in
 // bounds) takes a direct path with the same comparisons in the same order.
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "oneflow_lite/kernels/cpu/nn/cpu_nn_util.h"
 #include "oneflow_lite/kernels/kernel.h"
@@ -48,18 +51,55 @@ bool IsPlain2x2(const Window2d& w) {
          2 * w.out_h <= w.height && 2 * w.out_w <= w.width;
 }
 
-// Calls visit(output index within the plane, offset of the window's first
-// maximum) for every output of one plane; the ArgMaxIn order: a b / c d.
-template <typename T, typename Visit>
-void ForEachMax2x2(const Window2d& w, const T* plane, Visit&& visit) {
+// The 2x2 windows of one plane, without branches on the data: the running
+// maximum is a select (a b / c d order, first maximum kept on ties and NaN,
+// as ArgMaxIn), so the loops do not mispredict on random inputs.
+template <typename T>
+void Max2x2Plane(const Window2d& w, const T* plane, T* out) {
   for (int64_t oh = 0; oh < w.out_h; ++oh) {
-    const int64_t top = 2 * oh * w.width;
+    const T* top = plane + 2 * oh * w.width;
+    const T* bottom = top + w.width;
     for (int64_t ow = 0; ow < w.out_w; ++ow) {
-      int64_t best = top + 2 * ow;
-      if (plane[best + 1] > plane[best]) best = best + 1;
-      if (plane[top + w.width + 2 * ow] > plane[best]) best = top + w.width + 2 * ow;
-      if (plane[top + w.width + 2 * ow + 1] > plane[best]) best = top + w.width + 2 * ow + 1;
-      visit(oh * w.out_w + ow, best);
+      T m = top[2 * ow];
+      m = top[2 * ow + 1] > m ? top[2 * ow + 1] : m;
+      m = bottom[2 * ow] > m ? bottom[2 * ow] : m;
+      out[oh * w.out_w + ow] = bottom[2 * ow + 1] > m ? bottom[2 * ow + 1] : m;
+    }
+  }
+}
+
+// `value` if `keep`, else +0, through an integer mask: no branch for the
+// compiler to bring back (a ?: on random data mispredicts half the time).
+template <typename T>
+T KeepIf(bool keep, T value) {
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  Bits bits;
+  std::memcpy(&bits, &value, sizeof(T));
+  bits &= Bits(0) - static_cast<Bits>(keep);
+  std::memcpy(&value, &bits, sizeof(T));
+  return value;
+}
+
+// dy of each 2x2 window to its first maximum, 0 to the window's other three
+// elements (windows do not overlap; elements outside every window are the
+// caller's to zero). Bitwise & on the comparisons: no branches.
+template <typename T>
+void Max2x2GradPlane(const Window2d& w, const T* plane, const T* dy, T* grad) {
+  for (int64_t oh = 0; oh < w.out_h; ++oh) {
+    const int64_t top = 2 * oh * w.width, bottom = top + w.width;
+    for (int64_t ow = 0; ow < w.out_w; ++ow) {
+      const T a = plane[top + 2 * ow], b = plane[top + 2 * ow + 1];
+      const T c = plane[bottom + 2 * ow], d = plane[bottom + 2 * ow + 1];
+      const bool b_wins = b > a;
+      const T ab = b_wins ? b : a;
+      const bool c_wins = c > ab;
+      const T abc = c_wins ? c : ab;
+      const bool d_wins = d > abc;
+      const T g = dy[oh * w.out_w + ow];
+      grad[top + 2 * ow] = KeepIf(!b_wins & !c_wins & !d_wins, g);
+      grad[top + 2 * ow + 1] = KeepIf(b_wins & !c_wins & !d_wins, g);
+      grad[bottom + 2 * ow] = KeepIf(c_wins & !d_wins, g);
+      grad[bottom + 2 * ow + 1] = KeepIf(d_wins, g);
     }
   }
 }
@@ -94,8 +134,7 @@ class MaxPoolKernel final : public PoolKernelBase {
     for (int64_t p = 0; p < Planes(x.shape()); ++p) {
       const T* plane = x.data<T>() + p * w.InSpatial();
       if (IsPlain2x2(w)) {
-        T* out = y + p * w.OutSpatial();
-        ForEachMax2x2(w, plane, [&](int64_t o, int64_t best) { out[o] = plane[best]; });
+        Max2x2Plane(w, plane, y + p * w.OutSpatial());
         continue;
       }
       for (int64_t oh = 0; oh < w.out_h; ++oh) {
@@ -121,14 +160,15 @@ class MaxPoolGradKernel final : public PoolKernelBase {
     const T* dy = ctx->Input("dy").data<T>();
     Blob* dx_blob = ctx->Output("dx");
     T* dx = dx_blob->data<T>();
-    std::fill(dx, dx + dx_blob->elem_count(), T(0));
     const Window2d& w = window_;
+    // The 2x2 path writes every element its windows cover.
+    const bool covered = IsPlain2x2(w) && 2 * w.out_h == w.height && 2 * w.out_w == w.width;
+    if (!covered) std::fill(dx, dx + dx_blob->elem_count(), T(0));
     for (int64_t p = 0; p < Planes(x.shape()); ++p) {
       const T* plane = x.data<T>() + p * w.InSpatial();
       T* grad = dx + p * w.InSpatial();
       if (IsPlain2x2(w)) {
-        const T* dy_plane = dy + p * w.OutSpatial();
-        ForEachMax2x2(w, plane, [&](int64_t o, int64_t best) { grad[best] += dy_plane[o]; });
+        Max2x2GradPlane(w, plane, dy + p * w.OutSpatial(), grad);
         continue;
       }
       for (int64_t oh = 0; oh < w.out_h; ++oh) {
