@@ -17,6 +17,20 @@ inline constexpr size_t kDefaultRingChunkBytes = 512 * 1024;
 // Ring messages in flight per rank (scratch slots at the receiver).
 inline constexpr int kDefaultRingSlots = 4;
 
+// P -> B payloads of at most this many bytes per rank peer use the exchange
+// all-reduce (comm/collective/exchange.h: every rank sends its whole buffer
+// to every other in messages, one latency) instead of the ring (2 (N - 1)
+// dependent steps); measured in tools/bench/allreduce_bench ("exch" and
+// "plan" columns, docs/benchmarks.md).
+inline constexpr size_t kExchangeAllReduceMaxBytes = 64 * 1024;
+
+// True when a P -> B all-reduce of `bytes` over `world` ranks is compiled
+// to the exchange algorithm: (world - 1) * bytes, what each rank sends,
+// stays within kExchangeAllReduceMaxBytes.
+inline bool UseExchangeAllReduce(size_t bytes, int world) {
+  return world > 1 && bytes * static_cast<size_t>(world - 1) <= kExchangeAllReduceMaxBytes;
+}
+
 // Segment `index` of `count` elements over `world` ranks: [begin, end).
 inline void RingSegmentBounds(size_t count, int world, int index, size_t* begin, size_t* end) {
   *begin = count * index / world;

@@ -56,7 +56,8 @@ bool SplitMatchesRingSegments(const TensorDesc& logical, int64_t ring_size) {
   return true;
 }
 
-CollectiveConf ChooseCollective(const BoxingConf& boxing, int64_t machine_count) {
+CollectiveConf ChooseCollective(const BoxingConf& boxing, int64_t machine_count,
+                                int64_t exchange_max_bytes) {
   CollectiveConf conf;
   conf.set_algorithm(COLLECTIVE_ALL_TO_ALL);
   const int64_t n = boxing.ring_task_id_size();
@@ -70,6 +71,12 @@ CollectiveConf ChooseCollective(const BoxingConf& boxing, int64_t machine_count)
   if (conf.algorithm() == COLLECTIVE_ALL_TO_ALL) return conf;
   conf.set_buffer_bytes(logical.ByteSize());
   conf.set_element_count(logical.shape.elem_count());
+  const bool reduces = FirstSbp(boxing.in_sbp()).has_partial_sum();
+  if (reduces && exchange_max_bytes > 0 &&
+      logical.ByteSize() * (n - 1) <= exchange_max_bytes) {
+    conf.set_algorithm(COLLECTIVE_EXCHANGE_ALL_REDUCE);  // no chunks, no slots
+    return conf;
+  }
   conf.set_chunk_bytes(static_cast<int64_t>(kDefaultRingChunkBytes));
   conf.set_slots(kDefaultRingSlots);
   return conf;

@@ -30,7 +30,11 @@ namespace compiler {
 
 // `boxing` with its ring_task_id already set to task ids (their machine is
 // MachineOfTaskId); `machine_count`: machines of the cluster.
-CollectiveConf ChooseCollective(const BoxingConf& boxing, int64_t machine_count);
+// `exchange_max_bytes`: a partial-sum conversion the ring would run as an
+// all-reduce becomes COLLECTIVE_EXCHANGE_ALL_REDUCE when (N - 1) times the
+// tensor's bytes, what each rank sends, is at most this (0: never).
+CollectiveConf ChooseCollective(const BoxingConf& boxing, int64_t machine_count,
+                                int64_t exchange_max_bytes = 0);
 
 // True when, for every rank r of `ring_size`, r's balanced axis-0 range of
 // `logical` is the ring's flat segment r.

@@ -108,3 +108,44 @@ TEST(CollectiveChoiceTest, RingRecordsItsBuffers) {
 }  // namespace
 }  // namespace compiler
 }  // namespace oflite
+
+namespace oflite {
+namespace compiler {
+namespace {
+
+// Partial-sum conversions of at most exchange_max_bytes / (N - 1) bytes use
+// the exchange all-reduce; larger ones, gathers and a threshold of 0 keep
+// the ring.
+TEST(CollectiveChoiceTest, SmallPartialSumsUseTheExchange) {
+  const std::vector<int64_t> two = {0, 1};
+  const std::vector<int64_t> four = {0, 1, 2, 3};
+  // 4 x 3 floats = 48 bytes.
+  auto p_to_b = Conf(PartialSum(), Broadcast(), {4, 3}, DT_FLOAT, two);
+  CollectiveConf exchange = ChooseCollective(p_to_b, 2, 48);
+  EXPECT_EQ(exchange.algorithm(), COLLECTIVE_EXCHANGE_ALL_REDUCE);
+  EXPECT_EQ(exchange.buffer_bytes(), 48);
+  EXPECT_EQ(exchange.element_count(), 12);
+  EXPECT_EQ(exchange.chunk_bytes(), 0);
+  EXPECT_EQ(exchange.slots(), 0);
+  EXPECT_EQ(ChooseCollective(p_to_b, 2, 47).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
+  EXPECT_EQ(ChooseCollective(p_to_b, 2, 0).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
+  // Each of 4 ranks sends 3 x 48 bytes.
+  auto p_to_b4 = Conf(PartialSum(), Broadcast(), {4, 3}, DT_FLOAT, four);
+  EXPECT_EQ(ChooseCollective(p_to_b4, 4, 144).algorithm(), COLLECTIVE_EXCHANGE_ALL_REDUCE);
+  EXPECT_EQ(ChooseCollective(p_to_b4, 4, 143).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
+  // P -> S: exchange, then cut (as the ring all-reduce path does).
+  EXPECT_EQ(ChooseCollective(Conf(PartialSum(), Split(0), {4, 3}, DT_FLOAT, two), 2, 1024)
+                .algorithm(),
+            COLLECTIVE_EXCHANGE_ALL_REDUCE);
+  // Gathers and all-to-all are untouched.
+  EXPECT_EQ(ChooseCollective(Conf(Split(0), Broadcast(), {4, 3}, DT_FLOAT, two), 2, 1024)
+                .algorithm(),
+            COLLECTIVE_RING_ALL_GATHER);
+  EXPECT_EQ(ChooseCollective(Conf(PartialSum(), Broadcast(), {5}, DT_INT8, {0, 1}), 2, 1024)
+                .algorithm(),
+            COLLECTIVE_ALL_TO_ALL);
+}
+
+}  // namespace
+}  // namespace compiler
+}  // namespace oflite

@@ -35,8 +35,12 @@ int64_t SamplesPerIteration(const Job& job) {
 
 class Emitter {
  public:
-  Emitter(const TaskGraph& g, const std::vector<MemBlockProto>& blocks, int64_t machine_count)
-      : g_(g), blocks_(blocks), machine_count_(machine_count) {}
+  Emitter(const TaskGraph& g, const std::vector<MemBlockProto>& blocks, int64_t machine_count,
+          int64_t exchange_max_bytes)
+      : g_(g),
+        blocks_(blocks),
+        machine_count_(machine_count),
+        exchange_max_bytes_(exchange_max_bytes) {}
 
   Status Emit(const Job& job, const ClusterProto& cluster, const LogicalGraph& logical,
               Plan* plan) {
@@ -210,7 +214,7 @@ class Emitter {
       for (int ring : t.ring_tasks) p.mutable_boxing()->add_ring_task_id(ids_[ring]);
     }
     if (t.type == TASK_COLLECTIVE) {
-      *p.mutable_collective() = ChooseCollective(p.boxing(), machine_count_);
+      *p.mutable_collective() = ChooseCollective(p.boxing(), machine_count_, exchange_max_bytes_);
     }
     if (t.type == TASK_COMMNET) {
       const RegstNode& src = g_.regsts[t.commnet_src_regst];
@@ -229,6 +233,7 @@ class Emitter {
   const TaskGraph& g_;
   const std::vector<MemBlockProto>& blocks_;
   const int64_t machine_count_;  // of the cluster: a ring must span them all
+  const int64_t exchange_max_bytes_;
   std::vector<int64_t> ids_;  // task index -> task id
   std::map<int64_t, TaskType> type_of_id_;
 };
@@ -258,7 +263,7 @@ StatusOr<Plan> CompileJob(const Job& job, const ClusterProto& cluster,
   ASSIGN_OR_RETURN(TaskGraph tasks, BuildTaskGraph(logical, sbp, job, cluster, options.tasks));
   ASSIGN_OR_RETURN(std::vector<MemBlockProto> blocks, PlanMemory(&tasks, options.memory));
   Plan plan;
-  Emitter emitter(tasks, blocks, cluster.machine_size());
+  Emitter emitter(tasks, blocks, cluster.machine_size(), options.exchange_max_bytes);
   RETURN_IF_ERROR(emitter.Emit(job, cluster, logical, &plan));
   return plan;
 }

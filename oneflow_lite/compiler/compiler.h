@@ -33,6 +33,10 @@ struct CompileOptions {
   // Replace op chains by fused ops first (fusion.h); `oflite compile --fuse`.
   // Off by default: a fused plan has fewer actors than ops.
   bool fuse = false;
+  // Partial-sum collectives whose bytes times (ranks - 1) are at most this
+  // use the exchange all-reduce instead of the ring (collective_choice.h);
+  // 0: always the ring. `oflite compile --exchange-max-bytes`.
+  int64_t exchange_max_bytes = 0;
   CostWeights weights;
   TaskGraphOptions tasks;
   MemoryPlanOptions memory;

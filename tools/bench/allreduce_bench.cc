@@ -24,7 +24,9 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include "oneflow_lite/comm/collective/exchange.h"
 #include "oneflow_lite/comm/collective/ring.h"
+#include "oneflow_lite/common/ring_segments.h"
 #include "oneflow_lite/comm/control/connect.h"
 #include "oneflow_lite/comm/control/rendezvous_server.h"
 #include "tools/bench/comm_bench_util.h"
@@ -52,6 +54,10 @@ void Check(const Status& status, const char* what) {
     std::exit(1);
   }
 }
+
+// The exchange all-reduce is timed up to this size (the compiler uses it
+// far below; the column shows where the crossover lies).
+constexpr size_t kExchangeBenchMaxBytes = 4u << 20;
 
 int Iterations(size_t bytes) {
   return static_cast<int>(std::clamp<size_t>((8u << 20) / bytes, 1, 32));
@@ -118,6 +124,7 @@ int RunRank(int rank, const Config& config) {
     std::unique_ptr<comm::Transport> transport;
     std::unique_ptr<comm::RegisteredPool> pool;
     std::unique_ptr<comm::RingCommunicator> ring;
+    std::unique_ptr<comm::ExchangeCommunicator> exchange;
     std::unique_ptr<comm::MemoryRegion> region;
   };
   std::vector<float> buffer(config.max_bytes / sizeof(float));
@@ -142,6 +149,10 @@ int RunRank(int rank, const Config& config) {
                                                net->pool.get(), comm::CollectiveOptions());
     Check(ring.status(), "ring");
     net->ring = std::move(*ring);
+    auto exchange = comm::ExchangeCommunicator::Create(net->transport.get(), &net->router,
+                                                       comm::ExchangeOptions());
+    Check(exchange.status(), "exchange");
+    net->exchange = std::move(*exchange);
     auto region = net->transport->RegisterMemory(buffer.data(), config.max_bytes,
                                                  comm::kAccessAll);
     Check(region.status(), "register");
@@ -157,25 +168,39 @@ int RunRank(int rank, const Config& config) {
 
   struct Row {
     size_t bytes;
-    std::vector<double> commnet;  // per provider
+    std::vector<double> ring, exchange;  // per provider; exchange 0 above the bench's limit
     double gloo_ring, gloo_chunked;
   };
   std::vector<Row> rows;
   for (size_t bytes = config.min_bytes; bytes <= config.max_bytes; bytes *= 4) {
     const size_t count = bytes / sizeof(float);
     const int iterations = Iterations(bytes);
-    Row row{bytes, {}, 0, 0};
+    Row row{bytes, {}, {}, 0, 0};
     for (const auto& net : nets) {
-      auto commnet = [&] {
+      auto ring = [&] {
         Check(net->ring->AllReduce(*net->region, 0, count, DT_FLOAT,
                                    comm::DeadlineAfter(milliseconds(120000))),
-              "CommNet all-reduce");
+              "CommNet ring all-reduce");
+      };
+      auto exchange = [&] {
+        Check(net->exchange->AllReduce(buffer.data(), count, DT_FLOAT,
+                                       comm::DeadlineAfter(milliseconds(120000))),
+              "CommNet exchange all-reduce");
       };
       Fill(buffer.data(), count, rank);
-      commnet();
-      Verify(buffer.data(), count, world, "CommNet");
-      row.commnet.push_back(TimeMedian(config.repeats, iterations, commnet));
+      ring();
+      Verify(buffer.data(), count, world, "CommNet ring");
+      row.ring.push_back(TimeMedian(config.repeats, iterations, ring));
       Check((*control)->Barrier("commnet", milliseconds(120000)), "barrier");
+      double exchange_time = 0;
+      if (bytes <= kExchangeBenchMaxBytes) {
+        Fill(buffer.data(), count, rank);
+        exchange();
+        Verify(buffer.data(), count, world, "CommNet exchange");
+        exchange_time = TimeMedian(config.repeats, iterations, exchange);
+        Check((*control)->Barrier("exchange", milliseconds(120000)), "barrier");
+      }
+      row.exchange.push_back(exchange_time);
     }
     {
       Fill(buffer.data(), count, rank);
@@ -199,21 +224,36 @@ int RunRank(int rank, const Config& config) {
   if (rank == 0) {
     std::printf("\nAll-reduce busbw, %d processes, float32 sum (MB/s, medians of %d)\n",
                 world, config.repeats);
+    // "as compiled": the algorithm the compiler records for a P -> B of this
+    // size (common/ring_segments.h, UseExchangeAllReduce); best/Gloo uses it.
     std::printf("%-8s", "size");
     for (const std::string& provider : config.providers) {
-      std::printf(" %14s", ("CommNet " + provider).c_str());
+      std::printf(" %11s %11s %11s", (provider + " ring").c_str(), (provider + " exch").c_str(),
+                  (provider + " plan").c_str());
     }
-    std::printf(" %14s %18s %12s\n", "Gloo ring", "Gloo ring_chunked", "best/Gloo");
+    std::printf(" %10s %13s %10s\n", "Gloo ring", "Gloo chunked", "plan/Gloo");
     for (const Row& row : rows) {
       std::printf("%-8s", SizeName(row.bytes).c_str());
       double best = 0;
-      for (double seconds : row.commnet) {
-        best = std::max(best, BusBandwidth(world, row.bytes, seconds));
-        std::printf(" %14.0f", BusBandwidth(world, row.bytes, seconds));
+      const bool exchange = UseExchangeAllReduce(row.bytes, world);
+      for (size_t i = 0; i < row.ring.size(); ++i) {
+        const double ring = BusBandwidth(world, row.bytes, row.ring[i]);
+        const double exch =
+            row.exchange[i] > 0 ? BusBandwidth(world, row.bytes, row.exchange[i]) : 0;
+        const double plan = exchange ? exch : ring;
+        best = std::max(best, plan);
+        std::printf(" %11.0f", ring);
+        if (exch > 0) {
+          std::printf(" %11.0f", exch);
+        } else {
+          std::printf(" %11s", "-");
+        }
+        std::printf(" %11.0f", plan);
       }
       const double gloo = BusBandwidth(world, row.bytes, row.gloo_ring);
-      std::printf(" %14.0f %18.0f %11.0f%%\n", gloo,
-                  BusBandwidth(world, row.bytes, row.gloo_chunked), 100.0 * best / gloo);
+      const double chunked = BusBandwidth(world, row.bytes, row.gloo_chunked);
+      std::printf(" %10.0f %13.0f %9.0f%%\n", gloo, chunked,
+                  100.0 * best / std::max(gloo, chunked));
     }
     std::fflush(stdout);
   }

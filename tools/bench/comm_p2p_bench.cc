@@ -17,9 +17,11 @@
 #include <fcntl.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 #include "oneflow_lite/comm/control/connect.h"
 #include "oneflow_lite/comm/control/rendezvous_server.h"
@@ -154,7 +156,7 @@ struct Window {
 struct Pong {
   std::mutex mutex;
   std::condition_variable arrived;
-  uint64_t count = 0;
+  std::atomic<uint64_t> count{0};
   comm::Connection* connection = nullptr;
   bool echo = false;
 };
@@ -256,8 +258,16 @@ Results Measure(int rank, const Config& config) {
     for (int i = 0; i < config.latency_iterations; ++i) {
       auto start = Clock::now();
       Check(link->SendMessage(message, 8), "send");
+      // The waiting thread polls for up to 50 us before it sleeps (what an
+      // application thread waiting on a reply would do; the raw loop's
+      // recv blocks in the kernel).
+      const uint64_t want = static_cast<uint64_t>(i + 1);
+      const auto spin_until = Clock::now() + std::chrono::microseconds(50);
+      while (pong.count.load(std::memory_order_acquire) != want && Clock::now() < spin_until) {
+        std::this_thread::yield();
+      }
       std::unique_lock<std::mutex> lock(pong.mutex);
-      pong.arrived.wait(lock, [&] { return pong.count == static_cast<uint64_t>(i + 1); });
+      pong.arrived.wait(lock, [&] { return pong.count.load() == want; });
       rtts.push_back(SecondsSince(start) * 1e6);
     }
     result.commnet_rtt_us = Median(rtts);

@@ -40,6 +40,10 @@ int RunCompile(int argc, char** argv) {
                  {"fuse", "fuse bias_add -> relu chains into one kernel (docs/compiler.md)", true},
                  {"pipeline_depth", "regst_num on stage boundaries and cross-machine edges",
                   false, "2"},
+                 {"exchange_max_bytes",
+                  "partial-sum collectives whose bytes x (ranks - 1) are at most this use the "
+                  "exchange all-reduce, larger ones the ring (0: always the ring)",
+                  false, std::to_string(compiler::CompileOptions().exchange_max_bytes)},
                  {"quiet", "print nothing on success", true}});
   // Accept the conventional short "-o FILE" next to "--o FILE".
   std::vector<char*> args(argv, argv + argc);
@@ -67,6 +71,9 @@ int RunCompile(int argc, char** argv) {
   StatusOr<int64_t> depth = flags.GetInt("pipeline_depth", 1, 64);
   if (!depth.ok()) return Fail(kExitBadInput, depth.status());
   options.tasks.pipeline_depth = static_cast<int>(*depth);
+  StatusOr<int64_t> exchange = flags.GetInt("exchange_max_bytes", 0, int64_t{1} << 30);
+  if (!exchange.ok()) return Fail(kExitBadInput, exchange.status());
+  options.exchange_max_bytes = *exchange;
 
   StatusOr<Job> job = LoadJob(flags.Get("job"));
   if (!job.ok()) return Fail(kExitBadInput, job.status());

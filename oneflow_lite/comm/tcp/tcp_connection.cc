@@ -306,6 +306,7 @@ Status TcpConnection::ReadAvailable() {
   while (total < kMaxReadPerEvent) {
     RETURN_IF_ERROR(ConsumeBuffered());
     ssize_t received;
+    size_t requested;
     const uint64_t left =
         have_header_ ? header_.payload_length - payload_done_ : 0;
     if (have_header_ && left >= kDirectReadThreshold) {
@@ -314,6 +315,7 @@ Status TcpConnection::ReadAvailable() {
       in_begin_ = in_end_ = 0;
       iovec iov[2] = {{payload_destination_ + payload_done_, left},
                       {in_buffer_.data(), in_buffer_.size()}};
+      requested = left + in_buffer_.size();
       received = ::readv(fd_, iov, 2);
       if (received > 0) {
         const size_t direct = std::min<uint64_t>(received, left);
@@ -330,8 +332,8 @@ Status TcpConnection::ReadAvailable() {
         in_end_ -= in_begin_;
         in_begin_ = 0;
       }
-      received = ::read(fd_, in_buffer_.data() + in_end_,
-                        in_buffer_.size() - in_end_);
+      requested = in_buffer_.size() - in_end_;
+      received = ::read(fd_, in_buffer_.data() + in_end_, requested);
       if (received > 0) in_end_ += received;
     }
     if (received == 0) {
@@ -346,6 +348,9 @@ Status TcpConnection::ReadAvailable() {
     }
     total += received;
     last_receive_ = Clock::now();
+    // A short read drained the socket: no need for a read that returns
+    // EAGAIN (epoll is level-triggered, so later bytes raise a new event).
+    if (static_cast<size_t>(received) < requested) break;
   }
   return ConsumeBuffered();
 }

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <random>
+#include <thread>
 
 #include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/comm/tcp/tcp_transport_impl.h"
@@ -372,12 +373,19 @@ void TcpTransportImpl::ProgressLoop() {
   constexpr auto kWait = std::chrono::milliseconds(kTickMilliseconds);
   Clock::duration stalled{0};
   Clock::time_point woke = Clock::now();
+  Clock::time_point last_event = woke - tcp_.busy_poll;
   while (!stopping_) {
     const Clock::time_point wait_begin = Clock::now();
     if (wait_begin - woke > kGrace) stalled += wait_begin - woke - kGrace;
-    int count = epoll_wait(epoll_fd_, events, 64, kTickMilliseconds);
+    const bool polling = wait_begin - last_event < tcp_.busy_poll;
+    int count = epoll_wait(epoll_fd_, events, 64, polling ? 0 : kTickMilliseconds);
     woke = Clock::now();
     if (woke - wait_begin > kWait + kGrace) stalled += woke - wait_begin - kWait - kGrace;
+    if (count > 0) {
+      last_event = woke;
+    } else if (polling) {
+      std::this_thread::yield();  // a runnable thread of this host goes first
+    }
     bool accept_ready = false;
     for (int i = 0; i < count; ++i) {
       void* tag = events[i].data.ptr;

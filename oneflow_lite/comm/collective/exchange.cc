@@ -1,0 +1,253 @@
+#include "oneflow_lite/comm/collective/exchange.h"
+
+#include <cstring>
+#include <thread>
+
+#include "oneflow_lite/comm/wire.h"
+#include "oneflow_lite/common/data_type.h"
+#include "oneflow_lite/common/partition.h"
+#include "oneflow_lite/common/trace/trace.h"
+
+namespace oflite {
+namespace comm {
+namespace {
+
+constexpr std::chrono::milliseconds kStatusPoll{20};
+constexpr std::chrono::microseconds kSpin{50};
+constexpr uint8_t kPiece = 1;
+
+// The call's slice on the calling thread's track (docs/tracing.md), with a
+// flow from each sender's call to each receiver's; both ends compute the
+// flow id from (tag, call, sender, receiver).
+class ExchangeTrace {
+ public:
+  ExchangeTrace(uint64_t tag, uint64_t call, int rank, int world) {
+    trace::Track* track = trace::CurrentTrack();
+    if (track == nullptr || !track->active()) return;
+    track_ = track;
+    begin_ns_ = trace::NowNs();
+    for (int peer = 0; peer < world; ++peer) {
+      if (peer == rank) continue;
+      track->AddFlow('s', Id(tag, call, rank, peer), "exchange", begin_ns_);
+      track->AddFlow('f', Id(tag, call, peer, rank), "exchange", begin_ns_);
+    }
+  }
+  ~ExchangeTrace() {
+    if (track_ != nullptr) {
+      track_->AddSlice("collective", "exchange all-reduce", begin_ns_, trace::NowNs(), "");
+    }
+  }
+  ExchangeTrace(const ExchangeTrace&) = delete;
+  ExchangeTrace& operator=(const ExchangeTrace&) = delete;
+
+ private:
+  static uint64_t Id(uint64_t tag, uint64_t call, int sender, int receiver) {
+    return trace::FlowId({static_cast<int64_t>(tag), static_cast<int64_t>(call), sender,
+                          receiver, 0x65786368 /* "exch" */});
+  }
+
+  trace::Track* track_ = nullptr;
+  int64_t begin_ns_ = 0;
+};
+
+}  // namespace
+
+ExchangeCommunicator::ExchangeCommunicator(Transport* transport, MessageRouter* router,
+                                           const ExchangeOptions& options)
+    : transport_(transport),
+      router_(router),
+      options_(options),
+      rank_(transport->rank()),
+      world_(transport->world_size()) {}
+
+ExchangeCommunicator::~ExchangeCommunicator() { router_->RemoveHandler(options_.channel); }
+
+StatusOr<std::unique_ptr<ExchangeCommunicator>> ExchangeCommunicator::Create(
+    Transport* transport, MessageRouter* router, const ExchangeOptions& options) {
+  std::unique_ptr<ExchangeCommunicator> exchange(
+      new ExchangeCommunicator(transport, router, options));
+  exchange->peers_.assign(exchange->world_, nullptr);
+  for (int peer = 0; peer < exchange->world_; ++peer) {
+    if (peer == exchange->rank_) continue;
+    ASSIGN_OR_RETURN(exchange->peers_[peer], transport->GetConnection(peer));
+    const size_t capacity = exchange->peers_[peer]->max_message_size();
+    if (capacity <= MessageRouter::kChannelHeaderSize + kExchangePieceHeaderBytes) {
+      return InvalidArgumentError("exchange all-reduce: messages to rank ", peer, " hold only ",
+                                  capacity, " bytes, too few for a piece header");
+    }
+  }
+  ExchangeCommunicator* self = exchange.get();
+  router->SetHandler(options.channel, [self](int peer, const void* data, size_t size) {
+    self->OnPiece(peer, data, size);
+  });
+  return exchange;
+}
+
+void ExchangeCommunicator::OnPiece(int peer, const void* data, size_t size) {
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!error_.ok()) return;
+  if (size < kExchangePieceHeaderBytes || bytes[0] != kPiece || peer < 0 || peer >= world_ ||
+      peer == rank_) {
+    FailLocked(DataLossError("exchange all-reduce: malformed piece from rank ", peer, " (",
+                             size, " bytes)"));
+    return;
+  }
+  const uint64_t tag = wire::LoadU64(bytes + 1);
+  const uint64_t call = wire::LoadU64(bytes + 9);
+  const uint64_t total = wire::LoadU64(bytes + 17);
+  const uint64_t offset = wire::LoadU64(bytes + 25);
+  const size_t length = size - kExchangePieceHeaderBytes;
+  if (tag != options_.tag) {
+    FailLocked(DataLossError("exchange all-reduce on channel ", options_.channel, ": rank ", peer,
+                             " sent tag ", tag, ", rank ", rank_, " expects ", options_.tag,
+                             " (two collectives on one channel?)"));
+    return;
+  }
+  if (call <= finished_) {
+    FailLocked(DataLossError("exchange all-reduce: rank ", peer, " sent a piece of call ", call,
+                             " after rank ", rank_, " finished it"));
+    return;
+  }
+  Incoming& incoming = incoming_[call];
+  if (incoming.buffers.empty()) {
+    incoming.buffers.resize(world_);
+    incoming.received.assign(world_, 0);
+  }
+  std::string& buffer = incoming.buffers[peer];
+  if (buffer.empty()) buffer.resize(total);
+  if (buffer.size() != total || offset > total || length > total - offset ||
+      incoming.received[peer] + length > total) {
+    FailLocked(DataLossError("exchange all-reduce: rank ", peer, "'s piece [", offset, ", +",
+                             length, ") of call ", call, " does not fit its ", buffer.size(),
+                             " bytes"));
+    return;
+  }
+  std::memcpy(&buffer[offset], bytes + kExchangePieceHeaderBytes, length);
+  incoming.received[peer] += length;
+  if (incoming.received[peer] == total) changed_.notify_all();
+}
+
+Status ExchangeCommunicator::SendAll(const uint8_t* data, size_t bytes, uint64_t call) {
+  // Start with the right neighbour, so ranks do not all send to rank 0 first.
+  for (int step = 1; step < world_; ++step) {
+    const int peer = (rank_ + step) % world_;
+    Connection* connection = peers_[peer];
+    const size_t piece = connection->max_message_size() - MessageRouter::kChannelHeaderSize -
+                         kExchangePieceHeaderBytes;
+    size_t offset = 0;
+    do {
+      const size_t length = std::min(piece, bytes - offset);
+      std::string message;
+      message.reserve(kExchangePieceHeaderBytes + length);
+      wire::AppendU8(&message, kPiece);
+      wire::AppendU64(&message, options_.tag);
+      wire::AppendU64(&message, call);
+      wire::AppendU64(&message, bytes);
+      wire::AppendU64(&message, offset);
+      message.append(reinterpret_cast<const char*>(data) + offset, length);
+      RETURN_IF_ERROR(MessageRouter::Send(connection, options_.channel, message)
+                          .WithContext("exchange all-reduce: sending to rank " +
+                                       std::to_string(peer)));
+      offset += length;
+    } while (offset < bytes);
+  }
+  return Status::OK();
+}
+
+Status ExchangeCommunicator::HealthLocked() const {
+  RETURN_IF_ERROR(error_);
+  if (options_.cancel != nullptr) RETURN_IF_ERROR(options_.cancel->status());
+  for (Connection* peer : peers_) {
+    if (peer != nullptr) RETURN_IF_ERROR(peer->status());
+  }
+  return Status::OK();
+}
+
+void ExchangeCommunicator::FailLocked(const Status& status) {
+  if (error_.ok()) error_ = status;
+  changed_.notify_all();
+}
+
+Status ExchangeCommunicator::WaitAll(uint64_t call, size_t bytes, Deadline deadline,
+                                     std::unique_lock<std::mutex>* lock) {
+  // The peers' pieces usually follow within microseconds: poll (yielding)
+  // for kSpin before sleeping on the condition variable, whose wake-up
+  // would cost about as much as the whole exchange.
+  const Clock::time_point spin_until = Clock::now() + kSpin;
+  while (true) {
+    RETURN_IF_ERROR(HealthLocked());
+    auto it = incoming_.find(call);
+    int missing = -1;
+    for (int peer = 0; peer < world_ && missing < 0; ++peer) {
+      if (peer == rank_) continue;
+      if (it == incoming_.end() || it->second.received[peer] < bytes) missing = peer;
+    }
+    if (missing < 0) {
+      for (int peer = 0; peer < world_; ++peer) {
+        if (peer != rank_ && it->second.buffers[peer].size() != bytes) {
+          return DataLossError("exchange all-reduce: rank ", peer, " sent ",
+                               it->second.buffers[peer].size(), " bytes for call ", call,
+                               ", rank ", rank_, " reduces ", bytes,
+                               " (ranks disagree on the size)");
+        }
+      }
+      return Status::OK();
+    }
+    if (Clock::now() >= deadline) {
+      return DeadlineExceededError("exchange all-reduce: rank ", rank_, " still waits for rank ",
+                                   missing, "'s data of call ", call);
+    }
+    if (Clock::now() < spin_until) {
+      lock->unlock();
+      std::this_thread::yield();
+      lock->lock();
+      continue;
+    }
+    changed_.wait_until(*lock, std::min(deadline, Clock::now() + kStatusPoll));
+  }
+}
+
+Status ExchangeCommunicator::AllReduce(void* data, size_t count, DataType dtype,
+                                       Deadline deadline) {
+  if (!CanAccumulate(dtype)) {
+    return InvalidArgumentError("exchange all-reduce: cannot sum ", DataType_Name(dtype));
+  }
+  if (world_ == 1 || count == 0) return Status::OK();
+  const size_t bytes = count * static_cast<size_t>(SizeOf(dtype));
+  uint64_t call;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    RETURN_IF_ERROR(HealthLocked());
+    call = ++call_;
+  }
+  ExchangeTrace trace(options_.tag, call, rank_, world_);
+  Status sent = SendAll(static_cast<const uint8_t*>(data), bytes, call);
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!sent.ok()) {
+    FailLocked(sent);
+    return sent;
+  }
+  Status waited = WaitAll(call, bytes, deadline, &lock);
+  if (!waited.ok()) {
+    FailLocked(waited);
+    return waited;
+  }
+  Incoming incoming = std::move(incoming_[call]);
+  incoming_.erase(call);
+  finished_ = call;
+  lock.unlock();
+  // Rank order on every rank: ((b0 + b1) + b2) + ...
+  std::string sum;
+  const void* first = rank_ == 0 ? data : incoming.buffers[0].data();
+  sum.assign(static_cast<const char*>(first), bytes);
+  for (int peer = 1; peer < world_; ++peer) {
+    const void* part = peer == rank_ ? data : incoming.buffers[peer].data();
+    RETURN_IF_ERROR(AccumulateInto(dtype, part, &sum[0], static_cast<int64_t>(count)));
+  }
+  std::memcpy(data, sum.data(), bytes);
+  return Status::OK();
+}
+
+}  // namespace comm
+}  // namespace oflite

@@ -1,0 +1,114 @@
+// Exchange all-reduce: the small-payload all-reduce of CommNet.
+//
+// A ring all-reduce of N ranks takes 2 (N - 1) dependent steps, each a
+// WRITE and a READY message through both ranks' progress threads; for a
+// few KiB that latency, not bandwidth, is the cost. Here every rank sends
+// its whole buffer to every other rank in transport messages (the payload
+// rides inside the messages: no registration, no one-sided operation, no
+// set-up handshake), then adds the N buffers in rank order. One message
+// latency instead of 2 (N - 1), for (N - 1) times the bytes a rank sends:
+// the compiler picks it below a size (compiler/collective_choice.h,
+// ExchangeAllReduceFits) and records the choice in the plan.
+//
+// Determinism. Every rank computes ((b0 + b1) + b2) + ... in rank order
+// with the same operations, so all ranks hold bit-identical sums (as the
+// ring's all-gather phase guarantees for the ring).
+//
+// Wire (on `channel`, through the MessageRouter): per piece, kind (1 byte,
+// 1 = piece), tag (8), call (8), total bytes (8), offset (8), then the
+// piece's bytes; a piece fills one transport message. A piece whose tag
+// differs from ours fails the communicator (DataLoss naming the sender),
+// as the ring's set-up does.
+//
+// Contract. All ranks call AllReduce in the same order with the same count
+// and dtype (DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64). A call blocks until
+// done, the deadline, the cancel flag (within one 20 ms status poll) or a
+// peer connection's failure (the error names the rank); failures other
+// than bad arguments are sticky. One thread at a time per communicator; a
+// peer may run ahead by any number of calls (its pieces are staged). The
+// communicator must be destroyed before the router and the transport; the
+// cancel flag must outlive it.
+#ifndef ONEFLOW_LITE_COMM_COLLECTIVE_EXCHANGE_H_
+#define ONEFLOW_LITE_COMM_COLLECTIVE_EXCHANGE_H_
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "oneflow_lite/comm/collective/cancel.h"
+#include "oneflow_lite/comm/message_router.h"
+#include "oneflow_lite/comm/transport.h"
+#include "proto/common.pb.h"
+
+namespace oflite {
+namespace comm {
+
+struct ExchangeOptions {
+  uint32_t channel = 0x200;
+  // The same on every rank (e.g. derived from the plan); checked per piece.
+  uint64_t tag = 0;
+  // Not owned; null: not cancellable.
+  const CancelFlag* cancel = nullptr;
+};
+
+// Bytes of header in front of each piece's payload (after the router's
+// channel header).
+inline constexpr size_t kExchangePieceHeaderBytes = 1 + 8 + 8 + 8 + 8;
+
+class ExchangeCommunicator {
+ public:
+  // Registers the channel's handler; no messages are exchanged.
+  static StatusOr<std::unique_ptr<ExchangeCommunicator>> Create(Transport* transport,
+                                                                MessageRouter* router,
+                                                                const ExchangeOptions& options);
+  ~ExchangeCommunicator();
+  ExchangeCommunicator(const ExchangeCommunicator&) = delete;
+  ExchangeCommunicator& operator=(const ExchangeCommunicator&) = delete;
+
+  // Sums `count` elements of `dtype` at `data` over all ranks, in place.
+  Status AllReduce(void* data, size_t count, DataType dtype, Deadline deadline);
+
+  // Bytes this rank sends in one AllReduce of `bytes` over `world` ranks
+  // (payload only): (world - 1) * bytes.
+  static size_t BytesSent(size_t bytes, int world) {
+    return world > 1 ? static_cast<size_t>(world - 1) * bytes : 0;
+  }
+
+ private:
+  // The pieces of one call received so far, per sending rank.
+  struct Incoming {
+    std::vector<std::string> buffers;  // by rank; sized on the first piece
+    std::vector<size_t> received;      // bytes, by rank
+  };
+
+  ExchangeCommunicator(Transport* transport, MessageRouter* router,
+                       const ExchangeOptions& options);
+  void OnPiece(int peer, const void* data, size_t size);
+  Status SendAll(const uint8_t* data, size_t bytes, uint64_t call);
+  Status WaitAll(uint64_t call, size_t bytes, Deadline deadline,
+                 std::unique_lock<std::mutex>* lock);
+  Status HealthLocked() const;
+  void FailLocked(const Status& status);
+
+  Transport* const transport_;
+  MessageRouter* const router_;
+  const ExchangeOptions options_;
+  const int rank_;
+  const int world_;
+  std::vector<Connection*> peers_;  // by rank; null for this rank
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  Status error_;
+  uint64_t call_ = 0;      // calls started
+  uint64_t finished_ = 0;  // calls whose pieces were all consumed
+  std::map<uint64_t, Incoming> incoming_;  // by call
+};
+
+}  // namespace comm
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_COMM_COLLECTIVE_EXCHANGE_H_

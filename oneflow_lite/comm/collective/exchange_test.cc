@@ -1,0 +1,202 @@
+#include "oneflow_lite/comm/collective/exchange.h"
+
+#include <cstring>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "oneflow_lite/comm/shm/shm_transport.h"
+#include "oneflow_lite/comm/tcp/tcp_transport.h"
+#include "oneflow_lite/comm/transport_test_suite.h"
+
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TransportConformanceTest);
+
+namespace oflite {
+namespace comm {
+namespace {
+
+using std::chrono::milliseconds;
+constexpr milliseconds kTimeout{20000};
+
+TransportFactory Factory(const std::string& name) {
+  if (name == "shm") {
+    return {"shm", [](const TransportOptions& options) -> StatusOr<std::unique_ptr<Transport>> {
+              ASSIGN_OR_RETURN(auto transport,
+                               shm::CreateShmTransport(options, shm::ShmOptions()));
+              return std::unique_ptr<Transport>(std::move(transport));
+            }};
+  }
+  return {"tcp", [](const TransportOptions& options) {
+            return tcp::CreateTcpTransport(options, tcp::TcpOptions());
+          }};
+}
+
+// N connected ranks in one process, each with a router and a communicator.
+struct World {
+  std::vector<std::unique_ptr<MessageRouter>> routers;
+  std::vector<std::unique_ptr<Transport>> transports;
+  std::vector<std::unique_ptr<ExchangeCommunicator>> exchanges;
+  ~World() {
+    exchanges.clear();
+    transports.clear();
+  }
+};
+
+std::unique_ptr<World> MakeWorld(const std::string& provider, int world,
+                                 const std::vector<uint64_t>& tags = {}) {
+  auto result = std::make_unique<World>();
+  std::vector<TransportOptions> options(world);
+  for (int rank = 0; rank < world; ++rank) {
+    result->routers.push_back(std::make_unique<MessageRouter>());
+    options[rank].rank = rank;
+    options[rank].world_size = world;
+    options[rank].on_message = result->routers[rank]->AsHandler();
+  }
+  auto transports = CreateConnectedTransports(Factory(provider), options, kTimeout);
+  CHECK(transports.ok()) << transports.status();
+  result->transports = std::move(*transports);
+  for (int rank = 0; rank < world; ++rank) {
+    ExchangeOptions exchange;
+    exchange.tag = tags.empty() ? 7 : tags[rank];
+    auto created = ExchangeCommunicator::Create(result->transports[rank].get(),
+                                                result->routers[rank].get(), exchange);
+    CHECK(created.ok()) << created.status();
+    result->exchanges.push_back(std::move(*created));
+  }
+  return result;
+}
+
+// Runs `body(rank)` on one thread per rank; returns each rank's status.
+template <typename Body>
+std::vector<Status> OnEveryRank(int world, Body body) {
+  std::vector<Status> results(world);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < world; ++rank) {
+    threads.emplace_back([&, rank] { results[rank] = body(rank); });
+  }
+  for (auto& thread : threads) thread.join();
+  return results;
+}
+
+class ExchangeTest : public ::testing::TestWithParam<std::string> {};
+
+// Sizes around the piece boundary (one message holds a bit under 4 KiB),
+// 1 element, odd counts; 2, 3 and 4 ranks; every rank gets the exact sum
+// (integers) and bit-identical floats, summed in rank order.
+TEST_P(ExchangeTest, SumsEqualTheReferenceOnEveryRank) {
+  for (int world : {2, 3, 4}) {
+    auto ranks = MakeWorld(GetParam(), world);
+    for (size_t count : {size_t{1}, size_t{7}, size_t{1000}, size_t{1017}, size_t{5000}}) {
+      std::vector<std::vector<int64_t>> ints(world, std::vector<int64_t>(count));
+      std::vector<std::vector<float>> floats(world, std::vector<float>(count));
+      std::vector<int64_t> int_sum(count, 0);
+      std::vector<float> float_sum(count, 0.f);
+      for (int rank = 0; rank < world; ++rank) {
+        for (size_t i = 0; i < count; ++i) {
+          ints[rank][i] = static_cast<int64_t>(i * 31 + rank * 1000003) - 17;
+          floats[rank][i] = 0.1f * static_cast<float>(i % 97) + 1.0f / (rank + 3);
+          int_sum[i] += ints[rank][i];
+        }
+      }
+      for (size_t i = 0; i < count; ++i) {
+        float acc = floats[0][i];
+        for (int rank = 1; rank < world; ++rank) acc += floats[rank][i];
+        float_sum[i] = acc;
+      }
+      auto results = OnEveryRank(world, [&](int rank) -> Status {
+        const Deadline deadline = DeadlineAfter(kTimeout);
+        RETURN_IF_ERROR(ranks->exchanges[rank]->AllReduce(ints[rank].data(), count, DT_INT64,
+                                                          deadline));
+        return ranks->exchanges[rank]->AllReduce(floats[rank].data(), count, DT_FLOAT, deadline);
+      });
+      for (int rank = 0; rank < world; ++rank) {
+        ASSERT_TRUE(results[rank].ok()) << "world " << world << " rank " << rank << ": "
+                                        << results[rank];
+        EXPECT_EQ(ints[rank], int_sum) << "world " << world << " count " << count;
+        EXPECT_EQ(0, std::memcmp(floats[rank].data(), float_sum.data(), count * sizeof(float)))
+            << "world " << world << " rank " << rank << " count " << count;
+      }
+    }
+  }
+}
+
+// A rank may run calls ahead of a slow one: its pieces are staged per call.
+TEST_P(ExchangeTest, APeerRunningAheadIsStagedPerCall) {
+  auto ranks = MakeWorld(GetParam(), 2);
+  constexpr int kCalls = 20;
+  std::vector<std::vector<int32_t>> results(2, std::vector<int32_t>(kCalls));
+  auto statuses = OnEveryRank(2, [&](int rank) -> Status {
+    for (int call = 0; call < kCalls; ++call) {
+      if (rank == 1 && call % 5 == 0) std::this_thread::sleep_for(milliseconds(20));
+      std::vector<int32_t> value(300, call + rank * 100);
+      RETURN_IF_ERROR(
+          ranks->exchanges[rank]->AllReduce(value.data(), 300, DT_INT32, DeadlineAfter(kTimeout)));
+      results[rank][call] = value[299];
+    }
+    return Status::OK();
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_TRUE(statuses[rank].ok()) << statuses[rank];
+    for (int call = 0; call < kCalls; ++call) EXPECT_EQ(results[rank][call], 2 * call + 100);
+  }
+}
+
+// Two collectives given the same channel by mistake (different tags) are
+// caught and named, not mixed.
+TEST_P(ExchangeTest, ATagMismatchFailsNamingThePeer) {
+  auto ranks = MakeWorld(GetParam(), 2, {7, 8});
+  auto statuses = OnEveryRank(2, [&](int rank) -> Status {
+    std::vector<float> value(10, 1.f);
+    return ranks->exchanges[rank]->AllReduce(value.data(), 10, DT_FLOAT,
+                                             DeadlineAfter(kTimeout));
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(statuses[rank].code(), StatusCode::kDataLoss) << statuses[rank];
+    EXPECT_NE(statuses[rank].message().find("rank " + std::to_string(1 - rank) + " sent tag"),
+              std::string::npos)
+        << statuses[rank];
+  }
+}
+
+// A rank that never joins: the other's wait ends at its deadline naming it,
+// and the cancel flag ends a wait within its poll.
+TEST_P(ExchangeTest, WaitsAreBoundedAndCancellable) {
+  auto ranks = MakeWorld(GetParam(), 2);
+  std::vector<float> value(10, 1.f);
+  Status late = ranks->exchanges[0]->AllReduce(value.data(), 10, DT_FLOAT,
+                                               DeadlineAfter(milliseconds(200)));
+  EXPECT_EQ(late.code(), StatusCode::kDeadlineExceeded) << late;
+  EXPECT_NE(late.message().find("waits for rank 1"), std::string::npos) << late;
+
+  auto cancellable = MakeWorld(GetParam(), 2);
+  CancelFlag flag;
+  ExchangeOptions options;
+  options.channel = 0x300;
+  options.cancel = &flag;
+  auto exchange = ExchangeCommunicator::Create(cancellable->transports[0].get(),
+                                               cancellable->routers[0].get(), options);
+  ASSERT_TRUE(exchange.ok());
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(milliseconds(100));
+    flag.Cancel(AbortedError("rank 1 failed"));
+  });
+  Status cancelled = (*exchange)->AllReduce(value.data(), 10, DT_FLOAT, DeadlineAfter(kTimeout));
+  canceller.join();
+  EXPECT_EQ(cancelled.code(), StatusCode::kAborted) << cancelled;
+  // Sticky: the ranks are out of step.
+  EXPECT_FALSE((*exchange)->AllReduce(value.data(), 10, DT_FLOAT, DeadlineAfter(kTimeout)).ok());
+}
+
+TEST_P(ExchangeTest, RefusesADtypeItCannotSum) {
+  auto ranks = MakeWorld(GetParam(), 2);
+  uint8_t value[4] = {};
+  Status status = ranks->exchanges[0]->AllReduce(value, 4, DT_BOOL, DeadlineAfter(kTimeout));
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status;
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, ExchangeTest, ::testing::Values("tcp", "shm"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace comm
+}  // namespace oflite
