@@ -24,11 +24,11 @@ int64_t CutRingOutput(const TensorDesc& logical, const SbpParallel& out_sbp, int
 }
 
 // Counted as registered-pool traffic: the ring WRITEs from and into a pool
-// buffer; the CPU copies are the staging in and the cut out.
+// buffer (the exchange's messages carry the same pool buffer's bytes); the
+// CPU copies are the staging in and the cut out.
 void CountRingTraffic(RingOp op, const TensorDesc& logical, int rank, int world,
                       int64_t copied, comm::StrategyCounters* counters) {
-  counters->bytes_moved += static_cast<int64_t>(comm::RingBytesSent(
-      CollectiveOf(op), logical.shape.elem_count(), SizeOf(logical.dtype), rank, world));
+  counters->bytes_moved += static_cast<int64_t>(CollectiveBytesSent(op, logical, rank, world));
   counters->transfers += 1;
   counters->bytes_copied += copied;
 }

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "oneflow_lite/comm/collective/exchange.h"
 #include "oneflow_lite/common/id.h"
 #include "oneflow_lite/common/partition.h"
 
@@ -32,7 +33,7 @@ std::string WhySbpsDoNotFit(const TaskProto& task, const TensorDesc& logical, Ri
   const SbpParallel& out = FirstSbp(task.boxing().out_sbp());
   const bool segments_match = SplitMatchesSegments(logical, n);
   const bool fits =
-      op == RingOp::kAllReduce
+      op == RingOp::kAllReduce || op == RingOp::kExchangeAllReduce
           ? in.has_partial_sum() && (out.has_broadcast() || out.has_split_axis())
       : op == RingOp::kReduceScatter
           ? in.has_partial_sum() && out.has_split_axis() && out.split_axis() == 0 &&
@@ -58,7 +59,8 @@ std::string WhyRingInconsistent(const TaskProto& task, const TensorDesc& logical
            std::to_string(conf.buffer_bytes()) + " do not match the logical " +
            logical.ToString();
   }
-  if (conf.chunk_bytes() < 8 || conf.chunk_bytes() % elem != 0 || conf.slots() < 1) {
+  if (op != RingOp::kExchangeAllReduce &&
+      (conf.chunk_bytes() < 8 || conf.chunk_bytes() % elem != 0 || conf.slots() < 1)) {
     return "chunk_bytes " + std::to_string(conf.chunk_bytes()) + " (needs >= 8, a multiple of " +
            std::to_string(elem) + ") or slots " + std::to_string(conf.slots()) + " (needs >= 1)";
   }
@@ -107,6 +109,7 @@ StatusOr<RingOp> RecordedRingOp(const TaskProto& task, const TensorDesc& logical
     case COLLECTIVE_RING_ALL_REDUCE: op = RingOp::kAllReduce; break;
     case COLLECTIVE_RING_REDUCE_SCATTER: op = RingOp::kReduceScatter; break;
     case COLLECTIVE_RING_ALL_GATHER: op = RingOp::kAllGather; break;
+    case COLLECTIVE_EXCHANGE_ALL_REDUCE: op = RingOp::kExchangeAllReduce; break;
     default:
       return InvalidArgumentError("collective task '", task.name(), "': the plan records no "
                                   "algorithm (TaskProto.collective); recompile the plan");
@@ -125,6 +128,14 @@ comm::RingCollective CollectiveOf(RingOp op) {
     case RingOp::kAllGather: return comm::RingCollective::kAllGather;
     default: return comm::RingCollective::kAllReduce;
   }
+}
+
+size_t CollectiveBytesSent(RingOp op, const TensorDesc& logical, int rank, int world) {
+  if (op == RingOp::kExchangeAllReduce) {
+    return comm::ExchangeCommunicator::BytesSent(static_cast<size_t>(logical.ByteSize()), world);
+  }
+  return comm::RingBytesSent(CollectiveOf(op), logical.shape.elem_count(), SizeOf(logical.dtype),
+                             rank, world);
 }
 
 }  // namespace oflite

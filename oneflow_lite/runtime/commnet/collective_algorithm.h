@@ -21,7 +21,10 @@
 
 namespace oflite {
 
-enum class RingOp { kNone, kAllReduce, kReduceScatter, kAllGather };
+// kExchangeAllReduce: the exchange all-reduce of small tensors
+// (comm/collective/exchange.h), run like the ring all-reduce (same staging,
+// same cut) by the same worker.
+enum class RingOp { kNone, kAllReduce, kReduceScatter, kAllGather, kExchangeAllReduce };
 
 // The first SBP of `sbp`, broadcast when it has none.
 const SbpParallel& FirstSbp(const NdSbp& sbp);
@@ -32,8 +35,12 @@ const SbpParallel& FirstSbp(const NdSbp& sbp);
 StatusOr<RingOp> RecordedRingOp(const TaskProto& task, const TensorDesc& logical,
                                 const comm::CommNet* net);
 
-// The ring collective of a ring op (not kNone).
+// The ring collective of a ring op (not kNone; the exchange's is kAllReduce).
 comm::RingCollective CollectiveOf(RingOp op);
+
+// Bytes this rank sends in one collective of `op` (not kNone) over the
+// logical tensor: the ring's schedule, or (world - 1) x the tensor.
+size_t CollectiveBytesSent(RingOp op, const TensorDesc& logical, int rank, int world);
 
 }  // namespace oflite
 

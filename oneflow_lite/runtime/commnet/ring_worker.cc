@@ -39,9 +39,26 @@ Status RingWorker::Finish(int64_t piece) {
   return status_;
 }
 
+Status RingWorker::RunExchange(comm::Deadline deadline) {
+  if (exchange_ == nullptr) {
+    comm::ExchangeOptions options;
+    ASSIGN_OR_RETURN(options.channel, options_.channels->ChannelOf(options_.ring_key));
+    options.tag = static_cast<uint64_t>(options_.ring_key);
+    options.cancel = options_.cancel;
+    ASSIGN_OR_RETURN(exchange_, comm::ExchangeCommunicator::Create(
+                                    options_.net->transport(), options_.net->router(), options));
+  }
+  return exchange_->AllReduce(buffer(), static_cast<size_t>(logical_.shape.elem_count()),
+                              logical_.dtype, deadline);
+}
+
 Status RingWorker::Run() {
   comm::CommNet* net = options_.net;
   RETURN_IF_ERROR(options_.cancel->status());
+  if (op_ == RingOp::kExchangeAllReduce) {
+    return RunExchange(comm::DeadlineAfter(options_.timeout))
+        .WithContext("exchange rank " + std::to_string(rank_) + " of " + std::to_string(world_));
+  }
   if (communicator_ == nullptr) {
     comm::CollectiveOptions options;
     ASSIGN_OR_RETURN(options.channel, options_.channels->ChannelOf(options_.ring_key));
@@ -69,6 +86,7 @@ Status RingWorker::Run() {
       status = communicator_->AllGather(region, buffer_.offset(), count, logical_.dtype, deadline);
       break;
     case RingOp::kNone:
+    case RingOp::kExchangeAllReduce:
       return InternalError("ring collective without a ring op");
   }
   return status.WithContext("ring rank " + std::to_string(rank_) + " of " +

@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "oneflow_lite/comm/collective/cancel.h"
+#include "oneflow_lite/comm/collective/exchange.h"
 #include "oneflow_lite/comm/collective/ring.h"
 #include "oneflow_lite/comm/comm_net.h"
 #include "oneflow_lite/common/status.h"
@@ -71,6 +72,7 @@ class RingWorker {
 
  private:
   Status Run();  // on the worker thread
+  Status RunExchange(comm::Deadline deadline);
 
   const RingOp op_;
   const TensorDesc logical_;
@@ -79,6 +81,7 @@ class RingWorker {
   const RingWorkerOptions options_;
   comm::PoolBuffer buffer_;
   std::unique_ptr<comm::RingCommunicator> communicator_;  // used by the worker only
+  std::unique_ptr<comm::ExchangeCommunicator> exchange_;  // likewise (kExchangeAllReduce)
   std::thread thread_;
   Status status_;  // written by the worker before it calls `done`
   bool busy_ = false;
