@@ -1,6 +1,6 @@
 // How each TASK_COLLECTIVE task moves its data: the compiler's choice,
 // recorded in TaskProto.collective (docs/plan_format.md, "Collectives") and
-// followed by the runtime (runtime/commnet/commnet_actors.h), which refuses
+// followed by the runtime (runtime/commnet/collective_algorithm.h), which refuses
 // a recorded choice it cannot run.
 //
 // A ring algorithm (comm/collective/ring.h) is chosen when the ring has one

@@ -18,6 +18,7 @@
 
 #include <string>
 
+#include "oneflow_lite/common/ring_segments.h"
 #include "oneflow_lite/common/status.h"
 #include "oneflow_lite/compiler/memory_planner.h"
 #include "oneflow_lite/compiler/sbp_deduction.h"
@@ -35,8 +36,8 @@ struct CompileOptions {
   bool fuse = false;
   // Partial-sum collectives whose bytes times (ranks - 1) are at most this
   // use the exchange all-reduce instead of the ring (collective_choice.h);
-  // 0: always the ring. `oflite compile --exchange-max-bytes`.
-  int64_t exchange_max_bytes = 0;
+  // 0: always the ring. `oflite compile --exchange_max_bytes`.
+  int64_t exchange_max_bytes = static_cast<int64_t>(kExchangeAllReduceMaxBytes);
   CostWeights weights;
   TaskGraphOptions tasks;
   MemoryPlanOptions memory;

@@ -2,9 +2,11 @@
 //
 // The runtime's view of an actor is this small interface: feed it messages,
 // ask whether it is finished, ask what it waits on. The protocol
-// (register slots, when to act, produced/returned/end-of-data messages) lives
-// in RegstActor (regst_actor.h); what an act does lives in an ActBody chosen
-// by task type (actor_registry.h). All methods run on the actor's thread,
+// (register slots, produced/returned/end-of-data messages, finishing) lives
+// once in RegstProtocol (regst_protocol.h), which every actor kind composes:
+// RegstActor (regst_actor.h), whose act is an ActBody chosen by task type
+// (actor_registry.h), and the CommNet and collective actors of
+// runtime/commnet/. All methods run on the actor's thread,
 // except where noted; an actor is never used from two threads at once.
 #ifndef ONEFLOW_LITE_RUNTIME_ACTOR_H_
 #define ONEFLOW_LITE_RUNTIME_ACTOR_H_

@@ -12,8 +12,16 @@ const char* MessageKindName(MessageKind kind) {
     case MessageKind::kReturned: return "returned";
     case MessageKind::kEndOfData: return "end-of-data";
     case MessageKind::kStart: return "start";
+    case MessageKind::kWakeup: return "wake-up";
+    case MessageKind::kReadDone: return "read-done";
+    case MessageKind::kAbort: return "abort";
   }
   return "unknown";
+}
+
+bool IsWireKind(MessageKind kind) {
+  return kind == MessageKind::kProduced || kind == MessageKind::kReturned ||
+         kind == MessageKind::kEndOfData || kind == MessageKind::kStart;
 }
 
 std::string ActorMessage::ToString() const {
@@ -26,7 +34,12 @@ std::string ActorMessage::ToString() const {
   return os.str();
 }
 
-std::string EncodeActorMessage(const ActorMessage& message) {
+StatusOr<std::string> EncodeActorMessage(const ActorMessage& message) {
+  if (!IsWireKind(message.kind)) {
+    return InvalidArgumentError("actor message '", message.ToString(), "': kind '",
+                                MessageKindName(message.kind),
+                                "' is local to one machine and never goes on a wire");
+  }
   std::string out;
   out.reserve(kActorMessageWireBytes);
   little_endian::AppendU8(&out, static_cast<uint8_t>(message.kind));
@@ -48,7 +61,9 @@ StatusOr<ActorMessage> DecodeActorMessage(const std::string& bytes) {
   uint64_t src = 0, dst = 0, regst_desc = 0, piece = 0;
   uint32_t regst_index = 0;
   reader.ReadU8(&kind);
-  if (kind < 1 || kind > 4) return DataLossError("actor message: unknown kind ", int{kind});
+  if (!IsWireKind(static_cast<MessageKind>(kind))) {
+    return DataLossError("actor message: kind ", int{kind}, " is not a wire kind (1..4)");
+  }
   reader.ReadU64(&src);
   reader.ReadU64(&dst);
   reader.ReadU64(&regst_desc);

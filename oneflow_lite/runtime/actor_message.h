@@ -9,16 +9,26 @@
 // RegstStore, so the struct can be encoded field by field on a wire
 // (EncodeActorMessage below; fixed 41-byte little-endian layout).
 //
-// Kinds:
+// Kinds that travel between actors (also across machines, on the wire):
 //   kProduced   src produced register (regst_desc_id, regst_index) for piece_id;
 //               dst may read it until it sends kReturned.
 //   kReturned   dst's register (regst_desc_id, regst_index) is released by src.
 //   kEndOfData  src will produce nothing more on regst_desc_id (EORD).
-//   kStart      the runtime tells an actor to begin (sources start acting).
-//               With src_actor_id == dst_actor_id it is the actor's own
-//               wake-up (ActorMessage::Wakeup): asynchronous work it started
-//               (a collective, a GPU stream's acts) finished; piece_id then
-//               carries the actor's tag for that work. Local only.
+//   kStart      the runtime tells an actor to begin (sources start acting);
+//               src_actor_id is -1.
+// Kinds that stay on one machine (EncodeActorMessage refuses them, and
+// DecodeActorMessage never yields them):
+//   kWakeup     the actor's own wake-up (ActorMessage::Wakeup, src == dst):
+//               asynchronous work it started (a ring collective, a device
+//               stream's acts) finished; piece_id carries the actor's tag for
+//               that work (the piece for a collective, a deferral tag for a
+//               device actor).
+//   kReadDone   CommNetRoute finished pulling a remote register into the
+//               CommNet actor's own copy (ActorMessage::ReadDone): the fields
+//               of the "produced" it pulled (src is the remote producer).
+//   kAbort      the actor's own notice that the job is aborting
+//               (ActorMessage::Abort, src == dst; a collective actor's abort
+//               listener sends it so that its Handle fails the run).
 // Value type; thread-compatible.
 #ifndef ONEFLOW_LITE_RUNTIME_ACTOR_MESSAGE_H_
 #define ONEFLOW_LITE_RUNTIME_ACTOR_MESSAGE_H_
@@ -35,9 +45,17 @@ enum class MessageKind : uint8_t {
   kReturned = 2,
   kEndOfData = 3,
   kStart = 4,
+  // Local only, never on a wire (see above).
+  kWakeup = 5,
+  kReadDone = 6,
+  kAbort = 7,
 };
 
+// "produced", "returned", "end-of-data", "start", "wake-up", "read-done",
+// "abort".
 const char* MessageKindName(MessageKind kind);
+// True for the kinds that may cross machines (kProduced .. kStart).
+bool IsWireKind(MessageKind kind);
 
 struct ActorMessage {
   MessageKind kind = MessageKind::kStart;
@@ -62,9 +80,18 @@ struct ActorMessage {
     return ActorMessage{MessageKind::kStart, -1, dst, -1, -1, -1};
   }
   static ActorMessage Wakeup(int64_t actor, int64_t tag) {
-    return ActorMessage{MessageKind::kStart, actor, actor, -1, -1, tag};
+    return ActorMessage{MessageKind::kWakeup, actor, actor, -1, -1, tag};
   }
-  bool is_wakeup() const { return kind == MessageKind::kStart && src_actor_id == dst_actor_id; }
+  // The completion of pulling the register `produced` names.
+  static ActorMessage ReadDone(const ActorMessage& produced) {
+    ActorMessage done = produced;
+    done.kind = MessageKind::kReadDone;
+    return done;
+  }
+  static ActorMessage Abort(int64_t actor) {
+    return ActorMessage{MessageKind::kAbort, actor, actor, -1, -1, -1};
+  }
+  bool is_wakeup() const { return kind == MessageKind::kWakeup; }
 
   // "produced m0/cpu0/s0/t1 -> m0/cpu0/s0/t2 regst 7[1] piece 3".
   std::string ToString() const;
@@ -75,11 +102,14 @@ struct ActorMessage {
   }
 };
 
-// Wire form for CommNet: kind (1 byte), then src, dst, regst_desc_id (8 bytes
-// each), regst_index (4 bytes), piece_id (8 bytes), all little-endian.
+// Wire form for CommNet: kind (1 byte, a wire kind: 1..4), then src, dst,
+// regst_desc_id (8 bytes each), regst_index (4 bytes), piece_id (8 bytes),
+// all little-endian. InvalidArgument, naming the message, for a local-only
+// kind (a wake-up, a READ completion or an abort addressed to another
+// machine is a bug in its sender).
 inline constexpr int kActorMessageWireBytes = 1 + 8 + 8 + 8 + 4 + 8;
-std::string EncodeActorMessage(const ActorMessage& message);
-// DataLoss if `bytes` has the wrong size or an unknown kind.
+StatusOr<std::string> EncodeActorMessage(const ActorMessage& message);
+// DataLoss if `bytes` has the wrong size or a kind that is not a wire kind.
 StatusOr<ActorMessage> DecodeActorMessage(const std::string& bytes);
 
 }  // namespace oflite

@@ -25,7 +25,9 @@ TEST(ActorMessageTest, WireRoundTrip) {
       ActorMessage::Start(Id(0, 0, 0)),
   };
   for (const ActorMessage& message : messages) {
-    const std::string wire = EncodeActorMessage(message);
+    StatusOr<std::string> encoded = EncodeActorMessage(message);
+    ASSERT_TRUE(encoded.ok()) << encoded.status();
+    const std::string& wire = *encoded;
     ASSERT_EQ(wire.size(), static_cast<size_t>(kActorMessageWireBytes));
     StatusOr<ActorMessage> decoded = DecodeActorMessage(wire);
     ASSERT_TRUE(decoded.ok()) << decoded.status();
@@ -35,9 +37,39 @@ TEST(ActorMessageTest, WireRoundTrip) {
 
 TEST(ActorMessageTest, DecodeRejectsBadInput) {
   EXPECT_EQ(DecodeActorMessage("short").status().code(), StatusCode::kDataLoss);
-  std::string wire = EncodeActorMessage(ActorMessage::Start(1));
+  std::string wire = *EncodeActorMessage(ActorMessage::Start(1));
   wire[0] = 9;
   EXPECT_EQ(DecodeActorMessage(wire).status().code(), StatusCode::kDataLoss);
+}
+
+// Wake-ups, READ completions and aborts are local to one machine: the codec
+// refuses to put them on a wire, naming the kind, and never decodes them.
+TEST(ActorMessageTest, LocalKindsNeverTravel) {
+  const ActorMessage produced = ActorMessage::Produced(Id(1, 0, 3), Id(0, 0, 2), 7, 1, 5);
+  const ActorMessage local[] = {ActorMessage::Wakeup(Id(0, 0, 2), 4),
+                                ActorMessage::ReadDone(produced),
+                                ActorMessage::Abort(Id(0, 0, 2))};
+  const char* names[] = {"wake-up", "read-done", "abort"};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_FALSE(IsWireKind(local[i].kind));
+    StatusOr<std::string> encoded = EncodeActorMessage(local[i]);
+    ASSERT_FALSE(encoded.ok()) << names[i];
+    EXPECT_EQ(encoded.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(encoded.status().message().find(names[i]), std::string::npos)
+        << encoded.status();
+    std::string wire = *EncodeActorMessage(produced);
+    wire[0] = static_cast<char>(local[i].kind);
+    EXPECT_EQ(DecodeActorMessage(wire).status().code(), StatusCode::kDataLoss) << names[i];
+  }
+  // A READ completion keeps the register and piece of what it pulled.
+  const ActorMessage done = ActorMessage::ReadDone(produced);
+  EXPECT_EQ(done.kind, MessageKind::kReadDone);
+  EXPECT_EQ(done.src_actor_id, produced.src_actor_id);
+  EXPECT_EQ(done.regst_index, 1);
+  EXPECT_EQ(done.piece_id, 5);
+  EXPECT_TRUE(ActorMessage::Wakeup(Id(0, 0, 2), 4).is_wakeup());
+  EXPECT_FALSE(ActorMessage::Start(Id(0, 0, 2)).is_wakeup());
+  EXPECT_FALSE(ActorMessage::Abort(Id(0, 0, 2)).is_wakeup());
 }
 
 TEST(ActorMessageTest, ToStringNamesBothEnds) {

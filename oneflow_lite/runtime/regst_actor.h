@@ -1,5 +1,7 @@
-// RegstActor: the actor protocol over register slots, with the act itself
-// delegated to an ActBody.
+// RegstActor: the actor of every task kind that acts through an ActBody:
+// the register protocol (RegstProtocol, regst_protocol.h) plus when a
+// source acts, the deferral of messages on an asynchronous device, and the
+// body's act.
 //
 // An actor acts when every consumed desc has a readable register and every
 // produced desc has a free copy. An actor that consumes nothing is a source:
@@ -28,7 +30,7 @@
 // deferred the same way unless its edge is EDGE_STREAM_ORDER (readers that
 // returned early ran on this stream, so the event covers their reads). The
 // device's callback, on another thread, only records an error and posts a
-// wake-up message (ActorMessage::Wakeup, tagged with the deferral) to the
+// wake-up message (ActorMessage::Wakeup, kind kWakeup, tagged with the deferral) to the
 // actor's own inbox; the actor sends the deferred messages, in deferral
 // order, when it handles it. End-of-data waits until nothing is deferred. A
 // failed completion fails the actor's Handle with an error naming the actor
@@ -42,22 +44,21 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
-#include <utility>
 #include <string>
 #include <vector>
 
 #include "oneflow_lite/runtime/actor.h"
 #include "oneflow_lite/runtime/actor_env.h"
-#include "oneflow_lite/runtime/register_slots.h"
+#include "oneflow_lite/runtime/regst_protocol.h"
 #include "proto/plan.pb.h"
 
 namespace oflite {
 
 class RegstActor final : public Actor {
  public:
-  // `task` and `env` must outlive the actor. Fails when a consumed register
-  // is unknown on this machine.
+  // `task` and `env` must outlive the actor. Fails (RegstProtocol::Init)
+  // when a consumed register is unknown on this machine or a mutator is not
+  // a consumer.
   static StatusOr<std::unique_ptr<RegstActor>> Create(const TaskProto& task, const ActorEnv& env,
                                                       std::unique_ptr<ActBody> body);
 
@@ -66,11 +67,11 @@ class RegstActor final : public Actor {
   Status Handle(const ActorMessage& message) override;
   bool finished() const override { return finished_; }
   std::string DescribeWaiting() const override;
-  int64_t act_count() const override { return act_count_; }
+  int64_t act_count() const override { return protocol_.act_count(); }
 
  private:
   RegstActor(const TaskProto& task, const ActorEnv& env, std::unique_ptr<ActBody> body)
-      : task_(&task), env_(&env), body_(std::move(body)) {}
+      : task_(&task), env_(&env), body_(std::move(body)), protocol_(task, env) {}
 
   // Messages that wait for the device work enqueued before them.
   struct Deferred {
@@ -86,34 +87,25 @@ class RegstActor final : public Actor {
     std::map<int64_t, Status> by_tag;
   };
 
-  bool is_source() const { return consumed_.empty(); }
+  bool is_source() const { return !protocol_.has_local_inputs(); }
+  Status HandleSlotMessage(const ActorMessage& message);
   bool ReadyToAct() const;
   Status ActOnce();
   bool async() const { return env_->device != nullptr && env_->device->IsAsync(); }
-  // Whether the edge to (or from) `peer` may skip the event.
-  bool StreamOrderedTo(int64_t regst_desc_id, int64_t peer) const;
-  // Sends `message` now, or queues it in `*later` when its edge needs the event.
-  Status SendOrDefer(ActorMessage message, int64_t regst_desc_id, int64_t peer,
-                     std::vector<ActorMessage>* later);
+  // Sends each message now, or, when its edge needs the event, after the
+  // device work enqueued so far for `piece` (DeferUntilDeviceDone).
+  Status SendOrDefer(const std::vector<ActorMessage>& messages, int64_t piece);
   Status DeferUntilDeviceDone(int64_t piece, std::vector<ActorMessage> messages);
   Status OnDeviceDone(int64_t tag);
-  Status SendProduced(const ActContext& context, std::vector<ActorMessage>* later);
-  Status SendReturned(const std::vector<Regst*>& consumed, std::vector<ActorMessage>* later);
   Status MaybeFinish();
 
   const TaskProto* task_;
   const ActorEnv* env_;
   std::unique_ptr<ActBody> body_;
-  ConsumedSlots consumed_;
-  ProducedSlots produced_;
+  RegstProtocol protocol_;
   bool started_ = false;
   int64_t next_piece_ = 0;  // sources only
-  int64_t act_count_ = 0;
-  bool end_of_data_sent_ = false;
   bool finished_ = false;
-  // Edges (regst desc id, peer task id) marked EDGE_STREAM_ORDER, produced
-  // and consumed; fixed at Create.
-  std::set<std::pair<int64_t, int64_t>> stream_ordered_;
   std::deque<Deferred> in_flight_;  // deferral order
   int64_t next_tag_ = 0;
   std::shared_ptr<CompletionErrors> completion_errors_ = std::make_shared<CompletionErrors>();

@@ -13,11 +13,11 @@ bool CrossesMachines(const ActorMessage& message) {
          MachineOfTaskId(message.src_actor_id) != MachineOfTaskId(message.dst_actor_id);
 }
 
-// Produced, returned, and a READ's completion (kStart from the remote
-// producer) carry the register's iteration; a wake-up carries its actor's tag.
+// Produced, returned, and a READ's completion carry the register's
+// iteration; a wake-up carries its actor's tag.
 bool HasIteration(const ActorMessage& message) {
   return message.kind == MessageKind::kProduced || message.kind == MessageKind::kReturned ||
-         (message.kind == MessageKind::kStart && message.src_actor_id >= 0 && !message.is_wakeup());
+         message.kind == MessageKind::kReadDone;
 }
 
 ActorMessage FromNumbers(const std::array<int64_t, 8>& numbers) {

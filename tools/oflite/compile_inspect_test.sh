@@ -48,7 +48,16 @@ expect_in "summary shows graph replay" "CUDA graph replay: no (" "$TMP/out"
 expect_in "2x2 collectives are all-to-all" "collective algorithms (compiled): all_to_all x" "$TMP/out"
 printf 'machine { id: 0 address: "127.0.0.1" cpu_devices: 1 }\nmachine { id: 1 address: "127.0.0.2" cpu_devices: 1 }\n' > "$TMP/two.pbtxt"
 "$WRITE_JOB" "$TMP/mlp2.job.pb" --placement 0-1:cpu:0 > "$TMP/out" 2>&1; check "write 2x1 job" 0 $?
-"$OFLITE" compile --job "$TMP/mlp2.job.pb" --cluster "$TMP/two.pbtxt" -o "$TMP/mlp2.plan.pb" --quiet > "$TMP/out" 2>&1
+# This small MLP's all-reduces would all use the exchange (--exchange_max_bytes,
+# checked below); with it off they are rings.
+"$OFLITE" compile --job "$TMP/mlp2.job.pb" --cluster "$TMP/two.pbtxt" -o "$TMP/mlp2x.plan.pb" --quiet > "$TMP/out" 2>&1
+check "compile 2x1 (exchange for small all-reduces)" 0 $?
+"$OFLITE" inspect "$TMP/mlp2x.plan.pb" > "$TMP/out" 2>&1; check "inspect 2x1 exchange summary" 0 $?
+expect_in "small all-reduces use the exchange" "collective algorithms (compiled): exchange_all_reduce x4 ring_all_gather x1" "$TMP/out"
+"$OFLITE" compile --job "$TMP/mlp2.job.pb" --cluster "$TMP/two.pbtxt" -o "$TMP/bad.plan.pb" --exchange_max_bytes -1 > "$TMP/out" 2>&1
+check "--exchange_max_bytes -1 is bad input" 2 $?
+expect_in "--exchange_max_bytes -1 names the flag" "exchange_max_bytes" "$TMP/out"
+"$OFLITE" compile --job "$TMP/mlp2.job.pb" --cluster "$TMP/two.pbtxt" -o "$TMP/mlp2.plan.pb" --quiet --exchange_max_bytes 0 > "$TMP/out" 2>&1
 check "compile 2x1" 0 $?
 "$OFLITE" inspect "$TMP/mlp2.plan.pb" > "$TMP/out" 2>&1; check "inspect 2x1 summary" 0 $?
 for needle in "run settings: seed 7, 8 sample(s)/iteration, training" "evaluation plan: none (the job reads no test split)" \

@@ -187,7 +187,10 @@ const Handling* Predecessor(const std::vector<Handling>& all,
                             const std::set<int64_t>& acting_actors, const Handling& current) {
   int64_t actor = -1;
   if (current.kind == "produced") actor = current.from;
-  if (current.kind == "wake-up" || (current.kind == "start" && current.from >= 0)) {
+  // "start" from an actor: a READ completion in traces written before
+  // completions had their own kind ("read-done").
+  if (current.kind == "wake-up" || current.kind == "read-done" ||
+      (current.kind == "start" && current.from >= 0)) {
     actor = current.actor;
   }
   if (actor < 0) return nullptr;

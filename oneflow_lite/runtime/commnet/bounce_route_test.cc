@@ -231,7 +231,7 @@ TEST_P(BounceRouteTest, DynamicRegistersArriveIntactInOrderWithOneCopy) {
     ASSERT_TRUE(route1.StartRead(produced, src, into).ok());
     std::optional<ActorMessage> done = inbox1.Pop(kTimeout);
     ASSERT_TRUE(done.has_value());
-    ASSERT_EQ(done->kind, MessageKind::kStart);
+    ASSERT_EQ(done->kind, MessageKind::kReadDone);
     ASSERT_TRUE(route1.TakeReadStatus(*done).ok());
     const auto [floats, ints] = pieces[piece];
     EXPECT_EQ(into->blobs[0].shape(), Shape({floats}));

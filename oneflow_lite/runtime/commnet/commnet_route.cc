@@ -246,8 +246,7 @@ Status CommNetRoute::StartRead(const ActorMessage& produced, const RegstDescProt
   ASSIGN_OR_RETURN(comm::Connection * connection,
                    net_->transport()->GetConnection(
                        static_cast<int>(MachineOfTaskId(produced.src_actor_id))));
-  ActorMessage completion = produced;
-  completion.kind = MessageKind::kStart;
+  const ActorMessage completion = ActorMessage::ReadDone(produced);
   return zero_copy_registers_
       .PostPull(connection, {src.regst_desc_id(), produced.regst_index},
                 {into->desc->regst_desc_id(), into->index}, static_cast<size_t>(bytes),
@@ -273,7 +272,8 @@ Status CommNetRoute::SendThroughBounce(int64_t machine_id, const ActorMessage& m
   std::string frame;
   frame.push_back(static_cast<char>(kCommNetWireVersion));
   frame.push_back(static_cast<char>(kFrameBounce));
-  frame += EncodeActorMessage(message);
+  ASSIGN_OR_RETURN(const std::string encoded, EncodeActorMessage(message));
+  frame += encoded;
   std::string shapes;
   little_endian::AppendU32(&shapes, static_cast<uint32_t>(regst.blobs.size()));
   for (size_t i = 0; i < regst.blobs.size(); ++i) {
@@ -379,8 +379,7 @@ Status CommNetRoute::StartBounceRead(const ActorMessage& produced, const RegstDe
   if (total != header.total) {
     return DataLossError(what, ": shapes of ", total, " bytes, the producer sent ", header.total);
   }
-  ActorMessage completion = produced;
-  completion.kind = MessageKind::kStart;
+  const ActorMessage completion = ActorMessage::ReadDone(produced);
   return bounce_
       ->Pull(header.peer_rank, StreamOf(produced), header.payload, header.total,
              *local, std::move(segments),
@@ -413,7 +412,8 @@ Status CommNetRoute::SendFrames(int64_t machine_id, const ActorMessage& message,
   std::string head;
   head.push_back(static_cast<char>(kCommNetWireVersion));
   head.push_back(static_cast<char>(payload == nullptr ? kFrameMessage : kFrameData));
-  head += EncodeActorMessage(message);
+  ASSIGN_OR_RETURN(const std::string encoded, EncodeActorMessage(message));
+  head += encoded;
   messages_sent_.fetch_add(1, std::memory_order_relaxed);
   if (payload == nullptr) {
     return comm::MessageRouter::Send(connection, comm::kActorChannel, head)

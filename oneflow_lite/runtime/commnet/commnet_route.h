@@ -15,7 +15,7 @@
 //     bytes, u32 blob count, per blob u32 rank and i64 dims (actual shape).
 //
 // Registers pulled by the consumer's TASK_COMMNET actor (IsPulledByRead:
-// any register with bytes; StartRead, completion as a kStart message, then
+// any register with bytes; StartRead, completion as a kReadDone message, then
 // TakeReadStatus):
 //  * CM_STATIC_ZERO_COPY (strategy 3, comm::StaticRegisterSet): the
 //    producer's "produced" carries no bytes. At plan load
@@ -127,7 +127,7 @@ class CommNetRoute final : public RemoteRoute {
   static bool IsPulledByRead(const RegstDescProto& src);
   // Starts pulling the register named by `produced` (a remote register of
   // desc `src`) into `into` (a copy registered by RegisterStaticRegisters);
-  // when done the route delivers `produced` as a kStart message to its dst
+  // when done the route delivers ActorMessage::ReadDone(produced) to its dst
   // and TakeReadStatus(that message) gives the outcome. An error returned
   // here means no completion will come.
   Status StartRead(const ActorMessage& produced, const RegstDescProto& src, Regst* into);

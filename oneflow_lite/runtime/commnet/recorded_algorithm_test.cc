@@ -28,7 +28,8 @@ std::string FreeMaster() {
   return "127.0.0.1:" + std::to_string(port);
 }
 
-Plan DataParallelPlan() {
+// `exchange_max_bytes` 0: every all-reduce of this small MLP is a ring.
+Plan DataParallelPlan(int64_t exchange_max_bytes = 0) {
   compiler::MlpSpec spec;
   spec.batch = 12;
   spec.features = 20;
@@ -37,7 +38,9 @@ Plan DataParallelPlan() {
   spec.placement = "0-1:cpu:0";
   StatusOr<Job> job = compiler::BuildMlpJob(spec);
   CHECK(job.ok()) << job.status();
-  StatusOr<Plan> plan = compiler::Compile(*job, compiler::MakeCluster(2, 1));
+  compiler::CompileOptions options;
+  options.exchange_max_bytes = exchange_max_bytes;
+  StatusOr<Plan> plan = compiler::Compile(*job, compiler::MakeCluster(2, 1), options);
   CHECK(plan.ok()) << plan.status();
   return *plan;
 }
@@ -104,6 +107,28 @@ TEST(RecordedAlgorithmTest, CompiledPlanRecordsRingAllReduceAndBuilds) {
   }
   const Status created = CreateRank0(plan);
   EXPECT_TRUE(created.ok()) << created;  // the control for the refusals below
+}
+
+// With the default size rule the small gradients' all-reduces are compiled
+// to the exchange, which this runtime follows; one whose recorded buffer
+// does not match its tensor is refused like a ring.
+TEST(RecordedAlgorithmTest, CompiledPlanRecordsExchangeAllReduceAndBuilds) {
+  Plan plan = DataParallelPlan(compiler::CompileOptions().exchange_max_bytes);
+  TaskProto* exchange = FirstCollective(&plan, COLLECTIVE_EXCHANGE_ALL_REDUCE);
+  ASSERT_NE(exchange, nullptr);
+  EXPECT_EQ(exchange->collective().chunk_bytes(), 0);
+  const Status created = CreateRank0(plan);
+  EXPECT_TRUE(created.ok()) << created;
+
+  exchange->mutable_collective()->set_buffer_bytes(exchange->collective().buffer_bytes() + 4);
+  const Status refused = CreateRank0(plan);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << refused;
+  EXPECT_NE(refused.message().find("collective task '" + exchange->name() + "'"),
+            std::string::npos)
+      << refused;
+  EXPECT_NE(refused.message().find("COLLECTIVE_EXCHANGE_ALL_REDUCE cannot run"),
+            std::string::npos)
+      << refused;
 }
 
 TEST(RecordedAlgorithmTest, UnsetAlgorithmIsRefusedNamingTheTask) {

@@ -1,0 +1,96 @@
+#include "oneflow_lite/runtime/commnet/ring_worker.h"
+
+#include <algorithm>
+
+namespace oflite {
+
+RingWorker::~RingWorker() {
+  if (!thread_.joinable()) return;
+  // Destroyed with a collective in flight: the runtime aborted. The peers
+  // may never finish this ring; do not wait for its deadline.
+  options_.cancel->Cancel(AbortedError("collective actor '", options_.actor_name,
+                                       "' destroyed with its ring collective in flight"));
+  thread_.join();
+}
+
+Status RingWorker::Allocate(int64_t bytes) {
+  ASSIGN_OR_RETURN(buffer_, options_.net->pool()->Allocate(bytes));
+  return Status::OK();
+}
+
+void RingWorker::Start(int64_t piece, std::function<void()> done) {
+  if (thread_.joinable()) thread_.join();
+  busy_ = true;
+  piece_ = piece;
+  thread_ = std::thread([this, piece, done = std::move(done)] {
+    trace::ScopedCurrentTrack traced(options_.track, piece);
+    status_ = Run();
+    done();
+  });
+}
+
+Status RingWorker::Finish(int64_t piece) {
+  if (!busy_ || piece != piece_) {
+    return InternalError("ring completion of piece ", piece,
+                         " without a collective of it in flight");
+  }
+  thread_.join();
+  busy_ = false;
+  return status_;
+}
+
+Status RingWorker::RunExchange(comm::Deadline deadline) {
+  if (exchange_ == nullptr) {
+    comm::ExchangeOptions options;
+    ASSIGN_OR_RETURN(options.channel, options_.channels->ChannelOf(options_.ring_key));
+    options.tag = static_cast<uint64_t>(options_.ring_key);
+    options.cancel = options_.cancel;
+    ASSIGN_OR_RETURN(exchange_, comm::ExchangeCommunicator::Create(
+                                    options_.net->transport(), options_.net->router(), options));
+  }
+  return exchange_->AllReduce(buffer(), static_cast<size_t>(logical_.shape.elem_count()),
+                              logical_.dtype, deadline);
+}
+
+Status RingWorker::Run() {
+  comm::CommNet* net = options_.net;
+  RETURN_IF_ERROR(options_.cancel->status());
+  if (op_ == RingOp::kExchangeAllReduce) {
+    return RunExchange(comm::DeadlineAfter(options_.timeout))
+        .WithContext("exchange rank " + std::to_string(rank_) + " of " + std::to_string(world_));
+  }
+  if (communicator_ == nullptr) {
+    comm::CollectiveOptions options;
+    ASSIGN_OR_RETURN(options.channel, options_.channels->ChannelOf(options_.ring_key));
+    options.tag = static_cast<uint64_t>(options_.ring_key);
+    options.cancel = options_.cancel;
+    options.setup_timeout = std::min(options.setup_timeout, options_.timeout);
+    options.chunk_bytes = options_.chunk_bytes;
+    options.slots = options_.slots;
+    ASSIGN_OR_RETURN(communicator_, comm::RingCommunicator::Create(
+                                        net->transport(), net->router(), net->pool(), options));
+  }
+  const comm::Deadline deadline = comm::DeadlineAfter(options_.timeout);
+  const comm::MemoryRegion& region = buffer_.region();
+  const int64_t count = logical_.shape.elem_count();
+  Status status;
+  switch (op_) {
+    case RingOp::kAllReduce:
+      status = communicator_->AllReduce(region, buffer_.offset(), count, logical_.dtype, deadline);
+      break;
+    case RingOp::kReduceScatter:
+      status =
+          communicator_->ReduceScatter(region, buffer_.offset(), count, logical_.dtype, deadline);
+      break;
+    case RingOp::kAllGather:
+      status = communicator_->AllGather(region, buffer_.offset(), count, logical_.dtype, deadline);
+      break;
+    case RingOp::kNone:
+    case RingOp::kExchangeAllReduce:
+      return InternalError("ring collective without a ring op");
+  }
+  return status.WithContext("ring rank " + std::to_string(rank_) + " of " +
+                            std::to_string(world_));
+}
+
+}  // namespace oflite

@@ -1,0 +1,93 @@
+// RingWorker: runs a collective actor's ring collectives, one piece at a
+// time, on a worker thread of its own, over one registered pool buffer
+// that holds the logical tensor.
+//
+// The actor stages its part in buffer(), calls Start, and goes on handling
+// messages; the ring blocks the worker until every rank took part (bounded
+// by `timeout`, and cancelled within a status poll by `cancel`). When the
+// collective ends, whatever its outcome, the worker calls `done` (on the
+// worker thread; it must only post a message); the actor then calls Finish
+// on its own thread, which joins the worker and returns the outcome.
+// Destroying the worker with a collective in flight cancels it (the runtime
+// aborted; the peers may never finish this ring, so teardown does not wait
+// for its deadline) and joins.
+//
+// Thread safety: Start, Finish, busy, piece and the destructor on the
+// actor's thread only; `cancel` may be set from any thread. `net`,
+// `channels` and `cancel` must outlive the worker.
+#ifndef ONEFLOW_LITE_RUNTIME_COMMNET_RING_WORKER_H_
+#define ONEFLOW_LITE_RUNTIME_COMMNET_RING_WORKER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "oneflow_lite/comm/collective/cancel.h"
+#include "oneflow_lite/comm/collective/exchange.h"
+#include "oneflow_lite/comm/collective/ring.h"
+#include "oneflow_lite/comm/comm_net.h"
+#include "oneflow_lite/common/status.h"
+#include "oneflow_lite/common/tensor.h"
+#include "oneflow_lite/common/trace/trace.h"
+#include "oneflow_lite/runtime/commnet/collective_algorithm.h"
+#include "oneflow_lite/runtime/commnet/ring_channels.h"
+
+namespace oflite {
+
+struct RingWorkerOptions {
+  std::string actor_name;      // names the actor in errors
+  comm::CommNet* net = nullptr;
+  RingChannelTable* channels = nullptr;
+  int64_t ring_key = 0;        // the ring's rank-0 task id: channel and tag
+  size_t chunk_bytes = 0;      // as recorded in the plan
+  int slots = 1;
+  std::chrono::milliseconds timeout{120000};  // bound of one collective
+  comm::CancelFlag* cancel = nullptr;
+  trace::Track* track = nullptr;  // the worker's; null: untraced
+};
+
+class RingWorker {
+ public:
+  // `op` is not kNone; the ring has `world` ranks, this one is `rank`.
+  RingWorker(RingOp op, const TensorDesc& logical, int rank, int world, RingWorkerOptions options)
+      : op_(op), logical_(logical), rank_(rank), world_(world), options_(std::move(options)) {}
+  ~RingWorker();
+  RingWorker(const RingWorker&) = delete;
+  RingWorker& operator=(const RingWorker&) = delete;
+
+  // Takes the buffer (`bytes` of the pool of the net). Call once.
+  Status Allocate(int64_t bytes);
+  char* buffer() { return reinterpret_cast<char*>(buffer_.data()); }
+
+  // Runs the collective on buffer() for `piece` on the worker thread.
+  void Start(int64_t piece, std::function<void()> done);
+  // After `done`: joins the worker; the collective's outcome. Internal error
+  // when no collective of `piece` is in flight.
+  Status Finish(int64_t piece);
+  bool busy() const { return busy_; }
+  int64_t piece() const { return piece_; }
+
+ private:
+  Status Run();  // on the worker thread
+  Status RunExchange(comm::Deadline deadline);
+
+  const RingOp op_;
+  const TensorDesc logical_;
+  const int rank_;
+  const int world_;
+  const RingWorkerOptions options_;
+  comm::PoolBuffer buffer_;
+  std::unique_ptr<comm::RingCommunicator> communicator_;  // used by the worker only
+  std::unique_ptr<comm::ExchangeCommunicator> exchange_;  // likewise (kExchangeAllReduce)
+  std::thread thread_;
+  Status status_;  // written by the worker before it calls `done`
+  bool busy_ = false;
+  int64_t piece_ = -1;
+};
+
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_RUNTIME_COMMNET_RING_WORKER_H_
