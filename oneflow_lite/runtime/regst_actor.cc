@@ -39,17 +39,19 @@ Status RegstActor::Handle(const ActorMessage& message) {
 }
 
 Status RegstActor::HandleSlotMessage(const ActorMessage& message) {
-  const std::string what = "actor '" + name() + "'";
-  if (message.kind == MessageKind::kProduced) {
-    return protocol_.OnProduced(message).WithContext(what);
-  }
-  if (message.kind == MessageKind::kEndOfData) {
-    return protocol_.OnEndOfData(message).WithContext(what);
-  }
-  // Returned: the mutators get the copy once every reader returned it.
+  Status status;
   std::vector<ActorMessage> send;
-  RETURN_IF_ERROR(protocol_.OnReturned(message, &send).WithContext(what));
-  return SendOrDefer(send, message.piece_id);
+  if (message.kind == MessageKind::kProduced) {
+    status = protocol_.OnProduced(message);
+  } else if (message.kind == MessageKind::kEndOfData) {
+    status = protocol_.OnEndOfData(message);
+  } else {
+    // Returned: the mutators get the copy once every reader returned it.
+    status = protocol_.OnReturned(message, &send);
+  }
+  // The context only on failure: no string per message on the hot path.
+  if (!status.ok()) return status.WithContext("actor '" + name() + "'");
+  return send.empty() ? Status::OK() : SendOrDefer(send, message.piece_id);
 }
 
 bool RegstActor::ReadyToAct() const {
@@ -69,9 +71,9 @@ Status RegstActor::ActOnce() {
   }
   protocol_.AcquireOutputs(context.piece_id, &context);
   RETURN_IF_ERROR(body_->Act(&context).WithContext("actor '" + name() + "'"));
-  std::vector<ActorMessage> send;
-  protocol_.CompleteAct(context, &send);
-  return SendOrDefer(send, context.piece_id);
+  outbox_.clear();  // reused: no allocation per act once warm
+  protocol_.CompleteAct(context, &outbox_);
+  return SendOrDefer(outbox_, context.piece_id);
 }
 
 Status RegstActor::SendOrDefer(const std::vector<ActorMessage>& messages, int64_t piece) {
