@@ -142,20 +142,29 @@ TEST_P(ExchangeTest, APeerRunningAheadIsStagedPerCall) {
 }
 
 // Two collectives given the same channel by mistake (different tags) are
-// caught and named, not mixed.
+// caught and named, not mixed. The rank that sees the foreign piece first
+// fails at once (and sends nothing more), so its peer may instead wait out
+// its deadline; at least one names the other's tag, neither succeeds.
 TEST_P(ExchangeTest, ATagMismatchFailsNamingThePeer) {
   auto ranks = MakeWorld(GetParam(), 2, {7, 8});
   auto statuses = OnEveryRank(2, [&](int rank) -> Status {
     std::vector<float> value(10, 1.f);
     return ranks->exchanges[rank]->AllReduce(value.data(), 10, DT_FLOAT,
-                                             DeadlineAfter(kTimeout));
+                                             DeadlineAfter(milliseconds(3000)));
   });
+  int named = 0;
   for (int rank = 0; rank < 2; ++rank) {
-    EXPECT_EQ(statuses[rank].code(), StatusCode::kDataLoss) << statuses[rank];
-    EXPECT_NE(statuses[rank].message().find("rank " + std::to_string(1 - rank) + " sent tag"),
-              std::string::npos)
-        << statuses[rank];
+    ASSERT_FALSE(statuses[rank].ok()) << "rank " << rank;
+    if (statuses[rank].code() == StatusCode::kDataLoss) {
+      EXPECT_NE(statuses[rank].message().find("rank " + std::to_string(1 - rank) + " sent tag"),
+                std::string::npos)
+          << statuses[rank];
+      ++named;
+    } else {
+      EXPECT_EQ(statuses[rank].code(), StatusCode::kDeadlineExceeded) << statuses[rank];
+    }
   }
+  EXPECT_GE(named, 1);
 }
 
 // A rank that never joins: the other's wait ends at its deadline naming it,
