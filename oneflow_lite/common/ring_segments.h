@@ -17,18 +17,23 @@ inline constexpr size_t kDefaultRingChunkBytes = 512 * 1024;
 // Ring messages in flight per rank (scratch slots at the receiver).
 inline constexpr int kDefaultRingSlots = 4;
 
-// P -> B payloads of at most this many bytes per rank peer use the exchange
-// all-reduce (comm/collective/exchange.h: every rank sends its whole buffer
-// to every other in messages, one latency) instead of the ring (2 (N - 1)
-// dependent steps); measured in tools/bench/allreduce_bench ("exch" and
-// "plan" columns, docs/benchmarks.md).
+// Partial-sum all-reduces of tensors of at most this many bytes use the
+// exchange all-reduce (comm/collective/exchange.h: every rank sends its
+// whole buffer to every other in messages, one latency) instead of the ring
+// (2 (N - 1) dependent steps), as long as what each rank sends, (N - 1)
+// times the tensor, stays within kExchangeFanOut times it. Measured in
+// tools/bench/allreduce_bench ("exch" and "plan" columns, 2-4 processes,
+// docs/benchmarks.md): the exchange wins up to 64 KiB at 2, 3 and 4
+// processes over tcp and shm, the ring from 256 KiB.
 inline constexpr size_t kExchangeAllReduceMaxBytes = 64 * 1024;
+inline constexpr size_t kExchangeFanOut = 4;
 
-// True when a P -> B all-reduce of `bytes` over `world` ranks is compiled
-// to the exchange algorithm: (world - 1) * bytes, what each rank sends,
-// stays within kExchangeAllReduceMaxBytes.
-inline bool UseExchangeAllReduce(size_t bytes, int world) {
-  return world > 1 && bytes * static_cast<size_t>(world - 1) <= kExchangeAllReduceMaxBytes;
+// True when a partial-sum all-reduce of `bytes` over `world` ranks uses the
+// exchange under the limit `max_bytes` (0: never).
+inline bool UseExchangeAllReduce(size_t bytes, int world,
+                                 size_t max_bytes = kExchangeAllReduceMaxBytes) {
+  return world > 1 && max_bytes > 0 && bytes <= max_bytes &&
+         bytes * static_cast<size_t>(world - 1) <= kExchangeFanOut * max_bytes;
 }
 
 // Segment `index` of `count` elements over `world` ranks: [begin, end).

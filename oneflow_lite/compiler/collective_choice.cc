@@ -73,7 +73,8 @@ CollectiveConf ChooseCollective(const BoxingConf& boxing, int64_t machine_count,
   conf.set_element_count(logical.shape.elem_count());
   const bool reduces = FirstSbp(boxing.in_sbp()).has_partial_sum();
   if (reduces && exchange_max_bytes > 0 &&
-      logical.ByteSize() * (n - 1) <= exchange_max_bytes) {
+      UseExchangeAllReduce(static_cast<size_t>(logical.ByteSize()), static_cast<int>(n),
+                           static_cast<size_t>(exchange_max_bytes))) {
     conf.set_algorithm(COLLECTIVE_EXCHANGE_ALL_REDUCE);  // no chunks, no slots
     return conf;
   }

@@ -31,8 +31,10 @@ namespace compiler {
 // `boxing` with its ring_task_id already set to task ids (their machine is
 // MachineOfTaskId); `machine_count`: machines of the cluster.
 // `exchange_max_bytes`: a partial-sum conversion the ring would run as an
-// all-reduce becomes COLLECTIVE_EXCHANGE_ALL_REDUCE when (N - 1) times the
-// tensor's bytes, what each rank sends, is at most this (0: never).
+// all-reduce becomes COLLECTIVE_EXCHANGE_ALL_REDUCE when the tensor has at
+// most this many bytes and (N - 1) times them, what each rank sends, at most
+// kExchangeFanOut times this (common/ring_segments.h, UseExchangeAllReduce;
+// 0: never).
 CollectiveConf ChooseCollective(const BoxingConf& boxing, int64_t machine_count,
                                 int64_t exchange_max_bytes = 0);
 

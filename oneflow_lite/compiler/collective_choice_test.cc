@@ -113,9 +113,9 @@ namespace oflite {
 namespace compiler {
 namespace {
 
-// Partial-sum conversions of at most exchange_max_bytes / (N - 1) bytes use
-// the exchange all-reduce; larger ones, gathers and a threshold of 0 keep
-// the ring.
+// Partial-sum conversions of at most exchange_max_bytes bytes, of which each
+// rank sends (N - 1) copies within 4x that bound, use the exchange
+// all-reduce; larger ones, gathers and a threshold of 0 keep the ring.
 TEST(CollectiveChoiceTest, SmallPartialSumsUseTheExchange) {
   const std::vector<int64_t> two = {0, 1};
   const std::vector<int64_t> four = {0, 1, 2, 3};
@@ -129,10 +129,16 @@ TEST(CollectiveChoiceTest, SmallPartialSumsUseTheExchange) {
   EXPECT_EQ(exchange.slots(), 0);
   EXPECT_EQ(ChooseCollective(p_to_b, 2, 47).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
   EXPECT_EQ(ChooseCollective(p_to_b, 2, 0).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
-  // Each of 4 ranks sends 3 x 48 bytes.
+  // Each of 4 ranks sends 3 x 48 bytes (within 4 x 48).
   auto p_to_b4 = Conf(PartialSum(), Broadcast(), {4, 3}, DT_FLOAT, four);
-  EXPECT_EQ(ChooseCollective(p_to_b4, 4, 144).algorithm(), COLLECTIVE_EXCHANGE_ALL_REDUCE);
-  EXPECT_EQ(ChooseCollective(p_to_b4, 4, 143).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
+  EXPECT_EQ(ChooseCollective(p_to_b4, 4, 48).algorithm(), COLLECTIVE_EXCHANGE_ALL_REDUCE);
+  EXPECT_EQ(ChooseCollective(p_to_b4, 4, 47).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
+  // Each of 8 ranks would send 7 x 48 = 336 bytes: the fan-out bound needs
+  // a limit of 84.
+  const std::vector<int64_t> eight = {0, 1, 2, 3, 4, 5, 6, 7};
+  auto p_to_b8 = Conf(PartialSum(), Broadcast(), {4, 3}, DT_FLOAT, eight);
+  EXPECT_EQ(ChooseCollective(p_to_b8, 8, 83).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
+  EXPECT_EQ(ChooseCollective(p_to_b8, 8, 84).algorithm(), COLLECTIVE_EXCHANGE_ALL_REDUCE);
   // P -> S: exchange, then cut (as the ring all-reduce path does).
   EXPECT_EQ(ChooseCollective(Conf(PartialSum(), Split(0), {4, 3}, DT_FLOAT, two), 2, 1024)
                 .algorithm(),

@@ -34,9 +34,9 @@ struct CompileOptions {
   // Replace op chains by fused ops first (fusion.h); `oflite compile --fuse`.
   // Off by default: a fused plan has fewer actors than ops.
   bool fuse = false;
-  // Partial-sum collectives whose bytes times (ranks - 1) are at most this
-  // use the exchange all-reduce instead of the ring (collective_choice.h);
-  // 0: always the ring. `oflite compile --exchange_max_bytes`.
+  // Partial-sum collectives of tensors of at most this many bytes (and a
+  // fan-out bound, collective_choice.h) use the exchange all-reduce instead
+  // of the ring; 0: always the ring. `oflite compile --exchange_max_bytes`.
   int64_t exchange_max_bytes = static_cast<int64_t>(kExchangeAllReduceMaxBytes);
   CostWeights weights;
   TaskGraphOptions tasks;

@@ -15,6 +15,7 @@
 #define ONEFLOW_LITE_RUNTIME_BOXING_BODY_H_
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "oneflow_lite/runtime/actor.h"
@@ -41,6 +42,36 @@ class BoxingBody final : public ActBody {
   TensorDesc logical_;
   std::vector<char> buffer_;      // the logical tensor of the current act
 };
+
+// The first SBP of `sbp` (the one-dimensional SBP boxing converts),
+// broadcast when it has none.
+const SbpParallel& FirstSbp(const NdSbp& sbp);
+
+// The SBP assembly rule, in one place for BoxingBody (one machine) and the
+// collective actor's all-to-all (commnet/all_to_all_parts.h).
+//
+// One part of a logical tensor: its part index (parallel id or ring rank)
+// and its bytes.
+struct PartBytes {
+  int64_t index = 0;
+  const void* data = nullptr;
+  int64_t bytes = 0;
+};
+
+// Fills `whole` (logical.ByteSize() bytes) from `parts`, sorted by index,
+// of `in` over `num_parts` parts: S(a) each part at its balanced range
+// along a, B the first part, P the sum of the parts in index order (the
+// lowest first, in the dtype: deterministic). A part of the wrong size is
+// InvalidArgument naming `who` and the part.
+Status AssembleLogical(const SbpParallel& in, const TensorDesc& logical, int64_t num_parts,
+                       const std::vector<PartBytes>& parts, char* whole, const std::string& who);
+
+// Cuts part `index` of `out` over `num_parts` from `whole` into `dst` of
+// `dst_bytes`: S(a) the part's balanced range, B all, P part 0 all and the
+// others zeros. A destination of the wrong size is InvalidArgument.
+Status CutLogical(const SbpParallel& out, const TensorDesc& logical, int64_t num_parts,
+                  int64_t index, const char* whole, void* dst, int64_t dst_bytes,
+                  const std::string& who);
 
 // Part `index` of `parts` of a balanced split of `dim`: [begin, begin+size).
 // The rule lives in common/partition.h (BalancedPart); this is its

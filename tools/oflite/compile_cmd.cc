@@ -41,8 +41,9 @@ int RunCompile(int argc, char** argv) {
                  {"pipeline_depth", "regst_num on stage boundaries and cross-machine edges",
                   false, "2"},
                  {"exchange_max_bytes",
-                  "partial-sum collectives whose bytes x (ranks - 1) are at most this use the "
-                  "exchange all-reduce, larger ones the ring (0: always the ring)",
+                  "partial-sum collectives of tensors of at most this many bytes (and at most 4x "
+                  "this sent per rank) use the exchange all-reduce, larger ones the ring (0: "
+                  "always the ring)",
                   false, std::to_string(compiler::CompileOptions().exchange_max_bytes)},
                  {"quiet", "print nothing on success", true}});
   // Accept the conventional short "-o FILE" next to "--o FILE".

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "oneflow_lite/common/partition.h"
+#include "oneflow_lite/runtime/boxing_body.h"
 #include "oneflow_lite/runtime/commnet/collective_algorithm.h"
 
 namespace oflite {
@@ -50,56 +51,16 @@ Status AllToAllParts::Assemble(int64_t piece, const Blob& own, Blob* output) {
 
 Status AllToAllParts::Combine(const std::vector<std::string>& parts, Blob* output) {
   const BoxingConf& conf = task_->boxing();
-  const SbpParallel& in = FirstSbp(conf.in_sbp());
-  const SbpParallel& out = FirstSbp(conf.out_sbp());
   const int64_t n = static_cast<int64_t>(parts.size());
-  const int64_t me = rank_of_.at(self_);
-  const int64_t elem = SizeOf(logical_.dtype);
-  const int64_t bytes = logical_.ByteSize();
-  whole_.assign(bytes, 0);
-  if (in.has_partial_sum()) {
-    for (int64_t r = 0; r < n; ++r) {
-      if (static_cast<int64_t>(parts[r].size()) != bytes) {
-        return InvalidArgumentError("part of ring rank ", r, " has ", parts[r].size(),
-                                    " bytes, logical ", logical_.ToString());
-      }
-      if (r == 0) {
-        std::memcpy(whole_.data(), parts[0].data(), bytes);
-        continue;
-      }
-      RETURN_IF_ERROR(
-          AccumulateInto(logical_.dtype, parts[r].data(), whole_.data(), bytes / elem)
-              .WithContext("collective partial-sum"));
-    }
-  } else if (in.has_split_axis()) {
-    const int64_t dim = logical_.shape.dim(in.split_axis());
-    for (int64_t r = 0; r < n; ++r) {
-      const PartRange range = BalancedPart(dim, n, r);
-      const int64_t expect =
-          logical_.shape.elem_count() / std::max<int64_t>(1, dim) * range.size * elem;
-      if (static_cast<int64_t>(parts[r].size()) != expect) {
-        return InvalidArgumentError("part of ring rank ", r, " has ", parts[r].size(),
-                                    " bytes, expected ", expect);
-      }
-      CopyPartToWhole(logical_.shape, in.split_axis(), range, elem, parts[r].data(),
-                      whole_.data());
-    }
-  } else {
-    if (static_cast<int64_t>(parts[0].size()) != bytes) {
-      return InvalidArgumentError("broadcast part size");
-    }
-    std::memcpy(whole_.data(), parts[0].data(), bytes);
+  const std::string who = "collective task '" + task_->name() + "'";
+  std::vector<PartBytes> views;
+  for (int64_t r = 0; r < n; ++r) {
+    views.push_back({r, parts[r].data(), static_cast<int64_t>(parts[r].size())});
   }
-  char* dst = static_cast<char*>(output->raw());
-  if (out.has_split_axis()) {
-    const PartRange range = BalancedPart(logical_.shape.dim(out.split_axis()), n, me);
-    CopyWholeToPart(logical_.shape, out.split_axis(), range, elem, whole_.data(), dst);
-  } else if (out.has_partial_sum() && me != 0) {
-    std::memset(dst, 0, bytes);
-  } else {
-    std::memcpy(dst, whole_.data(), bytes);
-  }
-  return Status::OK();
+  whole_.assign(logical_.ByteSize(), 0);
+  RETURN_IF_ERROR(AssembleLogical(FirstSbp(conf.in_sbp()), logical_, n, views, whole_.data(), who));
+  return CutLogical(FirstSbp(conf.out_sbp()), logical_, n, rank_of_.at(self_), whole_.data(),
+                    output->raw(), output->ByteSize(), who);
 }
 
 std::string AllToAllParts::Describe() const {

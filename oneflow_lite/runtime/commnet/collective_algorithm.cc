@@ -91,15 +91,6 @@ std::string WhyRingImpossible(const TaskProto& task, const TensorDesc& logical, 
 
 }  // namespace
 
-const SbpParallel& FirstSbp(const NdSbp& sbp) {
-  static const SbpParallel* broadcast = [] {
-    auto* s = new SbpParallel();
-    s->set_broadcast(true);
-    return s;
-  }();
-  return sbp.sbp_size() > 0 ? sbp.sbp(0) : *broadcast;
-}
-
 StatusOr<RingOp> RecordedRingOp(const TaskProto& task, const TensorDesc& logical,
                                 const comm::CommNet* net) {
   const CollectiveConf& conf = task.collective();

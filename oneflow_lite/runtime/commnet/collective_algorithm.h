@@ -17,6 +17,7 @@
 #include "oneflow_lite/comm/comm_net.h"
 #include "oneflow_lite/common/status.h"
 #include "oneflow_lite/common/tensor.h"
+#include "oneflow_lite/runtime/boxing_body.h"  // FirstSbp
 #include "proto/plan.pb.h"
 
 namespace oflite {
@@ -26,8 +27,6 @@ namespace oflite {
 // same cut) by the same worker.
 enum class RingOp { kNone, kAllReduce, kReduceScatter, kAllGather, kExchangeAllReduce };
 
-// The first SBP of `sbp`, broadcast when it has none.
-const SbpParallel& FirstSbp(const NdSbp& sbp);
 
 // The ring op `task` records (kNone: all-to-all), checked against its
 // logical tensor `logical` and against `net` (may be null: then any ring is
