@@ -57,12 +57,6 @@ int Main(int argc, char** argv) {
   if (!control.ok()) return Fail(control.status(), "join");
   MessageRouter router;
   Connection* echo_to = nullptr;
-  router.SetHandler(1, [&](int, const void* data, size_t size) {
-    if (echo_to) {
-      MessageRouter::Send(echo_to, 1, std::string(static_cast<const char*>(data), size))
-          .IgnoreError();
-    }
-  });
   TransportOptions options;
   options.rank = client_options.rank;
   options.world_size = client_options.world_size;
@@ -82,6 +76,13 @@ int Main(int argc, char** argv) {
                                                std::chrono::milliseconds(20000));
   if (!connected.ok()) return Fail(connected, "connect");
   echo_to = *(*transport)->GetConnection(0);
+  // Registered only now: a ping that arrived before echo_to was known was
+  // parked by the router and is delivered here (it used to be dropped, and
+  // the handler read echo_to while this thread wrote it; tsan saw the race).
+  router.SetHandler(1, [echo_to](int, const void* data, size_t size) {
+    MessageRouter::Send(echo_to, 1, std::string(static_cast<const char*>(data), size))
+        .IgnoreError();
+  });
   if (mode == "allreduce") {
     const size_t count = std::atoll(Flag(argc, argv, "count", "1000").c_str());
     CommStats stats;
