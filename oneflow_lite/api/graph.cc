@@ -295,16 +295,23 @@ Batch Graph::FashionMnist(const std::string& path, int64_t batch_size, const Sbp
                   .Attr("std", options.std)
                   .Attr("flatten", options.flatten)
                   .Build();
+  return EmitDataSource(std::move(op), options.uneven_split, sbp, batch_size, options.split,
+                        kFashionMnistTrainSize);
+}
+
+Batch Graph::EmitDataSource(OpConf op, bool uneven_split, const SbpParallel& sbp,
+                            int64_t batch_size, const std::string& split,
+                            int64_t train_examples) {
   // Only when asked, so the Jobs of existing models stay byte-identical.
-  if (options.uneven_split) SetBoolAttr(&op, "uneven_split", true);
+  if (uneven_split) SetBoolAttr(&op, "uneven_split", true);
   std::vector<Tensor> outputs = Emit(std::move(op));
   if (outputs.size() != 2) return {};
   Batch batch{outputs[0], outputs[1]};
   HintSbp(batch.image, sbp);
   HintSbp(batch.label, sbp);
   if (batch_size_ == 0) batch_size_ = batch_size;
-  if (options.split == "train" && train_source_size_ == 0) {
-    train_source_size_ = kFashionMnistTrainSize;
+  if (split == "train" && train_source_size_ == 0) {
+    train_source_size_ = train_examples;
     train_batch_size_ = batch_size;
   }
   return batch;
@@ -380,13 +387,17 @@ Layer Graph::DenseLayer(const Tensor& x, int64_t units, const DenseOptions& opti
                     ? options.bias
                     : MakeParameter(layer + "-bias", Shape{units}, x.dtype(), options.bias_init);
   if (!ok() || !CheckInputs("dense '" + layer + "' bias", {&bias})) return {};
-  Tensor out = EmitOne(OpConfBuilder("bias_add", OpName(layer + "-bias_add"))
-                           .Input("a", y.lbn)
-                           .Input("b", bias.lbn)
-                           .Output("out")
-                           .Attr("axis", int64_t{1})
-                           .Build());
+  Tensor out = EmitBiasAdd(layer, y, bias);
   return out.valid() ? Layer{out, weight, bias} : Layer{};
+}
+
+Tensor Graph::EmitBiasAdd(const std::string& layer, const Tensor& y, const Tensor& bias) {
+  return EmitOne(OpConfBuilder("bias_add", OpName(layer + "-bias_add"))
+                     .Input("a", y.lbn)
+                     .Input("b", bias.lbn)
+                     .Output("out")
+                     .Attr("axis", int64_t{1})
+                     .Build());
 }
 
 Tensor Graph::Conv2d(const Tensor& x, int64_t filters, int64_t kernel_size,
@@ -417,12 +428,7 @@ Layer Graph::Conv2dLayer(const Tensor& x, int64_t filters, int64_t kernel_size,
                          .Build());
   if (!options.use_bias || !y.valid()) return y.valid() ? Layer{y, weight, {}} : Layer{};
   Tensor bias = MakeParameter(layer + "-bias", Shape{filters}, x.dtype(), options.bias_init);
-  Tensor out = EmitOne(OpConfBuilder("bias_add", OpName(layer + "-bias_add"))
-                           .Input("a", y.lbn)
-                           .Input("b", bias.lbn)
-                           .Output("out")
-                           .Attr("axis", int64_t{1})
-                           .Build());
+  Tensor out = EmitBiasAdd(layer, y, bias);
   return out.valid() ? Layer{out, weight, bias} : Layer{};
 }
 

@@ -393,6 +393,13 @@ class Graph {
               const Pool2dOptions& options);
   Tensor MakeParameter(const std::string& name, const Shape& shape, DataType dtype,
                        const Initializer& init);
+  // The bias_add `layer`-bias_add of `y` and `bias` along axis 1.
+  Tensor EmitBiasAdd(const std::string& layer, const Tensor& y, const Tensor& bias);
+  // Emits a dataset source op (outputs image, label; uneven_split set when
+  // asked), hints `sbp` on both, and records the batch size and, for the
+  // train split, the source's `train_examples` (epochs -> iterations).
+  Batch EmitDataSource(OpConf op, bool uneven_split, const SbpParallel& sbp, int64_t batch_size,
+                       const std::string& split, int64_t train_examples);
   int64_t NextSeed() { return DeriveSeed(seed_, seed_counter_++); }
   void RecordError(const Status& status);
   StatusOr<int64_t> TotalIterations() const;

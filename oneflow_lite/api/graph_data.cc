@@ -48,18 +48,8 @@ Batch Graph::NpyData(const std::string& dir, int64_t batch_size, const SbpParall
                   .Attr("count", info->count)
                   .Attr("test_count", test_count)
                   .Build();
-  if (options.uneven_split) SetBoolAttr(&op, "uneven_split", true);
-  std::vector<Tensor> outputs = Emit(std::move(op));
-  if (outputs.size() != 2) return {};
-  Batch batch{outputs[0], outputs[1]};
-  HintSbp(batch.image, sbp);
-  HintSbp(batch.label, sbp);
-  if (batch_size_ == 0) batch_size_ = batch_size;
-  if (options.split == "train" && train_source_size_ == 0) {
-    train_source_size_ = info->count;
-    train_batch_size_ = batch_size;
-  }
-  return batch;
+  return EmitDataSource(std::move(op), options.uneven_split, sbp, batch_size, options.split,
+                        info->count);
 }
 
 Tensor Graph::SelectRows(const Tensor& x, const Tensor& mask) {

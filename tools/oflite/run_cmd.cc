@@ -179,25 +179,6 @@ std::string EnvOr(const char* name, const std::string& fallback) {
   return value != nullptr && *value != '\0' ? value : fallback;
 }
 
-// --master and --comm of a multi-machine plan (Start would refuse them
-// later with exit 1; here they are bad input).
-Status CheckMultiMachineFlags(const FlagSet& flags, const Plan& plan) {
-  StatusOr<comm::ProviderFactory> provider = comm::BuiltinProviders({}).Find(flags.Get("comm"));
-  if (!provider.ok()) {
-    return provider.status().WithContext("--comm");
-  }
-  if (plan.machine_size() <= 1) return Status::OK();
-  if (!flags.Has("master") || flags.Get("master").empty()) {
-    return InvalidArgumentError("a ", plan.machine_size(),
-                                "-machine plan needs --master HOST:PORT (rank 0 serves it)");
-  }
-  std::string host;
-  int port = 0;
-  Status parsed = comm::ParseHostPort(flags.Get("master"), &host, &port);
-  if (!parsed.ok()) return parsed.WithContext("--master");
-  return Status::OK();
-}
-
 StatusOr<RunFlags> ReadRunFlags(const FlagSet& flags, const Plan& plan) {
   RunFlags run;
   ASSIGN_OR_RETURN(run.rank, ResolveRank(flags, plan));

@@ -55,14 +55,10 @@ std::vector<FlagSpec> SessionFlagSpecs() {
   return specs;
 }
 
-StatusOr<SessionFlags> ReadSessionFlags(const FlagSet& flags, const Plan& plan) {
-  SessionFlags read;
-  ASSIGN_OR_RETURN(read.rank, ResolveRank(flags, plan));
-  ASSIGN_OR_RETURN(read.ring_timeout,
-                   flags.GetSeconds("ring-timeout-seconds", 1, kMaxDurationSeconds));
+Status CheckMultiMachineFlags(const FlagSet& flags, const Plan& plan) {
   StatusOr<comm::ProviderFactory> provider = comm::BuiltinProviders({}).Find(flags.Get("comm"));
   if (!provider.ok()) return provider.status().WithContext("--comm");
-  if (plan.machine_size() <= 1) return read;
+  if (plan.machine_size() <= 1) return Status::OK();
   if (!flags.Has("master") || flags.Get("master").empty()) {
     return InvalidArgumentError("a ", plan.machine_size(),
                                 "-machine plan needs --master HOST:PORT (rank 0 serves it)");
@@ -71,6 +67,15 @@ StatusOr<SessionFlags> ReadSessionFlags(const FlagSet& flags, const Plan& plan) 
   int port = 0;
   Status parsed = comm::ParseHostPort(flags.Get("master"), &host, &port);
   if (!parsed.ok()) return parsed.WithContext("--master");
+  return Status::OK();
+}
+
+StatusOr<SessionFlags> ReadSessionFlags(const FlagSet& flags, const Plan& plan) {
+  SessionFlags read;
+  ASSIGN_OR_RETURN(read.rank, ResolveRank(flags, plan));
+  ASSIGN_OR_RETURN(read.ring_timeout,
+                   flags.GetSeconds("ring-timeout-seconds", 1, kMaxDurationSeconds));
+  RETURN_IF_ERROR(CheckMultiMachineFlags(flags, plan));
   return read;
 }
 

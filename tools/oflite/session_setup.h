@@ -37,6 +37,12 @@ std::vector<FlagSpec> SessionFlagSpecs();
 // or variable otherwise). Shared with `oflite run`.
 StatusOr<int64_t> ResolveRank(const FlagSet& flags, const Plan& plan);
 
+// --comm names a registered provider, and a multi-machine plan has a
+// parseable --master HOST:PORT (MultiMachineSession::Start would refuse
+// them later with exit 1; here they are bad input naming the flag). Shared
+// with `oflite run`.
+Status CheckMultiMachineFlags(const FlagSet& flags, const Plan& plan);
+
 struct SessionFlags {
   int64_t rank = 0;
   std::chrono::milliseconds ring_timeout{120000};

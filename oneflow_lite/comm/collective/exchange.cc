@@ -237,15 +237,14 @@ Status ExchangeCommunicator::AllReduce(void* data, size_t count, DataType dtype,
   incoming_.erase(call);
   finished_ = call;
   lock.unlock();
-  // Rank order on every rank: ((b0 + b1) + b2) + ...
-  std::string sum;
-  const void* first = rank_ == 0 ? data : incoming.buffers[0].data();
-  sum.assign(static_cast<const char*>(first), bytes);
+  // Rank order on every rank: ((b0 + b1) + b2) + ..., in rank 0's received
+  // buffer (this rank's own when it is rank 0: then in place).
+  char* sum = rank_ == 0 ? static_cast<char*>(data) : &incoming.buffers[0][0];
   for (int peer = 1; peer < world_; ++peer) {
     const void* part = peer == rank_ ? data : incoming.buffers[peer].data();
-    RETURN_IF_ERROR(AccumulateInto(dtype, part, &sum[0], static_cast<int64_t>(count)));
+    RETURN_IF_ERROR(AccumulateInto(dtype, part, sum, static_cast<int64_t>(count)));
   }
-  std::memcpy(data, sum.data(), bytes);
+  if (rank_ != 0) std::memcpy(data, sum, bytes);
   return Status::OK();
 }
 
