@@ -22,6 +22,8 @@ PACKAGES=(
   # Benchmark peers: Gloo (all-reduce), PyTorch (training), OpenMPI's
   # shared-memory transport (the shm provider's peer).
   libgloo-dev python3-torch openmpi-bin libopenmpi-dev
+  # A single TCP stream (iperf3), the point-to-point bench's second peer.
+  iperf3
   # oflite inspect --dot renders with Graphviz in tests.
   graphviz
   # The libFuzzer run of the CommNet wire decoder (clang + its fuzzer runtime).

@@ -1,13 +1,14 @@
 // Point-to-point bandwidth and small-message latency of CommNet between two
 // processes, once per provider (--comm, default tcp then shm), next to a raw
-// blocking-socket loop in the same run. OpenMPI's shared-memory transport,
+// blocking-socket loop and iperf3 (one TCP stream, `-l` = the size) in the
+// same run. OpenMPI's shared-memory transport,
 // the peer of shm, is a separate program (tools/bench/mpi_allreduce_bench.sh
 // runs its ping-pong too).
 //
 //   bazel run -c opt //tools/bench:comm_p2p_bench -- [--repeats=5]
 //       [--min_bytes=4096] [--max_bytes=67108864] [--latency_iterations=20000]
 //       [--comm=tcp,shm] [--shm_spin_us=N]
-//       [--shm_inline_bytes=N]
+//       [--shm_inline_bytes=N] [--iperf3=0|1]
 //
 // Bandwidth: rank 0 moves `total` bytes (at least 32 MiB per sample) to rank
 // 1 in transfers of each size: raw = send() loop into recv(), CommNet =
@@ -15,8 +16,8 @@
 // registered buffer. Latency: ping-pong of 8-byte messages, median round
 // trip, and rank 0's CPU time per round trip (user + system, all threads:
 // load from other jobs disturbs it far less than wall time). Every figure is
-// the median over --repeats samples; raw and CommNet samples alternate so
-// that both see the same (shared, busy) machine.
+// the median over --repeats samples; raw, CommNet and iperf3 samples
+// alternate so that all see the same (shared, busy) machine.
 #include <fcntl.h>
 #include <sys/socket.h>
 
@@ -29,6 +30,7 @@
 #include "oneflow_lite/comm/control/connect.h"
 #include "oneflow_lite/comm/control/rendezvous_server.h"
 #include "tools/bench/comm_bench_util.h"
+#include "tools/bench/iperf3_peer.h"
 
 namespace oflite {
 namespace bench {
@@ -46,6 +48,7 @@ struct Config {
   int raw_port;
   std::string provider;
   comm::shm::ShmOptions shm;
+  bool iperf3 = false;
 };
 
 size_t TotalFor(size_t size) {
@@ -169,6 +172,7 @@ struct Results {
   std::vector<double> raw_bandwidth;
   std::vector<double> write_bandwidth;
   std::vector<double> read_bandwidth;
+  std::vector<double> iperf3_bandwidth;  // negative: no good sample
   double raw_rtt_us = 0;
   double commnet_rtt_us = 0;
   double raw_rtt_cpu_us = 0;      // rank 0's CPU time per round trip
@@ -247,16 +251,21 @@ Results Measure(int rank, const Config& config) {
                                                 milliseconds(30000));
   Check(peer_key.status(), "fetch key");
   for (size_t size : Sizes(config)) {
-    std::vector<double> raws, writes, reads;
+    std::vector<double> raws, writes, reads, iperfs;
     for (int repeat = 0; repeat < config.repeats; ++repeat) {
       raws.push_back(RawSample(rank, raw_fd, &raw_buffer, size));
       if (rank != 0) continue;  // rank 1's transport serves CommNet alone
       writes.push_back(TimeTransfers(link, **region, *peer_key, size, false));
       reads.push_back(TimeTransfers(link, **region, *peer_key, size, true));
+      if (config.iperf3) {
+        const double sample = Iperf3Sample(FreePort(), size, TotalFor(size));
+        if (sample > 0) iperfs.push_back(sample);
+      }
     }
     result.raw_bandwidth.push_back(Median(raws));
     result.write_bandwidth.push_back(Median(writes));
     result.read_bandwidth.push_back(Median(reads));
+    result.iperf3_bandwidth.push_back(iperfs.empty() ? -1 : Median(iperfs));
   }
   double cpu_start = ProcessCpuSeconds();
   result.raw_rtt_us = RawLatency(rank, raw_fd, config.latency_iterations);
@@ -295,15 +304,22 @@ int RunRank(int rank, const Config& config) {
   if (rank != 0) return 0;
   std::printf("CommNet/%s point-to-point, 2 processes on loopback (medians of %d)\n",
               config.provider.c_str(), config.repeats);
-  std::printf("%-8s %14s %16s %16s %10s\n", "size", "raw MB/s", "WRITE MB/s",
-              "READ MB/s", "WRITE/raw");
+  std::printf("%-8s %12s %12s %12s %12s %10s %13s\n", "size", "raw MB/s", "iperf3 MB/s",
+              "WRITE MB/s", "READ MB/s", "WRITE/raw", "WRITE/iperf3");
   const auto sizes = Sizes(config);
   for (size_t i = 0; i < sizes.size(); ++i) {
-    std::printf("%-8s %14.0f %16.0f %16.0f %9.0f%%\n", SizeName(sizes[i]).c_str(),
-                results.raw_bandwidth[i], results.write_bandwidth[i],
+    const double iperf = results.iperf3_bandwidth[i];
+    const std::string iperf_text = iperf > 0 ? std::to_string(static_cast<long>(iperf)) : "-";
+    const std::string ratio_text =
+        iperf > 0 ? std::to_string(static_cast<long>(100.0 * results.write_bandwidth[i] / iperf +
+                                                     0.5)) + "%"
+                  : "-";
+    std::printf("%-8s %12.0f %12s %12.0f %12.0f %9.0f%% %13s\n", SizeName(sizes[i]).c_str(),
+                results.raw_bandwidth[i], iperf_text.c_str(), results.write_bandwidth[i],
                 results.read_bandwidth[i],
-                100.0 * results.write_bandwidth[i] / results.raw_bandwidth[i]);
+                100.0 * results.write_bandwidth[i] / results.raw_bandwidth[i], ratio_text.c_str());
   }
+  if (!config.iperf3) std::printf("iperf3: not run (--iperf3=0 or not installed)\n");
   std::printf("8-byte round trip: raw socket %.1f us, CommNet message %.1f us\n",
               results.raw_rtt_us, results.commnet_rtt_us);
   std::printf("CPU per round trip (rank 0, user + sys): raw socket %.1f us, CommNet %.1f us\n",
@@ -319,7 +335,7 @@ int main(int argc, char** argv) {
   using oflite::bench::FlagValue;
   const int flags = oflite::bench::CheckFlags(
       argc, argv, {"repeats", "min_bytes", "max_bytes", "latency_iterations", "comm",
-                   "shm_spin_us", "shm_inline_bytes"},
+                   "shm_spin_us", "shm_inline_bytes", "iperf3"},
       "comm_p2p_bench: CommNet point-to-point (WRITE/READ throughput, 8-byte round trip)\n"
       "over each provider next to a raw socket loop, 2 processes on this host.\n"
       "  --repeats=R        samples per size (median; default 5)\n"
@@ -327,13 +343,15 @@ int main(int argc, char** argv) {
       "  --latency_iterations=N   round trips per latency sample (default 20000)\n"
       "  --comm=LIST        CommNet providers (default tcp,shm)\n"
       "  --shm_spin_us=N    the shm provider's busy-poll bound (default: its own)\n"
-      "  --shm_inline_bytes=N   its caller-thread copy bound (default: its own)\n");
+      "  --shm_inline_bytes=N   its caller-thread copy bound (default: its own)\n"
+      "  --iperf3=0|1       iperf3 single-stream samples beside (default 1 when installed)\n");
   if (flags >= 0) return flags;
   oflite::bench::Config config;
   config.repeats = static_cast<int>(FlagValue(argc, argv, "repeats", 5));
   config.min_bytes = FlagValue(argc, argv, "min_bytes", 4096);
   config.max_bytes = FlagValue(argc, argv, "max_bytes", 64 << 20);
   config.shm = oflite::bench::BenchShmOptions(argc, argv);
+  config.iperf3 = FlagValue(argc, argv, "iperf3", 1) != 0 && oflite::bench::Iperf3Available();
   config.latency_iterations =
       static_cast<int>(FlagValue(argc, argv, "latency_iterations", 20000));
   int failed = 0;
