@@ -147,6 +147,48 @@ class MetricsFile : public MetricsObserver {
   std::mutex mutex_;
 };
 
+// Times the sink's reports of the iterations in [first, end) on the steady
+// clock: the step time the session measured itself, written into the trace
+// ("measured_step_us") so its reading of the slices can be checked against
+// an independent clock. Thread-safe.
+class StepTimer : public MetricsObserver {
+ public:
+  StepTimer(MetricsObserver* inner, int64_t first, int64_t end)
+      : inner_(inner), first_(first), end_(end) {}
+
+  void OnMetrics(int64_t iteration,
+                 const std::vector<std::pair<std::string, double>>& metrics) override {
+    if (iteration >= first_ && iteration < end_) {
+      const auto now = std::chrono::steady_clock::now();
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (reports_++ == 0) {
+        first_seen_ = iteration;
+        first_time_ = now;
+      }
+      last_seen_ = iteration;
+      last_time_ = now;
+    }
+    inner_->OnMetrics(iteration, metrics);
+  }
+
+  // Microseconds per step from the first to the last report; -1 with fewer
+  // than two iterations reported.
+  double StepUs() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (reports_ < 2 || last_seen_ <= first_seen_) return -1;
+    return std::chrono::duration<double, std::micro>(last_time_ - first_time_).count() /
+           static_cast<double>(last_seen_ - first_seen_);
+  }
+
+ private:
+  MetricsObserver* const inner_;
+  const int64_t first_, end_;
+  mutable std::mutex mutex_;
+  int64_t reports_ = 0;
+  int64_t first_seen_ = 0, last_seen_ = 0;
+  std::chrono::steady_clock::time_point first_time_, last_time_;
+};
+
 // Stops peers' messages reaching a runtime's bus before the runtime goes.
 class DetachOnExit {
  public:
@@ -628,8 +670,16 @@ int RunRun(int argc, char** argv) {
   const bool evaluation_runs = evaluate && plan->eval_state() == EVAL_COMPILED;
   RuntimeOptions train_options = options;
   train_options.tracer = tracer->get();
+  std::unique_ptr<StepTimer> step_timer;
+  if (*tracer != nullptr) {
+    const trace::TracerOptions& window = (*tracer)->options();
+    step_timer = std::make_unique<StepTimer>(train_options.metrics, window.first_iteration,
+                                             window.end_iteration);
+    train_options.metrics = step_timer.get();
+  }
   StatusOr<RunStats> stats = Train(*plan, train_options, session.get(), /*last=*/!evaluation_runs);
   if (*tracer != nullptr) {
+    if (step_timer->StepUs() > 0) (*tracer)->SetOtherNumber("measured_step_us", step_timer->StepUs());
     Status written = WriteTrace(**tracer, trace_clock, flags.Get("trace"), plan->machine_size());
     if (!written.ok()) return FailJob(written, session.get(), run->rank, kExitBadInput);
   }

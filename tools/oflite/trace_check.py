@@ -15,7 +15,10 @@ Summary checks (arithmetic against this script's own reading of the trace):
 per-op totals equal the sum of the kernel slices by op (1 %); the step time
 equals the mean distance between iteration ends (1 %); per iteration,
 kernels + runtime + idle of the stream threads equals threads x step time
-(10 %); the critical path's waits and durations add up to its length.
+(10 %); the critical path's waits and durations add up to its length;
+where a rank states the step time its session timed from the sink's reports
+(measured_step_us, an independent clock), the trace's step is within 10 % of
+it (--expect-timed: at least one rank must state it).
 Exit 0 when all hold, 1 with every failure printed.
 """
 import argparse
@@ -92,7 +95,8 @@ def near(a, b, tolerance):
     return abs(a - b) <= tolerance * max(abs(a), abs(b), 1e-9)
 
 
-def check_summary(summary, slices, failures):
+def check_summary(summary, slices, failures, expect_timed):
+    timed_ranks = []
     for rank in summary["ranks"]:
         pid = rank["rank"]
         ops = collections.defaultdict(float)
@@ -114,6 +118,15 @@ def check_summary(summary, slices, failures):
                             f"threads x step {expected} us")
         if rank["kernel_per_iter_us"] <= 0:
             failures.append(f"rank {pid}: no kernel time per iteration")
+        # The session's own clock (the sink's reports over the same window).
+        measured = rank.get("measured_step_us", -1)
+        if measured > 0:
+            timed_ranks.append(pid)
+            if not near(step, measured, 0.10):
+                failures.append(f"rank {pid}: trace step {step} us, the session timed "
+                                f"{measured} us (more than 10 % apart)")
+    if expect_timed and not timed_ranks:
+        failures.append("no rank states the step time its session measured (measured_step_us)")
     path = summary["critical_path"]
     if not path:
         failures.append("empty critical path")
@@ -131,6 +144,9 @@ def main():
     parser.add_argument("--ranks", type=int, default=1)
     parser.add_argument("--window", default="0:1000000000")
     parser.add_argument("--expect-comm", action="store_true")
+    parser.add_argument("--expect-timed", action="store_true",
+                        help="some rank must state the step time its session measured, "
+                             "and the trace's step must be within 10 % of it")
     parser.add_argument("--lone-rank", action="store_true",
                         help="one rank's file of a job: flows may end on another rank")
     args = parser.parse_args()
@@ -141,7 +157,7 @@ def main():
     slices = check_trace(trace, args, failures)
     if args.summary:
         with open(args.summary) as f:
-            check_summary(json.load(f), slices, failures)
+            check_summary(json.load(f), slices, failures, args.expect_timed)
     for failure in failures[:20]:
         print("FAIL:", failure)
     print(f"trace_check: {len(slices)} slices, {len(failures)} failure(s)")

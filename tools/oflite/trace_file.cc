@@ -208,7 +208,8 @@ Status MergeRankTraces(const std::vector<std::string>& inputs, const std::string
         1000.0;
     Struct rank_info;
     for (const char* key :
-         {"rank", "clock_offset_ns", "clock_uncertainty_ns", "first_iteration", "end_iteration"}) {
+         {"rank", "clock_offset_ns", "clock_uncertainty_ns", "first_iteration", "end_iteration",
+          "measured_step_us"}) {
       (*rank_info.mutable_fields())[key].set_number_value(file.OtherNumber(key, -1));
     }
     *rank_list->add_values()->mutable_struct_value() = rank_info;

@@ -115,9 +115,29 @@ void SummarizeThreads(const TraceFile& file, int64_t pid, double lo, double hi, 
   }
 }
 
+// The step time rank `pid`'s session timed itself (otherData of a rank
+// file, or its entry in a merged file's "ranks"); -1 when not stated.
+double MeasuredStep(const TraceFile& file, int64_t pid) {
+  const auto& fields = file.other_data.fields();
+  auto ranks = fields.find("ranks");
+  if (ranks != fields.end() && ranks->second.has_list_value()) {
+    for (const auto& entry : ranks->second.list_value().values()) {
+      const auto& info = entry.struct_value().fields();
+      auto rank = info.find("rank");
+      auto step = info.find("measured_step_us");
+      if (rank != info.end() && step != info.end() && rank->second.number_value() == pid) {
+        return step->second.number_value();
+      }
+    }
+    return -1;
+  }
+  return file.OtherNumber("rank", -1) == pid ? file.OtherNumber("measured_step_us", -1) : -1;
+}
+
 RankSummary SummarizeRank(const TraceFile& file, int64_t pid) {
   RankSummary rank;
   rank.rank = pid;
+  rank.measured_step_us = MeasuredStep(file, pid);
   double first = 1e300, last = -1e300;
   std::map<int64_t, double> iteration_end;
   std::vector<Interval> comm, compute;
@@ -288,7 +308,11 @@ std::string SummaryText(const TraceSummary& summary) {
   std::ostringstream os;
   for (const RankSummary& rank : summary.ranks) {
     os << "rank " << rank.rank << ": span " << Format("%.3f", rank.span_us / 1000) << " ms, "
-       << rank.iterations << " iterations, step " << Format("%.3f", rank.step_us / 1000) << " ms\n";
+       << rank.iterations << " iterations, step " << Format("%.3f", rank.step_us / 1000) << " ms";
+    if (rank.measured_step_us > 0) {
+      os << " (the session timed " << Format("%.3f", rank.measured_step_us / 1000) << " ms)";
+    }
+    os << "\n";
     os << "  per iteration over " << rank.stream_threads << " stream thread(s): kernels "
        << Format("%.3f", rank.kernel_per_iter_us / 1000) << " ms + runtime "
        << Format("%.3f", rank.runtime_per_iter_us / 1000) << " ms + idle "
@@ -357,7 +381,7 @@ std::string SummaryJson(const TraceSummary& summary) {
     const RankSummary& rank = summary.ranks[r];
     os << (r ? "," : "") << "{\"rank\":" << rank.rank << ",\"span_us\":" << rank.span_us
        << ",\"iterations\":" << rank.iterations << ",\"step_us\":" << rank.step_us
-       << ",\"stream_threads\":" << rank.stream_threads
+       << ",\"measured_step_us\":" << rank.measured_step_us << ",\"stream_threads\":" << rank.stream_threads
        << ",\"kernel_per_iter_us\":" << rank.kernel_per_iter_us
        << ",\"runtime_per_iter_us\":" << rank.runtime_per_iter_us
        << ",\"idle_per_iter_us\":" << rank.idle_per_iter_us << ",\"comm_us\":" << rank.comm_us

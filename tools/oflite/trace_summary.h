@@ -60,6 +60,9 @@ struct RankSummary {
   int64_t iterations = 0;
   int64_t first_iteration = -1;
   double step_us = 0;
+  // The step time the session measured from its sink's reports over the
+  // same window (independent of the trace's slices); -1 when not stated.
+  double measured_step_us = -1;
   std::vector<ThreadTime> threads;
   std::map<std::string, NamedTotal> ops;
   std::map<std::string, NamedTotal> actors;

@@ -1,6 +1,7 @@
 #include "oneflow_lite/common/trace/trace.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -9,6 +10,14 @@
 namespace oflite {
 namespace trace {
 namespace {
+
+// A JSON number (JSON has no NaN or infinity: those become null).
+std::string JsonNumber(double value) {
+  if (!std::isfinite(value)) return "null";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
 
 thread_local Track* current_track = nullptr;
 
@@ -246,6 +255,11 @@ std::vector<const Track*> Tracer::tracks() const {
   return out;
 }
 
+void Tracer::SetOtherNumber(const std::string& key, double value) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  other_numbers_[key] = value;
+}
+
 std::string Tracer::ToJson(const TraceClock& clock) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const int64_t pid = options_.rank;
@@ -255,7 +269,11 @@ std::string Tracer::ToJson(const TraceClock& clock) const {
      << ",\"origin_ns\":" << origin_ns_ << ",\"clock_offset_ns\":" << clock.offset_ns
      << ",\"clock_uncertainty_ns\":" << clock.uncertainty_ns
      << ",\"first_iteration\":" << options_.first_iteration
-     << ",\"end_iteration\":" << options_.end_iteration << "},\"traceEvents\":[\n";
+     << ",\"end_iteration\":" << options_.end_iteration;
+  for (const auto& [key, value] : other_numbers_) {
+    os << ",\"" << JsonEscape(key) << "\":" << JsonNumber(value);
+  }
+  os << "},\"traceEvents\":[\n";
   AppendName("process_name", pid, 0, "rank " + std::to_string(pid), os);
   for (const auto& track : tracks_) {
     os << ",\n";

@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <deque>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -212,6 +213,11 @@ class Tracer {
   // to it (in microseconds).
   int64_t origin_ns() const { return origin_ns_; }
 
+  // A number stated in the file's "otherData" (e.g. "measured_step_us",
+  // the step time the session timed itself, which `oflite trace summary`
+  // prints beside the trace's own). Thread-safe; the last value wins.
+  void SetOtherNumber(const std::string& key, double value);
+
   // The trace as one JSON object; call when no thread records any more.
   std::string ToJson(const TraceClock& clock) const;
   // ToJson into `path`; errors name the file.
@@ -222,6 +228,7 @@ class Tracer {
   const int64_t origin_ns_;
   mutable std::mutex mutex_;
   std::deque<std::unique_ptr<Track>> tracks_;  // guarded by mutex_ (the list)
+  std::map<std::string, double> other_numbers_;  // guarded by mutex_
 };
 
 // The calling thread's track, or null (tracing off).
