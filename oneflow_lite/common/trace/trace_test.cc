@@ -4,6 +4,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <new>
 #include <thread>
@@ -67,7 +68,12 @@ TEST(TraceTest, ThreadsWriteTheirOwnTracksAndTheJsonParses) {
   for (std::thread& thread : threads) thread.join();
   TraceClock clock;
   clock.offset_ns = -1234;
+  tracer.SetOtherNumber("measured_step_us", 812.5);
+  tracer.SetOtherNumber("not_a_number", std::nan(""));  // JSON has none: null
   const google::protobuf::Struct parsed = Parse(tracer.ToJson(clock));
+  const auto& other = parsed.fields().at("otherData").struct_value().fields();
+  EXPECT_EQ(other.at("measured_step_us").number_value(), 812.5);
+  EXPECT_TRUE(other.at("not_a_number").has_null_value());
   const auto& events = parsed.fields().at("traceEvents").list_value().values();
   // 1 process name + 3 thread names + 3 * 100 * (2 slices + 1 flow).
   EXPECT_EQ(events.size(), 1u + 3u + 900u);
