@@ -52,7 +52,6 @@ struct Config {
   std::string gloo_dir;
   std::vector<std::string> providers;
   bool gloo = true;
-  bool ring = true;  // --ring=0: the exchange alone (profiles of the small path)
   comm::shm::ShmOptions shm;
 };
 
@@ -113,8 +112,7 @@ void Verify(const float* data, size_t count, int world, const char* who) {
 
 struct Row {
   size_t bytes;
-  // Per provider; a Timing of 0 s: not timed (exchange above its limit,
-  // ring with --ring=0).
+  // Per provider; an exchange Timing of 0 s: not timed (above the limit).
   std::vector<Timing> ring, exchange;
   Timing gloo_ring, gloo_chunked;
 };
@@ -123,9 +121,9 @@ struct Row {
 // (common/ring_segments.h, UseExchangeAllReduce): the "plan" column, and
 // what plan/Gloo compares with the better Gloo algorithm.
 const Timing& Planned(const Row& row, size_t provider, int world) {
-  const bool exchange = row.exchange[provider].seconds > 0 &&
-                        (UseExchangeAllReduce(row.bytes, world) || row.ring[provider].seconds == 0);
-  return exchange ? row.exchange[provider] : row.ring[provider];
+  return UseExchangeAllReduce(row.bytes, world) && row.exchange[provider].seconds > 0
+             ? row.exchange[provider]
+             : row.ring[provider];
 }
 
 void PrintRows(int world, const Config& config, const std::vector<Row>& rows) {
@@ -144,11 +142,7 @@ void PrintRows(int world, const Config& config, const std::vector<Row>& rows) {
     for (size_t i = 0; i < row.ring.size(); ++i) {
       const double plan = BusBandwidth(world, row.bytes, Planned(row, i, world).seconds);
       best = std::max(best, plan);
-      if (row.ring[i].seconds > 0) {
-        std::printf(" %11.0f", BusBandwidth(world, row.bytes, row.ring[i].seconds));
-      } else {
-        std::printf(" %11s", "-");
-      }
+      std::printf(" %11.0f", BusBandwidth(world, row.bytes, row.ring[i].seconds));
       if (row.exchange[i].seconds > 0) {
         std::printf(" %11.0f", BusBandwidth(world, row.bytes, row.exchange[i].seconds));
       } else {
@@ -270,14 +264,10 @@ int RunRank(int rank, const Config& config) {
                                        comm::DeadlineAfter(milliseconds(120000))),
               "CommNet exchange all-reduce");
       };
-      if (config.ring || bytes > kExchangeBenchMaxBytes) {
-        Fill(buffer.data(), count, rank);
-        ring();
-        Verify(buffer.data(), count, world, "CommNet ring");
-        row.ring.push_back(TimeMedian(config.repeats, iterations, ring));
-      } else {
-        row.ring.push_back(Timing());
-      }
+      Fill(buffer.data(), count, rank);
+      ring();
+      Verify(buffer.data(), count, world, "CommNet ring");
+      row.ring.push_back(TimeMedian(config.repeats, iterations, ring));
       Check((*control)->Barrier("commnet", milliseconds(120000)), "barrier");
       Timing exchange_time;
       if (bytes <= kExchangeBenchMaxBytes) {
@@ -321,7 +311,7 @@ int main(int argc, char** argv) {
   using oflite::bench::FlagValue;
   const int flags = oflite::bench::CheckFlags(
       argc, argv,
-      {"nproc", "repeats", "min_bytes", "max_bytes", "comm", "gloo", "ring", "shm_spin_us",
+      {"nproc", "repeats", "min_bytes", "max_bytes", "comm", "gloo", "shm_spin_us",
        "shm_inline_bytes"},
       "allreduce_bench: all-reduce bus bandwidth (float32 sum) of CommNet's ring over each\n"
       "provider next to Gloo's ring and ring-chunked, 2/3/4 processes on this host.\n"
@@ -330,7 +320,6 @@ int main(int argc, char** argv) {
       "  --min_bytes=B --max_bytes=B   sizes (default 4096 .. 67108864)\n"
       "  --comm=LIST        CommNet providers (default tcp,shm)\n"
       "  --gloo=0           leave Gloo out (CPU profiles of CommNet alone)\n"
-      "  --ring=0           time CommNet's ring only where the exchange cannot run\n"
       "  --shm_spin_us=N    the shm provider's busy-poll bound (default: its own)\n"
       "  --shm_inline_bytes=N   its caller-thread copy bound (default: its own)\n"
       "OpenMPI, the shm peer: tools/bench/mpi_allreduce_bench.sh.\n");
@@ -348,7 +337,6 @@ int main(int argc, char** argv) {
     config.providers =
         oflite::bench::SplitList(oflite::bench::FlagString(argc, argv, "comm", "tcp,shm"));
     config.gloo = FlagValue(argc, argv, "gloo", 1) != 0;
-    config.ring = FlagValue(argc, argv, "ring", 1) != 0;
     config.shm = oflite::bench::BenchShmOptions(argc, argv);
     char directory[] = "/tmp/oflite-gloo-XXXXXX";
     if (::mkdtemp(directory) == nullptr) return 1;
