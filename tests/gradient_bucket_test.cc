@@ -141,11 +141,14 @@ std::map<int64_t, double> Losses(const Plan& plan) {
   return recorders[0].Values("loss");
 }
 
-void ExpectFusedEqualsUnfused(const Job& job, int ranks) {
+// `exchange_max_bytes` 0: every all-reduce, the buckets' too, is a ring.
+void ExpectFusedEqualsUnfused(const Job& job, int ranks, int64_t exchange_max_bytes = -1) {
   const ClusterProto cluster = compiler::MakeCluster(ranks, 1);
-  compiler::CompileOptions unfused_options;
+  compiler::CompileOptions fused_options;
+  if (exchange_max_bytes >= 0) fused_options.exchange_max_bytes = exchange_max_bytes;
+  compiler::CompileOptions unfused_options = fused_options;
   unfused_options.fuse_max_bytes = 0;
-  StatusOr<Plan> fused = compiler::Compile(job, cluster);
+  StatusOr<Plan> fused = compiler::Compile(job, cluster, fused_options);
   StatusOr<Plan> unfused = compiler::Compile(job, cluster, unfused_options);
   ASSERT_TRUE(fused.ok()) << fused.status();
   ASSERT_TRUE(unfused.ok()) << unfused.status();
@@ -154,6 +157,13 @@ void ExpectFusedEqualsUnfused(const Job& job, int ranks) {
   EXPECT_GE(with.buckets, 1);
   EXPECT_EQ(without.buckets, 0);
   EXPECT_EQ(with.collectives, without.collectives - with.members + with.buckets);
+  for (const TaskProto& task : fused->machine(0).task()) {
+    if (task.collective().member_size() == 0) continue;
+    EXPECT_EQ(task.collective().algorithm(), exchange_max_bytes == 0
+                                                 ? COLLECTIVE_RING_ALL_REDUCE
+                                                 : COLLECTIVE_EXCHANGE_ALL_REDUCE)
+        << task.name();
+  }
 
   const std::map<int64_t, double> want = Losses(*unfused);
   const std::map<int64_t, double> got = Losses(*fused);
@@ -179,6 +189,14 @@ TEST_P(GradientBucketTest, Lenet5FusedEqualsUnfused) {
   StatusOr<Job> job = LenetJob(GetParam());
   ASSERT_TRUE(job.ok()) << job.status();
   ExpectFusedEqualsUnfused(*job, GetParam());
+}
+
+// A bucket run by the ring all-reduce: with 2 ranks every element is one
+// addition of the two parts, in whichever order, so bitwise equal too.
+TEST(GradientBucketRingTest, MlpRingBucketEqualsUnfusedRings) {
+  StatusOr<Job> job = MlpJob(2);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ExpectFusedEqualsUnfused(*job, 2, /*exchange_max_bytes=*/0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, GradientBucketTest, ::testing::Values(2, 3),

@@ -108,7 +108,8 @@ Status CollectiveActor::InitBucket() {
     names += (names.empty() ? "" : ", ") + m.lbn();
     members_.push_back(member);
   }
-  what_ += " (bucket of " + names + ")";
+  bucket_ = "bucket of " + names;
+  what_ += " (" + bucket_ + ")";
   return Status::OK();
 }
 
@@ -150,6 +151,7 @@ CollectiveActor::~CollectiveActor() {
 std::string CollectiveActor::DescribeWaiting() const {
   if (finished_) return "";
   std::ostringstream os;
+  if (!bucket_.empty()) os << bucket_ << ": ";
   if (busy()) os << "ring collective of piece " << ring_->piece() << " in flight; ";
   os << (all_to_all_ != nullptr ? all_to_all_->Describe() : "peer parts for 0 pieces");
   os << "; " << protocol_.DescribeInputs() << " " << protocol_.DescribeOutputs();

@@ -122,7 +122,8 @@ class CollectiveActor final : public Actor {
   int64_t input_ = 0;                   // the (first member's) data input
   std::vector<Member> members_;         // one, or a bucket's in order
   TensorDesc logical_;                  // what the ring runs over
-  std::string what_;                    // "collective actor 'NAME' (bucket of ...)"
+  std::string bucket_;                  // "bucket of LBN, LBN, ..." (buckets only)
+  std::string what_;                    // "collective actor 'NAME' (BUCKET)"
   RingOp ring_op_ = RingOp::kNone;
   comm::CancelFlag cancel_;  // set by the first abort or by destruction
   int listener_ = -1;        // in options_.abort
