@@ -80,6 +80,8 @@ std::pair<std::set<std::string>, int> ConsumersOf(const Plan& plan, int64_t mach
 TEST(GradientBucketsTest, SmallGradientsShareOneCollectiveInBackwardOrder) {
   const Plan fused = MustCompile(DataParallel(2), 2, 64 * 1024);
   const Plan unfused = MustCompile(DataParallel(2), 2, 0);
+  const Status memory = CheckMemoryPlan(fused);
+  EXPECT_TRUE(memory.ok()) << memory;
   for (int64_t machine = 0; machine < 2; ++machine) {
     SCOPED_TRACE("machine " + std::to_string(machine));
     const std::vector<const TaskProto*> buckets = Buckets(fused, machine);
