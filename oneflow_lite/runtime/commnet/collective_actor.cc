@@ -54,7 +54,7 @@ Status CollectiveActor::Init() {
     return InvalidArgumentError("collective task '", name(), "': not in its ring");
   }
   logical_ = TensorDesc(conf.logical_desc());
-  RETURN_IF_ERROR(task_->collective().member_size() > 0 ? InitBucket() : InitMembers());
+  RETURN_IF_ERROR(task_->collective().member_size() > 0 ? InitBucket() : InitSingle());
   input_ = members_.front().input;
   RETURN_IF_ERROR(InitRing());
   if (options_.abort != nullptr) {
@@ -64,7 +64,7 @@ Status CollectiveActor::Init() {
 }
 
 // An unfused collective: its one input and one data output.
-Status CollectiveActor::InitMembers() {
+Status CollectiveActor::InitSingle() {
   ASSIGN_OR_RETURN(const RegstDescProto* data_out, protocol_.SingleDataOutput());
   const BoxingConf& conf = task_->boxing();
   if (conf.in_regst_desc_id_size() != 1 || data_out == nullptr) {

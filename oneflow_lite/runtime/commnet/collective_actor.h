@@ -96,7 +96,7 @@ class CollectiveActor final : public Actor {
   };
 
   Status Init();
-  Status InitMembers();
+  Status InitSingle();
   Status InitBucket();
   Status InitRing();
   Status HandleData(const ActorMessage& message);
