@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -114,7 +115,13 @@ Status RunRank(const Plan& plan, int rank, const std::string& master,
   options.metrics = recorder;
   options.watchdog_timeout = milliseconds(60000);
   session->Configure(&options);
+  // One rank at a time builds its kernels: in production each rank is a
+  // process of its own, and oneDNN's primitive cache (an uninstrumented
+  // library) trips tsan when two runtimes create convolutions at once.
+  static std::mutex create_mutex;
+  std::unique_lock<std::mutex> creating(create_mutex);
   ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(plan, options));
+  creating.unlock();
   RETURN_IF_ERROR(session->AfterCreate(runtime.get()));
   Status run = runtime->Run();
   if (run.ok()) run = session->Finish();
