@@ -80,8 +80,11 @@ class Bucketer {
 
   StatusOr<BucketStats> Run() {
     next_ = Successors(*g_);
-    ASSIGN_OR_RETURN(std::vector<int64_t> levels, Levels(next_));
-    FindRings(levels);
+    StatusOr<std::vector<int64_t>> levels = Levels(next_);
+    // No backward order to follow (the reader -> mutator edges close a
+    // cycle): fusing is an optimization, so the graph stays as it is.
+    if (!levels.ok()) return BucketStats{};
+    FindRings(*levels);
     FormBuckets();
     BucketStats stats;
     dead_.assign(g_->tasks.size(), false);

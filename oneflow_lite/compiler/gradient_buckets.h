@@ -43,7 +43,8 @@ struct BucketStats {
 
 // Rewrites `graph` in place (tasks of fused-away rings are removed, task
 // indices renumbered; register ids are kept). `machine_count`: machines of
-// the cluster. Internal error only when the graph is inconsistent (a cycle).
+// the cluster. A graph whose order cannot be derived (a cycle) is left as
+// it is. Returns what was fused; no error today (a Status for the future).
 StatusOr<BucketStats> FuseAllReduceBuckets(TaskGraph* graph, int64_t max_bytes,
                                            int64_t machine_count);
 
