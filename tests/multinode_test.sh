@@ -76,6 +76,28 @@ else
   echo "FAIL: 2-machine launch"; tail -20 "$TMP/dp2.log"; fail=1
 fi
 
+# Gradient buckets (the compiler's default, docs/compiler.md): dp2's three
+# small gradients (bias 64, 64x10 weights, bias 10; the 784x64 weights stay
+# a collective of their own) run as one fused collective. Without buckets
+# (--fuse_max_bytes 0) every metric is exactly the same: each gradient is
+# summed in the same rank order either way.
+"$OFLITE" inspect "$TMP/dp2.plan.pb" > "$TMP/dp2.inspect" 2>&1
+grep -q "fused all-reduce buckets: 1, of 3 all-reduces" "$TMP/dp2.inspect" ||
+  { echo "FAIL: dp2 has no bucket of its 3 small gradients"; grep -A3 "boxing conv" "$TMP/dp2.inspect"; fail=1; }
+"$OFLITE" compile --job "$TMP/dp2.job.pb" --cluster "$TMP/two.pbtxt" -o "$TMP/dp2u.plan.pb" --quiet \
+  --fuse_max_bytes 0 > "$TMP/out" 2>&1 || { echo "FAIL: compile dp2u"; tail -5 "$TMP/out"; fail=1; }
+if launch dp2u 2 --eval=false; then
+  if cmp -s <(cat "$TMP"/dp2.[0-9].txt | sort) <(cat "$TMP"/dp2u.[0-9].txt | sort) &&
+      [[ -s "$TMP/dp2.0.txt" || -s "$TMP/dp2.1.txt" ]]; then
+    echo "ok: gradient buckets change no metric ($(cat "$TMP"/dp2u.[0-9].txt | wc -l) values identical)"
+  else
+    echo "FAIL: fused and unfused data parallel differ"
+    diff <(cat "$TMP"/dp2.[0-9].txt | sort) <(cat "$TMP"/dp2u.[0-9].txt | sort) | head; fail=1
+  fi
+else
+  echo "FAIL: 2-machine launch without buckets"; tail -20 "$TMP/dp2u.log"; fail=1
+fi
+
 # Data parallel on 3 machines.
 MLP[1]=33  # S(0) over 3 parts
 compile ref3 "$TMP/one3.pbtxt" --placement 0:cpu:0-2

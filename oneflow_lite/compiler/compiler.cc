@@ -11,6 +11,7 @@
 #include "oneflow_lite/common/version.h"
 #include "oneflow_lite/compiler/collective_choice.h"
 #include "oneflow_lite/compiler/fusion.h"
+#include "oneflow_lite/compiler/gradient_buckets.h"
 #include "oneflow_lite/compiler/logical_graph.h"
 #include "oneflow_lite/compiler/placement.h"
 
@@ -215,6 +216,7 @@ class Emitter {
     }
     if (t.type == TASK_COLLECTIVE) {
       *p.mutable_collective() = ChooseCollective(p.boxing(), machine_count_, exchange_max_bytes_);
+      for (const CollectiveMember& m : t.bucket) *p.mutable_collective()->add_member() = m;
     }
     if (t.type == TASK_COMMNET) {
       const RegstNode& src = g_.regsts[t.commnet_src_regst];
@@ -261,6 +263,8 @@ StatusOr<Plan> CompileJob(const Job& job, const ClusterProto& cluster,
   ASSIGN_OR_RETURN(LogicalGraph logical, LogicalGraph::Build(job, cluster));
   ASSIGN_OR_RETURN(std::vector<OpSbp> sbp, DeduceSbp(logical, options.weights));
   ASSIGN_OR_RETURN(TaskGraph tasks, BuildTaskGraph(logical, sbp, job, cluster, options.tasks));
+  RETURN_IF_ERROR(
+      FuseAllReduceBuckets(&tasks, options.fuse_max_bytes, cluster.machine_size()).status());
   ASSIGN_OR_RETURN(std::vector<MemBlockProto> blocks, PlanMemory(&tasks, options.memory));
   Plan plan;
   Emitter emitter(tasks, blocks, cluster.machine_size(), options.exchange_max_bytes);

@@ -5,7 +5,8 @@
 //      order, shape inference;
 //   2. DeduceSbp: SBP signatures by the byte cost model, user hints first;
 //   3. BuildTaskGraph: compute/source/variable tasks, boxing and collectives,
-//      copies, CommNet tasks, control registers, the metrics sink;
+//      copies, CommNet tasks, control registers, the metrics sink; then
+//      FuseAllReduceBuckets (gradient_buckets.h) groups small all-reduces;
 //   4. PlanMemory: topological order per machine, lifetimes, offsets with
 //      reuse (plus the control registers that make reuse safe);
 //   5. emission: bit-packed task ids, one MachinePlan per machine.
@@ -38,6 +39,15 @@ struct CompileOptions {
   // fan-out bound, collective_choice.h) use the exchange all-reduce instead
   // of the ring; 0: always the ring. `oflite compile --exchange_max_bytes`.
   int64_t exchange_max_bytes = static_cast<int64_t>(kExchangeAllReduceMaxBytes);
+  // Gradient buckets (gradient_buckets.h): small P -> B all-reduces across
+  // machines are fused into buckets of at most this many bytes, each one
+  // collective; 0: every all-reduce is its own collective (the plans of
+  // before the option). `oflite compile --fuse_max_bytes`. Default: the
+  // exchange bound, so that a whole bucket still goes in one message latency
+  // (the exchange) instead of one latency per tensor; past it the ring's
+  // bandwidth term dominates and a bigger bucket would only delay its first
+  // members (less overlap with the rest of backward).
+  int64_t fuse_max_bytes = static_cast<int64_t>(kExchangeAllReduceMaxBytes);
   CostWeights weights;
   TaskGraphOptions tasks;
   MemoryPlanOptions memory;

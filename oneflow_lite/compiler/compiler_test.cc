@@ -209,7 +209,11 @@ TEST(CompilerTest, DataParallelTwoMachinesUsesRings) {
   spec.placement = "0-1:cpu:0";
   Job job = *BuildMlpJob(spec);
   OpCounts ops = CountOps(job);
-  Plan plan = MustCompile(spec, MakeCluster(2, 1));
+  // One ring per gradient: without gradient buckets (gradient_buckets_test
+  // checks the fused plan).
+  CompileOptions unfused;
+  unfused.fuse_max_bytes = 0;
+  Plan plan = MustCompile(spec, MakeCluster(2, 1), unfused);
   CheckConsistency(plan);
   PlanSummary s = Summarize(plan);
   ASSERT_EQ(s.machines.size(), 2u);

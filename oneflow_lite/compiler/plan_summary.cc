@@ -124,6 +124,8 @@ PlanSummary Summarize(const Plan& plan) {
         if (t.type() == TASK_COLLECTIVE) {
           c.algorithm = t.collective().algorithm();
           c.buffer_bytes = t.collective().buffer_bytes();
+          c.members.clear();
+          for (const CollectiveMember& m : t.collective().member()) c.members.push_back(m.lbn());
         }
         c.tasks++;
       }

@@ -55,6 +55,9 @@ struct BoxingConversion {
   // for every task of one collective).
   CollectiveAlgorithm algorithm = COLLECTIVE_UNSET;
   int64_t buffer_bytes = 0;
+  // A fused bucket (CollectiveConf.member; lbn is the bucket's label): the
+  // logical blobs it all-reduces, in buffer order. Empty otherwise.
+  std::vector<std::string> members;
   int tasks = 0;
 };
 

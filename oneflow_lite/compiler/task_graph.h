@@ -77,6 +77,9 @@ struct TaskNode {
   std::vector<std::pair<std::string, std::vector<int>>> consumed;
   BoxingConf boxing;                // regst ids; ring tasks below
   std::vector<int> ring_tasks;      // task indices of a collective's ring
+  // A fused all-reduce bucket (gradient_buckets.h): its members, with regst
+  // ids; empty for every other task.
+  std::vector<CollectiveMember> bucket;
   int commnet_src_regst = -1;
   SinkConf sink;
   int64_t topo_order = 0;           // filled by the memory planner

@@ -277,6 +277,72 @@ TEST(PlanVerifierTest, RingLogicalBlobLargerThanItsPartsIsRefused) {
   ExpectRefused(plan, {Label(*ring), "boxing.logical_desc", "larger than the ring's parts"});
 }
 
+// Gradient buckets (CollectiveConf.member): the compiled two-machine MLP
+// fuses its 4 gradient all-reduces into one bucket; each damage to it is
+// refused naming the task and the field.
+TEST(PlanVerifierTest, MalformedBucketIsRefused) {
+  struct Case {
+    const char* what;
+    std::function<void(TaskProto*)> damage;
+    std::vector<std::string> expect;
+  };
+  const std::vector<Case> cases = {
+      {"gap between members",
+       [](TaskProto* t) {
+         CollectiveMember* m = t->mutable_collective()->mutable_member(1);
+         m->set_element_offset(m->element_offset() + 1);
+       },
+       {"collective.member[1].element_offset", "members before it end at element"}},
+      {"parts in another order",
+       [](TaskProto* t) {
+         CollectiveConf* c = t->mutable_collective();
+         const int64_t first = c->member(0).in_regst_desc_id();
+         c->mutable_member(0)->set_in_regst_desc_id(c->member(1).in_regst_desc_id());
+         c->mutable_member(1)->set_in_regst_desc_id(first);
+       },
+       {"collective.member[0].in_regst_desc_id", "boxing.in_regst_desc_id[0] is"}},
+      {"two members write one output",
+       [](TaskProto* t) {
+         CollectiveConf* c = t->mutable_collective();
+         c->mutable_member(1)->set_out_regst_desc_id(c->member(0).out_regst_desc_id());
+       },
+       {"collective.member[1].out_regst_desc_id", "another member's output"}},
+      {"member of another dtype",
+       [](TaskProto* t) {
+         t->mutable_collective()->mutable_member(2)->mutable_logical_desc()->set_dtype(DT_INT32);
+       },
+       {"collective.member[2].logical_desc", "not a static tensor of the bucket's float32"}},
+      {"bucket all-gathered",
+       [](TaskProto* t) { t->mutable_collective()->set_algorithm(COLLECTIVE_RING_ALL_GATHER); },
+       {"collective.algorithm", "a bucket runs an all-reduce, not COLLECTIVE_RING_ALL_GATHER"}},
+      {"bucket of one",
+       [](TaskProto* t) {
+         auto* members = t->mutable_collective()->mutable_member();
+         members->erase(members->begin() + 1, members->end());
+       },
+       {"collective.member", "2 or more P -> B all-reduces, not 1"}},
+      {"logical tensor longer than its members",
+       [](TaskProto* t) {
+         ShapeProto* shape = t->mutable_boxing()->mutable_logical_desc()->mutable_shape();
+         shape->set_dim(0, shape->dim(0) + 1);
+       },
+       {"boxing.logical_desc", "for members of"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    Plan plan = Compiled("two_machines");
+    TaskProto* bucket = FindTask(&plan, [](const TaskProto& t) {
+      return t.type() == TASK_COLLECTIVE && t.collective().member_size() > 0;
+    });
+    ASSERT_NE(bucket, nullptr);
+    ASSERT_EQ(bucket->collective().member_size(), 4);
+    c.damage(bucket);
+    std::vector<std::string> expect = {Label(*bucket)};
+    expect.insert(expect.end(), c.expect.begin(), c.expect.end());
+    ExpectRefused(plan, expect);
+  }
+}
+
 TEST(PlanVerifierTest, SinkMetricNamingNoConsumedRegisterIsRefused) {
   Plan plan = Compiled("mlp");
   TaskProto* sink = FindTask(&plan, [](const TaskProto& t) { return t.type() == TASK_SINK; });

@@ -3,6 +3,8 @@
 #include <google/protobuf/util/message_differencer.h>
 
 #include <algorithm>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "oneflow_lite/plan/plan_index.h"
@@ -171,6 +173,121 @@ Status CheckCommNet(const TaskProto& task, const PlanIndex& index) {
   return Status::OK();
 }
 
+// A bucket member's part (`field`): consumed by the task, one blob of the
+// member's desc.
+Status CheckMemberPart(const TaskProto& task, const PlanIndex& index, const std::string& field,
+                       int64_t regst_desc_id, const TensorDesc& desc) {
+  const RegstEntry* part = index.FindRegst(regst_desc_id);
+  if (part == nullptr || !ConsumesRegst(task, regst_desc_id)) {
+    return TaskError(task, field, "register ", regst_desc_id, " is not consumed by the task");
+  }
+  if (part->desc->blob_size() != 1 || TensorDesc(part->desc->blob(0).desc()) != desc) {
+    return TaskError(task, field, "register ", regst_desc_id, " does not hold one blob of ",
+                     desc.ToString());
+  }
+  return Status::OK();
+}
+
+// A bucket member's output (`field`): a data register the task produces,
+// one blob of the member's desc, named by no other member.
+Status CheckMemberOutput(const TaskProto& task, const std::string& field, int64_t regst_desc_id,
+                         const TensorDesc& desc, std::set<int64_t>* seen) {
+  for (const RegstDescProto* out : DataOutputs(task)) {
+    if (out->regst_desc_id() != regst_desc_id) continue;
+    if (!seen->insert(regst_desc_id).second) {
+      return TaskError(task, field, "register ", regst_desc_id, " is another member's output");
+    }
+    if (out->blob_size() != 1 || TensorDesc(out->blob(0).desc()) != desc) {
+      return TaskError(task, field, "register ", regst_desc_id, " does not hold one blob of ",
+                       desc.ToString());
+    }
+    return Status::OK();
+  }
+  return TaskError(task, field, "register ", regst_desc_id, " is not a data register of the task");
+}
+
+// The members of a bucket: each a static tensor of the bucket's dtype,
+// packed without gaps in order, its part and output in place.
+Status CheckBucketMembers(const TaskProto& task, const PlanIndex& index) {
+  const BoxingConf& conf = task.boxing();
+  const TensorDesc logical(conf.logical_desc());
+  int64_t offset = 0;
+  std::set<int64_t> outputs;
+  for (int m = 0; m < task.collective().member_size(); ++m) {
+    const CollectiveMember& member = task.collective().member(m);
+    const std::string field = "collective.member[" + std::to_string(m) + "]";
+    std::string problem;
+    if (CheckedByteSize(member.logical_desc(), &problem) < 0) {
+      return TaskError(task, field + ".logical_desc", problem);
+    }
+    const TensorDesc desc(member.logical_desc());
+    if (desc.dtype != logical.dtype || desc.is_dynamic || desc.shape.elem_count() < 1) {
+      return TaskError(task, field + ".logical_desc", desc.ToString(), " (", member.lbn(),
+                       ") is not a static tensor of the bucket's ", DataTypeName(logical.dtype));
+    }
+    if (member.element_offset() != offset) {
+      return TaskError(task, field + ".element_offset", member.element_offset(),
+                       ", but the members before it end at element ", offset);
+    }
+    if (!CheckedAdd(offset, desc.shape.elem_count(), &offset)) offset = -1;
+    if (member.in_regst_desc_id() != conf.in_regst_desc_id(m)) {
+      return TaskError(task, field + ".in_regst_desc_id", member.in_regst_desc_id(),
+                       ", but boxing.in_regst_desc_id[", m, "] is ", conf.in_regst_desc_id(m));
+    }
+    RETURN_IF_ERROR(
+        CheckMemberPart(task, index, field + ".in_regst_desc_id", member.in_regst_desc_id(), desc));
+    RETURN_IF_ERROR(CheckMemberOutput(task, field + ".out_regst_desc_id",
+                                      member.out_regst_desc_id(), desc, &outputs));
+  }
+  if (offset != logical.shape.elem_count()) {
+    return TaskError(task, "boxing.logical_desc", logical.ToString(), " for members of ", offset,
+                     " elements together");
+  }
+  return Status::OK();
+}
+
+// A fused bucket (CollectiveConf.member): a P -> B all-reduce of 2 or more
+// members over a 1-D logical tensor; every ring task fuses the same members.
+Status CheckBucket(const TaskProto& task, const PlanIndex& index) {
+  const BoxingConf& conf = task.boxing();
+  const CollectiveConf& collective = task.collective();
+  const int members = collective.member_size();
+  const SbpParallel* in = FirstSbp(conf.in_sbp());
+  const SbpParallel* out = FirstSbp(conf.out_sbp());
+  if (members < 2 || conf.kind() != BOXING_ALL_REDUCE || in == nullptr || !in->has_partial_sum() ||
+      out == nullptr || !out->has_broadcast()) {
+    return TaskError(task, "collective.member", "a bucket fuses 2 or more P -> B all-reduces, not ",
+                     members, " of ", BoxingKind_Name(conf.kind()));
+  }
+  if (collective.algorithm() != COLLECTIVE_RING_ALL_REDUCE &&
+      collective.algorithm() != COLLECTIVE_EXCHANGE_ALL_REDUCE) {
+    return TaskError(task, "collective.algorithm", "a bucket runs an all-reduce, not ",
+                     CollectiveAlgorithm_Name(collective.algorithm()));
+  }
+  if (TensorDesc(conf.logical_desc()).shape.rank() != 1 ||
+      conf.in_regst_desc_id_size() != members ||
+      static_cast<int>(DataOutputs(task).size()) != members) {
+    return TaskError(task, "boxing", "a bucket of ", members, " has a 1-D logical tensor, ",
+                     members, " parts and ", members, " data outputs, not ",
+                     TensorDesc(conf.logical_desc()).ToString(), ", ",
+                     conf.in_regst_desc_id_size(), " and ", DataOutputs(task).size());
+  }
+  RETURN_IF_ERROR(CheckBucketMembers(task, index));
+  for (int r = 0; r < conf.ring_task_id_size(); ++r) {
+    const CollectiveConf& peer = index.FindTask(conf.ring_task_id(r))->collective();
+    bool same = peer.member_size() == members;
+    for (int m = 0; same && m < members; ++m) {
+      same = TensorDesc(peer.member(m).logical_desc()) ==
+             TensorDesc(collective.member(m).logical_desc());
+    }
+    if (!same) {
+      return TaskError(task, "boxing.ring_task_id[" + std::to_string(r) + "]",
+                       TaskIdToString(conf.ring_task_id(r)), " fuses other members");
+    }
+  }
+  return Status::OK();
+}
+
 // Ring collectives: the ring lists parallel_num collective tasks, this task
 // at its own rank.
 Status CheckCollective(const TaskProto& task, const PlanIndex& index) {
@@ -193,6 +310,7 @@ Status CheckCollective(const TaskProto& task, const PlanIndex& index) {
                        TaskIdToString(conf.ring_task_id(r)), " is not a collective of this ring");
     }
   }
+  if (task.collective().member_size() > 0) return CheckBucket(task, index);
   if (DataOutputs(task).size() != 1 || DataOutputs(task)[0]->blob_size() < 1) {
     return TaskError(task, "produced", "a collective produces one data register");
   }

@@ -45,6 +45,10 @@ int RunCompile(int argc, char** argv) {
                   "this sent per rank) use the exchange all-reduce, larger ones the ring (0: "
                   "always the ring)",
                   false, std::to_string(compiler::CompileOptions().exchange_max_bytes)},
+                 {"fuse_max_bytes",
+                  "small partial-sum all-reduces across machines are fused into buckets of at "
+                  "most this many bytes, one collective each (0: one collective per tensor)",
+                  false, std::to_string(compiler::CompileOptions().fuse_max_bytes)},
                  {"quiet", "print nothing on success", true}});
   // Accept the conventional short "-o FILE" next to "--o FILE".
   std::vector<char*> args(argv, argv + argc);
@@ -75,6 +79,9 @@ int RunCompile(int argc, char** argv) {
   StatusOr<int64_t> exchange = flags.GetInt("exchange_max_bytes", 0, int64_t{1} << 30);
   if (!exchange.ok()) return Fail(kExitBadInput, exchange.status());
   options.exchange_max_bytes = *exchange;
+  StatusOr<int64_t> fuse_bytes = flags.GetInt("fuse_max_bytes", 0, int64_t{1} << 30);
+  if (!fuse_bytes.ok()) return Fail(kExitBadInput, fuse_bytes.status());
+  options.fuse_max_bytes = *fuse_bytes;
 
   StatusOr<Job> job = LoadJob(flags.Get("job"));
   if (!job.ok()) return Fail(kExitBadInput, job.status());

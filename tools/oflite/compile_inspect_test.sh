@@ -49,15 +49,16 @@ expect_in "2x2 collectives are all-to-all" "collective algorithms (compiled): al
 printf 'machine { id: 0 address: "127.0.0.1" cpu_devices: 1 }\nmachine { id: 1 address: "127.0.0.2" cpu_devices: 1 }\n' > "$TMP/two.pbtxt"
 "$WRITE_JOB" "$TMP/mlp2.job.pb" --placement 0-1:cpu:0 > "$TMP/out" 2>&1; check "write 2x1 job" 0 $?
 # This small MLP's all-reduces would all use the exchange (--exchange_max_bytes,
-# checked below); with it off they are rings.
-"$OFLITE" compile --job "$TMP/mlp2.job.pb" --cluster "$TMP/two.pbtxt" -o "$TMP/mlp2x.plan.pb" --quiet > "$TMP/out" 2>&1
+# checked below); with it off they are rings. Both without gradient buckets
+# (--fuse_max_bytes 0: one collective per gradient; buckets checked below).
+"$OFLITE" compile --job "$TMP/mlp2.job.pb" --cluster "$TMP/two.pbtxt" -o "$TMP/mlp2x.plan.pb" --quiet --fuse_max_bytes 0 > "$TMP/out" 2>&1
 check "compile 2x1 (exchange for small all-reduces)" 0 $?
 "$OFLITE" inspect "$TMP/mlp2x.plan.pb" > "$TMP/out" 2>&1; check "inspect 2x1 exchange summary" 0 $?
 expect_in "small all-reduces use the exchange" "collective algorithms (compiled): exchange_all_reduce x4 ring_all_gather x1" "$TMP/out"
 "$OFLITE" compile --job "$TMP/mlp2.job.pb" --cluster "$TMP/two.pbtxt" -o "$TMP/bad.plan.pb" --exchange_max_bytes -1 > "$TMP/out" 2>&1
 check "--exchange_max_bytes -1 is bad input" 2 $?
 expect_in "--exchange_max_bytes -1 names the flag" "exchange_max_bytes" "$TMP/out"
-"$OFLITE" compile --job "$TMP/mlp2.job.pb" --cluster "$TMP/two.pbtxt" -o "$TMP/mlp2.plan.pb" --quiet --exchange_max_bytes 0 > "$TMP/out" 2>&1
+"$OFLITE" compile --job "$TMP/mlp2.job.pb" --cluster "$TMP/two.pbtxt" -o "$TMP/mlp2.plan.pb" --quiet --exchange_max_bytes 0 --fuse_max_bytes 0 > "$TMP/out" 2>&1
 check "compile 2x1" 0 $?
 "$OFLITE" inspect "$TMP/mlp2.plan.pb" > "$TMP/out" 2>&1; check "inspect 2x1 summary" 0 $?
 for needle in "run settings: seed 7, 8 sample(s)/iteration, training" "evaluation plan: none (the job reads no test split)" \
@@ -82,6 +83,33 @@ assert d['eval_plan']['state'] == 'no_test_split', d['eval_plan']
 " "$TMP/summary.json"
   check "json shows collective algorithms and run settings" 0 $?
 fi
+# Gradient buckets (the default): the 4 small gradient all-reduces of this
+# MLP become one fused collective, shown in the summary, the actor detail
+# and the JSON; --fuse_max_bytes must be a byte count.
+"$OFLITE" compile --job "$TMP/mlp2.job.pb" --cluster "$TMP/two.pbtxt" -o "$TMP/mlp2f.plan.pb" --quiet > "$TMP/out" 2>&1
+check "compile 2x1 with gradient buckets" 0 $?
+"$OFLITE" inspect "$TMP/mlp2f.plan.pb" > "$TMP/out" 2>&1; check "inspect bucket summary" 0 $?
+expect_in "one collective for the 4 gradients" "collective algorithms (compiled): exchange_all_reduce x1 ring_all_gather x1" "$TMP/out"
+expect_in "bucket count" "fused all-reduce buckets: 1, of 4 all-reduces" "$TMP/out"
+expect_in "bucket members" "bucket0: exchange_all_reduce .*dense_1-bias_add-grad_b/y_0, .*dense-matmul-grad_b/out_0" "$TMP/out"
+"$OFLITE" inspect "$TMP/mlp2f.plan.pb" --actor "collective:all_reduce:bucket0@1" > "$TMP/out" 2>&1; check "inspect bucket actor" 0 $?
+expect_in "bucket actor lists its members" "fused bucket of 4 all-reduces" "$TMP/out"
+expect_in "bucket actor member line" "dense-bias_add-grad_b/y_0 float32(.*): regst [0-9]* -> regst [0-9]*, from element [0-9]" "$TMP/out"
+"$OFLITE" inspect "$TMP/mlp2f.plan.pb" --json > "$TMP/bucket.json" 2>&1; check "inspect --json buckets" 0 $?
+if command -v python3 > /dev/null; then
+  python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+buckets = [b for b in d['boxing'] if b.get('members')]
+assert len(buckets) == 1 and len(buckets[0]['members']) == 4, d['boxing']
+assert buckets[0]['lbn'] == 'bucket0' and buckets[0]['algorithm'] == 'exchange_all_reduce', buckets
+" "$TMP/bucket.json"
+  check "json lists the bucket's members" 0 $?
+fi
+"$OFLITE" compile --job "$TMP/mlp2.job.pb" --cluster "$TMP/two.pbtxt" -o "$TMP/bad.plan.pb" --fuse_max_bytes -5 > "$TMP/out" 2>&1
+check "--fuse_max_bytes -5 is bad input" 2 $?
+expect_in "--fuse_max_bytes -5 names the flag" "fuse_max_bytes" "$TMP/out"
+
 "$OFLITE" inspect "$TMP/mlp4.plan.pb" --actors > "$TMP/out" 2>&1; check "inspect --actors" 0 $?
 expect_in "actor table" "dense-matmul@3" "$TMP/out"
 "$OFLITE" inspect "$TMP/mlp4.plan.pb" --actors --machine 1 > "$TMP/out" 2>&1; check "inspect --machine 1" 0 $?

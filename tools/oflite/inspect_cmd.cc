@@ -117,6 +117,25 @@ std::string AlgorithmText(const compiler::BoxingConversion& b) {
   return text;
 }
 
+// Fused all-reduce buckets (CollectiveConf.member): how many, and each one's
+// members.
+void PrintBuckets(const compiler::PlanSummary& s) {
+  int buckets = 0, members = 0;
+  for (const auto& b : s.boxing) {
+    if (b.members.empty()) continue;
+    ++buckets;
+    members += static_cast<int>(b.members.size());
+  }
+  if (buckets == 0) return;
+  std::printf("  fused all-reduce buckets: %d, of %d all-reduces\n", buckets, members);
+  for (const auto& b : s.boxing) {
+    if (b.members.empty()) continue;
+    std::string list;
+    for (const std::string& m : b.members) list += (list.empty() ? "" : ", ") + m;
+    std::printf("    %s: %s: %s\n", b.lbn.c_str(), AlgorithmText(b).c_str(), list.c_str());
+  }
+}
+
 // Register edges by consumer_sync (docs/runtime.md, "Stream order"):
 // {stream-ordered, event (or unset)}.
 std::pair<int, int> EdgeSyncCounts(const Plan& plan) {
@@ -199,6 +218,7 @@ void PrintSummary(const Plan& plan, const PlanSummary& s) {
       for (const auto& [name, n] : by_algorithm) std::printf(" %s x%d", name.c_str(), n);
       std::printf("\n");
     }
+    PrintBuckets(s);
     for (size_t i = 0; i < s.boxing.size() && i < kListLimit; ++i) {
       const auto& b = s.boxing[i];
       std::printf("  %-15s %-5s -> %-5s %3d task(s)  %-24s %s\n",
@@ -355,6 +375,14 @@ void PrintActor(const Plan& plan, const TaskProto& t) {
                   HumanBytes(c.chunk_bytes()).c_str(), c.slots());
     }
     std::printf("\n");
+    if (c.member_size() > 0) std::printf("  fused bucket of %d all-reduces:\n", c.member_size());
+    for (const CollectiveMember& m : c.member()) {
+      std::printf("    %s %s: regst %lld -> regst %lld, from element %lld\n", m.lbn().c_str(),
+                  TensorDesc(m.logical_desc()).ToString().c_str(),
+                  static_cast<long long>(m.in_regst_desc_id()),
+                  static_cast<long long>(m.out_regst_desc_id()),
+                  static_cast<long long>(m.element_offset()));
+    }
   }
   if (t.type() == TASK_COMMNET) {
     std::printf("  pulls regst %lld from %s\n",
@@ -443,6 +471,11 @@ void PrintJson(const Plan& plan, const PlanSummary& s, bool actors) {
     if (b.spans_machines) {
       os << ",\"algorithm\":" << Q(compiler::CollectiveAlgorithmName(b.algorithm))
          << ",\"buffer_bytes\":" << b.buffer_bytes;
+      if (!b.members.empty()) {
+        os << ",\"members\":[";
+        for (size_t m = 0; m < b.members.size(); ++m) os << (m ? "," : "") << Q(b.members[m]);
+        os << "]";
+      }
     }
     os << "}";
   }

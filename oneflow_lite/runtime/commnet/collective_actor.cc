@@ -47,21 +47,15 @@ StatusOr<std::unique_ptr<Actor>> CollectiveActor::Create(const TaskProto& task,
 
 Status CollectiveActor::Init() {
   RETURN_IF_ERROR(protocol_.Init());
-  ASSIGN_OR_RETURN(const RegstDescProto* data_out, protocol_.SingleDataOutput());
   const BoxingConf& conf = task_->boxing();
   for (int r = 0; r < conf.ring_task_id_size(); ++r) rank_of_[conf.ring_task_id(r)] = r;
-  if (rank_of_.count(id()) == 0 || conf.in_regst_desc_id_size() != 1 || data_out == nullptr) {
-    return InvalidArgumentError("collective task '", name(), "': not in its ring, ",
-                                conf.in_regst_desc_id_size(),
-                                " data inputs (expected 1) or no data output");
-  }
-  input_ = conf.in_regst_desc_id(0);
-  output_ = data_out->regst_desc_id();
-  if (!protocol_.Consumes(input_)) {
-    return InvalidArgumentError("collective task '", name(), "': input ", input_,
-                                " is not consumed");
+  what_ = "collective actor '" + name() + "'";
+  if (rank_of_.count(id()) == 0) {
+    return InvalidArgumentError("collective task '", name(), "': not in its ring");
   }
   logical_ = TensorDesc(conf.logical_desc());
+  RETURN_IF_ERROR(task_->collective().member_size() > 0 ? InitBucket() : InitSingle());
+  input_ = members_.front().input;
   RETURN_IF_ERROR(InitRing());
   if (options_.abort != nullptr) {
     listener_ = options_.abort->AddListener([this](const Status& reason) { OnAbort(reason); });
@@ -69,10 +63,65 @@ Status CollectiveActor::Init() {
   return Status::OK();
 }
 
+// An unfused collective: its one input and one data output.
+Status CollectiveActor::InitSingle() {
+  ASSIGN_OR_RETURN(const RegstDescProto* data_out, protocol_.SingleDataOutput());
+  const BoxingConf& conf = task_->boxing();
+  if (conf.in_regst_desc_id_size() != 1 || data_out == nullptr) {
+    return InvalidArgumentError("collective task '", name(), "': ", conf.in_regst_desc_id_size(),
+                                " data inputs (expected 1) or no data output");
+  }
+  Member member;
+  member.input = conf.in_regst_desc_id(0);
+  member.output = data_out->regst_desc_id();
+  member.logical = logical_;
+  if (!protocol_.Consumes(member.input)) {
+    return InvalidArgumentError("collective task '", name(), "': input ", member.input,
+                                " is not consumed");
+  }
+  members_.push_back(member);
+  return Status::OK();
+}
+
+// A fused bucket: every member's part consumed, its output produced, its
+// range inside the bucket's buffer.
+Status CollectiveActor::InitBucket() {
+  std::string names;
+  for (const CollectiveMember& m : task_->collective().member()) {
+    Member member;
+    member.input = m.in_regst_desc_id();
+    member.output = m.out_regst_desc_id();
+    member.logical = TensorDesc(m.logical_desc());
+    member.byte_offset = m.element_offset() * SizeOf(logical_.dtype);
+    bool produced = false;
+    for (const RegstDescProto& desc : task_->produced()) {
+      produced = produced || (desc.regst_desc_id() == member.output && !desc.is_ctrl());
+    }
+    if (!protocol_.Consumes(member.input) || !produced || member.logical.dtype != logical_.dtype ||
+        m.element_offset() < 0 ||
+        member.byte_offset + member.logical.ByteSize() > logical_.ByteSize()) {
+      return InvalidArgumentError("collective task '", name(), "': bucket member '", m.lbn(),
+                                  "' (input ", member.input, ", output ", member.output, ", ",
+                                  member.logical.ToString(), " at element ", m.element_offset(),
+                                  ") does not fit the task (bucket ", logical_.ToString(), ")");
+    }
+    names += (names.empty() ? "" : ", ") + m.lbn();
+    members_.push_back(member);
+  }
+  bucket_ = "bucket of " + names;
+  what_ += " (" + bucket_ + ")";
+  return Status::OK();
+}
+
 Status CollectiveActor::InitRing() {
   trace::Track* track =
       env_->tracer != nullptr ? env_->tracer->AddTrack("ring " + name()) : nullptr;
   ASSIGN_OR_RETURN(ring_op_, RecordedRingOp(*task_, logical_, route_->net()));
+  if (task_->collective().member_size() > 0 && ring_op_ != RingOp::kAllReduce &&
+      ring_op_ != RingOp::kExchangeAllReduce) {
+    return InvalidArgumentError(what_, ": a bucket runs an all-reduce, the plan records ",
+                                CollectiveAlgorithm_Name(task_->collective().algorithm()));
+  }
   if (ring_op_ == RingOp::kNone) {
     all_to_all_ = std::make_unique<AllToAllParts>(*task_, logical_, rank_of_, id(), route_);
     return Status::OK();
@@ -102,6 +151,7 @@ CollectiveActor::~CollectiveActor() {
 std::string CollectiveActor::DescribeWaiting() const {
   if (finished_) return "";
   std::ostringstream os;
+  if (!bucket_.empty()) os << bucket_ << ": ";
   if (busy()) os << "ring collective of piece " << ring_->piece() << " in flight; ";
   os << (all_to_all_ != nullptr ? all_to_all_->Describe() : "peer parts for 0 pieces");
   os << "; " << protocol_.DescribeInputs() << " " << protocol_.DescribeOutputs();
@@ -109,7 +159,7 @@ std::string CollectiveActor::DescribeWaiting() const {
 }
 
 Status CollectiveActor::Handle(const ActorMessage& m) {
-  const std::string what = "collective actor '" + name() + "'";
+  const std::string& what = what_;
   switch (m.kind) {
     case MessageKind::kAbort:
       return cancel_.status();  // this rank or a peer failed
@@ -165,11 +215,9 @@ Status CollectiveActor::Pump() {
   return Status::OK();
 }
 
-// Stages this rank's part in the registered buffer and starts the
-// collective on the worker (it blocks until every rank took part).
-Status CollectiveActor::StartRing() {
-  Regst* in = protocol_.Front(input_);
-  const Blob& blob = in->blobs.at(0);
+// Copies `part` of `member` into the registered buffer (at its offset; an
+// all-gather's part at its ring segment).
+Status CollectiveActor::Stage(const Member& member, const Blob& part) {
   const int64_t elem = SizeOf(logical_.dtype);
   const int64_t n = static_cast<int64_t>(rank_of_.size());
   const int64_t me = rank_of_.at(id());
@@ -178,27 +226,42 @@ Status CollectiveActor::StartRing() {
                                         static_cast<int>(me), &seg_begin, &seg_end);
   const bool gather = ring_op_ == RingOp::kAllGather;
   const int64_t expect =
-      gather ? static_cast<int64_t>(seg_end - seg_begin) * elem : logical_.ByteSize();
-  if (blob.ByteSize() != expect) {
-    return InvalidArgumentError("part of ring rank ", me, " has ", blob.ByteSize(),
-                                " bytes, expected ", expect, " (logical ", logical_.ToString(),
-                                ")");
+      gather ? static_cast<int64_t>(seg_end - seg_begin) * elem : member.logical.ByteSize();
+  if (part.ByteSize() != expect) {
+    return InvalidArgumentError("part of ring rank ", me, " has ", part.ByteSize(),
+                                " bytes, expected ", expect, " (logical ",
+                                member.logical.ToString(), ")");
   }
-  std::memcpy(ring_->buffer() + (gather ? seg_begin * elem : 0), blob.raw(), expect);
-  staged_bytes_ = expect;
-  const int64_t piece = in->piece_id;
+  const int64_t offset = gather ? static_cast<int64_t>(seg_begin) * elem : member.byte_offset;
+  std::memcpy(ring_->buffer() + offset, part.raw(), expect);
+  staged_bytes_ += expect;
+  return Status::OK();
+}
+
+// Stages this rank's parts in the registered buffer and starts the
+// collective on the worker (it blocks until every rank took part).
+Status CollectiveActor::StartRing() {
+  const int64_t piece = protocol_.Front(input_)->piece_id;
+  staged_bytes_ = 0;
+  for (const Member& member : members_) {
+    Regst* in = protocol_.Front(member.input);
+    if (in->piece_id != piece) {
+      return InternalError("bucket parts of iterations ", piece, " and ", in->piece_id,
+                           " are at the front together");
+    }
+    RETURN_IF_ERROR(Stage(member, in->blobs.at(0)));
+  }
   ring_->Start(piece, [this, piece] {
     Status sent = env_->bus->Send(ActorMessage::Wakeup(id(), piece));
     if (!sent.ok() && !cancel_.cancelled()) {
-      std::fprintf(stderr, "collective actor '%s': %s\n", name().c_str(),
-                   sent.ToString().c_str());
+      std::fprintf(stderr, "%s: %s\n", what_.c_str(), sent.ToString().c_str());
     }
   });
   return Status::OK();
 }
 
-// The collective of the front piece is done: cut the output, count the
-// traffic, produce.
+// The collective of the front piece is done: cut each output, count the
+// traffic (one transfer), produce.
 Status CollectiveActor::FinishRing(const ActorMessage& done) {
   const int64_t piece = done.piece_id;
   RETURN_IF_ERROR(ring_ == nullptr ? InternalError("ring completion in all-to-all mode: ",
@@ -206,11 +269,15 @@ Status CollectiveActor::FinishRing(const ActorMessage& done) {
                                    : ring_->Finish(piece));
   ActContext context;
   protocol_.AcquireOutputs(piece, &context);
-  Regst* out = context.produced.at(output_);
   const int me = static_cast<int>(rank_of_.at(id()));
   const int n = static_cast<int>(rank_of_.size());
-  const int64_t cut = CutRingOutput(logical_, FirstSbp(task_->boxing().out_sbp()), me, n,
-                                    ring_->buffer(), static_cast<char*>(out->blobs.at(0).raw()));
+  const SbpParallel out_sbp = FirstSbp(task_->boxing().out_sbp());
+  int64_t cut = 0;
+  for (const Member& member : members_) {
+    Regst* out = context.produced.at(member.output);
+    cut += CutRingOutput(member.logical, out_sbp, me, n, ring_->buffer() + member.byte_offset,
+                         static_cast<char*>(out->blobs.at(0).raw()));
+  }
   CountRingTraffic(ring_op_, logical_, me, n, staged_bytes_ + cut,
                    &route_->net()->stats()->pool);
   std::vector<ActorMessage> send;
@@ -222,7 +289,7 @@ Status CollectiveActor::AssembleAllToAll() {
   Regst* in = protocol_.Front(input_);
   ActContext context;
   protocol_.AcquireOutputs(in->piece_id, &context);
-  Regst* out = context.produced.at(output_);
+  Regst* out = context.produced.at(members_.front().output);
   RETURN_IF_ERROR(all_to_all_->Assemble(in->piece_id, in->blobs.at(0), &out->blobs.at(0)));
   std::vector<ActorMessage> send;
   protocol_.CompleteAct(context, &send);

@@ -13,6 +13,13 @@
 //    actor then cuts its output part and counts the traffic as
 //    registered-pool bytes (moved: the ring's sends; copied: staging in and
 //    the cut out; one transfer per collective);
+//  * a fused bucket (CollectiveConf.member, compiler/gradient_buckets.h):
+//    several P->B all-reduces in one: it acts when every member's part is
+//    readable and every member's output has a free copy, packs the parts
+//    at their element offsets into the buffer, runs ONE all-reduce (the
+//    recorded ring or exchange) and copies each member's range to its
+//    output; one transfer is counted for the bucket, and its errors name
+//    the members;
 //  * all-to-all (AllToAllParts): parts to and from every ring task;
 //  * cancellation: with an AbortNotice, the first abort (this rank's
 //    Broadcast or a peer's notice) sets the actor's CancelFlag, which stops
@@ -35,6 +42,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "oneflow_lite/comm/collective/cancel.h"
 #include "oneflow_lite/runtime/actor.h"
@@ -78,7 +86,18 @@ class CollectiveActor final : public Actor {
                   RingChannelTable* channels, const CollectiveActorOptions& options)
       : task_(&task), env_(&env), route_(route), channels_(channels), options_(options),
         protocol_(task, env) {}
+  // One conversion the collective carries: the task's own (unfused) or a
+  // member of its bucket.
+  struct Member {
+    int64_t input = 0;   // the part's regst desc id
+    int64_t output = 0;  // the output's regst desc id
+    TensorDesc logical;
+    int64_t byte_offset = 0;  // in the ring buffer
+  };
+
   Status Init();
+  Status InitSingle();
+  Status InitBucket();
   Status InitRing();
   Status HandleData(const ActorMessage& message);
   bool busy() const { return ring_ != nullptr && ring_->busy(); }
@@ -86,6 +105,7 @@ class CollectiveActor final : public Actor {
   Status ActOnce();
   // Acts while it can; then end-of-data and finishing.
   Status Pump();
+  Status Stage(const Member& member, const Blob& part);
   Status StartRing();
   Status FinishRing(const ActorMessage& done);
   Status AssembleAllToAll();
@@ -99,9 +119,11 @@ class CollectiveActor final : public Actor {
   const CollectiveActorOptions options_;
   RegstProtocol protocol_;
   std::map<int64_t, int64_t> rank_of_;  // ring task id -> ring rank
-  int64_t input_ = 0;                   // the data input's regst desc id
-  int64_t output_ = 0;                  // the data output's regst desc id
-  TensorDesc logical_;
+  int64_t input_ = 0;                   // the (first member's) data input
+  std::vector<Member> members_;         // one, or a bucket's in order
+  TensorDesc logical_;                  // what the ring runs over
+  std::string bucket_;                  // "bucket of LBN, LBN, ..." (buckets only)
+  std::string what_;                    // "collective actor 'NAME' (BUCKET)"
   RingOp ring_op_ = RingOp::kNone;
   comm::CancelFlag cancel_;  // set by the first abort or by destruction
   int listener_ = -1;        // in options_.abort

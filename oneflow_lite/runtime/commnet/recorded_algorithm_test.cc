@@ -29,6 +29,8 @@ std::string FreeMaster() {
 }
 
 // `exchange_max_bytes` 0: every all-reduce of this small MLP is a ring.
+// Without gradient buckets: one collective per gradient (buckets:
+// tests/gradient_bucket_test.cc, plan_verifier_test).
 Plan DataParallelPlan(int64_t exchange_max_bytes = 0) {
   compiler::MlpSpec spec;
   spec.batch = 12;
@@ -40,6 +42,7 @@ Plan DataParallelPlan(int64_t exchange_max_bytes = 0) {
   CHECK(job.ok()) << job.status();
   compiler::CompileOptions options;
   options.exchange_max_bytes = exchange_max_bytes;
+  options.fuse_max_bytes = 0;
   StatusOr<Plan> plan = compiler::Compile(*job, compiler::MakeCluster(2, 1), options);
   CHECK(plan.ok()) << plan.status();
   return *plan;

@@ -235,5 +235,44 @@ TEST(RingAbortTest, AbortedRankStopsItsOwnRingInFlight) {
   }
 }
 
+// The same stuck peer with the gradients fused into a bucket
+// (compiler/gradient_buckets.h): the rank still ends within its bounds, and
+// the watchdog's report names the bucket's members where it describes the
+// fused collective (which waits for this iteration's gradients behind the
+// loss's all-gather).
+TEST(RingAbortTest, StuckPeerReportNamesTheBucketsMembers) {
+  StatusOr<Plan> plan = DataParallelPlan(2);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::vector<std::string> members;
+  for (const TaskProto& task : plan->machine(1).task()) {
+    for (const CollectiveMember& m : task.collective().member()) members.push_back(m.lbn());
+  }
+  ASSERT_GE(members.size(), 2u) << "the plan has no gradient bucket";
+  const std::string master = FreeMaster();
+  Latch done(2);
+  RankOutcome outcomes[2];
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      RankSetup setup;
+      setup.rank = rank;
+      setup.master = master;
+      setup.run_runtime = rank == 1;
+      setup.watchdog = milliseconds(3000);
+      RunRank(*plan, setup, &done, &outcomes[rank]);
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  ASSERT_TRUE(outcomes[0].setup.ok()) << outcomes[0].setup;
+  ASSERT_TRUE(outcomes[1].setup.ok()) << outcomes[1].setup;
+  const Status& run = outcomes[1].run;
+  EXPECT_EQ(run.code(), StatusCode::kDeadlineExceeded) << run;
+  std::string named = "bucket of ";
+  for (size_t m = 0; m < members.size(); ++m) named += (m ? ", " : "") + members[m];
+  EXPECT_NE(run.message().find(named + ": "), std::string::npos) << run;
+  EXPECT_LT(outcomes[1].teardown, milliseconds(10000));
+  EXPECT_EQ(outcomes[0].notice.code(), StatusCode::kAborted) << outcomes[0].notice;
+}
+
 }  // namespace
 }  // namespace oflite

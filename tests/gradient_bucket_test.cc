@@ -1,0 +1,215 @@
+// Gradient buckets end to end (compiler/gradient_buckets.h): data-parallel
+// MLP and LeNet-5 plans compiled with fusion (the default
+// CompileOptions.fuse_max_bytes) and without it (0), each run by 2 and 3
+// ranks in one process, every rank with its own MultiMachineSession over
+// TCP on loopback. The fused plan has buckets and fewer collective tasks;
+// its losses are bitwise equal to the unfused plan's (both add each
+// gradient's parts in rank order: the exchange all-reduce).
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "oneflow_lite/api/graph.h"
+#include "oneflow_lite/comm/builtin_providers.h"
+#include "oneflow_lite/comm/socket_util.h"
+#include "oneflow_lite/compiler/compiler.h"
+#include "oneflow_lite/runtime/commnet/multi_machine.h"
+#include "oneflow_lite/runtime/runtime.h"
+#include "oneflow_lite/runtime/testing/test_fixtures.h"
+#include "oneflow_lite/testing/test_jobs.h"
+
+namespace oflite {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr int64_t kIterations = 4;
+
+std::string PlacementText(int ranks) { return "0-" + std::to_string(ranks - 1) + ":cpu:0"; }
+
+StatusOr<Job> MlpJob(int ranks) {
+  compiler::MlpSpec spec;
+  spec.batch = 12;
+  spec.features = 20;
+  spec.hidden = {16, 8};
+  spec.classes = 4;
+  spec.placement = PlacementText(ranks);
+  spec.iterations = kIterations;
+  return compiler::BuildMlpJob(spec);
+}
+
+Tensor ConvReluPool(Graph* g, const Tensor& x, int64_t filters, int64_t pad) {
+  Conv2dOptions options;
+  options.padding = {pad, pad};
+  return g->MaxPool2d(g->Relu(g->Conv2d(x, filters, 5, options)), 2);
+}
+
+// LeNet-5 (6/16 5x5 convs, 120-84-10), momentum SGD, synthetic data.
+StatusOr<Job> LenetJob(int ranks) {
+  Graph g("lenet5_buckets", /*seed=*/3);
+  g.SetPlacement(Placement::Parse(PlacementText(ranks)));
+  Batch data = g.RandomBatch(Shape{6, 1, 28, 28}, 10);
+  Tensor x = ConvReluPool(&g, data.image, 6, 2);  // [B, 6, 14, 14]
+  x = ConvReluPool(&g, x, 16, 0);                  // [B, 16, 5, 5]
+  x = g.Relu(g.Dense(x, 120));
+  x = g.Relu(g.Dense(x, 84));
+  Tensor logits = g.Dense(x, 10);
+  g.Minimize(g.SparseSoftmaxCrossEntropy(logits, data.label),
+             Momentum{.learning_rate = 0.05, .momentum = 0.9});
+  g.SetIterations(kIterations);
+  return g.Build();
+}
+
+struct PlanShape {
+  int collectives = 0;  // collective tasks on machine 0
+  int buckets = 0;      // of them, fused buckets
+  int members = 0;      // all-reduces inside the buckets
+};
+
+PlanShape ShapeOf(const Plan& plan) {
+  PlanShape shape;
+  for (const TaskProto& task : plan.machine(0).task()) {
+    if (task.type() != TASK_COLLECTIVE) continue;
+    ++shape.collectives;
+    if (task.collective().member_size() == 0) continue;
+    ++shape.buckets;
+    shape.members += task.collective().member_size();
+  }
+  return shape;
+}
+
+std::string FreeMaster() {
+  int port = 0;
+  auto fd = comm::ListenTcp("127.0.0.1", &port);
+  if (!fd.ok()) return "";
+  ::close(*fd);
+  return "127.0.0.1:" + std::to_string(port);
+}
+
+// One rank of `plan` over TCP, as `oflite run` wires it.
+Status RunRank(const Plan& plan, int rank, const std::string& master,
+               testing::MetricsRecorder* recorder) {
+  comm::BuiltinProviderOptions providers;
+  providers.job_token = "gradient-bucket-test";
+  ASSIGN_OR_RETURN(comm::ProviderFactory tcp, comm::BuiltinProviders(providers).Find("tcp"));
+  MultiMachineOptions multi;
+  multi.rank = rank;
+  multi.master = master;
+  multi.provider = tcp;
+  multi.provider_name = "tcp";
+  multi.job_token = providers.job_token;
+  multi.connect_timeout = milliseconds(30000);
+  multi.ring_timeout = milliseconds(60000);
+  multi.on_fatal = [](const JobFailure&) {};  // the Status below says it
+  ASSIGN_OR_RETURN(std::unique_ptr<MultiMachineSession> session,
+                   MultiMachineSession::Start(plan, multi));
+  RuntimeOptions options;
+  options.machine_id = rank;
+  options.metrics = recorder;
+  options.watchdog_timeout = milliseconds(60000);
+  session->Configure(&options);
+  // One rank at a time builds its kernels: in production each rank is a
+  // process of its own, and oneDNN's primitive cache (an uninstrumented
+  // library) trips tsan when two runtimes create convolutions at once.
+  static std::mutex create_mutex;
+  std::unique_lock<std::mutex> creating(create_mutex);
+  ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(plan, options));
+  creating.unlock();
+  RETURN_IF_ERROR(session->AfterCreate(runtime.get()));
+  Status run = runtime->Run();
+  if (run.ok()) run = session->Finish();
+  session->Detach();
+  return run;
+}
+
+// The losses of `plan` run by its machines (the sink is on machine 0).
+std::map<int64_t, double> Losses(const Plan& plan) {
+  const int ranks = plan.machine_size();
+  const std::string master = FreeMaster();
+  EXPECT_FALSE(master.empty());
+  std::vector<testing::MetricsRecorder> recorders(ranks);
+  std::vector<Status> results(ranks);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < ranks; ++rank) {
+    threads.emplace_back(
+        [&, rank] { results[rank] = RunRank(plan, rank, master, &recorders[rank]); });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int rank = 0; rank < ranks; ++rank) {
+    EXPECT_TRUE(results[rank].ok()) << "rank " << rank << ": " << results[rank];
+  }
+  return recorders[0].Values("loss");
+}
+
+// `exchange_max_bytes` 0: every all-reduce, the buckets' too, is a ring.
+void ExpectFusedEqualsUnfused(const Job& job, int ranks, int64_t exchange_max_bytes = -1) {
+  const ClusterProto cluster = compiler::MakeCluster(ranks, 1);
+  compiler::CompileOptions fused_options;
+  if (exchange_max_bytes >= 0) fused_options.exchange_max_bytes = exchange_max_bytes;
+  compiler::CompileOptions unfused_options = fused_options;
+  unfused_options.fuse_max_bytes = 0;
+  StatusOr<Plan> fused = compiler::Compile(job, cluster, fused_options);
+  StatusOr<Plan> unfused = compiler::Compile(job, cluster, unfused_options);
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  ASSERT_TRUE(unfused.ok()) << unfused.status();
+  const PlanShape with = ShapeOf(*fused);
+  const PlanShape without = ShapeOf(*unfused);
+  EXPECT_GE(with.buckets, 1);
+  EXPECT_EQ(without.buckets, 0);
+  EXPECT_EQ(with.collectives, without.collectives - with.members + with.buckets);
+  for (const TaskProto& task : fused->machine(0).task()) {
+    if (task.collective().member_size() == 0) continue;
+    EXPECT_EQ(task.collective().algorithm(), exchange_max_bytes == 0
+                                                 ? COLLECTIVE_RING_ALL_REDUCE
+                                                 : COLLECTIVE_EXCHANGE_ALL_REDUCE)
+        << task.name();
+  }
+
+  const std::map<int64_t, double> want = Losses(*unfused);
+  const std::map<int64_t, double> got = Losses(*fused);
+  ASSERT_EQ(want.size(), static_cast<size_t>(kIterations));
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [iteration, loss] : want) {
+    EXPECT_TRUE(std::isfinite(loss)) << "iteration " << iteration;
+    EXPECT_EQ(got.at(iteration), loss) << "iteration " << iteration;  // bitwise
+  }
+  // Training moved: equal curves are not equal constants.
+  EXPECT_NE(want.begin()->second, want.rbegin()->second);
+}
+
+class GradientBucketTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(GradientBucketTest, MlpFusedEqualsUnfused) {
+  StatusOr<Job> job = MlpJob(GetParam());
+  ASSERT_TRUE(job.ok()) << job.status();
+  ExpectFusedEqualsUnfused(*job, GetParam());
+}
+
+TEST_P(GradientBucketTest, Lenet5FusedEqualsUnfused) {
+  StatusOr<Job> job = LenetJob(GetParam());
+  ASSERT_TRUE(job.ok()) << job.status();
+  ExpectFusedEqualsUnfused(*job, GetParam());
+}
+
+// A bucket run by the ring all-reduce: with 2 ranks every element is one
+// addition of the two parts, in whichever order, so bitwise equal too.
+TEST(GradientBucketRingTest, MlpRingBucketEqualsUnfusedRings) {
+  StatusOr<Job> job = MlpJob(2);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ExpectFusedEqualsUnfused(*job, 2, /*exchange_max_bytes=*/0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, GradientBucketTest, ::testing::Values(2, 3),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::to_string(info.param) + "ranks";
+                         });
+
+}  // namespace
+}  // namespace oflite
