@@ -131,6 +131,8 @@ class RingCommunicator {
   void QueueSendsLocked(const MemoryRegion& region, size_t offset,
                         size_t begin_byte, size_t end_byte, bool to_scratch);
   void PumpSendsLocked();
+  // The READY message announcing `item`, written into scratch slot `slot`.
+  static std::string ReadyMessage(const SendItem& item, uint32_t slot);
   void OnForward(const void* data, size_t size);   // from the left neighbour
   void OnBackward(const void* data, size_t size);  // from the right neighbour
   void OnBackwardLocked(const void* data, size_t size);
