@@ -7,8 +7,11 @@
 // right neighbour in chunks of `chunk_bytes`: reduce steps WRITE a chunk into
 // one of `slots` registered scratch slots of the neighbour (from a
 // RegisteredPool) which it adds into its buffer and acknowledges (credit);
-// gather steps WRITE straight into the neighbour's buffer. After each WRITE
-// completes, a READY message tells the neighbour the chunk has landed.
+// gather steps WRITE straight into the neighbour's buffer. A READY message
+// tells the neighbour the chunk has landed: sent right behind the WRITE
+// where the connection orders a message after an outstanding WRITE
+// (Connection::OrdersMessagesAfterWrites, tcp), else from the WRITE's
+// completion; the same message either way (docs/comm.md).
 // Sends are queued and issued as credits allow (from the progress thread),
 // so no rank ever blocks in a send; the caller's thread only waits for
 // incoming chunks, reduces and forwards them.

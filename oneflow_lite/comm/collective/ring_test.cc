@@ -34,7 +34,10 @@ class WrappedTransport : public Transport {
  public:
   WrappedTransport(std::unique_ptr<Transport> inner, bool hide_ordering)
       : inner_(std::move(inner)), hide_ordering_(hide_ordering) {}
-  ~WrappedTransport() override { Release(); }
+  ~WrappedTransport() override {
+    Release();
+    inner_.reset();  // its cancelled completions still find this object whole
+  }
 
   void HoldWriteCompletions() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -119,7 +122,7 @@ class WrappedTransport : public Transport {
     done(status);
   }
 
-  const std::unique_ptr<Transport> inner_;
+  std::unique_ptr<Transport> inner_;
   const bool hide_ordering_;
   std::mutex mutex_;
   bool holding_ = false;
