@@ -136,6 +136,7 @@ class TcpConnection : public Connection {
   std::vector<uint8_t> in_buffer_;
   size_t in_begin_ = 0;
   size_t in_end_ = 0;
+  bool after_bulk_ = false;  // the last read put a payload in place
   bool have_header_ = false;
   FrameHeader header_;
   uint8_t* payload_destination_ = nullptr;
