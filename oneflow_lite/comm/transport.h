@@ -187,6 +187,16 @@ class Connection {
 
   virtual size_t max_message_size() const = 0;
 
+  // True when this connection also orders a message after a WRITE that is
+  // still outstanding: a message sent after PostWrite returned OK (without
+  // waiting for its completion) reaches the peer's handler only once that
+  // WRITE's data is in the peer's memory, and never if the WRITE fails there
+  // (the connection fails first). Lets a sender announce data together with
+  // it instead of one completion round trip later (the ring's READY,
+  // docs/comm.md). tcp: one byte stream the peer reads in order. The default,
+  // false, promises only what "Ordering" above says. Constant; thread-safe.
+  virtual bool OrdersMessagesAfterWrites() const { return false; }
+
   // OK while healthy; the sticky error afterwards.
   virtual Status status() const = 0;
 

@@ -248,6 +248,64 @@ TEST_P(TransportConformanceTest, MessagesArriveInOrderBeyondCredits) {
   }
 }
 
+// Where a provider says it orders a message after an outstanding WRITE
+// (Connection::OrdersMessagesAfterWrites), a message sent right after
+// PostWrite returned finds that WRITE's data in place when its handler runs.
+TEST_P(TransportConformanceTest, MessageAfterOutstandingWriteSeesItsData) {
+  constexpr int kWrites = 8;
+  constexpr size_t kSize = (256 << 10) + 5;  // payloads read straight into place
+  std::vector<uint8_t> remote(kWrites * kSize, 0);
+  std::atomic<int> seen{0}, wrong{0};
+  std::vector<TransportOptions> options(2);
+  for (int rank = 0; rank < 2; ++rank) {
+    options[rank].rank = rank;
+    options[rank].world_size = 2;
+  }
+  options[1].on_message = [&](int, const void* data, size_t size) {
+    // The message names the write; its bytes must already be in place.
+    const int index = size == 1 ? *static_cast<const uint8_t*>(data) : -1;
+    const std::vector<uint8_t> expected = Pattern(kSize, 100 + index);
+    if (index < 0 || !std::equal(expected.begin(), expected.end(),
+                                 remote.begin() + index * kSize)) {
+      ++wrong;
+    }
+    ++seen;
+  };
+  auto transports = CreateConnectedTransports(GetParam(), options, kTimeout);
+  ASSERT_TRUE(transports.ok()) << transports.status();
+  Connection* link = *(*transports)[0]->GetConnection(1);
+  if (!link->OrdersMessagesAfterWrites()) {
+    GTEST_SKIP() << GetParam().name << " promises only message-after-completion ordering";
+  }
+  auto remote_region = Register((*transports)[1].get(), &remote);
+  std::vector<std::vector<uint8_t>> sources;
+  std::vector<std::unique_ptr<MemoryRegion>> source_regions;
+  std::atomic<int> completed{0};
+  for (int i = 0; i < kWrites; ++i) {
+    sources.push_back(Pattern(kSize, 100 + i));
+  }
+  for (int i = 0; i < kWrites; ++i) {
+    source_regions.push_back(Register((*transports)[0].get(), &sources[i]));
+    ASSERT_TRUE(link->PostWrite(*source_regions[i], 0, remote_region->remote_key(), i * kSize,
+                                kSize, [&](const Status& status) {
+                                  EXPECT_TRUE(status.ok()) << status;
+                                  ++completed;
+                                })
+                    .ok());
+    const uint8_t index = static_cast<uint8_t>(i);
+    ASSERT_TRUE(link->SendMessage(&index, 1).ok());
+  }
+  ASSERT_TRUE(link->Flush(DeadlineAfter(kTimeout)).ok());
+  const Deadline deadline = DeadlineAfter(kTimeout);
+  while ((seen < kWrites || completed < kWrites) && Clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  EXPECT_EQ(seen.load(), kWrites);
+  EXPECT_EQ(completed.load(), kWrites);
+  EXPECT_EQ(wrong.load(), 0) << "messages overtook the WRITEs posted before them";
+  transports->clear();  // before the buffers and regions they may touch
+}
+
 TEST_P(TransportConformanceTest, ThreeRanksAllPairsExchange) {
   auto world = MakeWorld(GetParam(), 3);
   for (int from = 0; from < 3; ++from) {

@@ -1,5 +1,7 @@
 #include "oneflow_lite/common/partition.h"
 
+#include <cstdint>
+
 #include <algorithm>
 #include <cstring>
 
@@ -27,10 +29,31 @@ void ForEachSlabRow(const Shape& whole, int64_t axis, PartRange range, int64_t e
   }
 }
 
+// Elements per block of the non-overlapping path: a fixed count the
+// compiler turns into vector adds at -O2 (basic-block SLP), where a loop of
+// unknown length stays scalar.
+constexpr int64_t kAddBlock = 16;
+
+template <typename T>
+void AddDisjoint(const T* __restrict in, T* __restrict out, int64_t count) {
+  int64_t i = 0;
+  for (; i + kAddBlock <= count; i += kAddBlock) {
+    for (int64_t j = 0; j < kAddBlock; ++j) out[i + j] += in[i + j];
+  }
+  for (; i < count; ++i) out[i] += in[i];
+}
+
 template <typename T>
 void AddInto(const void* from, void* to, int64_t count) {
   const T* in = static_cast<const T*>(from);
   T* out = static_cast<T*>(to);
+  const uintptr_t in_at = reinterpret_cast<uintptr_t>(in);
+  const uintptr_t out_at = reinterpret_cast<uintptr_t>(out);
+  const uintptr_t bytes = static_cast<uintptr_t>(count) * sizeof(T);
+  if (in_at + bytes <= out_at || out_at + bytes <= in_at) {
+    AddDisjoint(in, out, count);  // the collectives' case: scratch into buffer
+    return;
+  }
   for (int64_t i = 0; i < count; ++i) out[i] += in[i];
 }
 

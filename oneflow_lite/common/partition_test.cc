@@ -115,6 +115,33 @@ TEST(AccumulateTest, EverySupportedType) {
   ASSERT_TRUE(AccumulateInto(DT_FLOAT, nullptr, nullptr, 0).ok());
 }
 
+// Lengths around the vectorised block (16 elements) and its remainder, and
+// an overlapping pair, which must keep the element-by-element meaning.
+TEST(AccumulateTest, ExactOverLengthsAndOverlap) {
+  for (int64_t count : {0, 1, 15, 16, 17, 33, 1001}) {
+    SCOPED_TRACE(count);
+    std::vector<int64_t> sum(count + 1, -7), in(count);
+    std::vector<float> fsum(count), fin(count);
+    for (int64_t i = 0; i < count; ++i) {
+      sum[i] = 3 * i;
+      in[i] = (int64_t{1} << 40) + i;
+      fsum[i] = 0.5f * i;
+      fin[i] = 0.25f * i;
+    }
+    ASSERT_TRUE(AccumulateInto(DT_INT64, in.data(), sum.data(), count).ok());
+    ASSERT_TRUE(AccumulateInto(DT_FLOAT, fin.data(), fsum.data(), count).ok());
+    for (int64_t i = 0; i < count; ++i) {
+      ASSERT_EQ(sum[i], (int64_t{1} << 40) + 4 * i) << i;
+      ASSERT_EQ(fsum[i], 0.75f * i) << i;
+    }
+    EXPECT_EQ(sum[count], -7);  // nothing beyond count
+  }
+  std::vector<int32_t> overlap = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  // out[i] += in[i] with out = in + 1, one element after another: 1, 2, ..., 20.
+  ASSERT_TRUE(AccumulateInto(DT_INT32, overlap.data(), overlap.data() + 1, 19).ok());
+  for (int32_t i = 0; i < 20; ++i) ASSERT_EQ(overlap[i], i + 1) << i;
+}
+
 TEST(AccumulateTest, UnsupportedTypeNamesIt) {
   std::vector<uint8_t> a(4), b(4);
   const Status status = AccumulateInto(DT_UINT8, a.data(), b.data(), 4);

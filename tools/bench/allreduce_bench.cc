@@ -9,6 +9,14 @@
 //       [--comm=tcp,shm] [--gloo=1] [--shm_spin_us=N]
 //       [--shm_inline_bytes=N]
 //
+// One rank per host (e.g. per network namespace, tests/netns/netns.sh run):
+//   allreduce_bench --addrs=A0,A1,... --rank=R [--port=29600]
+//       [--gloo_dir=DIR] [--comm=tcp] [--min_bytes=..] [--max_bytes=..]
+// runs rank R only, listening on address AR (rank 0 also serves the
+// rendezvous at A0:port); Gloo's file store is DIR (default
+// /tmp/oflite-gloo-PORT, a file system every rank sees). Rank 0 prints, and
+// beside each CommNet ring figure the link time the bytes a rank sends need.
+//
 // busbw = 2 (N - 1) / N * bytes / time (the nccl-tests convention): the bytes
 // each rank moves per unit time. Each sample times `iterations` back-to-back
 // all-reduces on rank 0; figures are medians over --repeats samples. Both
@@ -50,9 +58,13 @@ struct Config {
   size_t max_bytes;
   int control_port;
   std::string gloo_dir;
+  // Multi-host mode (--addrs): every rank's address; empty: forked ranks on
+  // loopback.
+  std::vector<std::string> addrs;
   std::vector<std::string> providers;
   bool gloo = true;
   comm::shm::ShmOptions shm;
+  comm::CollectiveOptions ring;  // --ring_chunk_bytes, --ring_slots
 };
 
 void Check(const Status& status, const char* what) {
@@ -179,9 +191,11 @@ int RunRank(int rank, const Config& config) {
   const int world = config.world;
   const std::string token = "allreduce-bench";
   // CommNet: control plane, TCP transport, ring communicator.
+  const std::string host = config.addrs.empty() ? "127.0.0.1" : config.addrs[rank];
   std::unique_ptr<comm::control::RendezvousServer> server;
   if (rank == 0) {
     comm::control::RendezvousOptions options;
+    options.host = host;
     options.port = config.control_port;
     options.world_size = world;
     options.job_token = token;
@@ -190,7 +204,8 @@ int RunRank(int rank, const Config& config) {
     server = std::move(*started);
   }
   comm::control::ControlClientOptions client_options;
-  client_options.master = "127.0.0.1:" + std::to_string(config.control_port);
+  client_options.master = (config.addrs.empty() ? "127.0.0.1" : config.addrs[0]) + ":" +
+                          std::to_string(config.control_port);
   client_options.rank = rank;
   client_options.world_size = world;
   client_options.job_token = token;
@@ -214,7 +229,7 @@ int RunRank(int rank, const Config& config) {
     options.rank = rank;
     options.world_size = world;
     options.on_message = net->router.AsHandler();
-    auto transport = CreateBenchTransport(provider, options, token, config.shm);
+    auto transport = CreateBenchTransport(provider, options, token, config.shm, host);
     Check(transport.status(), "transport");
     net->transport = std::move(*transport);
     Check(comm::control::ConnectTransport(net->transport.get(), control->get(),
@@ -225,7 +240,7 @@ int RunRank(int rank, const Config& config) {
     Check(pool.status(), "pool");
     net->pool = std::move(*pool);
     auto ring = comm::RingCommunicator::Create(net->transport.get(), &net->router,
-                                               net->pool.get(), comm::CollectiveOptions());
+                                               net->pool.get(), config.ring);
     Check(ring.status(), "ring");
     net->ring = std::move(*ring);
     auto exchange = comm::ExchangeCommunicator::Create(net->transport.get(), &net->router,
@@ -242,7 +257,7 @@ int RunRank(int rank, const Config& config) {
   // Gloo: file-store rendezvous, TCP device, full mesh.
   std::shared_ptr<gloo::rendezvous::Context> context;
   if (config.gloo) {
-    auto device = gloo::transport::tcp::CreateDevice("127.0.0.1");
+    auto device = gloo::transport::tcp::CreateDevice(host.c_str());
     gloo::rendezvous::FileStore store(config.gloo_dir);
     context = std::make_shared<gloo::rendezvous::Context>(rank, world);
     context->connectFullMesh(store, device);
@@ -309,35 +324,73 @@ int RunRank(int rank, const Config& config) {
 
 int main(int argc, char** argv) {
   using oflite::bench::FlagValue;
+  using oflite::bench::FlagString;
   const int flags = oflite::bench::CheckFlags(
       argc, argv,
       {"nproc", "repeats", "min_bytes", "max_bytes", "comm", "gloo", "shm_spin_us",
-       "shm_inline_bytes"},
+       "shm_inline_bytes", "addrs", "rank", "port", "gloo_dir", "ring_chunk_bytes",
+       "ring_slots"},
       "allreduce_bench: all-reduce bus bandwidth (float32 sum) of CommNet's ring over each\n"
       "provider next to Gloo's ring and ring-chunked, 2/3/4 processes on this host.\n"
       "  --nproc=N          only N processes (default 0: 2, 3 and 4)\n"
       "  --repeats=R        samples per size (median; default 5)\n"
       "  --min_bytes=B --max_bytes=B   sizes (default 4096 .. 67108864)\n"
-      "  --comm=LIST        CommNet providers (default tcp,shm)\n"
+      "  --comm=LIST        CommNet providers (default tcp,shm; tcp with --addrs)\n"
       "  --gloo=0           leave Gloo out (CPU profiles of CommNet alone)\n"
       "  --shm_spin_us=N    the shm provider's busy-poll bound (default: its own)\n"
       "  --shm_inline_bytes=N   its caller-thread copy bound (default: its own)\n"
+      "  --ring_chunk_bytes=B --ring_slots=S   the ring's geometry (default: the plan's)\n"
+      "One rank per host (each its own process, e.g. in tests/netns/netns.sh run):\n"
+      "  --addrs=A0,A1,..   every rank's address (world = their count)\n"
+      "  --rank=R           this process's rank; listens on AR (rank 0 serves A0:port)\n"
+      "  --port=P           rendezvous port (default 29600)\n"
+      "  --gloo_dir=DIR     Gloo's file store, seen by every rank (default\n"
+      "                     /tmp/oflite-gloo-PORT; rank 0 empties it)\n"
       "OpenMPI, the shm peer: tools/bench/mpi_allreduce_bench.sh.\n");
   if (flags >= 0) return flags;
-  const int only = static_cast<int>(FlagValue(argc, argv, "nproc", 0));
-  std::vector<int> worlds = only > 0 ? std::vector<int>{only} : std::vector<int>{2, 3, 4};
-  int failed = 0;
-  for (int world : worlds) {
+  auto configure = [&](int world) {
     oflite::bench::Config config;
     config.world = world;
     config.repeats = static_cast<int>(FlagValue(argc, argv, "repeats", 5));
     config.min_bytes = FlagValue(argc, argv, "min_bytes", 4096);
     config.max_bytes = FlagValue(argc, argv, "max_bytes", 64 << 20);
-    config.control_port = oflite::bench::FreePort();
-    config.providers =
-        oflite::bench::SplitList(oflite::bench::FlagString(argc, argv, "comm", "tcp,shm"));
     config.gloo = FlagValue(argc, argv, "gloo", 1) != 0;
     config.shm = oflite::bench::BenchShmOptions(argc, argv);
+    config.ring.chunk_bytes = static_cast<size_t>(
+        FlagValue(argc, argv, "ring_chunk_bytes", static_cast<long long>(config.ring.chunk_bytes)));
+    config.ring.slots = static_cast<int>(FlagValue(argc, argv, "ring_slots", config.ring.slots));
+    return config;
+  };
+  const std::string addrs = FlagString(argc, argv, "addrs", "");
+  if (!addrs.empty()) {
+    oflite::bench::Config config = configure(0);
+    config.addrs = oflite::bench::SplitList(addrs);
+    config.world = static_cast<int>(config.addrs.size());
+    const int rank = static_cast<int>(FlagValue(argc, argv, "rank", -1));
+    if (rank < 0 || rank >= config.world) {
+      std::fprintf(stderr, "allreduce_bench: --rank must be in [0, %d) with --addrs\n",
+                   config.world);
+      return 2;
+    }
+    config.control_port = static_cast<int>(FlagValue(argc, argv, "port", 29600));
+    config.providers = oflite::bench::SplitList(FlagString(argc, argv, "comm", "tcp"));
+    config.gloo_dir = FlagString(argc, argv, "gloo_dir",
+                                 "/tmp/oflite-gloo-" + std::to_string(config.control_port));
+    if (rank == 0) {
+      // Before the rendezvous exists, so no rank has written to it yet.
+      const std::string reset = "rm -rf '" + config.gloo_dir + "' && mkdir -p '" +
+                                config.gloo_dir + "'";
+      if (std::system(reset.c_str()) != 0) return 1;
+    }
+    return oflite::bench::RunRank(rank, config);
+  }
+  const int only = static_cast<int>(FlagValue(argc, argv, "nproc", 0));
+  std::vector<int> worlds = only > 0 ? std::vector<int>{only} : std::vector<int>{2, 3, 4};
+  int failed = 0;
+  for (int world : worlds) {
+    oflite::bench::Config config = configure(world);
+    config.control_port = oflite::bench::FreePort();
+    config.providers = oflite::bench::SplitList(FlagString(argc, argv, "comm", "tcp,shm"));
     char directory[] = "/tmp/oflite-gloo-XXXXXX";
     if (::mkdtemp(directory) == nullptr) return 1;
     config.gloo_dir = directory;

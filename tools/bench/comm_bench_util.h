@@ -103,10 +103,12 @@ inline std::vector<std::string> SplitList(const std::string& list) {
 }
 
 // A CommNet transport of provider `provider` (tcp or shm) for a bench rank;
-// `shm` tunes the shm provider (the default: its defaults).
+// `shm` tunes the shm provider (the default: its defaults); tcp listens on
+// `listen_host`.
 inline StatusOr<std::unique_ptr<comm::Transport>> CreateBenchTransport(
     const std::string& provider, const comm::TransportOptions& options,
-    const std::string& token, const comm::shm::ShmOptions& shm = {}) {
+    const std::string& token, const comm::shm::ShmOptions& shm = {},
+    const std::string& listen_host = "127.0.0.1") {
   if (provider == "shm") {
     ASSIGN_OR_RETURN(auto transport, comm::shm::CreateShmTransport(options, shm));
     return std::unique_ptr<comm::Transport>(std::move(transport));
@@ -114,6 +116,7 @@ inline StatusOr<std::unique_ptr<comm::Transport>> CreateBenchTransport(
   if (provider != "tcp") return InvalidArgumentError("--comm: unknown provider '", provider, "'");
   comm::tcp::TcpOptions tcp_options;
   tcp_options.job_token = token;
+  tcp_options.listen_host = listen_host;
   return comm::tcp::CreateTcpTransport(options, tcp_options);
 }
 

@@ -303,6 +303,16 @@ void RingCommunicator::QueueSendsLocked(const MemoryRegion& region, size_t offse
   }
 }
 
+std::string RingCommunicator::ReadyMessage(const SendItem& item, uint32_t slot) {
+  std::string ready(1, static_cast<char>(kReady));
+  wire::AppendU64(&ready, item.sequence);
+  wire::AppendU64(&ready, item.byte_offset);
+  wire::AppendU64(&ready, item.bytes);
+  wire::AppendU8(&ready, item.to_scratch ? 1 : 0);
+  wire::AppendU32(&ready, slot);
+  return ready;
+}
+
 void RingCommunicator::PumpSendsLocked() {
   while (!send_queue_.empty() && error_.ok() && send_region_ != nullptr) {
     const SendItem item = send_queue_.front();
@@ -323,20 +333,18 @@ void RingCommunicator::PumpSendsLocked() {
       remote = key->second;
       remote_offset = item.byte_offset;
     }
+    // Where the connection keeps a message behind an outstanding WRITE
+    // (tcp), READY leaves with the data; elsewhere after its completion.
+    const bool ready_with_write = right_->OrdersMessagesAfterWrites();
     Connection* right = right_;
     const uint32_t channel = options_.channel;
     Status posted = right_->PostWrite(
         *send_region_, send_offset_ + item.byte_offset, remote, remote_offset,
-        item.bytes, [this, item, slot, right, channel](const Status& status) {
+        item.bytes,
+        [this, item, slot, right, channel, ready_with_write](const Status& status) {
           Status result = status;
-          if (result.ok()) {
-            std::string ready(1, static_cast<char>(kReady));
-            wire::AppendU64(&ready, item.sequence);
-            wire::AppendU64(&ready, item.byte_offset);
-            wire::AppendU64(&ready, item.bytes);
-            wire::AppendU8(&ready, item.to_scratch ? 1 : 0);
-            wire::AppendU32(&ready, slot);
-            result = MessageRouter::Send(right, channel, ready);
+          if (result.ok() && !ready_with_write) {
+            result = MessageRouter::Send(right, channel, ReadyMessage(item, slot));
           }
           std::lock_guard<std::mutex> lock(mutex_);
           if (!result.ok()) FailLocked(result);
@@ -351,6 +359,13 @@ void RingCommunicator::PumpSendsLocked() {
     if (item.to_scratch) ++scratch_sent_;
     ++sends_in_flight_;
     send_queue_.pop_front();
+    if (ready_with_write) {
+      const Status sent = MessageRouter::Send(right_, channel, ReadyMessage(item, slot));
+      if (!sent.ok()) {
+        FailLocked(sent);
+        return;
+      }
+    }
   }
 }
 

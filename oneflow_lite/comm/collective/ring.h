@@ -7,8 +7,11 @@
 // right neighbour in chunks of `chunk_bytes`: reduce steps WRITE a chunk into
 // one of `slots` registered scratch slots of the neighbour (from a
 // RegisteredPool) which it adds into its buffer and acknowledges (credit);
-// gather steps WRITE straight into the neighbour's buffer. After each WRITE
-// completes, a READY message tells the neighbour the chunk has landed.
+// gather steps WRITE straight into the neighbour's buffer. A READY message
+// tells the neighbour the chunk has landed: sent right behind the WRITE
+// where the connection orders a message after an outstanding WRITE
+// (Connection::OrdersMessagesAfterWrites, tcp), else from the WRITE's
+// completion; the same message either way (docs/comm.md).
 // Sends are queued and issued as credits allow (from the progress thread),
 // so no rank ever blocks in a send; the caller's thread only waits for
 // incoming chunks, reduces and forwards them.
@@ -131,6 +134,8 @@ class RingCommunicator {
   void QueueSendsLocked(const MemoryRegion& region, size_t offset,
                         size_t begin_byte, size_t end_byte, bool to_scratch);
   void PumpSendsLocked();
+  // The READY message announcing `item`, written into scratch slot `slot`.
+  static std::string ReadyMessage(const SendItem& item, uint32_t slot);
   void OnForward(const void* data, size_t size);   // from the left neighbour
   void OnBackward(const void* data, size_t size);  // from the right neighbour
   void OnBackwardLocked(const void* data, size_t size);

@@ -1,6 +1,9 @@
 #include "oneflow_lite/comm/collective/ring.h"
 
+#include <map>
+#include <mutex>
 #include <thread>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -22,6 +25,111 @@ TransportFactory TcpFactory() {
           }};
 }
 
+// A real transport seen through a wrapper that can (a) hide that its
+// connections order a message after an outstanding WRITE, so the ring takes
+// the path every provider supports (READY after the WRITE's completion), and
+// (b) hold back WRITE completions until Release(), as a slow acknowledgement
+// on a loaded link would. Everything else passes straight through.
+class WrappedTransport : public Transport {
+ public:
+  WrappedTransport(std::unique_ptr<Transport> inner, bool hide_ordering)
+      : inner_(std::move(inner)), hide_ordering_(hide_ordering) {}
+  ~WrappedTransport() override {
+    Release();
+    inner_.reset();  // its cancelled completions still find this object whole
+  }
+
+  void HoldWriteCompletions() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    holding_ = true;
+  }
+  // Runs the held completions (on this thread) and stops holding.
+  void Release() {
+    std::vector<std::pair<Completion, Status>> held;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      holding_ = false;
+      held.swap(held_);
+    }
+    for (auto& [done, status] : held) done(status);
+  }
+  // WRITEs posted so far whose completion is held.
+  size_t held_count() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return held_.size();
+  }
+
+  const char* provider_name() const override { return inner_->provider_name(); }
+  int rank() const override { return inner_->rank(); }
+  int world_size() const override { return inner_->world_size(); }
+  StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(void* data, size_t size,
+                                                         uint32_t access) override {
+    return inner_->RegisterMemory(data, size, access);
+  }
+  StatusOr<std::string> LocalEndpoint(int peer) override { return inner_->LocalEndpoint(peer); }
+  Status Connect(int peer, const std::string& endpoint, Deadline deadline) override {
+    return inner_->Connect(peer, endpoint, deadline);
+  }
+  StatusOr<Connection*> GetConnection(int peer) override {
+    ASSIGN_OR_RETURN(Connection * connection, inner_->GetConnection(peer));
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& wrapped = connections_[peer];
+    if (!wrapped) wrapped = std::make_unique<WrappedConnection>(this, connection);
+    return wrapped.get();
+  }
+
+ private:
+  class WrappedConnection : public Connection {
+   public:
+    WrappedConnection(WrappedTransport* owner, Connection* inner)
+        : owner_(owner), inner_(inner) {}
+    int peer_rank() const override { return inner_->peer_rank(); }
+    Status PostRead(const MemoryRegion& local, size_t local_offset, const RemoteKey& remote,
+                    size_t remote_offset, size_t length, Completion done) override {
+      return inner_->PostRead(local, local_offset, remote, remote_offset, length,
+                              std::move(done));
+    }
+    Status PostWrite(const MemoryRegion& local, size_t local_offset, const RemoteKey& remote,
+                     size_t remote_offset, size_t length, Completion done) override {
+      return inner_->PostWrite(local, local_offset, remote, remote_offset, length,
+                               [owner = owner_, done](const Status& status) {
+                                 owner->Complete(done, status);
+                               });
+    }
+    Status SendMessage(const void* data, size_t size) override {
+      return inner_->SendMessage(data, size);
+    }
+    size_t max_message_size() const override { return inner_->max_message_size(); }
+    bool OrdersMessagesAfterWrites() const override {
+      return !owner_->hide_ordering_ && inner_->OrdersMessagesAfterWrites();
+    }
+    Status status() const override { return inner_->status(); }
+    Status Flush(Deadline deadline) override { return inner_->Flush(deadline); }
+
+   private:
+    WrappedTransport* const owner_;
+    Connection* const inner_;
+  };
+
+  void Complete(const Completion& done, const Status& status) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (holding_) {
+        held_.emplace_back(done, status);
+        return;
+      }
+    }
+    done(status);
+  }
+
+  std::unique_ptr<Transport> inner_;
+  const bool hide_ordering_;
+  std::mutex mutex_;
+  bool holding_ = false;
+  std::vector<std::pair<Completion, Status>> held_;
+  std::map<int, std::unique_ptr<WrappedConnection>> connections_;
+};
+
 // N ranks in one process, each with a router, pool and communicator.
 struct Ring {
   std::vector<std::unique_ptr<MessageRouter>> routers;
@@ -37,8 +145,11 @@ struct Ring {
   }
 };
 
+// How the ring's transports are seen (WrappedTransport).
+enum class Wrap { kNone, kReadyAfterCompletion, kHoldable };
+
 // N connected transports with routers and pools, no communicators yet.
-std::unique_ptr<Ring> MakeTransports(int world) {
+std::unique_ptr<Ring> MakeTransports(int world, Wrap wrap = Wrap::kNone) {
   auto ring = std::make_unique<Ring>();
   ring->stats = std::vector<CommStats>(world);
   std::vector<TransportOptions> options(world);
@@ -51,6 +162,12 @@ std::unique_ptr<Ring> MakeTransports(int world) {
   auto transports = CreateConnectedTransports(TcpFactory(), options, kTimeout);
   CHECK(transports.ok()) << transports.status();
   ring->transports = std::move(*transports);
+  if (wrap != Wrap::kNone) {
+    for (auto& transport : ring->transports) {
+      transport = std::make_unique<WrappedTransport>(std::move(transport),
+                                                     wrap == Wrap::kReadyAfterCompletion);
+    }
+  }
   ring->communicators.resize(world);
   for (int rank = 0; rank < world; ++rank) {
     RegisteredPoolOptions pool_options;
@@ -61,8 +178,9 @@ std::unique_ptr<Ring> MakeTransports(int world) {
   return ring;
 }
 
-std::unique_ptr<Ring> MakeRing(int world, size_t chunk_bytes = 4096, int slots = 2) {
-  auto ring = MakeTransports(world);
+std::unique_ptr<Ring> MakeRing(int world, size_t chunk_bytes = 4096, int slots = 2,
+                               Wrap wrap = Wrap::kNone) {
+  auto ring = MakeTransports(world, wrap);
   std::vector<std::thread> threads;
   for (int rank = 0; rank < world; ++rank) {
     threads.emplace_back([&, rank] {
@@ -144,6 +262,68 @@ TEST(RingTest, AllReduceOverWorldsAndSizes) {
       SCOPED_TRACE("world " + std::to_string(world) + " count " + std::to_string(count));
       RunAndCheck(ring.get(), Kind::kAllReduce, count);
     }
+  }
+}
+
+// The path of providers that do not order a message after an outstanding
+// WRITE (shm; ibverbs as configured today): READY after the completion.
+TEST(RingTest, ReadyAfterCompletionPathGivesTheSameResults) {
+  for (int world : {2, 3, 4}) {
+    auto ring = MakeRing(world, 4096, 2, Wrap::kReadyAfterCompletion);
+    for (size_t count : {size_t{1}, size_t{1001}, size_t{40000}}) {
+      SCOPED_TRACE("world " + std::to_string(world) + " count " + std::to_string(count));
+      RunAndCheck(ring.get(), Kind::kAllReduce, count);
+      RunAndCheck(ring.get(), Kind::kReduceScatter, count);
+      RunAndCheck(ring.get(), Kind::kAllGather, count);
+    }
+  }
+}
+
+// WRITEs rank `rank` posts in an all-reduce of `count` int64 in chunks of
+// `chunk_bytes`: one per chunk of every send segment of its schedule.
+size_t WritesPosted(size_t count, int rank, int world, size_t chunk_bytes) {
+  size_t writes = 0;
+  for (const RingStep& step : RingSchedule(RingCollective::kAllReduce, rank, world)) {
+    size_t begin, end;
+    RingCommunicator::SegmentBounds(count, world, step.send_segment, &begin, &end);
+    writes += ((end - begin) * sizeof(int64_t) + chunk_bytes - 1) / chunk_bytes;
+  }
+  return writes;
+}
+
+// Over tcp, which orders a message after an outstanding WRITE, READY leaves
+// with the data: the whole all-reduce moves (every rank posts every one of
+// its WRITEs, which needs every READY from its left) while no WRITE
+// completion has come back. The link then never idles for a completion's
+// round trip behind the peer's own data (docs/comm.md, "Ring collectives").
+TEST(RingTest, ReadyTravelsWithTheDataWithoutWaitingForCompletions) {
+  for (int world : {2, 3}) {
+    SCOPED_TRACE("world " + std::to_string(world));
+    const size_t chunk_bytes = 4096, count = 9000;
+    auto ring = MakeRing(world, chunk_bytes, 2, Wrap::kHoldable);
+    std::vector<WrappedTransport*> wrapped;
+    for (auto& transport : ring->transports) {
+      wrapped.push_back(static_cast<WrappedTransport*>(transport.get()));
+      wrapped.back()->HoldWriteCompletions();
+    }
+    // Releases the completions once every rank has posted all its WRITEs
+    // (or after a bound, so that a failure ends instead of hanging).
+    bool all_posted = false;
+    std::thread releaser([&] {
+      const Deadline deadline = DeadlineAfter(kTimeout);
+      while (!all_posted && Clock::now() < deadline) {
+        all_posted = true;
+        for (int rank = 0; rank < world; ++rank) {
+          all_posted &= wrapped[rank]->held_count() ==
+                        WritesPosted(count, rank, world, chunk_bytes);
+        }
+        std::this_thread::sleep_for(milliseconds(2));
+      }
+      for (WrappedTransport* transport : wrapped) transport->Release();
+    });
+    RunAndCheck(ring.get(), Kind::kAllReduce, count);
+    releaser.join();
+    EXPECT_TRUE(all_posted) << "the ring waited for WRITE completions before announcing data";
   }
 }
 

@@ -22,6 +22,11 @@ constexpr size_t kHandshakeBufferSize = 1024;
 // Payloads with at least this much left are read straight into their
 // destination (registered memory) instead of through the input buffer.
 constexpr size_t kDirectReadThreshold = 64 * 1024;
+// After a payload read in place, reads into the input buffer take at most
+// this much: enough for the small frames that usually follow bulk data (a
+// READY, an ACK) and the next header, so that the next large payload is read
+// in place too instead of being copied out of the buffer.
+constexpr size_t kBulkTailBytes = 4096;
 // Bytes read per readiness event before yielding to other sockets.
 constexpr size_t kMaxReadPerEvent = 32u << 20;
 constexpr int kMaxIovecs = 64;
@@ -309,13 +314,15 @@ Status TcpConnection::ReadAvailable() {
     size_t requested;
     const uint64_t left =
         have_header_ ? header_.payload_length - payload_done_ : 0;
-    if (have_header_ && left >= kDirectReadThreshold) {
-      // The buffer is drained: read the payload in place, and whatever
-      // follows into the buffer.
+    if (have_header_ && left > 0 && header_.payload_length >= kDirectReadThreshold) {
+      // The buffer is drained: read the rest of a large payload in place,
+      // and a little of what follows into the buffer.
       in_begin_ = in_end_ = 0;
+      const size_t tail = std::min(in_buffer_.size(), kBulkTailBytes);
       iovec iov[2] = {{payload_destination_ + payload_done_, left},
-                      {in_buffer_.data(), in_buffer_.size()}};
-      requested = left + in_buffer_.size();
+                      {in_buffer_.data(), tail}};
+      requested = left + tail;
+      after_bulk_ = true;
       received = ::readv(fd_, iov, 2);
       if (received > 0) {
         const size_t direct = std::min<uint64_t>(received, left);
@@ -333,6 +340,8 @@ Status TcpConnection::ReadAvailable() {
         in_begin_ = 0;
       }
       requested = in_buffer_.size() - in_end_;
+      if (after_bulk_) requested = std::min(requested, kBulkTailBytes);
+      after_bulk_ = false;
       received = ::read(fd_, in_buffer_.data() + in_end_, requested);
       if (received > 0) in_end_ += received;
     }

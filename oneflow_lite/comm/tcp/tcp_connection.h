@@ -52,6 +52,10 @@ class TcpConnection : public Connection {
                    size_t length, Completion done) override;
   Status SendMessage(const void* data, size_t size) override;
   size_t max_message_size() const override;
+  // True: frames go out in posting order on one stream and the peer's
+  // progress thread finishes a WRITE's payload before it reads the next
+  // frame (an invalid WRITE fails the connection there).
+  bool OrdersMessagesAfterWrites() const override { return true; }
   Status status() const override;
   Status Flush(Deadline deadline) override;
 
@@ -132,6 +136,7 @@ class TcpConnection : public Connection {
   std::vector<uint8_t> in_buffer_;
   size_t in_begin_ = 0;
   size_t in_end_ = 0;
+  bool after_bulk_ = false;  // the last read put a payload in place
   bool have_header_ = false;
   FrameHeader header_;
   uint8_t* payload_destination_ = nullptr;
