@@ -1,5 +1,6 @@
 #include "oneflow_lite/comm/builtin_providers.h"
 
+#include "oneflow_lite/comm/ibverbs/emulated_transport.h"
 #include "oneflow_lite/comm/per_peer_transport.h"
 #include "oneflow_lite/comm/tcp/tcp_transport.h"
 
@@ -23,6 +24,12 @@ ProviderRegistry BuiltinProviders(const BuiltinProviderOptions& options) {
   ProviderFactory verbs = [verbs_options](const TransportOptions& transport) {
     return ibverbs::CreateIbverbsTransport(transport, verbs_options);
   };
+  if (!options.ib_emulator.empty()) {
+    ibverbs::EmulatedFabricOptions emulated;
+    emulated.device_prefix = "emu-";
+    emulated.ibverbs = verbs_options;
+    verbs = ibverbs::JoinedIbverbsCreator(options.ib_emulator, emulated);
+  }
   ProviderFactory shm = [shm_options](const TransportOptions& transport) -> Created {
     ASSIGN_OR_RETURN(auto created, shm::CreateShmTransport(transport, shm_options));
     return std::unique_ptr<Transport>(std::move(created));

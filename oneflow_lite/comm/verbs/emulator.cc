@@ -738,6 +738,10 @@ std::shared_ptr<VerbsEmulator> VerbsEmulator::Create() {
   return std::shared_ptr<VerbsEmulator>(new VerbsEmulator());
 }
 
+Status VerbsEmulator::CheckFabricName(const std::string& fabric_name) {
+  return emulator::CheckFabricName(fabric_name);
+}
+
 StatusOr<std::shared_ptr<VerbsEmulator>> VerbsEmulator::Join(
     const std::string& fabric_name) {
   std::shared_ptr<VerbsEmulator> emulator(new VerbsEmulator());

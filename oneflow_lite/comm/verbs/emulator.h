@@ -113,6 +113,8 @@ class VerbsEmulator : public std::enable_shared_from_this<VerbsEmulator> {
   // claim slots; AddDevice returns ResourceExhausted when all are taken.
   static StatusOr<std::shared_ptr<VerbsEmulator>> Join(
       const std::string& fabric_name);
+  // OK when `fabric_name` is a name Join accepts; else InvalidArgument.
+  static Status CheckFabricName(const std::string& fabric_name);
   ~VerbsEmulator();
   VerbsEmulator(const VerbsEmulator&) = delete;
   VerbsEmulator& operator=(const VerbsEmulator&) = delete;

@@ -20,16 +20,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxDatagram = 64 * 1024;
 
-bool ValidFabricName(const std::string& name) {
-  if (name.empty() || name.size() > 64) return false;
-  for (char c : name) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-              (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
 // The abstract address of `slot` on `fabric` (sun_path[0] == 0: no file).
 socklen_t SlotAddress(const std::string& fabric, int slot, sockaddr_un* out) {
   std::memset(out, 0, sizeof(*out));
@@ -57,13 +47,21 @@ ssize_t ReceiveDatagram(int fd, std::string* datagram, int flags) {
 
 }  // namespace
 
+Status CheckFabricName(const std::string& fabric) {
+  bool valid = !fabric.empty() && fabric.size() <= 64;
+  for (char c : fabric) {
+    valid = valid && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                      (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+                      c == '-');
+  }
+  if (valid) return Status::OK();
+  return InvalidArgumentError("emulated fabric name '", fabric,
+                              "' must be 1..64 characters of [A-Za-z0-9._-]");
+}
+
 StatusOr<std::unique_ptr<Link>> Link::Create(const std::string& fabric,
                                              Handler handler) {
-  if (!ValidFabricName(fabric)) {
-    return InvalidArgumentError("emulated fabric name '", fabric,
-                                "' must be 1..64 characters of "
-                                "[A-Za-z0-9._-]");
-  }
+  RETURN_IF_ERROR(CheckFabricName(fabric));
   int wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd < 0) {
     return UnavailableError("emulated fabric ", fabric,

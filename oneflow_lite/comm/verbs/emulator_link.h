@@ -44,6 +44,9 @@ namespace emulator {
 
 constexpr int kMaxSlot = 4096;
 
+// OK unless `fabric` is not 1..64 characters of [A-Za-z0-9._-].
+Status CheckFabricName(const std::string& fabric);
+
 class Link {
  public:
   // Answers one packet (body without the sequence) addressed to `slot`, sent
