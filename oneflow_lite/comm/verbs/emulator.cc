@@ -554,6 +554,7 @@ void Fabric::ResetQp(QueuePair* qp) {
   qp->recv_retired = qp->next_recv_sequence;
   qp->transport_retries = 0;
   qp->rnr_retries = 0;
+  qp->answered_any = false;  // a reconnected QP owes no earlier peer an ACK
   ibv_qp_cap cap = qp->attr.cap;
   qp->attr = ibv_qp_attr{};
   qp->attr.cap = cap;
