@@ -223,6 +223,12 @@ rc=$?
 if [[ $rc == 2 ]] && grep -q "ib_gid_index" "$TMP/ibflag.log"; then
   echo "ok: bad --ib_gid_index refused: $(tail -1 "$TMP/ibflag.log")"
 else echo "FAIL: bad --ib_gid_index: exit $rc"; tail -5 "$TMP/ibflag.log"; fail=1; fi
+"$OFLITE" run --plan "$TMP/long.plan.pb" --rank 0 --master 127.0.0.1:1 --comm ibverbs \
+  --ib_emulator=a/b > "$TMP/ibflag.log" 2>&1
+rc=$?
+if [[ $rc == 2 ]] && grep -q "ib_emulator.*'a/b'" "$TMP/ibflag.log"; then
+  echo "ok: bad --ib_emulator refused: $(tail -1 "$TMP/ibflag.log")"
+else echo "FAIL: bad --ib_emulator: exit $rc"; tail -5 "$TMP/ibflag.log"; fail=1; fi
 # kill -9 of rank 1 during the evaluation (small test batches: a long pass).
 MLP=(--batch 4 --features 784 --hidden 64 --classes 10 --iterations 2 --accuracy
      --fashion_mnist "$DATA")
