@@ -22,7 +22,8 @@ COMM="${1:-tcp}"
 EXTRA=()  # flags every rank gets
 if [[ $COMM == ibverbs_emu ]]; then
   COMM=ibverbs
-  FABRIC="multinode-$$"
+  # Random: abstract socket names are host-wide, pids repeat across sandboxes.
+  FABRIC="multinode-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')"
   EXTRA=(--ib_emulator="$FABRIC")
 fi
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"

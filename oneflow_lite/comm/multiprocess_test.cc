@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <fstream>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -65,7 +66,15 @@ int SharedObjectsLeft() {
 }
 
 // The emulated fabric of this test process (its peers join it by name).
-std::string FabricName() { return "multiprocess-test-" + std::to_string(::getpid()); }
+// Random, not the pid: concurrent test runs in pid namespaces share pids,
+// while abstract socket names are host-wide.
+std::string FabricName() {
+  static const std::string name = [] {
+    std::random_device random;
+    return "multiprocess-test-" + std::to_string(random()) + "-" + std::to_string(random());
+  }();
+  return name;
+}
 
 // Sockets of FabricName() that exist on this host: one per emulated port
 // (its slot), plus connections. The kernel removes a dead process's.

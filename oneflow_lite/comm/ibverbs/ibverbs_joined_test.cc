@@ -4,7 +4,7 @@
 // fabric with its own emulator, so every packet, READ and WRITE between ranks
 // goes through the fabric's unix sockets and process_vm_readv/writev, as
 // between processes (comm/multiprocess_test.cc runs real processes).
-#include <unistd.h>
+#include <random>
 
 #include "oneflow_lite/comm/ibverbs/emulated_transport.h"
 #include "oneflow_lite/comm/ibverbs/ibverbs_transport.h"
@@ -24,8 +24,10 @@ TransportFactory JoinedFactory(const std::string& name,
   options.ibverbs.heartbeat_interval = std::chrono::milliseconds(100);
   options.ibverbs.block_size = 256 * 1024;
   // One fabric per test process and link layer: tests running at the same
-  // time on this host never meet.
-  std::string fabric = "joined-test-" + std::to_string(::getpid()) + "-" + name;
+  // time on this host never meet (random: pids repeat across pid namespaces).
+  std::random_device random;
+  std::string fabric = "joined-test-" + std::to_string(random()) + "-" +
+                       std::to_string(random()) + "-" + name;
   return {name, ibverbs::JoinedIbverbsCreator(fabric, options)};
 }
 

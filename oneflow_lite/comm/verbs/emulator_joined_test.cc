@@ -7,7 +7,7 @@
 // (rkey, posted receive) fail the way the in-process fabric fails; a LID
 // nobody holds is unreachable (retry-exceeded after the QP timeout).
 // comm/multiprocess_test.cc runs the same fabric between real processes.
-#include <unistd.h>
+#include <random>
 
 #include "oneflow_lite/comm/verbs/emulator_test_fixture.h"
 
@@ -16,8 +16,15 @@ namespace verbs {
 namespace emulator_test {
 namespace {
 
+// Random, not the pid: concurrent runs in pid namespaces share pids, while
+// abstract socket names are host-wide.
 std::string TestFabric(const std::string& suffix = "") {
-  return "emulator-joined-test-" + std::to_string(::getpid()) + suffix;
+  static const std::string base = [] {
+    std::random_device random;
+    return "emulator-joined-test-" + std::to_string(random()) + "-" +
+           std::to_string(random());
+  }();
+  return base + suffix;
 }
 
 class JoinedEmulatorTest : public EmulatorTest {
