@@ -103,6 +103,22 @@ uint64_t TotalLength(const std::vector<Segment>& segments) {
   return total;
 }
 
+// The packet of `request`, the head of `qp`, as addressed on the wire.
+void AddressPacket(const QueuePair& qp, const SendRequest& request,
+                   Packet* packet) {
+  packet->qp_num = qp.qp.qp_num;
+  packet->dest_qp_num = qp.attr.dest_qp_num;
+  packet->psn = qp.next_send_psn;
+  packet->ah = qp.attr.ah_attr;
+  packet->path_mtu = qp.attr.path_mtu;
+  packet->opcode = request.opcode;
+  packet->length = request.length;
+  packet->remote_address = request.remote_address;
+  packet->rkey = request.rkey;
+  packet->imm_data = request.imm_data;
+  packet->has_imm = request.has_imm;
+}
+
 }  // namespace
 
 int Fabric::PostSend(ibv_qp* handle, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
@@ -268,17 +284,7 @@ void Fabric::ProcessHead(QueuePair* qp, Clock::time_point now,
     FailHead(qp, IBV_WC_LOC_PROT_ERR);
     return;
   }
-  packet.qp_num = qp->qp.qp_num;
-  packet.dest_qp_num = qp->attr.dest_qp_num;
-  packet.psn = qp->next_send_psn;
-  packet.ah = qp->attr.ah_attr;
-  packet.path_mtu = qp->attr.path_mtu;
-  packet.opcode = request.opcode;
-  packet.length = request.length;
-  packet.remote_address = request.remote_address;
-  packet.rkey = request.rkey;
-  packet.imm_data = request.imm_data;
-  packet.has_imm = request.has_imm;
+  AddressPacket(*qp, request, &packet);
   if (qp->device->failed) {
     Dropped(qp, now);
     return;

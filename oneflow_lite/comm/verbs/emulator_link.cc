@@ -125,39 +125,19 @@ StatusOr<int> Link::Claim() {
                                 kMaxSlot, " slots are taken");
 }
 
-void Link::Release(int slot) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = listeners_.find(slot);
-  if (it == listeners_.end()) return;
-  // Shutdown wakes the thread's poll; the thread closes the socket.
-  ::shutdown(it->second, SHUT_RDWR);
-  released_.push_back(it->second);
-  listeners_.erase(it);
-  uint64_t one = 1;
-  ssize_t written = ::write(wake_fd_, &one, sizeof(one));
-  (void)written;
-}
-
 void Link::Serve() {
-  struct Accepted {
-    int slot;
-    pid_t sender;
-  };
-  std::map<int, Accepted> accepted;  // by connected socket
+  std::map<int, Peer> accepted;  // by connected socket
   std::vector<pollfd> polled;
-  std::vector<int> slots;  // parallel to polled: slot, or 0 for the wake fd
   while (true) {
     std::map<int, int> listening;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (stopping_) break;
-      for (int fd : released_) ::close(fd);
-      released_.clear();
       listening = listeners_;
     }
     polled.assign(1, pollfd{wake_fd_, POLLIN, 0});
     for (auto& [slot, fd] : listening) polled.push_back({fd, POLLIN, 0});
-    for (auto& [fd, slot] : accepted) polled.push_back({fd, POLLIN, 0});
+    for (auto& [fd, peer] : accepted) polled.push_back({fd, POLLIN, 0});
     if (::poll(polled.data(), polled.size(), 1000) <= 0) continue;
     if (polled[0].revents != 0) {
       uint64_t count;
@@ -166,30 +146,33 @@ void Link::Serve() {
     }
     size_t index = 1;
     for (auto& [slot, fd] : listening) {
-      if (polled[index++].revents == 0) continue;
-      int connection = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
-      if (connection < 0) continue;
-      ucred credentials{};
-      socklen_t length = sizeof(credentials);
-      if (::getsockopt(connection, SOL_SOCKET, SO_PEERCRED, &credentials,
-                       &length) != 0 ||
-          credentials.uid != ::geteuid()) {
-        ::close(connection);  // only processes of this user share the fabric
-        continue;
-      }
-      accepted[connection] = {slot, credentials.pid};
+      if (polled[index++].revents != 0) Accept(fd, slot, &accepted);
     }
     for (; index < polled.size(); ++index) {
       if (polled[index].revents == 0) continue;
       int fd = polled[index].fd;
-      const Accepted& peer = accepted[fd];
+      const Peer& peer = accepted[fd];
       if (!ServeOne(fd, peer.slot, peer.sender)) {
         ::close(fd);
         accepted.erase(fd);
       }
     }
   }
-  for (auto& [fd, slot] : accepted) ::close(fd);
+  for (auto& [fd, peer] : accepted) ::close(fd);
+}
+
+void Link::Accept(int listen_fd, int slot, std::map<int, Peer>* accepted) {
+  int connection = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+  if (connection < 0) return;
+  ucred credentials{};
+  socklen_t length = sizeof(credentials);
+  if (::getsockopt(connection, SOL_SOCKET, SO_PEERCRED, &credentials,
+                   &length) != 0 ||
+      credentials.uid != ::geteuid()) {
+    ::close(connection);  // only processes of this user share the fabric
+    return;
+  }
+  (*accepted)[connection] = {slot, credentials.pid};
 }
 
 bool Link::ServeOne(int fd, int slot, pid_t sender) {

@@ -19,7 +19,7 @@
 // little-endian; replies carry the sequence of their packet, and a late reply
 // to an abandoned packet is discarded.
 //
-// Thread-safety: Claim and Release may be called from any thread. Exchange is
+// Thread-safety: Claim may be called from any thread. Exchange is
 // called by one thread only (the fabric's engine): it owns the connection
 // cache. The handler runs on the link's own thread, never inside Exchange.
 #ifndef ONEFLOW_LITE_COMM_VERBS_EMULATOR_LINK_H_
@@ -62,11 +62,9 @@ class Link {
   Link(const Link&) = delete;
   Link& operator=(const Link&) = delete;
 
-  // Claims the lowest free slot (1..kMaxSlot) and starts serving it.
-  // ResourceExhausted when every slot is taken.
+  // Claims the lowest free slot (1..kMaxSlot) and starts serving it until
+  // the link is destroyed. ResourceExhausted when every slot is taken.
   StatusOr<int> Claim();
-  // Stops serving `slot` and frees its name.
-  void Release(int slot);
 
   // Sends `body` to the owner of `slot` and waits up to `wait` for the reply.
   // nullopt: lost (no owner, broken connection, no reply in time). Engine
@@ -78,17 +76,21 @@ class Link {
 
  private:
   Link(std::string fabric, Handler handler, int wake_fd);
+  struct Peer {  // an accepted connection
+    int slot;      // the port it reached
+    pid_t sender;  // from SO_PEERCRED
+  };
   void Serve();
+  void Accept(int listen_fd, int slot, std::map<int, Peer>* accepted);
   bool ServeOne(int fd, int slot, pid_t sender);  // false: close it
   int Connect(int slot);
 
   const std::string fabric_;
   const Handler handler_;
-  const int wake_fd_;  // eventfd: Claim/Release/stop wake the thread
+  const int wake_fd_;  // eventfd: Claim and stop wake the thread
 
   std::mutex mutex_;              // guards listeners_ and stopping_
   std::map<int, int> listeners_;  // slot -> listening socket
-  std::vector<int> released_;     // listening sockets the thread closes
   bool stopping_ = false;
 
   // Engine thread only.
