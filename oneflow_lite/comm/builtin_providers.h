@@ -30,7 +30,8 @@ struct BuiltinProviderOptions {
   ibverbs::IbverbsOptions ibverbs;        // device, port, GID index, queue depth...
   // --ib_emulator: when not empty, ibverbs (and auto's cross-host choice)
   // runs on the verbs emulator's host-wide fabric of this name, one emulated
-  // device "emu-<rank>" per rank, instead of libibverbs. Testing only.
+  // device "emu-<rank>" per rank, instead of libibverbs (said through
+  // `note` when a transport is created). Testing only.
   std::string ib_emulator;
   shm::ShmOptions shm;
   // auto: this process's host identity (DefaultHostIdentity(),

@@ -1,5 +1,7 @@
 // VerbsEmulator: a software model of the libibverbs subset in VerbsApi, for
-// tests on machines without RDMA hardware (test-only).
+// tests on machines without RDMA hardware (and, behind the explicit
+// --ib_emulator flag of the CLI, for running jobs there; never in production
+// paths otherwise).
 //
 // One VerbsEmulator is one fabric (a subnet with its switch): any number of
 // emulated HCAs ("devices", one port each) attached to it, reachable from each
