@@ -144,8 +144,13 @@ bool DecodePacket(const std::string& body, pid_t sender, Device* from,
           {reinterpret_cast<uint8_t*>(address), length});
     }
   }
+  const bool known_opcode =
+      opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM ||
+      opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
+      (opcode == IBV_WR_RDMA_READ && !is_inline);
   return reader.ok() && reader.remaining() == 0 && version == kVersion &&
-         packet->path_mtu >= IBV_MTU_256 && packet->path_mtu <= IBV_MTU_4096;
+         known_opcode && packet->path_mtu >= IBV_MTU_256 &&
+         packet->path_mtu <= IBV_MTU_4096;
 }
 
 std::string EncodeResponse(const Response& response) {
