@@ -1,7 +1,8 @@
 // CommNet across real processes on loopback: this test process is rank 0
 // (it serves the rendezvous); other ranks are comm_peer processes started
 // with fork/exec. Covers one-sided WRITE and READ between the processes'
-// registered memory, kill -9 of a peer, a foreign connection without the job
+// registered memory, a peer stopped and continued (nothing lost), kill -9 of
+// a peer, a foreign connection without the job
 // token, a peer that never arrives, and a 3-process ring all-reduce; each
 // test runs once per provider (tcp, shm, and ibverbs_emu: the ibverbs
 // provider on the cross-process verbs emulator, VerbsEmulator::Join).
@@ -193,6 +194,43 @@ TEST_P(MultiprocessTest, WriteAndReadMoveBytesBetweenProcesses) {
   EXPECT_EQ(WaitExit(rank1), 0);
   seen_region->reset();
   pattern_region->reset();
+}
+
+// A peer stopped (SIGSTOP) for longer than a reply is waited for, then
+// continued: on the emulated fabric the READ posted meanwhile is
+// retransmitted, the responder answers the original and then the repeat
+// (same PSN: ACKed again, the READ re-read), and nothing is lost or failed.
+TEST_P(MultiprocessTest, StoppedThenContinuedPeerLosesNothing) {
+  Rank0 rank0;
+  rank0.provider = GetParam();
+  rank0.Start(2);
+  pid_t rank1 = Spawn(rank0.PeerArgs("serve", 1, 2));
+  ASSERT_TRUE(control::ConnectTransport(rank0.transport.get(), rank0.control.get(),
+                                        "comm", milliseconds(20000)).ok());
+  auto key = control::FetchRemoteKey(rank0.control.get(), "buffer", 1, milliseconds(10000));
+  ASSERT_TRUE(key.ok()) << key.status();
+  Connection* to1 = *rank0.transport->GetConnection(1);
+  std::vector<uint8_t> seen(1 << 20);
+  auto region = rank0.transport->RegisterMemory(seen.data(), seen.size(), kAccessAll);
+  ASSERT_EQ(::kill(rank1, SIGSTOP), 0);
+  std::thread resume([rank1] {
+    std::this_thread::sleep_for(milliseconds(2500));  // > the 2 s reply wait
+    ::kill(rank1, SIGCONT);
+  });
+  Status read = ReadSync(to1, **region, 0, *key, 0, seen.size(),
+                         DeadlineAfter(milliseconds(20000)));
+  resume.join();
+  ASSERT_TRUE(read.ok()) << read;
+  for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], static_cast<uint8_t>(1 + i)) << i;
+  ASSERT_TRUE(MessageRouter::Send(to1, 1, "ping").ok());
+  std::unique_lock<std::mutex> lock(rank0.mutex);
+  EXPECT_TRUE(rank0.changed.wait_for(lock, milliseconds(10000),
+                                     [&] { return rank0.echoes == 1; }));
+  EXPECT_TRUE(rank0.peer_errors.empty());
+  lock.unlock();
+  ASSERT_TRUE(rank0.control->Put("release", "1").ok());
+  EXPECT_EQ(WaitExit(rank1), 0);
+  region->reset();
 }
 
 TEST_P(MultiprocessTest, KillNineOfAPeerFailsSurvivorsWithinBoundNamingIt) {
