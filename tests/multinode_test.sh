@@ -11,11 +11,21 @@
 # rank mid-training, and of one rank during the evaluation, makes the other
 # exit non-zero within 10 s naming the lost rank.
 # The transport is the first argument (tcp when absent; tests/BUILD runs the
-# script once per transport: tcp, shm, and auto with mixed host identities).
-# With shm and auto, a killed rank must leave no shared-memory object.
+# script once per transport: tcp, shm, auto with mixed host identities, and
+# ibverbs_emu: --comm ibverbs on the cross-process verbs emulator through
+# --ib_emulator, which needs no RDMA hardware).
+# With shm and auto, a killed rank must leave no shared-memory object; with
+# ibverbs_emu no socket of the emulated fabric may be left.
 set -u
 source "${TEST_SRCDIR}/oneflow_lite/tests/free_port.sh"
 COMM="${1:-tcp}"
+EXTRA=()  # flags every rank gets
+if [[ $COMM == ibverbs_emu ]]; then
+  COMM=ibverbs
+  # Random: abstract socket names are host-wide, pids repeat across sandboxes.
+  FABRIC="multinode-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')"
+  EXTRA=(--ib_emulator="$FABRIC")
+fi
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
 WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/write_test_job"
 TMP="${TEST_TMPDIR:-/tmp}/multinode"
@@ -43,8 +53,8 @@ compile() {  # compile NAME CLUSTER WRITE_JOB_ARGS...
 source "${TEST_SRCDIR}/oneflow_lite/tests/netns/compare_lib.sh"
 launch() {  # launch NAME NPROC [RUN_FLAGS...]
   local name=$1 nproc=$2; shift 2
-  timeout 120 "$OFLITE" launch --plan "$TMP/$name.plan.pb" --nproc "$nproc" --comm "$COMM" -- \
-    --metrics-out "$TMP/$name.{rank}.txt" --eval-out "$TMP/$name.eval.{rank}.txt" --stats \
+  timeout 120 "$OFLITE" launch --plan "$TMP/$name.plan.pb" --nproc "$nproc" --comm "$COMM" \
+    "${EXTRA[@]}" -- --metrics-out "$TMP/$name.{rank}.txt" --eval-out "$TMP/$name.eval.{rank}.txt" --stats \
     --log-every 5 "$@" > "$TMP/$name.log" 2>&1
 }
 reference() {  # reference NAME: the single-machine run, with evaluation
@@ -167,8 +177,8 @@ else
 fi
 
 # --eval=false: no evaluation on any rank.
-if timeout 120 "$OFLITE" launch --plan "$TMP/pp.plan.pb" --nproc 2 --comm "$COMM" -- --iters 2 \
-    --eval=false > "$TMP/noeval.log" 2>&1; then
+if timeout 120 "$OFLITE" launch --plan "$TMP/pp.plan.pb" --nproc 2 --comm "$COMM" "${EXTRA[@]}" \
+    -- --iters 2 --eval=false > "$TMP/noeval.log" 2>&1; then
   if grep -q "test" "$TMP/noeval.log"; then echo "FAIL: --eval=false evaluated"; grep test "$TMP/noeval.log"; fail=1
   else echo "ok: --eval=false skips the evaluation on every rank"; fi
 else
@@ -184,10 +194,10 @@ kill_rank1() {
   # Started directly (not under timeout) so $! is the oflite process itself;
   # every wait below is bounded and leftovers are killed.
   OFLITE_JOB_TOKEN=multinode-test OFLITE_HOST=127.0.0.1 "$OFLITE" run --plan "$plan" --rank 0 \
-    --master 127.0.0.1:$port --comm "$COMM" "$@" > "$TMP/r0.log" 2>&1 &
+    --master 127.0.0.1:$port --comm "$COMM" "${EXTRA[@]}" "$@" > "$TMP/r0.log" 2>&1 &
   local r0=$!
   OFLITE_JOB_TOKEN=multinode-test OFLITE_HOST=127.0.0.2 "$OFLITE" run --plan "$plan" --rank 1 \
-    --master 127.0.0.1:$port --comm "$COMM" "$@" > "$TMP/r1.log" 2>&1 &
+    --master 127.0.0.1:$port --comm "$COMM" "${EXTRA[@]}" "$@" > "$TMP/r1.log" 2>&1 &
   local r1=$!
   for ((i = 0; i < 3000; ++i)); do grep -q "$when" "$TMP/r1.log" 2>/dev/null && break; sleep 0.01; done
   kill -9 "$r1"
@@ -209,6 +219,10 @@ kill_rank1() {
   if ls /dev/shm 2>/dev/null | grep -q oflite; then
     echo "FAIL: $what: shared-memory objects left in /dev/shm: $(ls /dev/shm | grep oflite)"; fail=1
   fi
+  if [[ -n ${FABRIC:-} ]] && grep -q "@oflite-verbs/$FABRIC/" /proc/net/unix; then
+    echo "FAIL: $what: emulated fabric sockets left: $(grep -o "@oflite-verbs/$FABRIC/.*" /proc/net/unix)"
+    fail=1
+  fi
 }
 
 # kill -9 of rank 1 mid-training.
@@ -216,8 +230,8 @@ MLP=(--batch 32 --features 784 --hidden 64 --classes 10 --iterations 1000000)
 compile long "$TMP/two.pbtxt" --placement 0-1:cpu:0
 kill_rank1 "kill -9 rank 1 mid-training" "$TMP/long.plan.pb" "iter " --eval=false --log-every 1000
 # A job without a test split (random_batch) skips the evaluation on every rank.
-if timeout 120 "$OFLITE" launch --plan "$TMP/long.plan.pb" --nproc 2 --comm "$COMM" -- --iters 2 \
-    > "$TMP/nosplit.log" 2>&1; then
+if timeout 120 "$OFLITE" launch --plan "$TMP/long.plan.pb" --nproc 2 --comm "$COMM" "${EXTRA[@]}" \
+    -- --iters 2 > "$TMP/nosplit.log" 2>&1; then
   if [[ $(grep -c "test: skipped" "$TMP/nosplit.log") == 2 ]]; then
     echo "ok: no test split: every rank skips the evaluation"
   else echo "FAIL: no test split: expected a skip note per rank"; grep test "$TMP/nosplit.log"; fail=1; fi
@@ -232,6 +246,12 @@ rc=$?
 if [[ $rc == 2 ]] && grep -q "ib_gid_index" "$TMP/ibflag.log"; then
   echo "ok: bad --ib_gid_index refused: $(tail -1 "$TMP/ibflag.log")"
 else echo "FAIL: bad --ib_gid_index: exit $rc"; tail -5 "$TMP/ibflag.log"; fail=1; fi
+"$OFLITE" run --plan "$TMP/long.plan.pb" --rank 0 --master 127.0.0.1:1 --comm ibverbs \
+  --ib_emulator=a/b > "$TMP/ibflag.log" 2>&1
+rc=$?
+if [[ $rc == 2 ]] && grep -q "ib_emulator.*'a/b'" "$TMP/ibflag.log"; then
+  echo "ok: bad --ib_emulator refused: $(tail -1 "$TMP/ibflag.log")"
+else echo "FAIL: bad --ib_emulator: exit $rc"; tail -5 "$TMP/ibflag.log"; fail=1; fi
 # kill -9 of rank 1 during the evaluation (small test batches: a long pass).
 MLP=(--batch 4 --features 784 --hidden 64 --classes 10 --iterations 2 --accuracy
      --fashion_mnist "$DATA")

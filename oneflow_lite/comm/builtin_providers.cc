@@ -1,5 +1,6 @@
 #include "oneflow_lite/comm/builtin_providers.h"
 
+#include "oneflow_lite/comm/ibverbs/emulated_transport.h"
 #include "oneflow_lite/comm/per_peer_transport.h"
 #include "oneflow_lite/comm/tcp/tcp_transport.h"
 
@@ -23,6 +24,20 @@ ProviderRegistry BuiltinProviders(const BuiltinProviderOptions& options) {
   ProviderFactory verbs = [verbs_options](const TransportOptions& transport) {
     return ibverbs::CreateIbverbsTransport(transport, verbs_options);
   };
+  if (!options.ib_emulator.empty()) {  // only when asked for, and said so
+    ibverbs::EmulatedFabricOptions emulated;
+    emulated.device_prefix = "emu-";
+    emulated.ibverbs = verbs_options;
+    auto joined = ibverbs::JoinedIbverbsCreator(options.ib_emulator, emulated);
+    verbs = [joined, note = options.note,
+             fabric = options.ib_emulator](const TransportOptions& transport) {
+      if (note) {
+        note("ibverbs runs on the verbs emulator's fabric '" + fabric +
+             "' (--ib_emulator, not an HCA)");
+      }
+      return joined(transport);
+    };
+  }
   ProviderFactory shm = [shm_options](const TransportOptions& transport) -> Created {
     ASSIGN_OR_RETURN(auto created, shm::CreateShmTransport(transport, shm_options));
     return std::unique_ptr<Transport>(std::move(created));

@@ -28,6 +28,11 @@ struct BuiltinProviderOptions {
   std::string listen_host = "127.0.0.1";  // tcp: the address peers dial
   std::string job_token;                  // tcp: presented on every data connection
   ibverbs::IbverbsOptions ibverbs;        // device, port, GID index, queue depth...
+  // --ib_emulator: when not empty, ibverbs (and auto's cross-host choice)
+  // runs on the verbs emulator's host-wide fabric of this name, one emulated
+  // device "emu-<rank>" per rank, instead of libibverbs (said through
+  // `note` when a transport is created). Testing only.
+  std::string ib_emulator;
   shm::ShmOptions shm;
   // auto: this process's host identity (DefaultHostIdentity(),
   // per_peer_transport.h, unless overridden for tests).

@@ -8,7 +8,9 @@
 //   --mode=intruder   dial the master with a wrong job token; exit 0 if it
 //                     is refused with PERMISSION_DENIED.
 // Flags: --master=HOST:PORT --rank=R --world=N --token=T --count=C
-//        --comm=tcp|shm (the transport provider)
+//        --comm=tcp|shm|ibverbs_emu (the transport provider; ibverbs_emu:
+//        the ibverbs provider on the cross-process verbs emulator's fabric
+//        --fabric=NAME)
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +18,7 @@
 
 #include "oneflow_lite/comm/collective/ring.h"
 #include "oneflow_lite/comm/control/connect.h"
+#include "oneflow_lite/comm/ibverbs/emulated_transport.h"
 #include "oneflow_lite/comm/shm/shm_transport.h"
 #include "oneflow_lite/comm/tcp/tcp_transport.h"
 
@@ -62,7 +65,10 @@ int Main(int argc, char** argv) {
   options.world_size = client_options.world_size;
   options.on_message = router.AsHandler();
   StatusOr<std::unique_ptr<Transport>> transport = InvalidArgumentError("--comm");
-  if (Flag(argc, argv, "comm", "tcp") == "shm") {
+  const std::string comm = Flag(argc, argv, "comm", "tcp");
+  if (comm == "ibverbs_emu") {
+    transport = ibverbs::JoinedIbverbsCreator(Flag(argc, argv, "fabric", ""))(options);
+  } else if (comm == "shm") {
     auto created = shm::CreateShmTransport(options, shm::ShmOptions());
     if (created.ok()) transport = std::unique_ptr<Transport>(std::move(*created));
     else transport = created.status();

@@ -1,16 +1,21 @@
 // CommNet across real processes on loopback: this test process is rank 0
 // (it serves the rendezvous); other ranks are comm_peer processes started
-// with fork/exec. Covers kill -9 of a peer, a foreign connection without the
-// job token, a peer that never arrives, and a 3-process ring all-reduce;
-// each test runs once per provider (tcp, shm).
+// with fork/exec. Covers one-sided WRITE and READ between the processes'
+// registered memory, a peer stopped and continued (nothing lost), kill -9 of
+// a peer, a foreign connection without the job
+// token, a peer that never arrives, and a 3-process ring all-reduce; each
+// test runs once per provider (tcp, shm, and ibverbs_emu: the ibverbs
+// provider on the cross-process verbs emulator, VerbsEmulator::Join).
 #include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <fstream>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -18,6 +23,7 @@
 #include "oneflow_lite/comm/collective/ring.h"
 #include "oneflow_lite/comm/control/connect.h"
 #include "oneflow_lite/comm/control/rendezvous_server.h"
+#include "oneflow_lite/comm/ibverbs/emulated_transport.h"
 #include "oneflow_lite/comm/shm/shm_transport.h"
 #include "oneflow_lite/comm/tcp/tcp_transport.h"
 
@@ -56,6 +62,29 @@ int SharedObjectsLeft() {
       if (std::string(entry->d_name).find("oflite") != std::string::npos) ++count;
     }
     ::closedir(dir);
+  }
+  return count;
+}
+
+// The emulated fabric of this test process (its peers join it by name).
+// Random, not the pid: concurrent test runs in pid namespaces share pids,
+// while abstract socket names are host-wide.
+std::string FabricName() {
+  static const std::string name = [] {
+    std::random_device random;
+    return "multiprocess-test-" + std::to_string(random()) + "-" + std::to_string(random());
+  }();
+  return name;
+}
+
+// Sockets of FabricName() that exist on this host: one per emulated port
+// (its slot), plus connections. The kernel removes a dead process's.
+int FabricSocketsLeft() {
+  int count = 0;
+  std::ifstream sockets("/proc/net/unix");
+  const std::string name = "@oflite-verbs/" + FabricName() + "/";
+  for (std::string line; std::getline(sockets, line);) {
+    if (line.find(name) != std::string::npos) ++count;
   }
   return count;
 }
@@ -113,6 +142,10 @@ struct Rank0 {
       transport = std::move(*shm::CreateShmTransport(transport_options, shm::ShmOptions()));
       return;
     }
+    if (provider == "ibverbs_emu") {
+      transport = std::move(*ibverbs::JoinedIbverbsCreator(FabricName())(transport_options));
+      return;
+    }
     tcp::TcpOptions tcp_options;
     tcp_options.job_token = kToken;
     transport = std::move(*tcp::CreateTcpTransport(transport_options, tcp_options));
@@ -121,11 +154,84 @@ struct Rank0 {
   std::vector<std::string> PeerArgs(const std::string& mode, int rank, int world) {
     return {"--mode=" + mode, "--master=" + master(), "--rank=" + std::to_string(rank),
             "--world=" + std::to_string(world), "--comm=" + provider,
-            std::string("--token=") + kToken};
+            "--fabric=" + FabricName(), std::string("--token=") + kToken};
   }
 };
 
 class MultiprocessTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MultiprocessTest, WriteAndReadMoveBytesBetweenProcesses) {
+  Rank0 rank0;
+  rank0.provider = GetParam();
+  rank0.Start(2);
+  pid_t rank1 = Spawn(rank0.PeerArgs("serve", 1, 2));
+  ASSERT_TRUE(control::ConnectTransport(rank0.transport.get(), rank0.control.get(),
+                                        "comm", milliseconds(20000)).ok());
+  auto key = control::FetchRemoteKey(rank0.control.get(), "buffer", 1, milliseconds(10000));
+  ASSERT_TRUE(key.ok()) << key.status();
+  Connection* to1 = *rank0.transport->GetConnection(1);
+  const Deadline deadline = DeadlineAfter(milliseconds(20000));
+  // READ the peer's whole buffer (byte i = 1 + i).
+  std::vector<uint8_t> seen(1 << 20);
+  auto seen_region = rank0.transport->RegisterMemory(seen.data(), seen.size(), kAccessAll);
+  ASSERT_TRUE(ReadSync(to1, **seen_region, 0, *key, 0, seen.size(), deadline).ok());
+  for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], static_cast<uint8_t>(1 + i)) << i;
+  // WRITE an odd-sized piece at an odd offset, then READ it (and its
+  // untouched neighbours) back.
+  const size_t offset = 4097, length = 300001;
+  std::vector<uint8_t> pattern(length);
+  for (size_t i = 0; i < length; ++i) pattern[i] = static_cast<uint8_t>(i * 7 + 3);
+  auto pattern_region = rank0.transport->RegisterMemory(pattern.data(), length, kAccessAll);
+  ASSERT_TRUE(WriteSync(to1, **pattern_region, 0, *key, offset, length, deadline).ok());
+  std::fill(seen.begin(), seen.end(), 0);
+  ASSERT_TRUE(ReadSync(to1, **seen_region, 0, *key, 0, seen.size(), deadline).ok());
+  for (size_t i = 0; i < seen.size(); ++i) {
+    uint8_t want = i >= offset && i < offset + length ? pattern[i - offset]
+                                                     : static_cast<uint8_t>(1 + i);
+    ASSERT_EQ(seen[i], want) << i;
+  }
+  ASSERT_TRUE(rank0.control->Put("release", "1").ok());
+  EXPECT_EQ(WaitExit(rank1), 0);
+  seen_region->reset();
+  pattern_region->reset();
+}
+
+// A peer stopped (SIGSTOP) for longer than a reply is waited for, then
+// continued: on the emulated fabric the READ posted meanwhile is
+// retransmitted, the responder answers the original and then the repeat
+// (same PSN: ACKed again, the READ re-read), and nothing is lost or failed.
+TEST_P(MultiprocessTest, StoppedThenContinuedPeerLosesNothing) {
+  Rank0 rank0;
+  rank0.provider = GetParam();
+  rank0.Start(2);
+  pid_t rank1 = Spawn(rank0.PeerArgs("serve", 1, 2));
+  ASSERT_TRUE(control::ConnectTransport(rank0.transport.get(), rank0.control.get(),
+                                        "comm", milliseconds(20000)).ok());
+  auto key = control::FetchRemoteKey(rank0.control.get(), "buffer", 1, milliseconds(10000));
+  ASSERT_TRUE(key.ok()) << key.status();
+  Connection* to1 = *rank0.transport->GetConnection(1);
+  std::vector<uint8_t> seen(1 << 20);
+  auto region = rank0.transport->RegisterMemory(seen.data(), seen.size(), kAccessAll);
+  ASSERT_EQ(::kill(rank1, SIGSTOP), 0);
+  std::thread resume([rank1] {
+    std::this_thread::sleep_for(milliseconds(2500));  // > the 2 s reply wait
+    ::kill(rank1, SIGCONT);
+  });
+  Status read = ReadSync(to1, **region, 0, *key, 0, seen.size(),
+                         DeadlineAfter(milliseconds(20000)));
+  resume.join();
+  ASSERT_TRUE(read.ok()) << read;
+  for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], static_cast<uint8_t>(1 + i)) << i;
+  ASSERT_TRUE(MessageRouter::Send(to1, 1, "ping").ok());
+  std::unique_lock<std::mutex> lock(rank0.mutex);
+  EXPECT_TRUE(rank0.changed.wait_for(lock, milliseconds(10000),
+                                     [&] { return rank0.echoes == 1; }));
+  EXPECT_TRUE(rank0.peer_errors.empty());
+  lock.unlock();
+  ASSERT_TRUE(rank0.control->Put("release", "1").ok());
+  EXPECT_EQ(WaitExit(rank1), 0);
+  region->reset();
+}
 
 TEST_P(MultiprocessTest, KillNineOfAPeerFailsSurvivorsWithinBoundNamingIt) {
   Rank0 rank0;
@@ -183,8 +289,12 @@ TEST_P(MultiprocessTest, KillNineOfAPeerFailsSurvivorsWithinBoundNamingIt) {
   if (GetParam() == "shm") {
     EXPECT_GT(SharedObjectsLeft(), 0);  // the rings to rank 1, the region table
   }
+  if (GetParam() == "ibverbs_emu") {
+    EXPECT_GT(FabricSocketsLeft(), 0);  // our own port, until the transport goes
+  }
   rank0.transport.reset();
   EXPECT_EQ(SharedObjectsLeft(), 0);  // nothing left behind by us or the killed ranks
+  EXPECT_EQ(FabricSocketsLeft(), 0);  // the emulated ports of every rank are gone
 }
 
 TEST_P(MultiprocessTest, ForeignProcessWithoutTheJobTokenIsRefused) {
@@ -256,7 +366,8 @@ TEST_P(MultiprocessTest, RingAllReduceAcrossThreeProcesses) {
   region->reset();
 }
 
-INSTANTIATE_TEST_SUITE_P(Providers, MultiprocessTest, ::testing::Values("tcp", "shm"),
+INSTANTIATE_TEST_SUITE_P(Providers, MultiprocessTest,
+                         ::testing::Values("tcp", "shm", "ibverbs_emu"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -34,6 +34,7 @@
 
 #include "oneflow_lite/comm/builtin_providers.h"
 #include "oneflow_lite/comm/control/control_client.h"
+#include "oneflow_lite/comm/ibverbs/ibverbs_flags.h"
 #include "oneflow_lite/comm/launch/process_group.h"
 #include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/common/proto_io.h"
@@ -250,6 +251,10 @@ int RunLaunch(int argc, char** argv) {
                  {"comm", "transport passed to every node: " + comm::BuiltinProviders({}).NameList(),
                   false, ""},
                  {"job_token", "job token; default: a fresh random token", false, ""},
+                 {"ib_emulator",
+                  "passed to every node: run --comm ibverbs on the verbs emulator's fabric of "
+                  "this name instead of libibverbs (testing without RDMA hardware; one host)",
+                  false, ""},
                  {"oflite", "oflite binary for the nodes; default: this one", false, ""},
                  {"command", "what every rank runs: run, eval or predict", false, "run"},
                  {"grace_ms",
@@ -287,6 +292,12 @@ int RunLaunch(int argc, char** argv) {
   if (!comm_flag.empty()) {
     StatusOr<comm::ProviderFactory> provider = comm::BuiltinProviders({}).Find(comm_flag);
     if (!provider.ok()) return Fail(kExitBadInput, provider.status().WithContext("--comm"));
+  }
+  const std::string fabric = flags.Get("ib_emulator");
+  if (!fabric.empty()) {
+    Status checked = comm::ibverbs::IbEmulatorFromFlag(fabric).status();
+    if (!checked.ok()) return Fail(kExitBadInput, checked);
+    passthrough.push_back("--ib_emulator=" + fabric);
   }
   Status machines = CheckMachineCount(plan, world, !hosts.empty());
   if (!machines.ok()) return Fail(kExitBadInput, machines);

@@ -75,6 +75,11 @@ tail -1 "$TMP/out" | grep -q "exited with code 2: .*flag '--iters'" ||
 rc=$?
 [[ $rc == 2 ]] && grep -qF -- "--comm: unknown transport provider 'bogus' (known: auto, ibverbs, shm or tcp)" "$TMP/out" || { echo "FAIL: --comm bogus: $rc"; cat "$TMP/out"; fail=1; }
 
+# A bad --ib_emulator fabric name is refused by launch itself (exit 2).
+"$OFLITE" launch --plan "$TMP/p2.plan.pb" --nproc 2 --comm ibverbs --ib_emulator=a/b > "$TMP/out" 2>&1
+rc=$?
+[[ $rc == 2 ]] && grep -qF -- "--ib_emulator: emulated fabric name 'a/b'" "$TMP/out" ||
+  { echo "FAIL: launch --ib_emulator=a/b: $rc"; cat "$TMP/out"; fail=1; }
 "$OFLITE" launch --nproc 2 > "$TMP/out" 2>&1; [[ $? == 2 ]] || { echo "FAIL: missing --plan"; fail=1; }
 "$OFLITE" launch --plan "$TMP/none.pb" --nproc 2 > "$TMP/out" 2>&1; [[ $? == 2 ]] || { echo "FAIL: missing plan file"; fail=1; }
 grep -q "none.pb" "$TMP/out" || { echo "FAIL: plan not named"; fail=1; }

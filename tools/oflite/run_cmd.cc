@@ -553,6 +553,8 @@ int RunRun(int argc, char** argv) {
   for (const comm::ibverbs::IbverbsFlag& flag : comm::ibverbs::IbverbsFlags()) {
     specs.push_back({flag.name, flag.help, flag.is_bool, flag.default_value});
   }
+  const comm::ibverbs::IbverbsFlag& emulator = comm::ibverbs::IbEmulatorFlag();
+  specs.push_back({emulator.name, emulator.help, emulator.is_bool, emulator.default_value});
   FlagSet flags("run", "--plan PLAN.pb [--rank R --master HOST:PORT] [flags]", std::move(specs));
   Status parsed = flags.Parse(argc, argv);
   if (!parsed.ok()) return Fail(parsed, kExitBadInput);
@@ -589,6 +591,9 @@ int RunRun(int argc, char** argv) {
     providers.listen_host = EnvOr("OFLITE_HOST", "127.0.0.1");
     providers.job_token = EnvOr("OFLITE_JOB_TOKEN", "");
     providers.ibverbs = *ibverbs;
+    StatusOr<std::string> fabric = comm::ibverbs::IbEmulatorFromFlag(flags.Get("ib_emulator"));
+    if (!fabric.ok()) return Fail(fabric.status(), kExitBadInput);
+    providers.ib_emulator = *fabric;
     providers.host_id = !flags.Get("host_id").empty()
                             ? flags.Get("host_id")
                             : EnvOr("OFLITE_HOST_ID", comm::DefaultHostIdentity());

@@ -52,12 +52,15 @@ std::vector<FlagSpec> SessionFlagSpecs() {
   for (const comm::ibverbs::IbverbsFlag& flag : comm::ibverbs::IbverbsFlags()) {
     specs.push_back({flag.name, flag.help, flag.is_bool, flag.default_value});
   }
+  const comm::ibverbs::IbverbsFlag& emulator = comm::ibverbs::IbEmulatorFlag();
+  specs.push_back({emulator.name, emulator.help, emulator.is_bool, emulator.default_value});
   return specs;
 }
 
 Status CheckMultiMachineFlags(const FlagSet& flags, const Plan& plan) {
   StatusOr<comm::ProviderFactory> provider = comm::BuiltinProviders({}).Find(flags.Get("comm"));
   if (!provider.ok()) return provider.status().WithContext("--comm");
+  RETURN_IF_ERROR(comm::ibverbs::IbEmulatorFromFlag(flags.Get("ib_emulator")).status());
   if (plan.machine_size() <= 1) return Status::OK();
   if (!flags.Has("master") || flags.Get("master").empty()) {
     return InvalidArgumentError("a ", plan.machine_size(),
@@ -93,6 +96,7 @@ StatusOr<std::unique_ptr<MultiMachineSession>> StartSession(
   providers.listen_host = EnvOr("OFLITE_HOST", "127.0.0.1");
   providers.job_token = EnvOr("OFLITE_JOB_TOKEN", "");
   providers.ibverbs = ibverbs;
+  providers.ib_emulator = flags.Get("ib_emulator");
   const int64_t rank = session_flags.rank;
   providers.note = [command, rank](const std::string& note) {
     std::fprintf(stderr, "%s: rank %lld: %s\n", command.c_str(), static_cast<long long>(rank),

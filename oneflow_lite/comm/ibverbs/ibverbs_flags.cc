@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "oneflow_lite/comm/verbs/emulator.h"
+
 namespace oflite {
 namespace comm {
 namespace ibverbs {
@@ -53,6 +55,24 @@ const std::vector<IbverbsFlag>& IbverbsFlags() {
   return kFlags;
 }
 
+const IbverbsFlag& IbEmulatorFlag() {
+  static const IbverbsFlag kFlag = {
+      "ib_emulator",
+      "for testing without RDMA hardware: run --comm ibverbs on the verbs "
+      "emulator's fabric of this name (one per job and host) instead of "
+      "libibverbs",
+      "", false};
+  return kFlag;
+}
+
+StatusOr<std::string> IbEmulatorFromFlag(const std::string& text) {
+  if (!text.empty()) {
+    RETURN_IF_ERROR(verbs::VerbsEmulator::CheckFabricName(text).WithContext(
+        "--" + IbEmulatorFlag().name));
+  }
+  return text;
+}
+
 StatusOr<IbverbsOptions> IbverbsOptionsFromFlags(
     const std::map<std::string, std::string>& values) {
   IbverbsOptions options;
@@ -79,6 +99,7 @@ StatusOr<IbverbsOptions> IbverbsOptionsFromFlags(
       options.retry_count = static_cast<uint8_t>(retries);
     } else if (name == "ib_fork_safe") {
       ASSIGN_OR_RETURN(options.fork_safe, ParseBool(name, text));
+
     } else {
       return InvalidArgumentError("unknown ibverbs flag --", name);
     }

@@ -11,6 +11,13 @@
 //   --ib_ack_timeout=N    ACK timeout exponent, 4.096 us << N (default 14)
 //   --ib_retry_count=N    transport retries 0..7 (default 7)
 //   --ib_fork_safe=BOOL   call ibv_fork_init() first (default true)
+// and, apart (IbEmulatorFlag, not an IbverbsOptions field):
+//   --ib_emulator=FABRIC  testing without RDMA hardware: instead of
+//                         libibverbs, join the verbs emulator's host-wide
+//                         fabric FABRIC with one emulated device per rank
+//                         (verbs/emulator.h); empty (default): libibverbs.
+//                         The caller passes it to
+//                         BuiltinProviderOptions::ib_emulator.
 // docs/rdma.md explains how to choose each on a real cluster.
 #ifndef ONEFLOW_LITE_COMM_IBVERBS_IBVERBS_FLAGS_H_
 #define ONEFLOW_LITE_COMM_IBVERBS_IBVERBS_FLAGS_H_
@@ -34,6 +41,11 @@ struct IbverbsFlag {
 };
 
 const std::vector<IbverbsFlag>& IbverbsFlags();
+
+// --ib_emulator, and its value checked: empty, or a fabric name
+// (InvalidArgument naming the flag otherwise).
+const IbverbsFlag& IbEmulatorFlag();
+StatusOr<std::string> IbEmulatorFromFlag(const std::string& text);
 
 // Builds options from flag values by name (absent names keep defaults).
 // InvalidArgument naming the flag for an unknown name or a bad value.

@@ -80,6 +80,7 @@ void FillGids(Device* device) {
   mapped.raw[10] = 0xff;
   mapped.raw[11] = 0xff;
   mapped.raw[12] = 10;
+  mapped.raw[14] = static_cast<uint8_t>((device->index + 1) >> 8);
   mapped.raw[15] = static_cast<uint8_t>(device->index + 1);
   // The layout of a typical RoCE port: each address as v1 and as v2.
   const ibv_gid entries[4] = {link_local, link_local, mapped, mapped};
@@ -101,6 +102,7 @@ Fabric::~Fabric() {
   }
   work_.notify_all();
   engine_.join();
+  link_.reset();  // after the engine, which uses it; frees our slots
 }
 
 Status Fabric::AddDevice(const EmulatedDeviceOptions& options) {
@@ -126,13 +128,17 @@ Status Fabric::AddDevice(const EmulatedDeviceOptions& options) {
   auto device = std::make_unique<Device>();
   device->options = options;
   device->index = static_cast<int>(devices_.size());
+  if (link_ != nullptr) {  // joined: the fabric-wide slot numbers the port
+    ASSIGN_OR_RETURN(device->slot, link_->Claim());
+    device->index = device->slot - 1;
+  }
   device->device.node_type = IBV_NODE_CA;
   device->device.transport_type = IBV_TRANSPORT_IB;
   std::snprintf(device->device.name, sizeof(device->device.name), "%s",
                 options.name.c_str());
   std::snprintf(device->device.dev_name, sizeof(device->device.dev_name),
                 "uverbs%d", device->index);
-  device->guid = 0x0002c90300a00000ull + device->index;
+  device->guid = kGuidBase + device->index;
   if (options.link_layer == LinkLayer::kInfiniBand) {
     device->lid = static_cast<uint16_t>(device->index + 1);
   }
@@ -548,6 +554,7 @@ void Fabric::ResetQp(QueuePair* qp) {
   qp->recv_retired = qp->next_recv_sequence;
   qp->transport_retries = 0;
   qp->rnr_retries = 0;
+  qp->answered_any = false;  // a reconnected QP owes no earlier peer an ACK
   ibv_qp_cap cap = qp->attr.cap;
   qp->attr = ibv_qp_attr{};
   qp->attr.cap = cap;
@@ -730,6 +737,24 @@ VerbsEmulator::~VerbsEmulator() = default;
 
 std::shared_ptr<VerbsEmulator> VerbsEmulator::Create() {
   return std::shared_ptr<VerbsEmulator>(new VerbsEmulator());
+}
+
+Status VerbsEmulator::CheckFabricName(const std::string& fabric_name) {
+  return emulator::CheckFabricName(fabric_name);
+}
+
+StatusOr<std::shared_ptr<VerbsEmulator>> VerbsEmulator::Join(
+    const std::string& fabric_name) {
+  std::shared_ptr<VerbsEmulator> emulator(new VerbsEmulator());
+  emulator::Fabric* fabric = emulator->fabric_.get();
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<emulator::Link> link,
+      emulator::Link::Create(fabric_name, [fabric](int slot, pid_t sender,
+                                                   const std::string& body) {
+        return fabric->HandleRemote(slot, sender, body);
+      }));
+  fabric->AttachLink(std::move(link));
+  return emulator;
 }
 
 Status VerbsEmulator::AddDevice(const EmulatedDeviceOptions& options) {

@@ -1,5 +1,7 @@
 // VerbsEmulator: a software model of the libibverbs subset in VerbsApi, for
-// tests on machines without RDMA hardware (test-only).
+// tests on machines without RDMA hardware (and, behind the explicit
+// --ib_emulator flag of the CLI, for running jobs there; never in production
+// paths otherwise).
 //
 // One VerbsEmulator is one fabric (a subnet with its switch): any number of
 // emulated HCAs ("devices", one port each) attached to it, reachable from each
@@ -46,6 +48,29 @@
 // under the fabric lock: figures measured on the emulator are functional,
 // never RDMA speed.
 //
+// Across processes. VerbsEmulator::Join(name) makes this process one part of
+// a fabric shared by every process of this user on the host that joins the
+// same name. Each process owns the devices it adds; each device claims a
+// fabric-wide slot, which is its LID (InfiniBand) and is encoded in its GIDs
+// (RoCE), by binding an abstract unix socket named after the fabric and the
+// slot (the first free one; the kernel frees it when the process exits, even
+// by kill -9: nothing is left in the file system or /dev/shm). A packet for a
+// device of another process goes over that socket to the owner's link
+// thread, which applies every responder check above (connected QP, PSN, MTU,
+// rkey / PD / access, posted receive) and moves the bytes itself between the
+// two processes' registered memory with process_vm_readv/writev, as the
+// responder's HCA would by DMA (inline data travels in the packet). The
+// requester checks its own side (lkeys) as before. A process that is gone
+// (nobody owns the slot, the connection broke) drops the packet: the
+// requester retries and completes with IBV_WC_RETRY_EXC_ERR after its QP
+// timeout, as with a dead remote HCA. A reply lost after the responder acted
+// is repaired as IB does: the retransmitted packet repeats the last PSN and is
+// ACKed again (a READ is re-read). Cross-memory attach needs the processes to
+// run as one user with ptrace allowed (kernel.yama.ptrace_scope); otherwise
+// requests complete with IBV_WC_LOC_PROT_ERR. Devices of one process still
+// talk in-process; two emulators joined in one process talk through the
+// sockets (tests use that).
+//
 // Thread-safety: all entries of the VerbsApi and all methods are thread-safe.
 // Lifetime: Create() returns a shared fabric; every VerbsApi it hands out
 // keeps it alive. Objects created through a VerbsApi must be destroyed through
@@ -83,12 +108,21 @@ struct EmulatedDeviceOptions {
 
 class VerbsEmulator : public std::enable_shared_from_this<VerbsEmulator> {
  public:
+  // A fabric private to this process (the original in-process model).
   static std::shared_ptr<VerbsEmulator> Create();
+  // This process's part of the host-wide fabric `fabric_name` (1..64
+  // characters of [A-Za-z0-9._-], else InvalidArgument). Devices added to it
+  // claim slots; AddDevice returns ResourceExhausted when all are taken.
+  static StatusOr<std::shared_ptr<VerbsEmulator>> Join(
+      const std::string& fabric_name);
+  // OK when `fabric_name` is a name Join accepts; else InvalidArgument.
+  static Status CheckFabricName(const std::string& fabric_name);
   ~VerbsEmulator();
   VerbsEmulator(const VerbsEmulator&) = delete;
   VerbsEmulator& operator=(const VerbsEmulator&) = delete;
 
-  // Attaches a new HCA. Its port gets the next LID (1, 2, ...) on an
+  // Attaches a new HCA. Its port gets the next LID (1, 2, ...; on a joined
+  // fabric the claimed slot) on an
   // InfiniBand link layer, with the GID table [0] fe80::<port GUID> (type
   // IB); on Ethernet LID 0 and the table of a typical RoCE port:
   //   [0] fe80::<interface id> RoCE v1   [1] the same, RoCE v2

@@ -57,11 +57,6 @@ Clock::duration RnrDelay(uint8_t timer) {
   return std::chrono::microseconds(kMicroseconds[timer & 31]);
 }
 
-// Local ACK timeout: 4.096 us << timeout (0 means wait forever).
-Clock::duration TransportTimeout(uint8_t timeout) {
-  return std::chrono::nanoseconds(4096ull << std::min<uint8_t>(timeout, 31));
-}
-
 uint32_t PacketCount(uint64_t length, ibv_mtu mtu) {
   uint64_t mtu_bytes = static_cast<uint64_t>(MtuBytes(mtu));
   if (mtu_bytes == 0 || length == 0) return 1;
@@ -108,22 +103,20 @@ uint64_t TotalLength(const std::vector<Segment>& segments) {
   return total;
 }
 
-// Copies `length` bytes from the concatenation of `from` into `to`.
-void CopySegments(const std::vector<Segment>& from,
-                  const std::vector<Segment>& to, uint64_t length) {
-  size_t source = 0, target = 0;
-  uint64_t source_offset = 0, target_offset = 0;
-  while (length > 0 && source < from.size() && target < to.size()) {
-    uint64_t chunk = std::min({length, from[source].length - source_offset,
-                               to[target].length - target_offset});
-    std::memmove(to[target].address + target_offset,
-                 from[source].address + source_offset, chunk);
-    length -= chunk;
-    source_offset += chunk;
-    target_offset += chunk;
-    if (source_offset == from[source].length) ++source, source_offset = 0;
-    if (target_offset == to[target].length) ++target, target_offset = 0;
-  }
+// The packet of `request`, the head of `qp`, as addressed on the wire.
+void AddressPacket(const QueuePair& qp, const SendRequest& request,
+                   Packet* packet) {
+  packet->qp_num = qp.qp.qp_num;
+  packet->dest_qp_num = qp.attr.dest_qp_num;
+  packet->psn = qp.next_send_psn;
+  packet->ah = qp.attr.ah_attr;
+  packet->path_mtu = qp.attr.path_mtu;
+  packet->opcode = request.opcode;
+  packet->length = request.length;
+  packet->remote_address = request.remote_address;
+  packet->rkey = request.rkey;
+  packet->imm_data = request.imm_data;
+  packet->has_imm = request.has_imm;
 }
 
 }  // namespace
@@ -245,6 +238,7 @@ int Fabric::PollCq(ibv_cq* handle, int num_entries, ibv_wc* wc) {
 
 void Fabric::RunEngine() {
   std::unique_lock<std::mutex> lock(mutex_);
+  std::vector<RemoteCall> calls;
   while (!stopping_) {
     Clock::time_point now = Clock::now();
     Clock::time_point wake = now + std::chrono::milliseconds(100);
@@ -256,10 +250,12 @@ void Fabric::RunEngine() {
         wake = std::min(wake, qp->retry_at);
         continue;
       }
-      ProcessHead(qp, now);
+      ProcessHead(qp, now, &calls);
       progressed = true;
     }
-    if (progressed) {  // let posters and pollers in between rounds
+    if (!calls.empty()) {
+      ExchangeCalls(&lock, &calls);  // unlocks while packets are on the wire
+    } else if (progressed) {  // let posters and pollers in between rounds
       lock.unlock();
       std::this_thread::yield();
       lock.lock();
@@ -269,109 +265,150 @@ void Fabric::RunEngine() {
   }
 }
 
-void Fabric::ProcessHead(QueuePair* qp, Clock::time_point now) {
+void Fabric::ProcessHead(QueuePair* qp, Clock::time_point now,
+                         std::vector<RemoteCall>* calls) {
   const SendRequest& request = qp->send_queue.front();
-  const ibv_wr_opcode opcode = request.opcode;
-  std::vector<Segment> local;
+  Packet packet;
   if (request.length > qp->device->options.max_message_size) {
     FailHead(qp, IBV_WC_LOC_LEN_ERR);
     return;
   }
   if (request.is_inline) {
-    local.push_back({reinterpret_cast<uint8_t*>(
-                         const_cast<char*>(request.inline_data.data())),
-                     request.length});
-  } else if (!CheckLocal(*qp, request.sges, opcode == IBV_WR_RDMA_READ,
-                         &local)) {
+    packet.memory.segments.push_back(
+        {reinterpret_cast<uint8_t*>(
+             const_cast<char*>(request.inline_data.data())),
+         request.length});
+  } else if (!CheckLocal(*qp, request.sges,
+                         request.opcode == IBV_WR_RDMA_READ,
+                         &packet.memory.segments)) {
     FailHead(qp, IBV_WC_LOC_PROT_ERR);
     return;
   }
-  QueuePair* responder = Route(qp);
-  if (responder == nullptr) {  // dropped: retransmit after the ACK timeout
-    if (qp->attr.timeout == 0) {
-      qp->retry_at = now + std::chrono::milliseconds(100);
-    } else if (++qp->transport_retries > qp->attr.retry_cnt) {
-      FailHead(qp, IBV_WC_RETRY_EXC_ERR);
-    } else {
-      qp->retry_at = now + TransportTimeout(qp->attr.timeout);
-    }
+  AddressPacket(*qp, request, &packet);
+  if (qp->device->failed) {
+    Dropped(qp, now);
     return;
   }
-  Segment remote{nullptr, 0};
-  if (IsRdma(opcode) && !CheckRemote(*responder, request, &remote)) {
-    FailHead(qp, IBV_WC_REM_ACCESS_ERR);
-    EnterError(responder);
+  Device* target = LocalTarget(*qp);
+  if (target != nullptr) {
+    Conclude(qp, Respond(*qp->device, packet, target), now);
     return;
   }
-  std::vector<Segment> receive;
-  if (ConsumesReceive(opcode)) {
-    if (responder->recv_queue.empty()) {  // RNR NAK
-      if (qp->attr.rnr_retry != 7 &&
-          ++qp->rnr_retries > qp->attr.rnr_retry) {
-        FailHead(qp, IBV_WC_RNR_RETRY_EXC_ERR);
-      } else {
-        qp->retry_at = now + RnrDelay(responder->attr.min_rnr_timer);
-      }
-      return;
-    }
-    if (opcode != IBV_WR_RDMA_WRITE_WITH_IMM) {
-      RecvRequest posted = responder->recv_queue.front();
-      ibv_wc_status responder_status = IBV_WC_SUCCESS;
-      ibv_wc_status requester_status = IBV_WC_SUCCESS;
-      if (!CheckLocal(*responder, posted.sges, true, &receive)) {
-        responder_status = IBV_WC_LOC_PROT_ERR;
-        requester_status = IBV_WC_REM_OP_ERR;
-      } else if (TotalLength(receive) < request.length) {
-        responder_status = IBV_WC_LOC_LEN_ERR;
-        requester_status = IBV_WC_REM_INV_REQ_ERR;
-      }
-      if (responder_status != IBV_WC_SUCCESS) {
-        responder->recv_queue.pop_front();
-        CompleteRecv(responder, posted, responder_status, nullptr, 0);
-        EnterError(responder);
-        FailHead(qp, requester_status);
-        return;
-      }
-    }
+  RemoteCall call;
+  if (MakeRemoteCall(*qp, packet, &call)) {
+    calls->push_back(std::move(call));
+    return;
   }
-  Deliver(qp, responder, local, remote, receive);
+  Dropped(qp, now);  // no port answers to this address
 }
 
-QueuePair* Fabric::Route(QueuePair* qp) const {
-  const Device& local = *qp->device;
-  if (local.failed) return nullptr;
-  const Device* target = nullptr;
+Device* Fabric::LocalTarget(const QueuePair& qp) const {
+  Device* target = nullptr;
   for (const auto& device : devices_) {
-    if (Reaches(local, qp->attr.ah_attr, *device)) target = device.get();
+    if (Reaches(*qp.device, qp.attr.ah_attr, *device)) target = device.get();
   }
-  if (target == nullptr || target->failed) return nullptr;
-  auto it = target->qps.find(qp->attr.dest_qp_num);
+  return target;
+}
+
+QueuePair* Fabric::Accepting(const Device& from, const Packet& packet,
+                             Device* target) const {
+  if (target->failed || !Reaches(from, packet.ah, *target)) return nullptr;
+  auto it = target->qps.find(packet.dest_qp_num);
   if (it == target->qps.end()) return nullptr;
   QueuePair* responder = it->second;
   ibv_qp_state state = responder->attr.qp_state;
   if (state != IBV_QPS_RTR && state != IBV_QPS_RTS) return nullptr;
   // An RC responder accepts only its own peer, and answers along its path.
-  if (responder->attr.dest_qp_num != qp->qp.qp_num ||
-      !Reaches(*target, responder->attr.ah_attr, local)) {
+  if (responder->attr.dest_qp_num != packet.qp_num ||
+      !Reaches(*target, responder->attr.ah_attr, from)) {
     return nullptr;
   }
   // Both directions of a connection must speak the same GRH type (a RoCE v1
   // requester gets no answer from a responder configured for v2).
-  const ibv_ah_attr& forward = qp->attr.ah_attr;
+  const ibv_ah_attr& forward = packet.ah;
   const ibv_ah_attr& backward = responder->attr.ah_attr;
   if (forward.is_global && backward.is_global &&
-      local.gid_types[forward.grh.sgid_index % kGidTableLength] !=
+      from.gid_types[forward.grh.sgid_index % kGidTableLength] !=
           target->gid_types[backward.grh.sgid_index % kGidTableLength]) {
     return nullptr;
   }
   // Frames above a port's MTU are dropped on the wire.
-  if (qp->attr.path_mtu > target->options.active_mtu ||
-      responder->attr.path_mtu > local.options.active_mtu) {
+  if (packet.path_mtu > target->options.active_mtu ||
+      responder->attr.path_mtu > from.options.active_mtu) {
     return nullptr;
   }
-  // Out-of-sequence packets are NAKed and, persistently wrong, time out.
-  if (qp->next_send_psn != responder->expected_recv_psn) return nullptr;
   return responder;
+}
+
+Response Fabric::Respond(const Device& from, const Packet& packet,
+                         Device* target) {
+  QueuePair* responder = Accepting(from, packet, target);
+  if (responder == nullptr) return {Outcome::kDrop, 0};
+  if (packet.psn != responder->expected_recv_psn) {
+    // A repeat of the request answered last (its ACK was lost) is ACKed
+    // again; a READ is executed again. Other PSNs are NAKed: they time out.
+    if (!responder->answered_any || packet.psn != responder->answered_psn) {
+      return {Outcome::kDrop, 0};
+    }
+    Segment remote{nullptr, 0};
+    if (packet.opcode == IBV_WR_RDMA_READ &&
+        (!CheckRemote(*responder, packet, &remote) ||
+         !MoveBytes(packet.memory, {remote}, packet.length, true))) {
+      return {Outcome::kDrop, 0};
+    }
+    return {Outcome::kAck, 0};
+  }
+  return Execute(packet, responder);
+}
+
+Response Fabric::Execute(const Packet& packet, QueuePair* responder) {
+  const ibv_wr_opcode opcode = packet.opcode;
+  Segment remote{nullptr, 0};
+  if (IsRdma(opcode) && !CheckRemote(*responder, packet, &remote)) {
+    EnterError(responder);
+    return {Outcome::kRemoteAccess, 0};
+  }
+  std::vector<Segment> receive;
+  if (ConsumesReceive(opcode)) {
+    if (responder->recv_queue.empty()) {  // RNR NAK
+      return {Outcome::kRnrNak, responder->attr.min_rnr_timer};
+    }
+    if (opcode != IBV_WR_RDMA_WRITE_WITH_IMM) {
+      RecvRequest posted = responder->recv_queue.front();
+      ibv_wc_status responder_status = IBV_WC_SUCCESS;
+      Outcome outcome = Outcome::kAck;
+      if (!CheckLocal(*responder, posted.sges, true, &receive)) {
+        responder_status = IBV_WC_LOC_PROT_ERR;
+        outcome = Outcome::kRemoteOperation;
+      } else if (TotalLength(receive) < packet.length) {
+        responder_status = IBV_WC_LOC_LEN_ERR;
+        outcome = Outcome::kRemoteInvalid;
+      }
+      if (responder_status != IBV_WC_SUCCESS) {
+        responder->recv_queue.pop_front();
+        CompleteRecv(responder, posted, responder_status, nullptr);
+        EnterError(responder);
+        return {outcome, 0};
+      }
+    }
+  }
+  bool moved = opcode == IBV_WR_RDMA_READ
+                   ? MoveBytes(packet.memory, {remote}, packet.length, true)
+               : IsRdma(opcode)
+                   ? MoveBytes(packet.memory, {remote}, packet.length, false)
+                   : MoveBytes(packet.memory, receive, packet.length, false);
+  if (!moved) return {Outcome::kRequesterFault, 0};
+  uint32_t packets = PacketCount(packet.length, packet.path_mtu);
+  responder->answered_any = true;
+  responder->answered_psn = packet.psn;
+  responder->expected_recv_psn =
+      (responder->expected_recv_psn + packets) & kPsnMask;
+  if (ConsumesReceive(opcode)) {
+    RecvRequest posted = std::move(responder->recv_queue.front());
+    responder->recv_queue.pop_front();
+    CompleteRecv(responder, posted, IBV_WC_SUCCESS, &packet);
+  }
+  return {Outcome::kAck, 0};
 }
 
 bool Fabric::CheckLocal(const QueuePair& qp, const std::vector<ibv_sge>& sges,
@@ -394,52 +431,71 @@ bool Fabric::CheckLocal(const QueuePair& qp, const std::vector<ibv_sge>& sges,
   return true;
 }
 
-bool Fabric::CheckRemote(const QueuePair& responder,
-                         const SendRequest& request, Segment* segment) const {
-  *segment = {reinterpret_cast<uint8_t*>(request.remote_address),
-              request.length};
-  if (request.length == 0) return true;  // zero-length RDMA checks no key
-  int needed = request.opcode == IBV_WR_RDMA_READ ? IBV_ACCESS_REMOTE_READ
-                                                  : IBV_ACCESS_REMOTE_WRITE;
+bool Fabric::CheckRemote(const QueuePair& responder, const Packet& packet,
+                         Segment* segment) const {
+  *segment = {reinterpret_cast<uint8_t*>(packet.remote_address),
+              packet.length};
+  if (packet.length == 0) return true;  // zero-length RDMA checks no key
+  int needed = packet.opcode == IBV_WR_RDMA_READ ? IBV_ACCESS_REMOTE_READ
+                                                 : IBV_ACCESS_REMOTE_WRITE;
   if (!(responder.attr.qp_access_flags & needed)) return false;
-  auto it = responder.device->mrs.find(request.rkey);
+  auto it = responder.device->mrs.find(packet.rkey);
   if (it == responder.device->mrs.end()) return false;
   const MemoryRegion& mr = *it->second;
   return mr.pd == responder.pd && (mr.access & needed) &&
-         RangeInside(request.remote_address, request.length, mr.mr);
+         RangeInside(packet.remote_address, packet.length, mr.mr);
 }
 
-void Fabric::Deliver(QueuePair* qp, QueuePair* responder,
-                     const std::vector<Segment>& local, const Segment& remote,
-                     const std::vector<Segment>& receive) {
-  // Copy first: an inline request's segment points into the request itself.
-  const SendRequest& head = qp->send_queue.front();
-  switch (head.opcode) {
-    case IBV_WR_RDMA_READ:
-      CopySegments({remote}, local, head.length);
-      break;
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-      CopySegments(local, {remote}, head.length);
-      break;
-    default:
-      CopySegments(local, receive, head.length);
-      break;
+void Fabric::Conclude(QueuePair* qp, const Response& response,
+                      Clock::time_point now) {
+  switch (response.outcome) {
+    case Outcome::kAck:
+      Acknowledge(qp);
+      return;
+    case Outcome::kDrop:
+      Dropped(qp, now);
+      return;
+    case Outcome::kRnrNak:
+      if (qp->attr.rnr_retry != 7 && ++qp->rnr_retries > qp->attr.rnr_retry) {
+        FailHead(qp, IBV_WC_RNR_RETRY_EXC_ERR);
+      } else {
+        qp->retry_at = now + RnrDelay(response.rnr_timer);
+      }
+      return;
+    case Outcome::kRemoteAccess:
+      FailHead(qp, IBV_WC_REM_ACCESS_ERR);
+      return;
+    case Outcome::kRemoteOperation:
+      FailHead(qp, IBV_WC_REM_OP_ERR);
+      return;
+    case Outcome::kRemoteInvalid:
+      FailHead(qp, IBV_WC_REM_INV_REQ_ERR);
+      return;
+    case Outcome::kRequesterFault:
+      FailHead(qp, IBV_WC_LOC_PROT_ERR);
+      return;
   }
+}
+
+void Fabric::Acknowledge(QueuePair* qp) {
   SendRequest request = std::move(qp->send_queue.front());
   qp->send_queue.pop_front();
   uint32_t packets = PacketCount(request.length, qp->attr.path_mtu);
   qp->next_send_psn = (qp->next_send_psn + packets) & kPsnMask;
-  responder->expected_recv_psn =
-      (responder->expected_recv_psn + packets) & kPsnMask;
   qp->transport_retries = 0;
   qp->rnr_retries = 0;
-  if (ConsumesReceive(request.opcode)) {
-    RecvRequest posted = std::move(responder->recv_queue.front());
-    responder->recv_queue.pop_front();
-    CompleteRecv(responder, posted, IBV_WC_SUCCESS, &request, qp->qp.qp_num);
-  }
   if (request.signaled) CompleteSend(qp, request, IBV_WC_SUCCESS);
+}
+
+// Retransmits after the ACK timeout, until the retry count is spent.
+void Fabric::Dropped(QueuePair* qp, Clock::time_point now) {
+  if (qp->attr.timeout == 0) {
+    qp->retry_at = now + std::chrono::milliseconds(100);
+  } else if (++qp->transport_retries > qp->attr.retry_cnt) {
+    FailHead(qp, IBV_WC_RETRY_EXC_ERR);
+  } else {
+    qp->retry_at = now + TransportTimeout(qp->attr.timeout);
+  }
 }
 
 void Fabric::FailHead(QueuePair* qp, ibv_wc_status status) {
@@ -463,7 +519,7 @@ void Fabric::FlushQueues(QueuePair* qp) {
   }
   qp->send_queue.clear();
   for (const RecvRequest& request : qp->recv_queue) {
-    CompleteRecv(qp, request, IBV_WC_WR_FLUSH_ERR, nullptr, 0);
+    CompleteRecv(qp, request, IBV_WC_WR_FLUSH_ERR, nullptr);
   }
   qp->recv_queue.clear();
 }
@@ -483,15 +539,14 @@ void Fabric::CompleteSend(QueuePair* qp, const SendRequest& request,
 }
 
 void Fabric::CompleteRecv(QueuePair* qp, const RecvRequest& request,
-                          ibv_wc_status status, const SendRequest* sender,
-                          uint32_t source_qp) {
+                          ibv_wc_status status, const Packet* sender) {
   CompletionEntry entry;
   entry.wc.wr_id = request.wr_id;
   entry.wc.status = status;
   entry.wc.opcode = IBV_WC_RECV;
   entry.wc.qp_num = qp->qp.qp_num;
-  entry.wc.src_qp = source_qp;
   if (sender != nullptr) {
+    entry.wc.src_qp = sender->qp_num;
     entry.wc.byte_len = static_cast<uint32_t>(sender->length);
     if (sender->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
       entry.wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;

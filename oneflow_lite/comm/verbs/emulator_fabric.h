@@ -7,6 +7,8 @@
 #ifndef ONEFLOW_LITE_COMM_VERBS_EMULATOR_FABRIC_H_
 #define ONEFLOW_LITE_COMM_VERBS_EMULATOR_FABRIC_H_
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -14,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -21,6 +24,7 @@
 #include <vector>
 
 #include "oneflow_lite/comm/verbs/emulator.h"
+#include "oneflow_lite/comm/verbs/emulator_link.h"
 
 namespace oflite {
 namespace verbs {
@@ -31,9 +35,15 @@ using Clock = std::chrono::steady_clock;
 constexpr int kGidTableLength = 6;
 constexpr uint32_t kMaxQpRdAtomic = 16;
 constexpr uint32_t kPsnMask = 0xffffff;
+constexpr uint64_t kGuidBase = 0x0002c90300a00000ull;  // + device index
 
 struct Device;
 struct QueuePair;
+
+// Local ACK timeout: 4.096 us << timeout (0 means wait forever).
+inline Clock::duration TransportTimeout(uint8_t timeout) {
+  return std::chrono::nanoseconds(4096ull << (timeout < 31 ? timeout : 31));
+}
 
 struct Context {
   ibv_context context{};
@@ -123,12 +133,17 @@ struct QueuePair {
   int transport_retries = 0;
   int rnr_retries = 0;
   Clock::time_point retry_at{};
+  // The first PSN of the last request this QP answered as a responder: a
+  // packet repeating it (its ACK was lost between processes) is ACKed again.
+  bool answered_any = false;
+  uint32_t answered_psn = 0;
 };
 
 struct Device {
   ibv_device device{};
   EmulatedDeviceOptions options;
   int index = 0;
+  int slot = 0;      // on a joined fabric: the claimed slot (index + 1)
   uint16_t lid = 0;  // 0 on Ethernet
   ibv_gid gids[kGidTableLength]{};
   ibv_gid_type gid_types[kGidTableLength]{};
@@ -147,10 +162,73 @@ struct Segment {
   uint64_t length;
 };
 
+// Where a work request's bytes are in the requester's memory: `segments`
+// of process `pid` (0: this process, whose addresses are used directly).
+struct RequesterMemory {
+  pid_t pid = 0;
+  std::vector<Segment> segments;
+};
+
+// One work request as it reaches a responder, from a QP of this process or
+// off the link. Wire format: emulator_packet.h.
+struct Packet {
+  uint32_t qp_num = 0;  // the requester QP
+  uint32_t dest_qp_num = 0;
+  uint32_t psn = 0;
+  ibv_ah_attr ah{};
+  ibv_mtu path_mtu = IBV_MTU_256;
+  ibv_wr_opcode opcode = IBV_WR_SEND;
+  uint64_t length = 0;
+  uint64_t remote_address = 0;
+  uint32_t rkey = 0;
+  uint32_t imm_data = 0;
+  bool has_imm = false;
+  RequesterMemory memory;  // source (SEND, WRITE) or destination (READ)
+  std::string inline_data;  // packets off the link only
+};
+
+// What the responder answers; the requester acts on it (Conclude).
+enum class Outcome : uint8_t {
+  kAck = 0,
+  kDrop = 1,             // lost: retransmit after the ACK timeout
+  kRnrNak = 2,           // no receive posted: retry after rnr_timer
+  kRemoteAccess = 3,     // IBV_WC_REM_ACCESS_ERR
+  kRemoteOperation = 4,  // IBV_WC_REM_OP_ERR
+  kRemoteInvalid = 5,    // IBV_WC_REM_INV_REQ_ERR
+  kRequesterFault = 6,   // the requester's memory could not be accessed
+};
+struct Response {
+  Outcome outcome = Outcome::kDrop;
+  uint8_t rnr_timer = 0;
+};
+
+// A packet for another process, sent by the engine without the fabric lock.
+struct RemoteCall {
+  std::pair<int, uint32_t> qp_key;  // key of the requester in qps_
+  uint64_t sequence = 0;            // of the send-queue head it carries
+  int slot = 0;
+  std::string body;
+  std::chrono::milliseconds wait{0};
+  std::optional<std::string> reply;
+};
+
+// Copies `length` bytes between the requester's memory and `mine` (into the
+// requester when `to_requester`), with process_vm_readv/writev when the
+// requester is another process. False when its memory cannot be accessed.
+bool MoveBytes(const RequesterMemory& requester,
+               const std::vector<Segment>& mine, uint64_t length,
+               bool to_requester);
+
 class Fabric {
  public:
   Fabric();
   ~Fabric();
+
+  // Makes this fabric one process's part of the cross-process fabric behind
+  // `link` (VerbsEmulator::Join): devices added from now on claim a slot.
+  void AttachLink(std::unique_ptr<Link> link);
+  // The link's handler: one packet from process `sender` for `slot`.
+  std::string HandleRemote(int slot, pid_t sender, const std::string& body);
 
   Status AddDevice(const EmulatedDeviceOptions& options);
   std::shared_ptr<VerbsApi> MakeApi(const std::vector<std::string>& visible);
@@ -198,25 +276,37 @@ class Fabric {
   int PollCq(ibv_cq* cq, int num_entries, ibv_wc* wc);
   int AcceptSend(QueuePair* qp, const ibv_send_wr& wr);
   void RunEngine();
-  void ProcessHead(QueuePair* qp, Clock::time_point now);
-  QueuePair* Route(QueuePair* qp) const;
+  void ProcessHead(QueuePair* qp, Clock::time_point now,
+                   std::vector<RemoteCall>* calls);
+  Device* LocalTarget(const QueuePair& qp) const;
+  QueuePair* Accepting(const Device& from, const Packet& packet,
+                       Device* target) const;
+  Response Respond(const Device& from, const Packet& packet, Device* target);
+  Response Execute(const Packet& packet, QueuePair* responder);
   bool CheckLocal(const QueuePair& qp, const std::vector<ibv_sge>& sges,
                   bool need_local_write, std::vector<Segment>* segments) const;
-  bool CheckRemote(const QueuePair& responder, const SendRequest& request,
+  bool CheckRemote(const QueuePair& responder, const Packet& packet,
                    Segment* segment) const;
-  void Deliver(QueuePair* qp, QueuePair* responder,
-               const std::vector<Segment>& local, const Segment& remote,
-               const std::vector<Segment>& receive);
+  void Conclude(QueuePair* qp, const Response& response, Clock::time_point now);
+  void Acknowledge(QueuePair* qp);
+  void Dropped(QueuePair* qp, Clock::time_point now);
   void FailHead(QueuePair* qp, ibv_wc_status status);
   void EnterError(QueuePair* qp);
   void FlushQueues(QueuePair* qp);
   void CompleteSend(QueuePair* qp, const SendRequest& request,
                     ibv_wc_status status);
   void CompleteRecv(QueuePair* qp, const RecvRequest& request,
-                    ibv_wc_status status, const SendRequest* sender,
-                    uint32_t source_qp);
+                    ibv_wc_status status, const Packet* sender);
   void PushCompletion(CompletionQueue* cq, const CompletionEntry& entry);
   void PurgeCompletions(QueuePair* qp);
+
+  // Cross-process part (emulator_remote.cc).
+  bool MakeRemoteCall(const QueuePair& qp, const Packet& packet,
+                      RemoteCall* call) const;
+  void ExchangeCalls(std::unique_lock<std::mutex>* lock,
+                     std::vector<RemoteCall>* calls);
+  void ConcludeRemote(const RemoteCall& call, Clock::time_point now);
+  Device* FindDeviceBySlot(int slot) const;
 
   template <typename Handle, typename Object>
   static Object* Lookup(
@@ -240,6 +330,9 @@ class Fabric {
   // Ordered by QP number so that the engine serves QPs deterministically.
   std::map<std::pair<int, uint32_t>, std::unique_ptr<QueuePair>> qps_;
   std::unordered_map<ibv_qp*, QueuePair*> qp_handles_;
+  // Set once by AttachLink before any device exists; Exchange is used by the
+  // engine thread only (without mutex_), the handler runs on the link's.
+  std::unique_ptr<Link> link_;
   std::thread engine_;  // last: started after every member is initialized
 };
 

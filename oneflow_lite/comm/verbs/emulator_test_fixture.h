@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -33,6 +34,9 @@ struct Node {
   ibv_qp* qp = nullptr;
   ibv_port_attr port{};
   ibv_gid gid{};
+  // The table this node's objects belong to; null: the fixture's api_
+  // (a joined fabric gives each node its own emulator and table).
+  const VerbsApi* api = nullptr;
 };
 
 struct PathOptions {
@@ -48,6 +52,10 @@ struct PathOptions {
 
 class EmulatorTest : public ::testing::Test {
  protected:
+  const VerbsApi* Api(const Node& node) const {
+    return node.api != nullptr ? node.api : api_.get();
+  }
+
   void SetUp() override {
     emulator_ = VerbsEmulator::Create();
     EmulatedDeviceOptions a;
@@ -62,48 +70,51 @@ class EmulatorTest : public ::testing::Test {
   void TearDown() override {
     for (Node* node : {&first_, &second_}) {
       if (node->qp) {
-        EXPECT_EQ(api_->destroy_qp(node->qp), 0);
+        EXPECT_EQ(Api(*node)->destroy_qp(node->qp), 0);
       }
     }
-    for (ibv_mr* mr : mrs_) {
-      EXPECT_EQ(api_->dereg_mr(mr), 0);
+    for (auto& [mr, api] : mrs_) {
+      EXPECT_EQ(api->dereg_mr(mr), 0);
     }
     mrs_.clear();
     for (Node* node : {&first_, &second_}) {
       if (node->cq) {
-        EXPECT_EQ(api_->destroy_cq(node->cq), 0);
+        EXPECT_EQ(Api(*node)->destroy_cq(node->cq), 0);
       }
       if (node->pd) {
-        EXPECT_EQ(api_->dealloc_pd(node->pd), 0);
+        EXPECT_EQ(Api(*node)->dealloc_pd(node->pd), 0);
       }
       if (node->context) {
-        EXPECT_EQ(api_->close_device(node->context), 0);
+        EXPECT_EQ(Api(*node)->close_device(node->context), 0);
       }
       *node = Node();
     }
   }
 
-  ibv_device* DeviceNamed(const std::string& name) {
+  ibv_device* DeviceNamed(const std::string& name,
+                          const VerbsApi* api = nullptr) {
+    if (api == nullptr) api = api_.get();
     int count = 0;
-    ibv_device** list = api_->get_device_list(&count);
+    ibv_device** list = api->get_device_list(&count);
     ibv_device* found = nullptr;
     for (int i = 0; i < count; ++i) {
-      if (name == api_->get_device_name(list[i])) found = list[i];
+      if (name == api->get_device_name(list[i])) found = list[i];
     }
-    api_->free_device_list(list);
+    api->free_device_list(list);
     return found;
   }
 
   void Open(const std::string& name, Node* node, int queue_depth = 16,
             int cqe = 64) {
-    ibv_device* device = DeviceNamed(name);
+    const VerbsApi* api = Api(*node);
+    ibv_device* device = DeviceNamed(name, api);
     ASSERT_NE(device, nullptr) << name;
-    node->context = api_->open_device(device);
+    node->context = api->open_device(device);
     ASSERT_NE(node->context, nullptr);
-    ASSERT_EQ(api_->query_port(node->context, 1, &node->port), 0);
-    node->pd = api_->alloc_pd(node->context);
+    ASSERT_EQ(api->query_port(node->context, 1, &node->port), 0);
+    node->pd = api->alloc_pd(node->context);
     ASSERT_NE(node->pd, nullptr);
-    node->cq = api_->create_cq(node->context, cqe, nullptr, nullptr, 0);
+    node->cq = api->create_cq(node->context, cqe, nullptr, nullptr, 0);
     ASSERT_NE(node->cq, nullptr);
     ibv_qp_init_attr init{};
     init.send_cq = node->cq;
@@ -114,7 +125,7 @@ class EmulatorTest : public ::testing::Test {
     init.cap.max_send_sge = 2;
     init.cap.max_recv_sge = 2;
     init.cap.max_inline_data = 64;
-    node->qp = api_->create_qp(node->pd, &init);
+    node->qp = api->create_qp(node->pd, &init);
     ASSERT_NE(node->qp, nullptr);
   }
 
@@ -124,9 +135,9 @@ class EmulatorTest : public ::testing::Test {
     attr.pkey_index = 0;
     attr.port_num = 1;
     attr.qp_access_flags = access;
-    return api_->modify_qp(node->qp, &attr,
-                           IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                               IBV_QP_ACCESS_FLAGS);
+    return Api(*node)->modify_qp(node->qp, &attr,
+                                 IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+                                     IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
   }
 
   ibv_qp_attr RtrAttributes(const Node& local, const Node& remote,
@@ -143,8 +154,8 @@ class EmulatorTest : public ::testing::Test {
     attr.ah_attr.dlid = remote.port.lid;
     if (path.gid_index >= 0) {
       ibv_gid remote_gid{};
-      EXPECT_EQ(api_->query_gid(remote.context, 1, path.gid_index,
-                                &remote_gid),
+      EXPECT_EQ(Api(remote)->query_gid(remote.context, 1, path.gid_index,
+                                       &remote_gid),
                 0);
       attr.ah_attr.is_global = 1;
       attr.ah_attr.grh.dgid = remote_gid;
@@ -170,7 +181,7 @@ class EmulatorTest : public ::testing::Test {
     attr.rnr_retry = path.rnr_retry;
     attr.sq_psn = path.send_psn;
     attr.max_rd_atomic = 4;
-    return api_->modify_qp(node->qp, &attr, kRtsMask);
+    return Api(*node)->modify_qp(node->qp, &attr, kRtsMask);
   }
 
   // Brings first_ and second_ to RTS, connected to each other.
@@ -179,8 +190,8 @@ class EmulatorTest : public ::testing::Test {
     ASSERT_EQ(ToInit(&second_, path.qp_access), 0);
     ibv_qp_attr a = RtrAttributes(first_, second_, path, path.send_psn);
     ibv_qp_attr b = RtrAttributes(second_, first_, path, path.send_psn);
-    ASSERT_EQ(api_->modify_qp(first_.qp, &a, kRtrMask), 0);
-    ASSERT_EQ(api_->modify_qp(second_.qp, &b, kRtrMask), 0);
+    ASSERT_EQ(Api(first_)->modify_qp(first_.qp, &a, kRtrMask), 0);
+    ASSERT_EQ(Api(second_)->modify_qp(second_.qp, &b, kRtrMask), 0);
     ASSERT_EQ(ToRts(&first_, path), 0);
     ASSERT_EQ(ToRts(&second_, path), 0);
   }
@@ -191,9 +202,9 @@ class EmulatorTest : public ::testing::Test {
   }
 
   ibv_mr* Register(const Node& node, void* data, size_t size, int access) {
-    ibv_mr* mr = api_->reg_mr(node.pd, data, size, access);
+    ibv_mr* mr = Api(node)->reg_mr(node.pd, data, size, access);
     EXPECT_NE(mr, nullptr);
-    if (mr) mrs_.push_back(mr);
+    if (mr) mrs_.push_back({mr, Api(node)});
     return mr;
   }
 
@@ -212,7 +223,7 @@ class EmulatorTest : public ::testing::Test {
     wr.wr.rdma.remote_addr = remote_address;
     wr.wr.rdma.rkey = rkey;
     ibv_send_wr* bad = nullptr;
-    return api_->post_send(node.qp, &wr, &bad);
+    return Api(node)->post_send(node.qp, &wr, &bad);
   }
 
   int PostRecv(const Node& node, void* data, uint32_t length, uint32_t lkey,
@@ -223,7 +234,7 @@ class EmulatorTest : public ::testing::Test {
     wr.sg_list = &sge;
     wr.num_sge = 1;
     ibv_recv_wr* bad = nullptr;
-    return api_->post_recv(node.qp, &wr, &bad);
+    return Api(node)->post_recv(node.qp, &wr, &bad);
   }
 
   // Waits (bounded) for the next completion on `node`'s CQ.
@@ -232,7 +243,7 @@ class EmulatorTest : public ::testing::Test {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     ibv_wc wc{};
     while (std::chrono::steady_clock::now() < deadline) {
-      int n = api_->poll_cq(node.cq, 1, &wc);
+      int n = Api(node)->poll_cq(node.cq, 1, &wc);
       EXPECT_GE(n, 0);
       if (n == 1) return wc;
       std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -245,20 +256,20 @@ class EmulatorTest : public ::testing::Test {
   bool NoCompletionFor(const Node& node, std::chrono::milliseconds wait) {
     std::this_thread::sleep_for(wait);
     ibv_wc wc{};
-    return api_->poll_cq(node.cq, 1, &wc) == 0;
+    return Api(node)->poll_cq(node.cq, 1, &wc) == 0;
   }
 
   ibv_qp_state State(const Node& node) {
     ibv_qp_attr attr{};
     ibv_qp_init_attr init{};
-    EXPECT_EQ(api_->query_qp(node.qp, &attr, IBV_QP_STATE, &init), 0);
+    EXPECT_EQ(Api(node)->query_qp(node.qp, &attr, IBV_QP_STATE, &init), 0);
     return attr.qp_state;
   }
 
   std::shared_ptr<VerbsEmulator> emulator_;
   std::shared_ptr<const VerbsApi> api_;
   Node first_, second_;
-  std::vector<ibv_mr*> mrs_;
+  std::vector<std::pair<ibv_mr*, const VerbsApi*>> mrs_;
 };
 
 }  // namespace emulator_test
