@@ -5,7 +5,10 @@ Trains the MLP 784-2048-2048-10 (and with --models mlp,cnn the CNN of
 write_scaling_job.cc) on 1 host and on N hosts (--hosts, default 2), each
 host a network namespace whose link is shaped to every --rates value
 (tests/netns), each rank pinned to its own core (--cores, taskset) with one
-compute thread (OPENBLAS_NUM_THREADS=1; torch.set_num_threads(1)). The same
+compute thread (OPENBLAS_NUM_THREADS=1; torch.set_num_threads(1)) and the
+same OpenBLAS kernels (OPENBLAS_CORETYPE, --openblas-coretype: unset, Debian's
+OpenBLAS falls back to SSE3 kernels on CPUs newer than it knows, which
+starved PyTorch's matmuls 3-4x while oflite sets it for itself). The same
 global batch, model, cores and links for both frameworks, in the same run;
 samples interleaved (repeat r runs every configuration once, frameworks
 alternating which goes first); medians over --repeats.
@@ -66,6 +69,10 @@ def parse_args():
     p.add_argument("--python", default="/usr/bin/python3", help="interpreter with torch")
     p.add_argument("--probe-mb", type=int, default=200, help="MB sent to measure each link rate")
     p.add_argument("--timeout", type=int, default=900, help="bound of one sample, seconds")
+    p.add_argument("--openblas-coretype", default="auto",
+                   help="OPENBLAS_CORETYPE for both frameworks' ranks (PyTorch's matmuls run on "
+                        "Debian's OpenBLAS, which on CPUs newer than it knows falls back to SSE3 "
+                        "kernels); auto: SkylakeX with AVX-512, Haswell with AVX2; none: unset")
     p.add_argument("--smoke", action="store_true",
                    help="1 repeat, 2+4+2 steps, 20 MB probes: checks that everything runs")
     args = p.parse_args()
@@ -76,6 +83,10 @@ def parse_args():
     args.frameworks = args.frameworks.split(",")
     args.cores = [int(c) for c in args.cores.split(",")]
     args.hosts = [int(n) for n in args.hosts.split(",")]
+    if args.openblas_coretype == "auto":
+        args.openblas_coretype = openblas_core_for_cpu()
+    elif args.openblas_coretype == "none":
+        args.openblas_coretype = ""
     bad = [m for m in args.models if m not in PARAMS] + \
           [f for f in args.frameworks if f not in ("oflite", "ddp")]
     if bad or args.repeats < 1 or args.warmup < 1 or args.measure < 1 or \
@@ -191,8 +202,11 @@ class Bench:
         self.watcher = None  # passed to run_ranks
 
     def prefix(self, rank):
+        env = ["OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1"]
+        if self.args.openblas_coretype:  # the same kernels for both frameworks
+            env.append("OPENBLAS_CORETYPE=" + self.args.openblas_coretype)
         return ["ip", "netns", "exec", self.hosts.ns[rank], "taskset", "-c",
-                str(self.args.cores[rank]), "env", "OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1"]
+                str(self.args.cores[rank]), "env"] + env
 
     def plan(self, model, nhosts, batch):
         a = self.args
@@ -315,6 +329,19 @@ def run_samples(args, bench, hosts):
     return results, failed
 
 
+def openblas_core_for_cpu():
+    """The widest OpenBLAS kernel family this CPU runs ("" when unknown)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f
+                          if line.startswith("flags")), [])
+    except OSError:
+        return ""
+    if "avx512f" in flags:
+        return "SkylakeX"
+    return "Haswell" if "avx2" in flags else ""
+
+
 def main():
     args = parse_args()
     if os.geteuid() != 0:
@@ -333,8 +360,9 @@ def main():
     hosts = Hosts(max(args.hosts))
     try:
         with tempfile.TemporaryDirectory(prefix="scaling.") as tmp:
-            print("scaling: global batch %d, steps %d+%d+%d, cores %s, %s" % (
-                args.global_batch, args.warmup, args.measure, args.warmup, args.cores, load()))
+            print("scaling: global batch %d, steps %d+%d+%d, cores %s, OPENBLAS_CORETYPE=%s "
+                  "(both), %s" % (args.global_batch, args.warmup, args.measure, args.warmup,
+                                  args.cores, args.openblas_coretype or "unset", load()))
             for rate in args.rates:
                 print("link %s: measured %.0f Mbit/s (one TCP stream, host 1 -> host 0)" % (
                     rate, measure_link(hosts, rate, args.probe_mb)))
