@@ -1,11 +1,15 @@
 #include "oneflow_lite/common/trace/trace.h"
 
+#include <sys/mman.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <new>
 #include <sstream>
+#include <type_traits>
 
 namespace oflite {
 namespace trace {
@@ -139,7 +143,7 @@ class Track::NameTable {
 
 Track::Track(Tracer* tracer, int64_t id, std::string name)
     : tracer_(tracer), id_(id), name_(std::move(name)), names_(std::make_unique<NameTable>()) {
-  payload_.reserve(4096);
+  payload_.reserve(1 << 16);  // address space only until used: few regrowth copies
 }
 
 Track::~Track() = default;
@@ -163,11 +167,35 @@ const std::string* Track::Intern(const char* text) {
   return &texts_.back();
 }
 
+static_assert(std::is_trivially_destructible<EventRecord>::value,
+              "chunks are unmapped without running destructors");
+
+void Track::ChunkDeleter::operator()(EventRecord* records) const {
+  if (mapped) {
+    ::munmap(records, kChunkEvents * sizeof(EventRecord));
+  } else {
+    delete[] records;
+  }
+}
+
 void Track::AddChunk() {
-  // Every record starts with its defaults here, once; Append does not
-  // initialize it again.
-  chunks_.push_back(std::unique_ptr<EventRecord[]>(new EventRecord[kChunkEvents]));
-  next_ = chunks_.back().get();
+  // MAP_POPULATE: the kernel provides every page in this one call instead
+  // of a fault on the first touch of each.
+  void* memory = ::mmap(nullptr, kChunkEvents * sizeof(EventRecord), PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  EventRecord* records;
+  ChunkDeleter deleter;
+  if (memory == MAP_FAILED) {
+    records = new EventRecord[kChunkEvents];
+    deleter.mapped = false;
+  } else {
+    // Every record starts with its defaults here, once; Append does not
+    // initialize it again.
+    records = static_cast<EventRecord*>(memory);
+    for (size_t i = 0; i < kChunkEvents; ++i) new (records + i) EventRecord();
+  }
+  chunks_.push_back(Chunk(records, deleter));
+  next_ = records;
   chunk_end_ = next_ + kChunkEvents;
 }
 
