@@ -510,10 +510,8 @@ int ReportJobFailure(int64_t rank, const JobFailure& failure) {
 // naming this rank.
 int FailJob(const Status& status, MultiMachineSession* session, int64_t rank,
             int code = kExitFailure) {
-  if (session != nullptr) {
-    const JobFailure failure = session->failure();
-    if (failure.rank >= 0 && failure.rank != rank) return ReportJobFailure(rank, failure);
-  }
+  const JobFailure failure = AttributeFailure(session, status);
+  if (failure.rank >= 0 && failure.rank != rank) return ReportJobFailure(rank, failure);
   Fail(status, code);
   std::fflush(stderr);
   if (session != nullptr) session->AbortPeers(status);

@@ -1,8 +1,10 @@
 #include "tools/oflite/session_setup.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <thread>
 
 #include "oneflow_lite/comm/builtin_providers.h"
 #include "oneflow_lite/comm/ibverbs/ibverbs_flags.h"
@@ -114,6 +116,18 @@ StatusOr<std::unique_ptr<MultiMachineSession>> StartSession(
   multi.listen_host = providers.listen_host;
   multi.on_fatal = std::move(on_fatal);
   return MultiMachineSession::Start(plan, multi);
+}
+
+JobFailure AttributeFailure(const MultiMachineSession* session, const Status& status) {
+  if (session == nullptr) return JobFailure();
+  JobFailure failure = session->failure();
+  if (failure.rank >= 0 || status.code() != StatusCode::kUnavailable) return failure;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  while (failure.rank < 0 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    failure = session->failure();
+  }
+  return failure;
 }
 
 }  // namespace cli

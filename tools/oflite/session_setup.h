@@ -56,6 +56,15 @@ StatusOr<std::unique_ptr<MultiMachineSession>> StartSession(
     const FlagSet& flags, const Plan& plan, const SessionFlags& session_flags,
     const std::string& command, std::function<void(const JobFailure&)> on_fatal);
 
+// The failure the session attributes the end of this rank's run to. A run
+// that failed with UNAVAILABLE (a connection to a peer lost) may see the
+// connection's sticky error a moment before the transport reports the
+// loss to the session, so then this waits up to 500 ms for that report:
+// the exit code names the lost peer (4) instead of blaming this rank (1).
+// Returns at once for any other status, or with rank -1 when nothing is
+// attributed. `session` may be null.
+JobFailure AttributeFailure(const MultiMachineSession* session, const Status& status);
+
 }  // namespace cli
 }  // namespace oflite
 
