@@ -149,7 +149,13 @@ def main():
     p.add_argument("--python", default="/usr/bin/python3")
     p.add_argument("--timeout", type=int, default=900)
     p.add_argument("--timeline", help="write each framework's samples to TIMELINE.<framework>")
+    p.add_argument("--openblas-coretype", default="auto",
+                   help="OPENBLAS_CORETYPE for both frameworks (as scaling.py; none: unset)")
     args = p.parse_args()
+    if args.openblas_coretype == "auto":
+        args.openblas_coretype = scaling.openblas_core_for_cpu()
+    elif args.openblas_coretype == "none":
+        args.openblas_coretype = ""
     args.cores = [int(c) for c in args.cores.split(",")]
     try:
         bits = rate_bits(args.rate)
