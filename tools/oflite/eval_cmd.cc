@@ -190,13 +190,11 @@ int Fail(const Command& command, const Status& status, int code) {
 // (reported, then told to the peers).
 int FailJob(const Command& command, const Status& status, MultiMachineSession* session,
             int64_t rank, int code) {
-  {
-    const JobFailure failure = AttributeFailure(session, status);
-    if (failure.rank >= 0 && failure.rank != rank) {
-      std::fprintf(stderr, "oflite %s: rank %lld: job ended by rank %d: %s\n", command.name.c_str(),
-                   static_cast<long long>(rank), failure.rank, failure.reason.message().c_str());
-      return kExitPeerFailed;
-    }
+  const JobFailure failure = AttributeFailure(session, status);
+  if (failure.rank >= 0 && failure.rank != rank) {
+    std::fprintf(stderr, "oflite %s: rank %lld: job ended by rank %d: %s\n", command.name.c_str(),
+                 static_cast<long long>(rank), failure.rank, failure.reason.message().c_str());
+    return kExitPeerFailed;
   }
   Fail(command, status, code);
   if (session != nullptr) session->AbortPeers(status);

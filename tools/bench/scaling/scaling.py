@@ -330,16 +330,18 @@ def run_samples(args, bench, hosts):
 
 
 def openblas_core_for_cpu():
-    """The widest OpenBLAS kernel family this CPU runs ("" when unknown)."""
+    """The widest OpenBLAS kernel family this CPU runs ("" when unknown): the
+    rule of PreferredOpenBlasCore (oneflow_lite/kernels/cpu/cpu_threads.cc),
+    which the oflite ranks apply to themselves when they re-exec."""
     try:
         with open("/proc/cpuinfo") as f:
             flags = next((line.split(":", 1)[1].split() for line in f
                           if line.startswith("flags")), [])
     except OSError:
         return ""
-    if "avx512f" in flags:
+    if all(f in flags for f in ("avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl")):
         return "SkylakeX"
-    return "Haswell" if "avx2" in flags else ""
+    return "Haswell" if "avx2" in flags and "fma" in flags else ""
 
 
 def main():
