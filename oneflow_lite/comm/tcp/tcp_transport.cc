@@ -367,20 +367,30 @@ void TcpTransportImpl::ReapRejected() {
 void TcpTransportImpl::ProgressLoop() {
   epoll_event events[64];
   Clock::time_point next_tick = Clock::now();
-  // Time this thread was away from epoll_wait (beyond a grace) since the
-  // last tick: handling events, or not scheduled. Peers are not blamed for it.
+  // Time this thread was away from epoll_wait since the last tick, counted
+  // once a stretch exceeds a grace: handling events, or not scheduled (a
+  // loaded host, a stopped process). Peers are not blamed for it. Every
+  // stretch since `mark` is measured once, up to the tick's own clock
+  // reading (a stop between waking and the tick belongs to this tick), and
+  // counts whole: a peer stopped with us needs its own first tick after
+  // the stop to ping again.
   constexpr auto kGrace = std::chrono::milliseconds(100);
-  constexpr auto kWait = std::chrono::milliseconds(kTickMilliseconds);
   Clock::duration stalled{0};
-  Clock::time_point woke = Clock::now();
-  Clock::time_point last_event = woke - tcp_.busy_poll;
+  Clock::time_point mark = Clock::now();
+  auto account = [&](Clock::time_point now, Clock::duration expected) {
+    const Clock::duration away = now - mark - expected;
+    if (away > kGrace) stalled += away;
+    mark = now;
+  };
+  Clock::time_point last_event = mark - tcp_.busy_poll;
   while (!stopping_) {
     const Clock::time_point wait_begin = Clock::now();
-    if (wait_begin - woke > kGrace) stalled += wait_begin - woke - kGrace;
+    account(wait_begin, Clock::duration::zero());
     const bool polling = wait_begin - last_event < tcp_.busy_poll;
-    int count = epoll_wait(epoll_fd_, events, 64, polling ? 0 : kTickMilliseconds);
-    woke = Clock::now();
-    if (woke - wait_begin > kWait + kGrace) stalled += woke - wait_begin - kWait - kGrace;
+    const int wait_ms = polling ? 0 : kTickMilliseconds;
+    int count = epoll_wait(epoll_fd_, events, 64, wait_ms);
+    const Clock::time_point woke = Clock::now();
+    account(woke, std::chrono::milliseconds(wait_ms));
     if (count > 0) {
       last_event = woke;
     } else if (polling) {
@@ -409,6 +419,7 @@ void TcpTransportImpl::ProgressLoop() {
     }
     const Clock::time_point now = Clock::now();
     if (now >= next_tick) {
+      account(now, Clock::duration::zero());
       next_tick = now + std::chrono::milliseconds(kTickMilliseconds);
       ResumeAcceptingIfDue(now);
       PruneHandshakes(now, /*make_room=*/false);

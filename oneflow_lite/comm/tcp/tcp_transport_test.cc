@@ -115,7 +115,9 @@ TEST(TcpTransportTest, OwnStallDoesNotBlameAHealthyPeer) {
   for (int rank = 0; rank < 2; ++rank) {
     options[rank].rank = rank;
     options[rank].world_size = 2;
-    options[rank].peer_timeout = milliseconds(400);
+    // Long enough that a test machine's load alone does not starve a
+    // progress thread past it (CI once saw a 400 ms timeout expire).
+    options[rank].peer_timeout = milliseconds(1000);
     options[rank].on_peer_error = [&](int peer, const Status& status) {
       std::lock_guard<std::mutex> lock(mutex);
       errors.push_back({peer, status});
@@ -130,12 +132,12 @@ TEST(TcpTransportTest, OwnStallDoesNotBlameAHealthyPeer) {
   auto transports = CreateConnectedTransports(TcpFactory(), options, milliseconds(10000));
   ASSERT_TRUE(transports.ok()) << transports.status();
   for (int round = 0; round < 3; ++round) {
-    // A child stops this process for 1.2 s (async-signal-safe calls only).
+    // A child stops this process for 3 s (async-signal-safe calls only).
     const pid_t parent = ::getpid();
     const pid_t child = ::fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
-      const timespec before{0, 50 * 1000 * 1000}, stop{1, 200 * 1000 * 1000};
+      const timespec before{0, 50 * 1000 * 1000}, stop{3, 0};
       ::nanosleep(&before, nullptr);
       ::kill(parent, SIGSTOP);
       ::nanosleep(&stop, nullptr);
@@ -146,10 +148,12 @@ TEST(TcpTransportTest, OwnStallDoesNotBlameAHealthyPeer) {
     while (::waitpid(child, &child_status, 0) < 0 && errno == EINTR) {
     }
     // Several ticks and pings after the stop: still healthy, still delivering.
-    std::this_thread::sleep_for(milliseconds(300));
-    ASSERT_TRUE((*(*transports)[1]->GetConnection(0))->SendMessage("a", 1).ok());
-    ASSERT_TRUE((*(*transports)[0]->GetConnection(1))->SendMessage("b", 1).ok());
+    std::this_thread::sleep_for(milliseconds(600));
+    const Status sent_a = (*(*transports)[1]->GetConnection(0))->SendMessage("a", 1);
+    const Status sent_b = (*(*transports)[0]->GetConnection(1))->SendMessage("b", 1);
     std::unique_lock<std::mutex> lock(mutex);
+    EXPECT_TRUE(sent_a.ok()) << "round " << round << ": " << sent_a;
+    EXPECT_TRUE(sent_b.ok()) << "round " << round << ": " << sent_b;
     ASSERT_TRUE(changed.wait_for(lock, milliseconds(10000), [&] {
       return delivered == 2 * (round + 1) || !errors.empty();
     }));
