@@ -56,11 +56,16 @@ void MessageRouter::Dispatch(int peer_rank, const void* data, size_t size) {
 
 Status MessageRouter::Send(Connection* connection, uint32_t channel,
                            const std::string& payload) {
-  std::string message;
-  message.reserve(kChannelHeaderSize + payload.size());
-  wire::AppendU32(&message, channel);
+  std::string message = StartMessage(channel, payload.size());
   message += payload;
   return connection->SendMessage(message.data(), message.size());
+}
+
+std::string MessageRouter::StartMessage(uint32_t channel, size_t payload_bytes) {
+  std::string message;
+  message.reserve(kChannelHeaderSize + payload_bytes);
+  wire::AppendU32(&message, channel);
+  return message;
 }
 
 }  // namespace comm

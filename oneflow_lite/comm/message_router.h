@@ -40,6 +40,10 @@ class MessageRouter {
   // Prefixes `payload` with the channel id and sends it.
   static Status Send(Connection* connection, uint32_t channel,
                      const std::string& payload);
+  // Starts a message for `channel`: its header, with room reserved for
+  // `payload_bytes` more, which the caller appends. Messages built this way
+  // go out together through Connection::SendMessages.
+  static std::string StartMessage(uint32_t channel, size_t payload_bytes);
 
  private:
   void Dispatch(int peer_rank, const void* data, size_t size);

@@ -10,6 +10,20 @@
 namespace oflite {
 namespace comm {
 
+Status Connection::SendMessages(const std::vector<std::string>& messages) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (messages[i].size() > max_message_size()) {
+      return InvalidArgumentError("message ", i, " of a batch of ", messages.size(), " (",
+                                  messages[i].size(), " bytes) to rank ", peer_rank(),
+                                  " exceeds the maximum of ", max_message_size());
+    }
+  }
+  for (const std::string& message : messages) {
+    RETURN_IF_ERROR(SendMessage(message.data(), message.size()));
+  }
+  return Status::OK();
+}
+
 std::string RemoteKey::Encode() const {
   std::string bytes;
   bytes.reserve(kEncodedSize);

@@ -67,6 +67,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "oneflow_lite/common/status.h"
 
@@ -184,6 +185,17 @@ class Connection {
 
   // Copies `size` bytes into the send ring (or the backlog) and returns.
   virtual Status SendMessage(const void* data, size_t size) = 0;
+
+  // SendMessage for each of `messages`, in order, handed to the wire
+  // together where the provider can: tcp queues them under one lock and
+  // writes them with one system call (a batch of small messages otherwise
+  // costs one trip through the kernel's TCP stack each); ibverbs could post
+  // them as one chain of work requests with one doorbell. A message above
+  // max_message_size() fails the call before any is sent (InvalidArgument);
+  // otherwise the result is what the messages' SendMessage calls would
+  // return (the first error; the messages before it are sent). The default
+  // calls SendMessage in a loop.
+  virtual Status SendMessages(const std::vector<std::string>& messages);
 
   virtual size_t max_message_size() const = 0;
 

@@ -248,6 +248,44 @@ TEST_P(TransportConformanceTest, MessagesArriveInOrderBeyondCredits) {
   }
 }
 
+// SendMessages: batches larger than the credits, interleaved with single
+// messages, arrive whole and in order; a batch holding an oversized message
+// is refused before any of it is sent, and the connection stays healthy.
+TEST_P(TransportConformanceTest, MessageBatchesKeepOrderAndRefuseOversizedWhole) {
+  auto world = MakeWorld(GetParam(), 2, /*message_slots=*/4);
+  Connection* forward = world->Link(0, 1);
+  const size_t max_size = forward->max_message_size();
+  auto size_of = [&](int i) -> size_t {
+    return (i % 3 == 0) ? 0 : (i % 3 == 1) ? 29 : max_size;
+  };
+  std::vector<std::string> expected;
+  std::vector<std::string> too_big = {"a", std::string(max_size + 1, 'x'), "b"};
+  const Status refused = forward->SendMessages(too_big);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << refused;
+  for (int round = 0; round < 20; ++round) {
+    std::vector<std::string> batch;
+    for (int i = 0; i < 1 + round; ++i) {
+      std::vector<uint8_t> bytes = Pattern(size_of(i), round * 100 + i);
+      batch.emplace_back(bytes.begin(), bytes.end());
+    }
+    ASSERT_TRUE(forward->SendMessages(batch).ok());
+    expected.insert(expected.end(), batch.begin(), batch.end());
+    const std::string single = "single " + std::to_string(round);
+    ASSERT_TRUE(forward->SendMessage(single.data(), single.size()).ok());
+    expected.push_back(single);
+  }
+  ASSERT_TRUE(forward->SendMessages({}).ok());
+  ASSERT_TRUE(forward->Flush(DeadlineAfter(kTimeout)).ok());
+  ASSERT_TRUE(world->inboxes[1]->WaitForCount(expected.size(), kTimeout));
+  auto messages = world->inboxes[1]->Messages();
+  ASSERT_EQ(messages.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(messages[i].first, 0);
+    ASSERT_EQ(messages[i].second, expected[i]) << "message " << i;
+  }
+  EXPECT_TRUE(forward->status().ok()) << forward->status();
+}
+
 // Where a provider says it orders a message after an outstanding WRITE
 // (Connection::OrdersMessagesAfterWrites), a message sent right after
 // PostWrite returned finds that WRITE's data in place when its handler runs.

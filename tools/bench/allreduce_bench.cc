@@ -329,7 +329,7 @@ int main(int argc, char** argv) {
       argc, argv,
       {"nproc", "repeats", "min_bytes", "max_bytes", "comm", "gloo", "shm_spin_us",
        "shm_inline_bytes", "addrs", "rank", "port", "gloo_dir", "ring_chunk_bytes",
-       "ring_slots"},
+       "ring_slots", "ring_spin_us"},
       "allreduce_bench: all-reduce bus bandwidth (float32 sum) of CommNet's ring over each\n"
       "provider next to Gloo's ring and ring-chunked, 2/3/4 processes on this host.\n"
       "  --nproc=N          only N processes (default 0: 2, 3 and 4)\n"
@@ -340,6 +340,7 @@ int main(int argc, char** argv) {
       "  --shm_spin_us=N    the shm provider's busy-poll bound (default: its own)\n"
       "  --shm_inline_bytes=N   its caller-thread copy bound (default: its own)\n"
       "  --ring_chunk_bytes=B --ring_slots=S   the ring's geometry (default: the plan's)\n"
+      "  --ring_spin_us=U   how long a ring waiter polls before it sleeps (default: the ring's)\n"
       "One rank per host (each its own process, e.g. in tests/netns/netns.sh run):\n"
       "  --addrs=A0,A1,..   every rank's address (world = their count)\n"
       "  --rank=R           this process's rank; listens on AR (rank 0 serves A0:port)\n"
@@ -359,6 +360,8 @@ int main(int argc, char** argv) {
     config.ring.chunk_bytes = static_cast<size_t>(
         FlagValue(argc, argv, "ring_chunk_bytes", static_cast<long long>(config.ring.chunk_bytes)));
     config.ring.slots = static_cast<int>(FlagValue(argc, argv, "ring_slots", config.ring.slots));
+    config.ring.wait_spin = std::chrono::microseconds(FlagValue(
+        argc, argv, "ring_spin_us", static_cast<long long>(config.ring.wait_spin.count())));
     return config;
   };
   const std::string addrs = FlagString(argc, argv, "addrs", "");

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "oneflow_lite/comm/wire.h"
 #include "oneflow_lite/common/data_type.h"
@@ -130,27 +131,30 @@ void ExchangeCommunicator::OnPiece(int peer, const void* data, size_t size) {
 
 Status ExchangeCommunicator::SendAll(const uint8_t* data, size_t bytes, uint64_t call) {
   // Start with the right neighbour, so ranks do not all send to rank 0 first.
+  // Each peer's pieces go out as one batch (one system call on tcp).
+  std::vector<std::string> messages;
   for (int step = 1; step < world_; ++step) {
     const int peer = (rank_ + step) % world_;
     Connection* connection = peers_[peer];
     const size_t piece = connection->max_message_size() - MessageRouter::kChannelHeaderSize -
                          kExchangePieceHeaderBytes;
+    messages.clear();
     size_t offset = 0;
     do {
       const size_t length = std::min(piece, bytes - offset);
-      std::string message;
-      message.reserve(kExchangePieceHeaderBytes + length);
+      std::string message =
+          MessageRouter::StartMessage(options_.channel, kExchangePieceHeaderBytes + length);
       wire::AppendU8(&message, kPiece);
       wire::AppendU64(&message, options_.tag);
       wire::AppendU64(&message, call);
       wire::AppendU64(&message, bytes);
       wire::AppendU64(&message, offset);
       message.append(reinterpret_cast<const char*>(data) + offset, length);
-      RETURN_IF_ERROR(MessageRouter::Send(connection, options_.channel, message)
-                          .WithContext("exchange all-reduce: sending to rank " +
-                                       std::to_string(peer)));
+      messages.push_back(std::move(message));
       offset += length;
     } while (offset < bytes);
+    RETURN_IF_ERROR(connection->SendMessages(messages).WithContext(
+        "exchange all-reduce: sending to rank " + std::to_string(peer)));
   }
   return Status::OK();
 }

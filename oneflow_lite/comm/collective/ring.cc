@@ -1,5 +1,7 @@
 #include "oneflow_lite/comm/collective/ring.h"
 
+#include <thread>
+
 #include "oneflow_lite/comm/memory/bounce_buffers.h"  // kReplyBit
 #include "oneflow_lite/comm/wire.h"
 #include "oneflow_lite/common/data_type.h"
@@ -11,6 +13,20 @@ namespace comm {
 namespace {
 
 constexpr std::chrono::milliseconds kStatusPoll{20};
+
+// Yields with `lock` released until `done()` (checked under the lock) or
+// `spin` passes (CollectiveOptions::wait_spin); true when done.
+template <typename Done>
+bool SpinBriefly(std::unique_lock<std::mutex>* lock, std::chrono::microseconds spin, Done done) {
+  const Clock::time_point until = Clock::now() + spin;
+  while (!done()) {
+    if (Clock::now() >= until) return false;
+    lock->unlock();
+    std::this_thread::yield();
+    lock->lock();
+  }
+  return true;
+}
 
 enum MessageType : uint8_t {
   kReady = 1,       // forward: a chunk landed
@@ -372,6 +388,7 @@ void RingCommunicator::PumpSendsLocked() {
 StatusOr<RingCommunicator::Ready> RingCommunicator::WaitReady(uint64_t sequence,
                                                               Deadline deadline) {
   std::unique_lock<std::mutex> lock(mutex_);
+  SpinBriefly(&lock, options_.wait_spin, [&] { return ready_.count(sequence) != 0 || !error_.ok(); });
   while (true) {
     auto it = ready_.find(sequence);
     if (it != ready_.end()) {
@@ -475,6 +492,7 @@ Status RingCommunicator::RunSteps(const std::vector<Step>& steps,
     }
   }
   std::unique_lock<std::mutex> lock(mutex_);
+  SpinBriefly(&lock, options_.wait_spin, [&] { return (send_queue_.empty() && sends_in_flight_ == 0) || !error_.ok(); });
   while (!(send_queue_.empty() && sends_in_flight_ == 0)) {
     RETURN_IF_ERROR(HealthLocked());
     if (Clock::now() >= deadline) {

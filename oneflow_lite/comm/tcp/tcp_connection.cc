@@ -142,15 +142,51 @@ Status TcpConnection::SendMessage(const void* data, size_t size) {
                                 max_message_size());
   }
   std::lock_guard<std::mutex> lock(mutex_);
+  const bool was_empty = out_.empty();
+  Status status = EnqueueMessageLocked(std::string(static_cast<const char*>(data), size));
+  if (was_empty && !out_.empty()) WriteSomeLocked().IgnoreError();
+  return status;
+}
+
+Status TcpConnection::SendMessages(const std::vector<std::string>& messages) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (messages[i].size() > max_message_size()) {
+      return InvalidArgumentError("message ", i, " of a batch of ", messages.size(), " (",
+                                  messages[i].size(), " bytes) to rank ", peer_rank(),
+                                  " exceeds the maximum of ", max_message_size());
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  const bool was_empty = out_.empty();
+  Status status;
+  for (const std::string& message : messages) {
+    status = EnqueueMessageLocked(message);
+    if (!status.ok()) break;
+  }
+  // Only the first frame of an idle connection starts a write; the rest
+  // ride on EPOLLOUT, as QueueFrameLocked's do.
+  if (was_empty && !out_.empty()) WriteSomeLocked().IgnoreError();
+  return status;
+}
+
+Status TcpConnection::EnqueueMessageLocked(std::string bytes) {
   if (state_ == State::kFailed) return status_;
   if (state_ != State::kReady) {
     return FailedPreconditionError("connection to ", PeerName(),
                                    " is not established");
   }
-  std::string bytes(static_cast<const char*>(data), size);
   if (credits_ > 0 && backlog_.empty()) {
     --credits_;
-    QueueControlLocked(FrameType::kMessage, 0, 0, std::move(bytes));
+    OutFrame frame;
+    FrameHeader header;
+    header.type = FrameType::kMessage;
+    header.length = bytes.size();
+    header.payload_length = bytes.size();
+    EncodeFrameHeader(header, frame.header);
+    frame.owned = std::move(bytes);
+    frame.payload = reinterpret_cast<const uint8_t*>(frame.owned.data());
+    frame.payload_size = frame.owned.size();
+    out_.push_back(std::move(frame));
     return Status::OK();
   }
   if (backlog_.size() >=

@@ -51,6 +51,9 @@ class TcpConnection : public Connection {
                    const RemoteKey& remote, size_t remote_offset,
                    size_t length, Completion done) override;
   Status SendMessage(const void* data, size_t size) override;
+  // One lock, one write for the frames that have credits (the rest wait in
+  // the backlog as SendMessage's would).
+  Status SendMessages(const std::vector<std::string>& messages) override;
   size_t max_message_size() const override;
   // True: frames go out in posting order on one stream and the peer's
   // progress thread finishes a WRITE's payload before it reads the next
@@ -95,6 +98,9 @@ class TcpConnection : public Connection {
 
   // All *Locked methods require mutex_.
   void QueueFrameLocked(OutFrame frame);
+  // A message frame (credits permitting, else into the backlog) without
+  // starting a write: the caller writes once for a batch.
+  Status EnqueueMessageLocked(std::string bytes);
   void QueueControlLocked(FrameType type, uint64_t request_id,
                           uint32_t status, std::string payload);
   Status WriteSomeLocked();  // nonblocking; updates EPOLLOUT interest
