@@ -195,6 +195,40 @@ Status ShmConnection::SendMessage(const void* data, size_t size) {
   return Status::OK();
 }
 
+Status ShmConnection::SendMessages(const std::vector<std::string>& messages) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (messages[i].size() > max_message_size()) {
+      return InvalidArgumentError("message ", i, " of a batch of ", messages.size(), " (",
+                                  messages[i].size(), " bytes) to rank ", peer_rank_,
+                                  " exceeds the maximum of ", max_message_size());
+    }
+  }
+  bool pushed = false, backlogged = false;
+  Status status;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!status_.ok()) return status_;
+    for (const std::string& message : messages) {
+      if (backlog_.empty() && TryPushLocked(message.data(), message.size())) {
+        pushed = true;
+      } else {
+        if (backlog_.size() >= static_cast<size_t>(transport_->options().max_backlog_messages)) {
+          status = ResourceExhaustedError("backlog to rank ", peer_rank_, " is full (",
+                                          backlog_.size(), " messages waiting for credits)");
+          break;
+        }
+        backlog_.push_back(message);
+        backlog_size_.store(backlog_.size(), std::memory_order_seq_cst);
+        backlogged = true;
+      }
+      ++sent_;
+    }
+  }
+  if (pushed) RingPeerIfSleeping();
+  if (backlogged) transport_->Wake();
+  return status;
+}
+
 bool ShmConnection::TryPushLocked(const void* data, size_t size) {
   const uint64_t tail = out_ring_->tail.value.load(std::memory_order_acquire);
   TsanAcquire(CreditKey(side_));

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "oneflow_lite/comm/shm/shm_region_table.h"
 #include "oneflow_lite/comm/shm/shm_segment.h"
@@ -64,6 +65,8 @@ class ShmConnection : public Connection {
   Status PostWrite(const MemoryRegion& local, size_t local_offset, const RemoteKey& remote,
                    size_t remote_offset, size_t length, Completion done) override;
   Status SendMessage(const void* data, size_t size) override;
+  // One lock for the batch and one doorbell for the peer.
+  Status SendMessages(const std::vector<std::string>& messages) override;
   size_t max_message_size() const override { return slot_size_ - kSlotHeaderSize; }
   Status status() const override;
   Status Flush(Deadline deadline) override;
