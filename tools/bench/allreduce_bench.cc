@@ -1,8 +1,10 @@
 // All-reduce bus bandwidth of CommNet's ring over each provider (tcp and
 // shm by default) next to Gloo's ring all-reduce (Debian libgloo-dev, TCP
 // transport) in the same run, for 2, 3 and 4 processes on this host, float32
-// sums from 4 KiB to 64 MiB. OpenMPI's shared-memory transport, the peer of
-// shm, is a separate program (tools/bench/mpi_allreduce_bench.sh).
+// sums from 4 KiB to 64 MiB. OpenMPI (over vader, the peer of shm, and over
+// TCP) joins with --mpi_bench=PATH (the program mpi_allreduce_bench.sh
+// --compile_to=PATH builds), one mpirun per sample. The samples of one size
+// alternate between all algorithms (ours, Gloo's, OpenMPI's, then again).
 //
 //   bazel run -c opt //tools/bench:allreduce_bench -- [--nproc=0 (2,3,4)]
 //       [--repeats=5] [--min_bytes=4096] [--max_bytes=67108864]
@@ -19,16 +21,20 @@
 //
 // busbw = 2 (N - 1) / N * bytes / time (the nccl-tests convention): the bytes
 // each rank moves per unit time. Each sample times `iterations` back-to-back
-// all-reduces on rank 0; figures are medians over --repeats samples. Both
-// libraries reduce the same registered buffer in place; each one's first
-// result is checked. (Timed repeats grow the values: floats may reach inf,
-// which costs the same.) Beside busbw, each CommNet provider gets a table of
+// all-reduces on rank 0, after a barrier; figures are medians over --repeats
+// samples. All libraries reduce the same registered buffer in place; each
+// one's first result is checked. (Timed repeats grow the values: floats may
+// reach inf, which costs the same.) Beside busbw, each CommNet provider gets a table of
 // rank 0's CPU time per all-reduce (user + system, all threads of the
 // process, median of the samples): a figure that load from other jobs
 // disturbs far less than wall time. --gloo=0 leaves Gloo out (for CPU
 // profiles and callgrind of CommNet alone).
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include <gloo/allreduce_ring.h>
 #include <gloo/allreduce_ring_chunked.h>
@@ -43,6 +49,7 @@
 #include "oneflow_lite/comm/control/connect.h"
 #include "oneflow_lite/comm/control/rendezvous_server.h"
 #include "tools/bench/comm_bench_util.h"
+#include "tools/bench/mpi_peer.h"
 
 namespace oflite {
 namespace bench {
@@ -65,6 +72,10 @@ struct Config {
   bool gloo = true;
   comm::shm::ShmOptions shm;
   comm::CollectiveOptions ring;  // --ring_chunk_bytes, --ring_slots
+  // --mpi_bench: OpenMPI's program (mpi_allreduce_bench.sh --compile_to),
+  // run sample by sample over each of `mpi_btls`; empty: no OpenMPI.
+  std::string mpi_bench;
+  std::vector<std::string> mpi_btls;
 };
 
 void Check(const Status& status, const char* what) {
@@ -127,6 +138,7 @@ struct Row {
   // Per provider; an exchange Timing of 0 s: not timed (above the limit).
   std::vector<Timing> ring, exchange;
   Timing gloo_ring, gloo_chunked;
+  std::vector<double> mpi_busbw;  // per Config::mpi_btls; negative: no good sample
 };
 
 // The algorithm the compiler records for a P -> B of this size
@@ -138,22 +150,41 @@ const Timing& Planned(const Row& row, size_t provider, int world) {
              : row.ring[provider];
 }
 
+// The best peer figure a provider's plan is held against: for tcp the
+// better of Gloo's two and OpenMPI over TCP, for shm OpenMPI over vader;
+// negative when none ran.
+double PeerBest(const Config& config, const Row& row, const std::string& provider, int world) {
+  double best = -1;
+  if (provider != "shm" && config.gloo) {
+    best = std::max(BusBandwidth(world, row.bytes, row.gloo_ring.seconds),
+                    BusBandwidth(world, row.bytes, row.gloo_chunked.seconds));
+  }
+  const std::string btl = provider == "shm" ? "vader" : "tcp";
+  for (size_t b = 0; b < config.mpi_btls.size(); ++b) {
+    if (config.mpi_btls[b] == btl) best = std::max(best, row.mpi_busbw[b]);
+  }
+  return best;
+}
+
 void PrintRows(int world, const Config& config, const std::vector<Row>& rows) {
-  std::printf("\nAll-reduce busbw, %d processes, float32 sum (MB/s, medians of %d)\n", world,
-              config.repeats);
+  std::printf("\nAll-reduce busbw, %d processes, float32 sum (MB/s, medians of %d, samples "
+              "interleaved)\n",
+              world, config.repeats);
   std::printf("%-8s", "size");
   for (const std::string& provider : config.providers) {
     std::printf(" %11s %11s %11s", (provider + " ring").c_str(), (provider + " exch").c_str(),
                 (provider + " plan").c_str());
   }
-  if (config.gloo) std::printf(" %10s %13s %10s", "Gloo ring", "Gloo chunked", "plan/Gloo");
+  if (config.gloo) std::printf(" %10s %13s", "Gloo ring", "Gloo chunked");
+  for (const std::string& btl : config.mpi_btls) std::printf(" %10s", ("OMPI " + btl).c_str());
+  for (const std::string& provider : config.providers) {
+    std::printf(" %10s", (provider + "/peer").c_str());
+  }
   std::printf("\n");
   for (const Row& row : rows) {
     std::printf("%-8s", SizeName(row.bytes).c_str());
-    double best = 0;
     for (size_t i = 0; i < row.ring.size(); ++i) {
       const double plan = BusBandwidth(world, row.bytes, Planned(row, i, world).seconds);
-      best = std::max(best, plan);
       std::printf(" %11.0f", BusBandwidth(world, row.bytes, row.ring[i].seconds));
       if (row.exchange[i].seconds > 0) {
         std::printf(" %11.0f", BusBandwidth(world, row.bytes, row.exchange[i].seconds));
@@ -163,10 +194,24 @@ void PrintRows(int world, const Config& config, const std::vector<Row>& rows) {
       std::printf(" %11.0f", plan);
     }
     if (config.gloo) {
-      const double gloo = BusBandwidth(world, row.bytes, row.gloo_ring.seconds);
-      const double chunked = BusBandwidth(world, row.bytes, row.gloo_chunked.seconds);
-      std::printf(" %10.0f %13.0f %9.0f%%", gloo, chunked,
-                  100.0 * best / std::max(gloo, chunked));
+      std::printf(" %10.0f %13.0f", BusBandwidth(world, row.bytes, row.gloo_ring.seconds),
+                  BusBandwidth(world, row.bytes, row.gloo_chunked.seconds));
+    }
+    for (double busbw : row.mpi_busbw) {
+      if (busbw > 0) {
+        std::printf(" %10.0f", busbw);
+      } else {
+        std::printf(" %10s", "-");
+      }
+    }
+    for (size_t i = 0; i < row.ring.size(); ++i) {
+      const double plan = BusBandwidth(world, row.bytes, Planned(row, i, world).seconds);
+      const double peer = PeerBest(config, row, config.providers[i], world);
+      if (peer > 0) {
+        std::printf(" %9.0f%%", 100.0 * plan / peer);
+      } else {
+        std::printf(" %10s", "-");
+      }
     }
     std::printf("\n");
   }
@@ -185,6 +230,104 @@ void PrintRows(int world, const Config& config, const std::vector<Row>& rows) {
     std::printf("\n");
   }
   std::fflush(stdout);
+}
+
+// One CommNet provider's transport and communicators.
+struct Net {
+  comm::MessageRouter router;
+  comm::CommStats stats;
+  std::unique_ptr<comm::Transport> transport;
+  std::unique_ptr<comm::RegisteredPool> pool;
+  std::unique_ptr<comm::RingCommunicator> ring;
+  std::unique_ptr<comm::ExchangeCommunicator> exchange;
+  std::unique_ptr<comm::MemoryRegion> region;
+};
+
+// One algorithm timed at one size: one all-reduce, and its samples.
+struct Contender {
+  std::string name;
+  std::function<void()> run;
+  std::vector<double> walls, cpus;  // per op
+  Timing Median() const { return {bench::Median(walls), bench::Median(cpus)}; }
+};
+
+// Every algorithm at `bytes`, sample by sample in turn (CommNet's ring and
+// exchange per provider, Gloo's ring and ring-chunked, OpenMPI's transports
+// with --mpi_bench), so load that drifts during the size hits all of them.
+// Each sample starts at a control-plane barrier, as OpenMPI's start at
+// MPI_Barrier; each algorithm's first result is checked, a second run warms
+// it up.
+Row MeasureSize(int rank, const Config& config, size_t bytes, float* buffer,
+                const std::vector<std::unique_ptr<Net>>& nets,
+                const std::shared_ptr<gloo::rendezvous::Context>& context,
+                comm::control::ControlClient* control) {
+  const int world = config.world;
+  const size_t count = bytes / sizeof(float);
+  const int iterations = Iterations(bytes);
+  std::vector<Contender> contenders;
+  for (const auto& owned : nets) {
+    Net* net = owned.get();
+    contenders.push_back({"CommNet ring", [net, count] {
+      Check(net->ring->AllReduce(*net->region, 0, count, DT_FLOAT,
+                                 comm::DeadlineAfter(milliseconds(120000))),
+            "CommNet ring all-reduce");
+    }});
+    if (bytes <= kExchangeBenchMaxBytes) {
+      contenders.push_back({"CommNet exchange", [net, buffer, count] {
+        Check(net->exchange->AllReduce(buffer, count, DT_FLOAT,
+                                       comm::DeadlineAfter(milliseconds(120000))),
+              "CommNet exchange all-reduce");
+      }});
+    }
+  }
+  std::unique_ptr<gloo::AllreduceRing<float>> gloo_ring;
+  std::unique_ptr<gloo::AllreduceRingChunked<float>> gloo_chunked;
+  if (config.gloo) {
+    gloo_ring = std::make_unique<gloo::AllreduceRing<float>>(
+        context, std::vector<float*>{buffer}, static_cast<int>(count));
+    gloo_chunked = std::make_unique<gloo::AllreduceRingChunked<float>>(
+        context, std::vector<float*>{buffer}, static_cast<int>(count));
+    contenders.push_back({"Gloo ring", [&gloo_ring] { gloo_ring->run(); }});
+    contenders.push_back({"Gloo ring_chunked", [&gloo_chunked] { gloo_chunked->run(); }});
+  }
+  for (Contender& contender : contenders) {
+    Fill(buffer, count, rank);
+    contender.run();
+    Verify(buffer, count, world, contender.name.c_str());
+    contender.run();
+  }
+  std::vector<std::vector<double>> mpi(config.mpi_btls.size());
+  for (int repeat = 0; repeat < config.repeats; ++repeat) {
+    for (Contender& contender : contenders) {
+      Check(control->Barrier("sample", milliseconds(120000)), "barrier");
+      const auto start = Clock::now();
+      const double cpu_start = ProcessCpuSeconds();
+      for (int i = 0; i < iterations; ++i) contender.run();
+      contender.cpus.push_back((ProcessCpuSeconds() - cpu_start) / iterations);
+      contender.walls.push_back(SecondsSince(start) / iterations);
+    }
+    if (!config.mpi_bench.empty()) {
+      // The other ranks wait at the barrier while rank 0 runs OpenMPI.
+      for (size_t b = 0; rank == 0 && b < config.mpi_btls.size(); ++b) {
+        const double busbw = MpiAllReduceSample(config.mpi_bench, config.mpi_btls[b], world, bytes);
+        if (busbw > 0) mpi[b].push_back(busbw);
+      }
+      Check(control->Barrier("mpi", milliseconds(600000)), "barrier");
+    }
+  }
+  Row row{bytes, {}, {}, {}, {}, {}};
+  size_t next = 0;
+  for (size_t i = 0; i < nets.size(); ++i) {
+    row.ring.push_back(contenders[next++].Median());
+    row.exchange.push_back(bytes <= kExchangeBenchMaxBytes ? contenders[next++].Median()
+                                                           : Timing());
+  }
+  if (config.gloo) {
+    row.gloo_ring = contenders[next++].Median();
+    row.gloo_chunked = contenders[next++].Median();
+  }
+  for (const auto& samples : mpi) row.mpi_busbw.push_back(samples.empty() ? -1 : bench::Median(samples));
+  return row;
 }
 
 int RunRank(int rank, const Config& config) {
@@ -212,15 +355,6 @@ int RunRank(int rank, const Config& config) {
   auto control = comm::control::ControlClient::Connect(client_options);
   Check(control.status(), "control");
   // One ring per provider, each over its own transport, on one buffer.
-  struct Net {
-    comm::MessageRouter router;
-    comm::CommStats stats;
-    std::unique_ptr<comm::Transport> transport;
-    std::unique_ptr<comm::RegisteredPool> pool;
-    std::unique_ptr<comm::RingCommunicator> ring;
-    std::unique_ptr<comm::ExchangeCommunicator> exchange;
-    std::unique_ptr<comm::MemoryRegion> region;
-  };
   std::vector<float> buffer(config.max_bytes / sizeof(float));
   std::vector<std::unique_ptr<Net>> nets;
   for (const std::string& provider : config.providers) {
@@ -265,52 +399,7 @@ int RunRank(int rank, const Config& config) {
 
   std::vector<Row> rows;
   for (size_t bytes = config.min_bytes; bytes <= config.max_bytes; bytes *= 4) {
-    const size_t count = bytes / sizeof(float);
-    const int iterations = Iterations(bytes);
-    Row row{bytes, {}, {}, {}, {}};
-    for (const auto& net : nets) {
-      auto ring = [&] {
-        Check(net->ring->AllReduce(*net->region, 0, count, DT_FLOAT,
-                                   comm::DeadlineAfter(milliseconds(120000))),
-              "CommNet ring all-reduce");
-      };
-      auto exchange = [&] {
-        Check(net->exchange->AllReduce(buffer.data(), count, DT_FLOAT,
-                                       comm::DeadlineAfter(milliseconds(120000))),
-              "CommNet exchange all-reduce");
-      };
-      Fill(buffer.data(), count, rank);
-      ring();
-      Verify(buffer.data(), count, world, "CommNet ring");
-      row.ring.push_back(TimeMedian(config.repeats, iterations, ring));
-      Check((*control)->Barrier("commnet", milliseconds(120000)), "barrier");
-      Timing exchange_time;
-      if (bytes <= kExchangeBenchMaxBytes) {
-        Fill(buffer.data(), count, rank);
-        exchange();
-        Verify(buffer.data(), count, world, "CommNet exchange");
-        exchange_time = TimeMedian(config.repeats, iterations, exchange);
-        Check((*control)->Barrier("exchange", milliseconds(120000)), "barrier");
-      }
-      row.exchange.push_back(exchange_time);
-    }
-    if (config.gloo) {
-      Fill(buffer.data(), count, rank);
-      gloo::AllreduceRing<float> algorithm(context, {buffer.data()}, static_cast<int>(count));
-      algorithm.run();
-      Verify(buffer.data(), count, world, "Gloo ring");
-      row.gloo_ring = TimeMedian(config.repeats, iterations, [&] { algorithm.run(); });
-    }
-    if (config.gloo) {
-      Fill(buffer.data(), count, rank);
-      gloo::AllreduceRingChunked<float> algorithm(context, {buffer.data()},
-                                                  static_cast<int>(count));
-      algorithm.run();
-      Verify(buffer.data(), count, world, "Gloo ring_chunked");
-      row.gloo_chunked = TimeMedian(config.repeats, iterations, [&] { algorithm.run(); });
-    }
-    Check((*control)->Barrier("gloo", milliseconds(120000)), "barrier");
-    rows.push_back(row);
+    rows.push_back(MeasureSize(rank, config, bytes, buffer.data(), nets, context, control->get()));
   }
   Check((*control)->Barrier("done", milliseconds(120000)), "final barrier");
   if (rank == 0) PrintRows(world, config, rows);
@@ -329,7 +418,7 @@ int main(int argc, char** argv) {
       argc, argv,
       {"nproc", "repeats", "min_bytes", "max_bytes", "comm", "gloo", "shm_spin_us",
        "shm_inline_bytes", "addrs", "rank", "port", "gloo_dir", "ring_chunk_bytes",
-       "ring_slots", "ring_spin_us"},
+       "ring_slots", "ring_spin_us", "mpi_bench", "mpi_btl"},
       "allreduce_bench: all-reduce bus bandwidth (float32 sum) of CommNet's ring over each\n"
       "provider next to Gloo's ring and ring-chunked, 2/3/4 processes on this host.\n"
       "  --nproc=N          only N processes (default 0: 2, 3 and 4)\n"
@@ -347,7 +436,11 @@ int main(int argc, char** argv) {
       "  --port=P           rendezvous port (default 29600)\n"
       "  --gloo_dir=DIR     Gloo's file store, seen by every rank (default\n"
       "                     /tmp/oflite-gloo-PORT; rank 0 empties it)\n"
-      "OpenMPI, the shm peer: tools/bench/mpi_allreduce_bench.sh.\n");
+      "  --mpi_bench=PATH   OpenMPI's program (tools/bench/mpi_allreduce_bench.sh\n"
+      "                     --compile_to=PATH), run by mpirun sample by sample between ours\n"
+      "  --mpi_btl=LIST     its transports (default vader,tcp: the shm and tcp peers)\n"
+      "The <provider>/peer column: the plan's figure against the best peer (tcp: Gloo's\n"
+      "two and OpenMPI over TCP; shm: OpenMPI over vader).\n");
   if (flags >= 0) return flags;
   auto configure = [&](int world) {
     oflite::bench::Config config;
@@ -362,6 +455,10 @@ int main(int argc, char** argv) {
     config.ring.slots = static_cast<int>(FlagValue(argc, argv, "ring_slots", config.ring.slots));
     config.ring.wait_spin = std::chrono::microseconds(FlagValue(
         argc, argv, "ring_spin_us", static_cast<long long>(config.ring.wait_spin.count())));
+    config.mpi_bench = FlagString(argc, argv, "mpi_bench", "");
+    if (!config.mpi_bench.empty()) {
+      config.mpi_btls = oflite::bench::SplitList(FlagString(argc, argv, "mpi_btl", "vader,tcp"));
+    }
     return config;
   };
   const std::string addrs = FlagString(argc, argv, "addrs", "");
@@ -373,6 +470,10 @@ int main(int argc, char** argv) {
     if (rank < 0 || rank >= config.world) {
       std::fprintf(stderr, "allreduce_bench: --rank must be in [0, %d) with --addrs\n",
                    config.world);
+      return 2;
+    }
+    if (!config.mpi_bench.empty()) {
+      std::fprintf(stderr, "allreduce_bench: --mpi_bench runs on one host only, not with --addrs\n");
       return 2;
     }
     config.control_port = static_cast<int>(FlagValue(argc, argv, "port", 29600));

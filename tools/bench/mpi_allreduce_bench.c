@@ -3,8 +3,10 @@
  * rule (iterations = clamp(8 MiB / size, 1, 32) back-to-back ops per sample,
  * median of --repeats samples, one warm-up), same busbw = 2(N-1)/N x bytes /
  * time. MPI_Allreduce of float32 sums in place; with 2 ranks also a
- * windowed MPI_Isend/MPI_Irecv bandwidth and an 8-byte ping-pong.
- * Built and started by mpi_allreduce_bench.sh (mpicc, mpirun). */
+ * windowed MPI_Isend/MPI_Irecv bandwidth and an 8-byte ping-pong (--p2p=0
+ * leaves them out). Built and started by mpi_allreduce_bench.sh (mpicc,
+ * mpirun), or compiled by it (--compile_to) and started by allreduce_bench
+ * once per sample (tools/bench/mpi_peer.h). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,7 +149,8 @@ int main(int argc, char** argv) {
       fflush(stdout);
     }
   }
-  if (world == 2) {
+  /* --p2p=0: the all-reduce table only (allreduce_bench's per-sample runs). */
+  if (world == 2 && flag(argc, argv, "p2p", 1) != 0) {
     if (rank == 0) printf("\nOpenMPI point-to-point (Isend/Irecv window), MB/s\n");
     for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4) {
       double samples[64];

@@ -8,6 +8,10 @@
 #
 #   tools/bench/mpi_allreduce_bench.sh [--nproc=N] [--btl=vader,tcp]
 #       [--repeats=5] [--min_bytes=4096] [--max_bytes=67108864]
+#   tools/bench/mpi_allreduce_bench.sh --compile_to=PATH
+#       only compiles the MPI program to PATH, for allreduce_bench
+#       --mpi_bench=PATH, which runs it sample by sample between its own
+#       (interleaved; tools/bench/mpi_peer.h).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 command -v mpicc > /dev/null && command -v mpirun > /dev/null ||
@@ -19,9 +23,13 @@ for arg in "$@"; do
   case $arg in
     --nproc=*) nprocs=("${arg#--nproc=}") ;;
     --btl=*) IFS=, read -r -a btls <<< "${arg#--btl=}" ;;
+    --compile_to=*) compile_to=${arg#--compile_to=} ;;
     *) args+=("$arg") ;;
   esac
 done
+if [ -n "${compile_to:-}" ]; then
+  exec mpicc -O2 -o "$compile_to" "$here/mpi_allreduce_bench.c"
+fi
 work=$(mktemp -d /tmp/oflite-mpi-bench-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mpicc -O2 -o "$work/mpi_allreduce_bench" "$here/mpi_allreduce_bench.c"
