@@ -10,7 +10,7 @@
 namespace oflite {
 namespace comm {
 
-Status Connection::SendMessages(const std::vector<std::string>& messages) {
+Status Connection::SendMessages(std::vector<std::string> messages) {
   for (size_t i = 0; i < messages.size(); ++i) {
     if (messages[i].size() > max_message_size()) {
       return InvalidArgumentError("message ", i, " of a batch of ", messages.size(), " (",

@@ -186,7 +186,8 @@ class Connection {
   // Copies `size` bytes into the send ring (or the backlog) and returns.
   virtual Status SendMessage(const void* data, size_t size) = 0;
 
-  // SendMessage for each of `messages`, in order, handed to the wire
+  // SendMessage for each of `messages` (taken over: no copy where the
+  // provider queues them), in order, handed to the wire
   // together where the provider can: tcp queues them under one lock and
   // writes them with one system call (a batch of small messages otherwise
   // costs one trip through the kernel's TCP stack each); ibverbs could post
@@ -195,7 +196,7 @@ class Connection {
   // otherwise the result is what the messages' SendMessage calls would
   // return (the first error; the messages before it are sent). The default
   // calls SendMessage in a loop.
-  virtual Status SendMessages(const std::vector<std::string>& messages);
+  virtual Status SendMessages(std::vector<std::string> messages);
 
   virtual size_t max_message_size() const = 0;
 

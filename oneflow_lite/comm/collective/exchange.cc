@@ -153,7 +153,7 @@ Status ExchangeCommunicator::SendAll(const uint8_t* data, size_t bytes, uint64_t
       messages.push_back(std::move(message));
       offset += length;
     } while (offset < bytes);
-    RETURN_IF_ERROR(connection->SendMessages(messages).WithContext(
+    RETURN_IF_ERROR(connection->SendMessages(std::move(messages)).WithContext(
         "exchange all-reduce: sending to rank " + std::to_string(peer)));
   }
   return Status::OK();
@@ -241,14 +241,20 @@ Status ExchangeCommunicator::AllReduce(void* data, size_t count, DataType dtype,
   incoming_.erase(call);
   finished_ = call;
   lock.unlock();
-  // Rank order on every rank: ((b0 + b1) + b2) + ..., in rank 0's received
-  // buffer (this rank's own when it is rank 0: then in place).
-  char* sum = rank_ == 0 ? static_cast<char*>(data) : &incoming.buffers[0][0];
-  for (int peer = 1; peer < world_; ++peer) {
+  // Rank order on every rank: ((b0 + b1) + b2) + ..., so every rank holds
+  // the same bits. Ranks 0 and 1 sum in place: b1 + b0 is b0 + b1 bit for
+  // bit (one addition commutes; only the grouping of several matters).
+  // Others sum in rank 0's received buffer and copy the result out.
+  char* sum = rank_ <= 1 ? static_cast<char*>(data) : &incoming.buffers[0][0];
+  if (rank_ == 1) {
+    RETURN_IF_ERROR(AccumulateInto(dtype, incoming.buffers[0].data(), sum,
+                                   static_cast<int64_t>(count)));
+  }
+  for (int peer = rank_ == 1 ? 2 : 1; peer < world_; ++peer) {
     const void* part = peer == rank_ ? data : incoming.buffers[peer].data();
     RETURN_IF_ERROR(AccumulateInto(dtype, part, sum, static_cast<int64_t>(count)));
   }
-  if (rank_ != 0) std::memcpy(data, sum, bytes);
+  if (rank_ > 1) std::memcpy(data, sum, bytes);
   return Status::OK();
 }
 

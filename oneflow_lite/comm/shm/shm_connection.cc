@@ -195,7 +195,7 @@ Status ShmConnection::SendMessage(const void* data, size_t size) {
   return Status::OK();
 }
 
-Status ShmConnection::SendMessages(const std::vector<std::string>& messages) {
+Status ShmConnection::SendMessages(std::vector<std::string> messages) {
   for (size_t i = 0; i < messages.size(); ++i) {
     if (messages[i].size() > max_message_size()) {
       return InvalidArgumentError("message ", i, " of a batch of ", messages.size(), " (",
@@ -208,7 +208,7 @@ Status ShmConnection::SendMessages(const std::vector<std::string>& messages) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!status_.ok()) return status_;
-    for (const std::string& message : messages) {
+    for (std::string& message : messages) {
       if (backlog_.empty() && TryPushLocked(message.data(), message.size())) {
         pushed = true;
       } else {
@@ -217,7 +217,7 @@ Status ShmConnection::SendMessages(const std::vector<std::string>& messages) {
                                           backlog_.size(), " messages waiting for credits)");
           break;
         }
-        backlog_.push_back(message);
+        backlog_.push_back(std::move(message));
         backlog_size_.store(backlog_.size(), std::memory_order_seq_cst);
         backlogged = true;
       }

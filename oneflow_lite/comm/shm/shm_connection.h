@@ -66,7 +66,7 @@ class ShmConnection : public Connection {
                    size_t remote_offset, size_t length, Completion done) override;
   Status SendMessage(const void* data, size_t size) override;
   // One lock for the batch and one doorbell for the peer.
-  Status SendMessages(const std::vector<std::string>& messages) override;
+  Status SendMessages(std::vector<std::string> messages) override;
   size_t max_message_size() const override { return slot_size_ - kSlotHeaderSize; }
   Status status() const override;
   Status Flush(Deadline deadline) override;

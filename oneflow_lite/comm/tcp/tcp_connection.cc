@@ -148,7 +148,7 @@ Status TcpConnection::SendMessage(const void* data, size_t size) {
   return status;
 }
 
-Status TcpConnection::SendMessages(const std::vector<std::string>& messages) {
+Status TcpConnection::SendMessages(std::vector<std::string> messages) {
   for (size_t i = 0; i < messages.size(); ++i) {
     if (messages[i].size() > max_message_size()) {
       return InvalidArgumentError("message ", i, " of a batch of ", messages.size(), " (",
@@ -159,8 +159,8 @@ Status TcpConnection::SendMessages(const std::vector<std::string>& messages) {
   std::lock_guard<std::mutex> lock(mutex_);
   const bool was_empty = out_.empty();
   Status status;
-  for (const std::string& message : messages) {
-    status = EnqueueMessageLocked(message);
+  for (std::string& message : messages) {
+    status = EnqueueMessageLocked(std::move(message));
     if (!status.ok()) break;
   }
   // Only the first frame of an idle connection starts a write; the rest

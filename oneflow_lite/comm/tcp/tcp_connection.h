@@ -53,7 +53,7 @@ class TcpConnection : public Connection {
   Status SendMessage(const void* data, size_t size) override;
   // One lock, one write for the frames that have credits (the rest wait in
   // the backlog as SendMessage's would).
-  Status SendMessages(const std::vector<std::string>& messages) override;
+  Status SendMessages(std::vector<std::string> messages) override;
   size_t max_message_size() const override;
   // True: frames go out in posting order on one stream and the peer's
   // progress thread finishes a WRITE's payload before it reads the next
