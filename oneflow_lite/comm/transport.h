@@ -146,6 +146,12 @@ using MessageHandler =
 // thread that detected the failure).
 using PeerErrorHandler = std::function<void(int peer_rank, const Status&)>;
 
+// The message slot size the runtime's multi-machine sessions use
+// (runtime/commnet/multi_machine.cc): registers travel as pushed chunks and
+// collectives' pieces fill whole messages, so larger slots mean fewer
+// messages. Benchmarks of the runtime's collectives use it too.
+inline constexpr size_t kRuntimeMessageSlotSize = 64 << 10;
+
 struct TransportOptions {
   int rank = 0;
   int world_size = 1;

@@ -363,6 +363,8 @@ int RunRank(int rank, const Config& config) {
     options.rank = rank;
     options.world_size = world;
     options.on_message = net->router.AsHandler();
+    // As in the runtime's sessions: the exchange's pieces fill these.
+    options.message_slot_size = comm::kRuntimeMessageSlotSize;
     auto transport = CreateBenchTransport(provider, options, token, config.shm, host);
     Check(transport.status(), "transport");
     net->transport = std::move(*transport);
