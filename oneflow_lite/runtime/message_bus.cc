@@ -16,6 +16,10 @@ Status LocalMessageBus::Send(const ActorMessage& message) {
 }
 
 Status LocalMessageBus::DeliverLocal(const ActorMessage& message) {
+  if (building_.load(std::memory_order_acquire)) {
+    return UnavailableError("message bus of machine ", machine_id_,
+                            ": its runtime is still being built (", message.ToString(), ")");
+  }
   auto it = inboxes_.find(StreamKeyOfTaskId(message.dst_actor_id));
   if (it == inboxes_.end()) {
     return UnavailableError("message bus of machine ", machine_id_, ": no thread serves ",

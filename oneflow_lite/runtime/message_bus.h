@@ -51,7 +51,16 @@ class LocalMessageBus final : public MessageBus {
   explicit LocalMessageBus(int64_t machine_id) : machine_id_(machine_id) {}
 
   // `stream_key` is StreamKeyOfTaskId of the actors the inbox serves.
+  // Only while no other thread can send: before any sender exists, or
+  // between BeginBuild and EndBuild.
   void RegisterInbox(int64_t stream_key, Inbox* inbox) { inboxes_[stream_key] = inbox; }
+  // The runtime registers its inboxes between these. A send from another
+  // thread meanwhile (an abort listener that an actor under construction
+  // registered, run by a transport's progress thread when a peer is lost) is
+  // refused with UNAVAILABLE instead of reading the table while it grows;
+  // EndBuild publishes the table to every later sender.
+  void BeginBuild() { building_.store(true, std::memory_order_relaxed); }
+  void EndBuild() { building_.store(false, std::memory_order_release); }
   void SetRemoteRoute(RemoteRoute* route) { remote_ = route; }
 
   Status Send(const ActorMessage& message) override;
@@ -65,6 +74,7 @@ class LocalMessageBus final : public MessageBus {
  private:
   const int64_t machine_id_;
   std::unordered_map<int64_t, Inbox*> inboxes_;
+  std::atomic<bool> building_{false};
   RemoteRoute* remote_ = nullptr;
   std::atomic<int64_t> sent_{0};
 };

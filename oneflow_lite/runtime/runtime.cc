@@ -166,7 +166,11 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const Plan& plan, RuntimeOpti
                                                         runtime->backend_.get()));
   ASSIGN_OR_RETURN(runtime->regsts_, RegstStore::Create(*machine, *runtime->zones_));
   if (options.remote_route != nullptr) runtime->bus_.SetRemoteRoute(options.remote_route);
+  // Actors may hand their abort listeners to other threads while being
+  // built (CollectiveActor): the bus refuses their sends until it is done.
+  runtime->bus_.BeginBuild();
   RETURN_IF_ERROR(runtime->BuildActors(plan));
+  runtime->bus_.EndBuild();
   return runtime;
 }
 
