@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -65,12 +64,6 @@ void AppendName(const char* what, int64_t pid, int64_t tid, const std::string& n
 }
 
 }  // namespace
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string JsonEscape(const std::string& text) {
   std::string out;
