@@ -100,13 +100,14 @@ Status KernelRunner::RunOne(const Entry& entry, ActContext* context) {
   Kernel* kernel = entry.kernel.get();
   const DeviceContext* device = env_->device;
   const int64_t piece = context->piece_id;
-  auto work = [op, kernel, device, piece, bound]() -> Status {
+  trace::InternedName* trace_name = &entry.trace_name;
+  auto work = [op, kernel, device, piece, bound, trace_name]() -> Status {
     KernelContext kernel_context(*op, device, piece);
     for (const auto& [arg, blob] : bound->inputs) kernel_context.BindInput(arg, blob);
     for (const auto& [arg, blob] : bound->outputs) kernel_context.BindOutput(arg, blob);
     // Recorded on the thread that runs the kernel when it has a trace track
     // (a stream thread; a device's own worker thread records nothing).
-    trace::Slice traced("kernel", op->name());
+    trace::Slice traced("kernel", op->name(), trace_name);
     Status status = kernel->Forward(&kernel_context);
     if (status.ok()) return status;
     // Kernels name their op and iteration through ctx.Error; add it if not.

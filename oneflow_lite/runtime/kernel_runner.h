@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "oneflow_lite/common/trace/trace.h"
 #include "oneflow_lite/kernels/kernel.h"
 #include "oneflow_lite/runtime/actor.h"
 #include "oneflow_lite/runtime/actor_env.h"
@@ -42,6 +43,9 @@ class KernelRunner {
   struct Entry {
     const KernelConf* conf = nullptr;
     std::unique_ptr<Kernel> kernel;
+    // The op's name as interned on the trace track of the thread that runs
+    // the kernel (only a stream thread has one).
+    mutable trace::InternedName trace_name;
   };
   // The blobs one kernel call is bound to, in binding order (shared with
   // the work queued on the stream).

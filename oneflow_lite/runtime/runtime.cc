@@ -23,8 +23,17 @@ class Runtime::StreamThread {
 
   Inbox* inbox() { return &inbox_; }
   ActorEnv* env() { return &env_; }
-  void Add(std::unique_ptr<Actor> actor) { actors_[actor->id()] = std::move(actor); }
-  const std::map<int64_t, std::unique_ptr<Actor>>& actors() const { return actors_; }
+  // An actor of this thread, with its name as interned on the thread's
+  // trace track (HandleTrace).
+  struct Hosted {
+    std::unique_ptr<Actor> actor;
+    trace::InternedName trace_name;
+  };
+  void Add(std::unique_ptr<Actor> actor) {
+    const int64_t id = actor->id();
+    actors_[id].actor = std::move(actor);
+  }
+  const std::map<int64_t, Hosted>& actors() const { return actors_; }
 
   void Start() { thread_ = std::thread([this] { Loop(); }); }
   void Join() {
@@ -48,14 +57,14 @@ class Runtime::StreamThread {
   Inbox inbox_;
   std::unique_ptr<DeviceContext> device_;
   ActorEnv env_;
-  std::map<int64_t, std::unique_ptr<Actor>> actors_;
+  std::map<int64_t, Hosted> actors_;
   std::thread thread_;
   trace::Track* trace_track_ = nullptr;  // owned by the tracer; null: untraced
 };
 
 int Runtime::StreamThread::CountUnfinished() const {
   int count = 0;
-  for (const auto& [id, actor] : actors_) count += actor->finished() ? 0 : 1;
+  for (const auto& [id, hosted] : actors_) count += hosted.actor->finished() ? 0 : 1;
   return count;
 }
 
@@ -76,14 +85,15 @@ void Runtime::StreamThread::Loop() {
                                     message->ToString()));
       break;
     }
-    const bool was_finished = it->second->finished();
-    HandleTrace handle_trace(*message, it->second->name());
-    Status status = it->second->Handle(*message);
+    Actor* actor = it->second.actor.get();
+    const bool was_finished = actor->finished();
+    HandleTrace handle_trace(*message, actor->name(), &it->second.trace_name);
+    Status status = actor->Handle(*message);
     if (!status.ok()) {
       runtime_->Abort(status);
       break;
     }
-    if (!was_finished && it->second->finished()) --unfinished;
+    if (!was_finished && actor->finished()) --unfinished;
   }
   if (unfinished == 0 && !runtime_->aborted_.load(std::memory_order_acquire)) {
     // Stream-ordered acts may still run after their actor finished; their
@@ -95,8 +105,8 @@ void Runtime::StreamThread::Loop() {
     }
   }
   std::vector<std::string> waiting;
-  for (const auto& [id, actor] : actors_) {
-    if (!actor->finished()) waiting.push_back(actor->DescribeWaiting());
+  for (const auto& [id, hosted] : actors_) {
+    if (!hosted.actor->finished()) waiting.push_back(hosted.actor->DescribeWaiting());
   }
   runtime_->ThreadDone(waiting);
 }
@@ -323,7 +333,7 @@ Status Runtime::Run() {
   const auto begin = std::chrono::steady_clock::now();
   for (auto& thread : threads_) thread->Start();
   for (auto& thread : threads_) {
-    for (const auto& [id, actor] : thread->actors()) {
+    for (const auto& [id, hosted] : thread->actors()) {
       RETURN_IF_ERROR(bus_.DeliverLocal(ActorMessage::Start(id)));
     }
   }
@@ -333,9 +343,9 @@ Status Runtime::Run() {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   stats_.threads = static_cast<int64_t>(threads_.size());
   for (auto& thread : threads_) {
-    for (const auto& [id, actor] : thread->actors()) {
+    for (const auto& [id, hosted] : thread->actors()) {
       ++stats_.actors;
-      stats_.acts += actor->act_count();
+      stats_.acts += hosted.actor->act_count();
     }
   }
   stats_.messages = bus_.sent_count();

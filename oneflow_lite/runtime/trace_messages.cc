@@ -20,7 +20,7 @@ bool HasIteration(const ActorMessage& message) {
          message.kind == MessageKind::kReadDone;
 }
 
-ActorMessage FromNumbers(const std::array<int64_t, 8>& numbers) {
+ActorMessage FromNumbers(const int64_t* numbers) {
   ActorMessage message;
   message.kind = static_cast<MessageKind>(numbers[0]);
   message.src_actor_id = numbers[1];
@@ -32,9 +32,9 @@ ActorMessage FromNumbers(const std::array<int64_t, 8>& numbers) {
 }
 
 // The handle slice's arguments (see trace_messages.h), at write time.
-void FormatHandleArgs(const trace::EventRecord& record, const int64_t* /*payload*/,
-                      std::string* /*name*/, std::string* out) {
-  const ActorMessage message = FromNumbers(record.numbers);
+void FormatHandleArgs(const trace::EventRecord& record, std::string* /*name*/,
+                      std::string* out) {
+  const ActorMessage message = FromNumbers(record.numbers());
   *out += "\"message\":\"" + trace::JsonEscape(DescribeTrigger(message)) +
           "\",\"actor\":" + std::to_string(message.dst_actor_id);
   if (message.src_actor_id >= 0) *out += ",\"from\":" + std::to_string(message.src_actor_id);
@@ -53,15 +53,13 @@ uint64_t MessageFlowId(const ActorMessage& message) {
                         message.regst_index, message.piece_id});
 }
 
-std::array<int64_t, 8> MessageNumbers(const ActorMessage& message) {
-  return {static_cast<int64_t>(message.kind),
-          message.src_actor_id,
-          message.dst_actor_id,
-          message.regst_desc_id,
-          message.regst_index,
-          message.piece_id,
-          0,
-          0};
+void MessageNumbers(const ActorMessage& message, int64_t* out) {
+  out[0] = static_cast<int64_t>(message.kind);
+  out[1] = message.src_actor_id;
+  out[2] = message.dst_actor_id;
+  out[3] = message.regst_desc_id;
+  out[4] = message.regst_index;
+  out[5] = message.piece_id;
 }
 
 const ActorMessage* HandledMessage() { return handled_message; }
@@ -81,7 +79,7 @@ std::string DescribeTrigger(const ActorMessage& message) {
   return text;
 }
 
-std::string DescribeTrigger(const std::array<int64_t, 8>& numbers) {
+std::string DescribeTrigger(const int64_t* numbers) {
   return DescribeTrigger(FromNumbers(numbers));
 }
 
@@ -91,10 +89,12 @@ void TraceMessageSentSlow(const ActorMessage& message) {
   track->AddFlow('s', MessageFlowId(message), MessageKindName(message.kind), trace::NowNs());
 }
 
-void HandleTrace::Begin(const ActorMessage& message, const std::string& actor_name) {
+void HandleTrace::Begin(const ActorMessage& message, const std::string& actor_name,
+                        trace::InternedName* name_memo) {
   track_ = trace::CurrentTrack();
   message_ = &message;
   actor_name_ = &actor_name;
+  name_memo_ = name_memo;
   previous_message_ = handled_message;
   handled_message = &message;
   // A wake-up's tag is the iteration for a collective, an act count for an
@@ -114,13 +114,13 @@ void HandleTrace::End() {
   handled_message = previous_message_;
   track_->SetActive(was_active_);
   if (!in_window_ && track_->event_count() == events_before_) return;
-  trace::EventRecord* event = track_->Append();
+  trace::EventRecord* event = track_->Append(kMessageNumbers);
   event->category = "handle";
-  event->name = track_->Intern(*actor_name_);
+  event->name = track_->Intern(*actor_name_, name_memo_);
   event->begin_ns = begin_ns_;
   event->end_ns = end_ns;
   event->format = &FormatHandleArgs;
-  event->numbers = MessageNumbers(*message_);
+  MessageNumbers(*message_, event->numbers());
 }
 
 }  // namespace oflite

@@ -12,7 +12,6 @@
 #ifndef ONEFLOW_LITE_RUNTIME_TRACE_MESSAGES_H_
 #define ONEFLOW_LITE_RUNTIME_TRACE_MESSAGES_H_
 
-#include <array>
 #include <cstdint>
 #include <string>
 
@@ -23,9 +22,12 @@ namespace oflite {
 
 class HandleTrace {
  public:
-  // `message` and `actor_name` must outlive this object.
-  HandleTrace(const ActorMessage& message, const std::string& actor_name) {
-    if (trace::CurrentTrack() != nullptr) Begin(message, actor_name);
+  // `message` and `actor_name` must outlive this object; `name_memo` (the
+  // caller's, one per actor, used on this thread only) keeps the name
+  // interned on the track, so the name's text must not change.
+  HandleTrace(const ActorMessage& message, const std::string& actor_name,
+              trace::InternedName* name_memo) {
+    if (trace::CurrentTrack() != nullptr) Begin(message, actor_name, name_memo);
   }
   ~HandleTrace() {
     if (track_ != nullptr) End();
@@ -34,13 +36,15 @@ class HandleTrace {
   HandleTrace& operator=(const HandleTrace&) = delete;
 
  private:
-  void Begin(const ActorMessage& message, const std::string& actor_name);
+  void Begin(const ActorMessage& message, const std::string& actor_name,
+             trace::InternedName* name_memo);
   void End();
 
   trace::Track* track_ = nullptr;
   const ActorMessage* message_ = nullptr;
   const ActorMessage* previous_message_ = nullptr;
   const std::string* actor_name_ = nullptr;
+  trace::InternedName* name_memo_ = nullptr;
   bool in_window_ = false;
   bool was_active_ = false;
   size_t events_before_ = 0;
@@ -52,10 +56,14 @@ const ActorMessage* HandledMessage();
 
 // "produced r12[1] iteration 5 from m1/cpu0/s0/3": why an act could run.
 std::string DescribeTrigger(const ActorMessage& message);
-// The same from MessageNumbers (for arguments formatted at write time).
-std::string DescribeTrigger(const std::array<int64_t, 8>& numbers);
-// A message's fields as a trace event's deferred numbers.
-std::array<int64_t, 8> MessageNumbers(const ActorMessage& message);
+// How many numbers MessageNumbers writes.
+constexpr size_t kMessageNumbers = 6;
+// A message's fields as a trace event's deferred numbers: writes
+// kMessageNumbers of them to `out`.
+void MessageNumbers(const ActorMessage& message, int64_t* out);
+// The same as above from the kMessageNumbers numbers at `numbers` (for
+// arguments formatted at write time).
+std::string DescribeTrigger(const int64_t* numbers);
 
 // A flow start for `message` when it goes to another machine (produced or
 // returned, iteration in the window) on the calling thread's track.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <regex>
 #include <set>
 #include <string>
 
@@ -71,6 +72,53 @@ TEST(TraceRuntimeTest, RecordsEachActOfTheWindowOnceInsideItsHandling) {
   const std::string json = tracer.ToJson(trace::TraceClock{});
   EXPECT_NE(json.find("\"ready_after\":\"produced r"), std::string::npos);
   EXPECT_NE(json.find("\"idle_before_us\":"), std::string::npos);
+}
+
+// What an act and a handled message record, formatted from their stored
+// numbers when the trace is read (docs/tracing.md, "Reading"): every
+// field in its place. add<i> consumes one register and produces one.
+TEST(TraceRuntimeTest, ActAndMessageArgumentsKeepEveryField) {
+  trace::Tracer tracer(trace::TracerOptions{});
+  RuntimeOptions options;
+  options.tracer = &tracer;
+  const Plan plan = testing::ChainPlan(/*length=*/3, /*regst_num=*/2, /*iters=*/6);
+  StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(plan, options);
+  ASSERT_TRUE(runtime.ok()) << runtime.status().ToString();
+  ASSERT_TRUE((*runtime)->Run().ok());
+  const std::string regst = R"(r\d+\[\d+\])";
+  const std::string message = R"((produced|returned) )" + regst +
+                              R"( iteration \d+ (from|by) m0/cpu\d+/s\d+/t\d+)";
+  const std::regex add_act(R"re("iteration":\d+,"task":\d+,"ops":\["add\d"\],"consumed":")re" +
+                           regst + R"re(","produced":")re" + regst + R"re(","ready_after":")re" +
+                           message + R"re(","idle_before_us":\d+|"iteration":0,.*)re");
+  const std::regex handle(R"re("message":")re" + message +
+                          R"re(","actor":\d+,"from":\d+,"message_iteration":\d+)re");
+  const std::regex add_number(R"re(^"iteration":(\d+),"task":\d+,"ops":\["add(\d)"\])re");
+  int add_acts = 0, handles = 0;
+  for (const trace::Track* track : tracer.tracks()) {
+    for (const trace::TraceEvent& event : track->events()) {
+      const std::string category = event.category;
+      std::smatch add;
+      if (category == "act" && std::regex_search(event.args, add, add_number)) {
+        ++add_acts;
+        EXPECT_TRUE(std::regex_match(event.args, add_act)) << event.args;
+        // add<i> reads r<i+1> and writes r<i+2>, copy (iteration % 2).
+        const int i = std::stoi(add[2]);
+        const std::string copy = "[" + std::to_string(std::stoi(add[1]) % 2) + "]";
+        EXPECT_NE(event.args.find("\"consumed\":\"r" + std::to_string(i + 1) + copy +
+                                  "\",\"produced\":\"r" + std::to_string(i + 2) + copy + "\""),
+                  std::string::npos)
+            << event.args;
+      }
+      if (category == "handle" && (event.args.find("\"message\":\"produced") == 0 ||
+                                   event.args.find("\"message\":\"returned") == 0)) {
+        ++handles;
+        EXPECT_TRUE(std::regex_match(event.args, handle)) << event.args;
+      }
+    }
+  }
+  EXPECT_EQ(add_acts, 3 * 6);
+  EXPECT_GT(handles, 2 * 3 * 6);
 }
 
 TEST(TraceRuntimeTest, UntracedRunHasNoTrackAndAWindowPastTheRunRecordsNothing) {

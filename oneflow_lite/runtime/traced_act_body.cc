@@ -16,24 +16,29 @@ void AppendRegstList(const int64_t* pairs, int64_t count, std::string* out) {
   *out += '"';
 }
 
-// The act slice's arguments, at write time. Payload: the iteration, the
-// number of consumed registers, then (desc, index) of each consumed and
-// each produced register. Numbers 0-5: the triggering message
-// (MessageNumbers), 6 whether there is one, 7 the idle time in ns
-// (negative: no previous act). Text: the task id and ops.
-void FormatActArgs(const trace::EventRecord& record, const int64_t* payload, std::string* /*name*/,
-                   std::string* out) {
-  const int64_t consumed = payload[1];
-  const int64_t produced = (static_cast<int64_t>(record.payload_size) - 2) / 2 - consumed;
-  *out += "\"iteration\":" + std::to_string(payload[0]) + "," + *record.text + ",\"consumed\":";
-  AppendRegstList(payload + 2, consumed, out);
+// The act slice's numbers: the iteration, the number of consumed
+// registers, the idle time in ns (negative: no previous act), whether a
+// triggering message follows (1) or not (0), that message's
+// kMessageNumbers numbers if so, then (desc, index) of each consumed and
+// each produced register. Text: the task id and ops.
+constexpr size_t kActFixedNumbers = 4;
+
+// The act slice's arguments, at write time.
+void FormatActArgs(const trace::EventRecord& record, std::string* /*name*/, std::string* out) {
+  const int64_t* numbers = record.numbers();
+  const int64_t consumed = numbers[1];
+  const bool has_trigger = numbers[3] != 0;
+  const int64_t* pairs = numbers + kActFixedNumbers + (has_trigger ? kMessageNumbers : 0);
+  const int64_t produced = (numbers + record.number_count - pairs) / 2 - consumed;
+  *out += "\"iteration\":" + std::to_string(numbers[0]) + "," + *record.text + ",\"consumed\":";
+  AppendRegstList(pairs, consumed, out);
   *out += ",\"produced\":";
-  AppendRegstList(payload + 2 + 2 * consumed, produced, out);
-  const std::array<int64_t, 8>& numbers = record.numbers;
-  if (numbers[6] != 0) {
-    *out += ",\"ready_after\":\"" + trace::JsonEscape(DescribeTrigger(numbers)) + "\"";
+  AppendRegstList(pairs + 2 * consumed, produced, out);
+  if (has_trigger) {
+    *out += ",\"ready_after\":\"" +
+            trace::JsonEscape(DescribeTrigger(numbers + kActFixedNumbers)) + "\"";
   }
-  if (numbers[7] >= 0) *out += ",\"idle_before_us\":" + std::to_string(numbers[7] / 1000);
+  if (numbers[2] >= 0) *out += ",\"idle_before_us\":" + std::to_string(numbers[2] / 1000);
 }
 
 int64_t* AppendRegsts(const std::map<int64_t, Regst*>& regsts, int64_t* out) {
@@ -76,23 +81,24 @@ void TracedActBody::Record(trace::Track* track, const ActContext& context, int64
     name_ = track->Intern(task_->name());
     fixed_args_interned_ = track->Intern(fixed_args_);
   }
-  trace::EventRecord* event = track->Append();
+  const ActorMessage* trigger = HandledMessage();
+  const size_t regsts = context.consumed.size() + context.produced.size();
+  const size_t trigger_numbers = trigger != nullptr ? kMessageNumbers : 0;
+  trace::EventRecord* event = track->Append(kActFixedNumbers + trigger_numbers + 2 * regsts);
   event->category = "act";
   event->name = name_;
   event->begin_ns = begin_ns;
   event->end_ns = end_ns;
   event->text = fixed_args_interned_;
   event->format = &FormatActArgs;
-  if (const ActorMessage* trigger = HandledMessage()) {
-    event->numbers = MessageNumbers(*trigger);
-    event->numbers[6] = 1;
-  }
-  event->numbers[7] = last_end_ns_ > 0 ? begin_ns - last_end_ns_ : -1;
-  const size_t regsts = context.consumed.size() + context.produced.size();
-  int64_t* payload = track->AppendPayload(event, 2 + 2 * regsts);
-  payload[0] = context.piece_id;
-  payload[1] = static_cast<int64_t>(context.consumed.size());
-  AppendRegsts(context.produced, AppendRegsts(context.consumed, payload + 2));
+  int64_t* numbers = event->numbers();
+  numbers[0] = context.piece_id;
+  numbers[1] = static_cast<int64_t>(context.consumed.size());
+  numbers[2] = last_end_ns_ > 0 ? begin_ns - last_end_ns_ : -1;
+  numbers[3] = trigger != nullptr ? 1 : 0;
+  if (trigger != nullptr) MessageNumbers(*trigger, numbers + kActFixedNumbers);
+  AppendRegsts(context.produced,
+               AppendRegsts(context.consumed, numbers + kActFixedNumbers + trigger_numbers));
 }
 
 }  // namespace oflite

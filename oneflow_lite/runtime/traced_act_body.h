@@ -19,7 +19,9 @@
 
 namespace oflite {
 
-class TracedActBody final : public ActBody {
+// Cache-line aligned: last_end_ns_, written by every act, shares no line
+// with another actor's body, which another thread may write.
+class alignas(64) TracedActBody final : public ActBody {
  public:
   // `task` must outlive the body.
   TracedActBody(const TaskProto& task, std::unique_ptr<ActBody> inner);

@@ -70,12 +70,12 @@ class StepTrace {
   }
   ~StepTrace() {
     if (track_ == nullptr) return;
-    trace::EventRecord* event = track_->Append();
+    trace::EventRecord* event = track_->Append(1);
     event->category = "collective";
     event->begin_ns = begin_ns_;
     event->end_ns = trace::NowNs();
     event->format = &Format;  // the name too
-    event->numbers[0] = static_cast<int64_t>(step_);
+    event->numbers()[0] = static_cast<int64_t>(step_);
   }
   StepTrace(const StepTrace&) = delete;
   StepTrace& operator=(const StepTrace&) = delete;
@@ -89,10 +89,9 @@ class StepTrace {
   }
 
  private:
-  static void Format(const trace::EventRecord& record, const int64_t* /*payload*/,
-                     std::string* name, std::string* args) {
-    *name = "ring step " + std::to_string(record.numbers[0]);
-    *args = "\"step\":" + std::to_string(record.numbers[0]);
+  static void Format(const trace::EventRecord& record, std::string* name, std::string* args) {
+    *name = "ring step " + std::to_string(record.numbers()[0]);
+    *args = "\"step\":" + std::to_string(record.numbers()[0]);
   }
   static uint64_t Id(uint64_t tag, uint64_t call, size_t step, int sender) {
     return trace::FlowId({static_cast<int64_t>(tag), static_cast<int64_t>(call),

@@ -2,7 +2,8 @@
 
 #include <sys/mman.h>
 
-#include <chrono>
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -25,6 +26,13 @@ std::string JsonNumber(double value) {
 
 thread_local Track* current_track = nullptr;
 
+// Serial numbers of tracks (InternedName), unique in the process so that a
+// memo never matches a later track built where a destroyed one was.
+uint64_t NextTrackSerial() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 // Microseconds with nanosecond digits, as trace-event "ts" and "dur" want.
 std::string Micros(int64_t ns) {
   char text[40];
@@ -42,7 +50,7 @@ void AppendEvent(const Track& track, size_t index, int64_t origin_ns, int64_t pi
   if (event.phase == 'X') {
     os << ",\"dur\":" << Micros(event.end_ns - event.begin_ns);
   } else {
-    os << ",\"id\":" << event.flow_id;
+    os << ",\"id\":" << event.flow_id();
     if (event.phase == 'f') os << ",\"bp\":\"e\"";
   }
   if (!args->empty()) os << ",\"args\":{" << *args << "}";
@@ -56,12 +64,6 @@ void AppendName(const char* what, int64_t pid, int64_t tid, const std::string& n
 }
 
 }  // namespace
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string JsonEscape(const std::string& text) {
   std::string out;
@@ -142,13 +144,23 @@ class Track::NameTable {
 };
 
 Track::Track(Tracer* tracer, int64_t id, std::string name)
-    : tracer_(tracer), id_(id), name_(std::move(name)), names_(std::make_unique<NameTable>()) {
-  payload_.reserve(1 << 16);  // address space only until used: few regrowth copies
+    : tracer_(tracer),
+      id_(id),
+      name_(std::move(name)),
+      serial_(NextTrackSerial()),
+      first_iteration_(tracer->options().first_iteration),
+      end_iteration_(tracer->options().end_iteration),
+      names_(std::make_unique<NameTable>()) {}
+
+Track::~Track() {
+  for (const Chunk& chunk : chunks_) {
+    if (chunk.mapped) {
+      ::munmap(chunk.begin, chunk.capacity);
+    } else {
+      delete[] chunk.begin;
+    }
+  }
 }
-
-Track::~Track() = default;
-
-bool Track::InWindow(int64_t iteration) const { return tracer_->InWindow(iteration); }
 
 const std::string* Track::Intern(const std::string& text) {
   const std::string* found = names_->Find(&text, text.data(), text.size());
@@ -170,46 +182,43 @@ const std::string* Track::Intern(const char* text) {
 static_assert(std::is_trivially_destructible<EventRecord>::value,
               "chunks are unmapped without running destructors");
 
-void Track::ChunkDeleter::operator()(EventRecord* records) const {
-  if (mapped) {
-    ::munmap(records, kChunkEvents * sizeof(EventRecord));
-  } else {
-    delete[] records;
-  }
-}
-
-void Track::AddChunk() {
+void Track::AddChunk(size_t bytes) {
+  if (!chunks_.empty()) chunks_.back().used = static_cast<size_t>(next_ - chunks_.back().begin);
+  Chunk chunk;
+  chunk.capacity = std::max(kChunkBytes, (bytes + kChunkBytes - 1) / kChunkBytes * kChunkBytes);
   // MAP_POPULATE: the kernel provides every page in this one call instead
-  // of a fault on the first touch of each.
-  void* memory = ::mmap(nullptr, kChunkEvents * sizeof(EventRecord), PROT_READ | PROT_WRITE,
+  // of a fault on the first touch of each. Nothing is written here: Append
+  // writes each record once, into lines the kernel just zeroed.
+  void* memory = ::mmap(nullptr, chunk.capacity, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-  EventRecord* records;
-  ChunkDeleter deleter;
   if (memory == MAP_FAILED) {
-    records = new EventRecord[kChunkEvents];
-    deleter.mapped = false;
+    chunk.begin = new char[chunk.capacity];  // malloc's alignment suits the records
   } else {
-    // Every record starts with its defaults here, once; Append does not
-    // initialize it again.
-    records = static_cast<EventRecord*>(memory);
-    for (size_t i = 0; i < kChunkEvents; ++i) new (records + i) EventRecord();
+    chunk.begin = static_cast<char*>(memory);
+    chunk.mapped = true;
   }
-  chunks_.push_back(Chunk(records, deleter));
-  next_ = records;
-  chunk_end_ = next_ + kChunkEvents;
+  chunks_.push_back(chunk);
+  next_ = chunk.begin;
+  chunk_end_ = chunk.begin + chunk.capacity;
 }
 
-EventRecord* Track::Append() {
-  if (next_ == chunk_end_) AddChunk();
-  ++count_;
-  return next_++;
+void Track::IndexRecords() const {
+  index_.clear();
+  index_.reserve(count_);
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    const char* at = chunks_[c].begin;
+    const char* end = c + 1 < chunks_.size() ? at + chunks_[c].used : next_;
+    while (at < end) {
+      const EventRecord* record = reinterpret_cast<const EventRecord*>(at);
+      index_.push_back(record);
+      at += record->stored_size();
+    }
+  }
 }
 
-int64_t* Track::AppendPayload(EventRecord* record, size_t count) {
-  record->payload_begin = static_cast<uint32_t>(payload_.size());
-  record->payload_size = static_cast<uint32_t>(count);
-  payload_.resize(payload_.size() + count);
-  return payload_.data() + record->payload_begin;
+const EventRecord& Track::record(size_t index) const {
+  if (index_.size() != count_) IndexRecords();
+  return *index_[index];
 }
 
 void Track::AddSlice(const char* category, const std::string& name, int64_t begin_ns,
@@ -227,13 +236,13 @@ void Track::AddSlice(const char* category, const std::string& name, int64_t begi
 }
 
 void Track::AddFlow(char phase, uint64_t id, const char* name, int64_t at_ns) {
-  EventRecord* event = Append();
+  EventRecord* event = Append(1);
   event->phase = phase;
   event->category = "flow";
   event->name = Intern(name);
   event->begin_ns = at_ns;
   event->end_ns = at_ns;
-  event->flow_id = id;
+  event->numbers()[0] = static_cast<int64_t>(id);
 }
 
 TraceEvent Track::Decode(size_t index) const {
@@ -243,7 +252,7 @@ TraceEvent Track::Decode(size_t index) const {
   event.category = record.category;
   event.begin_ns = record.begin_ns;
   event.end_ns = record.end_ns;
-  event.flow_id = record.flow_id;
+  event.flow_id = record.flow_id();
   FormatEvent(record, &event.name, &event.args);
   return event;
 }
@@ -253,7 +262,7 @@ void Track::FormatEvent(const EventRecord& record, std::string* name, std::strin
   args->clear();
   if (record.name != nullptr) *name = *record.name;
   if (record.format != nullptr) {
-    record.format(record, payload(record), name, args);
+    record.format(record, name, args);
   } else if (record.text != nullptr) {
     *args = *record.text;
   }

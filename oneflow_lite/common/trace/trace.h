@@ -7,14 +7,14 @@
 // one per runtime stream thread, plus virtual tracks (a collective's worker,
 // a CommNet actor's READs). A Track is written by one thread at a time and
 // never locked: the thread that holds it (ScopedCurrentTrack) appends its
-// events, so recording costs a clock read and filling in a fixed-size
-// EventRecord: names are pointers to strings the track interned once,
-// arguments are raw numbers (for an act also its registers, in the track's
-// payload) that a Formatter turns into JSON only when the trace is written.
-// Memory: about 140 bytes per event plus 16 per register of an act, in
-// chunks of 1024 events that never move. The Tracer reads the tracks only
-// after those threads stopped (ToJson/WriteJson after the runtime's Run
-// returned and joined them).
+// events, so recording costs a clock read and filling in an EventRecord:
+// names are pointers to strings the track interned once, arguments are raw
+// numbers (only as many as the event uses, stored right after its record)
+// that a Formatter turns into JSON only when the trace is written.
+// Memory: 56 bytes per event plus 8 per number (docs/tracing.md, "How
+// events are stored"), appended to 64 KiB chunks that never move. The
+// Tracer reads the tracks only after those threads stopped (ToJson/WriteJson
+// after the runtime's Run returned and joined them).
 //
 // Off by default: code that may record asks CurrentTrack(), which is null on
 // every thread unless a Tracer handed it a track; that null check is the
@@ -39,16 +39,26 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <vector>
+
+#include <time.h>
 
 #include "oneflow_lite/common/status.h"
 
 namespace oflite {
 namespace trace {
 
-// The clock every event uses: steady (monotonic) time in nanoseconds.
-int64_t NowNs();
+// The clock every event uses: steady (monotonic) time in nanoseconds, the
+// clock std::chrono::steady_clock reads, read directly (through the vDSO,
+// no system call): two reads per slice are a good part of what recording
+// costs.
+inline int64_t NowNs() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
+}
 
 // Escapes `text` as the inside of a JSON string.
 std::string JsonEscape(const std::string& text);
@@ -62,27 +72,35 @@ struct EventRecord;
 // Turns what was recorded into text when the trace is written, so recording
 // stays a copy of a few numbers: appends the event's arguments (JSON object
 // members, no braces, no leading comma) to `args`, and sets `name` when the
-// event was recorded without one. `payload` is the event's own slice of its
-// track's payload (record.payload_size numbers).
-using Formatter = void (*)(const EventRecord& record, const int64_t* payload, std::string* name,
-                           std::string* args);
+// event was recorded without one. The event's numbers are
+// record.numbers()[0 .. record.number_count).
+using Formatter = void (*)(const EventRecord& record, std::string* name, std::string* args);
 
-// One recorded event as it is stored: a fixed-size, trivially copyable value
-// with no allocation of its own. Strings are pointers to text that lives as
-// long as the Tracer (interned or owned by the track).
+// One recorded event as it is stored: a fixed-size header with no
+// allocation of its own, followed in the track's memory by its
+// `number_count` numbers (numbers()). Strings are pointers to text that
+// lives as long as the Tracer (interned or owned by the track). Records are
+// created only by Track::Append (the numbers need the room behind them).
 struct EventRecord {
   int64_t begin_ns = 0;
-  int64_t end_ns = 0;  // == begin_ns for flow events
-  uint64_t flow_id = 0;
+  int64_t end_ns = 0;                 // == begin_ns for flow events
   const char* category = "";          // static string: "act", "kernel", ...
   const std::string* name = nullptr;  // null: `format` names the event
   const std::string* text = nullptr;  // args fixed at record time, or text `format` reads
   Formatter format = nullptr;         // null: the args are `text` (or none)
-  uint32_t payload_begin = 0;         // into the track's payload numbers
-  uint32_t payload_size = 0;
-  std::array<int64_t, 8> numbers{};
-  char phase = 'X';  // 'X' slice, 's' flow start, 'f' flow end
+  uint32_t number_count = 0;          // set by Append
+  char phase = 'X';                   // 'X' slice, 's' flow start, 'f' flow end
+
+  int64_t* numbers() { return reinterpret_cast<int64_t*>(this + 1); }
+  const int64_t* numbers() const { return reinterpret_cast<const int64_t*>(this + 1); }
+  // A flow event's id (its first number, see Track::AddFlow); 0 for a slice.
+  uint64_t flow_id() const {
+    return phase != 'X' && number_count > 0 ? static_cast<uint64_t>(numbers()[0]) : 0;
+  }
+  // Bytes the record and its numbers take in the track.
+  size_t stored_size() const { return sizeof(EventRecord) + number_count * sizeof(int64_t); }
 };
+static_assert(sizeof(EventRecord) % alignof(int64_t) == 0, "numbers follow a record aligned");
 
 // An event decoded into text (Track::events(), for tests and tools).
 struct TraceEvent {
@@ -97,11 +115,22 @@ struct TraceEvent {
 
 class Tracer;
 
+// A caller's memo of one name interned on a track (an op's or an actor's,
+// recorded again and again), so that recording it again costs a compare
+// instead of a lookup: see Track::Intern(text, memo). Starts empty; owned by
+// the caller, used by one thread at a time.
+struct InternedName {
+  uint64_t track_serial = 0;  // the track it was interned on (0: none yet)
+  const std::string* name = nullptr;
+};
+
 // One timeline row. Not thread-safe: one writer at a time (see above), and
-// no lock on the recording path. Events live in chunks of fixed size that
-// never move (no copy as the track grows); names are interned once per
-// track, so an event holds pointers, not strings.
-class Track {
+// no lock on the recording path. Events are appended to chunks that never
+// move (no copy as the track grows), each record followed by its numbers;
+// names are interned once per track, so an event holds pointers, not
+// strings. Cache-line aligned: the tracks of two threads, allocated one
+// after the other, share no line that both write.
+class alignas(64) Track {
  public:
   Track(Tracer* tracer, int64_t id, std::string name);
   ~Track();
@@ -111,7 +140,9 @@ class Track {
   const std::string& name() const { return name_; }
   Tracer* tracer() const { return tracer_; }
 
-  bool InWindow(int64_t iteration) const;
+  bool InWindow(int64_t iteration) const {
+    return iteration >= first_iteration_ && iteration < end_iteration_;
+  }
   // Whether slices inside the current unit of work are recorded.
   bool active() const { return active_; }
   // Sets active(), returning the previous value (callers restore it).
@@ -127,12 +158,30 @@ class Track {
   // compare, no allocation). `text` may be a temporary.
   const std::string* Intern(const std::string& text);
   const std::string* Intern(const char* text);
-  // A slot for one more event (holding EventRecord's defaults), to fill in.
+  // `text` interned through `memo`: the first call on this track interns
+  // it (as above), later ones return memo's copy without reading `text`,
+  // whose content must therefore not change while `memo` is in use (an
+  // op's or an actor's name from the loaded plan).
+  const std::string* Intern(const std::string& text, InternedName* memo) {
+    if (memo->track_serial != serial_) {
+      memo->name = Intern(text);
+      memo->track_serial = serial_;
+    }
+    return memo->name;
+  }
+  // A record for one more event with room for `numbers` numbers behind it:
+  // EventRecord's defaults, number_count set, the numbers zero; to fill in.
   // The pointer stays valid as long as the track.
-  EventRecord* Append();
-  // `count` payload numbers for the event last appended (sets its
-  // payload_begin and payload_size); valid until the next call.
-  int64_t* AppendPayload(EventRecord* record, size_t count);
+  EventRecord* Append(size_t numbers = 0) {
+    const size_t bytes = sizeof(EventRecord) + numbers * sizeof(int64_t);
+    if (static_cast<size_t>(chunk_end_ - next_) < bytes) AddChunk(bytes);
+    EventRecord* record = new (next_) EventRecord();
+    record->number_count = static_cast<uint32_t>(numbers);
+    for (size_t i = 0; i < numbers; ++i) record->numbers()[i] = 0;
+    next_ += bytes;
+    ++count_;
+    return record;
+  }
 
   // A complete slice with its arguments as text (copied; the convenient,
   // slower way: the runtime's recorders use Append and a Formatter).
@@ -143,15 +192,12 @@ class Track {
   void AddFlow(char phase, uint64_t id, const char* name, int64_t at_ns);
 
   size_t event_count() const { return count_; }
-  const EventRecord& record(size_t index) const {
-    return chunks_[index / kChunkEvents][index % kChunkEvents];
-  }
-  const int64_t* payload(const EventRecord& record) const {
-    return payload_.data() + record.payload_begin;
-  }
-  // The events decoded; call only once no thread records on this track
-  // (the decoding is cached until more events are recorded). Not
-  // thread-safe.
+  // Record `index` (in the order appended). Reading: call only once no
+  // thread records on this track (the first call after more events were
+  // recorded indexes them). Not thread-safe.
+  const EventRecord& record(size_t index) const;
+  // The events decoded; the same conditions as record() (the decoding is
+  // cached until more events are recorded).
   const std::vector<TraceEvent>& events() const;
   // Record `index` with its name and arguments formatted.
   TraceEvent Decode(size_t index) const;
@@ -160,32 +206,40 @@ class Track {
   void FormatEvent(const EventRecord& record, std::string* name, std::string* args) const;
 
  private:
-  // About 560 KB: mapped with its pages populated in one call, because a
-  // page fault per 4 KB of records (about 10 per iteration of a small MLP)
-  // cost more than the recording itself (docs/tracing.md).
-  static constexpr size_t kChunkEvents = 4096;
+  // 16 pages, mapped with their pages populated in one call: a page fault
+  // per 4 KB of records cost more than the recording itself, and a small
+  // chunk is written soon after the kernel zeroed it, while those lines
+  // are still in the core's cache (docs/tracing.md).
+  static constexpr size_t kChunkBytes = 64 * 1024;
   class NameTable;
   // A chunk's memory: an anonymous mapping, or operator new[] when mapping
   // fails. Records are trivially destructible.
-  struct ChunkDeleter {
-    bool mapped = true;
-    void operator()(EventRecord* records) const;
+  struct Chunk {
+    char* begin = nullptr;
+    size_t capacity = 0;
+    size_t used = 0;  // of a chunk before the last; the last one's is next_
+    bool mapped = false;
   };
-  using Chunk = std::unique_ptr<EventRecord[], ChunkDeleter>;
 
-  void AddChunk();
+  // Starts a chunk with room for at least `bytes` (an event larger than a
+  // chunk gets one of its own size).
+  void AddChunk(size_t bytes);
+  void IndexRecords() const;
 
   Tracer* const tracer_;
   const int64_t id_;
   const std::string name_;
+  const uint64_t serial_;  // unique in the process, never 0 (InternedName)
+  const int64_t first_iteration_;  // the tracer's window
+  const int64_t end_iteration_;
   bool active_ = false;
   std::vector<Chunk> chunks_;
-  EventRecord* next_ = nullptr;  // the next free slot in the last chunk
-  EventRecord* chunk_end_ = nullptr;
+  char* next_ = nullptr;  // the next free byte in the last chunk
+  char* chunk_end_ = nullptr;
   size_t count_ = 0;
-  std::vector<int64_t> payload_;
   std::deque<std::string> texts_;  // interned names and text args (stable addresses)
   std::unique_ptr<NameTable> names_;
+  mutable std::vector<const EventRecord*> index_;  // built by record()
   mutable std::vector<TraceEvent> decoded_;
 };
 
@@ -272,6 +326,12 @@ class Slice {
   Slice(const char* category, const char* name) {
     Track* track = CurrentTrack();
     if (track != nullptr && track->active()) Begin(track, category, track->Intern(name));
+  }
+  // The same for a name that does not change while `memo` is used (see
+  // Track::Intern(text, memo)): no lookup once it was interned.
+  Slice(const char* category, const std::string& name, InternedName* memo) {
+    Track* track = CurrentTrack();
+    if (track != nullptr && track->active()) Begin(track, category, track->Intern(name, memo));
   }
   ~Slice() {
     if (track_ != nullptr) End();

@@ -108,7 +108,7 @@ TEST(TraceTest, RecordingAllocatesNothingPerEvent) {
     Slice slice("kernel", op);
   }
   const int64_t made = allocations - before;
-  // Chunks of 1024 records (and the list of them), not one per event.
+  // Chunks of 64 KiB (and the list of them), not one per event.
   EXPECT_LE(made, 10) << "allocations while recording 2000 slices";
   ASSERT_EQ(track->event_count(), 2001u);
   EXPECT_EQ(track->events()[2000].name, op);
@@ -130,12 +130,12 @@ TEST(TraceTest, NamesStayRightWhenTheirStorageIsReused) {
   EXPECT_EQ(track->events()[2].name, "first-op-with-a-long-name");
 }
 
-// A record whose name and arguments a Formatter writes from its numbers and
-// payload (the runtime's recorders work this way).
-void FormatTest(const EventRecord& record, const int64_t* payload, std::string* name,
-                std::string* args) {
-  *name = "step " + std::to_string(record.numbers[0]);
-  *args = "\"sum\":" + std::to_string(payload[0] + payload[1]) + "," + *record.text;
+// A record whose name and arguments a Formatter writes from its numbers
+// (the runtime's recorders work this way).
+void FormatTest(const EventRecord& record, std::string* name, std::string* args) {
+  const int64_t* numbers = record.numbers();
+  *name = "step " + std::to_string(numbers[0]);
+  *args = "\"sum\":" + std::to_string(numbers[1] + numbers[2]) + "," + *record.text;
 }
 
 TEST(TraceTest, FormattersRunWhenTheTraceIsWrittenAndRecordsNeverMove) {
@@ -143,21 +143,20 @@ TEST(TraceTest, FormattersRunWhenTheTraceIsWrittenAndRecordsNeverMove) {
   Track* track = tracer.AddTrack("worker");
   const std::string* fixed = track->Intern(std::string("\"fixed\":true"));
   EventRecord* first = nullptr;
-  for (int64_t i = 0; i < 1500; ++i) {  // three chunks
-    EventRecord* event = track->Append();
+  for (int64_t i = 0; i < 1500; ++i) {  // two chunks of 64 KiB
+    EventRecord* event = track->Append(3);
     if (i == 0) first = event;
     event->category = "collective";
     event->begin_ns = tracer.origin_ns() + 1000 * i;
     event->end_ns = event->begin_ns + 500;
     event->format = &FormatTest;
     event->text = fixed;
-    event->numbers[0] = i;
-    int64_t* payload = track->AppendPayload(event, 2);
-    payload[0] = i;
-    payload[1] = 1;
+    event->numbers()[0] = i;
+    event->numbers()[1] = i;
+    event->numbers()[2] = 1;
   }
   EXPECT_EQ(first, &track->record(0));
-  EXPECT_EQ(first->numbers[0], 0);
+  EXPECT_EQ(first->numbers()[0], 0);
   const google::protobuf::Struct parsed = Parse(tracer.ToJson(TraceClock{}));
   const auto& events = parsed.fields().at("traceEvents").list_value().values();
   ASSERT_EQ(events.size(), 2u + 1500u);  // process and thread names
@@ -169,6 +168,74 @@ TEST(TraceTest, FormattersRunWhenTheTraceIsWrittenAndRecordsNeverMove) {
   EXPECT_EQ(last.at("dur").number_value(), 0.5);
   EXPECT_EQ(track->events()[7].args, "\"sum\":8,\"fixed\":true");
 }
+
+// The numbers an event of RoundTrip carries: its index, then the index
+// times 100 plus the position, negated at odd positions.
+int64_t RoundTripNumber(int64_t event, size_t position) {
+  if (position == 0) return event;
+  const int64_t value = event * 100 + static_cast<int64_t>(position);
+  return position % 2 == 1 ? -value : value;
+}
+
+void FormatCountAndSum(const EventRecord& record, std::string* name, std::string* args) {
+  int64_t sum = 0;
+  for (uint32_t i = 0; i < record.number_count; ++i) sum += record.numbers()[i];
+  *name = "numbers";
+  *args = "\"count\":" + std::to_string(record.number_count) + ",\"sum\":" + std::to_string(sum);
+}
+
+// Events of 0 to 10 numbers, many chunks of them, one event larger than a
+// chunk, and flows: every record stays where Append put it, with its own
+// numbers, and the JSON shows what was recorded.
+TEST(TraceTest, NumbersRoundTripAcrossChunksWhateverTheirCount) {
+  Tracer tracer(TracerOptions{});
+  Track* track = tracer.AddTrack("worker");
+  std::vector<EventRecord*> appended;
+  std::vector<size_t> counts;
+  constexpr int64_t kEvents = 6000;  // about 650 KB: ten chunks
+  for (int64_t i = 0; i < kEvents; ++i) {
+    const size_t count = i == kEvents / 2 ? 20000 : static_cast<size_t>(i % 11);
+    EventRecord* event = track->Append(count);
+    ASSERT_EQ(event->number_count, count);
+    for (size_t j = 0; j < count; ++j) ASSERT_EQ(event->numbers()[j], 0) << i << " " << j;
+    event->begin_ns = tracer.origin_ns() + i;
+    event->end_ns = event->begin_ns + 1;
+    event->category = "test";
+    event->format = &FormatCountAndSum;
+    for (size_t j = 0; j < count; ++j) event->numbers()[j] = RoundTripNumber(i, j);
+    appended.push_back(event);
+    counts.push_back(count);
+  }
+  const uint64_t flow = (uint64_t{1} << 52) - 1;
+  track->AddFlow('s', flow, "produced", tracer.origin_ns() + kEvents);
+  ASSERT_EQ(track->event_count(), static_cast<size_t>(kEvents) + 1);
+  for (int64_t i = 0; i < kEvents; ++i) {
+    const EventRecord& record = track->record(i);
+    ASSERT_EQ(&record, appended[i]) << "record " << i << " moved";
+    ASSERT_EQ(record.number_count, counts[i]);
+    ASSERT_EQ(record.begin_ns, tracer.origin_ns() + i);
+    ASSERT_EQ(record.flow_id(), 0u);
+    for (size_t j = 0; j < counts[i]; ++j) {
+      ASSERT_EQ(record.numbers()[j], RoundTripNumber(i, j)) << "record " << i << " number " << j;
+    }
+  }
+  EXPECT_EQ(track->record(kEvents).flow_id(), flow);
+  EXPECT_EQ(track->events()[kEvents].flow_id, flow);
+  EXPECT_EQ(track->events()[kEvents].name, "produced");
+  EXPECT_EQ(track->events()[0].args, "\"count\":0,\"sum\":0");
+  // Event 13: 2 numbers, 13 and -(1301).
+  EXPECT_EQ(track->events()[13].args, "\"count\":2,\"sum\":-1288");
+
+  const google::protobuf::Struct parsed = Parse(tracer.ToJson(TraceClock{}));
+  const auto& events = parsed.fields().at("traceEvents").list_value().values();
+  ASSERT_EQ(events.size(), 2u + kEvents + 1);  // process and thread names
+  const auto& big = events[2 + kEvents / 2].struct_value().fields();
+  EXPECT_EQ(big.at("args").struct_value().fields().at("count").number_value(), 20000);
+  const auto& last = events[events.size() - 1].struct_value().fields();
+  EXPECT_EQ(last.at("ph").string_value(), "s");
+  EXPECT_EQ(last.at("id").number_value(), static_cast<double>(flow));
+}
+
 }  // namespace
 }  // namespace trace
 }  // namespace oflite

@@ -31,20 +31,23 @@ class TransferTrace {
     int64_t bytes = 0;
     for (const BlobInRegst& blob : src.blob())
       bytes = std::max(bytes, blob.offset() + blob.bytes());
-    trace::EventRecord* event = track_->Append();
+    trace::EventRecord* event = track_->Append(5);
     event->category = "transfer";
     event->begin_ns = begin_ns_;
     event->end_ns = trace::NowNs();
     event->format = &Format;  // the name too
-    event->numbers = {produced.regst_desc_id, produced.regst_index, produced.piece_id, bytes,
-                      produced.src_actor_id};
+    int64_t* n = event->numbers();
+    n[0] = produced.regst_desc_id;
+    n[1] = produced.regst_index;
+    n[2] = produced.piece_id;
+    n[3] = bytes;
+    n[4] = produced.src_actor_id;
   }
 
  private:
   // "READ r<desc>[<index>]" and its arguments from the numbers End records.
-  static void Format(const trace::EventRecord& record, const int64_t* /*payload*/,
-                     std::string* name, std::string* args) {
-    const std::array<int64_t, 8>& n = record.numbers;
+  static void Format(const trace::EventRecord& record, std::string* name, std::string* args) {
+    const int64_t* n = record.numbers();
     *name = "READ r" + std::to_string(n[0]) + "[" + std::to_string(n[1]) + "]";
     *args = "\"iteration\":" + std::to_string(n[2]) + ",\"bytes\":" + std::to_string(n[3]) +
             ",\"from\":\"" + TaskIdToString(n[4]) + "\"";
