@@ -23,11 +23,10 @@ inline constexpr int kDefaultRingSlots = 4;
 // (2 (N - 1) dependent steps), as long as what each rank sends, (N - 1)
 // times the tensor, stays within kExchangeFanOut times it. Measured in
 // tools/bench/allreduce_bench ("exch" and "plan" columns, 2-4 processes,
-// docs/benchmarks.md): the exchange wins up to 64 KiB at 2 and 3 processes
-// and up to 16 KiB at 4, the ring from 256 KiB everywhere and at 64 KiB
-// with 4 processes (3 x 64 KiB per rank: 65 against 111 MB/s over tcp).
+// docs/benchmarks.md): the exchange wins up to 64 KiB at 2, 3 and 4
+// processes over tcp and shm, the ring from 256 KiB.
 inline constexpr size_t kExchangeAllReduceMaxBytes = 64 * 1024;
-inline constexpr size_t kExchangeFanOut = 2;
+inline constexpr size_t kExchangeFanOut = 4;
 
 // True when a partial-sum all-reduce of `bytes` over `world` ranks uses the
 // exchange under the limit `max_bytes` (0: never).

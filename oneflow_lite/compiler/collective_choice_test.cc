@@ -114,7 +114,7 @@ namespace compiler {
 namespace {
 
 // Partial-sum conversions of at most exchange_max_bytes bytes, of which each
-// rank sends (N - 1) copies within 2x that bound, use the exchange
+// rank sends (N - 1) copies within 4x that bound, use the exchange
 // all-reduce; larger ones, gathers and a threshold of 0 keep the ring.
 TEST(CollectiveChoiceTest, SmallPartialSumsUseTheExchange) {
   const std::vector<int64_t> two = {0, 1};
@@ -129,21 +129,16 @@ TEST(CollectiveChoiceTest, SmallPartialSumsUseTheExchange) {
   EXPECT_EQ(exchange.slots(), 0);
   EXPECT_EQ(ChooseCollective(p_to_b, 2, 47).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
   EXPECT_EQ(ChooseCollective(p_to_b, 2, 0).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
-  // Each of 3 ranks sends 2 x 48 bytes (within 2 x 48).
-  const std::vector<int64_t> three = {0, 1, 2};
-  auto p_to_b3 = Conf(PartialSum(), Broadcast(), {4, 3}, DT_FLOAT, three);
-  EXPECT_EQ(ChooseCollective(p_to_b3, 3, 48).algorithm(), COLLECTIVE_EXCHANGE_ALL_REDUCE);
-  EXPECT_EQ(ChooseCollective(p_to_b3, 3, 47).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
-  // Each of 4 ranks would send 3 x 48 = 144 bytes: the fan-out bound needs
-  // a limit of 72.
+  // Each of 4 ranks sends 3 x 48 bytes (within 4 x 48).
   auto p_to_b4 = Conf(PartialSum(), Broadcast(), {4, 3}, DT_FLOAT, four);
-  EXPECT_EQ(ChooseCollective(p_to_b4, 4, 71).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
-  EXPECT_EQ(ChooseCollective(p_to_b4, 4, 72).algorithm(), COLLECTIVE_EXCHANGE_ALL_REDUCE);
-  // Each of 8 ranks would send 7 x 48 = 336 bytes: a limit of 168.
+  EXPECT_EQ(ChooseCollective(p_to_b4, 4, 48).algorithm(), COLLECTIVE_EXCHANGE_ALL_REDUCE);
+  EXPECT_EQ(ChooseCollective(p_to_b4, 4, 47).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
+  // Each of 8 ranks would send 7 x 48 = 336 bytes: the fan-out bound needs
+  // a limit of 84.
   const std::vector<int64_t> eight = {0, 1, 2, 3, 4, 5, 6, 7};
   auto p_to_b8 = Conf(PartialSum(), Broadcast(), {4, 3}, DT_FLOAT, eight);
-  EXPECT_EQ(ChooseCollective(p_to_b8, 8, 167).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
-  EXPECT_EQ(ChooseCollective(p_to_b8, 8, 168).algorithm(), COLLECTIVE_EXCHANGE_ALL_REDUCE);
+  EXPECT_EQ(ChooseCollective(p_to_b8, 8, 83).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
+  EXPECT_EQ(ChooseCollective(p_to_b8, 8, 84).algorithm(), COLLECTIVE_EXCHANGE_ALL_REDUCE);
   // P -> S: exchange, then cut (as the ring all-reduce path does).
   EXPECT_EQ(ChooseCollective(Conf(PartialSum(), Split(0), {4, 3}, DT_FLOAT, two), 2, 1024)
                 .algorithm(),
