@@ -100,12 +100,26 @@ CommNetRoute::~CommNetRoute() { Detach(); }
 
 void CommNetRoute::Detach() {
   if (bus_ != nullptr) net_->router()->RemoveHandler(comm::kActorChannel);
-  bus_ = nullptr;
+  {
+    // Waits for a delivery in progress on a progress thread (a late READ
+    // completion): after this, none reaches the runtime being torn down.
+    std::lock_guard<std::mutex> lock(bus_mutex_);
+    bus_ = nullptr;
+  }
   bounce_.reset();  // removes the bounce channels' handlers
 }
 
+Status CommNetRoute::DeliverToBus(const ActorMessage& message) {
+  std::lock_guard<std::mutex> lock(bus_mutex_);
+  if (bus_ == nullptr) return Status::OK();  // detached: the run is over
+  return bus_->DeliverLocal(message);
+}
+
 void CommNetRoute::Attach(LocalMessageBus* bus, const RegstStore* regsts) {
-  bus_ = bus;
+  {
+    std::lock_guard<std::mutex> lock(bus_mutex_);
+    bus_ = bus;
+  }
   regsts_ = regsts;
   // Created here, not in the constructor: a route that replaces another on
   // the same CommNet is built before the old one is destroyed.
@@ -259,7 +273,7 @@ void CommNetRoute::OnReadDone(const ActorMessage& completion, const Status& stat
     std::lock_guard<std::mutex> lock(mutex_);
     reads_done_[KeyOf(completion)] = status;
   }
-  Status delivered = bus_ != nullptr ? bus_->DeliverLocal(completion) : Status::OK();
+  Status delivered = DeliverToBus(completion);
   if (!delivered.ok() && on_error_) on_error_(delivered);
 }
 
@@ -334,7 +348,7 @@ Status CommNetRoute::HandleBounceFrame(int peer_rank, const ActorMessage& messag
     std::lock_guard<std::mutex> lock(mutex_);
     bounce_headers_[KeyOf(message)] = std::move(header);
   }
-  return bus_->DeliverLocal(message);
+  return DeliverToBus(message);
 }
 
 Status CommNetRoute::StartBounceRead(const ActorMessage& produced, const RegstDescProto& src,
@@ -458,7 +472,7 @@ Status CommNetRoute::HandleFrame(int peer_rank, const std::string& frame) {
   ASSIGN_OR_RETURN(ActorMessage message,
                    DecodeActorMessage(frame.substr(2, kActorMessageWireBytes)));
   const uint8_t type = static_cast<uint8_t>(frame[1]);
-  if (type == kFrameMessage) return bus_->DeliverLocal(message);
+  if (type == kFrameMessage) return DeliverToBus(message);
   if (type == kFrameBounce) return HandleBounceFrame(peer_rank, message, frame);
   if (type != kFrameData || frame.size() < kDataHeader) {
     return DataLossError(from, ": bad frame type ", static_cast<int>(type));
@@ -480,7 +494,7 @@ Status CommNetRoute::HandleFrame(int peer_rank, const std::string& frame) {
     staged_[key] = std::move(buffer);
     partial_.erase(key);
   }
-  return bus_->DeliverLocal(message);
+  return DeliverToBus(message);
 }
 
 }  // namespace oflite

@@ -156,6 +156,9 @@ class CommNetRoute final : public RemoteRoute {
     uint64_t total;
     std::vector<Shape> shapes;
   };
+  // A message from the wire or a completion, to the attached runtime's bus;
+  // dropped (OK) once detached. Progress threads.
+  Status DeliverToBus(const ActorMessage& message);
   Status SendFrames(int64_t machine_id, const ActorMessage& message, const std::string* payload);
   Status SendThroughBounce(int64_t machine_id, const ActorMessage& message, const Regst& regst);
   Status StartBounceRead(const ActorMessage& produced, const RegstDescProto& src, Regst* into);
@@ -182,7 +185,10 @@ class CommNetRoute final : public RemoteRoute {
   comm::StaticRegisterSet bounce_destinations_;
   std::map<Key, Status> reads_done_;  // guarded by mutex_
   std::function<void(const Status&)> on_error_;
+  // Written by Attach/Detach (the runtime's thread), read by deliveries on
+  // the transport's progress threads (DeliverToBus) under bus_mutex_.
   LocalMessageBus* bus_ = nullptr;
+  std::mutex bus_mutex_;
   const RegstStore* regsts_ = nullptr;
   std::mutex mutex_;
   std::map<Key, std::string> partial_;  // guarded by mutex_ (progress thread)
