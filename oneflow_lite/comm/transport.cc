@@ -10,7 +10,7 @@
 namespace oflite {
 namespace comm {
 
-Status Connection::SendMessages(std::vector<std::string> messages) {
+Status Connection::CheckBatchSizes(const std::vector<std::string>& messages) const {
   for (size_t i = 0; i < messages.size(); ++i) {
     if (messages[i].size() > max_message_size()) {
       return InvalidArgumentError("message ", i, " of a batch of ", messages.size(), " (",
@@ -18,6 +18,11 @@ Status Connection::SendMessages(std::vector<std::string> messages) {
                                   " exceeds the maximum of ", max_message_size());
     }
   }
+  return Status::OK();
+}
+
+Status Connection::SendMessages(std::vector<std::string> messages) {
+  RETURN_IF_ERROR(CheckBatchSizes(messages));
   for (const std::string& message : messages) {
     RETURN_IF_ERROR(SendMessage(message.data(), message.size()));
   }

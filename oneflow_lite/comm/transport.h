@@ -203,6 +203,9 @@ class Connection {
   // return (the first error; the messages before it are sent). The default
   // calls SendMessage in a loop.
   virtual Status SendMessages(std::vector<std::string> messages);
+  // InvalidArgument naming the first of `messages` above max_message_size()
+  // (for SendMessages, before it sends any); OK otherwise.
+  Status CheckBatchSizes(const std::vector<std::string>& messages) const;
 
   virtual size_t max_message_size() const = 0;
 

@@ -196,13 +196,7 @@ Status ShmConnection::SendMessage(const void* data, size_t size) {
 }
 
 Status ShmConnection::SendMessages(std::vector<std::string> messages) {
-  for (size_t i = 0; i < messages.size(); ++i) {
-    if (messages[i].size() > max_message_size()) {
-      return InvalidArgumentError("message ", i, " of a batch of ", messages.size(), " (",
-                                  messages[i].size(), " bytes) to rank ", peer_rank_,
-                                  " exceeds the maximum of ", max_message_size());
-    }
-  }
+  RETURN_IF_ERROR(CheckBatchSizes(messages));
   bool pushed = false, backlogged = false;
   Status status;
   {

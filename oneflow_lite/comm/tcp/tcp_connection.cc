@@ -149,13 +149,7 @@ Status TcpConnection::SendMessage(const void* data, size_t size) {
 }
 
 Status TcpConnection::SendMessages(std::vector<std::string> messages) {
-  for (size_t i = 0; i < messages.size(); ++i) {
-    if (messages[i].size() > max_message_size()) {
-      return InvalidArgumentError("message ", i, " of a batch of ", messages.size(), " (",
-                                  messages[i].size(), " bytes) to rank ", peer_rank(),
-                                  " exceeds the maximum of ", max_message_size());
-    }
-  }
+  RETURN_IF_ERROR(CheckBatchSizes(messages));
   std::lock_guard<std::mutex> lock(mutex_);
   const bool was_empty = out_.empty();
   Status status;
