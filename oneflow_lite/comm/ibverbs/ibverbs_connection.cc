@@ -385,6 +385,32 @@ Status IbverbsConnection::SendMessage(const void* data, size_t size) {
   return Status::OK();
 }
 
+Status IbverbsConnection::SendMessages(std::vector<std::string> messages) {
+  RETURN_IF_ERROR(CheckBatchSizes(messages));
+  Deferred deferred;
+  Status status;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!sticky_.ok()) return sticky_;
+    if (!connected_) return FailedPreconditionError(Name(), " is not connected");
+    for (std::string& message : messages) {
+      const uint64_t in_ring = messages_sent_ - peer_consumed_;
+      if (backlog_.empty() && in_ring < static_cast<uint64_t>(settings_.message_slots)) {
+        PlaceMessageLocked(message.data(), message.size());
+      } else if (backlog_.size() >= static_cast<size_t>(settings_.max_backlog_messages)) {
+        status = ResourceExhaustedError("backlog of messages to rank ", peer_rank_,
+                                        " is full (", backlog_.size(), " waiting for credits)");
+        break;
+      } else {
+        backlog_.push_back(std::move(message));
+      }
+    }
+    PumpLocked(&deferred);
+  }
+  for (auto& call : deferred) call();
+  return status;
+}
+
 void IbverbsConnection::PlaceMessageLocked(const void* data, size_t size) {
   const uint64_t slot_index = messages_sent_ % settings_.message_slots;
   uint8_t* slot = send_ring_.get() + slot_index * settings_.slot_size;

@@ -88,6 +88,10 @@ class IbverbsConnection : public Connection {
                    const RemoteKey& remote, size_t remote_offset,
                    size_t length, Completion done) override;
   Status SendMessage(const void* data, size_t size) override;
+  // One lock for the batch: the messages with credits are placed in the send
+  // ring and posted in one pass (one post_send each; a chain of work
+  // requests with one doorbell would be the next step, docs/comm.md).
+  Status SendMessages(std::vector<std::string> messages) override;
   size_t max_message_size() const override;
   Status status() const override;
   Status Flush(Deadline deadline) override;
