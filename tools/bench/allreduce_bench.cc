@@ -143,7 +143,7 @@ struct Row {
 
 // The algorithm the compiler records for a P -> B of this size
 // (common/ring_segments.h, UseExchangeAllReduce): the "plan" column, and
-// what plan/Gloo compares with the better Gloo algorithm.
+// what the <provider>/peer column holds against the best peer.
 const Timing& Planned(const Row& row, size_t provider, int world) {
   return UseExchangeAllReduce(row.bytes, world) && row.exchange[provider].seconds > 0
              ? row.exchange[provider]

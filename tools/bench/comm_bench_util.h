@@ -165,6 +165,23 @@ inline int RunRanks(int world, const std::function<int(int)>& body) {
   return failed;
 }
 
+// The standard output of `command` (run by the shell); its exit status
+// from pclose in `*status` when given (-1: it could not be started).
+inline std::string RunCaptured(const std::string& command, int* status = nullptr) {
+  std::string out;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    if (status != nullptr) *status = -1;
+    return out;
+  }
+  char chunk[4096];
+  size_t n;
+  while ((n = std::fread(chunk, 1, sizeof chunk, pipe)) > 0) out.append(chunk, n);
+  const int closed = ::pclose(pipe);
+  if (status != nullptr) *status = closed;
+  return out;
+}
+
 inline std::string SizeName(size_t bytes) {
   char text[32];
   if (bytes >= (1u << 20)) {

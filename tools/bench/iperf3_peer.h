@@ -27,6 +27,8 @@
 #include <string>
 #include <thread>
 
+#include "tools/bench/comm_bench_util.h"
+
 extern char** environ;
 
 namespace oflite {
@@ -46,17 +48,6 @@ inline double Iperf3ReceivedBitsPerSecond(const std::string& json) {
   at = json.find(':', at);
   if (at == std::string::npos) return -1;
   return std::strtod(json.c_str() + at + 1, nullptr);
-}
-
-inline std::string RunCaptured(const std::string& command) {
-  std::string out;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return out;
-  char chunk[4096];
-  size_t n;
-  while ((n = std::fread(chunk, 1, sizeof chunk, pipe)) > 0) out.append(chunk, n);
-  ::pclose(pipe);
-  return out;
 }
 
 inline constexpr size_t kIperf3MaxBlock = 1u << 20;

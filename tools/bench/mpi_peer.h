@@ -65,16 +65,8 @@ inline double MpiAllReduceSample(const std::string& program, const std::string& 
                               std::to_string(world) + " " + options + " '" + program +
                               "' --repeats=1 --p2p=0 --min_bytes=" + std::to_string(bytes) +
                               " --max_bytes=" + std::to_string(bytes) + " 2>&1";
-  std::string output;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    std::fprintf(stderr, "mpi peer: cannot start mpirun\n");
-    return -1;
-  }
-  char chunk[4096];
-  size_t n;
-  while ((n = std::fread(chunk, 1, sizeof chunk, pipe)) > 0) output.append(chunk, n);
-  const int status = ::pclose(pipe);
+  int status = 0;
+  const std::string output = RunCaptured(command, &status);
   const double busbw = MpiRowBusbw(output, bytes);
   if (status != 0 || busbw < 0) {
     std::fprintf(stderr, "mpi peer: %s failed (status %d): %s\n", command.c_str(), status,

@@ -171,16 +171,7 @@ Status TcpConnection::EnqueueMessageLocked(std::string bytes) {
   }
   if (credits_ > 0 && backlog_.empty()) {
     --credits_;
-    OutFrame frame;
-    FrameHeader header;
-    header.type = FrameType::kMessage;
-    header.length = bytes.size();
-    header.payload_length = bytes.size();
-    EncodeFrameHeader(header, frame.header);
-    frame.owned = std::move(bytes);
-    frame.payload = reinterpret_cast<const uint8_t*>(frame.owned.data());
-    frame.payload_size = frame.owned.size();
-    out_.push_back(std::move(frame));
+    out_.push_back(OwnedFrame(FrameType::kMessage, 0, 0, std::move(bytes)));
     return Status::OK();
   }
   if (backlog_.size() >=
@@ -238,8 +229,8 @@ void TcpConnection::SayGoodbye() {
 
 // ---------------------------------------------------------------- writing
 
-void TcpConnection::QueueControlLocked(FrameType type, uint64_t request_id,
-                                       uint32_t status, std::string payload) {
+TcpConnection::OutFrame TcpConnection::OwnedFrame(FrameType type, uint64_t request_id,
+                                                  uint32_t status, std::string payload) {
   OutFrame frame;
   FrameHeader header;
   header.type = type;
@@ -249,7 +240,15 @@ void TcpConnection::QueueControlLocked(FrameType type, uint64_t request_id,
   header.payload_length = payload.size();
   EncodeFrameHeader(header, frame.header);
   frame.owned = std::move(payload);
-  QueueFrameLocked(std::move(frame));
+  // WriteSomeLocked refreshes the pointer (a moved string may relocate).
+  frame.payload = reinterpret_cast<const uint8_t*>(frame.owned.data());
+  frame.payload_size = frame.owned.size();
+  return frame;
+}
+
+void TcpConnection::QueueControlLocked(FrameType type, uint64_t request_id,
+                                       uint32_t status, std::string payload) {
+  QueueFrameLocked(OwnedFrame(type, request_id, status, std::move(payload)));
 }
 
 void TcpConnection::QueueFrameLocked(OutFrame frame) {

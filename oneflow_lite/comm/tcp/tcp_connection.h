@@ -98,6 +98,9 @@ class TcpConnection : public Connection {
 
   // All *Locked methods require mutex_.
   void QueueFrameLocked(OutFrame frame);
+  // A frame of `type` carrying `payload` (held by the frame).
+  static OutFrame OwnedFrame(FrameType type, uint64_t request_id, uint32_t status,
+                             std::string payload);
   // A message frame (credits permitting, else into the backlog) without
   // starting a write: the caller writes once for a batch.
   Status EnqueueMessageLocked(std::string bytes);
