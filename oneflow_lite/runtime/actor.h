@@ -35,6 +35,10 @@ class Actor {
   virtual std::string DescribeWaiting() const = 0;
   // Acts performed so far.
   virtual int64_t act_count() const = 0;
+  // Whether its acts appear in a trace as act slices (an act body wrapped
+  // by TracedActBody); the others (CommNet, collectives) show only their
+  // message handling, which the trace then always records (HandleTrace).
+  virtual bool RecordsActs() const { return false; }
 };
 
 // The registers of one act, by regst desc id.

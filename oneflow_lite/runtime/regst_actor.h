@@ -68,6 +68,8 @@ class RegstActor final : public Actor {
   bool finished() const override { return finished_; }
   std::string DescribeWaiting() const override;
   int64_t act_count() const override { return protocol_.act_count(); }
+  // Its body is a TracedActBody whenever a tracer is set (ActorRegistry).
+  bool RecordsActs() const override { return true; }
 
  private:
   RegstActor(const TaskProto& task, const ActorEnv& env, std::unique_ptr<ActBody> body)

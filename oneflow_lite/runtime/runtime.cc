@@ -87,7 +87,8 @@ void Runtime::StreamThread::Loop() {
     }
     Actor* actor = it->second.actor.get();
     const bool was_finished = actor->finished();
-    HandleTrace handle_trace(*message, actor->name(), &it->second.trace_name);
+    HandleTrace handle_trace(*message, actor->name(), &it->second.trace_name,
+                             actor->RecordsActs());
     Status status = actor->Handle(*message);
     if (!status.ok()) {
       runtime_->Abort(status);

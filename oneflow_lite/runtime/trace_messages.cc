@@ -90,7 +90,7 @@ void TraceMessageSentSlow(const ActorMessage& message) {
 }
 
 void HandleTrace::Begin(const ActorMessage& message, const std::string& actor_name,
-                        trace::InternedName* name_memo) {
+                        trace::InternedName* name_memo, bool actor_records_acts) {
   track_ = trace::CurrentTrack();
   message_ = &message;
   actor_name_ = &actor_name;
@@ -102,17 +102,21 @@ void HandleTrace::Begin(const ActorMessage& message, const std::string& actor_na
   in_window_ = message.kind != MessageKind::kEndOfData && message.piece_id >= 0 &&
                track_->InWindow(message.piece_id);
   was_active_ = track_->SetActive(in_window_);
+  const bool crosses = CrossesMachines(message);
+  sliced_ = track_->records_messages() || !actor_records_acts || crosses;
+  if (!sliced_) return;
   events_before_ = track_->event_count();
   begin_ns_ = trace::NowNs();
-  if (in_window_ && CrossesMachines(message)) {
+  if (in_window_ && crosses) {
     track_->AddFlow('f', MessageFlowId(message), MessageKindName(message.kind), begin_ns_);
   }
 }
 
 void HandleTrace::End() {
-  const int64_t end_ns = trace::NowNs();
   handled_message = previous_message_;
   track_->SetActive(was_active_);
+  if (!sliced_) return;
+  const int64_t end_ns = trace::NowNs();
   if (!in_window_ && track_->event_count() == events_before_) return;
   trace::EventRecord* event = track_->Append(kMessageNumbers);
   event->category = "handle";

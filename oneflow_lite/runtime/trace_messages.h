@@ -4,7 +4,13 @@
 // HandleTrace wraps one message's handling on a stream thread: a "handle"
 // slice named by the actor, with the message as arguments, recorded when the
 // message's iteration is in the window or when anything was recorded inside
-// it (an act, a flow). A produced or returned message that crossed machines
+// it (an act, a flow). Unless the track records every message
+// (Track::records_messages, --trace-level messages), only the handling of
+// a message that crossed machines or reached an actor that records no acts
+// (CommNet, collectives: its handling is all the trace shows of it) gets a
+// slice; for the others the act slice says which message let it run, and
+// nothing is read or written (not even the clock) for those that let none
+// run. A produced or returned message that crossed machines
 // ends a flow there; TraceMessageSent starts it on the sender (the CommNet
 // route calls it), both ends computing the same id from the message.
 // Everything is a no-op on a thread without a trace track (tracing off):
@@ -25,9 +31,12 @@ class HandleTrace {
   // `message` and `actor_name` must outlive this object; `name_memo` (the
   // caller's, one per actor, used on this thread only) keeps the name
   // interned on the track, so the name's text must not change.
+  // `actor_records_acts`: the actor records act slices (Actor::RecordsActs).
   HandleTrace(const ActorMessage& message, const std::string& actor_name,
-              trace::InternedName* name_memo) {
-    if (trace::CurrentTrack() != nullptr) Begin(message, actor_name, name_memo);
+              trace::InternedName* name_memo, bool actor_records_acts) {
+    if (trace::CurrentTrack() != nullptr) {
+      Begin(message, actor_name, name_memo, actor_records_acts);
+    }
   }
   ~HandleTrace() {
     if (track_ != nullptr) End();
@@ -37,7 +46,7 @@ class HandleTrace {
 
  private:
   void Begin(const ActorMessage& message, const std::string& actor_name,
-             trace::InternedName* name_memo);
+             trace::InternedName* name_memo, bool actor_records_acts);
   void End();
 
   trace::Track* track_ = nullptr;
@@ -46,6 +55,7 @@ class HandleTrace {
   const std::string* actor_name_ = nullptr;
   trace::InternedName* name_memo_ = nullptr;
   bool in_window_ = false;
+  bool sliced_ = false;  // this handling may get a slice (see the header comment)
   bool was_active_ = false;
   size_t events_before_ = 0;
   int64_t begin_ns_ = 0;

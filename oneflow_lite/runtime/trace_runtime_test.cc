@@ -1,7 +1,9 @@
 // Tracing a whole run (docs/tracing.md): with RuntimeOptions.tracer every
 // stream thread gets a track; each act of an iteration in the window is one
-// "act" slice inside the "handle" slice of the message that enabled it,
-// with its kernels inside; nothing outside the window is recorded.
+// "act" slice with its kernels inside, at level "messages" inside the
+// "handle" slice of the message that enabled it (level "acts", the
+// default, records no handling of a local message); nothing outside the
+// window is recorded.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -37,6 +39,7 @@ TEST(TraceRuntimeTest, RecordsEachActOfTheWindowOnceInsideItsHandling) {
   trace::TracerOptions window;
   window.first_iteration = 3;
   window.end_iteration = 7;
+  window.messages = true;
   trace::Tracer tracer(window);
   RuntimeOptions options;
   options.tracer = &tracer;
@@ -78,7 +81,9 @@ TEST(TraceRuntimeTest, RecordsEachActOfTheWindowOnceInsideItsHandling) {
 // numbers when the trace is read (docs/tracing.md, "Reading"): every
 // field in its place. add<i> consumes one register and produces one.
 TEST(TraceRuntimeTest, ActAndMessageArgumentsKeepEveryField) {
-  trace::Tracer tracer(trace::TracerOptions{});
+  trace::TracerOptions every_message;
+  every_message.messages = true;
+  trace::Tracer tracer(every_message);
   RuntimeOptions options;
   options.tracer = &tracer;
   const Plan plan = testing::ChainPlan(/*length=*/3, /*regst_num=*/2, /*iters=*/6);
@@ -90,7 +95,7 @@ TEST(TraceRuntimeTest, ActAndMessageArgumentsKeepEveryField) {
                               R"( iteration \d+ (from|by) m0/cpu\d+/s\d+/t\d+)";
   const std::regex add_act(R"re("iteration":\d+,"task":\d+,"ops":\["add\d"\],"consumed":")re" +
                            regst + R"re(","produced":")re" + regst + R"re(","ready_after":")re" +
-                           message + R"re(","idle_before_us":\d+|"iteration":0,.*)re");
+                           message + R"re(","ready_from":\d+,"idle_before_us":\d+|"iteration":0,.*)re");
   const std::regex handle(R"re("message":")re" + message +
                           R"re(","actor":\d+,"from":\d+,"message_iteration":\d+)re");
   const std::regex add_number(R"re(^"iteration":(\d+),"task":\d+,"ops":\["add(\d)"\])re");
@@ -119,6 +124,63 @@ TEST(TraceRuntimeTest, ActAndMessageArgumentsKeepEveryField) {
   }
   EXPECT_EQ(add_acts, 3 * 6);
   EXPECT_GT(handles, 2 * 3 * 6);
+}
+
+// Level "acts" (the default): the same acts, each once, with their
+// kernels and the message that let them run (text and sender), but no
+// handle slice: on one machine without collectives every actor records
+// acts, so no handling of a local message is recorded: the trace holds
+// the events of level "messages" less its handle slices.
+TEST(TraceRuntimeTest, ActsLevelRecordsEveryActButNoLocalHandling) {
+  const Plan plan = testing::ChainPlan(/*length=*/3, /*regst_num=*/2, /*iters=*/10);
+  size_t events[2] = {0, 0};
+  int handles_at[2] = {0, 0};
+  for (bool messages : {false, true}) {
+    trace::TracerOptions level;
+    level.messages = messages;
+    trace::Tracer tracer(level);
+    RuntimeOptions options;
+    options.tracer = &tracer;
+    StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(plan, options);
+    ASSERT_TRUE(runtime.ok()) << runtime.status().ToString();
+    ASSERT_TRUE((*runtime)->Run().ok());
+    std::map<std::string, std::multiset<int64_t>> iterations_by_task;
+    int handles = 0, kernels = 0;
+    for (const trace::Track* track : tracer.tracks()) {
+      events[messages] += track->event_count();
+      for (const trace::TraceEvent& event : track->events()) {
+        const std::string category = event.category;
+        if (category == "handle") ++handles;
+        if (category == "kernel") {
+          ++kernels;
+          EXPECT_NE(Enclosing(*track, event, "act"), nullptr) << event.name;
+        }
+        if (category != "act") continue;
+        iterations_by_task[event.name].insert(IterationOf(event));
+        // Every act says what let it run; one sent by another actor names it.
+        EXPECT_NE(event.args.find("\"ready_after\":\""), std::string::npos) << event.args;
+        const bool sent = event.args.find("\"ready_after\":\"produced r") != std::string::npos ||
+                          event.args.find("\"ready_after\":\"returned r") != std::string::npos;
+        EXPECT_EQ(sent, event.args.find("\"ready_from\":") != std::string::npos) << event.args;
+      }
+    }
+    ASSERT_EQ(iterations_by_task.size(), 5u);
+    for (const auto& [task, iterations] : iterations_by_task) {
+      EXPECT_EQ(iterations.size(), 10u) << task;
+    }
+    EXPECT_GE(kernels, 10 * 3);
+    handles_at[messages] = handles;
+    if (messages) {
+      EXPECT_GT(handles, 2 * 3 * 10);
+    } else {
+      EXPECT_EQ(handles, 0);
+    }
+    const std::string json = tracer.ToJson(trace::TraceClock{});
+    EXPECT_NE(json.find(messages ? "\"trace_level\":\"messages\"" : "\"trace_level\":\"acts\""),
+              std::string::npos);
+  }
+  // The levels differ by the handle slices only.
+  EXPECT_EQ(events[1], events[0] + static_cast<size_t>(handles_at[1]));
 }
 
 TEST(TraceRuntimeTest, UntracedRunHasNoTrackAndAWindowPastTheRunRecordsNothing) {

@@ -35,8 +35,11 @@ void FormatActArgs(const trace::EventRecord& record, std::string* /*name*/, std:
   *out += ",\"produced\":";
   AppendRegstList(pairs + 2 * consumed, produced, out);
   if (has_trigger) {
-    *out += ",\"ready_after\":\"" +
-            trace::JsonEscape(DescribeTrigger(numbers + kActFixedNumbers)) + "\"";
+    const int64_t* trigger = numbers + kActFixedNumbers;
+    *out += ",\"ready_after\":\"" + trace::JsonEscape(DescribeTrigger(trigger)) + "\"";
+    // The sender, as a number (`oflite trace summary` follows it when the
+    // trace has no handle slice around the act: --trace-level acts).
+    if (trigger[1] >= 0) *out += ",\"ready_from\":" + std::to_string(trigger[1]);
   }
   if (numbers[2] >= 0) *out += ",\"idle_before_us\":" + std::to_string(numbers[2] / 1000);
 }

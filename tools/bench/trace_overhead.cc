@@ -1,7 +1,8 @@
 // trace_overhead: what timeline tracing (docs/tracing.md) costs the
-// 784-256-256-10 MLP of train_mlp: each configuration runs untraced and
-// traced, alternating, --repeats times; prints the median step time of each,
-// the overhead and the process CPU time (user + sys) per step of each mode.
+// 784-256-256-10 MLP of train_mlp: each configuration runs untraced, traced
+// at the default level (acts) and traced at --trace-level messages, in turn,
+// --repeats times; prints the median step time of each, the overheads and
+// the process CPU time (user + sys) per step of each mode.
 // Step time = wall time between the sink's reports of the first measured and
 // the last iteration, divided by the iterations between them.
 //
@@ -33,15 +34,17 @@ namespace {
 
 constexpr char kHelp[] =
     "trace_overhead: step time of the 784-256-256-10 MLP (synthetic data, SGD) with\n"
-    "timeline tracing off and on (every iteration recorded), alternating runs.\n"
+    "timeline tracing off, at level acts (oflite run --trace's default) and at level\n"
+    "messages (every iteration recorded), runs of the three modes in turn.\n"
     "  --iters N      measured steps per run (300)\n"
     "  --warmup N     steps before measuring (30)\n"
     "  --repeats N    runs per mode; medians are printed (5)\n"
     "  --batch N      only this batch (64 and 256 by default)\n"
     "  --threads N    only this many CPU devices, one computing thread each\n"
     "                 (1 and 2 by default)\n"
-    "  --mode M       1: both modes; 2: untraced only; 3: traced only (one process\n"
-    "                 per mode, e.g. to compare instruction counts under callgrind)\n";
+    "  --mode M       1: all modes; 2: untraced only; 3: acts only; 4: messages only\n"
+    "                 (one mode per process, e.g. to compare instruction counts\n"
+    "                 under callgrind)\n";
 
 class StepClock : public MetricsObserver {
  public:
@@ -133,38 +136,41 @@ double Median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-// Step time untraced vs traced (see the header comment).
+// Step time untraced vs traced at both levels (see the header comment).
 int TraceOverhead(int mode, int64_t warmup, int64_t iters, int repeats, int64_t only_batch,
                   int64_t only_threads) {
-  std::printf("%-6s %-8s %12s %12s %9s %14s %14s\n", "batch", "threads", "off ms", "on ms",
-              "overhead", "off cpu ms/it", "on cpu ms/it");
+  std::printf("%-6s %-8s %9s %9s %9s %9s %9s %10s %10s %10s\n", "batch", "threads", "off ms",
+              "acts ms", "msgs ms", "acts +%", "msgs +%", "off cpu/it", "acts cpu", "msgs cpu");
   for (int64_t batch : {64, 256}) {
     for (int threads : {1, 2}) {
       const bool batch_kept = only_batch == 0 || batch == only_batch;
       if (!batch_kept || (only_threads != 0 && threads != only_threads)) continue;
-      std::vector<double> step[2], cpu[2];
-      for (int r = 0; r < 2 * repeats; ++r) {
-        const int on = r % 2;
-        if ((mode == 2 && on) || (mode == 3 && !on)) continue;  // 2: off only, 3: on only
-        trace::Tracer tracer(trace::TracerOptions{});
+      std::vector<double> step[3], cpu[3];  // off, acts, messages
+      for (int r = 0; r < 3 * repeats; ++r) {
+        const int level = r % 3;
+        if (mode != 1 && level != mode - 2) continue;
+        trace::TracerOptions options;
+        options.messages = level == 2;
+        trace::Tracer tracer(options);
         const double cpu_before = CpuSeconds();
         StatusOr<Result> ours =
-            RunOurs(batch, threads, warmup, iters, on ? &tracer : nullptr);
+            RunOurs(batch, threads, warmup, iters, level > 0 ? &tracer : nullptr);
         if (!ours.ok()) {
           std::fprintf(stderr, "oflite run failed: %s\n", ours.status().ToString().c_str());
           return 1;
         }
-        step[on].push_back(ours->step_ms);
-        cpu[on].push_back((CpuSeconds() - cpu_before) * 1e3 / (warmup + iters));
+        step[level].push_back(ours->step_ms);
+        cpu[level].push_back((CpuSeconds() - cpu_before) * 1e3 / (warmup + iters));
       }
-      if (step[0].empty() || step[1].empty()) {
+      if (step[0].empty() || step[1].empty() || step[2].empty()) {
         std::printf("%-6lld %-8d (one mode only)\n", static_cast<long long>(batch), threads);
         continue;
       }
-      const double off = Median(step[0]), traced = Median(step[1]);
-      std::printf("%-6lld %-8d %12.3f %12.3f %8.1f%% %14.3f %14.3f\n",
-                  static_cast<long long>(batch), threads, off, traced,
-                  100 * (traced - off) / off, Median(cpu[0]), Median(cpu[1]));
+      const double off = Median(step[0]), acts = Median(step[1]), messages = Median(step[2]);
+      std::printf("%-6lld %-8d %9.3f %9.3f %9.3f %8.1f%% %8.1f%% %10.3f %10.3f %10.3f\n",
+                  static_cast<long long>(batch), threads, off, acts, messages,
+                  100 * (acts - off) / off, 100 * (messages - off) / off, Median(cpu[0]),
+                  Median(cpu[1]), Median(cpu[2]));
       std::fflush(stdout);
     }
   }
@@ -195,8 +201,8 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "trace_overhead: flag %s needs a value (see --help)\n", argv[argc - 1]);
     return 2;
   }
-  if (mode < 1 || mode > 3 || iters < 1 || warmup < 1) {
-    std::fprintf(stderr, "trace_overhead: --mode must be 1-3, --iters and --warmup >= 1\n");
+  if (mode < 1 || mode > 4 || iters < 1 || warmup < 1) {
+    std::fprintf(stderr, "trace_overhead: --mode must be 1-4, --iters and --warmup >= 1\n");
     return 2;
   }
   openblas_set_num_threads(1);

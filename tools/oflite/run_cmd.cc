@@ -44,7 +44,8 @@
 // metrics as "name value" lines at full precision (where the test line is
 // printed).
 // --trace FILE (multi-machine: a directory, DIR/rank-R.json) writes a
-// timeline of training, --trace-iters A:B only of those iterations; every
+// timeline of training, --trace-iters A:B only of those iterations,
+// --trace-level messages with a slice for every message handled; every
 // rank measures its clock offset to rank 0 first (docs/tracing.md).
 // Exit codes: commands.h (1: the run failed; the message names the op and
 // iteration, or the actors the watchdog found stuck; 2: bad input: every
@@ -460,11 +461,21 @@ int Fail(const Status& status, int code) {
 // The tracer of --trace (window --trace-iters), or null without --trace.
 StatusOr<std::unique_ptr<trace::Tracer>> MakeTracer(const FlagSet& flags, int64_t rank) {
   if (!flags.Has("trace")) {
-    if (flags.Has("trace-iters")) return InvalidArgumentError("flag '--trace-iters' needs --trace");
+    for (const char* flag : {"trace-iters", "trace-level"}) {
+      if (flags.Has(flag)) return InvalidArgumentError("flag '--", flag, "' needs --trace");
+    }
     return std::unique_ptr<trace::Tracer>();
   }
   trace::TracerOptions options;
   options.rank = rank;
+  if (flags.Has("trace-level")) {
+    const std::string level = flags.Get("trace-level");
+    if (level != "acts" && level != "messages") {
+      return InvalidArgumentError("flag '--trace-level': '", level,
+                                  "' is not a level (acts or messages)");
+    }
+    options.messages = level == "messages";
+  }
   if (flags.Has("trace-iters")) {
     RETURN_IF_ERROR(ParseTraceIters(flags.Get("trace-iters"), &options.first_iteration,
                                     &options.end_iteration));
@@ -546,7 +557,10 @@ int RunRun(int argc, char** argv) {
                  {"eval-out", "write the test metrics (name value) to this file"},
                  {"trace", "write a timeline trace of training (Chrome trace JSON) to this file; "
                            "multi-machine plans: to DIR/rank-R.json in this directory"},
-                 {"trace-iters", "trace only iterations A:B (A included, B not; needs --trace)"}};
+                 {"trace-iters", "trace only iterations A:B (A included, B not; needs --trace)"},
+                 {"trace-level", "acts (default: acts, kernels, transfers, collectives and the "
+                                 "messages between machines) or messages (also every message "
+                                 "an actor handles; about 4x the events; needs --trace)"}};
   // The ibverbs provider's --ib_* flags (comm/ibverbs/ibverbs_flags.h).
   for (const comm::ibverbs::IbverbsFlag& flag : comm::ibverbs::IbverbsFlags()) {
     specs.push_back({flag.name, flag.help, flag.is_bool, flag.default_value});

@@ -9,8 +9,10 @@ Trace checks: valid JSON (Python's parser); the expected ranks as
 processes; every flow id has exactly one start and one end (unless
 --lone-rank), and with several ranks flows exist and one crosses ranks; "X" slices nest properly on
 every (pid, tid) track; every slice with an "iteration" arg lies in the
-window; kernel slices exist (and collective or transfer slices with
---expect-comm).
+window; act and kernel slices exist, and handle slices too where the trace
+states level "messages" (otherData.trace_level, per rank in a merged file;
+files without it are "messages"), while every act of level "acts" says what
+let it run (ready_after); collective or transfer slices with --expect-comm.
 Summary checks (arithmetic against this script's own reading of the trace):
 per-op totals equal the sum of the kernel slices by op (1 %); the step time
 equals the mean distance between iteration ends (1 %); per iteration,
@@ -27,6 +29,13 @@ import json
 import sys
 
 EPS_US = 0.002  # timestamps carry 3 decimals (ns)
+
+
+def trace_levels(trace):
+    other = trace.get("otherData", {})
+    if "ranks" in other:
+        return {r.get("trace_level", "messages") for r in other["ranks"]}
+    return {other.get("trace_level", "messages")}
 
 
 def check_trace(trace, args, failures):
@@ -74,8 +83,16 @@ def check_trace(trace, args, failures):
             failures.append(f"slice '{e['name']}' of iteration {iteration} outside {first}:{end}")
             break
     cats = collections.Counter(e.get("cat") for e in slices)
-    if cats["kernel"] == 0 or cats["act"] == 0 or cats["handle"] == 0:
-        failures.append(f"missing act/handle/kernel slices: {dict(cats)}")
+    levels = trace_levels(trace)
+    if cats["kernel"] == 0 or cats["act"] == 0:
+        failures.append(f"missing act/kernel slices: {dict(cats)}")
+    if "messages" in levels and cats["handle"] == 0:
+        failures.append(f"level messages without handle slices: {dict(cats)}")
+    if "acts" in levels:
+        unexplained = [e for e in slices if e.get("cat") == "act" and
+                       "ready_after" not in e.get("args", {})]
+        if unexplained:
+            failures.append(f"act '{unexplained[0]['name']}' does not say what let it run")
     if args.expect_comm and cats["collective"] + cats["transfer"] == 0:
         failures.append(f"no collective or transfer slices: {dict(cats)}")
     return slices

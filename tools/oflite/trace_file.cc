@@ -119,6 +119,13 @@ double TraceFile::OtherNumber(const std::string& key, double fallback) const {
   return NumberOf(other_data, key, fallback);
 }
 
+std::string TraceFile::OtherString(const std::string& key, const std::string& fallback) const {
+  auto it = other_data.fields().find(key);
+  return it != other_data.fields().end() && it->second.has_string_value()
+             ? it->second.string_value()
+             : fallback;
+}
+
 StatusOr<TraceFile> ReadTraceFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFoundError("cannot read the trace file '", path, "'");
@@ -212,6 +219,8 @@ Status MergeRankTraces(const std::vector<std::string>& inputs, const std::string
           "measured_step_us"}) {
       (*rank_info.mutable_fields())[key].set_number_value(file.OtherNumber(key, -1));
     }
+    (*rank_info.mutable_fields())["trace_level"].set_string_value(
+        file.OtherString("trace_level", "messages"));
     *rank_list->add_values()->mutable_struct_value() = rank_info;
     for (TraceRecord& record : file.events) {
       record.ts_us += shift_us;

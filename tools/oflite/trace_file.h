@@ -48,6 +48,8 @@ struct TraceFile {
   std::map<int64_t, std::string> process_names;
   google::protobuf::Struct other_data;
   double OtherNumber(const std::string& key, double fallback) const;
+  // A string of otherData (e.g. "trace_level"), or `fallback`.
+  std::string OtherString(const std::string& key, const std::string& fallback) const;
 };
 
 StatusOr<TraceFile> ReadTraceFile(const std::string& path);

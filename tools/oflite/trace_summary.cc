@@ -57,14 +57,20 @@ bool IsComm(const TraceRecord& event) {
   return event.category == "transfer" || event.category == "collective";
 }
 
-// One "handle" slice; `acted`: an act slice lies inside it.
+// One message handling: a "handle" slice, or, where the trace has none
+// around an act (--trace-level acts records only some handlings), the act
+// slice itself standing for the handling of the message that let it run.
+// `acted`: an act slice lies inside it (always, for an act standing in).
 struct Handling {
   const TraceRecord* event;
   int64_t actor;
   int64_t from;
-  std::string kind;  // first word of the message
+  std::string kind;     // first word of the message
+  std::string message;  // the message, as the trace describes it
   bool acted = false;
 };
+
+std::string FirstWord(const std::string& text) { return text.substr(0, text.find(' ')); }
 
 // Every handling in time order, with `acted` set from the act slices
 // (nested in their handling on the same track).
@@ -75,22 +81,33 @@ std::vector<Handling> Handlings(const TraceFile& file) {
     if (event.phase != "X" || event.category != "handle") continue;
     const std::string message = event.StringArg("message");
     out.push_back({&event, static_cast<int64_t>(event.NumberArg("actor")),
-                   static_cast<int64_t>(event.NumberArg("from")),
-                   message.substr(0, message.find(' '))});
+                   static_cast<int64_t>(event.NumberArg("from")), FirstWord(message), message});
   }
   std::sort(out.begin(), out.end(),
             [](const Handling& a, const Handling& b) { return a.event->ts_us < b.event->ts_us; });
   for (size_t i = 0; i < out.size(); ++i)
     by_track[{out[i].event->pid, out[i].event->tid}].push_back(i);
+  std::vector<Handling> standing_in;
   for (const TraceRecord& act : file.events) {
     if (act.phase != "X" || act.category != "act") continue;
     const std::vector<size_t>& track = by_track[{act.pid, act.tid}];
     // The last handling starting at or before the act.
     auto it = std::upper_bound(track.begin(), track.end(), act.ts_us,
                                [&out](double ts, size_t i) { return ts < out[i].event->ts_us; });
-    if (it == track.begin()) continue;
-    Handling& handling = out[*std::prev(it)];
-    if (handling.event->end_us() >= act.end_us()) handling.acted = true;
+    if (it != track.begin() && out[*std::prev(it)].event->end_us() >= act.end_us()) {
+      out[*std::prev(it)].acted = true;
+      continue;
+    }
+    const std::string message = act.StringArg("ready_after");
+    standing_in.push_back({&act, static_cast<int64_t>(act.NumberArg("task")),
+                           static_cast<int64_t>(act.NumberArg("ready_from", -1)),
+                           FirstWord(message), message, true});
+  }
+  if (!standing_in.empty()) {
+    out.insert(out.end(), standing_in.begin(), standing_in.end());
+    std::stable_sort(out.begin(), out.end(), [](const Handling& a, const Handling& b) {
+      return a.event->ts_us < b.event->ts_us;
+    });
   }
   return out;
 }
@@ -134,8 +151,17 @@ double MeasuredStep(const TraceFile& file, int64_t pid) {
   return file.OtherNumber("rank", -1) == pid ? file.OtherNumber("measured_step_us", -1) : -1;
 }
 
-RankSummary SummarizeRank(const TraceFile& file, int64_t pid) {
+RankSummary SummarizeRank(const TraceFile& file, const std::vector<Handling>& handlings,
+                          int64_t pid) {
   RankSummary rank;
+  // Messages handled per actor (an act standing in for its handling counts
+  // the message that let it run, with the act's time).
+  for (const Handling& handling : handlings) {
+    if (handling.event->pid != pid) continue;
+    NamedTotal& actor = rank.actors[handling.event->name];
+    ++actor.count;
+    actor.total_us += handling.event->dur_us;
+  }
   rank.rank = pid;
   rank.measured_step_us = MeasuredStep(file, pid);
   double first = 1e300, last = -1e300;
@@ -155,11 +181,6 @@ RankSummary SummarizeRank(const TraceFile& file, int64_t pid) {
       ++op.count;
       op.total_us += event.dur_us;
       compute.push_back({event.ts_us, event.end_us()});
-    }
-    if (event.category == "handle") {
-      NamedTotal& actor = rank.actors[event.name];
-      ++actor.count;
-      actor.total_us += event.dur_us;
     }
     if (event.category == "act") {
       NamedTotal& actor = rank.actors[event.name];
@@ -242,10 +263,10 @@ int64_t MiddleCommonIteration(const TraceFile& file, const std::vector<RankSumma
   return common.empty() ? -1 : common[common.size() / 2];
 }
 
-void CriticalPath(const TraceFile& file, TraceSummary* summary) {
+void CriticalPath(const TraceFile& file, const std::vector<Handling>& all,
+                  TraceSummary* summary) {
   summary->critical_iteration = MiddleCommonIteration(file, summary->ranks);
   if (summary->critical_iteration < 0) return;
-  const std::vector<Handling> all = Handlings(file);
   std::set<int64_t> acting_actors;
   for (const Handling& handling : all) {
     if (handling.acted) acting_actors.insert(handling.actor);
@@ -277,7 +298,7 @@ void CriticalPath(const TraceFile& file, TraceSummary* summary) {
     PathStep step;
     step.rank = event.pid;
     step.actor = event.name;
-    step.message = event.StringArg("message");
+    step.message = chain[i]->message;
     step.dur_us = event.dur_us;
     step.wait_us = i == 0 ? 0 : event.ts_us - chain[i - 1]->event->end_us();
     summary->critical_path.push_back(step);
@@ -285,6 +306,23 @@ void CriticalPath(const TraceFile& file, TraceSummary* summary) {
   if (!chain.empty()) {
     summary->critical_path_us = chain.back()->event->end_us() - chain.front()->event->ts_us;
   }
+}
+
+// otherData.trace_level of a rank file, or its ranks' in a merged one;
+// files written before levels existed recorded every message.
+std::string TraceLevel(const TraceFile& file) {
+  const auto& fields = file.other_data.fields();
+  auto ranks = fields.find("ranks");
+  if (ranks == fields.end() || !ranks->second.has_list_value()) {
+    return file.OtherString("trace_level", "messages");
+  }
+  std::set<std::string> levels;
+  for (const auto& entry : ranks->second.list_value().values()) {
+    auto level = entry.struct_value().fields().find("trace_level");
+    levels.insert(level != entry.struct_value().fields().end() ? level->second.string_value()
+                                                                 : "messages");
+  }
+  return levels.size() == 1 ? *levels.begin() : "mixed";
 }
 
 std::string Format(const char* format, double value) {
@@ -299,13 +337,20 @@ TraceSummary Summarize(const TraceFile& file) {
   TraceSummary summary;
   std::set<int64_t> pids;
   for (const TraceRecord& event : file.events) pids.insert(event.pid);
-  for (int64_t pid : pids) summary.ranks.push_back(SummarizeRank(file, pid));
-  CriticalPath(file, &summary);
+  summary.trace_level = TraceLevel(file);
+  const std::vector<Handling> handlings = Handlings(file);
+  for (int64_t pid : pids) summary.ranks.push_back(SummarizeRank(file, handlings, pid));
+  CriticalPath(file, handlings, &summary);
   return summary;
 }
 
 std::string SummaryText(const TraceSummary& summary) {
   std::ostringstream os;
+  os << "trace level: " << summary.trace_level
+     << (summary.trace_level == "messages"
+             ? " (every message handled)\n"
+             : " (messages that let no act run were not recorded: their handling counts as "
+               "idle; --trace-level messages records them)\n");
   for (const RankSummary& rank : summary.ranks) {
     os << "rank " << rank.rank << ": span " << Format("%.3f", rank.span_us / 1000) << " ms, "
        << rank.iterations << " iterations, step " << Format("%.3f", rank.step_us / 1000) << " ms";
@@ -376,7 +421,7 @@ std::string SummaryJson(const TraceSummary& summary) {
     os << "}";
   };
   os.precision(12);
-  os << "{\"ranks\":[";
+  os << "{\"trace_level\":\"" << trace::JsonEscape(summary.trace_level) << "\",\"ranks\":[";
   for (size_t r = 0; r < summary.ranks.size(); ++r) {
     const RankSummary& rank = summary.ranks[r];
     os << (r ? "," : "") << "{\"rank\":" << rank.rank << ",\"span_us\":" << rank.span_us

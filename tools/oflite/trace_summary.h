@@ -85,6 +85,10 @@ struct PathStep {
 };
 
 struct TraceSummary {
+  // "acts" (handling between acts is not recorded: it counts as idle) or
+  // "messages" (every handling recorded), from the file; "mixed" when the
+  // ranks of a merged file differ.
+  std::string trace_level;
   std::vector<RankSummary> ranks;
   int64_t critical_iteration = -1;
   double critical_path_us = 0;

@@ -9,8 +9,9 @@
 #    reading of the trace (per-op totals, step time, kernels + runtime + idle
 #    = threads x step within 10 %, the critical path adds up) and with the
 #    step time the session timed itself from the sink's reports (10 %);
-#  - a one-machine `oflite run --trace FILE`, and bad input (exit 2 naming
-#    the flag or the file).
+#  - the two machines at the default level (acts), a one-machine
+#    `oflite run --trace FILE --trace-level messages`, and bad input (exit 2
+#    naming the flag or the file).
 set -u
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
 WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/write_test_job"
@@ -39,6 +40,8 @@ echo 'machine { id: 0 address: "127.0.0.1" cpu_devices: 1 }' > "$TMP/one.pbtxt"
 if expect "launch with --trace" timeout 300 "$OFLITE" launch --plan "$TMP/two.plan.pb" \
     --nproc 2 --comm tcp -- --eval=false --log-every 100 --trace "$TMP/tr" --trace-iters 8:40; then
   grep -q "merged the traces of 2 ranks" "$TMP/out" || { echo "FAIL: no merge line"; fail=1; }
+  grep -q '"trace_level":"acts"' "$TMP/tr/rank-0.json" ||
+    { echo "FAIL: the default level is not acts"; fail=1; }
   for r in 0 1; do
     expect "rank $r trace" python3 "$CHECK" "$TMP/tr/rank-$r.json" --window 8:40 --lone-rank ||
       cat "$TMP/out"
@@ -57,9 +60,12 @@ if expect "launch with --trace" timeout 300 "$OFLITE" launch --plan "$TMP/two.pl
     { echo "FAIL: merged trace does not state the clock offsets"; fail=1; }
 fi
 
-# One machine, every iteration.
+# One machine, every iteration, every message handled (level messages;
+# the two machines above ran the default level, acts).
 if expect "run --trace" timeout 300 "$OFLITE" run --plan "$TMP/one.plan.pb" --eval=false \
-    --log-every 100 --trace "$TMP/one.json"; then
+    --log-every 100 --trace "$TMP/one.json" --trace-level messages; then
+  grep -q '"trace_level":"messages"' "$TMP/one.json" ||
+    { echo "FAIL: the one-machine trace does not state level messages"; fail=1; }
   "$OFLITE" trace summary --json "$TMP/one.json" > "$TMP/one.summary.json" &&
     expect "one-machine trace and summary" python3 "$CHECK" "$TMP/one.json" \
       --expect-timed --summary "$TMP/one.summary.json" || true
@@ -74,6 +80,10 @@ rc=$?
 rc=$?
 [[ $rc == 2 ]] && grep -q "needs --trace" "$TMP/out" ||
   { echo "FAIL: --trace-iters without --trace exited $rc"; cat "$TMP/out"; fail=1; }
+"$OFLITE" run --plan "$TMP/one.plan.pb" --trace "$TMP/x.json" --trace-level all > "$TMP/out" 2>&1
+rc=$?
+[[ $rc == 2 ]] && grep -q "trace-level" "$TMP/out" ||
+  { echo "FAIL: --trace-level all exited $rc"; cat "$TMP/out"; fail=1; }
 "$OFLITE" trace summary "$TMP/missing.json" > "$TMP/out" 2>&1
 rc=$?
 [[ $rc == 2 ]] && grep -q "missing.json" "$TMP/out" ||

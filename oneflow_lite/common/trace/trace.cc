@@ -150,6 +150,7 @@ Track::Track(Tracer* tracer, int64_t id, std::string name)
       serial_(NextTrackSerial()),
       first_iteration_(tracer->options().first_iteration),
       end_iteration_(tracer->options().end_iteration),
+      records_messages_(tracer->options().messages),
       names_(std::make_unique<NameTable>()) {}
 
 Track::~Track() {
@@ -306,7 +307,8 @@ std::string Tracer::ToJson(const TraceClock& clock) const {
      << ",\"origin_ns\":" << origin_ns_ << ",\"clock_offset_ns\":" << clock.offset_ns
      << ",\"clock_uncertainty_ns\":" << clock.uncertainty_ns
      << ",\"first_iteration\":" << options_.first_iteration
-     << ",\"end_iteration\":" << options_.end_iteration;
+     << ",\"end_iteration\":" << options_.end_iteration << ",\"trace_level\":\""
+     << (options_.messages ? "messages" : "acts") << "\"";
   for (const auto& [key, value] : other_numbers_) {
     os << ",\"" << JsonEscape(key) << "\":" << JsonNumber(value);
   }

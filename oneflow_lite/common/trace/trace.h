@@ -20,6 +20,13 @@
 // every thread unless a Tracer handed it a track; that null check is the
 // whole cost when tracing is off.
 //
+// Level: the runtime records every act, kernel, transfer and collective
+// step, and the handling of messages that cross machines (flows) or go to
+// actors that record no acts (CommNet, collectives). TracerOptions.messages
+// (--trace-level messages) adds a slice for every message any actor
+// handles, e.g. a "returned" that only frees a register: about four times
+// the events, to see the runtime's own bookkeeping (docs/tracing.md).
+//
 // Window: only iterations in [first_iteration, end_iteration) are recorded
 // (--trace-iters A:B). A Track is "active" while the work it runs belongs
 // to an iteration in the window (the runtime sets it per message and per
@@ -140,6 +147,8 @@ class alignas(64) Track {
   const std::string& name() const { return name_; }
   Tracer* tracer() const { return tracer_; }
 
+  // Whether every handled message gets a slice (TracerOptions.messages).
+  bool records_messages() const { return records_messages_; }
   bool InWindow(int64_t iteration) const {
     return iteration >= first_iteration_ && iteration < end_iteration_;
   }
@@ -232,6 +241,7 @@ class alignas(64) Track {
   const uint64_t serial_;  // unique in the process, never 0 (InternedName)
   const int64_t first_iteration_;  // the tracer's window
   const int64_t end_iteration_;
+  const bool records_messages_;
   bool active_ = false;
   std::vector<Chunk> chunks_;
   char* next_ = nullptr;  // the next free byte in the last chunk
@@ -247,6 +257,10 @@ struct TracerOptions {
   int64_t rank = 0;
   int64_t first_iteration = 0;
   int64_t end_iteration = std::numeric_limits<int64_t>::max();
+  // A slice for every message handled, not only for those that cross
+  // machines or reach actors without acts (see "Level" above). The file
+  // states it: otherData.trace_level "messages" or "acts".
+  bool messages = false;
 };
 
 // What the JSON file states about its clock (see docs/tracing.md).
