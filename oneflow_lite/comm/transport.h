@@ -196,8 +196,8 @@ class Connection {
   // provider queues them), in order, handed to the wire
   // together where the provider can: tcp queues them under one lock and
   // writes them with one system call (a batch of small messages otherwise
-  // costs one trip through the kernel's TCP stack each); ibverbs could post
-  // them as one chain of work requests with one doorbell. A message above
+  // costs one trip through the kernel's TCP stack each); ibverbs posts them
+  // as chains of work requests, one doorbell per chain. A message above
   // max_message_size() fails the call before any is sent (InvalidArgument);
   // otherwise the result is what the messages' SendMessage calls would
   // return (the first error; the messages before it are sent). The default
@@ -215,7 +215,8 @@ class Connection {
   // WRITE's data is in the peer's memory, and never if the WRITE fails there
   // (the connection fails first). Lets a sender announce data together with
   // it instead of one completion round trip later (the ring's READY,
-  // docs/comm.md). tcp: one byte stream the peer reads in order. The default,
+  // docs/comm.md). tcp: one byte stream the peer reads in order; ibverbs:
+  // one RC queue pair executing its requests in order. The default,
   // false, promises only what "Ordering" above says. Constant; thread-safe.
   virtual bool OrdersMessagesAfterWrites() const { return false; }
 

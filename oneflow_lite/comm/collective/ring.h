@@ -10,7 +10,7 @@
 // gather steps WRITE straight into the neighbour's buffer. A READY message
 // tells the neighbour the chunk has landed: sent right behind the WRITE
 // where the connection orders a message after an outstanding WRITE
-// (Connection::OrdersMessagesAfterWrites, tcp), else from the WRITE's
+// (Connection::OrdersMessagesAfterWrites: tcp, ibverbs), else from the WRITE's
 // completion; the same message either way (docs/comm.md).
 // Sends are queued and issued as credits allow (from the progress thread),
 // so no rank ever blocks in a send; the caller's thread only waits for

@@ -266,7 +266,7 @@ TEST(RingTest, AllReduceOverWorldsAndSizes) {
 }
 
 // The path of providers that do not order a message after an outstanding
-// WRITE (shm; ibverbs as configured today): READY after the completion.
+// WRITE (shm): READY after the completion.
 TEST(RingTest, ReadyAfterCompletionPathGivesTheSameResults) {
   for (int world : {2, 3, 4}) {
     auto ring = MakeRing(world, 4096, 2, Wrap::kReadyAfterCompletion);

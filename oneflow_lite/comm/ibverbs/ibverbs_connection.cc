@@ -446,45 +446,67 @@ void IbverbsConnection::QueueCreditUpdateLocked() {
 }
 
 void IbverbsConnection::PumpLocked(Deferred* deferred) {
-  while (!pending_.empty() &&
-         in_flight_.size() < static_cast<size_t>(settings_.queue_depth)) {
-    int error = PostLocked(pending_.front());
+  // Up to kMaxChain work requests per post_send: one doorbell for a burst
+  // (a batch of messages, a WRITE and the message behind it).
+  constexpr size_t kMaxChain = 16;
+  const size_t depth = static_cast<size_t>(settings_.queue_depth);
+  while (!pending_.empty() && in_flight_.size() < depth) {
+    const size_t count = std::min({kMaxChain, pending_.size(), depth - in_flight_.size()});
+    ibv_send_wr chain[kMaxChain];
+    ibv_sge sges[kMaxChain];
+    for (size_t i = 0; i < count; ++i) {
+      FillLocked(pending_[i], &chain[i], &sges[i]);
+      chain[i].next = i + 1 < count ? &chain[i + 1] : nullptr;
+    }
+    ibv_send_wr* bad = nullptr;
+    const int error = api_.post_send(qp_, chain, &bad);
+    // On an error, the requests before `bad` were posted (verbs contract).
+    const size_t posted =
+        error == 0 ? count : (bad != nullptr ? static_cast<size_t>(bad - chain) : 0);
+    for (size_t i = 0; i < posted; ++i) {
+      in_flight_.emplace(chain[i].wr_id, std::move(pending_.front()));
+      pending_.pop_front();
+    }
     if (error != 0) {
-      FailLocked(InternalError(Name(), ": post_send failed: ",
-                               std::strerror(error)),
-                 true, deferred);
+      FailLocked(InternalError(Name(), ": post_send failed: ", std::strerror(error)), true,
+                 deferred);
       return;
     }
-    pending_.pop_front();
   }
 }
 
-int IbverbsConnection::PostLocked(const SendWork& work) {
-  ibv_sge sge{work.local_address, work.length, work.lkey};
-  ibv_send_wr wr{};
-  wr.wr_id = next_wr_id_++;
-  wr.sg_list = work.length > 0 ? &sge : nullptr;
-  wr.num_sge = work.length > 0 ? 1 : 0;
-  wr.opcode = work.opcode;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = work.remote_address;
-  wr.wr.rdma.rkey = work.rkey;
+void IbverbsConnection::FillLocked(const SendWork& work, ibv_send_wr* wr, ibv_sge* sge) {
+  *sge = ibv_sge{work.local_address, work.length, work.lkey};
+  *wr = ibv_send_wr{};
+  wr->wr_id = next_wr_id_++;
+  wr->sg_list = work.length > 0 ? sge : nullptr;
+  wr->num_sge = work.length > 0 ? 1 : 0;
+  wr->opcode = work.opcode;
+  wr->send_flags = IBV_SEND_SIGNALED;
+  wr->wr.rdma.remote_addr = work.remote_address;
+  wr->wr.rdma.rkey = work.rkey;
   switch (work.kind) {
     case WorkKind::kMessage:
-      wr.imm_data = htonl(EncodeImm(ImmKind::kMessage, messages_consumed_));
+      wr->imm_data = htonl(EncodeImm(ImmKind::kMessage, messages_consumed_));
       credits_returned_ = messages_consumed_;
       break;
     case WorkKind::kCredit:
-      wr.imm_data = htonl(EncodeImm(ImmKind::kCredit, messages_consumed_));
+      wr->imm_data = htonl(EncodeImm(ImmKind::kCredit, messages_consumed_));
       credits_returned_ = messages_consumed_;
       credit_update_queued_ = false;
       break;
     case WorkKind::kGoodbye:
-      wr.imm_data = htonl(EncodeImm(ImmKind::kGoodbye, 0));
+      wr->imm_data = htonl(EncodeImm(ImmKind::kGoodbye, 0));
       break;
     default:
       break;
   }
+}
+
+int IbverbsConnection::PostLocked(const SendWork& work) {
+  ibv_sge sge;
+  ibv_send_wr wr;
+  FillLocked(work, &wr, &sge);
   ibv_send_wr* bad = nullptr;
   int error = api_.post_send(qp_, &wr, &bad);
   if (error == 0) in_flight_.emplace(wr.wr_id, work);

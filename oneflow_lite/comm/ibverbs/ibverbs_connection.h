@@ -88,9 +88,15 @@ class IbverbsConnection : public Connection {
                    const RemoteKey& remote, size_t remote_offset,
                    size_t length, Completion done) override;
   Status SendMessage(const void* data, size_t size) override;
+  // True: a message is an RDMA WRITE with immediate on the same RC queue
+  // pair as the WRITEs, posted from one FIFO (pending_) in call order, and
+  // an RC responder executes a QP's requests in order, so a message's
+  // receive completion follows the data of every WRITE posted before it
+  // (what NCCL's and UCX's RC transports rely on for "data, then flag").
+  bool OrdersMessagesAfterWrites() const override { return true; }
   // One lock for the batch: the messages with credits are placed in the send
-  // ring and posted in one pass (one post_send each; a chain of work
-  // requests with one doorbell would be the next step, docs/comm.md).
+  // ring and posted as chains of work requests (one post_send, one doorbell,
+  // per up to 16 of them).
   Status SendMessages(std::vector<std::string> messages) override;
   size_t max_message_size() const override;
   Status status() const override;
@@ -145,7 +151,11 @@ class IbverbsConnection : public Connection {
   Status PostTransfer(ibv_wr_opcode opcode, const MemoryRegion& local,
                       size_t local_offset, const RemoteKey& remote,
                       size_t remote_offset, size_t length, Completion done);
+  // Posts pending_ in order, in chains of work requests, up to queue_depth.
   void PumpLocked(Deferred* deferred);
+  // One work request for `work` (its sge in `sge`): a new wr_id, and the
+  // credits it returns are counted as returned.
+  void FillLocked(const SendWork& work, ibv_send_wr* wr, ibv_sge* sge);
   int PostLocked(const SendWork& work);
   void PlaceMessageLocked(const void* data, size_t size);
   void DrainBacklogLocked();
