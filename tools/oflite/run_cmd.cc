@@ -633,6 +633,14 @@ int RunRun(int argc, char** argv) {
     session = std::move(*started);
   }
   trace::TraceClock trace_clock;
+  if (session != nullptr) {
+    Status agreed = AgreeOnTracing(session->control(), *tracer != nullptr,
+                                   std::chrono::milliseconds(60000));
+    if (!agreed.ok()) {
+      const bool differs = agreed.code() == StatusCode::kInvalidArgument;
+      return FailJob(agreed, session.get(), run->rank, differs ? kExitBadInput : kExitFailure);
+    }
+  }
   if (*tracer != nullptr && session != nullptr) {
     StatusOr<trace::TraceClock> measured =
         MeasureClockOffset(session->control(), std::chrono::milliseconds(60000));

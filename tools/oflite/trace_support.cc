@@ -91,6 +91,31 @@ StatusOr<trace::TraceClock> MeasureClockOffset(comm::control::ControlClient* con
   return clock;
 }
 
+Status AgreeOnTracing(comm::control::ControlClient* control, bool traced,
+                      std::chrono::milliseconds timeout) {
+  const auto key = [](int rank) { return "oflite/trace/enabled/" + std::to_string(rank); };
+  RETURN_IF_ERROR(control->Put(key(control->rank()), traced ? "1" : "0"));
+  std::string differing;
+  for (int rank = 0; rank < control->world_size(); ++rank) {
+    if (rank == control->rank()) continue;
+    StatusOr<std::string> stated = control->Get(key(rank), timeout, rank);
+    if (!stated.ok()) {
+      return stated.status().WithContext("rank " + std::to_string(control->rank()) +
+                                         " asking whether rank " + std::to_string(rank) +
+                                         " traces");
+    }
+    if ((*stated == "1") != traced) {
+      differing += (differing.empty() ? "" : ", ") + std::to_string(rank);
+    }
+  }
+  if (differing.empty()) return Status::OK();
+  return InvalidArgumentError("flag '--trace': rank ", control->rank(),
+                              traced ? " traces but rank(s) " : " does not trace but rank(s) ",
+                              differing, traced ? " do not" : " do",
+                              "; trace every rank of a job or none (oflite launch passes "
+                              "--trace to every rank)");
+}
+
 std::string TraceDirInArgs(const std::vector<std::string>& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--trace" && i + 1 < args.size()) return args[i + 1];

@@ -9,8 +9,14 @@
 // pong key with rank 0's steady clock put by rank 0), a few rounds each; a
 // rank keeps the round with the shortest round trip: offset = rank 0's
 // time - the middle of the round trip, uncertainty = half of it. Blocks up
-// to `timeout` per key; a peer that does not answer (it was not started
-// with --trace) fails the call naming the rank and the flag.
+// to `timeout` per key; a peer that does not answer fails the call naming
+// the rank.
+//
+// Agreement (AgreeOnTracing): every rank of a multi-machine run, traced or
+// not, states whether it traces before anything else uses the control
+// plane for tracing, so a job whose ranks were started by hand with and
+// without --trace fails at once on every rank, naming the ranks that
+// differ, instead of waiting out the clock measurement's timeout.
 #ifndef ONEFLOW_LITE_TOOLS_OFLITE_TRACE_SUPPORT_H_
 #define ONEFLOW_LITE_TOOLS_OFLITE_TRACE_SUPPORT_H_
 
@@ -36,6 +42,13 @@ StatusOr<std::string> TraceFileForRank(const std::string& flag, int64_t machines
 
 StatusOr<trace::TraceClock> MeasureClockOffset(comm::control::ControlClient* control,
                                                std::chrono::milliseconds timeout);
+
+// Puts whether this rank traces (`traced`) and reads every other rank's
+// statement (each Get bounded by `timeout`): InvalidArgument naming the
+// ranks that differ from this one and the flag when any does; the control
+// plane's error (naming the rank) when a statement does not come.
+Status AgreeOnTracing(comm::control::ControlClient* control, bool traced,
+                      std::chrono::milliseconds timeout);
 
 // The "--trace DIR" (or "--trace=DIR") among `args`, or "" if none.
 std::string TraceDirInArgs(const std::vector<std::string>& args);

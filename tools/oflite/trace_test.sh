@@ -16,6 +16,7 @@ set -u
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
 WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/write_test_job"
 CHECK="${TEST_SRCDIR}/oneflow_lite/tools/oflite/trace_check.py"
+source "${TEST_SRCDIR}/oneflow_lite/tests/free_port.sh"
 TMP="${TEST_TMPDIR:-/tmp}/trace_test"
 rm -rf "$TMP"; mkdir -p "$TMP"
 fail=0
@@ -69,6 +70,28 @@ if expect "run --trace" timeout 300 "$OFLITE" run --plan "$TMP/one.plan.pb" --ev
   "$OFLITE" trace summary --json "$TMP/one.json" > "$TMP/one.summary.json" &&
     expect "one-machine trace and summary" python3 "$CHECK" "$TMP/one.json" \
       --expect-timed --summary "$TMP/one.summary.json" || true
+fi
+
+# Ranks started by hand, one with --trace and one without: both end within
+# seconds (not after the clock measurement's 60 s), non-zero, and the one
+# that ends for itself names the flag and the other rank.
+PORT=$(free_port)
+for r in 0 1; do
+  extra=(); [[ $r == 0 ]] && extra=(--trace "$TMP/mixed")
+  OFLITE_JOB_TOKEN=mixed-trace OFLITE_HOST=127.0.0.1 timeout 40 "$OFLITE" run \
+    --plan "$TMP/two.plan.pb" --rank $r --master 127.0.0.1:$PORT --comm tcp --eval=false \
+    "${extra[@]}" > "$TMP/mixed-$r.log" 2>&1 &
+  pids[$r]=$!
+done
+start=$SECONDS
+wait "${pids[0]}"; rc0=$?
+wait "${pids[1]}"; rc1=$?
+if [[ $rc0 == 0 || $rc1 == 0 || $rc0 == 124 || $rc1 == 124 || $((SECONDS - start)) -gt 30 ]]; then
+  echo "FAIL: ranks with and without --trace exited $rc0 and $rc1 after $((SECONDS - start)) s"
+  cat "$TMP/mixed-0.log" "$TMP/mixed-1.log"; fail=1
+elif ! grep -q "rank 0 traces but rank(s) 1 do not" "$TMP/mixed-0.log" &&
+     ! grep -q "rank 1 does not trace but rank(s) 0 do" "$TMP/mixed-1.log"; then
+  echo "FAIL: no rank named the other's --trace"; cat "$TMP/mixed-0.log" "$TMP/mixed-1.log"; fail=1
 fi
 
 # Bad input: exit 2 naming the flag or file.
