@@ -74,6 +74,50 @@ TEST(TraceSummaryTest, AccountsEveryThreadMicrosecond) {
   EXPECT_NE(SummaryText(summary).find("matmul"), std::string::npos);
 }
 
+// Level acts: no handle slices, so each act stands for the handling of the
+// message that let it run. Per iteration, on one thread: act "a" (task 1,
+// enabled by a returned register) then act "b" (task 2, enabled by a's
+// produced register, ready_from 1) 100 us later.
+TEST(TraceSummaryTest, ActsStandForTheirHandlingsAtLevelActs) {
+  trace::Tracer tracer(trace::TracerOptions{});  // level acts
+  trace::Track* track = tracer.AddTrack("m0/cpu0/s0");
+  const int64_t at = tracer.origin_ns();
+  for (int i = 0; i < 3; ++i) {
+    const int64_t t = at + i * 1000 * kUs;
+    const std::string it = std::to_string(i);
+    track->AddSlice("kernel", "produce", t + 10 * kUs, t + 290 * kUs);
+    track->AddSlice("act", "a", t, t + 300 * kUs,
+                    "\"iteration\":" + it + ",\"task\":1,\"ready_after\":\"returned r1[0] "
+                    "iteration " + it + " by m0/cpu0/s0/t2\",\"ready_from\":2");
+    track->AddSlice("kernel", "consume", t + 410 * kUs, t + 590 * kUs);
+    track->AddSlice("act", "b", t + 400 * kUs, t + 600 * kUs,
+                    "\"iteration\":" + it + ",\"task\":2,\"ready_after\":\"produced r1[0] "
+                    "iteration " + it + " from m0/cpu0/s0/t1\",\"ready_from\":1");
+  }
+  const std::string path = TempPath("acts.json");
+  ASSERT_TRUE(tracer.WriteJson(path, trace::TraceClock{}).ok());
+  StatusOr<TraceFile> file = ReadTraceFile(path);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  const TraceSummary summary = Summarize(*file);
+  EXPECT_EQ(summary.trace_level, "acts");
+  ASSERT_EQ(summary.ranks.size(), 1u);
+  const RankSummary& rank = summary.ranks[0];
+  // Each act counts as one handled message, with the act's time.
+  EXPECT_EQ(rank.actors.at("a").count, 3);
+  EXPECT_EQ(rank.actors.at("a").acts, 3);
+  EXPECT_NEAR(rank.actors.at("b").total_us, 3 * 200, 1e-6);
+  // b waited 100 us for a's produced register; a starts the path (a
+  // returned register ends it).
+  EXPECT_EQ(summary.critical_iteration, 1);
+  ASSERT_EQ(summary.critical_path.size(), 2u);
+  EXPECT_EQ(summary.critical_path[0].actor, "a");
+  EXPECT_EQ(summary.critical_path[1].actor, "b");
+  EXPECT_NEAR(summary.critical_path[1].wait_us, 100, 1e-6);
+  EXPECT_EQ(summary.critical_path[1].message.rfind("produced r1[0] iteration 1", 0), 0u);
+  EXPECT_NEAR(summary.critical_path_us, 600, 1e-6);
+  EXPECT_NE(SummaryText(summary).find("trace level: acts"), std::string::npos);
+}
+
 TEST(TraceMergeTest, ShiftsEachRankOntoRankZerosClock) {
   trace::TracerOptions options;
   trace::Tracer rank0(options);
