@@ -118,6 +118,65 @@ TEST(TraceSummaryTest, ActsStandForTheirHandlingsAtLevelActs) {
   EXPECT_NE(SummaryText(summary).find("trace level: acts"), std::string::npos);
 }
 
+// Two ranks of a data-parallel step: grad -> all-reduce -> update, where
+// rank 1's gradient takes 1500 us and rank 0's 300 us. Rank 0's update ends
+// last, but its all-reduce could only finish once rank 1 had started it,
+// so the critical path runs through rank 1's gradient.
+void DataParallelRank(int rank, int64_t base_ns, const std::string& path) {
+  trace::TracerOptions options;
+  options.rank = rank;
+  options.messages = true;
+  trace::Tracer tracer(options);
+  trace::Track* track = tracer.AddTrack("m" + std::to_string(rank) + "/cpu0/s0");
+  const std::string r = std::to_string(rank);
+  const int64_t grad_us = rank == 0 ? 300 : 1500;
+  auto handle = [&](const std::string& actor, int64_t id, int64_t from, int64_t begin,
+                    int64_t end, const std::string& message, int i) {
+    track->AddSlice("handle", actor, begin, end,
+                    "\"message\":\"" + message + "\",\"actor\":" + std::to_string(id) +
+                        ",\"from\":" + std::to_string(from) +
+                        ",\"message_iteration\":" + std::to_string(i));
+  };
+  for (int i = 0; i < 3; ++i) {
+    const int64_t t = base_ns + i * 5000 * kUs;  // one clock for both ranks
+    const std::string it = std::to_string(i);
+    const std::string iteration = "\"iteration\":" + it;
+    handle("grad@" + r, 10 + rank, 40 + rank, t, t + grad_us * kUs,
+           "produced r1[0] iteration " + it + " from m" + r + "/cpu0/s0/t40", i);
+    track->AddSlice("act", "grad@" + r, t + kUs, t + (grad_us - 1) * kUs, iteration);
+    handle("collective:all_reduce:g@" + r, 20 + rank, 10 + rank, t + (grad_us + 10) * kUs,
+           t + (grad_us + 20) * kUs, "produced r2[0] iteration " + it + " from m" + r, i);
+    handle("collective:all_reduce:g@" + r, 20 + rank, -1, t + 3000 * kUs, t + 3010 * kUs,
+           "wake-up (its asynchronous work finished)", i);
+    const int64_t update_end = rank == 0 ? 3195 : 3190;
+    handle("update@" + r, 30 + rank, 20 + rank, t + 3100 * kUs, t + (update_end + 1) * kUs,
+           "produced r3[0] iteration " + it + " from m" + r, i);
+    track->AddSlice("act", "update@" + r, t + 3110 * kUs, t + update_end * kUs, iteration);
+  }
+  ASSERT_TRUE(tracer.WriteJson(path, trace::TraceClock{}).ok());
+}
+
+TEST(TraceSummaryTest, CriticalPathCrossesToTheRankACollectiveWaitedFor) {
+  const std::string rank0 = TempPath("dp-0.json"), rank1 = TempPath("dp-1.json");
+  const std::string merged = TempPath("dp.json");
+  const int64_t base_ns = trace::NowNs() + 1000000 * kUs;  // after both tracers' origins
+  DataParallelRank(0, base_ns, rank0);
+  DataParallelRank(1, base_ns, rank1);
+  ASSERT_TRUE(MergeRankTraces({rank0, rank1}, merged).ok());
+  StatusOr<TraceFile> file = ReadTraceFile(merged);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  const TraceSummary summary = Summarize(*file);
+  EXPECT_EQ(summary.trace_level, "messages");
+  EXPECT_EQ(summary.critical_iteration, 1);
+  ASSERT_EQ(summary.critical_path.size(), 4u) << SummaryText(summary);
+  EXPECT_EQ(summary.critical_path[0].actor, "grad@1");
+  EXPECT_EQ(summary.critical_path[0].rank, 1);
+  EXPECT_EQ(summary.critical_path[1].actor, "collective:all_reduce:g@1");
+  EXPECT_EQ(summary.critical_path[2].actor, "collective:all_reduce:g@0");
+  EXPECT_EQ(summary.critical_path[2].message.rfind("wake-up", 0), 0u);
+  EXPECT_EQ(summary.critical_path[3].actor, "update@0");
+}
+
 TEST(TraceMergeTest, ShiftsEachRankOntoRankZerosClock) {
   trace::TracerOptions options;
   trace::Tracer rank0(options);

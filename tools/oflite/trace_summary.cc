@@ -68,6 +68,7 @@ struct Handling {
   std::string kind;     // first word of the message
   std::string message;  // the message, as the trace describes it
   bool acted = false;
+  int64_t iteration = -1;  // the message's iteration (handle slices), -1 unknown
 };
 
 std::string FirstWord(const std::string& text) { return text.substr(0, text.find(' ')); }
@@ -81,7 +82,8 @@ std::vector<Handling> Handlings(const TraceFile& file) {
     if (event.phase != "X" || event.category != "handle") continue;
     const std::string message = event.StringArg("message");
     out.push_back({&event, static_cast<int64_t>(event.NumberArg("actor")),
-                   static_cast<int64_t>(event.NumberArg("from")), FirstWord(message), message});
+                   static_cast<int64_t>(event.NumberArg("from")), FirstWord(message), message,
+                   false, static_cast<int64_t>(event.NumberArg("message_iteration", -1))});
   }
   std::sort(out.begin(), out.end(),
             [](const Handling& a, const Handling& b) { return a.event->ts_us < b.event->ts_us; });
@@ -218,12 +220,43 @@ RankSummary SummarizeRank(const TraceFile& file, const std::vector<Handling>& ha
   return rank;
 }
 
+// "collective:all_reduce:g" for "collective:all_reduce:g@1": one collective
+// across its ranks.
+std::string CollectiveOf(const std::string& actor_name) {
+  if (actor_name.rfind("collective:", 0) != 0) return "";
+  return actor_name.substr(0, actor_name.rfind('@'));
+}
+
+// Where a collective's completion on one rank waited for another rank: the
+// latest handling on another rank that started the same collective of the
+// same iteration (its input's "produced"), when it ended after `own_start`
+// (this rank's), else null. A collective cannot finish before every rank
+// started it, so a later start elsewhere is on the path.
+const Handling* LaterStartElsewhere(const std::vector<Handling>& all, const Handling& done,
+                                    const Handling& own_start) {
+  const std::string collective = CollectiveOf(done.event->name);
+  if (collective.empty() || own_start.iteration < 0) return nullptr;
+  const Handling* latest = &own_start;
+  for (const Handling& candidate : all) {
+    if (candidate.event->ts_us >= done.event->ts_us) break;
+    if (candidate.event->pid == done.event->pid || candidate.kind != "produced" ||
+        candidate.iteration != own_start.iteration ||
+        CollectiveOf(candidate.event->name) != collective) {
+      continue;
+    }
+    if (candidate.event->end_us() > latest->event->end_us()) latest = &candidate;
+  }
+  return latest != &own_start ? latest : nullptr;
+}
+
 // The handling that enabled `current`, or null: for a produced message,
 // the sender's last handling before it in which it acted (any but a
 // returned one for actors that never record acts: CommNet, collectives);
 // for a wake-up or a READ's completion, the actor's own previous handling,
-// which started that work. A returned message (back-pressure: the act
-// waited for a free register) or the runtime's start ends the path.
+// which started that work, or for a collective's completion the start of
+// the same collective on another rank where that came later (the path
+// crosses ranks there). A returned message (back-pressure: the act waited
+// for a free register) or the runtime's start ends the path.
 const Handling* Predecessor(const std::vector<Handling>& all,
                             const std::set<int64_t>& acting_actors, const Handling& current) {
   int64_t actor = -1;
@@ -244,6 +277,10 @@ const Handling* Predecessor(const std::vector<Handling>& all,
              : (candidate.kind != "returned" && candidate.kind != "end-of-data")) {
       best = &candidate;
     }
+  }
+  if (best != nullptr && current.kind == "wake-up") {
+    const Handling* elsewhere = LaterStartElsewhere(all, current, *best);
+    if (elsewhere != nullptr) return elsewhere;
   }
   return best;
 }
