@@ -60,9 +60,11 @@ struct CollectiveOptions {
   uint32_t channel = 0x100;  // router channel (and channel | kReplyBit)
   size_t chunk_bytes = kDefaultRingChunkBytes;
   int slots = kDefaultRingSlots;
-  // How long the calling thread polls (yielding) for a neighbour's chunk or
-  // its last WRITE's completion before it sleeps on a condition variable
-  // (whose wake-up costs tens of microseconds on a VM). 0: sleep at once.
+  // How long the calling thread polls for a neighbour's chunk or its last
+  // WRITE's completion before it sleeps on a condition variable (whose
+  // wake-up costs tens of microseconds on a VM). It polls the transport
+  // (Transport::Poll: shm delivers on this thread) or, without caller
+  // progress, yields. 0: sleep at once.
   std::chrono::microseconds wait_spin{50};
   std::chrono::milliseconds setup_timeout{30000};
   // The same on every rank of the ring (e.g. derived from the plan); checked
