@@ -2,8 +2,8 @@
 // "Caller progress"), part of TransportConformanceTest: every provider runs
 // them. A provider without caller progress passes them through its progress
 // thread (Poll returns false); one with it must keep each connection's
-// messages in order, never run two handlers or callbacks of one transport at
-// once, whichever thread runs them, and lose no wake-up when its callers
+// messages in order, never run two handlers or callbacks of one connection
+// at once, whichever thread runs them, and lose no wake-up when its callers
 // stop polling.
 #include <atomic>
 #include <condition_variable>
@@ -23,25 +23,25 @@ constexpr milliseconds kTimeout{20000};
 // Set on the test's polling threads: tells a handler who runs it.
 thread_local bool t_poller = false;
 
-// Rank 0's view: per sender the next expected sequence number, a count of
-// handlers and callbacks running right now (never above one), and who ran
-// them.
+// Rank 0's view: per sender the next expected sequence number, per
+// connection a count of handlers and callbacks running right now (never
+// above one), and who ran them.
 class Receiver {
  public:
-  explicit Receiver(int world) : expected_(world, 0) {}
+  explicit Receiver(int world) : running_(world), expected_(world, 0) {}
 
-  // A handler or completion callback of rank 0's transport.
-  void Enter() {
-    if (running_.fetch_add(1) != 0) overlaps_.fetch_add(1);
+  // A handler or completion callback of rank 0's connection to `peer`.
+  void Enter(int peer) {
+    if (running_[peer].fetch_add(1) != 0) overlaps_.fetch_add(1);
     (t_poller ? by_pollers_ : by_others_).fetch_add(1);
     // Widen the window in which a second runner would be caught.
     for (volatile int spin = 0; spin < 2000; spin = spin + 1) {
     }
   }
-  void Leave() { running_.fetch_sub(1); }
+  void Leave(int peer) { running_[peer].fetch_sub(1); }
 
   void OnMessage(int peer, const void* data, size_t size) {
-    Enter();
+    Enter(peer);
     uint64_t sequence = ~uint64_t{0};
     if (size == 8) sequence = wire::LoadU64(static_cast<const uint8_t*>(data));
     {
@@ -50,7 +50,7 @@ class Receiver {
       ++expected_[peer];
       changed_.notify_all();
     }
-    Leave();
+    Leave(peer);
   }
 
   // Waits (bounded) until every sender's `count` messages arrived.
@@ -76,7 +76,7 @@ class Receiver {
   int by_others() const { return by_others_.load(); }
 
  private:
-  std::atomic<int> running_{0};
+  std::vector<std::atomic<int>> running_;  // by peer
   std::atomic<int> overlaps_{0};
   std::atomic<int> by_pollers_{0};
   std::atomic<int> by_others_{0};
@@ -152,10 +152,10 @@ TEST_P(TransportConformanceTest, CallerPollKeepsOrderAndNeverRunsHandlersConcurr
       const Status posted = write_link->PostWrite(
           **local_region, 0, (*remote_region)->remote_key(), 0, local.size(),
           [&](const Status& status) {
-            receiver.Enter();
+            receiver.Enter(1);  // the connection that carries rank 1's messages
             if (!status.ok()) writes_failed.fetch_add(1);
             writes_done.fetch_add(1);
-            receiver.Leave();
+            receiver.Leave(1);
           });
       if (!posted.ok()) writes_failed.fetch_add(1);
       if (i % 20 == 0) std::this_thread::sleep_for(milliseconds(1));

@@ -38,11 +38,13 @@
 // that supports it (shm: its rings are shared memory, so a poll is a few
 // loads) then delivers what has arrived on that thread, running handlers
 // and callbacks there and saving the hop through its progress thread. The
-// provider keeps its serialization: handlers and callbacks of one
-// Transport never run concurrently with each other, whichever thread runs
-// them, and one connection's messages stay in order. A thread calling Poll
-// must not hold a lock that a handler or callback takes, and handlers and
-// callbacks must not call Poll (it returns false there).
+// provider keeps the serialization its progress thread gave, whichever
+// thread runs them: one connection's handlers and callbacks never run
+// concurrently and its messages stay in order (shm: none of one transport
+// run concurrently; the per-peer transport: none of one provider). A
+// thread calling Poll must not hold a lock that a handler or callback
+// takes, and handlers and callbacks must not call Poll (it returns false
+// there).
 //
 // Errors. A failure of a connection (peer closed or died, protocol violation,
 // remote access error, timeout) becomes that connection's sticky status: every
