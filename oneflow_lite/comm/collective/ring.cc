@@ -14,14 +14,15 @@ namespace {
 
 constexpr std::chrono::milliseconds kStatusPoll{20};
 
-// Polls `transport` (Transport::Poll: shm runs the neighbour's READY and
-// the WRITE completions on this thread), or yields where it has no caller
-// progress, with `lock` released, until `done()` (checked under the lock)
-// or `spin` passes (CollectiveOptions::wait_spin); true when done. Before
-// returning false (the caller sleeps next) it ends polling, so the
-// transport's progress thread takes over at once.
+// Yields, or with `poll` polls `transport` (Transport::Poll: shm runs the
+// neighbour's READY and the WRITEs' completions on this thread, yielding
+// only when it found nothing), with `lock` released, until `done()`
+// (checked under the lock) or `spin` passes (CollectiveOptions::wait_spin,
+// wait_poll); true when done. Before returning false (the caller sleeps
+// next) it ends polling, so the transport's progress thread takes over at
+// once.
 template <typename Done>
-bool SpinBriefly(Transport* transport, std::unique_lock<std::mutex>* lock,
+bool SpinBriefly(Transport* transport, bool poll, std::unique_lock<std::mutex>* lock,
                  std::chrono::microseconds spin, Done done) {
   const Clock::time_point until = Clock::now() + spin;
   bool polled = false;
@@ -31,8 +32,8 @@ bool SpinBriefly(Transport* transport, std::unique_lock<std::mutex>* lock,
       return false;
     }
     lock->unlock();  // the handlers and callbacks take it
-    polled = true;
-    if (!transport->Poll()) std::this_thread::yield();
+    polled = poll;
+    if (!poll || !transport->Poll()) std::this_thread::yield();
     lock->lock();
   }
   return true;
@@ -397,7 +398,7 @@ void RingCommunicator::PumpSendsLocked() {
 StatusOr<RingCommunicator::Ready> RingCommunicator::WaitReady(uint64_t sequence,
                                                               Deadline deadline) {
   std::unique_lock<std::mutex> lock(mutex_);
-  SpinBriefly(transport_, &lock, options_.wait_spin, [&] { return ready_.count(sequence) != 0 || !error_.ok(); });
+  SpinBriefly(transport_, options_.wait_poll, &lock, options_.wait_spin, [&] { return ready_.count(sequence) != 0 || !error_.ok(); });
   while (true) {
     auto it = ready_.find(sequence);
     if (it != ready_.end()) {
@@ -501,7 +502,7 @@ Status RingCommunicator::RunSteps(const std::vector<Step>& steps,
     }
   }
   std::unique_lock<std::mutex> lock(mutex_);
-  SpinBriefly(transport_, &lock, options_.wait_spin, [&] { return (send_queue_.empty() && sends_in_flight_ == 0) || !error_.ok(); });
+  SpinBriefly(transport_, options_.wait_poll, &lock, options_.wait_spin, [&] { return (send_queue_.empty() && sends_in_flight_ == 0) || !error_.ok(); });
   while (!(send_queue_.empty() && sends_in_flight_ == 0)) {
     RETURN_IF_ERROR(HealthLocked());
     if (Clock::now() >= deadline) {

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -24,12 +25,13 @@ constexpr int kMaxSleepMs = 100;  // bounds how late a credit timeout is seen
 // stops spinning and sleeps.
 constexpr auto kOffCpuGap = std::chrono::microseconds(20);
 constexpr auto kHandshakeTimeout = std::chrono::milliseconds(2000);
-// Caller progress (Transport::Poll): the progress thread naps while a
-// caller polled within kCallerQuietNs, in naps of kNapNs, so a caller that
-// stops without EndPolling leaves its messages at most about that long
-// (plus timer slack) to the napping thread.
+// Caller progress (Transport::Poll): the progress thread naps until
+// kCallerQuietNs after the last caller's Poll, so a caller that stops
+// without EndPolling leaves its messages at most about that long to it
+// (the spin of an idle progress thread is as long). The thread runs with
+// 1 us of timer slack (the default 50 us would double the nap).
 constexpr int64_t kCallerQuietNs = 200 * 1000;
-constexpr long kNapNs = 200 * 1000;  // NOLINT(runtime/int): timespec's type
+constexpr unsigned long kTimerSlackNs = 1000;  // NOLINT(runtime/int): prctl's type
 
 int64_t SteadyNs(Clock::time_point at) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
@@ -448,7 +450,10 @@ bool ShmTransportImpl::PollOnceLocked(Clock::time_point now) {
 
 bool ShmTransportImpl::Poll() {
   // Not from inside a handler or callback: this thread holds the mutex.
-  if (stopping_.load(std::memory_order_relaxed) || t_progressing == this) return false;
+  if (!shm_.caller_progress || stopping_.load(std::memory_order_relaxed) ||
+      t_progressing == this) {
+    return false;
+  }
   const Clock::time_point now = Clock::now();
   last_caller_poll_ns_.store(SteadyNs(now), std::memory_order_relaxed);
   std::unique_lock<std::mutex> progress(progress_mutex_, std::try_to_lock);
@@ -466,6 +471,7 @@ bool ShmTransportImpl::CallersPolling(Clock::time_point now) const {
 }
 
 void ShmTransportImpl::ProgressLoop() {
+  ::prctl(PR_SET_TIMERSLACK, kTimerSlackNs, 0, 0, 0);
   Clock::time_point idle_since = Clock::now(), last_events = idle_since;
   bool off_cpu = false;  // the last yield kept us off the CPU for long
   while (!stopping_.load()) {
@@ -510,9 +516,13 @@ void ShmTransportImpl::NapWhilePolled() {
   // Dekker with EndPolling: either it sees napping_ and rings the doorbell,
   // or this thread sees its reset of last_caller_poll_ns_ and does not nap.
   napping_.store(true, std::memory_order_seq_cst);
-  while (!stopping_.load() && CallersPolling(Clock::now())) {
+  while (!stopping_.load()) {
+    const int64_t quiet_at =
+        last_caller_poll_ns_.load(std::memory_order_seq_cst) + kCallerQuietNs;
+    const int64_t nap_ns = quiet_at - SteadyNs(Clock::now());
+    if (nap_ns <= 0) break;
     pollfd ready{epoll_fd_, POLLIN, 0};
-    const timespec nap{0, kNapNs};
+    const timespec nap{0, static_cast<long>(nap_ns)};  // NOLINT(runtime/int)
     if (::ppoll(&ready, 1, &nap, nullptr) > 0) HandleEvents(0);
   }
   napping_.store(false, std::memory_order_seq_cst);

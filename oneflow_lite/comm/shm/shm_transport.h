@@ -66,6 +66,15 @@ struct ShmOptions {
   // progress thread, so a poster never spends long in a copy. Off by
   // default: it saved nothing measurable on a 2-core host (docs/comm.md).
   size_t inline_copy_bytes = 0;
+  // Caller progress (Transport::Poll, docs/comm.md "Caller progress"): a
+  // waiting caller's Poll drains the rings and runs the copies and their
+  // completions on its own thread, and the progress thread naps meanwhile.
+  // false: Poll does nothing and returns false (every delivery through the
+  // progress thread). Off by default until a quiet-machine run shows it
+  // pays: on the loaded 2-core VM it halved context switches of a
+  // 2-process exchange but gained nothing robust in time or CPU per
+  // operation (allreduce_bench --shm_caller_poll=0|1).
+  bool caller_progress = false;
   // How long deregistration waits for a peer's copy from the region.
   std::chrono::milliseconds remove_wait{2000};
 };

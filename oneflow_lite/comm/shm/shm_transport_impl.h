@@ -67,8 +67,9 @@ class ShmTransportImpl : public ShmTransport {
   void RefreshPolledLocked();
   void SleepUntilWoken();
   // While a caller polled within kCallerQuiet: sleeps on the epoll set
-  // (peer hang-ups, EndPolling's doorbell) in short naps, leaving the rings
-  // to the callers. The `sleeping` words stay down: peers ring no doorbell.
+  // (peer hang-ups, EndPolling's doorbell) in short naps, leaving the
+  // rings, copies and backlogs to the callers' Polls. The `sleeping` words
+  // stay down: peers ring no doorbell.
   void NapWhilePolled();
   bool CallersPolling(Clock::time_point now) const;
   // epoll_wait; a connection's hang-up is handled under progress_mutex_.
