@@ -28,8 +28,8 @@ constexpr auto kHandshakeTimeout = std::chrono::milliseconds(2000);
 // Caller progress (Transport::Poll): the progress thread naps until
 // kCallerQuietNs after the last caller's Poll, so a caller that stops
 // without EndPolling leaves its messages at most about that long to it
-// (the spin of an idle progress thread is as long). The thread runs with
-// 1 us of timer slack (the default 50 us would double the nap).
+// (a timeout, never a lost wake-up). The thread runs with 1 us of timer
+// slack (the default 50 us would stretch each nap by a quarter).
 constexpr int64_t kCallerQuietNs = 200 * 1000;
 constexpr unsigned long kTimerSlackNs = 1000;  // NOLINT(runtime/int): prctl's type
 

@@ -17,6 +17,12 @@
 //     `sleeping` word in each segment, and a peer that publishes a message
 //     or returns credits rings the doorbell only then (no system call per
 //     message under load).
+//   * Caller progress (ShmOptions::caller_progress, off by default): a
+//     waiting caller's Poll runs what the progress thread would (copies,
+//     completions, inbound rings, backlogs) under the same progress mutex
+//     (try-locked), so handlers and completions still run one at a time;
+//     while callers poll, the progress thread naps with its `sleeping`
+//     words down until 200 us after the last Poll or an EndPolling.
 //   * One-sided READ/WRITE: cross-memory attach (process_vm_readv /
 //     process_vm_writev) by the initiator's progress thread (or, up to
 //     `inline_copy_bytes`, by the posting thread inside Post*), straight
