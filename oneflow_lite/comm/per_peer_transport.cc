@@ -103,6 +103,17 @@ class PerPeerTransport : public Transport {
     return provider->GetConnection(peer_rank);
   }
 
+  // Both providers; each keeps its own handlers serialized (as with their
+  // progress threads, the two may run handlers for different peers at once).
+  bool Poll() override {
+    const bool local = local_->Poll();
+    return remote_->Poll() || local;
+  }
+  void EndPolling() override {
+    local_->EndPolling();
+    remote_->EndPolling();
+  }
+
  private:
   const TransportOptions options_;
   const std::unique_ptr<shm::ShmTransport> local_;

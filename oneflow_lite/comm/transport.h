@@ -26,12 +26,25 @@
 // outstanding one-sided operations.
 //
 // Completion. Every Post* that returns OK invokes its callback exactly once,
-// on the provider's progress thread, with OK or the error that ended the
-// operation. A Post* that returns an error never invokes its callback, and
+// on the provider's progress thread (or inside a caller's Transport::Poll,
+// below), with OK or the error that ended the operation. A Post* that returns an error never invokes its callback, and
 // no callback is ever invoked from inside Post* itself (callers may hold
 // their own locks while posting).
 // Callbacks and message handlers must not block (they may post new
 // operations and send messages: posting never blocks).
+//
+// Caller progress. A thread waiting for a message or a completion may call
+// Transport::Poll in its wait loop instead of only yielding: a provider
+// that supports it (shm: its rings are shared memory, so a poll is a few
+// loads) then delivers what has arrived on that thread, running handlers
+// and callbacks there and saving the hop through its progress thread. The
+// provider keeps the serialization its progress thread gave, whichever
+// thread runs them: one connection's handlers and callbacks never run
+// concurrently and its messages stay in order (shm: none of one transport
+// run concurrently; the per-peer transport: none of one provider). A
+// thread calling Poll must not hold a lock that a handler or callback
+// takes, and handlers and callbacks must not call Poll (it returns false
+// there).
 //
 // Errors. A failure of a connection (peer closed or died, protocol violation,
 // remote access error, timeout) becomes that connection's sticky status: every
@@ -134,11 +147,11 @@ class MemoryRegion {
   const uint32_t access_;
 };
 
-// Runs once per operation on the progress thread.
+// Runs once per operation on the progress thread (or in a caller's Poll).
 using Completion = std::function<void(const Status&)>;
 
-// Called on the progress thread for each arriving message; `data` is valid
-// only during the call (the ring slot is recycled afterwards).
+// Called on the progress thread (or in a caller's Poll) for each arriving
+// message, one at a time; `data` is valid only during the call (the ring slot is recycled afterwards).
 using MessageHandler =
     std::function<void(int peer_rank, const void* data, size_t size)>;
 
@@ -257,6 +270,19 @@ class Transport {
 
   // The connection to `peer_rank`, or FailedPrecondition if not connected.
   virtual StatusOr<Connection*> GetConnection(int peer_rank) = 0;
+
+  // Caller progress ("Caller progress" above): delivers, on the calling
+  // thread and without blocking, what has arrived; true if it delivered or
+  // completed anything. False, doing nothing, when the provider has none
+  // (the default; tcp, ibverbs) or another thread is progressing right now:
+  // the caller then yields as before. Thread-safe. While callers poll, the
+  // provider may let its progress thread nap (shm: it resumes within a few
+  // hundred microseconds of the last Poll), so a caller about to sleep on
+  // something else should call EndPolling first.
+  virtual bool Poll() { return false; }
+  // The calling thread stops polling (e.g. before it sleeps on a condition
+  // variable): the progress thread takes over at once. Thread-safe.
+  virtual void EndPolling() {}
 };
 
 // Synchronous helpers on top of the callbacks: post and wait (bounded).

@@ -9,7 +9,7 @@
 //   bazel run -c opt //tools/bench:allreduce_bench -- [--nproc=0 (2,3,4)]
 //       [--repeats=5] [--min_bytes=4096] [--max_bytes=67108864]
 //       [--comm=tcp,shm] [--gloo=1] [--shm_spin_us=N]
-//       [--shm_inline_bytes=N]
+//       [--shm_inline_bytes=N] [--shm_caller_poll=0|1] [--ring_poll=0|1]
 //
 // One rank per host (e.g. per network namespace, tests/netns/netns.sh run):
 //   allreduce_bench --addrs=A0,A1,... --rank=R [--port=29600]
@@ -424,8 +424,8 @@ int main(int argc, char** argv) {
   const int flags = oflite::bench::CheckFlags(
       argc, argv,
       {"nproc", "repeats", "min_bytes", "max_bytes", "comm", "gloo", "shm_spin_us",
-       "shm_inline_bytes", "addrs", "rank", "port", "gloo_dir", "ring_chunk_bytes",
-       "ring_slots", "ring_spin_us", "mpi_bench", "mpi_btl"},
+       "shm_inline_bytes", "shm_caller_poll", "addrs", "rank", "port", "gloo_dir", "ring_chunk_bytes",
+       "ring_slots", "ring_spin_us", "ring_poll", "mpi_bench", "mpi_btl"},
       "allreduce_bench: all-reduce bus bandwidth (float32 sum) of CommNet's ring over each\n"
       "provider next to Gloo's ring and ring-chunked, 2/3/4 processes on this host.\n"
       "  --nproc=N          only N processes (default 0: 2, 3 and 4)\n"
@@ -435,8 +435,10 @@ int main(int argc, char** argv) {
       "  --gloo=0           leave Gloo out (CPU profiles of CommNet alone)\n"
       "  --shm_spin_us=N    the shm provider's busy-poll bound (default: its own)\n"
       "  --shm_inline_bytes=N   its caller-thread copy bound (default: its own)\n"
+      "  --shm_caller_poll=0|1  waiting callers drive the shm rings (default: its own)\n"
       "  --ring_chunk_bytes=B --ring_slots=S   the ring's geometry (default: the plan's)\n"
       "  --ring_spin_us=U   how long a ring waiter polls before it sleeps (default: the ring's)\n"
+      "  --ring_poll=0|1    a ring waiter drives the transport (Transport::Poll; default: 0)\n"
       "One rank per host (each its own process, e.g. in tests/netns/netns.sh run):\n"
       "  --addrs=A0,A1,..   every rank's address (world = their count)\n"
       "  --rank=R           this process's rank; listens on AR (rank 0 serves A0:port)\n"
@@ -462,6 +464,7 @@ int main(int argc, char** argv) {
     config.ring.slots = static_cast<int>(FlagValue(argc, argv, "ring_slots", config.ring.slots));
     config.ring.wait_spin = std::chrono::microseconds(FlagValue(
         argc, argv, "ring_spin_us", static_cast<long long>(config.ring.wait_spin.count())));
+    config.ring.wait_poll = FlagValue(argc, argv, "ring_poll", config.ring.wait_poll) != 0;
     config.mpi_bench = FlagString(argc, argv, "mpi_bench", "");
     if (!config.mpi_bench.empty()) {
       config.mpi_btls = oflite::bench::SplitList(FlagString(argc, argv, "mpi_btl", "vader,tcp"));

@@ -128,6 +128,8 @@ inline comm::shm::ShmOptions BenchShmOptions(int argc, char** argv) {
   if (spin >= 0) options.spin = std::chrono::microseconds(spin);
   const long long inline_bytes = FlagValue(argc, argv, "shm_inline_bytes", -1);
   if (inline_bytes >= 0) options.inline_copy_bytes = static_cast<size_t>(inline_bytes);
+  const long long caller_poll = FlagValue(argc, argv, "shm_caller_poll", -1);
+  if (caller_poll >= 0) options.caller_progress = caller_poll != 0;
   return options;
 }
 

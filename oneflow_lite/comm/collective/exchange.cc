@@ -175,10 +175,14 @@ void ExchangeCommunicator::FailLocked(const Status& status) {
 
 Status ExchangeCommunicator::WaitAll(uint64_t call, size_t bytes, Deadline deadline,
                                      std::unique_lock<std::mutex>* lock) {
-  // The peers' pieces usually follow within microseconds: poll (yielding)
-  // for kSpin before sleeping on the condition variable, whose wake-up
-  // would cost about as much as the whole exchange.
+  // The peers' pieces usually follow within microseconds: poll for kSpin
+  // before sleeping on the condition variable, whose wake-up would cost
+  // about as much as the whole exchange. Polling drives the transport from
+  // this thread where the provider can (Transport::Poll: shm reads its
+  // rings and runs OnPiece here, without the progress thread's hop), else
+  // yields. Done, the transport's progress thread resumes by itself.
   const Clock::time_point spin_until = Clock::now() + kSpin;
+  bool polled = false;
   while (true) {
     RETURN_IF_ERROR(HealthLocked());
     auto it = incoming_.find(call);
@@ -203,10 +207,15 @@ Status ExchangeCommunicator::WaitAll(uint64_t call, size_t bytes, Deadline deadl
                                    missing, "'s data of call ", call);
     }
     if (Clock::now() < spin_until) {
-      lock->unlock();
-      std::this_thread::yield();
+      lock->unlock();  // OnPiece takes it, also inside Poll
+      polled = true;
+      if (!transport_->Poll()) std::this_thread::yield();
       lock->lock();
       continue;
+    }
+    if (polled) {  // about to sleep: the progress thread takes over now
+      polled = false;
+      transport_->EndPolling();
     }
     changed_.wait_until(*lock, std::min(deadline, Clock::now() + kStatusPoll));
   }

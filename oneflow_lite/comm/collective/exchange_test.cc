@@ -18,11 +18,14 @@ namespace {
 using std::chrono::milliseconds;
 constexpr milliseconds kTimeout{20000};
 
+// "shm_poll": shm with caller progress, so WaitAll's polls run OnPiece.
 TransportFactory Factory(const std::string& name) {
-  if (name == "shm") {
-    return {"shm", [](const TransportOptions& options) -> StatusOr<std::unique_ptr<Transport>> {
-              ASSIGN_OR_RETURN(auto transport,
-                               shm::CreateShmTransport(options, shm::ShmOptions()));
+  if (name == "shm" || name == "shm_poll") {
+    shm::ShmOptions shm_options;
+    shm_options.caller_progress = name == "shm_poll";
+    return {name,
+            [shm_options](const TransportOptions& options) -> StatusOr<std::unique_ptr<Transport>> {
+              ASSIGN_OR_RETURN(auto transport, shm::CreateShmTransport(options, shm_options));
               return std::unique_ptr<Transport>(std::move(transport));
             }};
   }
@@ -203,7 +206,7 @@ TEST_P(ExchangeTest, RefusesADtypeItCannotSum) {
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status;
 }
 
-INSTANTIATE_TEST_SUITE_P(Providers, ExchangeTest, ::testing::Values("tcp", "shm"),
+INSTANTIATE_TEST_SUITE_P(Providers, ExchangeTest, ::testing::Values("tcp", "shm", "shm_poll"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -14,15 +14,26 @@ namespace {
 
 constexpr std::chrono::milliseconds kStatusPoll{20};
 
-// Yields with `lock` released until `done()` (checked under the lock) or
-// `spin` passes (CollectiveOptions::wait_spin); true when done.
+// Yields, or with `poll` polls `transport` (Transport::Poll: shm runs the
+// neighbour's READY and the WRITEs' completions on this thread, yielding
+// only when it found nothing), with `lock` released, until `done()`
+// (checked under the lock) or `spin` passes (CollectiveOptions::wait_spin,
+// wait_poll); true when done. Before returning false (the caller sleeps
+// next) it ends polling, so the transport's progress thread takes over at
+// once.
 template <typename Done>
-bool SpinBriefly(std::unique_lock<std::mutex>* lock, std::chrono::microseconds spin, Done done) {
+bool SpinBriefly(Transport* transport, bool poll, std::unique_lock<std::mutex>* lock,
+                 std::chrono::microseconds spin, Done done) {
   const Clock::time_point until = Clock::now() + spin;
+  bool polled = false;
   while (!done()) {
-    if (Clock::now() >= until) return false;
-    lock->unlock();
-    std::this_thread::yield();
+    if (Clock::now() >= until) {
+      if (polled) transport->EndPolling();
+      return false;
+    }
+    lock->unlock();  // the handlers and callbacks take it
+    polled = poll;
+    if (!poll || !transport->Poll()) std::this_thread::yield();
     lock->lock();
   }
   return true;
@@ -387,7 +398,7 @@ void RingCommunicator::PumpSendsLocked() {
 StatusOr<RingCommunicator::Ready> RingCommunicator::WaitReady(uint64_t sequence,
                                                               Deadline deadline) {
   std::unique_lock<std::mutex> lock(mutex_);
-  SpinBriefly(&lock, options_.wait_spin, [&] { return ready_.count(sequence) != 0 || !error_.ok(); });
+  SpinBriefly(transport_, options_.wait_poll, &lock, options_.wait_spin, [&] { return ready_.count(sequence) != 0 || !error_.ok(); });
   while (true) {
     auto it = ready_.find(sequence);
     if (it != ready_.end()) {
@@ -491,7 +502,7 @@ Status RingCommunicator::RunSteps(const std::vector<Step>& steps,
     }
   }
   std::unique_lock<std::mutex> lock(mutex_);
-  SpinBriefly(&lock, options_.wait_spin, [&] { return (send_queue_.empty() && sends_in_flight_ == 0) || !error_.ok(); });
+  SpinBriefly(transport_, options_.wait_poll, &lock, options_.wait_spin, [&] { return (send_queue_.empty() && sends_in_flight_ == 0) || !error_.ok(); });
   while (!(send_queue_.empty() && sends_in_flight_ == 0)) {
     RETURN_IF_ERROR(HealthLocked());
     if (Clock::now() >= deadline) {

@@ -60,10 +60,16 @@ struct CollectiveOptions {
   uint32_t channel = 0x100;  // router channel (and channel | kReplyBit)
   size_t chunk_bytes = kDefaultRingChunkBytes;
   int slots = kDefaultRingSlots;
-  // How long the calling thread polls (yielding) for a neighbour's chunk or
-  // its last WRITE's completion before it sleeps on a condition variable
+  // How long the calling thread polls (yielding) for a neighbour's chunk
+  // or its last WRITE's completion before it sleeps on a condition variable
   // (whose wake-up costs tens of microseconds on a VM). 0: sleep at once.
   std::chrono::microseconds wait_spin{50};
+  // While it polls, drive the transport (Transport::Poll: shm then runs the
+  // WRITEs, their completions and the READY handlers on this thread) instead
+  // of only yielding. Off: on the 2-core VM it halved context switches but
+  // doubled the CPU per 256 KiB all-reduce (the copies no longer overlap
+  // the reduction), docs/comm.md "Caller progress".
+  bool wait_poll = false;
   std::chrono::milliseconds setup_timeout{30000};
   // The same on every rank of the ring (e.g. derived from the plan); checked
   // against the right neighbour's at set-up.

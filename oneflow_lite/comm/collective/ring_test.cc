@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "oneflow_lite/comm/shm/shm_transport.h"
 #include "oneflow_lite/comm/tcp/tcp_transport.h"
 #include "oneflow_lite/comm/transport_test_suite.h"
 
@@ -22,6 +23,17 @@ constexpr milliseconds kTimeout{20000};
 TransportFactory TcpFactory() {
   return {"tcp", [](const TransportOptions& options) {
             return tcp::CreateTcpTransport(options, tcp::TcpOptions());
+          }};
+}
+
+// shm with caller progress: waiters that poll run WRITEs, completions and
+// READYs on their own threads.
+TransportFactory ShmPollingFactory() {
+  return {"shm_poll", [](const TransportOptions& options) -> StatusOr<std::unique_ptr<Transport>> {
+            shm::ShmOptions shm_options;
+            shm_options.caller_progress = true;
+            ASSIGN_OR_RETURN(auto transport, shm::CreateShmTransport(options, shm_options));
+            return std::unique_ptr<Transport>(std::move(transport));
           }};
 }
 
@@ -149,7 +161,8 @@ struct Ring {
 enum class Wrap { kNone, kReadyAfterCompletion, kHoldable };
 
 // N connected transports with routers and pools, no communicators yet.
-std::unique_ptr<Ring> MakeTransports(int world, Wrap wrap = Wrap::kNone) {
+std::unique_ptr<Ring> MakeTransports(int world, Wrap wrap = Wrap::kNone,
+                                     const TransportFactory& factory = TcpFactory()) {
   auto ring = std::make_unique<Ring>();
   ring->stats = std::vector<CommStats>(world);
   std::vector<TransportOptions> options(world);
@@ -159,7 +172,7 @@ std::unique_ptr<Ring> MakeTransports(int world, Wrap wrap = Wrap::kNone) {
     options[rank].world_size = world;
     options[rank].on_message = ring->routers[rank]->AsHandler();
   }
-  auto transports = CreateConnectedTransports(TcpFactory(), options, kTimeout);
+  auto transports = CreateConnectedTransports(factory, options, kTimeout);
   CHECK(transports.ok()) << transports.status();
   ring->transports = std::move(*transports);
   if (wrap != Wrap::kNone) {
@@ -179,14 +192,17 @@ std::unique_ptr<Ring> MakeTransports(int world, Wrap wrap = Wrap::kNone) {
 }
 
 std::unique_ptr<Ring> MakeRing(int world, size_t chunk_bytes = 4096, int slots = 2,
-                               Wrap wrap = Wrap::kNone) {
-  auto ring = MakeTransports(world, wrap);
+                               Wrap wrap = Wrap::kNone,
+                               const TransportFactory& factory = TcpFactory(),
+                               bool wait_poll = false) {
+  auto ring = MakeTransports(world, wrap, factory);
   std::vector<std::thread> threads;
   for (int rank = 0; rank < world; ++rank) {
     threads.emplace_back([&, rank] {
       CollectiveOptions collective;
       collective.chunk_bytes = chunk_bytes;
       collective.slots = slots;
+      collective.wait_poll = wait_poll;
       auto communicator = RingCommunicator::Create(
           ring->transports[rank].get(), ring->routers[rank].get(),
           ring->pools[rank].get(), collective);
@@ -270,6 +286,22 @@ TEST(RingTest, AllReduceOverWorldsAndSizes) {
 TEST(RingTest, ReadyAfterCompletionPathGivesTheSameResults) {
   for (int world : {2, 3, 4}) {
     auto ring = MakeRing(world, 4096, 2, Wrap::kReadyAfterCompletion);
+    for (size_t count : {size_t{1}, size_t{1001}, size_t{40000}}) {
+      SCOPED_TRACE("world " + std::to_string(world) + " count " + std::to_string(count));
+      RunAndCheck(ring.get(), Kind::kAllReduce, count);
+      RunAndCheck(ring.get(), Kind::kReduceScatter, count);
+      RunAndCheck(ring.get(), Kind::kAllGather, count);
+    }
+  }
+}
+
+// Waiters that drive the transport (CollectiveOptions::wait_poll over shm
+// with caller progress): READY handlers, WRITEs and their completions run on
+// the polling callers as well as on the progress threads; the results are
+// the same. Small chunks and slots: many waits per call.
+TEST(RingTest, PollingWaitersOverShmGiveTheSameResults) {
+  for (int world : {2, 3, 4}) {
+    auto ring = MakeRing(world, 4096, 2, Wrap::kNone, ShmPollingFactory(), /*wait_poll=*/true);
     for (size_t count : {size_t{1}, size_t{1001}, size_t{40000}}) {
       SCOPED_TRACE("world " + std::to_string(world) + " count " + std::to_string(count));
       RunAndCheck(ring.get(), Kind::kAllReduce, count);

@@ -1,8 +1,10 @@
 // Internal: one shm connection (see shm_transport.h for the design). The
-// caller-facing methods (Connection API) are thread-safe; the Poll*/Run*
-// methods belong to the transport's progress thread. The progress thread's
-// idle polls (PollOutbound, PollInbound, HasOutboundWork) take no lock while
-// there is nothing to do, so its busy-polling never contends with callers.
+// caller-facing methods (Connection API) are thread-safe; the Poll*/Run*/Has*
+// methods and SetSleeping belong to whoever holds the transport's progress
+// mutex (its progress thread, or a caller inside Transport::Poll), so one
+// thread at a time drains the rings and runs handlers. The idle polls
+// (PollOutbound, PollInbound, HasOutboundWork) take no connection lock while
+// there is nothing to do, so busy-polling never contends with senders.
 #ifndef ONEFLOW_LITE_COMM_SHM_SHM_CONNECTION_H_
 #define ONEFLOW_LITE_COMM_SHM_SHM_CONNECTION_H_
 
@@ -76,7 +78,8 @@ class ShmConnection : public Connection {
   void Fail(const Status& status, bool report = true);
   int socket_fd() const { return socket_fd_; }
 
-  // Progress thread. Each returns true if it did something.
+  // Under the transport's progress mutex. Each returns true if it did
+  // something.
   bool PollInbound();
   bool PollOutbound(Clock::time_point now);
   bool HasInbound() const;
@@ -135,7 +138,7 @@ class ShmConnection : public Connection {
   uint64_t ops_posted_ = 0;
   uint64_t ops_completed_ = 0;
 
-  // Progress thread only.
+  // Under the transport's progress mutex.
   uint64_t in_tail_ = 0;
   uint64_t last_out_tail_ = 0;
   Clock::time_point last_credit_;

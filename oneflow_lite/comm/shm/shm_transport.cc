@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -24,6 +25,35 @@ constexpr int kMaxSleepMs = 100;  // bounds how late a credit timeout is seen
 // stops spinning and sleeps.
 constexpr auto kOffCpuGap = std::chrono::microseconds(20);
 constexpr auto kHandshakeTimeout = std::chrono::milliseconds(2000);
+// Caller progress (Transport::Poll): the progress thread naps until
+// kCallerQuietNs after the last caller's Poll, so a caller that stops
+// without EndPolling leaves its messages at most about that long to it
+// (a timeout, never a lost wake-up). The thread runs with 1 us of timer
+// slack (the default 50 us would stretch each nap by a quarter).
+constexpr int64_t kCallerQuietNs = 200 * 1000;
+constexpr unsigned long kTimerSlackNs = 1000;  // NOLINT(runtime/int): prctl's type
+
+int64_t SteadyNs(Clock::time_point at) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
+}
+
+// The transport whose progress mutex this thread holds (handlers and
+// callbacks run there): Poll from inside them returns false instead of
+// locking the mutex again.
+thread_local const void* t_progressing = nullptr;
+
+class ProgressingHere {
+ public:
+  explicit ProgressingHere(const void* transport) : previous_(t_progressing) {
+    t_progressing = transport;
+  }
+  ~ProgressingHere() { t_progressing = previous_; }
+  ProgressingHere(const ProgressingHere&) = delete;
+  ProgressingHere& operator=(const ProgressingHere&) = delete;
+
+ private:
+  const void* const previous_;
+};
 
 class ShmRegion : public MemoryRegion {
  public:
@@ -86,7 +116,10 @@ ShmTransportImpl::~ShmTransportImpl() {
     connection->Fail(closed.WithContext("rank " + std::to_string(connection->peer_rank())),
                      /*report=*/false);
   }
-  RunOps();  // completes whatever is left with the sticky Cancelled
+  {
+    std::lock_guard<std::mutex> progress(progress_mutex_);
+    RunOps();  // completes whatever is left with the sticky Cancelled
+  }
   connections_.clear();
   for (auto& entry : arrivals_) {
     ::close(entry.second.fd);
@@ -335,9 +368,15 @@ Status ShmTransportImpl::AddConnection(ConnectionSetup setup) {
     return UnavailableError("shm connection to rank ", peer_rank,
                             ": epoll_ctl: ", std::strerror(errno));
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  connections_[peer_rank] = std::move(connection);
-  connections_version_.fetch_add(1);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    connections_[peer_rank] = std::move(connection);
+    connections_version_.fetch_add(1);
+  }
+  // A progress thread asleep since before this connection raised no
+  // sleeping word in its segment: peers would not ring it until its sleep
+  // times out (kMaxSleepMs). Wake it to take the connection in.
+  Wake();
   return Status::OK();
 }
 
@@ -391,28 +430,64 @@ bool ShmTransportImpl::RunOps() {
   return !ops.empty();
 }
 
-bool ShmTransportImpl::PollOnce(const std::vector<ShmConnection*>& connections) {
+void ShmTransportImpl::RefreshPolledLocked() {
+  const uint64_t version = connections_version_.load();
+  if (version == polled_version_) return;
+  polled_version_ = version;
+  polled_ = Snapshot();
+}
+
+bool ShmTransportImpl::PollOnceLocked(Clock::time_point now) {
+  ProgressingHere here(this);
+  RefreshPolledLocked();
   bool worked = RunOps();
-  const Clock::time_point now = Clock::now();
-  for (ShmConnection* connection : connections) {
+  for (ShmConnection* connection : polled_) {
     worked |= connection->PollInbound();
     worked |= connection->PollOutbound(now);
   }
   return worked;
 }
 
+bool ShmTransportImpl::Poll() {
+  // Not from inside a handler or callback: this thread holds the mutex.
+  if (!shm_.caller_progress || stopping_.load(std::memory_order_relaxed) ||
+      t_progressing == this) {
+    return false;
+  }
+  const Clock::time_point now = Clock::now();
+  last_caller_poll_ns_.store(SteadyNs(now), std::memory_order_relaxed);
+  std::unique_lock<std::mutex> progress(progress_mutex_, std::try_to_lock);
+  if (!progress.owns_lock()) return false;
+  return PollOnceLocked(now);
+}
+
+void ShmTransportImpl::EndPolling() {
+  last_caller_poll_ns_.store(0, std::memory_order_seq_cst);
+  if (napping_.load(std::memory_order_seq_cst)) ::eventfd_write(doorbell_fd_, 1);
+}
+
+bool ShmTransportImpl::CallersPolling(Clock::time_point now) const {
+  return SteadyNs(now) - last_caller_poll_ns_.load(std::memory_order_seq_cst) < kCallerQuietNs;
+}
+
 void ShmTransportImpl::ProgressLoop() {
-  std::vector<ShmConnection*> connections;
-  uint64_t version = ~uint64_t{0};
+  ::prctl(PR_SET_TIMERSLACK, kTimerSlackNs, 0, 0, 0);
   Clock::time_point idle_since = Clock::now(), last_events = idle_since;
   bool off_cpu = false;  // the last yield kept us off the CPU for long
   while (!stopping_.load()) {
-    if (connections_version_.load() != version) {
-      version = connections_version_.load();
-      connections = Snapshot();
+    Clock::time_point now = Clock::now();
+    if (CallersPolling(now)) {
+      NapWhilePolled();
+      idle_since = last_events = Clock::now();
+      off_cpu = false;
+      continue;
     }
-    const Clock::time_point now = Clock::now();
-    if (PollOnce(connections)) {
+    bool worked;
+    {
+      std::lock_guard<std::mutex> progress(progress_mutex_);
+      worked = PollOnceLocked(now);
+    }
+    if (worked) {
       idle_since = now;
       off_cpu = false;
       // Busy: still look at the sockets now and then (a peer may be gone).
@@ -431,21 +506,44 @@ void ShmTransportImpl::ProgressLoop() {
       off_cpu = Clock::now() - now > kOffCpuGap;
       continue;
     }
-    SleepUntilWoken(connections);
+    SleepUntilWoken();
     idle_since = last_events = Clock::now();
     off_cpu = false;
   }
 }
 
-void ShmTransportImpl::SleepUntilWoken(const std::vector<ShmConnection*>& connections) {
-  sleeping_.store(true, std::memory_order_seq_cst);
-  for (ShmConnection* connection : connections) connection->SetSleeping(true);
-  bool pending = ops_queued_.load(std::memory_order_seq_cst) != 0;
-  for (ShmConnection* connection : connections) {
-    pending |= connection->HasInbound() || connection->HasOutboundWork();
+void ShmTransportImpl::NapWhilePolled() {
+  // Dekker with EndPolling: either it sees napping_ and rings the doorbell,
+  // or this thread sees its reset of last_caller_poll_ns_ and does not nap.
+  napping_.store(true, std::memory_order_seq_cst);
+  while (!stopping_.load()) {
+    const int64_t quiet_at =
+        last_caller_poll_ns_.load(std::memory_order_seq_cst) + kCallerQuietNs;
+    const int64_t nap_ns = quiet_at - SteadyNs(Clock::now());
+    if (nap_ns <= 0) break;
+    pollfd ready{epoll_fd_, POLLIN, 0};
+    const timespec nap{0, static_cast<long>(nap_ns)};  // NOLINT(runtime/int)
+    if (::ppoll(&ready, 1, &nap, nullptr) > 0) HandleEvents(0);
   }
+  napping_.store(false, std::memory_order_seq_cst);
+}
+
+void ShmTransportImpl::SleepUntilWoken() {
+  bool pending;
+  {
+    std::lock_guard<std::mutex> progress(progress_mutex_);
+    sleeping_.store(true, std::memory_order_seq_cst);
+    for (ShmConnection* connection : polled_) connection->SetSleeping(true);
+    pending = ops_queued_.load(std::memory_order_seq_cst) != 0;
+    for (ShmConnection* connection : polled_) {
+      pending |= connection->HasInbound() || connection->HasOutboundWork();
+    }
+  }
+  // A caller's Poll meanwhile may drain what made `pending`; it then only
+  // costs one pass.
   HandleEvents(pending || stopping_.load() ? 0 : kMaxSleepMs);
-  for (ShmConnection* connection : connections) connection->SetSleeping(false);
+  std::lock_guard<std::mutex> progress(progress_mutex_);
+  for (ShmConnection* connection : polled_) connection->SetSleeping(false);
   sleeping_.store(false, std::memory_order_seq_cst);
 }
 
@@ -462,7 +560,11 @@ void ShmTransportImpl::HandleEvents(int timeout_ms) {
     // Nothing travels on the socket after the handshake: any event means
     // the peer closed it or its process ended. Deliver what it published.
     ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, connection->socket_fd(), nullptr);
-    connection->PollInbound();
+    {
+      std::lock_guard<std::mutex> progress(progress_mutex_);
+      ProgressingHere here(this);
+      connection->PollInbound();
+    }
     connection->Fail(UnavailableError("rank ", connection->peer_rank(),
                                       " closed its shm connection (its process exited, was "
                                       "killed or destroyed its transport)"));

@@ -39,6 +39,11 @@ class ShmTransportImpl : public ShmTransport {
   StatusOr<std::string> LocalEndpoint(int peer_rank) override;
   Status Connect(int peer_rank, const std::string& peer_endpoint, Deadline deadline) override;
   StatusOr<Connection*> GetConnection(int peer_rank) override;
+  // Caller progress: one PollOnce (one-sided operations, every connection's
+  // inbound ring and backlog) on the calling thread, if the progress mutex
+  // is free. While callers poll, the progress thread naps (NapWhilePolled).
+  bool Poll() override;
+  void EndPolling() override;
 
   // For connections (any thread).
   const TransportOptions& options() const { return options_; }
@@ -56,8 +61,18 @@ class ShmTransportImpl : public ShmTransport {
   };
 
   void ProgressLoop();
-  bool PollOnce(const std::vector<ShmConnection*>& connections);
-  void SleepUntilWoken(const std::vector<ShmConnection*>& connections);
+  // One pass over operations and connections; progress_mutex_ held.
+  bool PollOnceLocked(Clock::time_point now);
+  // Refreshes polled_ from connections_ if one was added; progress_mutex_ held.
+  void RefreshPolledLocked();
+  void SleepUntilWoken();
+  // While a caller polled within kCallerQuiet: sleeps on the epoll set
+  // (peer hang-ups, EndPolling's doorbell) in short naps, leaving the
+  // rings, copies and backlogs to the callers' Polls. The `sleeping` words
+  // stay down: peers ring no doorbell.
+  void NapWhilePolled();
+  bool CallersPolling(Clock::time_point now) const;
+  // epoll_wait; a connection's hang-up is handled under progress_mutex_.
   void HandleEvents(int timeout_ms);
   bool RunOps();
   std::vector<ShmConnection*> Snapshot();
@@ -79,6 +94,15 @@ class ShmTransportImpl : public ShmTransport {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> sleeping_{false};
   std::thread progress_thread_;
+
+  // Whoever holds it drains the rings, runs the operations and their
+  // callbacks: the progress thread (lock) or a caller in Poll (try_lock).
+  std::mutex progress_mutex_;
+  std::vector<ShmConnection*> polled_;  // guarded by progress_mutex_
+  uint64_t polled_version_ = ~uint64_t{0};  // guarded by progress_mutex_
+  // steady_clock nanoseconds of the last caller's Poll; 0 after EndPolling.
+  std::atomic<int64_t> last_caller_poll_ns_{0};
+  std::atomic<bool> napping_{false};  // the progress thread is in NapWhilePolled
 
   std::mutex ops_mutex_;
   std::deque<OneSidedOp> ops_;

@@ -35,13 +35,21 @@ shm::ShmOptions NoSpin() {
   return options;
 }
 
+shm::ShmOptions CallerProgress() {
+  shm::ShmOptions options;
+  options.caller_progress = true;  // Transport::Poll drains the rings
+  return options;
+}
+
 // The defaults; copies on the posting thread; a progress thread that never
 // spins (so messages and credits wake it through the sleeping word and the
-// doorbell).
+// doorbell); caller progress (the suites' caller-poll tests deliver on
+// their polling threads too).
 const auto kShmVariants =
     ::testing::Values(ShmFactory("shm", shm::ShmOptions()),
                       ShmFactory("shm_inline_copies", InlineCopies()),
-                      ShmFactory("shm_no_spin", NoSpin()));
+                      ShmFactory("shm_no_spin", NoSpin()),
+                      ShmFactory("shm_caller_progress", CallerProgress()));
 
 INSTANTIATE_TEST_SUITE_P(Shm, TransportConformanceTest, kShmVariants,
                          [](const auto& info) { return info.param.name; });
