@@ -27,9 +27,10 @@
 //
 // Completion. Every Post* that returns OK invokes its callback exactly once,
 // on the provider's progress thread (or inside a caller's Transport::Poll,
-// below), with OK or the error that ended the operation. A Post* that returns an error never invokes its callback, and
-// no callback is ever invoked from inside Post* itself (callers may hold
-// their own locks while posting).
+// below), with OK or the error that ended the operation. A Post* that
+// returns an error never invokes its callback, and no callback is ever
+// invoked from inside Post* itself (callers may hold their own locks while
+// posting).
 // Callbacks and message handlers must not block (they may post new
 // operations and send messages: posting never blocks).
 //
@@ -151,7 +152,8 @@ class MemoryRegion {
 using Completion = std::function<void(const Status&)>;
 
 // Called on the progress thread (or in a caller's Poll) for each arriving
-// message, one at a time; `data` is valid only during the call (the ring slot is recycled afterwards).
+// message, one at a time; `data` is valid only during the call (the ring
+// slot is recycled afterwards).
 using MessageHandler =
     std::function<void(int peer_rank, const void* data, size_t size)>;
 

@@ -95,7 +95,8 @@ TEST(TraceRuntimeTest, ActAndMessageArgumentsKeepEveryField) {
                               R"( iteration \d+ (from|by) m0/cpu\d+/s\d+/t\d+)";
   const std::regex add_act(R"re("iteration":\d+,"task":\d+,"ops":\["add\d"\],"consumed":")re" +
                            regst + R"re(","produced":")re" + regst + R"re(","ready_after":")re" +
-                           message + R"re(","ready_from":\d+,"idle_before_us":\d+|"iteration":0,.*)re");
+                           message +
+                           R"re(","ready_from":\d+,"idle_before_us":\d+|"iteration":0,.*)re");
   const std::regex handle(R"re("message":")re" + message +
                           R"re(","actor":\d+,"from":\d+,"message_iteration":\d+)re");
   const std::regex add_number(R"re(^"iteration":(\d+),"task":\d+,"ops":\["add(\d)"\])re");

@@ -398,7 +398,8 @@ void RingCommunicator::PumpSendsLocked() {
 StatusOr<RingCommunicator::Ready> RingCommunicator::WaitReady(uint64_t sequence,
                                                               Deadline deadline) {
   std::unique_lock<std::mutex> lock(mutex_);
-  SpinBriefly(transport_, options_.wait_poll, &lock, options_.wait_spin, [&] { return ready_.count(sequence) != 0 || !error_.ok(); });
+  SpinBriefly(transport_, options_.wait_poll, &lock, options_.wait_spin,
+              [&] { return ready_.count(sequence) != 0 || !error_.ok(); });
   while (true) {
     auto it = ready_.find(sequence);
     if (it != ready_.end()) {
@@ -502,7 +503,9 @@ Status RingCommunicator::RunSteps(const std::vector<Step>& steps,
     }
   }
   std::unique_lock<std::mutex> lock(mutex_);
-  SpinBriefly(transport_, options_.wait_poll, &lock, options_.wait_spin, [&] { return (send_queue_.empty() && sends_in_flight_ == 0) || !error_.ok(); });
+  SpinBriefly(transport_, options_.wait_poll, &lock, options_.wait_spin, [&] {
+    return (send_queue_.empty() && sends_in_flight_ == 0) || !error_.ok();
+  });
   while (!(send_queue_.empty() && sends_in_flight_ == 0)) {
     RETURN_IF_ERROR(HealthLocked());
     if (Clock::now() >= deadline) {
