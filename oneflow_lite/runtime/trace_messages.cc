@@ -6,6 +6,7 @@ namespace oflite {
 namespace {
 
 thread_local const ActorMessage* handled_message = nullptr;
+thread_local HandleTrace* current_handle = nullptr;  // the innermost HandleTrace
 
 bool CrossesMachines(const ActorMessage& message) {
   return (message.kind == MessageKind::kProduced || message.kind == MessageKind::kReturned) &&
@@ -86,7 +87,21 @@ std::string DescribeTrigger(const int64_t* numbers) {
 void TraceMessageSentSlow(const ActorMessage& message) {
   trace::Track* track = trace::CurrentTrack();
   if (!CrossesMachines(message) || !track->InWindow(message.piece_id)) return;
-  track->AddFlow('s', MessageFlowId(message), MessageKindName(message.kind), trace::NowNs());
+  // Inside a handling the flow starts in its slice (begun now if needed).
+  const int64_t now = current_handle != nullptr && current_handle->track() == track
+                          ? current_handle->SliceFromNow()
+                          : trace::NowNs();
+  track->AddFlow('s', MessageFlowId(message), MessageKindName(message.kind), now);
+}
+
+int64_t HandleTrace::SliceFromNow() {
+  if (!sliced_) {
+    sliced_ = true;
+    events_before_ = track_->event_count();
+    begin_ns_ = trace::NowNs();
+    return begin_ns_;
+  }
+  return trace::NowNs();
 }
 
 void HandleTrace::Begin(const ActorMessage& message, const std::string& actor_name,
@@ -97,6 +112,8 @@ void HandleTrace::Begin(const ActorMessage& message, const std::string& actor_na
   name_memo_ = name_memo;
   previous_message_ = handled_message;
   handled_message = &message;
+  previous_handle_ = current_handle;
+  current_handle = this;
   // A wake-up's tag is the iteration for a collective, an act count for an
   // asynchronous device's actor: either way a fair window test.
   in_window_ = message.kind != MessageKind::kEndOfData && message.piece_id >= 0 &&
@@ -114,6 +131,7 @@ void HandleTrace::Begin(const ActorMessage& message, const std::string& actor_na
 
 void HandleTrace::End() {
   handled_message = previous_message_;
+  current_handle = previous_handle_;
   track_->SetActive(was_active_);
   if (!sliced_) return;
   const int64_t end_ns = trace::NowNs();

@@ -10,7 +10,10 @@
 // (CommNet, collectives: its handling is all the trace shows of it) gets a
 // slice; for the others the act slice says which message let it run, and
 // nothing is read or written (not even the clock) for those that let none
-// run. A produced or returned message that crossed machines
+// run, unless the handling sends a message to another machine (a producer
+// whose register a remote CommNet actor pulls): its slice then starts at
+// that send, so the flow's start lies inside a slice, where trace viewers
+// draw the arrow from. A produced or returned message that crossed machines
 // ends a flow there; TraceMessageSent starts it on the sender (the CommNet
 // route calls it), both ends computing the same id from the message.
 // Everything is a no-op on a thread without a trace track (tracing off):
@@ -44,6 +47,12 @@ class HandleTrace {
   HandleTrace(const HandleTrace&) = delete;
   HandleTrace& operator=(const HandleTrace&) = delete;
 
+  // The handling's slice starts now if it had none (see the header
+  // comment); returns the current time (its begin time if it starts now).
+  // For TraceMessageSentSlow.
+  int64_t SliceFromNow();
+  trace::Track* track() const { return track_; }
+
  private:
   void Begin(const ActorMessage& message, const std::string& actor_name,
              trace::InternedName* name_memo, bool actor_records_acts);
@@ -52,6 +61,7 @@ class HandleTrace {
   trace::Track* track_ = nullptr;
   const ActorMessage* message_ = nullptr;
   const ActorMessage* previous_message_ = nullptr;
+  HandleTrace* previous_handle_ = nullptr;
   const std::string* actor_name_ = nullptr;
   trace::InternedName* name_memo_ = nullptr;
   bool in_window_ = false;

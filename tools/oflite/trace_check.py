@@ -7,7 +7,8 @@ Usage: trace_check.py TRACE.json [--summary SUMMARY.json] [--ranks N]
 
 Trace checks: valid JSON (Python's parser); the expected ranks as
 processes; every flow id has exactly one start and one end (unless
---lone-rank), and with several ranks flows exist and one crosses ranks; "X" slices nest properly on
+--lone-rank), each inside a slice of its thread, and with several ranks
+flows exist and one crosses ranks; "X" slices nest properly on
 every (pid, tid) track; every slice with an "iteration" arg lies in the
 window; act and kernel slices exist, and handle slices too where the trace
 states level "messages" (otherData.trace_level, per rank in a merged file;
@@ -60,6 +61,19 @@ def check_trace(trace, args, failures):
         cross += ends["s"][0]["pid"] != ends["f"][0]["pid"]
     if args.ranks > 1 and cross == 0:
         failures.append("no flow crosses ranks")
+    # Viewers draw a flow from and to the slices enclosing its ends: each end
+    # must lie inside a slice of its own thread.
+    by_track = collections.defaultdict(list)
+    for e in slices:
+        by_track[(e["pid"], e["tid"])].append((e["ts"], e["ts"] + e["dur"]))
+    for e in events:
+        if e.get("ph") not in ("s", "f"):
+            continue
+        spans = by_track[(e["pid"], e["tid"])]
+        if not any(b - EPS_US <= e["ts"] <= end + EPS_US for b, end in spans):
+            failures.append(f"flow {e['id']} ('{e['ph']}' of '{e.get('name')}' at {e['ts']} on "
+                            f"{e['pid']}/{e['tid']}) lies in no slice of its thread")
+            break
     tracks = collections.defaultdict(list)
     for e in slices:
         if e["dur"] < 0:

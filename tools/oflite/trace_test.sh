@@ -9,7 +9,8 @@
 #    reading of the trace (per-op totals, step time, kernels + runtime + idle
 #    = threads x step within 10 %, the critical path adds up) and with the
 #    step time the session timed itself from the sink's reports (10 %);
-#  - the two machines at the default level (acts), a one-machine
+#  - the two machines at the default level (acts), a 2-stage pipeline at
+#    level acts (flows whose start a producer sends itself), a one-machine
 #    `oflite run --trace FILE --trace-level messages`, and bad input (exit 2
 #    naming the flag or the file).
 set -u
@@ -31,6 +32,10 @@ echo 'machine { id: 0 address: "127.0.0.1" cpu_devices: 1 }' > "$TMP/one.pbtxt"
 "$WRITE_JOB" "$TMP/two.job.pb" --batch 32 --features 64 --hidden 32 --classes 4 \
     --iterations 48 --placement 0-1:cpu:0 > "$TMP/out" 2>&1 &&
   "$OFLITE" compile --job "$TMP/two.job.pb" --cluster "$TMP/two.pbtxt" -o "$TMP/two.plan.pb" \
+    --quiet > "$TMP/out" 2>&1 &&
+  "$WRITE_JOB" "$TMP/pipe.job.pb" --batch 32 --features 64 --hidden 32 --classes 4 \
+    --iterations 48 --stages 0:cpu:0,1:cpu:0 > "$TMP/out" 2>&1 &&
+  "$OFLITE" compile --job "$TMP/pipe.job.pb" --cluster "$TMP/two.pbtxt" -o "$TMP/pipe.plan.pb" \
     --quiet > "$TMP/out" 2>&1 &&
   "$WRITE_JOB" "$TMP/one.job.pb" --batch 32 --features 64 --hidden 32 --classes 4 \
     --iterations 40 --placement 0:cpu:0 > "$TMP/out" 2>&1 &&
@@ -59,6 +64,18 @@ if expect "launch with --trace" timeout 300 "$OFLITE" launch --plan "$TMP/two.pl
     { echo "FAIL: text summary lacks its sections"; cat "$TMP/out"; fail=1; }
   grep -q '"clock_offset_ns"' "$TMP/tr/trace.json" ||
     { echo "FAIL: merged trace does not state the clock offsets"; fail=1; }
+fi
+
+# A 2-stage pipeline at level acts: its producers send "produced" to the
+# other machine themselves (a CommNet actor there pulls the register), from
+# handlings that record no slice of their own unless they send across.
+if expect "pipeline launch with --trace" timeout 300 "$OFLITE" launch --plan "$TMP/pipe.plan.pb" \
+    --nproc 2 --comm tcp -- --eval=false --log-every 100 --trace "$TMP/trp" --trace-iters 8:40; then
+  if expect "pipeline trace summary --json" "$OFLITE" trace summary --json "$TMP/trp/trace.json"; then
+    cp "$TMP/out" "$TMP/pipe.summary.json"
+    expect "pipeline trace and summary" python3 "$CHECK" "$TMP/trp/trace.json" --ranks 2 \
+      --window 8:40 --summary "$TMP/pipe.summary.json" || true
+  fi
 fi
 
 # One machine, every iteration, every message handled (level messages;
