@@ -35,20 +35,31 @@ int64_t IterationOf(const trace::TraceEvent& act) {
   return std::stoll(act.args.substr(act.args.find(key) + key.size()));
 }
 
+// Runs `plan` with `tracer` recording; null (with the failure reported)
+// when the runtime cannot be made or the run fails. `plan` must outlive
+// the runtime, which is kept for its stats.
+std::unique_ptr<Runtime> RunTraced(const Plan& plan, trace::Tracer* tracer) {
+  RuntimeOptions options;
+  options.tracer = tracer;
+  StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(plan, options);
+  EXPECT_TRUE(runtime.ok()) << runtime.status().ToString();
+  if (!runtime.ok()) return nullptr;
+  const Status ran = (*runtime)->Run();
+  EXPECT_TRUE(ran.ok()) << ran.ToString();
+  return ran.ok() ? std::move(*runtime) : nullptr;
+}
+
 TEST(TraceRuntimeTest, RecordsEachActOfTheWindowOnceInsideItsHandling) {
   trace::TracerOptions window;
   window.first_iteration = 3;
   window.end_iteration = 7;
   window.messages = true;
   trace::Tracer tracer(window);
-  RuntimeOptions options;
-  options.tracer = &tracer;
   const Plan plan = testing::ChainPlan(/*length=*/3, /*regst_num=*/2, /*iters=*/10);
-  StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(plan, options);
-  ASSERT_TRUE(runtime.ok()) << runtime.status().ToString();
-  ASSERT_TRUE((*runtime)->Run().ok());
+  std::unique_ptr<Runtime> runtime = RunTraced(plan, &tracer);
+  ASSERT_NE(runtime, nullptr);
   const std::vector<const trace::Track*> tracks = tracer.tracks();
-  EXPECT_EQ(static_cast<int64_t>(tracks.size()), (*runtime)->stats().threads);
+  EXPECT_EQ(static_cast<int64_t>(tracks.size()), runtime->stats().threads);
 
   std::map<std::string, std::multiset<int64_t>> iterations_by_task;
   int kernels = 0;
@@ -84,12 +95,8 @@ TEST(TraceRuntimeTest, ActAndMessageArgumentsKeepEveryField) {
   trace::TracerOptions every_message;
   every_message.messages = true;
   trace::Tracer tracer(every_message);
-  RuntimeOptions options;
-  options.tracer = &tracer;
   const Plan plan = testing::ChainPlan(/*length=*/3, /*regst_num=*/2, /*iters=*/6);
-  StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(plan, options);
-  ASSERT_TRUE(runtime.ok()) << runtime.status().ToString();
-  ASSERT_TRUE((*runtime)->Run().ok());
+  ASSERT_NE(RunTraced(plan, &tracer), nullptr);
   const std::string regst = R"(r\d+\[\d+\])";
   const std::string message = R"((produced|returned) )" + regst +
                               R"( iteration \d+ (from|by) m0/cpu\d+/s\d+/t\d+)";
@@ -140,11 +147,7 @@ TEST(TraceRuntimeTest, ActsLevelRecordsEveryActButNoLocalHandling) {
     trace::TracerOptions level;
     level.messages = messages;
     trace::Tracer tracer(level);
-    RuntimeOptions options;
-    options.tracer = &tracer;
-    StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(plan, options);
-    ASSERT_TRUE(runtime.ok()) << runtime.status().ToString();
-    ASSERT_TRUE((*runtime)->Run().ok());
+    ASSERT_NE(RunTraced(plan, &tracer), nullptr);
     std::map<std::string, std::multiset<int64_t>> iterations_by_task;
     int handles = 0, kernels = 0;
     for (const trace::Track* track : tracer.tracks()) {
@@ -196,11 +199,7 @@ TEST(TraceRuntimeTest, UntracedRunHasNoTrackAndAWindowPastTheRunRecordsNothing) 
   window.first_iteration = 100;
   window.end_iteration = 200;
   trace::Tracer tracer(window);
-  RuntimeOptions options;
-  options.tracer = &tracer;
-  StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(plan, options);
-  ASSERT_TRUE(runtime.ok());
-  ASSERT_TRUE((*runtime)->Run().ok());
+  ASSERT_NE(RunTraced(plan, &tracer), nullptr);
   ASSERT_FALSE(tracer.tracks().empty());
   for (const trace::Track* track : tracer.tracks()) EXPECT_EQ(track->event_count(), 0u);
 }

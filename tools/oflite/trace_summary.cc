@@ -136,11 +136,18 @@ void SummarizeThreads(const TraceFile& file, int64_t pid, double lo, double hi, 
 
 // The step time rank `pid`'s session timed itself (otherData of a rank
 // file, or its entry in a merged file's "ranks"); -1 when not stated.
-double MeasuredStep(const TraceFile& file, int64_t pid) {
+// A merged file's otherData.ranks (one entry per rank), or null for a rank
+// file.
+const google::protobuf::ListValue* MergedRanks(const TraceFile& file) {
   const auto& fields = file.other_data.fields();
   auto ranks = fields.find("ranks");
-  if (ranks != fields.end() && ranks->second.has_list_value()) {
-    for (const auto& entry : ranks->second.list_value().values()) {
+  return ranks != fields.end() && ranks->second.has_list_value() ? &ranks->second.list_value()
+                                                                  : nullptr;
+}
+
+double MeasuredStep(const TraceFile& file, int64_t pid) {
+  if (const google::protobuf::ListValue* ranks = MergedRanks(file)) {
+    for (const auto& entry : ranks->values()) {
       const auto& info = entry.struct_value().fields();
       auto rank = info.find("rank");
       auto step = info.find("measured_step_us");
@@ -348,16 +355,13 @@ void CriticalPath(const TraceFile& file, const std::vector<Handling>& all,
 // otherData.trace_level of a rank file, or its ranks' in a merged one;
 // files written before levels existed recorded every message.
 std::string TraceLevel(const TraceFile& file) {
-  const auto& fields = file.other_data.fields();
-  auto ranks = fields.find("ranks");
-  if (ranks == fields.end() || !ranks->second.has_list_value()) {
-    return file.OtherString("trace_level", "messages");
-  }
+  const google::protobuf::ListValue* ranks = MergedRanks(file);
+  if (ranks == nullptr) return file.OtherString("trace_level", "messages");
   std::set<std::string> levels;
-  for (const auto& entry : ranks->second.list_value().values()) {
-    auto level = entry.struct_value().fields().find("trace_level");
-    levels.insert(level != entry.struct_value().fields().end() ? level->second.string_value()
-                                                                 : "messages");
+  for (const auto& entry : ranks->values()) {
+    const auto& info = entry.struct_value().fields();
+    auto level = info.find("trace_level");
+    levels.insert(level != info.end() ? level->second.string_value() : "messages");
   }
   return levels.size() == 1 ? *levels.begin() : "mixed";
 }
