@@ -170,6 +170,13 @@ void PrintRows(int world, const Config& config, const std::vector<Row>& rows) {
   std::printf("\nAll-reduce busbw, %d processes, float32 sum (MB/s, medians of %d, samples "
               "interleaved)\n",
               world, config.repeats);
+  // Forked ranks only: with --addrs each process is its own host's rank.
+  if (config.addrs.empty()) {
+    std::printf("binding: %s", DescribeBinding(world).c_str());
+    if (!config.mpi_btls.empty()) std::printf("; OpenMPI: mpirun %s", MpiBindOptions(world).c_str());
+    std::printf("\n");
+  }
+  std::printf("load average %s (at the end of the sizes)\n", LoadAverage().c_str());
   std::printf("%-8s", "size");
   for (const std::string& provider : config.providers) {
     std::printf(" %11s %11s %11s", (provider + " ring").c_str(), (provider + " exch").c_str(),
@@ -425,7 +432,7 @@ int main(int argc, char** argv) {
       argc, argv,
       {"nproc", "repeats", "min_bytes", "max_bytes", "comm", "gloo", "shm_spin_us",
        "shm_inline_bytes", "shm_caller_poll", "addrs", "rank", "port", "gloo_dir", "ring_chunk_bytes",
-       "ring_slots", "ring_spin_us", "ring_poll", "mpi_bench", "mpi_btl"},
+       "ring_slots", "ring_spin_us", "ring_poll", "mpi_bench", "mpi_btl", "bind"},
       "allreduce_bench: all-reduce bus bandwidth (float32 sum) of CommNet's ring over each\n"
       "provider next to Gloo's ring and ring-chunked, 2/3/4 processes on this host.\n"
       "  --nproc=N          only N processes (default 0: 2, 3 and 4)\n"
@@ -448,9 +455,13 @@ int main(int argc, char** argv) {
       "  --mpi_bench=PATH   OpenMPI's program (tools/bench/mpi_allreduce_bench.sh\n"
       "                     --compile_to=PATH), run by mpirun sample by sample between ours\n"
       "  --mpi_btl=LIST     its transports (default vader,tcp: the shm and tcp peers)\n"
+      "  --bind=auto|cores|none   CPU binding of the forked ranks (default auto, as\n"
+      "                     `oflite launch`: each rank its own cores when they fit); mpirun\n"
+      "                     gets the matching --bind-to\n"
       "The <provider>/peer column: the plan's figure against the best peer (tcp: Gloo's\n"
       "two and OpenMPI over TCP; shm: OpenMPI over vader).\n");
   if (flags >= 0) return flags;
+  oflite::bench::SetBindingFromFlags(argc, argv);
   auto configure = [&](int world) {
     oflite::bench::Config config;
     config.world = world;

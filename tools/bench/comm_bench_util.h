@@ -5,6 +5,7 @@
 #ifndef ONEFLOW_LITE_TOOLS_BENCH_COMM_BENCH_UTIL_H_
 #define ONEFLOW_LITE_TOOLS_BENCH_COMM_BENCH_UTIL_H_
 
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,9 +15,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "oneflow_lite/comm/launch/cpu_binding.h"
 #include "oneflow_lite/comm/shm/shm_transport.h"
 #include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/comm/tcp/tcp_transport.h"
@@ -145,20 +148,119 @@ inline int FreePort() {
   return port;
 }
 
-// Forks ranks 1..world-1 (each runs body(rank) and exits with its result),
-// runs body(0) here, and returns non-zero if any rank failed. Call before
-// any thread exists.
+// "1.23 0.98 0.75": the 1-, 5- and 15-minute load averages ("?" if unknown).
+inline std::string LoadAverage() {
+  double load[3];
+  if (getloadavg(load, 3) != 3) return "?";
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.2f %.2f %.2f", load[0], load[1], load[2]);
+  return text;
+}
+
+// CPU binding of the ranks a bench forks (--bind, comm/launch/cpu_binding.h;
+// the default auto is `oflite launch`'s and, at 2 ranks on a 2-core host,
+// what mpirun does by default). The peers a bench starts as processes
+// (mpirun, iperf3) are started with the launcher's own CPUs, or with the
+// CPUs of the rank they stand in for, never inheriting a rank's binding by
+// accident.
+struct BenchBinding {
+  comm::BindPolicy policy = comm::BindPolicy::kAuto;
+  std::vector<std::vector<int>> cores;  // the launcher's, read once
+  std::vector<int> launcher_cpus;       // the same, flattened
+};
+
+inline BenchBinding& Binding() {
+  static BenchBinding binding = [] {
+    BenchBinding b;
+    b.cores = comm::AllowedCores();
+    for (const auto& core : b.cores) {
+      b.launcher_cpus.insert(b.launcher_cpus.end(), core.begin(), core.end());
+    }
+    std::sort(b.launcher_cpus.begin(), b.launcher_cpus.end());
+    return b;
+  }();
+  return binding;
+}
+
+// Reads --bind (auto, cores or none); exits 2 on a bad value.
+inline void SetBindingFromFlags(int argc, char** argv) {
+  const std::string text = FlagString(argc, argv, "bind", "auto");
+  auto policy = comm::ParseBindPolicy(text, "--bind");
+  if (!policy.ok()) {
+    std::fprintf(stderr, "%s\n", policy.status().ToString().c_str());
+    std::exit(2);
+  }
+  Binding().policy = *policy;
+}
+
+// The CPUs of local rank `rank` of `world` (empty: unbound).
+inline std::vector<int> RankCpus(int rank, int world) {
+  return comm::CpusForLocalRank(Binding().cores, rank, world, Binding().policy);
+}
+
+// "rank 0 on CPUs 0, rank 1 on CPUs 1" or "ranks unbound (...)".
+inline std::string DescribeBinding(int world) {
+  std::string text;
+  for (int rank = 0; rank < world; ++rank) {
+    const std::vector<int> cpus = RankCpus(rank, world);
+    if (cpus.empty()) continue;
+    text += (text.empty() ? "" : ", ") + std::string("rank ") + std::to_string(rank) +
+            " on CPUs " + comm::DescribeCpus(cpus);
+  }
+  if (!text.empty()) return text;
+  return std::string("ranks unbound (--bind ") + comm::BindPolicyName(Binding().policy) + ", " +
+         std::to_string(world) + " ranks, " + std::to_string(Binding().cores.size()) + " cores)";
+}
+
+// Binds the calling thread to `cpus` for its lifetime (what it starts
+// meanwhile inherits them), then restores the thread's previous CPUs.
+// Empty `cpus`: the launcher's CPUs.
+class ScopedCpus {
+ public:
+  explicit ScopedCpus(const std::vector<int>& cpus) {
+    CPU_ZERO(&previous_);
+    saved_ = sched_getaffinity(0, sizeof(previous_), &previous_) == 0;
+    Status bound = comm::BindToCpus(0, cpus.empty() ? Binding().launcher_cpus : cpus);
+    if (!bound.ok()) std::fprintf(stderr, "bench: %s\n", bound.ToString().c_str());
+  }
+  ~ScopedCpus() {
+    if (saved_) sched_setaffinity(0, sizeof(previous_), &previous_);
+  }
+  ScopedCpus(const ScopedCpus&) = delete;
+  ScopedCpus& operator=(const ScopedCpus&) = delete;
+
+ private:
+  cpu_set_t previous_;
+  bool saved_ = false;
+};
+
+// Forks ranks 1..world-1 (each bound by --bind, runs body(rank) and exits
+// with its result), runs body(0) here on rank 0's CPUs (restored
+// afterwards), and returns non-zero if any rank failed. Call before any
+// thread exists.
 inline int RunRanks(int world, const std::function<int(int)>& body) {
   std::vector<pid_t> children;
   for (int rank = 1; rank < world; ++rank) {
+    const std::vector<int> cpus = RankCpus(rank, world);
     pid_t pid = ::fork();
     if (pid == 0) {
+      Status bound = comm::BindToCpus(0, cpus);
+      if (!bound.ok()) {
+        std::fprintf(stderr, "rank %d: %s\n", rank, bound.ToString().c_str());
+        ::_exit(1);
+      }
       std::fflush(stdout);
       ::_exit(body(rank));
     }
     children.push_back(pid);
   }
-  int failed = body(0);
+  int failed;
+  {
+    const std::vector<int> cpus = RankCpus(0, world);
+    std::unique_ptr<ScopedCpus> bound;
+    if (!cpus.empty()) bound = std::make_unique<ScopedCpus>(cpus);
+    failed = body(0);
+  }
   for (pid_t child : children) {
     int status = 0;
     ::waitpid(child, &status, 0);

@@ -13,11 +13,14 @@
 // Bandwidth: rank 0 moves `total` bytes (at least 32 MiB per sample) to rank
 // 1 in transfers of each size: raw = send() loop into recv(), CommNet =
 // one-sided WRITE (and READ) with a window of outstanding operations, into a
-// registered buffer. Latency: ping-pong of 8-byte messages, median round
-// trip, and rank 0's CPU time per round trip (user + system, all threads:
-// load from other jobs disturbs it far less than wall time). Every figure is
+// registered buffer. Latency: ping-pong of 8-byte messages in blocks
+// interleaved with the raw loop's blocks (blocking and spinning recv), the
+// median of the blocks' median round trips, and rank 0's CPU time per round
+// trip (user + system, all threads: load from other jobs disturbs it far
+// less than wall time). Every figure is
 // the median over --repeats samples; raw, CommNet and iperf3 samples
 // alternate so that all see the same (shared, busy) machine.
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/socket.h>
 
@@ -118,17 +121,37 @@ double RawSample(int rank, int fd, std::vector<char>* buffer, size_t size) {
   return 0;
 }
 
-double RawLatency(int rank, int fd, int iterations) {
+// Exactly 8 bytes from `fd`: a blocking recv, or (spin) recv without
+// waiting, retried until they are there.
+void Recv8(int fd, char* message, bool spin) {
+  if (!spin) {
+    if (::recv(fd, message, 8, MSG_WAITALL) != 8) std::exit(2);
+    return;
+  }
+  for (size_t got = 0; got < 8;) {
+    const ssize_t n = ::recv(fd, message + got, 8 - got, MSG_DONTWAIT);
+    if (n > 0) {
+      got += n;
+    } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      std::exit(2);
+    }
+  }
+}
+
+// One block of `iterations` ping-pongs on the raw socket (both ranks);
+// rank 0 returns the median round trip in microseconds. `spin`: both sides
+// poll the socket instead of sleeping in recv (what a spinning MPI does).
+double RawLatency(int rank, int fd, int iterations, bool spin) {
   std::vector<double> rtts;
   char message[8] = {0};
   for (int i = 0; i < iterations; ++i) {
     auto start = Clock::now();
     if (rank == 0) {
       ::send(fd, message, 8, MSG_NOSIGNAL);
-      ::recv(fd, message, 8, MSG_WAITALL);
+      Recv8(fd, message, spin);
       rtts.push_back(SecondsSince(start) * 1e6);
     } else {
-      ::recv(fd, message, 8, MSG_WAITALL);
+      Recv8(fd, message, spin);
       ::send(fd, message, 8, MSG_NOSIGNAL);
     }
   }
@@ -173,9 +196,14 @@ struct Results {
   std::vector<double> write_bandwidth;
   std::vector<double> read_bandwidth;
   std::vector<double> iperf3_bandwidth;  // negative: no good sample
+  // Round trips: median of the per-block medians (blocks interleaved:
+  // raw, raw spinning, CommNet, raw, ...), and every block's median.
   double raw_rtt_us = 0;
+  double raw_spin_rtt_us = 0;
   double commnet_rtt_us = 0;
+  std::vector<double> raw_rtt_blocks, raw_spin_rtt_blocks, commnet_rtt_blocks;
   double raw_rtt_cpu_us = 0;      // rank 0's CPU time per round trip
+  double raw_spin_rtt_cpu_us = 0;
   double commnet_rtt_cpu_us = 0;
 };
 
@@ -258,7 +286,8 @@ Results Measure(int rank, const Config& config) {
       writes.push_back(TimeTransfers(link, **region, *peer_key, size, false));
       reads.push_back(TimeTransfers(link, **region, *peer_key, size, true));
       if (config.iperf3) {
-        const double sample = Iperf3Sample(FreePort(), size, TotalFor(size));
+        const double sample =
+            Iperf3Sample(FreePort(), size, TotalFor(size), RankCpus(1, 2), RankCpus(0, 2));
         if (sample > 0) iperfs.push_back(sample);
       }
     }
@@ -267,21 +296,30 @@ Results Measure(int rank, const Config& config) {
     result.read_bandwidth.push_back(Median(reads));
     result.iperf3_bandwidth.push_back(iperfs.empty() ? -1 : Median(iperfs));
   }
-  double cpu_start = ProcessCpuSeconds();
-  result.raw_rtt_us = RawLatency(rank, raw_fd, config.latency_iterations);
-  result.raw_rtt_cpu_us = (ProcessCpuSeconds() - cpu_start) * 1e6 / config.latency_iterations;
-  ::close(raw_fd);
-  if (rank == 0) {
+  // Latency in interleaved blocks, so load drift hits all three alike: the
+  // raw blocking loop, the raw spinning loop (both ranks), then CommNet
+  // (rank 0 pings, rank 1's handler echoes while its main thread already
+  // sleeps in the next raw block's recv).
+  const int block = std::max(1, config.latency_iterations / std::max(1, config.repeats));
+  double raw_cpu = 0, spin_cpu = 0, commnet_cpu = 0;
+  uint64_t pings = 0;
+  for (int repeat = 0; repeat < config.repeats; ++repeat) {
+    double cpu_start = ProcessCpuSeconds();
+    result.raw_rtt_blocks.push_back(RawLatency(rank, raw_fd, block, false));
+    raw_cpu += ProcessCpuSeconds() - cpu_start;
+    cpu_start = ProcessCpuSeconds();
+    result.raw_spin_rtt_blocks.push_back(RawLatency(rank, raw_fd, block, true));
+    spin_cpu += ProcessCpuSeconds() - cpu_start;
+    if (rank != 0) continue;
     cpu_start = ProcessCpuSeconds();
     std::vector<double> rtts;
     char message[8] = {0};
-    for (int i = 0; i < config.latency_iterations; ++i) {
+    for (int i = 0; i < block; ++i) {
       auto start = Clock::now();
       Check(link->SendMessage(message, 8), "send");
       // The waiting thread polls for up to 50 us before it sleeps (what an
-      // application thread waiting on a reply would do; the raw loop's
-      // recv blocks in the kernel).
-      const uint64_t want = static_cast<uint64_t>(i + 1);
+      // application thread waiting on a reply would do).
+      const uint64_t want = ++pings;
       const auto spin_until = Clock::now() + std::chrono::microseconds(50);
       while (pong.count.load(std::memory_order_acquire) != want && Clock::now() < spin_until) {
         std::this_thread::yield();
@@ -290,10 +328,17 @@ Results Measure(int rank, const Config& config) {
       pong.arrived.wait(lock, [&] { return pong.count.load() == want; });
       rtts.push_back(SecondsSince(start) * 1e6);
     }
-    result.commnet_rtt_us = Median(rtts);
-    result.commnet_rtt_cpu_us =
-        (ProcessCpuSeconds() - cpu_start) * 1e6 / config.latency_iterations;
+    commnet_cpu += ProcessCpuSeconds() - cpu_start;
+    result.commnet_rtt_blocks.push_back(Median(rtts));
   }
+  ::close(raw_fd);
+  const double round_trips = static_cast<double>(block) * config.repeats;
+  result.raw_rtt_us = Median(result.raw_rtt_blocks);
+  result.raw_spin_rtt_us = Median(result.raw_spin_rtt_blocks);
+  result.commnet_rtt_us = Median(result.commnet_rtt_blocks);
+  result.raw_rtt_cpu_us = raw_cpu * 1e6 / round_trips;
+  result.raw_spin_rtt_cpu_us = spin_cpu * 1e6 / round_trips;
+  result.commnet_rtt_cpu_us = commnet_cpu * 1e6 / round_trips;
   Check((*control)->Barrier("done", milliseconds(600000)), "final barrier");
   region->reset();
   return result;
@@ -304,6 +349,8 @@ int RunRank(int rank, const Config& config) {
   if (rank != 0) return 0;
   std::printf("CommNet/%s point-to-point, 2 processes on loopback (medians of %d)\n",
               config.provider.c_str(), config.repeats);
+  std::printf("binding: %s (iperf3's client and server get rank 0's and rank 1's)\n",
+              DescribeBinding(2).c_str());
   std::printf("%-8s %12s %12s %12s %12s %10s %13s\n", "size", "raw MB/s", "iperf3 MB/s",
               "WRITE MB/s", "READ MB/s", "WRITE/raw", "WRITE/iperf3");
   const auto sizes = Sizes(config);
@@ -320,10 +367,30 @@ int RunRank(int rank, const Config& config) {
                 100.0 * results.write_bandwidth[i] / results.raw_bandwidth[i], ratio_text.c_str());
   }
   if (!config.iperf3) std::printf("iperf3: not run (--iperf3=0 or not installed)\n");
-  std::printf("8-byte round trip: raw socket %.1f us, CommNet message %.1f us\n",
-              results.raw_rtt_us, results.commnet_rtt_us);
-  std::printf("CPU per round trip (rank 0, user + sys): raw socket %.1f us, CommNet %.1f us\n",
-              results.raw_rtt_cpu_us, results.commnet_rtt_cpu_us);
+  auto blocks = [](const std::vector<double>& values) {
+    std::string text;
+    for (double value : values) {
+      char item[32];
+      std::snprintf(item, sizeof(item), "%s%.1f", text.empty() ? "" : " ", value);
+      text += item;
+    }
+    return text;
+  };
+  std::printf("8-byte round trip (us, median of %d interleaved blocks of %d; the blocks' medians "
+              "in brackets):\n",
+              config.repeats, std::max(1, config.latency_iterations / std::max(1, config.repeats)));
+  std::printf("  raw socket, blocking recv  %6.1f  [%s]\n", results.raw_rtt_us,
+              blocks(results.raw_rtt_blocks).c_str());
+  std::printf("  raw socket, spinning recv  %6.1f  [%s]\n", results.raw_spin_rtt_us,
+              blocks(results.raw_spin_rtt_blocks).c_str());
+  std::printf("  CommNet message            %6.1f  [%s]   %.2fx blocking, %.2fx spinning\n",
+              results.commnet_rtt_us, blocks(results.commnet_rtt_blocks).c_str(),
+              results.commnet_rtt_us / results.raw_rtt_us,
+              results.commnet_rtt_us / results.raw_spin_rtt_us);
+  std::printf("CPU per round trip (rank 0, user + sys): raw blocking %.1f us, raw spinning %.1f "
+              "us, CommNet %.1f us\n",
+              results.raw_rtt_cpu_us, results.raw_spin_rtt_cpu_us, results.commnet_rtt_cpu_us);
+  std::printf("load average %s (at the end)\n", LoadAverage().c_str());
   return 0;
 }
 
@@ -335,7 +402,7 @@ int main(int argc, char** argv) {
   using oflite::bench::FlagValue;
   const int flags = oflite::bench::CheckFlags(
       argc, argv, {"repeats", "min_bytes", "max_bytes", "latency_iterations", "comm",
-                   "shm_spin_us", "shm_inline_bytes", "iperf3"},
+                   "shm_spin_us", "shm_inline_bytes", "iperf3", "bind"},
       "comm_p2p_bench: CommNet point-to-point (WRITE/READ throughput, 8-byte round trip)\n"
       "over each provider next to a raw socket loop, 2 processes on this host.\n"
       "  --repeats=R        samples per size (median; default 5)\n"
@@ -344,8 +411,11 @@ int main(int argc, char** argv) {
       "  --comm=LIST        CommNet providers (default tcp,shm)\n"
       "  --shm_spin_us=N    the shm provider's busy-poll bound (default: its own)\n"
       "  --shm_inline_bytes=N   its caller-thread copy bound (default: its own)\n"
-      "  --iperf3=0|1       iperf3 single-stream samples beside (default 1 when installed)\n");
+      "  --iperf3=0|1       iperf3 single-stream samples beside (default 1 when installed)\n"
+      "  --bind=auto|cores|none   CPU binding of the two ranks (default auto, as\n"
+      "                     `oflite launch`: each its own cores when they fit)\n");
   if (flags >= 0) return flags;
+  oflite::bench::SetBindingFromFlags(argc, argv);
   oflite::bench::Config config;
   config.repeats = static_cast<int>(FlagValue(argc, argv, "repeats", 5));
   config.min_bytes = FlagValue(argc, argv, "min_bytes", 4096);

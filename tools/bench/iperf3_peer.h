@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tools/bench/comm_bench_util.h"
 
@@ -52,8 +53,12 @@ inline double Iperf3ReceivedBitsPerSecond(const std::string& json) {
 
 inline constexpr size_t kIperf3MaxBlock = 1u << 20;
 
-// One sample (MB/s), or negative on failure. `port` must be free.
-inline double Iperf3Sample(int port, size_t size, size_t total) {
+// One sample (MB/s), or negative on failure. `port` must be free. The
+// server runs on `server_cpus` and the client on `client_cpus` (empty: the
+// launcher's CPUs), as the ranks they stand in for (comm_bench_util.h).
+inline double Iperf3Sample(int port, size_t size, size_t total,
+                           const std::vector<int>& server_cpus,
+                           const std::vector<int>& client_cpus) {
   size = std::min(size, kIperf3MaxBlock);
   const std::string port_text = std::to_string(port);
   const char* server_argv[] = {"iperf3", "-s", "-1", "-p", port_text.c_str(), nullptr};
@@ -62,8 +67,12 @@ inline double Iperf3Sample(int port, size_t size, size_t total) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  const int spawned = posix_spawnp(&server, "iperf3", &actions, nullptr,
-                                   const_cast<char* const*>(server_argv), environ);
+  int spawned;
+  {
+    ScopedCpus cpus(server_cpus);
+    spawned = posix_spawnp(&server, "iperf3", &actions, nullptr,
+                           const_cast<char* const*>(server_argv), environ);
+  }
   posix_spawn_file_actions_destroy(&actions);
   if (spawned != 0) return -1;
   const std::string client = "iperf3 -J -c 127.0.0.1 -p " + port_text + " -n " +
@@ -71,6 +80,7 @@ inline double Iperf3Sample(int port, size_t size, size_t total) {
                              " 2>/dev/null";
   double bits = -1;
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  ScopedCpus cpus(client_cpus);
   while (bits < 0 && std::chrono::steady_clock::now() < give_up) {
     bits = Iperf3ReceivedBitsPerSecond(RunCaptured(client));
     if (bits < 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));

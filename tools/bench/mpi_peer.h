@@ -52,8 +52,23 @@ inline double MpiRowBusbw(const std::string& output, size_t bytes) {
   return -1;
 }
 
+// mpirun's binding options matching the bench's own ranks (--bind): bound
+// to one core each, "--bind-to core" (mpirun's own default at 2 ranks);
+// to k cores each, k PEs per rank; unbound (or shares of unequal size),
+// "--bind-to none" (mpirun's default when oversubscribed).
+inline std::string MpiBindOptions(int world) {
+  const std::vector<int> first = RankCpus(0, world);
+  if (first.empty()) return "--bind-to none";
+  const size_t cores = Binding().cores.size();
+  if (cores % world != 0) return "--bind-to none";
+  const size_t per_rank = cores / world;
+  if (per_rank == 1) return "--bind-to core";
+  return "--map-by slot:PE=" + std::to_string(per_rank) + " --bind-to core";
+}
+
 // One OpenMPI sample: busbw in MB/s of `world` processes all-reducing
-// `bytes` over `btl`, or negative.
+// `bytes` over `btl`, or negative. mpirun starts with the launcher's CPUs
+// and binds its ranks as MpiBindOptions says.
 inline double MpiAllReduceSample(const std::string& program, const std::string& btl, int world,
                                  size_t bytes) {
   const std::string options = MpiBtlOptions(btl);
@@ -62,11 +77,16 @@ inline double MpiAllReduceSample(const std::string& program, const std::string& 
     return -1;
   }
   const std::string command = "mpirun --allow-run-as-root --oversubscribe -np " +
-                              std::to_string(world) + " " + options + " '" + program +
+                              std::to_string(world) + " " + MpiBindOptions(world) + " " +
+                              options + " '" + program +
                               "' --repeats=1 --p2p=0 --min_bytes=" + std::to_string(bytes) +
                               " --max_bytes=" + std::to_string(bytes) + " 2>&1";
   int status = 0;
-  const std::string output = RunCaptured(command, &status);
+  std::string output;
+  {
+    ScopedCpus launcher({});
+    output = RunCaptured(command, &status);
+  }
   const double busbw = MpiRowBusbw(output, bytes);
   if (status != 0 || busbw < 0) {
     std::fprintf(stderr, "mpi peer: %s failed (status %d): %s\n", command.c_str(), status,

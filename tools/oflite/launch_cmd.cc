@@ -10,6 +10,10 @@
 // starts `oflite eval` / `oflite predict` on every rank instead of run. Arguments after "--" are
 // passed to every `oflite run`, with "{rank}" replaced by the rank (e.g. --
 // --iters 20 --metrics-out m.{rank}). Output lines are prefixed "[rank R] ".
+// Local ranks are bound to their own share of the cores (--bind auto, the
+// default: when the ranks fit on the cores; comm/launch/cpu_binding.h), so
+// each rank's threads share caches and its compute team sizes itself to
+// its share; the first line on stderr says which rank got which CPUs.
 //
 // Failures (comm/launch/process_group.h): when one rank fails the others
 // are stopped (SIGTERM, SIGKILL after --grace_ms; a rank that exits 4,
@@ -35,6 +39,7 @@
 #include "oneflow_lite/comm/builtin_providers.h"
 #include "oneflow_lite/comm/control/control_client.h"
 #include "oneflow_lite/comm/ibverbs/ibverbs_flags.h"
+#include "oneflow_lite/comm/launch/cpu_binding.h"
 #include "oneflow_lite/comm/launch/process_group.h"
 #include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/common/proto_io.h"
@@ -257,6 +262,11 @@ int RunLaunch(int argc, char** argv) {
                   false, ""},
                  {"oflite", "oflite binary for the nodes; default: this one", false, ""},
                  {"command", "what every rank runs: run, eval or predict", false, "run"},
+                 {"bind",
+                  "local ranks' CPU binding: auto (each rank its own share of the cores when "
+                  "they fit, else unbound), cores (also when oversubscribed: rank r on core r "
+                  "mod cores) or none",
+                  false, "auto"},
                  {"grace_ms",
                   "after a failure or an interrupt, SIGTERM -> SIGKILL delay (and how long a "
                   "rank exiting 4 leaves the others to end on their own)",
@@ -316,13 +326,33 @@ int RunLaunch(int argc, char** argv) {
   const std::string oflite = flags.Get("oflite").empty()
                                  ? (hosts.empty() ? SelfPath() : std::string("oflite"))
                                  : flags.Get("oflite");
+  auto bind = comm::ParseBindPolicy(flags.Get("bind"), "--bind");
+  if (!bind.ok()) return Fail(kExitBadInput, bind.status());
   const std::string master_host = hosts.empty() ? "127.0.0.1" : hosts[0];
   const std::string master = master_host + ":" + std::to_string(port);
 
-  const std::vector<comm::RankProcess> ranks =
+  std::vector<comm::RankProcess> ranks =
       RankCommands({plan, hosts, world, oflite, master, token, flags.Get("comm"), passthrough,
                     command});
-  std::fprintf(stderr, "oflite launch: %d machine(s), master %s\n", world, master.c_str());
+  std::string binding;
+  if (hosts.empty()) {  // one rank per remote host: its machine is its own
+    const auto cores = comm::AllowedCores();
+    for (int rank = 0; rank < world; ++rank) {
+      ranks[rank].cpus = comm::CpusForLocalRank(cores, rank, world, *bind);
+      if (!ranks[rank].cpus.empty()) {
+        binding += (binding.empty() ? "" : ", ") + std::string("rank ") + std::to_string(rank) +
+                   " on CPUs " + comm::DescribeCpus(ranks[rank].cpus);
+      }
+    }
+    if (binding.empty()) {
+      binding = *bind == comm::BindPolicy::kNone
+                    ? "ranks unbound (--bind none)"
+                    : "ranks unbound (" + std::to_string(world) + " ranks, " +
+                          std::to_string(cores.size()) + " cores)";
+    }
+  }
+  std::fprintf(stderr, "oflite launch: %d machine(s), master %s%s%s\n", world, master.c_str(),
+               binding.empty() ? "" : "; ", binding.c_str());
   comm::ProcessGroupOptions options;
   options.grace = std::chrono::milliseconds(*grace);
   options.peer_failed_exit_code = kExitPeerFailed;

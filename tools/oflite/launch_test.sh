@@ -83,5 +83,37 @@ rc=$?
 "$OFLITE" launch --nproc 2 > "$TMP/out" 2>&1; [[ $? == 2 ]] || { echo "FAIL: missing --plan"; fail=1; }
 "$OFLITE" launch --plan "$TMP/none.pb" --nproc 2 > "$TMP/out" 2>&1; [[ $? == 2 ]] || { echo "FAIL: missing plan file"; fail=1; }
 grep -q "none.pb" "$TMP/out" || { echo "FAIL: plan not named"; fail=1; }
+# CPU binding of local ranks: with 2 ranks on the CPUs this test may use,
+# --bind auto gives each its own share (when there are at least 2 cores),
+# none leaves both with the launcher's CPUs, and a bad policy is exit 2.
+cat > "$TMP/node_cpus.sh" <<'NODE'
+#!/bin/sh
+echo "cpus $(grep Cpus_allowed_list /proc/self/status | cut -f2)"
+NODE
+chmod +x "$TMP/node_cpus.sh"
+all=$(grep Cpus_allowed_list /proc/self/status | cut -f2)
+"$OFLITE" launch --plan "$TMP/p2.plan.pb" --nproc 2 --oflite "$TMP/node_cpus.sh" --bind none \
+  > "$TMP/out" 2>&1 || { echo "FAIL: --bind none launch"; cat "$TMP/out"; fail=1; }
+grep -q "ranks unbound (--bind none)" "$TMP/out" || { echo "FAIL: no unbound line"; cat "$TMP/out"; fail=1; }
+for r in 0 1; do
+  grep -qx "\[rank $r\] cpus $all" "$TMP/out" || { echo "FAIL: --bind none rank $r"; cat "$TMP/out"; fail=1; }
+done
+if [[ $(nproc) -ge 2 ]]; then
+  "$OFLITE" launch --plan "$TMP/p2.plan.pb" --nproc 2 --oflite "$TMP/node_cpus.sh" \
+    > "$TMP/out" 2>&1 || { echo "FAIL: --bind auto launch"; cat "$TMP/out"; fail=1; }
+  grep -q "; rank 0 on CPUs .*, rank 1 on CPUs " "$TMP/out" || { echo "FAIL: no binding line"; cat "$TMP/out"; fail=1; }
+  c0=$(sed -n 's/^\[rank 0\] cpus //p' "$TMP/out")
+  c1=$(sed -n 's/^\[rank 1\] cpus //p' "$TMP/out")
+  [[ -n $c0 && -n $c1 && $c0 != "$c1" && $c0 != "$all" ]] ||
+    { echo "FAIL: ranks not bound apart ($c0 / $c1, launcher $all)"; cat "$TMP/out"; fail=1; }
+  grep -q "rank 0 on CPUs $c0, rank 1 on CPUs $c1" "$TMP/out" ||
+    { echo "FAIL: the binding line does not match the ranks' CPUs"; cat "$TMP/out"; fail=1; }
+fi
+"$OFLITE" launch --plan "$TMP/p2.plan.pb" --nproc 2 --oflite "$TMP/node_cpus.sh" --bind core \
+  > "$TMP/out" 2>&1
+rc=$?
+[[ $rc == 2 ]] && grep -q -- "--bind: 'core' is not a binding" "$TMP/out" ||
+  { echo "FAIL: bad --bind exited $rc"; cat "$TMP/out"; fail=1; }
+
 [[ $fail == 0 ]] && echo PASS
 exit $fail

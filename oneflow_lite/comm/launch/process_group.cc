@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -37,6 +38,17 @@ StatusOr<Child> StartChild(int rank, const RankProcess& process) {
   std::vector<char*> argv;
   for (const auto& arg : process.argv) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
+  // Built before fork: the child only makes system calls until exec.
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int cpu : process.cpus) {
+    if (cpu < 0 || cpu >= CPU_SETSIZE) {
+      ::close(pipe_fds[0]);
+      ::close(pipe_fds[1]);
+      return InvalidArgumentError("rank ", rank, ": CPU ", cpu, " is out of range");
+    }
+    CPU_SET(cpu, &cpus);
+  }
   pid_t pid = ::fork();
   if (pid < 0) return UnavailableError("rank ", rank, ": fork: ", strerror(errno));
   if (pid == 0) {
@@ -45,6 +57,10 @@ StatusOr<Child> StartChild(int rank, const RankProcess& process) {
     ::dup2(pipe_fds[1], STDERR_FILENO);
     for (const auto& entry : process.environment) {
       ::putenv(const_cast<char*>(entry.c_str()));
+    }
+    if (!process.cpus.empty() && ::sched_setaffinity(0, sizeof(cpus), &cpus) != 0) {
+      std::fprintf(stderr, "cannot bind rank %d to its CPUs: %s\n", rank, strerror(errno));
+      ::_exit(127);
     }
     ::execvp(argv[0], argv.data());
     std::fprintf(stderr, "cannot start %s: %s\n", argv[0], strerror(errno));

@@ -43,6 +43,9 @@ namespace comm {
 struct RankProcess {
   std::vector<std::string> argv;         // argv[0] is looked up in PATH
   std::vector<std::string> environment;  // extra "KEY=VALUE" entries
+  // CPUs the child is bound to before it execs (cpu_binding.h); empty: it
+  // inherits the launcher's affinity.
+  std::vector<int> cpus;
 };
 
 struct ProcessGroupOptions {
