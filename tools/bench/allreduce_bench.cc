@@ -432,7 +432,7 @@ int main(int argc, char** argv) {
       argc, argv,
       {"nproc", "repeats", "min_bytes", "max_bytes", "comm", "gloo", "shm_spin_us",
        "shm_inline_bytes", "shm_caller_poll", "addrs", "rank", "port", "gloo_dir", "ring_chunk_bytes",
-       "ring_slots", "ring_spin_us", "ring_poll", "mpi_bench", "mpi_btl", "bind"},
+       "ring_slots", "ring_spin_us", "ring_poll", "mpi_bench", "mpi_btl", "bind", "tcp_caller_poll"},
       "allreduce_bench: all-reduce bus bandwidth (float32 sum) of CommNet's ring over each\n"
       "provider next to Gloo's ring and ring-chunked, 2/3/4 processes on this host.\n"
       "  --nproc=N          only N processes (default 0: 2, 3 and 4)\n"
@@ -446,6 +446,7 @@ int main(int argc, char** argv) {
       "  --ring_chunk_bytes=B --ring_slots=S   the ring's geometry (default: the plan's)\n"
       "  --ring_spin_us=U   how long a ring waiter polls before it sleeps (default: the ring's)\n"
       "  --ring_poll=0|1    a ring waiter drives the transport (Transport::Poll; default: 0)\n"
+      "  --tcp_caller_poll=0|1  waiting callers read the tcp sockets (default: its own)\n"
       "One rank per host (each its own process, e.g. in tests/netns/netns.sh run):\n"
       "  --addrs=A0,A1,..   every rank's address (world = their count)\n"
       "  --rank=R           this process's rank; listens on AR (rank 0 serves A0:port)\n"
@@ -462,6 +463,8 @@ int main(int argc, char** argv) {
       "two and OpenMPI over TCP; shm: OpenMPI over vader).\n");
   if (flags >= 0) return flags;
   oflite::bench::SetBindingFromFlags(argc, argv);
+  oflite::bench::BenchTcpCallerPoll() =
+      static_cast<int>(FlagValue(argc, argv, "tcp_caller_poll", -1));
   auto configure = [&](int world) {
     oflite::bench::Config config;
     config.world = world;

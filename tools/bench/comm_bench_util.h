@@ -105,6 +105,13 @@ inline std::vector<std::string> SplitList(const std::string& list) {
   return items;
 }
 
+// --tcp_caller_poll=0|1: TcpOptions::caller_progress of the benches' tcp
+// transports (-1: the provider's default).
+inline int& BenchTcpCallerPoll() {
+  static int value = -1;
+  return value;
+}
+
 // A CommNet transport of provider `provider` (tcp or shm) for a bench rank;
 // `shm` tunes the shm provider (the default: its defaults); tcp listens on
 // `listen_host`.
@@ -120,6 +127,7 @@ inline StatusOr<std::unique_ptr<comm::Transport>> CreateBenchTransport(
   comm::tcp::TcpOptions tcp_options;
   tcp_options.job_token = token;
   tcp_options.listen_host = listen_host;
+  if (BenchTcpCallerPoll() >= 0) tcp_options.caller_progress = BenchTcpCallerPoll() != 0;
   return comm::tcp::CreateTcpTransport(options, tcp_options);
 }
 

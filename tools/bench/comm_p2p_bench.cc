@@ -322,8 +322,10 @@ Results Measure(int rank, const Config& config) {
       const uint64_t want = ++pings;
       const auto spin_until = Clock::now() + std::chrono::microseconds(50);
       while (pong.count.load(std::memory_order_acquire) != want && Clock::now() < spin_until) {
-        std::this_thread::yield();
+        if (!(*transport)->Poll()) std::this_thread::yield();
       }
+      // About to sleep: the progress thread takes over (transport.h).
+      if (pong.count.load(std::memory_order_acquire) != want) (*transport)->EndPolling();
       std::unique_lock<std::mutex> lock(pong.mutex);
       pong.arrived.wait(lock, [&] { return pong.count.load() == want; });
       rtts.push_back(SecondsSince(start) * 1e6);
@@ -402,7 +404,7 @@ int main(int argc, char** argv) {
   using oflite::bench::FlagValue;
   const int flags = oflite::bench::CheckFlags(
       argc, argv, {"repeats", "min_bytes", "max_bytes", "latency_iterations", "comm",
-                   "shm_spin_us", "shm_inline_bytes", "iperf3", "bind"},
+                   "shm_spin_us", "shm_inline_bytes", "iperf3", "bind", "tcp_caller_poll"},
       "comm_p2p_bench: CommNet point-to-point (WRITE/READ throughput, 8-byte round trip)\n"
       "over each provider next to a raw socket loop, 2 processes on this host.\n"
       "  --repeats=R        samples per size (median; default 5)\n"
@@ -416,6 +418,8 @@ int main(int argc, char** argv) {
       "                     `oflite launch`: each its own cores when they fit)\n");
   if (flags >= 0) return flags;
   oflite::bench::SetBindingFromFlags(argc, argv);
+  oflite::bench::BenchTcpCallerPoll() =
+      static_cast<int>(FlagValue(argc, argv, "tcp_caller_poll", -1));
   oflite::bench::Config config;
   config.repeats = static_cast<int>(FlagValue(argc, argv, "repeats", 5));
   config.min_bytes = FlagValue(argc, argv, "min_bytes", 4096);

@@ -29,8 +29,10 @@ TransportFactory Factory(const std::string& name) {
               return std::unique_ptr<Transport>(std::move(transport));
             }};
   }
-  return {"tcp", [](const TransportOptions& options) {
-            return tcp::CreateTcpTransport(options, tcp::TcpOptions());
+  tcp::TcpOptions tcp_options;
+  tcp_options.caller_progress = name == "tcp_poll";  // WaitAll's polls read the sockets
+  return {name, [tcp_options](const TransportOptions& options) {
+            return tcp::CreateTcpTransport(options, tcp_options);
           }};
 }
 
@@ -206,7 +208,7 @@ TEST_P(ExchangeTest, RefusesADtypeItCannotSum) {
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status;
 }
 
-INSTANTIATE_TEST_SUITE_P(Providers, ExchangeTest, ::testing::Values("tcp", "shm", "shm_poll"),
+INSTANTIATE_TEST_SUITE_P(Providers, ExchangeTest, ::testing::Values("tcp", "tcp_poll", "shm", "shm_poll"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

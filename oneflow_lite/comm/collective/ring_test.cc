@@ -37,6 +37,15 @@ TransportFactory ShmPollingFactory() {
           }};
 }
 
+// tcp with caller progress: polling waiters read the sockets themselves.
+TransportFactory TcpPollingFactory() {
+  return {"tcp_poll", [](const TransportOptions& options) {
+            tcp::TcpOptions tcp_options;
+            tcp_options.caller_progress = true;
+            return tcp::CreateTcpTransport(options, tcp_options);
+          }};
+}
+
 // A real transport seen through a wrapper that can (a) hide that its
 // connections order a message after an outstanding WRITE, so the ring takes
 // the path every provider supports (READY after the WRITE's completion), and
@@ -302,6 +311,20 @@ TEST(RingTest, ReadyAfterCompletionPathGivesTheSameResults) {
 TEST(RingTest, PollingWaitersOverShmGiveTheSameResults) {
   for (int world : {2, 3, 4}) {
     auto ring = MakeRing(world, 4096, 2, Wrap::kNone, ShmPollingFactory(), /*wait_poll=*/true);
+    for (size_t count : {size_t{1}, size_t{1001}, size_t{40000}}) {
+      SCOPED_TRACE("world " + std::to_string(world) + " count " + std::to_string(count));
+      RunAndCheck(ring.get(), Kind::kAllReduce, count);
+      RunAndCheck(ring.get(), Kind::kReduceScatter, count);
+      RunAndCheck(ring.get(), Kind::kAllGather, count);
+    }
+  }
+}
+
+// The same over tcp with caller progress (TcpOptions::caller_progress):
+// waiters read the sockets and run READY handlers and WRITE completions.
+TEST(RingTest, PollingWaitersOverTcpGiveTheSameResults) {
+  for (int world : {2, 3, 4}) {
+    auto ring = MakeRing(world, 4096, 2, Wrap::kNone, TcpPollingFactory(), /*wait_poll=*/true);
     for (size_t count : {size_t{1}, size_t{1001}, size_t{40000}}) {
       SCOPED_TRACE("world " + std::to_string(world) + " count " + std::to_string(count));
       RunAndCheck(ring.get(), Kind::kAllReduce, count);

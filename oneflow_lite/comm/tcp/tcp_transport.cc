@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -364,7 +365,125 @@ void TcpTransportImpl::ReapRejected() {
   // `dead` goes out of scope here: sockets closed, buffers freed.
 }
 
+namespace {
+
+// Caller progress: the progress thread naps until this long after the last
+// caller's Poll, so a caller that stops without EndPolling leaves what
+// arrives afterwards at most about this long to it (a delay, never a lost
+// wake-up).
+constexpr auto kCallerQuiet = std::chrono::microseconds(200);
+constexpr unsigned long kTimerSlackNs = 1000;  // NOLINT(runtime/int): prctl's type
+
+int64_t SteadyNs(Clock::time_point at) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
+}
+
+// The transport whose progress mutex this thread holds (its handlers and
+// callbacks run there): Poll from inside them returns false instead of
+// locking the mutex again.
+thread_local const void* t_progressing = nullptr;
+
+class ProgressingHere {
+ public:
+  explicit ProgressingHere(const void* transport) : previous_(t_progressing) {
+    t_progressing = transport;
+  }
+  ~ProgressingHere() { t_progressing = previous_; }
+  ProgressingHere(const ProgressingHere&) = delete;
+  ProgressingHere& operator=(const ProgressingHere&) = delete;
+
+ private:
+  const void* previous_;
+};
+
+}  // namespace
+
+bool TcpTransportImpl::Poll() {
+  if (!tcp_.caller_progress || stopping_.load(std::memory_order_relaxed) ||
+      t_progressing == this) {
+    return false;
+  }
+  last_caller_poll_ns_.store(SteadyNs(Clock::now()), std::memory_order_seq_cst);
+  std::unique_lock<std::mutex> progress(progress_mutex_, std::try_to_lock);
+  if (!progress.owns_lock()) return false;
+  ProgressingHere here(this);
+  epoll_event events[16];
+  const int count = epoll_wait(epoll_fd_, events, 16, 0);
+  if (count <= 0) return false;
+  bool handled = false;
+  for (int i = 0; i < count; ++i) {
+    handled |= events[i].data.ptr != &listen_fd_ && events[i].data.ptr != &wake_fd_;
+  }
+  HandleEvents(events, count, /*from_caller=*/true);
+  return handled;
+}
+
+void TcpTransportImpl::EndPolling() {
+  if (!tcp_.caller_progress) return;
+  // Dekker with NapWhilePolled: it either sees this reset and does not nap
+  // (on), or is seen napping and woken.
+  last_caller_poll_ns_.store(0, std::memory_order_seq_cst);
+  if (napping_.load(std::memory_order_seq_cst)) {
+    uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof(one));
+  }
+}
+
+bool TcpTransportImpl::CallersPolling(Clock::time_point now) const {
+  return SteadyNs(now) - last_caller_poll_ns_.load(std::memory_order_seq_cst) <
+         std::chrono::duration_cast<std::chrono::nanoseconds>(kCallerQuiet).count();
+}
+
+Clock::duration TcpTransportImpl::NapWhilePolled(Clock::time_point until) {
+  napping_.store(true, std::memory_order_seq_cst);
+  int64_t planned = 0;
+  while (!stopping_.load()) {
+    const int64_t quiet_at = last_caller_poll_ns_.load(std::memory_order_seq_cst) +
+                             std::chrono::duration_cast<std::chrono::nanoseconds>(kCallerQuiet)
+                                 .count();
+    const int64_t nap_ns = std::min(quiet_at, SteadyNs(until)) - SteadyNs(Clock::now());
+    if (nap_ns <= 0) break;
+    // Only the wake-up eventfd: the sockets are the callers' meanwhile.
+    pollfd wake{wake_fd_, POLLIN, 0};
+    const timespec nap{static_cast<time_t>(nap_ns / 1000000000),
+                       static_cast<long>(nap_ns % 1000000000)};  // NOLINT(runtime/int)
+    planned += nap_ns;
+    if (::ppoll(&wake, 1, &nap, nullptr) > 0) {
+      uint64_t value;
+      (void)!::read(wake_fd_, &value, sizeof(value));
+      break;  // EndPolling, shutdown, or a state change to look at
+    }
+  }
+  napping_.store(false, std::memory_order_seq_cst);
+  return std::chrono::nanoseconds(planned);
+}
+
+bool TcpTransportImpl::HandleEvents(const epoll_event* events, int count, bool from_caller) {
+  bool accept_ready = false;
+  for (int i = 0; i < count; ++i) {
+    void* tag = events[i].data.ptr;
+    if (tag == &listen_fd_) {
+      accept_ready = true;
+    } else if (tag == &wake_fd_) {
+      if (from_caller) continue;  // the progress thread's
+      uint64_t value;
+      (void)!::read(wake_fd_, &value, sizeof(value));
+    } else {
+      auto* connection = static_cast<TcpConnection*>(tag);
+      // Handshakes touch the progress thread's own bookkeeping
+      // (unidentified_, rejected connections freed by it).
+      if (from_caller && connection->state() != TcpConnection::State::kReady) continue;
+      if (events[i].events & EPOLLOUT) connection->OnWritable();
+      if (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+        connection->OnReadable();
+      }
+    }
+  }
+  return accept_ready;
+}
+
 void TcpTransportImpl::ProgressLoop() {
+  if (tcp_.caller_progress) ::prctl(PR_SET_TIMERSLACK, kTimerSlackNs, 0, 0, 0);
   epoll_event events[64];
   Clock::time_point next_tick = Clock::now();
   // Time this thread was away from epoll_wait since the last tick, counted
@@ -373,7 +492,7 @@ void TcpTransportImpl::ProgressLoop() {
   // stretch since `mark` is measured once, up to the tick's own clock
   // reading (a stop between waking and the tick belongs to this tick), and
   // counts whole: a peer stopped with us needs its own first tick after
-  // the stop to ping again.
+  // the stop to ping again. A nap while callers poll is expected time away.
   constexpr auto kGrace = std::chrono::milliseconds(100);
   Clock::duration stalled{0};
   Clock::time_point mark = Clock::now();
@@ -386,33 +505,33 @@ void TcpTransportImpl::ProgressLoop() {
   while (!stopping_) {
     const Clock::time_point wait_begin = Clock::now();
     account(wait_begin, Clock::duration::zero());
-    const bool polling = wait_begin - last_event < tcp_.busy_poll;
-    const int wait_ms = polling ? 0 : kTickMilliseconds;
-    int count = epoll_wait(epoll_fd_, events, 64, wait_ms);
-    const Clock::time_point woke = Clock::now();
-    account(woke, std::chrono::milliseconds(wait_ms));
-    if (count > 0) {
-      last_event = woke;
-    } else if (polling) {
-      std::this_thread::yield();  // a runnable thread of this host goes first
-    }
-    bool accept_ready = false;
-    for (int i = 0; i < count; ++i) {
-      void* tag = events[i].data.ptr;
-      if (tag == &listen_fd_) {
-        accept_ready = true;
-      } else if (tag == &wake_fd_) {
-        uint64_t value;
-        (void)!::read(wake_fd_, &value, sizeof(value));
-      } else {
-        auto* connection = static_cast<TcpConnection*>(tag);
-        if (events[i].events & EPOLLOUT) connection->OnWritable();
-        if (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
-          connection->OnReadable();
-        }
+    int count = 0;
+    if (CallersPolling(wait_begin)) {
+      // Callers read the established connections; this thread wakes for
+      // EndPolling, and at each tick looks at everything once (listener,
+      // handshakes) below.
+      const Clock::duration napped = NapWhilePolled(next_tick);
+      const Clock::time_point woke = Clock::now();
+      account(woke, napped);
+      last_event = woke;  // busy-poll a while when the callers are done
+      if (woke >= next_tick) count = epoll_wait(epoll_fd_, events, 64, 0);
+    } else {
+      const bool polling = wait_begin - last_event < tcp_.busy_poll;
+      const int wait_ms = polling ? 0 : kTickMilliseconds;
+      count = epoll_wait(epoll_fd_, events, 64, wait_ms);
+      const Clock::time_point woke = Clock::now();
+      account(woke, std::chrono::milliseconds(wait_ms));
+      if (count > 0) {
+        last_event = woke;
+      } else if (polling) {
+        std::this_thread::yield();  // a runnable thread of this host goes first
       }
     }
-    if (accept_ready) {
+    // A caller's Poll may have handled these events meanwhile: handled
+    // again, they find nothing to read (harmless).
+    std::lock_guard<std::mutex> progress(progress_mutex_);
+    ProgressingHere here(this);
+    if (HandleEvents(events, std::max(count, 0), /*from_caller=*/false)) {
       // After this batch's events: what AcceptAll evicts can be freed at once.
       ReapRejected();
       AcceptAll();

@@ -54,6 +54,14 @@ struct TcpOptions {
   // soon is picked up without a wake-up (about 5-10 us each on a loaded
   // host). Costs at most this much CPU per burst of traffic; 0 disables.
   std::chrono::microseconds busy_poll{50};
+  // Caller progress (transport.h, Transport::Poll): a thread waiting for a
+  // message or a completion reads the established connections itself
+  // (epoll_wait without waiting, then the reads, handlers and callbacks on
+  // its thread) while the progress thread naps on its wake-up eventfd;
+  // the progress thread keeps the listener, handshakes and liveness ticks.
+  // Saves the hop through the progress thread (two context switches per
+  // message when both share a core). docs/comm.md, "Caller progress".
+  bool caller_progress = false;
 };
 
 // Creates the transport and starts its listener and progress thread.

@@ -3,6 +3,8 @@
 #ifndef ONEFLOW_LITE_COMM_TCP_TCP_TRANSPORT_IMPL_H_
 #define ONEFLOW_LITE_COMM_TCP_TCP_TRANSPORT_IMPL_H_
 
+#include <sys/epoll.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -38,6 +40,11 @@ class TcpTransportImpl : public Transport {
   Status Connect(int peer_rank, const std::string& peer_endpoint,
                  Deadline deadline) override;
   StatusOr<Connection*> GetConnection(int peer_rank) override;
+  // Caller progress (TcpOptions::caller_progress): epoll without waiting
+  // and the events of established connections handled on the calling
+  // thread, under progress_mutex_.
+  bool Poll() override;
+  void EndPolling() override;
 
   // For connections.
   const TransportOptions& options() const { return options_; }
@@ -54,6 +61,16 @@ class TcpTransportImpl : public Transport {
 
  private:
   void ProgressLoop();
+  // Handles `count` events from epoll_wait; progress_mutex_ held. The
+  // progress thread handles all and learns whether the listener is ready
+  // (returned); a caller (`from_caller`) only established connections.
+  bool HandleEvents(const epoll_event* events, int count, bool from_caller);
+  // Whether a caller polled within kCallerQuiet of `now`.
+  bool CallersPolling(Clock::time_point now) const;
+  // Sleeps on wake_fd_ until no caller polled for kCallerQuiet, EndPolling
+  // rings, or `until`; returns the nap it planned (the liveness account's
+  // expected time away).
+  Clock::duration NapWhilePolled(Clock::time_point until);
   void AcceptAll();
   void PauseAccepting(Clock::time_point now);
   void ResumeAcceptingIfDue(Clock::time_point now);
@@ -80,6 +97,13 @@ class TcpTransportImpl : public Transport {
   int wake_fd_ = -1;
   std::atomic<bool> stopping_{false};
   std::thread progress_thread_;
+  // Serializes reading and handling (every handler and completion, the
+  // ticks, accepting and reaping) between the progress thread and callers
+  // of Poll; taken before mutex_ and any connection's lock.
+  std::mutex progress_mutex_;
+  // steady_clock nanoseconds of the last caller's Poll (0: none polls).
+  std::atomic<int64_t> last_caller_poll_ns_{0};
+  std::atomic<bool> napping_{false};
 
   // Progress thread only.
   std::unique_ptr<Acceptor> acceptor_;

@@ -20,19 +20,23 @@ namespace oflite {
 namespace comm {
 namespace {
 
-TransportFactory TcpFactory() {
-  return {"tcp", [](const TransportOptions& options) {
+TransportFactory TcpFactory(const std::string& name, bool caller_progress) {
+  return {name, [caller_progress](const TransportOptions& options) {
             tcp::TcpOptions tcp_options;
             tcp_options.job_token = "conformance";
+            tcp_options.caller_progress = caller_progress;
             return tcp::CreateTcpTransport(options, tcp_options);
           }};
 }
 
-INSTANTIATE_TEST_SUITE_P(Tcp, TransportConformanceTest,
-                         ::testing::Values(TcpFactory()),
+// The defaults, and caller progress (the suites' caller-poll cases then
+// read the sockets on their polling threads too).
+const auto kTcpVariants = ::testing::Values(TcpFactory("tcp", false),
+                                            TcpFactory("tcp_caller_progress", true));
+
+INSTANTIATE_TEST_SUITE_P(Tcp, TransportConformanceTest, kTcpVariants,
                          [](const auto& info) { return info.param.name; });
-INSTANTIATE_TEST_SUITE_P(Tcp, MemoryStrategyTest,
-                         ::testing::Values(TcpFactory()),
+INSTANTIATE_TEST_SUITE_P(Tcp, MemoryStrategyTest, kTcpVariants,
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace
@@ -129,7 +133,7 @@ TEST(TcpTransportTest, OwnStallDoesNotBlameAHealthyPeer) {
       changed.notify_all();
     };
   }
-  auto transports = CreateConnectedTransports(TcpFactory(), options, milliseconds(10000));
+  auto transports = CreateConnectedTransports(TcpFactory("tcp", false), options, milliseconds(10000));
   ASSERT_TRUE(transports.ok()) << transports.status();
   for (int round = 0; round < 3; ++round) {
     // A child stops this process for 3 s (async-signal-safe calls only).
