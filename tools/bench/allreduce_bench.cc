@@ -457,7 +457,7 @@ int main(int argc, char** argv) {
       "                     --compile_to=PATH), run by mpirun sample by sample between ours\n"
       "  --mpi_btl=LIST     its transports (default vader,tcp: the shm and tcp peers)\n"
       "  --bind=auto|cores|none   CPU binding of the forked ranks (default auto, as\n"
-      "                     `oflite launch`: each rank its own cores when they fit); mpirun\n"
+      "                     `oflite launch`: when every core gets the same load); mpirun\n"
       "                     gets the matching --bind-to\n"
       "The <provider>/peer column: the plan's figure against the best peer (tcp: Gloo's\n"
       "two and OpenMPI over TCP; shm: OpenMPI over vader).\n");

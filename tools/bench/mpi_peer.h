@@ -54,12 +54,15 @@ inline double MpiRowBusbw(const std::string& output, size_t bytes) {
 
 // mpirun's binding options matching the bench's own ranks (--bind): bound
 // to one core each, "--bind-to core" (mpirun's own default at 2 ranks);
-// to k cores each, k PEs per rank; unbound (or shares of unequal size),
-// "--bind-to none" (mpirun's default when oversubscribed).
+// to k cores each, k PEs per rank; several ranks per core, round-robin
+// over the cores ("overload-allowed": mpirun maps rank r to core r mod C
+// as we do); unbound (or shares of unequal size), "--bind-to none"
+// (mpirun's default when oversubscribed).
 inline std::string MpiBindOptions(int world) {
   const std::vector<int> first = RankCpus(0, world);
   if (first.empty()) return "--bind-to none";
   const size_t cores = Binding().cores.size();
+  if (static_cast<size_t>(world) > cores) return "--bind-to core:overload-allowed";
   if (cores % world != 0) return "--bind-to none";
   const size_t per_rank = cores / world;
   if (per_rank == 1) return "--bind-to core";

@@ -11,7 +11,7 @@
 // passed to every `oflite run`, with "{rank}" replaced by the rank (e.g. --
 // --iters 20 --metrics-out m.{rank}). Output lines are prefixed "[rank R] ".
 // Local ranks are bound to their own share of the cores (--bind auto, the
-// default: when the ranks fit on the cores; comm/launch/cpu_binding.h), so
+// default: when every core gets the same load; comm/launch/cpu_binding.h), so
 // each rank's threads share caches and its compute team sizes itself to
 // its share; the first line on stderr says which rank got which CPUs.
 //
@@ -264,8 +264,8 @@ int RunLaunch(int argc, char** argv) {
                  {"command", "what every rank runs: run, eval or predict", false, "run"},
                  {"bind",
                   "local ranks' CPU binding: auto (each rank its own share of the cores when "
-                  "they fit, else unbound), cores (also when oversubscribed: rank r on core r "
-                  "mod cores) or none",
+                  "they fit, rank r on core r mod C when the ranks are a multiple of the C "
+                  "cores, else unbound), cores (also then: rank r on core r mod C) or none",
                   false, "auto"},
                  {"grace_ms",
                   "after a failure or an interrupt, SIGTERM -> SIGKILL delay (and how long a "

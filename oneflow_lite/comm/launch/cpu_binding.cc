@@ -97,7 +97,7 @@ std::vector<int> CpusForLocalRank(const std::vector<std::vector<int>>& cores, in
     for (int core = begin; core < end; ++core) {
       cpus.insert(cpus.end(), cores[core].begin(), cores[core].end());
     }
-  } else if (policy == BindPolicy::kCores) {
+  } else if (policy == BindPolicy::kCores || local_size % count == 0) {
     cpus = cores[local_rank % count];
   }
   return cpus;

@@ -11,13 +11,18 @@
 // to its share (sched_getaffinity).
 //
 // Policies (`oflite launch --bind`, the benchmarks' --bind):
-//   auto   bind when the ranks fit: local_size <= cores; each rank gets
-//          cores [r*C/L, (r+1)*C/L) (all of them shared out, whole cores
-//          with their SMT siblings). With more ranks than cores nothing is
-//          bound. This is OpenMPI's default at 2 ranks per host (bind to
-//          core), and like it, leaves oversubscribed ranks unbound.
-//   cores  as auto when the ranks fit; with more ranks than cores rank r
-//          gets core r mod C (ranks share cores, but each stays on one).
+//   auto   bind when every core gets the same load. With local_size <=
+//          cores each rank gets cores [r*C/L, (r+1)*C/L) (all of them
+//          shared out, whole cores with their SMT siblings); with more
+//          ranks than cores and local_size a multiple of the cores, rank r
+//          gets core r mod C (each core L/C ranks, each rank staying on
+//          its core); otherwise nothing is bound: some core would carry
+//          one rank more than another, and a job of synchronous steps
+//          runs at its slowest rank's pace, while the scheduler spreads
+//          unbound ranks evenly. At 2 ranks per 2 cores this is what
+//          OpenMPI's mpirun does by default (bind to core).
+//   cores  as auto, and with uneven oversubscription too: rank r on core
+//          r mod C.
 //   none   nothing is bound (the scheduler places every thread).
 //
 // Cores are the CPUs this process may run on (its own affinity mask, so a

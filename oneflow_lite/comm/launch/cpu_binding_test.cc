@@ -92,8 +92,9 @@ TEST(CpuBindingTest, SharesOutEveryCoreWhenTheRanksFit) {
   EXPECT_TRUE(CpusForLocalRank(cores, 0, 2, BindPolicy::kNone).empty());
 }
 
-TEST(CpuBindingTest, OversubscribedRanksStayUnboundUnlessCoresIsAsked) {
+TEST(CpuBindingTest, UnevenOversubscriptionStaysUnboundUnlessCoresIsAsked) {
   const std::vector<std::vector<int>> cores = {{0}, {1}};
+  // 3 ranks on 2 cores: one core would carry two ranks, the other one.
   EXPECT_TRUE(CpusForLocalRank(cores, 0, 3, BindPolicy::kAuto).empty());
   EXPECT_TRUE(CpusForLocalRank(cores, 2, 3, BindPolicy::kAuto).empty());
   EXPECT_EQ(CpusForLocalRank(cores, 0, 3, BindPolicy::kCores), (std::vector<int>{0}));
@@ -102,6 +103,18 @@ TEST(CpuBindingTest, OversubscribedRanksStayUnboundUnlessCoresIsAsked) {
   // Out-of-range ranks get nothing rather than someone else's share.
   EXPECT_TRUE(CpusForLocalRank(cores, 3, 3, BindPolicy::kCores).empty());
   EXPECT_TRUE(CpusForLocalRank(cores, -1, 3, BindPolicy::kCores).empty());
+}
+
+TEST(CpuBindingTest, EvenOversubscriptionBindsRanksRoundRobin) {
+  const std::vector<std::vector<int>> cores = {{0, 2}, {1, 3}};
+  for (BindPolicy policy : {BindPolicy::kAuto, BindPolicy::kCores}) {
+    // 4 ranks on 2 cores: two per core, each rank on one core.
+    EXPECT_EQ(CpusForLocalRank(cores, 0, 4, policy), (std::vector<int>{0, 2}));
+    EXPECT_EQ(CpusForLocalRank(cores, 1, 4, policy), (std::vector<int>{1, 3}));
+    EXPECT_EQ(CpusForLocalRank(cores, 2, 4, policy), (std::vector<int>{0, 2}));
+    EXPECT_EQ(CpusForLocalRank(cores, 3, 4, policy), (std::vector<int>{1, 3}));
+  }
+  EXPECT_TRUE(CpusForLocalRank(cores, 1, 4, BindPolicy::kNone).empty());
 }
 
 TEST(CpuBindingTest, DescribesCpuListsAsRanges) {
