@@ -305,31 +305,21 @@ TEST(RingTest, ReadyAfterCompletionPathGivesTheSameResults) {
 }
 
 // Waiters that drive the transport (CollectiveOptions::wait_poll over shm
-// with caller progress): READY handlers, WRITEs and their completions run on
-// the polling callers as well as on the progress threads; the results are
-// the same. Small chunks and slots: many waits per call.
-TEST(RingTest, PollingWaitersOverShmGiveTheSameResults) {
-  for (int world : {2, 3, 4}) {
-    auto ring = MakeRing(world, 4096, 2, Wrap::kNone, ShmPollingFactory(), /*wait_poll=*/true);
-    for (size_t count : {size_t{1}, size_t{1001}, size_t{40000}}) {
-      SCOPED_TRACE("world " + std::to_string(world) + " count " + std::to_string(count));
-      RunAndCheck(ring.get(), Kind::kAllReduce, count);
-      RunAndCheck(ring.get(), Kind::kReduceScatter, count);
-      RunAndCheck(ring.get(), Kind::kAllGather, count);
-    }
-  }
-}
-
-// The same over tcp with caller progress (TcpOptions::caller_progress):
-// waiters read the sockets and run READY handlers and WRITE completions.
-TEST(RingTest, PollingWaitersOverTcpGiveTheSameResults) {
-  for (int world : {2, 3, 4}) {
-    auto ring = MakeRing(world, 4096, 2, Wrap::kNone, TcpPollingFactory(), /*wait_poll=*/true);
-    for (size_t count : {size_t{1}, size_t{1001}, size_t{40000}}) {
-      SCOPED_TRACE("world " + std::to_string(world) + " count " + std::to_string(count));
-      RunAndCheck(ring.get(), Kind::kAllReduce, count);
-      RunAndCheck(ring.get(), Kind::kReduceScatter, count);
-      RunAndCheck(ring.get(), Kind::kAllGather, count);
+// and tcp with caller progress): READY handlers, WRITEs and their
+// completions run on the polling callers as well as on the progress
+// threads; the results are the same. Small chunks and slots: many waits per
+// call.
+TEST(RingTest, PollingWaitersGiveTheSameResults) {
+  for (const TransportFactory& factory : {ShmPollingFactory(), TcpPollingFactory()}) {
+    for (int world : {2, 3, 4}) {
+      auto ring = MakeRing(world, 4096, 2, Wrap::kNone, factory, /*wait_poll=*/true);
+      for (size_t count : {size_t{1}, size_t{1001}, size_t{40000}}) {
+        SCOPED_TRACE(factory.name + " world " + std::to_string(world) + " count " +
+                     std::to_string(count));
+        RunAndCheck(ring.get(), Kind::kAllReduce, count);
+        RunAndCheck(ring.get(), Kind::kReduceScatter, count);
+        RunAndCheck(ring.get(), Kind::kAllGather, count);
+      }
     }
   }
 }

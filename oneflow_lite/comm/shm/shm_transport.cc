@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "oneflow_lite/comm/caller_progress.h"
 #include "oneflow_lite/comm/shm/shm_transport_impl.h"
 
 namespace oflite {
@@ -25,35 +26,6 @@ constexpr int kMaxSleepMs = 100;  // bounds how late a credit timeout is seen
 // stops spinning and sleeps.
 constexpr auto kOffCpuGap = std::chrono::microseconds(20);
 constexpr auto kHandshakeTimeout = std::chrono::milliseconds(2000);
-// Caller progress (Transport::Poll): the progress thread naps until
-// kCallerQuietNs after the last caller's Poll, so a caller that stops
-// without EndPolling leaves its messages at most about that long to it
-// (a timeout, never a lost wake-up). The thread runs with 1 us of timer
-// slack (the default 50 us would stretch each nap by a quarter).
-constexpr int64_t kCallerQuietNs = 200 * 1000;
-constexpr unsigned long kTimerSlackNs = 1000;  // NOLINT(runtime/int): prctl's type
-
-int64_t SteadyNs(Clock::time_point at) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
-}
-
-// The transport whose progress mutex this thread holds (handlers and
-// callbacks run there): Poll from inside them returns false instead of
-// locking the mutex again.
-thread_local const void* t_progressing = nullptr;
-
-class ProgressingHere {
- public:
-  explicit ProgressingHere(const void* transport) : previous_(t_progressing) {
-    t_progressing = transport;
-  }
-  ~ProgressingHere() { t_progressing = previous_; }
-  ProgressingHere(const ProgressingHere&) = delete;
-  ProgressingHere& operator=(const ProgressingHere&) = delete;
-
- private:
-  const void* const previous_;
-};
 
 class ShmRegion : public MemoryRegion {
  public:
@@ -451,11 +423,11 @@ bool ShmTransportImpl::PollOnceLocked(Clock::time_point now) {
 bool ShmTransportImpl::Poll() {
   // Not from inside a handler or callback: this thread holds the mutex.
   if (!shm_.caller_progress || stopping_.load(std::memory_order_relaxed) ||
-      t_progressing == this) {
+      ProgressingHere::Active(this)) {
     return false;
   }
   const Clock::time_point now = Clock::now();
-  last_caller_poll_ns_.store(SteadyNs(now), std::memory_order_relaxed);
+  last_caller_poll_ns_.store(SteadyNanoseconds(now), std::memory_order_relaxed);
   std::unique_lock<std::mutex> progress(progress_mutex_, std::try_to_lock);
   if (!progress.owns_lock()) return false;
   return PollOnceLocked(now);
@@ -467,11 +439,12 @@ void ShmTransportImpl::EndPolling() {
 }
 
 bool ShmTransportImpl::CallersPolling(Clock::time_point now) const {
-  return SteadyNs(now) - last_caller_poll_ns_.load(std::memory_order_seq_cst) < kCallerQuietNs;
+  return SteadyNanoseconds(now) - last_caller_poll_ns_.load(std::memory_order_seq_cst) <
+         kCallerQuiet.count();
 }
 
 void ShmTransportImpl::ProgressLoop() {
-  ::prctl(PR_SET_TIMERSLACK, kTimerSlackNs, 0, 0, 0);
+  ::prctl(PR_SET_TIMERSLACK, kCallerProgressTimerSlackNs, 0, 0, 0);
   Clock::time_point idle_since = Clock::now(), last_events = idle_since;
   bool off_cpu = false;  // the last yield kept us off the CPU for long
   while (!stopping_.load()) {
@@ -518,8 +491,8 @@ void ShmTransportImpl::NapWhilePolled() {
   napping_.store(true, std::memory_order_seq_cst);
   while (!stopping_.load()) {
     const int64_t quiet_at =
-        last_caller_poll_ns_.load(std::memory_order_seq_cst) + kCallerQuietNs;
-    const int64_t nap_ns = quiet_at - SteadyNs(Clock::now());
+        last_caller_poll_ns_.load(std::memory_order_seq_cst) + kCallerQuiet.count();
+    const int64_t nap_ns = quiet_at - SteadyNanoseconds(Clock::now());
     if (nap_ns <= 0) break;
     pollfd ready{epoll_fd_, POLLIN, 0};
     const timespec nap{0, static_cast<long>(nap_ns)};  // NOLINT(runtime/int)

@@ -18,6 +18,7 @@
 #include <random>
 #include <thread>
 
+#include "oneflow_lite/comm/caller_progress.h"
 #include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/comm/tcp/tcp_transport_impl.h"
 #include "oneflow_lite/comm/wire.h"
@@ -365,45 +366,12 @@ void TcpTransportImpl::ReapRejected() {
   // `dead` goes out of scope here: sockets closed, buffers freed.
 }
 
-namespace {
-
-// Caller progress: the progress thread naps until this long after the last
-// caller's Poll, so a caller that stops without EndPolling leaves what
-// arrives afterwards at most about this long to it (a delay, never a lost
-// wake-up).
-constexpr auto kCallerQuiet = std::chrono::microseconds(200);
-constexpr unsigned long kTimerSlackNs = 1000;  // NOLINT(runtime/int): prctl's type
-
-int64_t SteadyNs(Clock::time_point at) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
-}
-
-// The transport whose progress mutex this thread holds (its handlers and
-// callbacks run there): Poll from inside them returns false instead of
-// locking the mutex again.
-thread_local const void* t_progressing = nullptr;
-
-class ProgressingHere {
- public:
-  explicit ProgressingHere(const void* transport) : previous_(t_progressing) {
-    t_progressing = transport;
-  }
-  ~ProgressingHere() { t_progressing = previous_; }
-  ProgressingHere(const ProgressingHere&) = delete;
-  ProgressingHere& operator=(const ProgressingHere&) = delete;
-
- private:
-  const void* previous_;
-};
-
-}  // namespace
-
 bool TcpTransportImpl::Poll() {
   if (!tcp_.caller_progress || stopping_.load(std::memory_order_relaxed) ||
-      t_progressing == this) {
+      ProgressingHere::Active(this)) {
     return false;
   }
-  last_caller_poll_ns_.store(SteadyNs(Clock::now()), std::memory_order_seq_cst);
+  last_caller_poll_ns_.store(SteadyNanoseconds(Clock::now()), std::memory_order_seq_cst);
   std::unique_lock<std::mutex> progress(progress_mutex_, std::try_to_lock);
   if (!progress.owns_lock()) return false;
   ProgressingHere here(this);
@@ -430,18 +398,18 @@ void TcpTransportImpl::EndPolling() {
 }
 
 bool TcpTransportImpl::CallersPolling(Clock::time_point now) const {
-  return SteadyNs(now) - last_caller_poll_ns_.load(std::memory_order_seq_cst) <
-         std::chrono::duration_cast<std::chrono::nanoseconds>(kCallerQuiet).count();
+  return SteadyNanoseconds(now) - last_caller_poll_ns_.load(std::memory_order_seq_cst) <
+         kCallerQuiet.count();
 }
 
 Clock::duration TcpTransportImpl::NapWhilePolled(Clock::time_point until) {
   napping_.store(true, std::memory_order_seq_cst);
   int64_t planned = 0;
   while (!stopping_.load()) {
-    const int64_t quiet_at = last_caller_poll_ns_.load(std::memory_order_seq_cst) +
-                             std::chrono::duration_cast<std::chrono::nanoseconds>(kCallerQuiet)
-                                 .count();
-    const int64_t nap_ns = std::min(quiet_at, SteadyNs(until)) - SteadyNs(Clock::now());
+    const int64_t quiet_at =
+        last_caller_poll_ns_.load(std::memory_order_seq_cst) + kCallerQuiet.count();
+    const int64_t nap_ns =
+        std::min(quiet_at, SteadyNanoseconds(until)) - SteadyNanoseconds(Clock::now());
     if (nap_ns <= 0) break;
     // Only the wake-up eventfd: the sockets are the callers' meanwhile.
     pollfd wake{wake_fd_, POLLIN, 0};
@@ -483,7 +451,7 @@ bool TcpTransportImpl::HandleEvents(const epoll_event* events, int count, bool f
 }
 
 void TcpTransportImpl::ProgressLoop() {
-  if (tcp_.caller_progress) ::prctl(PR_SET_TIMERSLACK, kTimerSlackNs, 0, 0, 0);
+  if (tcp_.caller_progress) ::prctl(PR_SET_TIMERSLACK, kCallerProgressTimerSlackNs, 0, 0, 0);
   epoll_event events[64];
   Clock::time_point next_tick = Clock::now();
   // Time this thread was away from epoll_wait since the last tick, counted
