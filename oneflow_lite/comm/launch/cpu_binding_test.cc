@@ -4,14 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <thread>
 
 #include <gtest/gtest.h>
 
-#include "oneflow_lite/comm/launch/process_group.h"
 
 namespace oflite {
 namespace comm {
@@ -153,41 +151,6 @@ TEST(CpuBindingTest, BadCpusAreErrorsThatNameThem) {
   auto status = BindToCpus(0, {CPU_SETSIZE + 3});
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.message().find(std::to_string(CPU_SETSIZE + 3)), std::string::npos);
-}
-
-TEST(CpuBindingTest, ProcessGroupBindsEachChildBeforeItRuns) {
-  const std::vector<int> all = ThisThreadsCpus();
-  FILE* out = std::tmpfile();
-  ProcessGroupOptions options;
-  options.output = out;
-  RankProcess bound{{"/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status"}, {}, {all.back()}};
-  RankProcess unbound{{"/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status"}, {}, {}};
-  auto result = RunProcessGroup({bound, unbound}, options);
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_TRUE(result->ok) << result->message;
-  std::fflush(out);
-  std::rewind(out);
-  std::string text;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), out)) > 0) text.append(buffer, n);
-  std::fclose(out);
-  EXPECT_NE(text.find("[rank 0] Cpus_allowed_list:\t" + std::to_string(all.back()) + "\n"),
-            std::string::npos)
-      << text;
-  EXPECT_NE(text.find("[rank 1] Cpus_allowed_list:\t" + DescribeCpus(all) + "\n"),
-            std::string::npos)
-      << text;
-}
-
-TEST(CpuBindingTest, ProcessGroupRejectsACpuOutOfRange) {
-  ProcessGroupOptions options;
-  options.output = std::tmpfile();
-  RankProcess bad{{"/bin/true"}, {}, {-1}};
-  auto result = RunProcessGroup({bad}, options);
-  ASSERT_FALSE(result.ok());
-  EXPECT_NE(result.status().message().find("CPU -1"), std::string::npos) << result.status();
-  std::fclose(options.output);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "oneflow_lite/comm/launch/process_group.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -7,8 +8,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
+
+#include "oneflow_lite/comm/launch/cpu_binding.h"
 
 namespace oflite {
 namespace comm {
@@ -45,6 +49,46 @@ TEST(ProcessGroupTest, PrefixesEveryLineWithItsRankAndSucceeds) {
   EXPECT_NE(text.find("[rank 1] no newline\n"), std::string::npos) << text;
   EXPECT_NE(text.find("[rank 2] 2\n"), std::string::npos) << text;
   std::fclose(out);
+}
+
+// RankProcess::cpus: each child is bound before it execs (it reads its own
+// affinity), one without CPUs keeps the launcher's.
+TEST(ProcessGroupTest, BindsEachChildToItsCpusBeforeItRuns) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  std::vector<int> all;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) all.push_back(cpu);
+  }
+  FILE* out = std::tmpfile();
+  ProcessGroupOptions options;
+  options.output = out;
+  RankProcess bound = Shell("grep Cpus_allowed_list /proc/self/status");
+  bound.cpus = {all.back()};
+  auto result =
+      RunProcessGroup({bound, Shell("grep Cpus_allowed_list /proc/self/status")}, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->ok) << result->message;
+  const std::string text = Capture(out);
+  EXPECT_NE(text.find("[rank 0] Cpus_allowed_list:\t" + std::to_string(all.back()) + "\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("[rank 1] Cpus_allowed_list:\t" + DescribeCpus(all) + "\n"),
+            std::string::npos)
+      << text;
+  std::fclose(out);
+}
+
+TEST(ProcessGroupTest, RejectsACpuOutOfRangeBeforeStartingAnything) {
+  ProcessGroupOptions options;
+  options.output = std::tmpfile();
+  RankProcess bad = Shell("true");
+  bad.cpus = {-1};
+  auto result = RunProcessGroup({bad}, options);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.status().message().find("CPU -1"), std::string::npos) << result.status();
+  std::fclose(options.output);
 }
 
 TEST(ProcessGroupTest, OneFailureStopsTheOthersAndNamesTheRank) {
