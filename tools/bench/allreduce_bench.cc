@@ -391,8 +391,10 @@ int RunRank(int rank, const Config& config) {
                                                net->pool.get(), config.ring);
     Check(ring.status(), "ring");
     net->ring = std::move(*ring);
+    comm::ExchangeOptions exchange_options;
+    exchange_options.wait_spin = config.ring.wait_spin;  // one knob for both waits
     auto exchange = comm::ExchangeCommunicator::Create(net->transport.get(), &net->router,
-                                                       comm::ExchangeOptions());
+                                                       exchange_options);
     Check(exchange.status(), "exchange");
     net->exchange = std::move(*exchange);
     auto region = net->transport->RegisterMemory(buffer.data(), config.max_bytes,
@@ -432,7 +434,7 @@ int main(int argc, char** argv) {
       argc, argv,
       {"nproc", "repeats", "min_bytes", "max_bytes", "comm", "gloo", "shm_spin_us",
        "shm_inline_bytes", "shm_caller_poll", "addrs", "rank", "port", "gloo_dir", "ring_chunk_bytes",
-       "ring_slots", "ring_spin_us", "ring_poll", "mpi_bench", "mpi_btl", "bind", "tcp_caller_poll"},
+       "ring_slots", "ring_spin_us", "ring_poll", "mpi_bench", "mpi_btl", "bind", "tcp_caller_poll", "tcp_busy_poll_us"},
       "allreduce_bench: all-reduce bus bandwidth (float32 sum) of CommNet's ring over each\n"
       "provider next to Gloo's ring and ring-chunked, 2/3/4 processes on this host.\n"
       "  --nproc=N          only N processes (default 0: 2, 3 and 4)\n"
@@ -444,7 +446,10 @@ int main(int argc, char** argv) {
       "  --shm_inline_bytes=N   its caller-thread copy bound (default: its own)\n"
       "  --shm_caller_poll=0|1  waiting callers drive the shm rings (default: its own)\n"
       "  --ring_chunk_bytes=B --ring_slots=S   the ring's geometry (default: the plan's)\n"
-      "  --ring_spin_us=U   how long a ring waiter polls before it sleeps (default: the ring's)\n"
+      "  --ring_spin_us=U   how long a ring or exchange waiter polls before it sleeps\n"
+      "                     (default: theirs)\n"
+      "  --tcp_busy_poll_us=U   how long tcp's progress thread polls after an event\n"
+      "                     (default: its own)\n"
       "  --ring_poll=0|1    a ring waiter drives the transport (Transport::Poll; default: 0)\n"
       "  --tcp_caller_poll=0|1  waiting callers read the tcp sockets (default: its own)\n"
       "One rank per host (each its own process, e.g. in tests/netns/netns.sh run):\n"
@@ -465,6 +470,7 @@ int main(int argc, char** argv) {
   oflite::bench::SetBindingFromFlags(argc, argv);
   oflite::bench::BenchTcpCallerPoll() =
       static_cast<int>(FlagValue(argc, argv, "tcp_caller_poll", -1));
+  oflite::bench::BenchTcpBusyPollUs() = FlagValue(argc, argv, "tcp_busy_poll_us", -1);
   auto configure = [&](int world) {
     oflite::bench::Config config;
     config.world = world;

@@ -112,6 +112,12 @@ inline int& BenchTcpCallerPoll() {
   return value;
 }
 
+// --tcp_busy_poll_us=U: TcpOptions::busy_poll (-1: the provider's default).
+inline long long& BenchTcpBusyPollUs() {
+  static long long value = -1;
+  return value;
+}
+
 // A CommNet transport of provider `provider` (tcp or shm) for a bench rank;
 // `shm` tunes the shm provider (the default: its defaults); tcp listens on
 // `listen_host`.
@@ -128,6 +134,9 @@ inline StatusOr<std::unique_ptr<comm::Transport>> CreateBenchTransport(
   tcp_options.job_token = token;
   tcp_options.listen_host = listen_host;
   if (BenchTcpCallerPoll() >= 0) tcp_options.caller_progress = BenchTcpCallerPoll() != 0;
+  if (BenchTcpBusyPollUs() >= 0) {
+    tcp_options.busy_poll = std::chrono::microseconds(BenchTcpBusyPollUs());
+  }
   return comm::tcp::CreateTcpTransport(options, tcp_options);
 }
 

@@ -14,7 +14,6 @@ namespace comm {
 namespace {
 
 constexpr std::chrono::milliseconds kStatusPoll{20};
-constexpr std::chrono::microseconds kSpin{50};
 constexpr uint8_t kPiece = 1;
 
 // The call's slice on the calling thread's track (docs/tracing.md), with a
@@ -175,13 +174,13 @@ void ExchangeCommunicator::FailLocked(const Status& status) {
 
 Status ExchangeCommunicator::WaitAll(uint64_t call, size_t bytes, Deadline deadline,
                                      std::unique_lock<std::mutex>* lock) {
-  // The peers' pieces usually follow within microseconds: poll for kSpin
+  // The peers' pieces usually follow within microseconds: poll for wait_spin
   // before sleeping on the condition variable, whose wake-up would cost
   // about as much as the whole exchange. Polling drives the transport from
   // this thread where the provider can (Transport::Poll: shm reads its
   // rings and runs OnPiece here, without the progress thread's hop), else
   // yields. Done, the transport's progress thread resumes by itself.
-  const Clock::time_point spin_until = Clock::now() + kSpin;
+  const Clock::time_point spin_until = Clock::now() + options_.wait_spin;
   bool polled = false;
   while (true) {
     RETURN_IF_ERROR(HealthLocked());

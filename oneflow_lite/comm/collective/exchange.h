@@ -31,6 +31,7 @@
 #ifndef ONEFLOW_LITE_COMM_COLLECTIVE_EXCHANGE_H_
 #define ONEFLOW_LITE_COMM_COLLECTIVE_EXCHANGE_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -52,6 +53,9 @@ struct ExchangeOptions {
   uint64_t tag = 0;
   // Not owned; null: not cancellable.
   const CancelFlag* cancel = nullptr;
+  // How long a waiting call polls (yielding, or Transport::Poll) before it
+  // sleeps on its condition variable; as CollectiveOptions::wait_spin.
+  std::chrono::microseconds wait_spin{200};
 };
 
 // Bytes of header in front of each piece's payload (after the router's

@@ -62,8 +62,12 @@ struct CollectiveOptions {
   int slots = kDefaultRingSlots;
   // How long the calling thread polls (yielding) for a neighbour's chunk
   // or its last WRITE's completion before it sleeps on a condition variable
-  // (whose wake-up costs tens of microseconds on a VM). 0: sleep at once.
-  std::chrono::microseconds wait_spin{50};
+  // (whose wake-up costs tens of microseconds on a VM, ~45 us when the
+  // core halted). 0: sleep at once. 200 us rather than 50: with ranks bound
+  // to cores, a neighbour a little late no longer costs a sleep and a
+  // wake-up (docs/benchmarks.md, "Spin bounds"); the polls yield, so a
+  // runnable thread of the core goes first.
+  std::chrono::microseconds wait_spin{200};
   // While it polls, drive the transport (Transport::Poll: shm then runs the
   // WRITEs, their completions and the READY handlers on this thread) instead
   // of only yielding. Off: on the 2-core VM it halved context switches but

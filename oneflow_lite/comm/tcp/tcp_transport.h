@@ -51,9 +51,12 @@ struct TcpOptions {
   int max_pending_handshakes = 64;
   // After handling an event the progress thread polls without sleeping for
   // this long before it blocks in epoll_wait again: a reply that follows
-  // soon is picked up without a wake-up (about 5-10 us each on a loaded
-  // host). Costs at most this much CPU per burst of traffic; 0 disables.
-  std::chrono::microseconds busy_poll{50};
+  // soon is picked up without a wake-up (5-10 us each on a loaded host,
+  // ~45 us when the core halted on this VM). The polls yield, so runnable
+  // threads of the core go first; costs at most this much CPU per burst of
+  // traffic; 0 disables. 200 us, measured against 50 (docs/benchmarks.md,
+  // "Spin bounds").
+  std::chrono::microseconds busy_poll{200};
   // Caller progress (transport.h, Transport::Poll): a thread waiting for a
   // message or a completion reads the established connections itself
   // (epoll_wait without waiting, then the reads, handlers and callbacks on
