@@ -4,6 +4,8 @@
 #include <cctype>
 #include <vector>
 
+#include "oneflow_lite/common/id_ranges.h"
+
 namespace oflite {
 namespace {
 
@@ -67,19 +69,6 @@ StatusOr<DeviceType> ParseDeviceType(const std::string& token, const std::string
   if (token == "cuda" || token == "gpu") return DEVICE_CUDA;
   return InvalidArgumentError("placement '", text, "': unknown device type '", token,
                               "' (want cpu or cuda)");
-}
-
-std::string IdsToString(const google::protobuf::RepeatedField<int64_t>& ids) {
-  std::string out;
-  for (int i = 0; i < ids.size();) {
-    int j = i;
-    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
-    if (!out.empty()) out += ",";
-    out += std::to_string(ids[i]);
-    if (j > i) out += "-" + std::to_string(ids[j]);
-    i = j + 1;
-  }
-  return out;
 }
 
 Status CheckIds(const google::protobuf::RepeatedField<int64_t>& ids, const std::string& what,
@@ -158,8 +147,8 @@ std::string PlacementToString(const PlacementProto& proto) {
   const char* device = proto.device_type() == DEVICE_CPU    ? "cpu"
                        : proto.device_type() == DEVICE_CUDA ? "cuda"
                                                             : "?";
-  std::string out = IdsToString(proto.machine_id()) + ":" + device + ":" +
-                    IdsToString(proto.device_id());
+  std::string out = IdRangesText(proto.machine_id()) + ":" + device + ":" +
+                    IdRangesText(proto.device_id());
   for (int i = 0; i < proto.hierarchy().dim_size(); ++i) {
     out += (i == 0 ? "@" : "x") + std::to_string(proto.hierarchy().dim(i));
   }

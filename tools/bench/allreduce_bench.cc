@@ -173,7 +173,9 @@ void PrintRows(int world, const Config& config, const std::vector<Row>& rows) {
   // Forked ranks only: with --addrs each process is its own host's rank.
   if (config.addrs.empty()) {
     std::printf("binding: %s", DescribeBinding(world).c_str());
-    if (!config.mpi_btls.empty()) std::printf("; OpenMPI: mpirun %s", MpiBindOptions(world).c_str());
+    if (!config.mpi_btls.empty()) {
+      std::printf("; OpenMPI: mpirun %s", MpiBindOptions(world).c_str());
+    }
     std::printf("\n");
   }
   std::printf("load average %s (at the end of the sizes)\n", LoadAverage().c_str());
@@ -434,7 +436,8 @@ int main(int argc, char** argv) {
       argc, argv,
       {"nproc", "repeats", "min_bytes", "max_bytes", "comm", "gloo", "shm_spin_us",
        "shm_inline_bytes", "shm_caller_poll", "addrs", "rank", "port", "gloo_dir", "ring_chunk_bytes",
-       "ring_slots", "ring_spin_us", "ring_poll", "mpi_bench", "mpi_btl", "bind", "tcp_caller_poll", "tcp_busy_poll_us"},
+       "ring_slots", "ring_spin_us", "ring_poll", "mpi_bench", "mpi_btl", "bind", "tcp_caller_poll",
+       "tcp_busy_poll_us"},
       "allreduce_bench: all-reduce bus bandwidth (float32 sum) of CommNet's ring over each\n"
       "provider next to Gloo's ring and ring-chunked, 2/3/4 processes on this host.\n"
       "  --nproc=N          only N processes (default 0: 2, 3 and 4)\n"

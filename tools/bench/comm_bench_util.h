@@ -182,20 +182,12 @@ inline std::string LoadAverage() {
 // accident.
 struct BenchBinding {
   comm::BindPolicy policy = comm::BindPolicy::kAuto;
-  std::vector<std::vector<int>> cores;  // the launcher's, read once
-  std::vector<int> launcher_cpus;       // the same, flattened
+  std::vector<int> launcher_cpus = comm::AllowedCpus();  // read once
+  std::vector<std::vector<int>> cores = comm::GroupIntoCores(launcher_cpus);
 };
 
 inline BenchBinding& Binding() {
-  static BenchBinding binding = [] {
-    BenchBinding b;
-    b.cores = comm::AllowedCores();
-    for (const auto& core : b.cores) {
-      b.launcher_cpus.insert(b.launcher_cpus.end(), core.begin(), core.end());
-    }
-    std::sort(b.launcher_cpus.begin(), b.launcher_cpus.end());
-    return b;
-  }();
+  static BenchBinding binding;
   return binding;
 }
 
@@ -217,16 +209,9 @@ inline std::vector<int> RankCpus(int rank, int world) {
 
 // "rank 0 on CPUs 0, rank 1 on CPUs 1" or "ranks unbound (...)".
 inline std::string DescribeBinding(int world) {
-  std::string text;
-  for (int rank = 0; rank < world; ++rank) {
-    const std::vector<int> cpus = RankCpus(rank, world);
-    if (cpus.empty()) continue;
-    text += (text.empty() ? "" : ", ") + std::string("rank ") + std::to_string(rank) +
-            " on CPUs " + comm::DescribeCpus(cpus);
-  }
-  if (!text.empty()) return text;
-  return std::string("ranks unbound (--bind ") + comm::BindPolicyName(Binding().policy) + ", " +
-         std::to_string(world) + " ranks, " + std::to_string(Binding().cores.size()) + " cores)";
+  std::vector<std::vector<int>> rank_cpus;
+  for (int rank = 0; rank < world; ++rank) rank_cpus.push_back(RankCpus(rank, world));
+  return comm::DescribeBinding(rank_cpus, Binding().policy, Binding().cores.size());
 }
 
 // Binds the calling thread to `cpus` for its lifetime (what it starts
@@ -273,9 +258,7 @@ inline int RunRanks(int world, const std::function<int(int)>& body) {
   }
   int failed;
   {
-    const std::vector<int> cpus = RankCpus(0, world);
-    std::unique_ptr<ScopedCpus> bound;
-    if (!cpus.empty()) bound = std::make_unique<ScopedCpus>(cpus);
+    ScopedCpus bound(RankCpus(0, world));  // unbound: the launcher's CPUs, as before
     failed = body(0);
   }
   for (pid_t child : children) {

@@ -54,6 +54,11 @@ struct Config {
   bool iperf3 = false;
 };
 
+// Round trips per latency block: --latency_iterations over --repeats blocks.
+int LatencyBlock(const Config& config) {
+  return std::max(1, config.latency_iterations / std::max(1, config.repeats));
+}
+
 size_t TotalFor(size_t size) {
   return std::min<size_t>(std::max<size_t>(size * 16, 32u << 20), 256u << 20) / size * size;
 }
@@ -315,7 +320,7 @@ Results Measure(int rank, const Config& config) {
   // raw blocking loop, the raw spinning loop (both ranks), then CommNet
   // (rank 0 pings, rank 1's handler echoes while its main thread already
   // sleeps in the next raw block's recv).
-  const int block = std::max(1, config.latency_iterations / std::max(1, config.repeats));
+  const int block = LatencyBlock(config);
   double raw_cpu = 0, spin_cpu = 0, commnet_cpu = 0;
   uint64_t pings = 0;
   for (int repeat = 0; repeat < config.repeats; ++repeat) {
@@ -399,7 +404,7 @@ int RunRank(int rank, const Config& config) {
   };
   std::printf("8-byte round trip (us, median of %d interleaved blocks of %d; the blocks' medians "
               "in brackets):\n",
-              config.repeats, std::max(1, config.latency_iterations / std::max(1, config.repeats)));
+              config.repeats, LatencyBlock(config));
   std::printf("  raw socket, blocking recv  %6.1f  [%s]\n", results.raw_rtt_us,
               blocks(results.raw_rtt_blocks).c_str());
   std::printf("  raw socket, spinning recv  %6.1f  [%s]\n", results.raw_spin_rtt_us,

@@ -337,19 +337,12 @@ int RunLaunch(int argc, char** argv) {
   std::string binding;
   if (hosts.empty()) {  // one rank per remote host: its machine is its own
     const auto cores = comm::AllowedCores();
+    std::vector<std::vector<int>> rank_cpus;
     for (int rank = 0; rank < world; ++rank) {
       ranks[rank].cpus = comm::CpusForLocalRank(cores, rank, world, *bind);
-      if (!ranks[rank].cpus.empty()) {
-        binding += (binding.empty() ? "" : ", ") + std::string("rank ") + std::to_string(rank) +
-                   " on CPUs " + comm::DescribeCpus(ranks[rank].cpus);
-      }
+      rank_cpus.push_back(ranks[rank].cpus);
     }
-    if (binding.empty()) {
-      binding = *bind == comm::BindPolicy::kNone
-                    ? "ranks unbound (--bind none)"
-                    : "ranks unbound (" + std::to_string(world) + " ranks, " +
-                          std::to_string(cores.size()) + " cores)";
-    }
+    binding = comm::DescribeBinding(rank_cpus, *bind, cores.size());
   }
   std::fprintf(stderr, "oflite launch: %d machine(s), master %s%s%s\n", world, master.c_str(),
                binding.empty() ? "" : "; ", binding.c_str());

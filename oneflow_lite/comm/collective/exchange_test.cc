@@ -210,7 +210,8 @@ TEST_P(ExchangeTest, RefusesADtypeItCannotSum) {
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status;
 }
 
-INSTANTIATE_TEST_SUITE_P(Providers, ExchangeTest, ::testing::Values("tcp", "tcp_poll", "shm", "shm_poll"),
+INSTANTIATE_TEST_SUITE_P(Providers, ExchangeTest,
+                         ::testing::Values("tcp", "tcp_poll", "shm", "shm_poll"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

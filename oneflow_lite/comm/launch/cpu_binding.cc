@@ -9,6 +9,8 @@
 #include <map>
 #include <utility>
 
+#include "oneflow_lite/common/id_ranges.h"
+
 namespace oflite {
 namespace comm {
 namespace {
@@ -65,7 +67,7 @@ std::vector<std::vector<int>> GroupIntoCores(const std::vector<int>& cpus,
   return cores;
 }
 
-std::vector<std::vector<int>> AllowedCores(const std::string& sysfs_root) {
+std::vector<int> AllowedCpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
   std::vector<int> cpus;
@@ -78,7 +80,11 @@ std::vector<std::vector<int>> AllowedCores(const std::string& sysfs_root) {
     const int current = sched_getcpu();
     cpus.push_back(current < 0 ? 0 : current);
   }
-  return GroupIntoCores(cpus, sysfs_root);
+  return cpus;
+}
+
+std::vector<std::vector<int>> AllowedCores(const std::string& sysfs_root) {
+  return GroupIntoCores(AllowedCpus(), sysfs_root);
 }
 
 std::vector<int> CpusForLocalRank(const std::vector<std::vector<int>>& cores, int local_rank,
@@ -125,16 +131,21 @@ std::string DescribeCpus(const std::vector<int>& cpus) {
   std::vector<int> sorted = cpus;
   std::sort(sorted.begin(), sorted.end());
   sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  return IdRangesText(sorted);
+}
+
+std::string DescribeBinding(const std::vector<std::vector<int>>& rank_cpus, BindPolicy policy,
+                            size_t cores) {
   std::string text;
-  for (size_t i = 0; i < sorted.size();) {
-    size_t j = i;
-    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
-    if (!text.empty()) text += ",";
-    text += std::to_string(sorted[i]);
-    if (j > i) text += "-" + std::to_string(sorted[j]);
-    i = j + 1;
+  for (size_t rank = 0; rank < rank_cpus.size(); ++rank) {
+    if (rank_cpus[rank].empty()) continue;
+    text += (text.empty() ? "" : ", ") + std::string("rank ") + std::to_string(rank) +
+            " on CPUs " + DescribeCpus(rank_cpus[rank]);
   }
-  return text;
+  if (!text.empty()) return text;
+  if (policy == BindPolicy::kNone) return "ranks unbound (--bind none)";
+  return "ranks unbound (" + std::to_string(rank_cpus.size()) + " ranks, " +
+         std::to_string(cores) + " cores)";
 }
 
 }  // namespace comm

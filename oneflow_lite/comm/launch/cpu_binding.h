@@ -49,6 +49,10 @@ enum class BindPolicy { kAuto, kCores, kNone };
 StatusOr<BindPolicy> ParseBindPolicy(const std::string& text, const std::string& source);
 const char* BindPolicyName(BindPolicy policy);
 
+// The CPUs the calling thread may run on (its affinity mask), ascending;
+// at least the CPU it runs on.
+std::vector<int> AllowedCpus();
+
 // The cores this process may run on: each entry the CPU numbers of one core
 // (ascending), cores in ascending order of their first CPU. `sysfs_root`
 // is the directory holding cpuN/topology (a test passes its own tree).
@@ -58,8 +62,8 @@ std::vector<std::vector<int>> AllowedCores(
 
 // Groups `cpus` into cores by the topology under `sysfs_root` (as
 // AllowedCores, for a given CPU set).
-std::vector<std::vector<int>> GroupIntoCores(const std::vector<int>& cpus,
-                                             const std::string& sysfs_root);
+std::vector<std::vector<int>> GroupIntoCores(
+    const std::vector<int>& cpus, const std::string& sysfs_root = "/sys/devices/system/cpu");
 
 // The CPUs local rank `local_rank` of `local_size` gets under `policy` from
 // `cores` (see the file comment); empty: leave it unbound.
@@ -73,6 +77,12 @@ Status BindToCpus(pid_t pid, const std::vector<int>& cpus);
 
 // "0-3,8,10-11"; "" for none.
 std::string DescribeCpus(const std::vector<int>& cpus);
+
+// What binding `rank_cpus` (CpusForLocalRank per rank) does, for a log
+// line: "rank 0 on CPUs 0, rank 1 on CPUs 1", or "ranks unbound (--bind
+// none)", or "ranks unbound (3 ranks, 2 cores)".
+std::string DescribeBinding(const std::vector<std::vector<int>>& rank_cpus, BindPolicy policy,
+                            size_t cores);
 
 }  // namespace comm
 }  // namespace oflite

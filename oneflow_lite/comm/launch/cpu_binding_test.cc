@@ -4,7 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -33,7 +33,7 @@ class FakeTopology {
     char dir[] = "/tmp/cpu_binding_test_XXXXXX";
     root_ = ::mkdtemp(dir);
   }
-  ~FakeTopology() { std::system(("rm -rf '" + root_ + "'").c_str()); }
+  ~FakeTopology() { std::filesystem::remove_all(root_); }
   void Add(int cpu, int package, int core) {
     const std::string dir = root_ + "/cpu" + std::to_string(cpu);
     ::mkdir(dir.c_str(), 0755);
@@ -122,6 +122,14 @@ TEST(CpuBindingTest, DescribesCpuListsAsRanges) {
   EXPECT_EQ(DescribeCpus({5, 4, 4, 1}), "1,4-5");
 }
 
+TEST(CpuBindingTest, DescribesWhatABindingDoes) {
+  EXPECT_EQ(DescribeBinding({{0}, {1, 3}}, BindPolicy::kAuto, 2),
+            "rank 0 on CPUs 0, rank 1 on CPUs 1,3");
+  EXPECT_EQ(DescribeBinding({{}, {}}, BindPolicy::kNone, 2), "ranks unbound (--bind none)");
+  EXPECT_EQ(DescribeBinding({{}, {}, {}}, BindPolicy::kAuto, 2),
+            "ranks unbound (3 ranks, 2 cores)");
+}
+
 TEST(CpuBindingTest, AllowedCoresCoverThisProcessesAffinity) {
   std::vector<int> flattened;
   for (const auto& core : AllowedCores()) {
@@ -130,6 +138,7 @@ TEST(CpuBindingTest, AllowedCoresCoverThisProcessesAffinity) {
   }
   std::sort(flattened.begin(), flattened.end());
   EXPECT_EQ(flattened, ThisThreadsCpus());
+  EXPECT_EQ(AllowedCpus(), ThisThreadsCpus());
 }
 
 TEST(CpuBindingTest, BindsAThreadAndWhatItStartsInherits) {

@@ -1,6 +1,5 @@
 #include "oneflow_lite/comm/launch/process_group.h"
 
-#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -54,13 +53,7 @@ TEST(ProcessGroupTest, PrefixesEveryLineWithItsRankAndSucceeds) {
 // RankProcess::cpus: each child is bound before it execs (it reads its own
 // affinity), one without CPUs keeps the launcher's.
 TEST(ProcessGroupTest, BindsEachChildToItsCpusBeforeItRuns) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
-  std::vector<int> all;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &set)) all.push_back(cpu);
-  }
+  const std::vector<int> all = AllowedCpus();
   FILE* out = std::tmpfile();
   ProcessGroupOptions options;
   options.output = out;

@@ -378,12 +378,7 @@ bool TcpTransportImpl::Poll() {
   epoll_event events[16];
   const int count = epoll_wait(epoll_fd_, events, 16, 0);
   if (count <= 0) return false;
-  bool handled = false;
-  for (int i = 0; i < count; ++i) {
-    handled |= events[i].data.ptr != &listen_fd_ && events[i].data.ptr != &wake_fd_;
-  }
-  HandleEvents(events, count, /*from_caller=*/true);
-  return handled;
+  return HandleEvents(events, count, /*from_caller=*/true).connections;
 }
 
 void TcpTransportImpl::EndPolling() {
@@ -426,12 +421,13 @@ Clock::duration TcpTransportImpl::NapWhilePolled(Clock::time_point until) {
   return std::chrono::nanoseconds(planned);
 }
 
-bool TcpTransportImpl::HandleEvents(const epoll_event* events, int count, bool from_caller) {
-  bool accept_ready = false;
+TcpTransportImpl::Handled TcpTransportImpl::HandleEvents(const epoll_event* events, int count,
+                                                         bool from_caller) {
+  Handled handled;
   for (int i = 0; i < count; ++i) {
     void* tag = events[i].data.ptr;
     if (tag == &listen_fd_) {
-      accept_ready = true;
+      handled.accept_ready = true;
     } else if (tag == &wake_fd_) {
       if (from_caller) continue;  // the progress thread's
       uint64_t value;
@@ -441,13 +437,14 @@ bool TcpTransportImpl::HandleEvents(const epoll_event* events, int count, bool f
       // Handshakes touch the progress thread's own bookkeeping
       // (unidentified_, rejected connections freed by it).
       if (from_caller && connection->state() != TcpConnection::State::kReady) continue;
+      handled.connections = true;
       if (events[i].events & EPOLLOUT) connection->OnWritable();
       if (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
         connection->OnReadable();
       }
     }
   }
-  return accept_ready;
+  return handled;
 }
 
 void TcpTransportImpl::ProgressLoop() {
@@ -499,7 +496,7 @@ void TcpTransportImpl::ProgressLoop() {
     // again, they find nothing to read (harmless).
     std::lock_guard<std::mutex> progress(progress_mutex_);
     ProgressingHere here(this);
-    if (HandleEvents(events, std::max(count, 0), /*from_caller=*/false)) {
+    if (HandleEvents(events, std::max(count, 0), /*from_caller=*/false).accept_ready) {
       // After this batch's events: what AcceptAll evicts can be freed at once.
       ReapRejected();
       AcceptAll();

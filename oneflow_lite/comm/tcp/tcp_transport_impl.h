@@ -62,9 +62,13 @@ class TcpTransportImpl : public Transport {
  private:
   void ProgressLoop();
   // Handles `count` events from epoll_wait; progress_mutex_ held. The
-  // progress thread handles all and learns whether the listener is ready
-  // (returned); a caller (`from_caller`) only established connections.
-  bool HandleEvents(const epoll_event* events, int count, bool from_caller);
+  // progress thread handles all; a caller (`from_caller`) only those of
+  // established connections.
+  struct Handled {
+    bool accept_ready = false;  // the listener has connections to accept
+    bool connections = false;   // a connection's event was handled
+  };
+  Handled HandleEvents(const epoll_event* events, int count, bool from_caller);
   // Whether a caller polled within kCallerQuiet of `now`.
   bool CallersPolling(Clock::time_point now) const;
   // Sleeps on wake_fd_ until no caller polled for kCallerQuiet, EndPolling

@@ -133,7 +133,8 @@ TEST(TcpTransportTest, OwnStallDoesNotBlameAHealthyPeer) {
       changed.notify_all();
     };
   }
-  auto transports = CreateConnectedTransports(TcpFactory("tcp", false), options, milliseconds(10000));
+  auto transports =
+      CreateConnectedTransports(TcpFactory("tcp", false), options, milliseconds(10000));
   ASSERT_TRUE(transports.ok()) << transports.status();
   for (int round = 0; round < 3; ++round) {
     // A child stops this process for 3 s (async-signal-safe calls only).
