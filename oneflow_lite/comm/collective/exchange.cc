@@ -71,9 +71,9 @@ StatusOr<std::unique_ptr<ExchangeCommunicator>> ExchangeCommunicator::Create(
     if (peer == exchange->rank_) continue;
     ASSIGN_OR_RETURN(exchange->peers_[peer], transport->GetConnection(peer));
     const size_t capacity = exchange->peers_[peer]->max_message_size();
-    if (capacity <= MessageRouter::kChannelHeaderSize + kExchangePieceHeaderBytes) {
+    if (capacity < MessageRouter::kChannelHeaderSize + kExchangePieceHeaderBytes + 8) {
       return InvalidArgumentError("exchange all-reduce: messages to rank ", peer, " hold only ",
-                                  capacity, " bytes, too few for a piece header");
+                                  capacity, " bytes, too few for a piece header and 8 bytes");
     }
   }
   ExchangeCommunicator* self = exchange.get();
@@ -104,6 +104,12 @@ void ExchangeCommunicator::OnPiece(int peer, const void* data, size_t size) {
                              " (two collectives on one channel?)"));
     return;
   }
+  if (total > options_.max_bytes) {
+    FailLocked(DataLossError("exchange all-reduce: rank ", peer, " announced ", total,
+                             " bytes for call ", call, ", above the limit of ",
+                             options_.max_bytes));
+    return;
+  }
   if (call <= finished_) {
     FailLocked(DataLossError("exchange all-reduce: rank ", peer, " sent a piece of call ", call,
                              " after rank ", rank_, " finished it"));
@@ -112,18 +118,22 @@ void ExchangeCommunicator::OnPiece(int peer, const void* data, size_t size) {
   Incoming& incoming = incoming_[call];
   if (incoming.buffers.empty()) {
     incoming.buffers.resize(world_);
+    incoming.sizes.assign(world_, 0);
     incoming.received.assign(world_, 0);
   }
-  std::string& buffer = incoming.buffers[peer];
-  if (buffer.empty()) buffer.resize(total);
-  if (buffer.size() != total || offset > total || length > total - offset ||
+  if (incoming.buffers[peer] == nullptr) {
+    incoming.buffers[peer].reset(new uint8_t[std::max<uint64_t>(total, 1)]);
+    incoming.sizes[peer] = total;
+  }
+  uint8_t* buffer = incoming.buffers[peer].get();
+  if (incoming.sizes[peer] != total || offset > total || length > total - offset ||
       incoming.received[peer] + length > total) {
     FailLocked(DataLossError("exchange all-reduce: rank ", peer, "'s piece [", offset, ", +",
-                             length, ") of call ", call, " does not fit its ", buffer.size(),
-                             " bytes"));
+                             length, ") of call ", call, " does not fit its ",
+                             incoming.sizes[peer], " bytes"));
     return;
   }
-  std::memcpy(&buffer[offset], bytes + kExchangePieceHeaderBytes, length);
+  std::memcpy(buffer + offset, bytes + kExchangePieceHeaderBytes, length);
   incoming.received[peer] += length;
   if (incoming.received[peer] == total) changed_.notify_all();
 }
@@ -135,8 +145,9 @@ Status ExchangeCommunicator::SendAll(const uint8_t* data, size_t bytes, uint64_t
   for (int step = 1; step < world_; ++step) {
     const int peer = (rank_ + step) % world_;
     Connection* connection = peers_[peer];
-    const size_t piece = connection->max_message_size() - MessageRouter::kChannelHeaderSize -
-                         kExchangePieceHeaderBytes;
+    // Whole elements of every dtype in every piece (a multiple of 8 bytes).
+    const size_t piece = (connection->max_message_size() - MessageRouter::kChannelHeaderSize -
+                          kExchangePieceHeaderBytes) / 8 * 8;
     messages.clear();
     size_t offset = 0;
     do {
@@ -192,9 +203,9 @@ Status ExchangeCommunicator::WaitAll(uint64_t call, size_t bytes, Deadline deadl
     }
     if (missing < 0) {
       for (int peer = 0; peer < world_; ++peer) {
-        if (peer != rank_ && it->second.buffers[peer].size() != bytes) {
+        if (peer != rank_ && it->second.sizes[peer] != bytes) {
           return DataLossError("exchange all-reduce: rank ", peer, " sent ",
-                               it->second.buffers[peer].size(), " bytes for call ", call,
+                               it->second.sizes[peer], " bytes for call ", call,
                                ", rank ", rank_, " reduces ", bytes,
                                " (ranks disagree on the size)");
         }
@@ -253,13 +264,13 @@ Status ExchangeCommunicator::AllReduce(void* data, size_t count, DataType dtype,
   // the same bits. Ranks 0 and 1 sum in place: b1 + b0 is b0 + b1 bit for
   // bit (one addition commutes; only the grouping of several matters).
   // Others sum in rank 0's received buffer and copy the result out.
-  char* sum = rank_ <= 1 ? static_cast<char*>(data) : &incoming.buffers[0][0];
+  uint8_t* sum = rank_ <= 1 ? static_cast<uint8_t*>(data) : incoming.buffers[0].get();
   if (rank_ == 1) {
-    RETURN_IF_ERROR(AccumulateInto(dtype, incoming.buffers[0].data(), sum,
+    RETURN_IF_ERROR(AccumulateInto(dtype, incoming.buffers[0].get(), sum,
                                    static_cast<int64_t>(count)));
   }
   for (int peer = rank_ == 1 ? 2 : 1; peer < world_; ++peer) {
-    const void* part = peer == rank_ ? data : incoming.buffers[peer].data();
+    const void* part = peer == rank_ ? data : incoming.buffers[peer].get();
     RETURN_IF_ERROR(AccumulateInto(dtype, part, sum, static_cast<int64_t>(count)));
   }
   if (rank_ > 1) std::memcpy(data, sum, bytes);

@@ -56,6 +56,9 @@ struct ExchangeOptions {
   // How long a waiting call polls (yielding, or Transport::Poll) before it
   // sleeps on its condition variable; as CollectiveOptions::wait_spin.
   std::chrono::microseconds wait_spin{200};
+  // A peer announcing a larger buffer fails the communicator (DataLoss
+  // naming it) instead of making this rank allocate it.
+  size_t max_bytes = size_t{1} << 30;
 };
 
 // Bytes of header in front of each piece's payload (after the router's
@@ -84,8 +87,11 @@ class ExchangeCommunicator {
  private:
   // The pieces of one call received so far, per sending rank.
   struct Incoming {
-    std::vector<std::string> buffers;  // by rank; sized on the first piece
-    std::vector<size_t> received;      // bytes, by rank
+    // By rank; allocated (not zeroed: every byte is written by a piece)
+    // on the first piece, of `sizes[rank]` bytes.
+    std::vector<std::unique_ptr<uint8_t[]>> buffers;
+    std::vector<size_t> sizes;
+    std::vector<size_t> received;  // bytes, by rank
   };
 
   ExchangeCommunicator(Transport* transport, MessageRouter* router,

@@ -8,6 +8,7 @@
 #include "oneflow_lite/comm/shm/shm_transport.h"
 #include "oneflow_lite/comm/tcp/tcp_transport.h"
 #include "oneflow_lite/comm/transport_test_suite.h"
+#include "oneflow_lite/comm/wire.h"
 
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TransportConformanceTest);
 
@@ -201,6 +202,37 @@ TEST_P(ExchangeTest, WaitsAreBoundedAndCancellable) {
   EXPECT_EQ(cancelled.code(), StatusCode::kAborted) << cancelled;
   // Sticky: the ranks are out of step.
   EXPECT_FALSE((*exchange)->AllReduce(value.data(), 10, DT_FLOAT, DeadlineAfter(kTimeout)).ok());
+}
+
+// Pieces that could not come from a communicator (truncated, announcing
+// more than max_bytes, out of their buffer) fail the receiving rank's call
+// with DataLoss naming the sender, before it allocates or writes anything.
+TEST_P(ExchangeTest, HostilePiecesFailNamingTheSender) {
+  auto piece = [](uint64_t total, uint64_t offset, size_t length) {
+    std::string bytes(1, '\x01');
+    wire::AppendU64(&bytes, 7);  // the tag
+    wire::AppendU64(&bytes, 1);  // the call
+    wire::AppendU64(&bytes, total);
+    wire::AppendU64(&bytes, offset);
+    bytes.append(length, '\x02');
+    return bytes;
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"truncated", std::string("\x01\x07", 2)},
+      {"huge", piece(uint64_t{1} << 62, 0, 8)},
+      {"above max_bytes", piece((size_t{1} << 30) + 8, 0, 8)},
+      {"out of range", piece(16, 12, 8)},
+  };
+  for (const auto& [name, bytes] : cases) {
+    auto ranks = MakeWorld(GetParam(), 2);
+    Connection* to_rank0 = *ranks->transports[1]->GetConnection(0);
+    ASSERT_TRUE(MessageRouter::Send(to_rank0, ExchangeOptions().channel, bytes).ok()) << name;
+    std::vector<float> value(4, 1.f);
+    Status status = ranks->exchanges[0]->AllReduce(value.data(), 4, DT_FLOAT,
+                                                   DeadlineAfter(milliseconds(5000)));
+    EXPECT_EQ(status.code(), StatusCode::kDataLoss) << name << ": " << status;
+    EXPECT_NE(status.message().find("rank 1"), std::string::npos) << name << ": " << status;
+  }
 }
 
 TEST_P(ExchangeTest, RefusesADtypeItCannotSum) {

@@ -341,9 +341,9 @@ Status TcpConnection::ReadAvailable() {
     RETURN_IF_ERROR(ConsumeBuffered());
     ssize_t received;
     size_t requested;
-    const uint64_t left =
-        have_header_ ? header_.payload_length - payload_done_ : 0;
-    if (have_header_ && left > 0 && header_.payload_length >= kDirectReadThreshold) {
+    const bool into_destination = have_header_ && !in_place_;
+    const uint64_t left = into_destination ? header_.payload_length - payload_done_ : 0;
+    if (into_destination && left > 0 && header_.payload_length >= kDirectReadThreshold) {
       // The buffer is drained: read the rest of a large payload in place,
       // and a little of what follows into the buffer.
       in_begin_ = in_end_ = 0;
@@ -358,19 +358,31 @@ Status TcpConnection::ReadAvailable() {
         payload_done_ += direct;
         in_end_ = received - direct;
         if (payload_done_ == header_.payload_length) {
-          RETURN_IF_ERROR(FinishFrame());
+          RETURN_IF_ERROR(FinishFrame(payload_destination_));
         }
       }
     } else {
-      if (in_begin_ > 0) {
-        std::memmove(in_buffer_.data(), in_buffer_.data() + in_begin_,
-                     in_end_ - in_begin_);
+      const bool drained = in_begin_ == in_end_;
+      if (drained) in_begin_ = in_end_ = 0;
+      // What must fit behind in_begin_: the whole payload of a frame read in
+      // place, else the next header. Bytes are moved to the front only when
+      // that does not fit or the free space ran low.
+      const size_t needed = have_header_ && in_place_ ? header_.payload_length : kFrameHeaderSize;
+      if (in_begin_ > 0 && (in_begin_ + needed > in_buffer_.size() ||
+                            in_buffer_.size() - in_end_ < kBulkTailBytes)) {
+        std::memmove(in_buffer_.data(), in_buffer_.data() + in_begin_, in_end_ - in_begin_);
         in_end_ -= in_begin_;
         in_begin_ = 0;
       }
       requested = in_buffer_.size() - in_end_;
-      if (after_bulk_) requested = std::min(requested, kBulkTailBytes);
+      // After a payload read in place, and at the start of a burst, read a
+      // little first: if the next frame is a large WRITE, its payload then
+      // goes straight to its destination instead of through this buffer.
+      if (after_bulk_ || (drained && !have_header_)) requested = std::min(requested, kBulkTailBytes);
       after_bulk_ = false;
+      // Never 0 (a read of 0 bytes would look like the peer's close): a
+      // frame read in place fits the buffer, and a full buffer was compacted.
+      CHECK_GT(requested, 0u) << "tcp read buffer of " << PeerName() << " is full";
       received = ::read(fd_, in_buffer_.data() + in_end_, requested);
       if (received > 0) in_end_ += received;
     }
@@ -406,13 +418,25 @@ Status TcpConnection::ConsumeBuffered() {
       }
       in_begin_ += kFrameHeaderSize;
       have_header_ = true;
+      in_place_ = false;
       payload_done_ = 0;
       payload_destination_ = nullptr;
       RETURN_IF_ERROR(BeginFrame());
-      if (header_.payload_length == 0) RETURN_IF_ERROR(FinishFrame());
+      continue;
+    }
+    if (in_place_) {
+      // Handled where it lies once it is all in: no copy.
+      if (available < header_.payload_length) return Status::OK();
+      const uint8_t* payload = in_buffer_.data() + in_begin_;
+      in_begin_ += header_.payload_length;
+      RETURN_IF_ERROR(FinishFrame(payload));
       continue;
     }
     const uint64_t left = header_.payload_length - payload_done_;
+    if (left == 0) {  // an empty payload
+      RETURN_IF_ERROR(FinishFrame(payload_destination_));
+      continue;
+    }
     const size_t take = std::min<uint64_t>(available, left);
     if (take == 0) return Status::OK();
     std::memcpy(payload_destination_ + payload_done_,
@@ -420,7 +444,7 @@ Status TcpConnection::ConsumeBuffered() {
     in_begin_ += take;
     payload_done_ += take;
     if (payload_done_ == header_.payload_length) {
-      RETURN_IF_ERROR(FinishFrame());
+      RETURN_IF_ERROR(FinishFrame(payload_destination_));
     }
   }
 }
@@ -462,8 +486,15 @@ Status TcpConnection::BeginFrame() {
     case FrameType::kHelloAck:
     case FrameType::kError:
     case FrameType::kMessage:
-      small_payload_.resize(header_.payload_length);
-      payload_destination_ = reinterpret_cast<uint8_t*>(&small_payload_[0]);
+      // Read in place when the payload fits the input buffer (always, past
+      // the handshake, for messages up to the buffer's size); else gathered
+      // in a buffer of its own.
+      if (header_.payload_length <= in_buffer_.size()) {
+        in_place_ = true;
+      } else {
+        spill_.reset(new uint8_t[header_.payload_length]);  // not zeroed
+        payload_destination_ = spill_.get();
+      }
       return Status::OK();
     case FrameType::kWrite: {
       auto pin = owner_->regions()->Resolve(header_.rkey, header_.address,
@@ -485,16 +516,17 @@ Status TcpConnection::BeginFrame() {
   }
 }
 
-Status TcpConnection::FinishFrame() {
+Status TcpConnection::FinishFrame(const uint8_t* payload) {
   have_header_ = false;
+  const size_t payload_size = header_.payload_length;
   switch (header_.type) {
     case FrameType::kHello:
-      return HandleHello(false);
+      return HandleHello(false, payload, payload_size);
     case FrameType::kHelloAck:
-      return HandleHello(true);
+      return HandleHello(true, payload, payload_size);
     case FrameType::kMessage: {
       const auto& handler = owner_->options().on_message;
-      if (handler) handler(peer_rank_, small_payload_.data(), small_payload_.size());
+      if (handler) handler(peer_rank_, payload, payload_size);
       ++credits_to_return_;
       return Status::OK();
     }
@@ -514,7 +546,8 @@ Status TcpConnection::FinishFrame() {
       return HandleAck(header_.request_id, 0);
     case FrameType::kError:
       return StatusFromWire(header_.status,
-                            PeerName() + " reported: " + small_payload_);
+                            PeerName() + " reported: " +
+                                std::string(reinterpret_cast<const char*>(payload), payload_size));
     case FrameType::kGoodbye:
       return UnavailableError("connection to ", PeerName(),
                               " closed: the peer shut down");
@@ -524,8 +557,9 @@ Status TcpConnection::FinishFrame() {
   return DataLossError(PeerName(), " sent an unknown frame");
 }
 
-Status TcpConnection::HandleHello(bool is_ack) {
-  auto hello = DecodeHello(small_payload_.data(), small_payload_.size());
+Status TcpConnection::HandleHello(bool is_ack, const uint8_t* payload, size_t size) {
+  // Decoded before anything resizes the input buffer `payload` may lie in.
+  auto hello = DecodeHello(payload, size);
   if (!hello.ok()) return hello.status().WithContext(PeerName());
   if (!is_ack) {
     Status accepted = owner_->AcceptHello(this, *hello);

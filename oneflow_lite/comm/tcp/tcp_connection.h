@@ -116,8 +116,10 @@ class TcpConnection : public Connection {
   Status ReadAvailable();
   Status ConsumeBuffered();
   Status BeginFrame();
-  Status FinishFrame();
-  Status HandleHello(bool is_ack);
+  // `payload`: the frame's payload_length bytes (in the input buffer, the
+  // spill buffer or the WRITE's destination), valid during the call.
+  Status FinishFrame(const uint8_t* payload);
+  Status HandleHello(bool is_ack, const uint8_t* payload, size_t size);
   Status HandleCredit(uint64_t credits);
   Status HandleAck(uint64_t request_id, uint32_t status);
   Status HandleReadRequest();
@@ -148,9 +150,14 @@ class TcpConnection : public Connection {
   bool after_bulk_ = false;  // the last read put a payload in place
   bool have_header_ = false;
   FrameHeader header_;
+  // The payload of header_ is handled where it lies in in_buffer_ (a
+  // message, handshake or error frame that fits): no copy.
+  bool in_place_ = false;
   uint8_t* payload_destination_ = nullptr;
   uint64_t payload_done_ = 0;
-  std::string small_payload_;
+  // Payloads of such frames too large for in_buffer_ (a message_slot_size
+  // above it; before the handshake, anything above 1 KiB) gather here.
+  std::unique_ptr<uint8_t[]> spill_;
   std::unique_ptr<RegionTable::Pin> write_pin_;
   int credits_to_return_ = 0;
 };

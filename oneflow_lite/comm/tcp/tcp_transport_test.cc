@@ -4,9 +4,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include "oneflow_lite/comm/socket_util.h"
@@ -168,6 +170,113 @@ TEST(TcpTransportTest, OwnStallDoesNotBlameAHealthyPeer) {
     }
     ASSERT_TRUE(errors.empty());
   }
+}
+
+// The read side handles a message where it lies in the 256 KiB input
+// buffer, gathers one too large for it in a buffer of its own, copies small
+// WRITE payloads out of the buffer and reads large ones in place. Frames of
+// every kind and size, in a shuffled order so that they straddle the
+// buffer's end at many points, must arrive intact and in order, each WRITE's
+// data in place when the message posted after it arrives.
+TEST(TcpTransportTest, FramesOfEverySizeArriveIntactAndInOrder) {
+  constexpr size_t kSlot = 600 << 10;  // above the input buffer's 256 KiB
+  constexpr size_t kRegion = 4 << 20;
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::string> received;
+  std::vector<uint8_t> target(kRegion, 0);
+  std::vector<TransportOptions> options(2);
+  for (int rank = 0; rank < 2; ++rank) {
+    options[rank].rank = rank;
+    options[rank].world_size = 2;
+    options[rank].message_slot_size = kSlot;
+  }
+  // A message is kept whole; a WRITE's marker ("W" + offset + length) is
+  // kept with the bytes the WRITE put there, read when the marker arrives.
+  options[1].on_message = [&](int, const void* data, size_t size) {
+    std::string message(static_cast<const char*>(data), size);
+    if (size == 17 && message[0] == 'W') {
+      const uint64_t offset = wire::LoadU64(reinterpret_cast<const uint8_t*>(data) + 1);
+      const uint64_t length = wire::LoadU64(reinterpret_cast<const uint8_t*>(data) + 9);
+      message.append(reinterpret_cast<const char*>(target.data()) + offset, length);
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    received.push_back(std::move(message));
+    changed.notify_all();
+  };
+  auto transports =
+      CreateConnectedTransports(TcpFactory("tcp", false), options, milliseconds(10000));
+  ASSERT_TRUE(transports.ok()) << transports.status();
+  auto remote = (*transports)[1]->RegisterMemory(target.data(), target.size(), kAccessAll);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  std::vector<uint8_t> source(kRegion);
+  for (size_t i = 0; i < source.size(); ++i) source[i] = static_cast<uint8_t>(i * 131 + i / 7);
+  auto local = (*transports)[0]->RegisterMemory(source.data(), source.size(), kAccessAll);
+  ASSERT_TRUE(local.ok()) << local.status();
+  Connection* connection = *(*transports)[0]->GetConnection(1);
+
+  // Sizes around the thresholds: the 4 KiB first read, the 64 KiB direct
+  // read, the 256 KiB buffer and the slot.
+  const std::vector<size_t> message_sizes = {0,         1,         33,        4095,      4096,
+                                             4097,      60 << 10,  64 << 10,  100 << 10, 255 << 10,
+                                             256 << 10, 300 << 10, kSlot};
+  const std::vector<size_t> write_sizes = {100, 32 << 10, (64 << 10) - 1, 64 << 10, 1 << 20};
+  struct Item {
+    bool is_write;
+    size_t size;
+  };
+  std::vector<Item> items;
+  for (int round = 0; round < 3; ++round) {
+    for (size_t size : message_sizes) items.push_back({false, size});
+    for (size_t size : write_sizes) items.push_back({true, size});
+  }
+  std::mt19937 random(7);
+  std::shuffle(items.begin(), items.end(), random);
+  std::vector<std::string> expected;
+  size_t write_at = 0;
+  int writes_done = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!items[i].is_write) {
+      std::string message(items[i].size, '\0');
+      for (size_t b = 0; b < message.size(); ++b) message[b] = static_cast<char>(b * 7 + i);
+      ASSERT_TRUE(connection->SendMessage(message.data(), message.size()).ok());
+      expected.push_back(std::move(message));
+      continue;
+    }
+    const size_t length = items[i].size;
+    if (write_at + length > kRegion) write_at = 0;
+    // Distinct bytes per WRITE: the source is read from a shifting offset.
+    const size_t source_at = (i * 4099) % (kRegion - length);
+    ASSERT_TRUE(connection
+                    ->PostWrite(**local, source_at, (*remote)->remote_key(), write_at, length,
+                                [&](const Status& status) {
+                                  EXPECT_TRUE(status.ok()) << status;
+                                  std::lock_guard<std::mutex> lock(mutex);
+                                  ++writes_done;
+                                  changed.notify_all();
+                                })
+                    .ok());
+    std::string marker(1, 'W');
+    wire::AppendU64(&marker, write_at);
+    wire::AppendU64(&marker, length);
+    ASSERT_TRUE(connection->SendMessage(marker.data(), marker.size()).ok());
+    marker.append(reinterpret_cast<const char*>(source.data()) + source_at, length);
+    expected.push_back(std::move(marker));
+    write_at += length;
+  }
+  const int writes = static_cast<int>(std::count_if(items.begin(), items.end(),
+                                                    [](const Item& item) { return item.is_write; }));
+  std::unique_lock<std::mutex> lock(mutex);
+  ASSERT_TRUE(changed.wait_for(lock, milliseconds(20000), [&] {
+    return received.size() == expected.size() && writes_done == writes;
+  })) << received.size() << " of " << expected.size() << " messages, " << writes_done << " of "
+      << writes << " WRITEs";
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_EQ(received[i].size(), expected[i].size()) << "message " << i;
+    EXPECT_TRUE(received[i] == expected[i]) << "message " << i << " (" << expected[i].size()
+                                            << " bytes) differs";
+  }
+  EXPECT_TRUE((*(*transports)[1]->GetConnection(0))->status().ok());
 }
 
 }  // namespace
