@@ -55,7 +55,7 @@ Tensor ConvReluPool(Graph* g, const Tensor& x, int64_t filters, int64_t pad) {
 StatusOr<Job> LenetJob(int ranks) {
   Graph g("lenet5_buckets", /*seed=*/3);
   g.SetPlacement(Placement::Parse(PlacementText(ranks)));
-  Batch data = g.RandomBatch(Shape{6, 1, 28, 28}, 10);
+  Batch data = g.RandomBatch(Shape{12, 1, 28, 28}, 10);  // divisible by 2, 3 and 4
   Tensor x = ConvReluPool(&g, data.image, 6, 2);  // [B, 6, 14, 14]
   x = ConvReluPool(&g, x, 16, 0);                  // [B, 16, 5, 5]
   x = g.Relu(g.Dense(x, 120));
@@ -166,9 +166,11 @@ void ExpectFusedEqualsUnfused(const Job& job, int ranks, int64_t exchange_max_by
   EXPECT_EQ(with.collectives, without.collectives - with.members + with.buckets);
   for (const TaskProto& task : fused->machine(0).task()) {
     if (task.collective().member_size() == 0) continue;
-    EXPECT_EQ(task.collective().algorithm(), exchange_max_bytes == 0
-                                                 ? COLLECTIVE_RING_ALL_REDUCE
-                                                 : COLLECTIVE_EXCHANGE_ALL_REDUCE)
+    // 4 ranks: recursive doubling, which adds (b0 + b1) + (b2 + b3) per
+    // element whether the element travels alone or in a bucket.
+    EXPECT_EQ(task.collective().algorithm(), exchange_max_bytes == 0 ? COLLECTIVE_RING_ALL_REDUCE
+                                             : ranks == 4            ? COLLECTIVE_DOUBLING_ALL_REDUCE
+                                                                     : COLLECTIVE_EXCHANGE_ALL_REDUCE)
         << task.name();
   }
 
@@ -206,7 +208,7 @@ TEST(GradientBucketRingTest, MlpRingBucketEqualsUnfusedRings) {
   ExpectFusedEqualsUnfused(*job, 2, /*exchange_max_bytes=*/0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, GradientBucketTest, ::testing::Values(2, 3),
+INSTANTIATE_TEST_SUITE_P(Ranks, GradientBucketTest, ::testing::Values(2, 3, 4),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::to_string(info.param) + "ranks";
                          });

@@ -28,12 +28,27 @@ inline constexpr int kDefaultRingSlots = 4;
 inline constexpr size_t kExchangeAllReduceMaxBytes = 64 * 1024;
 inline constexpr size_t kExchangeFanOut = 4;
 
+// Over a power-of-2 world of 4 or more ranks, partial-sum all-reduces of at
+// most kExchangeFanOut times the exchange bound (256 KiB by default) use
+// recursive doubling instead (exchange.h, ExchangeOptions::recursive_doubling):
+// log2 N latencies and log2 N times the tensor sent per rank. Measured at 4
+// processes (allreduce_bench's "rd" column, docs/benchmarks.md): above the
+// exchange from 4 KiB (at 64 KiB 2.4x over tcp), at or above the ring at
+// 256 KiB.
+inline bool UseDoublingAllReduce(size_t bytes, int world,
+                                 size_t exchange_max_bytes = kExchangeAllReduceMaxBytes) {
+  return world >= 4 && (world & (world - 1)) == 0 && exchange_max_bytes > 0 &&
+         bytes <= kExchangeFanOut * exchange_max_bytes;
+}
+
 // True when a partial-sum all-reduce of `bytes` over `world` ranks uses the
-// exchange under the limit `max_bytes` (0: never).
+// exchange under the limit `max_bytes` (0: never) and recursive doubling
+// does not apply.
 inline bool UseExchangeAllReduce(size_t bytes, int world,
                                  size_t max_bytes = kExchangeAllReduceMaxBytes) {
   return world > 1 && max_bytes > 0 && bytes <= max_bytes &&
-         bytes * static_cast<size_t>(world - 1) <= kExchangeFanOut * max_bytes;
+         bytes * static_cast<size_t>(world - 1) <= kExchangeFanOut * max_bytes &&
+         !UseDoublingAllReduce(bytes, world, max_bytes);
 }
 
 // Segment `index` of `count` elements over `world` ranks: [begin, end).

@@ -78,6 +78,12 @@ CollectiveConf ChooseCollective(const BoxingConf& boxing, int64_t machine_count,
     conf.set_algorithm(COLLECTIVE_EXCHANGE_ALL_REDUCE);  // no chunks, no slots
     return conf;
   }
+  if (reduces &&
+      UseDoublingAllReduce(static_cast<size_t>(logical.ByteSize()), static_cast<int>(n),
+                           static_cast<size_t>(std::max<int64_t>(exchange_max_bytes, 0)))) {
+    conf.set_algorithm(COLLECTIVE_DOUBLING_ALL_REDUCE);  // no chunks, no slots
+    return conf;
+  }
   conf.set_chunk_bytes(static_cast<int64_t>(kDefaultRingChunkBytes));
   conf.set_slots(kDefaultRingSlots);
   return conf;

@@ -260,7 +260,8 @@ Status CheckBucket(const TaskProto& task, const PlanIndex& index) {
                      members, " of ", BoxingKind_Name(conf.kind()));
   }
   if (collective.algorithm() != COLLECTIVE_RING_ALL_REDUCE &&
-      collective.algorithm() != COLLECTIVE_EXCHANGE_ALL_REDUCE) {
+      collective.algorithm() != COLLECTIVE_EXCHANGE_ALL_REDUCE &&
+      collective.algorithm() != COLLECTIVE_DOUBLING_ALL_REDUCE) {
     return TaskError(task, "collective.algorithm", "a bucket runs an all-reduce, not ",
                      CollectiveAlgorithm_Name(collective.algorithm()));
   }

@@ -89,6 +89,10 @@ void Check(const Status& status, const char* what) {
 // far below; the column shows where the crossover lies).
 constexpr size_t kExchangeBenchMaxBytes = 4u << 20;
 
+// Worlds where recursive doubling differs from the exchange: powers of 2
+// above 2.
+bool Doubles(int world) { return world > 2 && (world & (world - 1)) == 0; }
+
 int Iterations(size_t bytes) {
   return static_cast<int>(std::clamp<size_t>((8u << 20) / bytes, 1, 32));
 }
@@ -135,16 +139,22 @@ void Verify(const float* data, size_t count, int world, const char* who) {
 
 struct Row {
   size_t bytes;
-  // Per provider; an exchange Timing of 0 s: not timed (above the limit).
-  std::vector<Timing> ring, exchange;
+  // Per provider; an exchange Timing of 0 s: not timed (above the limit);
+  // a doubling one: not timed (world not a power of 2 above 2, or above
+  // the limit).
+  std::vector<Timing> ring, exchange, doubling;
   Timing gloo_ring, gloo_chunked;
   std::vector<double> mpi_busbw;  // per Config::mpi_btls; negative: no good sample
 };
 
 // The algorithm the compiler records for a P -> B of this size
-// (common/ring_segments.h, UseExchangeAllReduce): the "plan" column, and
-// what the <provider>/peer column holds against the best peer.
+// (common/ring_segments.h, UseDoublingAllReduce, UseExchangeAllReduce): the
+// "plan" column, and what the <provider>/peer column holds against the best
+// peer.
 const Timing& Planned(const Row& row, size_t provider, int world) {
+  if (UseDoublingAllReduce(row.bytes, world) && row.doubling[provider].seconds > 0) {
+    return row.doubling[provider];
+  }
   return UseExchangeAllReduce(row.bytes, world) && row.exchange[provider].seconds > 0
              ? row.exchange[provider]
              : row.ring[provider];
@@ -181,8 +191,9 @@ void PrintRows(int world, const Config& config, const std::vector<Row>& rows) {
   std::printf("load average %s (at the end of the sizes)\n", LoadAverage().c_str());
   std::printf("%-8s", "size");
   for (const std::string& provider : config.providers) {
-    std::printf(" %11s %11s %11s", (provider + " ring").c_str(), (provider + " exch").c_str(),
-                (provider + " plan").c_str());
+    std::printf(" %11s %11s", (provider + " ring").c_str(), (provider + " exch").c_str());
+    if (Doubles(world)) std::printf(" %11s", (provider + " rd").c_str());
+    std::printf(" %11s", (provider + " plan").c_str());
   }
   if (config.gloo) std::printf(" %10s %13s", "Gloo ring", "Gloo chunked");
   for (const std::string& btl : config.mpi_btls) std::printf(" %10s", ("OMPI " + btl).c_str());
@@ -195,10 +206,13 @@ void PrintRows(int world, const Config& config, const std::vector<Row>& rows) {
     for (size_t i = 0; i < row.ring.size(); ++i) {
       const double plan = BusBandwidth(world, row.bytes, Planned(row, i, world).seconds);
       std::printf(" %11.0f", BusBandwidth(world, row.bytes, row.ring[i].seconds));
-      if (row.exchange[i].seconds > 0) {
-        std::printf(" %11.0f", BusBandwidth(world, row.bytes, row.exchange[i].seconds));
-      } else {
-        std::printf(" %11s", "-");
+      for (const Timing* timing : {&row.exchange[i], &row.doubling[i]}) {
+        if (timing == &row.doubling[i] && !Doubles(world)) continue;
+        if (timing->seconds > 0) {
+          std::printf(" %11.0f", BusBandwidth(world, row.bytes, timing->seconds));
+        } else {
+          std::printf(" %11s", "-");
+        }
       }
       std::printf(" %11.0f", plan);
     }
@@ -249,6 +263,8 @@ struct Net {
   std::unique_ptr<comm::RegisteredPool> pool;
   std::unique_ptr<comm::RingCommunicator> ring;
   std::unique_ptr<comm::ExchangeCommunicator> exchange;
+  // Recursive doubling (worlds of 4, 8, ...; at 2 "exchange" runs it).
+  std::unique_ptr<comm::ExchangeCommunicator> doubling;
   std::unique_ptr<comm::MemoryRegion> region;
 };
 
@@ -286,6 +302,13 @@ Row MeasureSize(int rank, const Config& config, size_t bytes, float* buffer,
         Check(net->exchange->AllReduce(buffer, count, DT_FLOAT,
                                        comm::DeadlineAfter(milliseconds(120000))),
               "CommNet exchange all-reduce");
+      }});
+    }
+    if (bytes <= kExchangeBenchMaxBytes && Doubles(world)) {
+      contenders.push_back({"CommNet doubling", [net, buffer, count] {
+        Check(net->doubling->AllReduce(buffer, count, DT_FLOAT,
+                                       comm::DeadlineAfter(milliseconds(120000))),
+              "CommNet recursive doubling all-reduce");
       }});
     }
   }
@@ -329,12 +352,15 @@ Row MeasureSize(int rank, const Config& config, size_t bytes, float* buffer,
       Check(control->Barrier("mpi", milliseconds(600000)), "barrier");
     }
   }
-  Row row{bytes, {}, {}, {}, {}, {}};
+  Row row{bytes, {}, {}, {}, {}, {}, {}};
   size_t next = 0;
   for (size_t i = 0; i < nets.size(); ++i) {
     row.ring.push_back(contenders[next++].Median());
     row.exchange.push_back(bytes <= kExchangeBenchMaxBytes ? contenders[next++].Median()
                                                            : Timing());
+    row.doubling.push_back(bytes <= kExchangeBenchMaxBytes && Doubles(world)
+                               ? contenders[next++].Median()
+                               : Timing());
   }
   if (config.gloo) {
     row.gloo_ring = contenders[next++].Median();
@@ -399,6 +425,12 @@ int RunRank(int rank, const Config& config) {
                                                        exchange_options);
     Check(exchange.status(), "exchange");
     net->exchange = std::move(*exchange);
+    exchange_options.channel = 0x300;
+    exchange_options.recursive_doubling = true;
+    auto doubling = comm::ExchangeCommunicator::Create(net->transport.get(), &net->router,
+                                                       exchange_options);
+    Check(doubling.status(), "doubling");
+    net->doubling = std::move(*doubling);
     auto region = net->transport->RegisterMemory(buffer.data(), config.max_bytes,
                                                  comm::kAccessAll);
     Check(region.status(), "register");
@@ -467,8 +499,10 @@ int main(int argc, char** argv) {
       "  --bind=auto|cores|none   CPU binding of the forked ranks (default auto, as\n"
       "                     `oflite launch`: when every core gets the same load); mpirun\n"
       "                     gets the matching --bind-to\n"
-      "The <provider>/peer column: the plan's figure against the best peer (tcp: Gloo's\n"
-      "two and OpenMPI over TCP; shm: OpenMPI over vader).\n");
+      "Columns per provider: ring, exch (the exchange; recursive doubling at 2\n"
+      "processes), rd (recursive doubling, 4 processes) and plan (what the compiler\n"
+      "records for the size). The <provider>/peer column: the plan's figure against the\n"
+      "best peer (tcp: Gloo's two and OpenMPI over TCP; shm: OpenMPI over vader).\n");
   if (flags >= 0) return flags;
   oflite::bench::SetBindingFromFlags(argc, argv);
   oflite::bench::BenchTcpCallerPoll() =

@@ -21,13 +21,13 @@ constexpr uint8_t kPiece = 1;
 // flow id from (tag, call, sender, receiver).
 class ExchangeTrace {
  public:
-  ExchangeTrace(uint64_t tag, uint64_t call, int rank, int world) {
+  // Flows to and from each of `peers` (the peers this rank exchanges with).
+  ExchangeTrace(uint64_t tag, uint64_t call, int rank, const std::vector<int>& peers) {
     trace::Track* track = trace::CurrentTrack();
     if (track == nullptr || !track->active()) return;
     track_ = track;
     begin_ns_ = trace::NowNs();
-    for (int peer = 0; peer < world; ++peer) {
-      if (peer == rank) continue;
+    for (int peer : peers) {
       track->AddFlow('s', Id(tag, call, rank, peer), "exchange", begin_ns_);
       track->AddFlow('f', Id(tag, call, peer, rank), "exchange", begin_ns_);
     }
@@ -118,32 +118,51 @@ void ExchangeCommunicator::OnPiece(int peer, const void* data, size_t size) {
   Incoming& incoming = incoming_[call];
   if (incoming.buffers.empty()) {
     incoming.buffers.resize(world_);
-    incoming.sizes.assign(world_, 0);
+    incoming.sizes.assign(world_, kUnsized);
     incoming.received.assign(world_, 0);
   }
-  if (incoming.buffers[peer] == nullptr) {
-    incoming.buffers[peer].reset(new uint8_t[std::max<uint64_t>(total, 1)]);
+  if (incoming.sizes[peer] == kUnsized) {
     incoming.sizes[peer] = total;
+    const bool direct = active_.call == call && active_.peer == peer;
+    if (!direct) incoming.buffers[peer].reset(new uint8_t[std::max<uint64_t>(total, 1)]);
   }
-  uint8_t* buffer = incoming.buffers[peer].get();
-  if (incoming.sizes[peer] != total || offset > total || length > total - offset ||
-      incoming.received[peer] + length > total) {
+  // A peer's pieces come in order on its connection: each continues the
+  // last (what the direct adds below and the staged prefix rely on).
+  if (incoming.sizes[peer] != total || offset != incoming.received[peer] ||
+      length > total - offset) {
     FailLocked(DataLossError("exchange all-reduce: rank ", peer, "'s piece [", offset, ", +",
-                             length, ") of call ", call, " does not fit its ",
-                             incoming.sizes[peer], " bytes"));
+                             length, ") of call ", call, " does not continue its ",
+                             incoming.received[peer], " of ", incoming.sizes[peer], " bytes"));
     return;
   }
-  std::memcpy(buffer + offset, bytes + kExchangePieceHeaderBytes, length);
+  const uint8_t* payload = bytes + kExchangePieceHeaderBytes;
+  if (active_.call == call && active_.peer == peer) {
+    // This round's partner, after this rank sent its part: added where it
+    // belongs at once, no staging.
+    if (total != active_.bytes || length % active_.element != 0) {
+      FailLocked(DataLossError("exchange all-reduce: rank ", peer, " sent ", total,
+                               " bytes in a piece of ", length, " for call ", call, "; rank ",
+                               rank_, " reduces ", active_.bytes, " (ranks disagree on the size)"));
+      return;
+    }
+    const Status added = AccumulateInto(active_.dtype, payload, active_.data + offset,
+                                        static_cast<int64_t>(length / active_.element));
+    if (!added.ok()) {
+      FailLocked(added);
+      return;
+    }
+  } else {
+    if (length > 0) std::memcpy(incoming.buffers[peer].get() + offset, payload, length);
+  }
   incoming.received[peer] += length;
   if (incoming.received[peer] == total) changed_.notify_all();
 }
 
-Status ExchangeCommunicator::SendAll(const uint8_t* data, size_t bytes, uint64_t call) {
-  // Start with the right neighbour, so ranks do not all send to rank 0 first.
+Status ExchangeCommunicator::SendTo(const std::vector<int>& peers, const uint8_t* data,
+                                    size_t bytes, uint64_t call) {
   // Each peer's pieces go out as one batch (one system call on tcp).
   std::vector<std::string> messages;
-  for (int step = 1; step < world_; ++step) {
-    const int peer = (rank_ + step) % world_;
+  for (int peer : peers) {
     Connection* connection = peers_[peer];
     // Whole elements of every dtype in every piece (a multiple of 8 bytes).
     const size_t piece = (connection->max_message_size() - MessageRouter::kChannelHeaderSize -
@@ -183,8 +202,8 @@ void ExchangeCommunicator::FailLocked(const Status& status) {
   changed_.notify_all();
 }
 
-Status ExchangeCommunicator::WaitAll(uint64_t call, size_t bytes, Deadline deadline,
-                                     std::unique_lock<std::mutex>* lock) {
+Status ExchangeCommunicator::WaitFor(const std::vector<int>& peers, uint64_t call, size_t bytes,
+                                     Deadline deadline, std::unique_lock<std::mutex>* lock) {
   // The peers' pieces usually follow within microseconds: poll for wait_spin
   // before sleeping on the condition variable, whose wake-up would cost
   // about as much as the whole exchange. Polling drives the transport from
@@ -197,13 +216,15 @@ Status ExchangeCommunicator::WaitAll(uint64_t call, size_t bytes, Deadline deadl
     RETURN_IF_ERROR(HealthLocked());
     auto it = incoming_.find(call);
     int missing = -1;
-    for (int peer = 0; peer < world_ && missing < 0; ++peer) {
-      if (peer == rank_) continue;
-      if (it == incoming_.end() || it->second.received[peer] < bytes) missing = peer;
+    for (int peer : peers) {
+      if (it == incoming_.end() || it->second.received[peer] < bytes) {
+        missing = peer;
+        break;
+      }
     }
     if (missing < 0) {
-      for (int peer = 0; peer < world_; ++peer) {
-        if (peer != rank_ && it->second.sizes[peer] != bytes) {
+      for (int peer : peers) {
+        if (it->second.sizes[peer] != bytes) {
           return DataLossError("exchange all-reduce: rank ", peer, " sent ",
                                it->second.sizes[peer], " bytes for call ", call,
                                ", rank ", rank_, " reduces ", bytes,
@@ -244,27 +265,40 @@ Status ExchangeCommunicator::AllReduce(void* data, size_t count, DataType dtype,
     RETURN_IF_ERROR(HealthLocked());
     call = ++call_;
   }
-  ExchangeTrace trace(options_.tag, call, rank_, world_);
-  Status sent = SendAll(static_cast<const uint8_t*>(data), bytes, call);
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (!sent.ok()) {
-    FailLocked(sent);
-    return sent;
+  Status status = pairwise() ? PairwiseAllReduce(static_cast<uint8_t*>(data), count, dtype,
+                                                  call, deadline)
+                             : DirectAllReduce(static_cast<uint8_t*>(data), count, dtype, call,
+                                               deadline);
+  std::lock_guard<std::mutex> lock(mutex_);
+  active_ = Active();
+  if (!status.ok()) {
+    FailLocked(status);
+    return status;
   }
-  Status waited = WaitAll(call, bytes, deadline, &lock);
-  if (!waited.ok()) {
-    FailLocked(waited);
-    return waited;
-  }
-  Incoming incoming = std::move(incoming_[call]);
   incoming_.erase(call);
   finished_ = call;
-  lock.unlock();
+  return Status::OK();
+}
+
+Status ExchangeCommunicator::DirectAllReduce(uint8_t* data, size_t count, DataType dtype,
+                                             uint64_t call, Deadline deadline) {
+  const size_t bytes = count * static_cast<size_t>(SizeOf(dtype));
+  std::vector<int> peers;
+  // Starting with the right neighbour, so ranks do not all send to rank 0 first.
+  for (int step = 1; step < world_; ++step) peers.push_back((rank_ + step) % world_);
+  ExchangeTrace trace(options_.tag, call, rank_, peers);
+  RETURN_IF_ERROR(SendTo(peers, data, bytes, call));
+  Incoming incoming;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    RETURN_IF_ERROR(WaitFor(peers, call, bytes, deadline, &lock));
+    incoming = std::move(incoming_[call]);
+  }
   // Rank order on every rank: ((b0 + b1) + b2) + ..., so every rank holds
   // the same bits. Ranks 0 and 1 sum in place: b1 + b0 is b0 + b1 bit for
   // bit (one addition commutes; only the grouping of several matters).
   // Others sum in rank 0's received buffer and copy the result out.
-  uint8_t* sum = rank_ <= 1 ? static_cast<uint8_t*>(data) : incoming.buffers[0].get();
+  uint8_t* sum = rank_ <= 1 ? data : incoming.buffers[0].get();
   if (rank_ == 1) {
     RETURN_IF_ERROR(AccumulateInto(dtype, incoming.buffers[0].get(), sum,
                                    static_cast<int64_t>(count)));
@@ -274,6 +308,45 @@ Status ExchangeCommunicator::AllReduce(void* data, size_t count, DataType dtype,
     RETURN_IF_ERROR(AccumulateInto(dtype, part, sum, static_cast<int64_t>(count)));
   }
   if (rank_ > 1) std::memcpy(data, sum, bytes);
+  return Status::OK();
+}
+
+Status ExchangeCommunicator::PairwiseAllReduce(uint8_t* data, size_t count, DataType dtype,
+                                               uint64_t call, Deadline deadline) {
+  const size_t element = static_cast<size_t>(SizeOf(dtype));
+  const size_t bytes = count * element;
+  std::vector<int> partners;
+  for (int bit = 1; bit < world_; bit <<= 1) partners.push_back(rank_ ^ bit);
+  ExchangeTrace trace(options_.tag, call, rank_, partners);
+  for (int partner : partners) {
+    // What this rank holds now (its part, then the sum of its group) goes
+    // out first: the messages copy it, so the adds below may change it.
+    RETURN_IF_ERROR(SendTo({partner}, data, bytes, call));
+    std::unique_lock<std::mutex> lock(mutex_);
+    RETURN_IF_ERROR(HealthLocked());
+    Incoming& incoming = incoming_[call];
+    if (incoming.buffers.empty()) {
+      incoming.buffers.resize(world_);
+      incoming.sizes.assign(world_, kUnsized);
+      incoming.received.assign(world_, 0);
+    }
+    // The partner's pieces that came before this round began were staged:
+    // add that prefix; OnPiece adds the rest as it arrives.
+    const size_t staged = incoming.received[partner];
+    if (staged > 0) {
+      if (incoming.sizes[partner] != bytes || staged % element != 0) {
+        return DataLossError("exchange all-reduce: rank ", partner, " sent ",
+                             incoming.sizes[partner], " bytes for call ", call, ", rank ", rank_,
+                             " reduces ", bytes, " (ranks disagree on the size)");
+      }
+      RETURN_IF_ERROR(AccumulateInto(dtype, incoming.buffers[partner].get(), data,
+                                     static_cast<int64_t>(staged / element)));
+      incoming.buffers[partner].reset();
+    }
+    active_ = Active{call, partner, data, bytes, dtype, element};
+    RETURN_IF_ERROR(WaitFor({partner}, call, bytes, deadline, &lock));
+    active_ = Active();
+  }
   return Status::OK();
 }
 

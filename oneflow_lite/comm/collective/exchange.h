@@ -56,6 +56,12 @@ struct ExchangeOptions {
   // How long a waiting call polls (yielding, or Transport::Poll) before it
   // sleeps on its condition variable; as CollectiveOptions::wait_spin.
   std::chrono::microseconds wait_spin{200};
+  // With a power-of-2 world: recursive doubling (log2 N rounds; in round k
+  // each rank swaps what it holds with rank ^ 2^k and adds) instead of
+  // every rank sending to every other. log2 N message latencies instead of
+  // one, log2 N instead of N - 1 times the buffer sent and added. A world of
+  // 2 always runs it (one round: the same as the direct exchange).
+  bool recursive_doubling = false;
   // A peer announcing a larger buffer fails the communicator (DataLoss
   // naming it) instead of making this rank allocate it.
   size_t max_bytes = size_t{1} << 30;
@@ -80,8 +86,16 @@ class ExchangeCommunicator {
 
   // Bytes this rank sends in one AllReduce of `bytes` over `world` ranks
   // (payload only): (world - 1) * bytes.
-  static size_t BytesSent(size_t bytes, int world) {
-    return world > 1 ? static_cast<size_t>(world - 1) * bytes : 0;
+  // With `recursive_doubling` over a power-of-2 world (or a world of 2):
+  // log2(world) * bytes.
+  static size_t BytesSent(size_t bytes, int world, bool recursive_doubling = false) {
+    if (world < 2) return 0;
+    if (world == 2 || (recursive_doubling && (world & (world - 1)) == 0)) {
+      size_t rounds = 0;
+      for (int span = 1; span < world; span <<= 1) ++rounds;
+      return rounds * bytes;
+    }
+    return static_cast<size_t>(world - 1) * bytes;
   }
 
  private:
@@ -96,10 +110,30 @@ class ExchangeCommunicator {
 
   ExchangeCommunicator(Transport* transport, MessageRouter* router,
                        const ExchangeOptions& options);
+  // The partner of the round in progress of a pairwise call, whose pieces
+  // OnPiece adds straight into `data`; call 0: none.
+  struct Active {
+    uint64_t call = 0;
+    int peer = -1;
+    uint8_t* data = nullptr;
+    size_t bytes = 0;
+    DataType dtype = DT_FLOAT;
+    size_t element = 1;
+  };
+  static constexpr size_t kUnsized = ~size_t{0};
+
+  bool pairwise() const {
+    return world_ == 2 || (options_.recursive_doubling && (world_ & (world_ - 1)) == 0);
+  }
   void OnPiece(int peer, const void* data, size_t size);
-  Status SendAll(const uint8_t* data, size_t bytes, uint64_t call);
-  Status WaitAll(uint64_t call, size_t bytes, Deadline deadline,
+  Status SendTo(const std::vector<int>& peers, const uint8_t* data, size_t bytes, uint64_t call);
+  // Until every one of `peers` delivered `bytes` for `call`; `lock` holds mutex_.
+  Status WaitFor(const std::vector<int>& peers, uint64_t call, size_t bytes, Deadline deadline,
                  std::unique_lock<std::mutex>* lock);
+  Status DirectAllReduce(uint8_t* data, size_t count, DataType dtype, uint64_t call,
+                         Deadline deadline);
+  Status PairwiseAllReduce(uint8_t* data, size_t count, DataType dtype, uint64_t call,
+                           Deadline deadline);
   Status HealthLocked() const;
   void FailLocked(const Status& status);
 
@@ -116,6 +150,7 @@ class ExchangeCommunicator {
   uint64_t call_ = 0;      // calls started
   uint64_t finished_ = 0;  // calls whose pieces were all consumed
   std::map<uint64_t, Incoming> incoming_;  // by call
+  Active active_;
 };
 
 }  // namespace comm

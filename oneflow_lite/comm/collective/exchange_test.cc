@@ -49,7 +49,8 @@ struct World {
 };
 
 std::unique_ptr<World> MakeWorld(const std::string& provider, int world,
-                                 const std::vector<uint64_t>& tags = {}) {
+                                 const std::vector<uint64_t>& tags = {},
+                                 bool recursive_doubling = false) {
   auto result = std::make_unique<World>();
   std::vector<TransportOptions> options(world);
   for (int rank = 0; rank < world; ++rank) {
@@ -64,6 +65,7 @@ std::unique_ptr<World> MakeWorld(const std::string& provider, int world,
   for (int rank = 0; rank < world; ++rank) {
     ExchangeOptions exchange;
     exchange.tag = tags.empty() ? 7 : tags[rank];
+    exchange.recursive_doubling = recursive_doubling;
     auto created = ExchangeCommunicator::Create(result->transports[rank].get(),
                                                 result->routers[rank].get(), exchange);
     CHECK(created.ok()) << created.status();
@@ -87,63 +89,80 @@ std::vector<Status> OnEveryRank(int world, Body body) {
 class ExchangeTest : public ::testing::TestWithParam<std::string> {};
 
 // Sizes around the piece boundary (one message holds a bit under 4 KiB),
-// 1 element, odd counts; 2, 3 and 4 ranks; every rank gets the exact sum
-// (integers) and bit-identical floats, summed in rank order.
+// 1 element, odd counts; 2, 3 and 4 ranks, directly and by recursive
+// doubling (3 ranks: direct either way); every rank gets the exact sum
+// (integers) and bit-identical floats: summed in rank order directly,
+// (b0 + b1) + (b2 + b3) by recursive doubling.
 TEST_P(ExchangeTest, SumsEqualTheReferenceOnEveryRank) {
-  for (int world : {2, 3, 4}) {
-    auto ranks = MakeWorld(GetParam(), world);
-    for (size_t count : {size_t{1}, size_t{7}, size_t{1000}, size_t{1017}, size_t{5000}}) {
-      std::vector<std::vector<int64_t>> ints(world, std::vector<int64_t>(count));
-      std::vector<std::vector<float>> floats(world, std::vector<float>(count));
-      std::vector<int64_t> int_sum(count, 0);
-      std::vector<float> float_sum(count, 0.f);
-      for (int rank = 0; rank < world; ++rank) {
-        for (size_t i = 0; i < count; ++i) {
-          ints[rank][i] = static_cast<int64_t>(i * 31 + rank * 1000003) - 17;
-          floats[rank][i] = 0.1f * static_cast<float>(i % 97) + 1.0f / (rank + 3);
-          int_sum[i] += ints[rank][i];
+  for (bool doubling : {false, true}) {
+    for (int world : {2, 3, 4}) {
+      auto ranks = MakeWorld(GetParam(), world, {}, doubling);
+      const bool pairs = doubling && world == 4;
+      for (size_t count : {size_t{1}, size_t{7}, size_t{1000}, size_t{1017}, size_t{5000}}) {
+        std::vector<std::vector<int64_t>> ints(world, std::vector<int64_t>(count));
+        std::vector<std::vector<float>> floats(world, std::vector<float>(count));
+        std::vector<int64_t> int_sum(count, 0);
+        std::vector<float> float_sum(count, 0.f);
+        for (int rank = 0; rank < world; ++rank) {
+          for (size_t i = 0; i < count; ++i) {
+            ints[rank][i] = static_cast<int64_t>(i * 31 + rank * 1000003) - 17;
+            floats[rank][i] = 0.1f * static_cast<float>(i % 97) + 1.0f / (rank + 3);
+            int_sum[i] += ints[rank][i];
+          }
         }
-      }
-      for (size_t i = 0; i < count; ++i) {
-        float acc = floats[0][i];
-        for (int rank = 1; rank < world; ++rank) acc += floats[rank][i];
-        float_sum[i] = acc;
-      }
-      auto results = OnEveryRank(world, [&](int rank) -> Status {
-        const Deadline deadline = DeadlineAfter(kTimeout);
-        RETURN_IF_ERROR(ranks->exchanges[rank]->AllReduce(ints[rank].data(), count, DT_INT64,
-                                                          deadline));
-        return ranks->exchanges[rank]->AllReduce(floats[rank].data(), count, DT_FLOAT, deadline);
-      });
-      for (int rank = 0; rank < world; ++rank) {
-        ASSERT_TRUE(results[rank].ok()) << "world " << world << " rank " << rank << ": "
-                                        << results[rank];
-        EXPECT_EQ(ints[rank], int_sum) << "world " << world << " count " << count;
-        EXPECT_EQ(0, std::memcmp(floats[rank].data(), float_sum.data(), count * sizeof(float)))
-            << "world " << world << " rank " << rank << " count " << count;
+        for (size_t i = 0; i < count; ++i) {
+          if (pairs) {
+            float_sum[i] = (floats[0][i] + floats[1][i]) + (floats[2][i] + floats[3][i]);
+            continue;
+          }
+          float acc = floats[0][i];
+          for (int rank = 1; rank < world; ++rank) acc += floats[rank][i];
+          float_sum[i] = acc;
+        }
+        auto results = OnEveryRank(world, [&](int rank) -> Status {
+          const Deadline deadline = DeadlineAfter(kTimeout);
+          RETURN_IF_ERROR(ranks->exchanges[rank]->AllReduce(ints[rank].data(), count, DT_INT64,
+                                                            deadline));
+          return ranks->exchanges[rank]->AllReduce(floats[rank].data(), count, DT_FLOAT,
+                                                   deadline);
+        });
+        for (int rank = 0; rank < world; ++rank) {
+          ASSERT_TRUE(results[rank].ok()) << "world " << world << " rank " << rank << ": "
+                                          << results[rank];
+          EXPECT_EQ(ints[rank], int_sum) << "world " << world << " count " << count;
+          EXPECT_EQ(0, std::memcmp(floats[rank].data(), float_sum.data(), count * sizeof(float)))
+              << "world " << world << " rank " << rank << " count " << count
+              << (doubling ? " (recursive doubling)" : "");
+        }
       }
     }
   }
 }
 
-// A rank may run calls ahead of a slow one: its pieces are staged per call.
+// A rank may run calls (and rounds) ahead of a slow one: its pieces are
+// staged per call, and added when the slow rank's round begins.
 TEST_P(ExchangeTest, APeerRunningAheadIsStagedPerCall) {
-  auto ranks = MakeWorld(GetParam(), 2);
-  constexpr int kCalls = 20;
-  std::vector<std::vector<int32_t>> results(2, std::vector<int32_t>(kCalls));
-  auto statuses = OnEveryRank(2, [&](int rank) -> Status {
-    for (int call = 0; call < kCalls; ++call) {
-      if (rank == 1 && call % 5 == 0) std::this_thread::sleep_for(milliseconds(20));
-      std::vector<int32_t> value(300, call + rank * 100);
-      RETURN_IF_ERROR(
-          ranks->exchanges[rank]->AllReduce(value.data(), 300, DT_INT32, DeadlineAfter(kTimeout)));
-      results[rank][call] = value[299];
+  for (int world : {2, 4}) {
+    auto ranks = MakeWorld(GetParam(), world, {}, /*recursive_doubling=*/true);
+    constexpr int kCalls = 20;
+    std::vector<std::vector<int32_t>> results(world, std::vector<int32_t>(kCalls));
+    auto statuses = OnEveryRank(world, [&](int rank) -> Status {
+      for (int call = 0; call < kCalls; ++call) {
+        if (rank == 1 && call % 5 == 0) std::this_thread::sleep_for(milliseconds(20));
+        std::vector<int32_t> value(3000, call + rank * 100);
+        RETURN_IF_ERROR(ranks->exchanges[rank]->AllReduce(value.data(), value.size(), DT_INT32,
+                                                          DeadlineAfter(kTimeout)));
+        results[rank][call] = value[2999];
+      }
+      return Status::OK();
+    });
+    const int32_t rank_sum = 100 * world * (world - 1) / 2;
+    for (int rank = 0; rank < world; ++rank) {
+      ASSERT_TRUE(statuses[rank].ok()) << "world " << world << ": " << statuses[rank];
+      for (int call = 0; call < kCalls; ++call) {
+        EXPECT_EQ(results[rank][call], world * call + rank_sum) << "world " << world;
+      }
     }
-    return Status::OK();
-  });
-  for (int rank = 0; rank < 2; ++rank) {
-    ASSERT_TRUE(statuses[rank].ok()) << statuses[rank];
-    for (int call = 0; call < kCalls; ++call) EXPECT_EQ(results[rank][call], 2 * call + 100);
   }
 }
 
@@ -232,6 +251,30 @@ TEST_P(ExchangeTest, HostilePiecesFailNamingTheSender) {
                                                    DeadlineAfter(milliseconds(5000)));
     EXPECT_EQ(status.code(), StatusCode::kDataLoss) << name << ": " << status;
     EXPECT_NE(status.message().find("rank 1"), std::string::npos) << name << ": " << status;
+  }
+}
+
+// Ranks calling with different counts: each fails naming a rank (at
+// least one with DataLoss; a rank failing first sends nothing more, so its
+// peer may wait out the deadline), none returns a wrong sum as success.
+TEST_P(ExchangeTest, RanksDisagreeingOnTheSizeFail) {
+  for (int world : {2, 3, 4}) {
+    auto ranks = MakeWorld(GetParam(), world, {}, /*recursive_doubling=*/true);
+    auto statuses = OnEveryRank(world, [&](int rank) -> Status {
+      std::vector<float> value(rank == 0 ? 2000 : 3000, 1.f);
+      return ranks->exchanges[rank]->AllReduce(value.data(), value.size(), DT_FLOAT,
+                                               DeadlineAfter(milliseconds(1000)));
+    });
+    int named = 0;
+    for (int rank = 0; rank < world; ++rank) {
+      ASSERT_FALSE(statuses[rank].ok()) << "world " << world << " rank " << rank;
+      if (statuses[rank].code() == StatusCode::kDataLoss) {
+        EXPECT_NE(statuses[rank].message().find("disagree"), std::string::npos)
+            << statuses[rank];
+        ++named;
+      }
+    }
+    EXPECT_GE(named, 1) << "world " << world;
   }
 }
 

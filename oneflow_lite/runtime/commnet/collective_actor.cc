@@ -118,7 +118,7 @@ Status CollectiveActor::InitRing() {
       env_->tracer != nullptr ? env_->tracer->AddTrack("ring " + name()) : nullptr;
   ASSIGN_OR_RETURN(ring_op_, RecordedRingOp(*task_, logical_, route_->net()));
   if (task_->collective().member_size() > 0 && ring_op_ != RingOp::kAllReduce &&
-      ring_op_ != RingOp::kExchangeAllReduce) {
+      !IsExchangeOp(ring_op_)) {
     return InvalidArgumentError(what_, ": a bucket runs an all-reduce, the plan records ",
                                 CollectiveAlgorithm_Name(task_->collective().algorithm()));
   }

@@ -33,7 +33,7 @@ std::string WhySbpsDoNotFit(const TaskProto& task, const TensorDesc& logical, Ri
   const SbpParallel& out = FirstSbp(task.boxing().out_sbp());
   const bool segments_match = SplitMatchesSegments(logical, n);
   const bool fits =
-      op == RingOp::kAllReduce || op == RingOp::kExchangeAllReduce
+      op == RingOp::kAllReduce || IsExchangeOp(op)
           ? in.has_partial_sum() && (out.has_broadcast() || out.has_split_axis())
       : op == RingOp::kReduceScatter
           ? in.has_partial_sum() && out.has_split_axis() && out.split_axis() == 0 &&
@@ -59,7 +59,11 @@ std::string WhyRingInconsistent(const TaskProto& task, const TensorDesc& logical
            std::to_string(conf.buffer_bytes()) + " do not match the logical " +
            logical.ToString();
   }
-  if (op != RingOp::kExchangeAllReduce &&
+  if (op == RingOp::kDoublingAllReduce && (n < 2 || (n & (n - 1)) != 0)) {
+    return "recursive doubling needs a power-of-2 ring, this one has " + std::to_string(n) +
+           " tasks";
+  }
+  if (!IsExchangeOp(op) &&
       (conf.chunk_bytes() < 8 || conf.chunk_bytes() % elem != 0 || conf.slots() < 1)) {
     return "chunk_bytes " + std::to_string(conf.chunk_bytes()) + " (needs >= 8, a multiple of " +
            std::to_string(elem) + ") or slots " + std::to_string(conf.slots()) + " (needs >= 1)";
@@ -101,6 +105,7 @@ StatusOr<RingOp> RecordedRingOp(const TaskProto& task, const TensorDesc& logical
     case COLLECTIVE_RING_REDUCE_SCATTER: op = RingOp::kReduceScatter; break;
     case COLLECTIVE_RING_ALL_GATHER: op = RingOp::kAllGather; break;
     case COLLECTIVE_EXCHANGE_ALL_REDUCE: op = RingOp::kExchangeAllReduce; break;
+    case COLLECTIVE_DOUBLING_ALL_REDUCE: op = RingOp::kDoublingAllReduce; break;
     default:
       return InvalidArgumentError("collective task '", task.name(), "': the plan records no "
                                   "algorithm (TaskProto.collective); recompile the plan");
@@ -122,8 +127,9 @@ comm::RingCollective CollectiveOf(RingOp op) {
 }
 
 size_t CollectiveBytesSent(RingOp op, const TensorDesc& logical, int rank, int world) {
-  if (op == RingOp::kExchangeAllReduce) {
-    return comm::ExchangeCommunicator::BytesSent(static_cast<size_t>(logical.ByteSize()), world);
+  if (IsExchangeOp(op)) {
+    return comm::ExchangeCommunicator::BytesSent(static_cast<size_t>(logical.ByteSize()), world,
+                                                 op == RingOp::kDoublingAllReduce);
   }
   return comm::RingBytesSent(CollectiveOf(op), logical.shape.elem_count(), SizeOf(logical.dtype),
                              rank, world);

@@ -24,8 +24,21 @@ namespace oflite {
 
 // kExchangeAllReduce: the exchange all-reduce of small tensors
 // (comm/collective/exchange.h), run like the ring all-reduce (same staging,
-// same cut) by the same worker.
-enum class RingOp { kNone, kAllReduce, kReduceScatter, kAllGather, kExchangeAllReduce };
+// same cut) by the same worker; kDoublingAllReduce: its recursive doubling
+// (power-of-2 worlds), likewise.
+enum class RingOp {
+  kNone,
+  kAllReduce,
+  kReduceScatter,
+  kAllGather,
+  kExchangeAllReduce,
+  kDoublingAllReduce
+};
+
+// The exchange communicator runs it (kExchangeAllReduce, kDoublingAllReduce).
+inline bool IsExchangeOp(RingOp op) {
+  return op == RingOp::kExchangeAllReduce || op == RingOp::kDoublingAllReduce;
+}
 
 
 // The ring op `task` records (kNone: all-to-all), checked against its
@@ -38,7 +51,8 @@ StatusOr<RingOp> RecordedRingOp(const TaskProto& task, const TensorDesc& logical
 comm::RingCollective CollectiveOf(RingOp op);
 
 // Bytes this rank sends in one collective of `op` (not kNone) over the
-// logical tensor: the ring's schedule, or (world - 1) x the tensor.
+// logical tensor: the ring's schedule, (world - 1) x the tensor for the
+// exchange, log2(world) x for recursive doubling.
 size_t CollectiveBytesSent(RingOp op, const TensorDesc& logical, int rank, int world);
 
 }  // namespace oflite

@@ -31,19 +31,19 @@ std::string FreeMaster() {
 // `exchange_max_bytes` 0: every all-reduce of this small MLP is a ring.
 // Without gradient buckets: one collective per gradient (buckets:
 // tests/gradient_bucket_test.cc, plan_verifier_test).
-Plan DataParallelPlan(int64_t exchange_max_bytes = 0) {
+Plan DataParallelPlan(int64_t exchange_max_bytes = 0, int machines = 2) {
   compiler::MlpSpec spec;
   spec.batch = 12;
   spec.features = 20;
   spec.hidden = {12};
   spec.classes = 4;
-  spec.placement = "0-1:cpu:0";
+  spec.placement = "0-" + std::to_string(machines - 1) + ":cpu:0";
   StatusOr<Job> job = compiler::BuildMlpJob(spec);
   CHECK(job.ok()) << job.status();
   compiler::CompileOptions options;
   options.exchange_max_bytes = exchange_max_bytes;
   options.fuse_max_bytes = 0;
-  StatusOr<Plan> plan = compiler::Compile(*job, compiler::MakeCluster(2, 1), options);
+  StatusOr<Plan> plan = compiler::Compile(*job, compiler::MakeCluster(machines, 1), options);
   CHECK(plan.ok()) << plan.status();
   return *plan;
 }
@@ -131,6 +131,28 @@ TEST(RecordedAlgorithmTest, CompiledPlanRecordsExchangeAllReduceAndBuilds) {
       << refused;
   EXPECT_NE(refused.message().find("COLLECTIVE_EXCHANGE_ALL_REDUCE cannot run"),
             std::string::npos)
+      << refused;
+}
+
+// Recursive doubling runs over a power-of-2 ring only: recorded for a ring
+// of 2 it builds, for a ring of 3 it is refused naming the task and why.
+TEST(RecordedAlgorithmTest, DoublingNeedsAPowerOf2Ring) {
+  Plan plan = DataParallelPlan(compiler::CompileOptions().exchange_max_bytes);
+  TaskProto* task = FirstCollective(&plan, COLLECTIVE_EXCHANGE_ALL_REDUCE);
+  ASSERT_NE(task, nullptr);
+  task->mutable_collective()->set_algorithm(COLLECTIVE_DOUBLING_ALL_REDUCE);
+  const Status created = CreateRank0(plan);
+  EXPECT_TRUE(created.ok()) << created;
+
+  Plan three = DataParallelPlan(compiler::CompileOptions().exchange_max_bytes, 3);
+  task = FirstCollective(&three, COLLECTIVE_EXCHANGE_ALL_REDUCE);
+  ASSERT_NE(task, nullptr);
+  task->mutable_collective()->set_algorithm(COLLECTIVE_DOUBLING_ALL_REDUCE);
+  const Status refused = CreateRank0(three, 3);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << refused;
+  EXPECT_NE(refused.message().find("collective task '" + task->name() + "'"), std::string::npos)
+      << refused;
+  EXPECT_NE(refused.message().find("needs a power-of-2 ring, this one has 3"), std::string::npos)
       << refused;
 }
 

@@ -45,6 +45,7 @@ Status RingWorker::RunExchange(comm::Deadline deadline) {
     ASSIGN_OR_RETURN(options.channel, options_.channels->ChannelOf(options_.ring_key));
     options.tag = static_cast<uint64_t>(options_.ring_key);
     options.cancel = options_.cancel;
+    options.recursive_doubling = op_ == RingOp::kDoublingAllReduce;
     ASSIGN_OR_RETURN(exchange_, comm::ExchangeCommunicator::Create(
                                     options_.net->transport(), options_.net->router(), options));
   }
@@ -55,9 +56,11 @@ Status RingWorker::RunExchange(comm::Deadline deadline) {
 Status RingWorker::Run() {
   comm::CommNet* net = options_.net;
   RETURN_IF_ERROR(options_.cancel->status());
-  if (op_ == RingOp::kExchangeAllReduce) {
+  if (IsExchangeOp(op_)) {
     return RunExchange(comm::DeadlineAfter(options_.timeout))
-        .WithContext("exchange rank " + std::to_string(rank_) + " of " + std::to_string(world_));
+        .WithContext(std::string(op_ == RingOp::kDoublingAllReduce ? "recursive doubling"
+                                                                   : "exchange") +
+                     " rank " + std::to_string(rank_) + " of " + std::to_string(world_));
   }
   if (communicator_ == nullptr) {
     comm::CollectiveOptions options;
@@ -87,6 +90,7 @@ Status RingWorker::Run() {
       break;
     case RingOp::kNone:
     case RingOp::kExchangeAllReduce:
+    case RingOp::kDoublingAllReduce:
       return InternalError("ring collective without a ring op");
   }
   return status.WithContext("ring rank " + std::to_string(rank_) + " of " +
