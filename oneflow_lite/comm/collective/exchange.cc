@@ -258,7 +258,6 @@ Status ExchangeCommunicator::AllReduce(void* data, size_t count, DataType dtype,
     return InvalidArgumentError("exchange all-reduce: cannot sum ", DataType_Name(dtype));
   }
   if (world_ == 1 || count == 0) return Status::OK();
-  const size_t bytes = count * static_cast<size_t>(SizeOf(dtype));
   uint64_t call;
   {
     std::lock_guard<std::mutex> lock(mutex_);
