@@ -28,17 +28,17 @@ inline constexpr int kDefaultRingSlots = 4;
 inline constexpr size_t kExchangeAllReduceMaxBytes = 64 * 1024;
 inline constexpr size_t kExchangeFanOut = 4;
 
-// Over a power-of-2 world of 4 or more ranks, partial-sum all-reduces of at
-// most kExchangeFanOut times the exchange bound (256 KiB by default) use
-// recursive doubling instead (exchange.h, ExchangeOptions::recursive_doubling):
-// log2 N latencies and log2 N times the tensor sent per rank. Measured at 4
-// processes (allreduce_bench's "rd" column, docs/benchmarks.md): above the
-// exchange from 4 KiB (at 64 KiB 2.4x over tcp), at or above the ring at
-// 256 KiB.
+// Over a power-of-2 world of 4 or more ranks, partial-sum all-reduces up to
+// the exchange bound use recursive doubling instead (exchange.h,
+// ExchangeOptions::recursive_doubling): log2 N latencies and log2 N times
+// the tensor sent per rank, where the exchange sends N - 1 times. Measured
+// at 4 processes (allreduce_bench's "rd" column, docs/benchmarks.md): above
+// the exchange from 4 KiB over tcp and shm (64 KiB: about 2.4x); at 256 KiB
+// a little above the ring over tcp but well below it over shm, so the
+// bound stays the exchange's.
 inline bool UseDoublingAllReduce(size_t bytes, int world,
                                  size_t exchange_max_bytes = kExchangeAllReduceMaxBytes) {
-  return world >= 4 && (world & (world - 1)) == 0 && exchange_max_bytes > 0 &&
-         bytes <= kExchangeFanOut * exchange_max_bytes;
+  return world >= 4 && (world & (world - 1)) == 0 && bytes <= exchange_max_bytes;
 }
 
 // True when a partial-sum all-reduce of `bytes` over `world` ranks uses the

@@ -115,8 +115,8 @@ namespace {
 
 // Partial-sum conversions of at most exchange_max_bytes bytes, of which each
 // rank sends (N - 1) copies within 4x that bound, use the exchange
-// all-reduce, and over 4, 8, ... ranks up to 4x the bound recursive
-// doubling; larger ones, gathers and a threshold of 0 keep the ring.
+// all-reduce, and over 4, 8, ... ranks (up to the bound, whatever the
+// fan-out) recursive doubling; larger ones, gathers and a threshold of 0 keep the ring.
 TEST(CollectiveChoiceTest, SmallPartialSumsUseTheExchange) {
   const std::vector<int64_t> two = {0, 1};
   const std::vector<int64_t> four = {0, 1, 2, 3};
@@ -130,20 +130,19 @@ TEST(CollectiveChoiceTest, SmallPartialSumsUseTheExchange) {
   EXPECT_EQ(exchange.slots(), 0);
   EXPECT_EQ(ChooseCollective(p_to_b, 2, 47).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
   EXPECT_EQ(ChooseCollective(p_to_b, 2, 0).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
-  // Powers of 2 from 4 ranks: recursive doubling up to 4x the bound (a
-  // bound of 0 turns it off with the exchange).
+  // Powers of 2 from 4 ranks: recursive doubling up to the bound, whatever
+  // the fan-out (a bound of 0 turns it off with the exchange).
   auto p_to_b4 = Conf(PartialSum(), Broadcast(), {4, 3}, DT_FLOAT, four);
   CollectiveConf doubling = ChooseCollective(p_to_b4, 4, 48);
   EXPECT_EQ(doubling.algorithm(), COLLECTIVE_DOUBLING_ALL_REDUCE);
   EXPECT_EQ(doubling.buffer_bytes(), 48);
   EXPECT_EQ(doubling.chunk_bytes(), 0);
-  EXPECT_EQ(ChooseCollective(p_to_b4, 4, 12).algorithm(), COLLECTIVE_DOUBLING_ALL_REDUCE);
-  EXPECT_EQ(ChooseCollective(p_to_b4, 4, 11).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
+  EXPECT_EQ(ChooseCollective(p_to_b4, 4, 47).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
   EXPECT_EQ(ChooseCollective(p_to_b4, 4, 0).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
   const std::vector<int64_t> eight = {0, 1, 2, 3, 4, 5, 6, 7};
   auto p_to_b8 = Conf(PartialSum(), Broadcast(), {4, 3}, DT_FLOAT, eight);
-  EXPECT_EQ(ChooseCollective(p_to_b8, 8, 12).algorithm(), COLLECTIVE_DOUBLING_ALL_REDUCE);
-  EXPECT_EQ(ChooseCollective(p_to_b8, 8, 11).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
+  EXPECT_EQ(ChooseCollective(p_to_b8, 8, 48).algorithm(), COLLECTIVE_DOUBLING_ALL_REDUCE);
+  EXPECT_EQ(ChooseCollective(p_to_b8, 8, 47).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
   // Other worlds: the exchange, each of 3 ranks sending 2 x 48 bytes
   // (within 4 x 48); each of 6 would send 5 x 48 = 240: the fan-out bound
   // needs a limit of 60.
