@@ -33,7 +33,7 @@ inline constexpr size_t kExchangeFanOut = 4;
 // ExchangeOptions::recursive_doubling): log2 N latencies and log2 N times
 // the tensor sent per rank, where the exchange sends N - 1 times. Measured
 // at 4 processes (allreduce_bench's "rd" column, docs/benchmarks.md): above
-// the exchange from 4 KiB over tcp and shm (64 KiB: about 2.4x); at 256 KiB
+// the exchange from 4 KiB over tcp and shm (64 KiB: about 2.5x); at 256 KiB
 // a little above the ring over tcp but well below it over shm, so the
 // bound stays the exchange's.
 inline bool UseDoublingAllReduce(size_t bytes, int world,
