@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "c_bench_flags.h"
+
 static int compare(const void* a, const void* b) {
   double x = *(const double*)a, y = *(const double*)b;
   return (x > y) - (x < y);
@@ -111,25 +113,14 @@ static void size_name(size_t bytes, char* name, size_t length) {
   else snprintf(name, length, "%zu KiB", bytes >> 10);
 }
 
-static long long flag(int argc, char** argv, const char* name, long long fallback) {
-  size_t length = strlen(name);
-  for (int i = 1; i < argc; ++i) {
-    if (strncmp(argv[i], "--", 2) == 0 && strncmp(argv[i] + 2, name, length) == 0 &&
-        argv[i][2 + length] == '=') {
-      return atoll(argv[i] + 3 + length);
-    }
-  }
-  return fallback;
-}
-
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank, world;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  const int repeats = (int)flag(argc, argv, "repeats", 5);
-  const size_t min_bytes = (size_t)flag(argc, argv, "min_bytes", 4096);
-  const size_t max_bytes = (size_t)flag(argc, argv, "max_bytes", 64 << 20);
+  const int repeats = (int)bench_flag(argc, argv, "repeats", 5);
+  const size_t min_bytes = (size_t)bench_flag(argc, argv, "min_bytes", 4096);
+  const size_t max_bytes = (size_t)bench_flag(argc, argv, "max_bytes", 64 << 20);
   float* buffer = malloc(max_bytes);
   if (rank == 0) {
     printf("\nOpenMPI MPI_Allreduce busbw, %d processes, float32 sum (MB/s, medians of %d)\n",
@@ -150,7 +141,7 @@ int main(int argc, char** argv) {
     }
   }
   /* --p2p=0: the all-reduce table only (allreduce_bench's per-sample runs). */
-  if (world == 2 && flag(argc, argv, "p2p", 1) != 0) {
+  if (world == 2 && bench_flag(argc, argv, "p2p", 1) != 0) {
     if (rank == 0) printf("\nOpenMPI point-to-point (Isend/Irecv window), MB/s\n");
     for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4) {
       double samples[64];
@@ -161,7 +152,7 @@ int main(int argc, char** argv) {
       size_name(bytes, name, sizeof(name));
       if (rank == 0) printf("%-8s %14.0f\n", name, value);
     }
-    double rtt = pingpong_us(rank, (int)flag(argc, argv, "latency_iterations", 20000));
+    double rtt = pingpong_us(rank, (int)bench_flag(argc, argv, "latency_iterations", 20000));
     if (rank == 0) printf("8-byte round trip: OpenMPI %.1f us\n", rtt);
   }
   free(buffer);

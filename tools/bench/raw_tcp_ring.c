@@ -31,16 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static long long flag(int argc, char** argv, const char* name, long long fallback) {
-  size_t length = strlen(name);
-  for (int i = 1; i < argc; ++i) {
-    if (strncmp(argv[i], "--", 2) == 0 && strncmp(argv[i] + 2, name, length) == 0 &&
-        argv[i][2 + length] == '=') {
-      return atoll(argv[i] + 3 + length);
-    }
-  }
-  return fallback;
-}
+#include "c_bench_flags.h"
 
 static double now_seconds(void) {
   struct timespec t;
@@ -87,11 +78,11 @@ static int compare(const void* a, const void* b) {
 }
 
 int main(int argc, char** argv) {
-  const size_t bytes = (size_t)flag(argc, argv, "bytes", 1 << 20) / 8 * 8;
-  const int iterations = (int)flag(argc, argv, "iterations", 200);
-  const int repeats = (int)flag(argc, argv, "repeats", 5);
-  const int lowat = (int)flag(argc, argv, "lowat", 0);
-  g_quickack = (int)flag(argc, argv, "quickack", 0) != 0;
+  const size_t bytes = (size_t)bench_flag(argc, argv, "bytes", 1 << 20) / 8 * 8;
+  const int iterations = (int)bench_flag(argc, argv, "iterations", 200);
+  const int repeats = (int)bench_flag(argc, argv, "repeats", 5);
+  const int lowat = (int)bench_flag(argc, argv, "lowat", 0);
+  g_quickack = (int)bench_flag(argc, argv, "quickack", 0) != 0;
   if (bytes < 8 || iterations < 1 || repeats < 1 || repeats > 64) {
     fprintf(stderr, "raw_tcp_ring: need --bytes >= 8, --iterations >= 1, 1 <= --repeats <= 64\n");
     return 2;
