@@ -469,7 +469,7 @@ int main(int argc, char** argv) {
       {"nproc", "repeats", "min_bytes", "max_bytes", "comm", "gloo", "shm_spin_us",
        "shm_inline_bytes", "shm_caller_poll", "addrs", "rank", "port", "gloo_dir", "ring_chunk_bytes",
        "ring_slots", "ring_spin_us", "ring_poll", "mpi_bench", "mpi_btl", "bind", "tcp_caller_poll",
-       "tcp_busy_poll_us"},
+       "tcp_busy_poll_us", "tcp_quick_ack"},
       "allreduce_bench: all-reduce bus bandwidth (float32 sum) of CommNet's ring over each\n"
       "provider next to Gloo's ring and ring-chunked, 2/3/4 processes on this host.\n"
       "  --nproc=N          only N processes (default 0: 2, 3 and 4)\n"
@@ -487,6 +487,7 @@ int main(int argc, char** argv) {
       "                     (default: its own)\n"
       "  --ring_poll=0|1    a ring waiter drives the transport (Transport::Poll; default: 0)\n"
       "  --tcp_caller_poll=0|1  waiting callers read the tcp sockets (default: its own)\n"
+      "  --tcp_quick_ack=0|1    tcp acknowledges large payloads at once (default: its own)\n"
       "One rank per host (each its own process, e.g. in tests/netns/netns.sh run):\n"
       "  --addrs=A0,A1,..   every rank's address (world = their count)\n"
       "  --rank=R           this process's rank; listens on AR (rank 0 serves A0:port)\n"
@@ -508,6 +509,7 @@ int main(int argc, char** argv) {
   oflite::bench::BenchTcpCallerPoll() =
       static_cast<int>(FlagValue(argc, argv, "tcp_caller_poll", -1));
   oflite::bench::BenchTcpBusyPollUs() = FlagValue(argc, argv, "tcp_busy_poll_us", -1);
+  oflite::bench::BenchTcpQuickAck() = static_cast<int>(FlagValue(argc, argv, "tcp_quick_ack", -1));
   auto configure = [&](int world) {
     oflite::bench::Config config;
     config.world = world;

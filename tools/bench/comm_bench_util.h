@@ -118,6 +118,12 @@ inline long long& BenchTcpBusyPollUs() {
   return value;
 }
 
+// --tcp_quick_ack=0|1: TcpOptions::quick_ack (-1: the provider's default).
+inline int& BenchTcpQuickAck() {
+  static int value = -1;
+  return value;
+}
+
 // A CommNet transport of provider `provider` (tcp or shm) for a bench rank;
 // `shm` tunes the shm provider (the default: its defaults); tcp listens on
 // `listen_host`.
@@ -137,6 +143,7 @@ inline StatusOr<std::unique_ptr<comm::Transport>> CreateBenchTransport(
   if (BenchTcpBusyPollUs() >= 0) {
     tcp_options.busy_poll = std::chrono::microseconds(BenchTcpBusyPollUs());
   }
+  if (BenchTcpQuickAck() >= 0) tcp_options.quick_ack = BenchTcpQuickAck() != 0;
   return comm::tcp::CreateTcpTransport(options, tcp_options);
 }
 

@@ -428,7 +428,8 @@ int main(int argc, char** argv) {
   using oflite::bench::FlagValue;
   const int flags = oflite::bench::CheckFlags(
       argc, argv, {"repeats", "min_bytes", "max_bytes", "latency_iterations", "comm",
-                   "shm_spin_us", "shm_inline_bytes", "iperf3", "bind", "tcp_caller_poll"},
+                   "shm_spin_us", "shm_inline_bytes", "iperf3", "bind", "tcp_caller_poll",
+                   "tcp_quick_ack"},
       "comm_p2p_bench: CommNet point-to-point (WRITE/READ throughput, 8-byte round trip)\n"
       "over each provider next to a raw socket loop, 2 processes on this host.\n"
       "  --repeats=R        samples per size (median; default 5)\n"
@@ -439,11 +440,14 @@ int main(int argc, char** argv) {
       "  --shm_inline_bytes=N   its caller-thread copy bound (default: its own)\n"
       "  --iperf3=0|1       iperf3 single-stream samples beside (default 1 when installed)\n"
       "  --bind=auto|cores|none   CPU binding of the two ranks (default auto, as\n"
-      "                     `oflite launch`: each its own cores when they fit)\n");
+      "                     `oflite launch`: each its own cores when they fit)\n"
+      "  --tcp_caller_poll=0|1  waiting callers read the tcp sockets (default: its own)\n"
+      "  --tcp_quick_ack=0|1    tcp acknowledges large payloads at once (default: its own)\n");
   if (flags >= 0) return flags;
   oflite::bench::SetBindingFromFlags(argc, argv);
   oflite::bench::BenchTcpCallerPoll() =
       static_cast<int>(FlagValue(argc, argv, "tcp_caller_poll", -1));
+  oflite::bench::BenchTcpQuickAck() = static_cast<int>(FlagValue(argc, argv, "tcp_quick_ack", -1));
   oflite::bench::Config config;
   config.repeats = static_cast<int>(FlagValue(argc, argv, "repeats", 5));
   config.min_bytes = FlagValue(argc, argv, "min_bytes", 4096);

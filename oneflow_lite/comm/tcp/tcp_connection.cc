@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -354,6 +356,12 @@ Status TcpConnection::ReadAvailable() {
       after_bulk_ = true;
       received = ::readv(fd_, iov, 2);
       if (received > 0) {
+        if (owner_->tcp_options().quick_ack) {
+          // Best effort (TcpOptions::quick_ack): the mode lapses by itself,
+          // so it is set again after every read of the payload.
+          const int one = 1;
+          ::setsockopt(fd_, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+        }
         const size_t direct = std::min<uint64_t>(received, left);
         payload_done_ += direct;
         in_end_ = received - direct;

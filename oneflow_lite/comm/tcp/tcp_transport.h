@@ -65,6 +65,14 @@ struct TcpOptions {
   // Saves the hop through the progress thread (two context switches per
   // message when both share a core). docs/comm.md, "Caller progress".
   bool caller_progress = false;
+  // While a large payload (64 KiB and more) is read straight into its
+  // destination, each read re-arms TCP_QUICKACK: the kernel acknowledges
+  // the following segments at once instead of delaying the ACK, so the
+  // sender's window reopens sooner. Measured on loopback, 2 processes, 6
+  // interleaved rounds: ring all-reduce 1 MiB 1400 -> 1713 MB/s, 4 MiB
+  // 1354 -> 1484, CPU per 1 MiB op 696 -> 604 us (docs/benchmarks.md,
+  // "Quick ACKs"). One setsockopt per payload read.
+  bool quick_ack = true;
 };
 
 // Creates the transport and starts its listener and progress thread.

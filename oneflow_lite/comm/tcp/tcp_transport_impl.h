@@ -48,6 +48,7 @@ class TcpTransportImpl : public Transport {
 
   // For connections.
   const TransportOptions& options() const { return options_; }
+  const TcpOptions& tcp_options() const { return tcp_; }
   const FrameLimits& limits() const { return limits_; }
   RegionTable* regions() { return regions_.get(); }
   std::string HelloPayload() const;
