@@ -115,12 +115,7 @@ void ExchangeCommunicator::OnPiece(int peer, const void* data, size_t size) {
                              " after rank ", rank_, " finished it"));
     return;
   }
-  Incoming& incoming = incoming_[call];
-  if (incoming.buffers.empty()) {
-    incoming.buffers.resize(world_);
-    incoming.sizes.assign(world_, kUnsized);
-    incoming.received.assign(world_, 0);
-  }
+  Incoming& incoming = IncomingLocked(call);
   if (incoming.sizes[peer] == kUnsized) {
     incoming.sizes[peer] = total;
     const bool direct = active_.call == call && active_.peer == peer;
@@ -156,6 +151,16 @@ void ExchangeCommunicator::OnPiece(int peer, const void* data, size_t size) {
   }
   incoming.received[peer] += length;
   if (incoming.received[peer] == total) changed_.notify_all();
+}
+
+ExchangeCommunicator::Incoming& ExchangeCommunicator::IncomingLocked(uint64_t call) {
+  Incoming& incoming = incoming_[call];
+  if (incoming.buffers.empty()) {
+    incoming.buffers.resize(world_);
+    incoming.sizes.assign(world_, kUnsized);
+    incoming.received.assign(world_, 0);
+  }
+  return incoming;
 }
 
 Status ExchangeCommunicator::SendTo(const std::vector<int>& peers, const uint8_t* data,
@@ -323,12 +328,7 @@ Status ExchangeCommunicator::PairwiseAllReduce(uint8_t* data, size_t count, Data
     RETURN_IF_ERROR(SendTo({partner}, data, bytes, call));
     std::unique_lock<std::mutex> lock(mutex_);
     RETURN_IF_ERROR(HealthLocked());
-    Incoming& incoming = incoming_[call];
-    if (incoming.buffers.empty()) {
-      incoming.buffers.resize(world_);
-      incoming.sizes.assign(world_, kUnsized);
-      incoming.received.assign(world_, 0);
-    }
+    Incoming& incoming = IncomingLocked(call);
     // The partner's pieces that came before this round began were staged:
     // add that prefix; OnPiece adds the rest as it arrives.
     const size_t staged = incoming.received[partner];

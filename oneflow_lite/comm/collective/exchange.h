@@ -126,6 +126,8 @@ class ExchangeCommunicator {
     return world_ == 2 || (options_.recursive_doubling && (world_ & (world_ - 1)) == 0);
   }
   void OnPiece(int peer, const void* data, size_t size);
+  // The call's entry, created empty (every rank unsized) on first use.
+  Incoming& IncomingLocked(uint64_t call);
   Status SendTo(const std::vector<int>& peers, const uint8_t* data, size_t bytes, uint64_t call);
   // Until every one of `peers` delivered `bytes` for `call`; `lock` holds mutex_.
   Status WaitFor(const std::vector<int>& peers, uint64_t call, size_t bytes, Deadline deadline,

@@ -390,7 +390,10 @@ Status TcpConnection::ReadAvailable() {
       after_bulk_ = false;
       // Never 0 (a read of 0 bytes would look like the peer's close): a
       // frame read in place fits the buffer, and a full buffer was compacted.
-      CHECK_GT(requested, 0u) << "tcp read buffer of " << PeerName() << " is full";
+      if (requested == 0) {
+        return InternalError("tcp input buffer of the connection to ", PeerName(),
+                             " is full with a frame pending (a bug)");
+      }
       received = ::read(fd_, in_buffer_.data() + in_end_, requested);
       if (received > 0) in_end_ += received;
     }
