@@ -28,6 +28,9 @@ inline constexpr int kDefaultRingSlots = 4;
 inline constexpr size_t kExchangeAllReduceMaxBytes = 64 * 1024;
 inline constexpr size_t kExchangeFanOut = 4;
 
+// True for 1, 2, 4, 8, ...: the worlds recursive doubling pairs up.
+inline bool IsPowerOfTwo(int world) { return world > 0 && (world & (world - 1)) == 0; }
+
 // Over a power-of-2 world of 4 or more ranks, partial-sum all-reduces up to
 // the exchange bound use recursive doubling instead (exchange.h,
 // ExchangeOptions::recursive_doubling): log2 N latencies and log2 N times
@@ -38,7 +41,7 @@ inline constexpr size_t kExchangeFanOut = 4;
 // bound stays the exchange's.
 inline bool UseDoublingAllReduce(size_t bytes, int world,
                                  size_t exchange_max_bytes = kExchangeAllReduceMaxBytes) {
-  return world >= 4 && (world & (world - 1)) == 0 && bytes <= exchange_max_bytes;
+  return world >= 4 && IsPowerOfTwo(world) && bytes <= exchange_max_bytes;
 }
 
 // True when a partial-sum all-reduce of `bytes` over `world` ranks uses the

@@ -91,7 +91,7 @@ constexpr size_t kExchangeBenchMaxBytes = 4u << 20;
 
 // Worlds where recursive doubling differs from the exchange: powers of 2
 // above 2.
-bool Doubles(int world) { return world > 2 && (world & (world - 1)) == 0; }
+bool Doubles(int world) { return world > 2 && IsPowerOfTwo(world); }
 
 int Iterations(size_t bytes) {
   return static_cast<int>(std::clamp<size_t>((8u << 20) / bytes, 1, 32));
@@ -205,15 +205,17 @@ void PrintRows(int world, const Config& config, const std::vector<Row>& rows) {
     std::printf("%-8s", SizeName(row.bytes).c_str());
     for (size_t i = 0; i < row.ring.size(); ++i) {
       const double plan = BusBandwidth(world, row.bytes, Planned(row, i, world).seconds);
-      std::printf(" %11.0f", BusBandwidth(world, row.bytes, row.ring[i].seconds));
-      for (const Timing* timing : {&row.exchange[i], &row.doubling[i]}) {
-        if (timing == &row.doubling[i] && !Doubles(world)) continue;
-        if (timing->seconds > 0) {
-          std::printf(" %11.0f", BusBandwidth(world, row.bytes, timing->seconds));
+      // A Timing of 0 s was not timed: "-".
+      auto print = [&](const Timing& timing) {
+        if (timing.seconds > 0) {
+          std::printf(" %11.0f", BusBandwidth(world, row.bytes, timing.seconds));
         } else {
           std::printf(" %11s", "-");
         }
-      }
+      };
+      print(row.ring[i]);
+      print(row.exchange[i]);
+      if (Doubles(world)) print(row.doubling[i]);
       std::printf(" %11.0f", plan);
     }
     if (config.gloo) {

@@ -116,9 +116,11 @@ void ExchangeCommunicator::OnPiece(int peer, const void* data, size_t size) {
     return;
   }
   Incoming& incoming = IncomingLocked(call);
+  // This round's partner, after this rank sent its part: its pieces are
+  // added where they belong at once, without staging.
+  const bool direct = active_.call == call && active_.peer == peer;
   if (incoming.sizes[peer] == kUnsized) {
     incoming.sizes[peer] = total;
-    const bool direct = active_.call == call && active_.peer == peer;
     if (!direct) incoming.buffers[peer].reset(new uint8_t[std::max<uint64_t>(total, 1)]);
   }
   // A peer's pieces come in order on its connection: each continues the
@@ -131,9 +133,7 @@ void ExchangeCommunicator::OnPiece(int peer, const void* data, size_t size) {
     return;
   }
   const uint8_t* payload = bytes + kExchangePieceHeaderBytes;
-  if (active_.call == call && active_.peer == peer) {
-    // This round's partner, after this rank sent its part: added where it
-    // belongs at once, no staging.
+  if (direct) {
     if (total != active_.bytes || length % active_.element != 0) {
       FailLocked(DataLossError("exchange all-reduce: rank ", peer, " sent ", total,
                                " bytes in a piece of ", length, " for call ", call, "; rank ",
@@ -146,8 +146,8 @@ void ExchangeCommunicator::OnPiece(int peer, const void* data, size_t size) {
       FailLocked(added);
       return;
     }
-  } else {
-    if (length > 0) std::memcpy(incoming.buffers[peer].get() + offset, payload, length);
+  } else if (length > 0) {
+    std::memcpy(incoming.buffers[peer].get() + offset, payload, length);
   }
   incoming.received[peer] += length;
   if (incoming.received[peer] == total) changed_.notify_all();

@@ -42,6 +42,7 @@
 #include "oneflow_lite/comm/collective/cancel.h"
 #include "oneflow_lite/comm/message_router.h"
 #include "oneflow_lite/comm/transport.h"
+#include "oneflow_lite/common/ring_segments.h"
 #include "proto/common.pb.h"
 
 namespace oflite {
@@ -90,7 +91,7 @@ class ExchangeCommunicator {
   // log2(world) * bytes.
   static size_t BytesSent(size_t bytes, int world, bool recursive_doubling = false) {
     if (world < 2) return 0;
-    if (world == 2 || (recursive_doubling && (world & (world - 1)) == 0)) {
+    if (RunsPairwise(world, recursive_doubling)) {
       size_t rounds = 0;
       for (int span = 1; span < world; span <<= 1) ++rounds;
       return rounds * bytes;
@@ -122,9 +123,12 @@ class ExchangeCommunicator {
   };
   static constexpr size_t kUnsized = ~size_t{0};
 
-  bool pairwise() const {
-    return world_ == 2 || (options_.recursive_doubling && (world_ & (world_ - 1)) == 0);
+  // Whether a world runs recursive doubling (PairwiseAllReduce): always at
+  // 2, else when asked for and the world is a power of 2.
+  static bool RunsPairwise(int world, bool recursive_doubling) {
+    return world == 2 || (recursive_doubling && IsPowerOfTwo(world));
   }
+  bool pairwise() const { return RunsPairwise(world_, options_.recursive_doubling); }
   void OnPiece(int peer, const void* data, size_t size);
   // The call's entry, created empty (every rank unsized) on first use.
   Incoming& IncomingLocked(uint64_t call);

@@ -5,6 +5,7 @@
 #include "oneflow_lite/comm/collective/exchange.h"
 #include "oneflow_lite/common/id.h"
 #include "oneflow_lite/common/partition.h"
+#include "oneflow_lite/common/ring_segments.h"
 
 namespace oflite {
 namespace {
@@ -59,7 +60,7 @@ std::string WhyRingInconsistent(const TaskProto& task, const TensorDesc& logical
            std::to_string(conf.buffer_bytes()) + " do not match the logical " +
            logical.ToString();
   }
-  if (op == RingOp::kDoublingAllReduce && (n < 2 || (n & (n - 1)) != 0)) {
+  if (op == RingOp::kDoublingAllReduce && (n < 2 || !IsPowerOfTwo(static_cast<int>(n)))) {
     return "recursive doubling needs a power-of-2 ring, this one has " + std::to_string(n) +
            " tasks";
   }
