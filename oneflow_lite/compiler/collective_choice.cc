@@ -84,6 +84,13 @@ CollectiveConf ChooseCollective(const BoxingConf& boxing, int64_t machine_count,
     conf.set_algorithm(COLLECTIVE_DOUBLING_ALL_REDUCE);  // no chunks, no slots
     return conf;
   }
+  // Not for a reduce-scatter the ring runs as such (it sends half the bytes).
+  if (conf.algorithm() == COLLECTIVE_RING_ALL_REDUCE &&
+      UseScatterGatherAllReduce(static_cast<size_t>(logical.ByteSize()), static_cast<int>(n),
+                                static_cast<size_t>(std::max<int64_t>(exchange_max_bytes, 0)))) {
+    conf.set_algorithm(COLLECTIVE_SCATTER_GATHER_ALL_REDUCE);  // no chunks, no slots
+    return conf;
+  }
   conf.set_chunk_bytes(static_cast<int64_t>(kDefaultRingChunkBytes));
   conf.set_slots(kDefaultRingSlots);
   return conf;

@@ -167,6 +167,7 @@ std::string CollectiveAlgorithmName(CollectiveAlgorithm algorithm) {
     case COLLECTIVE_RING_ALL_GATHER: return "ring_all_gather";
     case COLLECTIVE_EXCHANGE_ALL_REDUCE: return "exchange_all_reduce";
     case COLLECTIVE_DOUBLING_ALL_REDUCE: return "doubling_all_reduce";
+    case COLLECTIVE_SCATTER_GATHER_ALL_REDUCE: return "scatter_gather_all_reduce";
     default: return "unset";
   }
 }

@@ -261,7 +261,8 @@ Status CheckBucket(const TaskProto& task, const PlanIndex& index) {
   }
   if (collective.algorithm() != COLLECTIVE_RING_ALL_REDUCE &&
       collective.algorithm() != COLLECTIVE_EXCHANGE_ALL_REDUCE &&
-      collective.algorithm() != COLLECTIVE_DOUBLING_ALL_REDUCE) {
+      collective.algorithm() != COLLECTIVE_DOUBLING_ALL_REDUCE &&
+      collective.algorithm() != COLLECTIVE_SCATTER_GATHER_ALL_REDUCE) {
     return TaskError(task, "collective.algorithm", "a bucket runs an all-reduce, not ",
                      CollectiveAlgorithm_Name(collective.algorithm()));
   }

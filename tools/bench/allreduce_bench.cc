@@ -93,6 +93,10 @@ constexpr size_t kExchangeBenchMaxBytes = 4u << 20;
 // above 2.
 bool Doubles(int world) { return world > 2 && IsPowerOfTwo(world); }
 
+// Worlds where the scatter-gather exchange differs from the ring's
+// schedule: above 2.
+bool ScatterGathers(int world) { return world > 2; }
+
 int Iterations(size_t bytes) {
   return static_cast<int>(std::clamp<size_t>((8u << 20) / bytes, 1, 32));
 }
@@ -141,19 +145,24 @@ struct Row {
   size_t bytes;
   // Per provider; an exchange Timing of 0 s: not timed (above the limit);
   // a doubling one: not timed (world not a power of 2 above 2, or above
-  // the limit).
-  std::vector<Timing> ring, exchange, doubling;
+  // the limit); a scatter-gather one: not timed (2 processes, or above the
+  // limit).
+  std::vector<Timing> ring, exchange, doubling, scatter_gather;
   Timing gloo_ring, gloo_chunked;
   std::vector<double> mpi_busbw;  // per Config::mpi_btls; negative: no good sample
 };
 
 // The algorithm the compiler records for a P -> B of this size
-// (common/ring_segments.h, UseDoublingAllReduce, UseExchangeAllReduce): the
+// (common/ring_segments.h, UseDoublingAllReduce, UseScatterGatherAllReduce,
+// UseExchangeAllReduce): the
 // "plan" column, and what the <provider>/peer column holds against the best
 // peer.
 const Timing& Planned(const Row& row, size_t provider, int world) {
   if (UseDoublingAllReduce(row.bytes, world) && row.doubling[provider].seconds > 0) {
     return row.doubling[provider];
+  }
+  if (UseScatterGatherAllReduce(row.bytes, world) && row.scatter_gather[provider].seconds > 0) {
+    return row.scatter_gather[provider];
   }
   return UseExchangeAllReduce(row.bytes, world) && row.exchange[provider].seconds > 0
              ? row.exchange[provider]
@@ -193,6 +202,7 @@ void PrintRows(int world, const Config& config, const std::vector<Row>& rows) {
   for (const std::string& provider : config.providers) {
     std::printf(" %11s %11s", (provider + " ring").c_str(), (provider + " exch").c_str());
     if (Doubles(world)) std::printf(" %11s", (provider + " rd").c_str());
+    if (ScatterGathers(world)) std::printf(" %11s", (provider + " sg").c_str());
     std::printf(" %11s", (provider + " plan").c_str());
   }
   if (config.gloo) std::printf(" %10s %13s", "Gloo ring", "Gloo chunked");
@@ -216,6 +226,7 @@ void PrintRows(int world, const Config& config, const std::vector<Row>& rows) {
       print(row.ring[i]);
       print(row.exchange[i]);
       if (Doubles(world)) print(row.doubling[i]);
+      if (ScatterGathers(world)) print(row.scatter_gather[i]);
       std::printf(" %11.0f", plan);
     }
     if (config.gloo) {
@@ -267,6 +278,8 @@ struct Net {
   std::unique_ptr<comm::ExchangeCommunicator> exchange;
   // Recursive doubling (worlds of 4, 8, ...; at 2 "exchange" runs it).
   std::unique_ptr<comm::ExchangeCommunicator> doubling;
+  // Reduce-scatter then all-gather, each one step of direct messages.
+  std::unique_ptr<comm::ExchangeCommunicator> scatter_gather;
   std::unique_ptr<comm::MemoryRegion> region;
 };
 
@@ -313,6 +326,13 @@ Row MeasureSize(int rank, const Config& config, size_t bytes, float* buffer,
               "CommNet recursive doubling all-reduce");
       }});
     }
+    if (bytes <= kExchangeBenchMaxBytes && ScatterGathers(world)) {
+      contenders.push_back({"CommNet scatter-gather", [net, buffer, count] {
+        Check(net->scatter_gather->AllReduce(buffer, count, DT_FLOAT,
+                                             comm::DeadlineAfter(milliseconds(120000))),
+              "CommNet scatter-gather all-reduce");
+      }});
+    }
   }
   std::unique_ptr<gloo::AllreduceRing<float>> gloo_ring;
   std::unique_ptr<gloo::AllreduceRingChunked<float>> gloo_chunked;
@@ -354,7 +374,7 @@ Row MeasureSize(int rank, const Config& config, size_t bytes, float* buffer,
       Check(control->Barrier("mpi", milliseconds(600000)), "barrier");
     }
   }
-  Row row{bytes, {}, {}, {}, {}, {}, {}};
+  Row row{bytes, {}, {}, {}, {}, {}, {}, {}};
   size_t next = 0;
   for (size_t i = 0; i < nets.size(); ++i) {
     row.ring.push_back(contenders[next++].Median());
@@ -363,6 +383,9 @@ Row MeasureSize(int rank, const Config& config, size_t bytes, float* buffer,
     row.doubling.push_back(bytes <= kExchangeBenchMaxBytes && Doubles(world)
                                ? contenders[next++].Median()
                                : Timing());
+    row.scatter_gather.push_back(bytes <= kExchangeBenchMaxBytes && ScatterGathers(world)
+                                     ? contenders[next++].Median()
+                                     : Timing());
   }
   if (config.gloo) {
     row.gloo_ring = contenders[next++].Median();
@@ -428,11 +451,19 @@ int RunRank(int rank, const Config& config) {
     Check(exchange.status(), "exchange");
     net->exchange = std::move(*exchange);
     exchange_options.channel = 0x300;
-    exchange_options.recursive_doubling = true;
-    auto doubling = comm::ExchangeCommunicator::Create(net->transport.get(), &net->router,
-                                                       exchange_options);
-    Check(doubling.status(), "doubling");
-    net->doubling = std::move(*doubling);
+    if (Doubles(world)) {
+      exchange_options.schedule = comm::ExchangeSchedule::kDoubling;
+      auto doubling = comm::ExchangeCommunicator::Create(net->transport.get(), &net->router,
+                                                         exchange_options);
+      Check(doubling.status(), "doubling");
+      net->doubling = std::move(*doubling);
+    }
+    exchange_options.channel = 0x400;
+    exchange_options.schedule = comm::ExchangeSchedule::kScatterGather;
+    auto scatter_gather = comm::ExchangeCommunicator::Create(net->transport.get(), &net->router,
+                                                             exchange_options);
+    Check(scatter_gather.status(), "scatter-gather");
+    net->scatter_gather = std::move(*scatter_gather);
     auto region = net->transport->RegisterMemory(buffer.data(), config.max_bytes,
                                                  comm::kAccessAll);
     Check(region.status(), "register");
@@ -503,7 +534,8 @@ int main(int argc, char** argv) {
       "                     `oflite launch`: when every core gets the same load); mpirun\n"
       "                     gets the matching --bind-to\n"
       "Columns per provider: ring, exch (the exchange; recursive doubling at 2\n"
-      "processes), rd (recursive doubling, 4 processes) and plan (what the compiler\n"
+      "processes), rd (recursive doubling, 4 processes), sg (scatter-gather, 3 and 4\n"
+      "processes) and plan (what the compiler\n"
       "records for the size). The <provider>/peer column: the plan's figure against the\n"
       "best peer (tcp: Gloo's two and OpenMPI over TCP; shm: OpenMPI over vader).\n");
   if (flags >= 0) return flags;

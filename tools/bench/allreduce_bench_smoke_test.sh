@@ -23,9 +23,11 @@ for n in 2 3; do
   for size in "4 KiB" "16 KiB"; do
     row=$(grep -m1 "^$size " "$work/out.txt") ||
       { echo "FAIL: no row for $size with $n processes"; exit 1; }
-    # size(2 words) + 3 per provider x 2 + Gloo 2 [+ OMPI 2] + ratios 2.
+    # size(2 words) + 3 per provider x 2 (4 from 3 processes: the sg
+    # column) + Gloo 2 [+ OMPI 2] + ratios 2.
     fields=$(echo "$row" | awk '{print NF}')
-    expected=$((2 + 6 + 2 + 2 * with_mpi + 2))
+    per_provider=$((n >= 3 ? 4 : 3))
+    expected=$((2 + 2 * per_provider + 2 + 2 * with_mpi + 2))
     [ "$fields" = "$expected" ] ||
       { echo "FAIL: $n processes, $size: $fields fields, expected $expected: $row"; exit 1; }
     if [ $with_mpi = 1 ] && echo "$row" | grep -q -- " - \| -$"; then

@@ -15,6 +15,7 @@ namespace {
 
 constexpr std::chrono::milliseconds kStatusPoll{20};
 constexpr uint8_t kPiece = 1;
+constexpr uint8_t kGatherPiece = 2;
 
 // The call's slice on the calling thread's track (docs/tracing.md), with a
 // flow from each sender's call to each receiver's; both ends compute the
@@ -64,6 +65,11 @@ ExchangeCommunicator::~ExchangeCommunicator() { router_->RemoveHandler(options_.
 
 StatusOr<std::unique_ptr<ExchangeCommunicator>> ExchangeCommunicator::Create(
     Transport* transport, MessageRouter* router, const ExchangeOptions& options) {
+  if (options.schedule == ExchangeSchedule::kDoubling &&
+      !IsPowerOfTwo(transport->world_size())) {
+    return InvalidArgumentError("exchange all-reduce: recursive doubling needs a power-of-2 "
+                                "world, this one has ", transport->world_size(), " ranks");
+  }
   std::unique_ptr<ExchangeCommunicator> exchange(
       new ExchangeCommunicator(transport, router, options));
   exchange->peers_.assign(exchange->world_, nullptr);
@@ -87,12 +93,13 @@ void ExchangeCommunicator::OnPiece(int peer, const void* data, size_t size) {
   const auto* bytes = static_cast<const uint8_t*>(data);
   std::lock_guard<std::mutex> lock(mutex_);
   if (!error_.ok()) return;
-  if (size < kExchangePieceHeaderBytes || bytes[0] != kPiece || peer < 0 || peer >= world_ ||
-      peer == rank_) {
+  if (size < kExchangePieceHeaderBytes || (bytes[0] != kPiece && bytes[0] != kGatherPiece) ||
+      peer < 0 || peer >= world_ || peer == rank_) {
     FailLocked(DataLossError("exchange all-reduce: malformed piece from rank ", peer, " (",
                              size, " bytes)"));
     return;
   }
+  const bool gather = bytes[0] == kGatherPiece;
   const uint64_t tag = wire::LoadU64(bytes + 1);
   const uint64_t call = wire::LoadU64(bytes + 9);
   const uint64_t total = wire::LoadU64(bytes + 17);
@@ -110,21 +117,26 @@ void ExchangeCommunicator::OnPiece(int peer, const void* data, size_t size) {
                              options_.max_bytes));
     return;
   }
+  if (call > (~uint64_t{0} >> 1)) {
+    FailLocked(DataLossError("exchange all-reduce: rank ", peer, " sent call number ", call));
+    return;
+  }
   if (call <= finished_) {
     FailLocked(DataLossError("exchange all-reduce: rank ", peer, " sent a piece of call ", call,
                              " after rank ", rank_, " finished it"));
     return;
   }
-  Incoming& incoming = IncomingLocked(call);
-  // This round's partner, after this rank sent its part: its pieces are
-  // added where they belong at once, without staging.
-  const bool direct = active_.call == call && active_.peer == peer;
+  const uint64_t key = Key(call, gather);
+  Incoming& incoming = IncomingLocked(key);
+  // The call in progress, after this rank sent its part to `peer`: its
+  // pieces go where they belong at once, without staging.
+  const bool direct = active_.key == key && (active_.peer == peer || active_.peer < 0);
   if (incoming.sizes[peer] == kUnsized) {
     incoming.sizes[peer] = total;
     if (!direct) incoming.buffers[peer].reset(new uint8_t[std::max<uint64_t>(total, 1)]);
   }
   // A peer's pieces come in order on its connection: each continues the
-  // last (what the direct adds below and the staged prefix rely on).
+  // last (what the direct writes below and the staged prefix rely on).
   if (incoming.sizes[peer] != total || offset != incoming.received[peer] ||
       length > total - offset) {
     FailLocked(DataLossError("exchange all-reduce: rank ", peer, "'s piece [", offset, ", +",
@@ -134,17 +146,25 @@ void ExchangeCommunicator::OnPiece(int peer, const void* data, size_t size) {
   }
   const uint8_t* payload = bytes + kExchangePieceHeaderBytes;
   if (direct) {
-    if (total != active_.bytes || length % active_.element != 0) {
+    const bool copy = active_.peer < 0;
+    const size_t expected = copy ? SegmentBytes(active_.count, active_.element, peer)
+                                 : active_.count * active_.element;
+    if (total != expected || length % active_.element != 0) {
       FailLocked(DataLossError("exchange all-reduce: rank ", peer, " sent ", total,
                                " bytes in a piece of ", length, " for call ", call, "; rank ",
-                               rank_, " reduces ", active_.bytes, " (ranks disagree on the size)"));
+                               rank_, " expects ", expected, " (ranks disagree on the size)"));
       return;
     }
-    const Status added = AccumulateInto(active_.dtype, payload, active_.data + offset,
-                                        static_cast<int64_t>(length / active_.element));
-    if (!added.ok()) {
-      FailLocked(added);
-      return;
+    if (copy) {
+      std::memcpy(active_.data + SegmentBegin(active_.count, active_.element, peer) + offset,
+                  payload, length);
+    } else {
+      const Status added = AccumulateInto(active_.dtype, payload, active_.data + offset,
+                                          static_cast<int64_t>(length / active_.element));
+      if (!added.ok()) {
+        FailLocked(added);
+        return;
+      }
     }
   } else if (length > 0) {
     std::memcpy(incoming.buffers[peer].get() + offset, payload, length);
@@ -153,8 +173,20 @@ void ExchangeCommunicator::OnPiece(int peer, const void* data, size_t size) {
   if (incoming.received[peer] == total) changed_.notify_all();
 }
 
-ExchangeCommunicator::Incoming& ExchangeCommunicator::IncomingLocked(uint64_t call) {
-  Incoming& incoming = incoming_[call];
+size_t ExchangeCommunicator::SegmentBegin(size_t count, size_t element, int index) const {
+  size_t begin, end;
+  RingSegmentBounds(count, world_, index, &begin, &end);
+  return begin * element;
+}
+
+size_t ExchangeCommunicator::SegmentBytes(size_t count, size_t element, int index) const {
+  size_t begin, end;
+  RingSegmentBounds(count, world_, index, &begin, &end);
+  return (end - begin) * element;
+}
+
+ExchangeCommunicator::Incoming& ExchangeCommunicator::IncomingLocked(uint64_t key) {
+  Incoming& incoming = incoming_[key];
   if (incoming.buffers.empty()) {
     incoming.buffers.resize(world_);
     incoming.sizes.assign(world_, kUnsized);
@@ -163,8 +195,8 @@ ExchangeCommunicator::Incoming& ExchangeCommunicator::IncomingLocked(uint64_t ca
   return incoming;
 }
 
-Status ExchangeCommunicator::SendTo(const std::vector<int>& peers, const uint8_t* data,
-                                    size_t bytes, uint64_t call) {
+Status ExchangeCommunicator::SendTo(const std::vector<int>& peers, uint8_t kind,
+                                    const uint8_t* data, size_t bytes, uint64_t call) {
   // Each peer's pieces go out as one batch (one system call on tcp).
   std::vector<std::string> messages;
   for (int peer : peers) {
@@ -178,7 +210,7 @@ Status ExchangeCommunicator::SendTo(const std::vector<int>& peers, const uint8_t
       const size_t length = std::min(piece, bytes - offset);
       std::string message =
           MessageRouter::StartMessage(options_.channel, kExchangePieceHeaderBytes + length);
-      wire::AppendU8(&message, kPiece);
+      wire::AppendU8(&message, kind);
       wire::AppendU64(&message, options_.tag);
       wire::AppendU64(&message, call);
       wire::AppendU64(&message, bytes);
@@ -207,8 +239,9 @@ void ExchangeCommunicator::FailLocked(const Status& status) {
   changed_.notify_all();
 }
 
-Status ExchangeCommunicator::WaitFor(const std::vector<int>& peers, uint64_t call, size_t bytes,
-                                     Deadline deadline, std::unique_lock<std::mutex>* lock) {
+Status ExchangeCommunicator::WaitFor(const std::vector<int>& peers, uint64_t key,
+                                     const std::vector<size_t>& bytes, Deadline deadline,
+                                     std::unique_lock<std::mutex>* lock) {
   // The peers' pieces usually follow within microseconds: poll for wait_spin
   // before sleeping on the condition variable, whose wake-up would cost
   // about as much as the whole exchange. Polling drives the transport from
@@ -219,20 +252,21 @@ Status ExchangeCommunicator::WaitFor(const std::vector<int>& peers, uint64_t cal
   bool polled = false;
   while (true) {
     RETURN_IF_ERROR(HealthLocked());
-    auto it = incoming_.find(call);
+    auto it = incoming_.find(key);
     int missing = -1;
     for (int peer : peers) {
-      if (it == incoming_.end() || it->second.received[peer] < bytes) {
+      if (it == incoming_.end() || it->second.sizes[peer] == kUnsized ||
+          it->second.received[peer] < std::min(bytes[peer], it->second.sizes[peer])) {
         missing = peer;
         break;
       }
     }
     if (missing < 0) {
       for (int peer : peers) {
-        if (it->second.sizes[peer] != bytes) {
+        if (it->second.sizes[peer] != bytes[peer]) {
           return DataLossError("exchange all-reduce: rank ", peer, " sent ",
-                               it->second.sizes[peer], " bytes for call ", call,
-                               ", rank ", rank_, " reduces ", bytes,
+                               it->second.sizes[peer], " bytes for call ", key / 2,
+                               ", rank ", rank_, " expects ", bytes[peer],
                                " (ranks disagree on the size)");
         }
       }
@@ -240,7 +274,7 @@ Status ExchangeCommunicator::WaitFor(const std::vector<int>& peers, uint64_t cal
     }
     if (Clock::now() >= deadline) {
       return DeadlineExceededError("exchange all-reduce: rank ", rank_, " still waits for rank ",
-                                   missing, "'s data of call ", call);
+                                   missing, "'s data of call ", key / 2);
     }
     if (Clock::now() < spin_until) {
       lock->unlock();  // OnPiece takes it, also inside Poll
@@ -269,18 +303,69 @@ Status ExchangeCommunicator::AllReduce(void* data, size_t count, DataType dtype,
     RETURN_IF_ERROR(HealthLocked());
     call = ++call_;
   }
-  Status status = pairwise() ? PairwiseAllReduce(static_cast<uint8_t*>(data), count, dtype,
-                                                  call, deadline)
-                             : DirectAllReduce(static_cast<uint8_t*>(data), count, dtype, call,
-                                               deadline);
+  auto* bytes = static_cast<uint8_t*>(data);
+  Status status;
+  switch (Effective(world_, options_.schedule)) {
+    case ExchangeSchedule::kDirect:
+      status = DirectAllReduce(bytes, count, dtype, call, deadline);
+      break;
+    case ExchangeSchedule::kDoubling:
+      status = PairwiseAllReduce(bytes, count, dtype, call, deadline);
+      break;
+    case ExchangeSchedule::kScatterGather:
+      status = ScatterGatherAllReduce(bytes, count, dtype, call, deadline);
+      break;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   active_ = Active();
   if (!status.ok()) {
     FailLocked(status);
     return status;
   }
-  incoming_.erase(call);
+  incoming_.erase(Key(call, false));
+  incoming_.erase(Key(call, true));
   finished_ = call;
+  return Status::OK();
+}
+
+size_t ExchangeCommunicator::BytesSent(size_t count, size_t element_bytes, int rank, int world,
+                                       ExchangeSchedule schedule) {
+  const size_t bytes = count * element_bytes;
+  if (world < 2 || count == 0) return 0;
+  switch (Effective(world, schedule)) {
+    case ExchangeSchedule::kDirect:
+      return static_cast<size_t>(world - 1) * bytes;
+    case ExchangeSchedule::kDoubling: {
+      size_t rounds = 0;
+      for (int span = 1; span < world; span <<= 1) ++rounds;
+      return rounds * bytes;
+    }
+    case ExchangeSchedule::kScatterGather: {
+      size_t begin, end;
+      RingSegmentBounds(count, world, rank, &begin, &end);
+      const size_t own = (end - begin) * element_bytes;
+      return (bytes - own) + static_cast<size_t>(world - 1) * own;
+    }
+  }
+  return 0;
+}
+
+Status ExchangeCommunicator::SumInRankOrder(uint8_t* mine, size_t count, DataType dtype,
+                                            Incoming* incoming) const {
+  // ((b0 + b1) + b2) + ... on every rank, so every rank holds the same bits.
+  // Ranks 0 and 1 sum in place: b1 + b0 is b0 + b1 bit for bit (one
+  // addition commutes; only the grouping of several matters). Others sum in
+  // rank 0's staged buffer and copy the result out.
+  uint8_t* sum = rank_ <= 1 ? mine : incoming->buffers[0].get();
+  if (rank_ == 1) {
+    RETURN_IF_ERROR(AccumulateInto(dtype, incoming->buffers[0].get(), sum,
+                                   static_cast<int64_t>(count)));
+  }
+  for (int peer = rank_ == 1 ? 2 : 1; peer < world_; ++peer) {
+    const void* part = peer == rank_ ? mine : incoming->buffers[peer].get();
+    RETURN_IF_ERROR(AccumulateInto(dtype, part, sum, static_cast<int64_t>(count)));
+  }
+  if (rank_ > 1) std::memcpy(mine, sum, count * static_cast<size_t>(SizeOf(dtype)));
   return Status::OK();
 }
 
@@ -291,44 +376,33 @@ Status ExchangeCommunicator::DirectAllReduce(uint8_t* data, size_t count, DataTy
   // Starting with the right neighbour, so ranks do not all send to rank 0 first.
   for (int step = 1; step < world_; ++step) peers.push_back((rank_ + step) % world_);
   ExchangeTrace trace(options_.tag, call, rank_, peers);
-  RETURN_IF_ERROR(SendTo(peers, data, bytes, call));
+  RETURN_IF_ERROR(SendTo(peers, kPiece, data, bytes, call));
   Incoming incoming;
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    RETURN_IF_ERROR(WaitFor(peers, call, bytes, deadline, &lock));
-    incoming = std::move(incoming_[call]);
+    RETURN_IF_ERROR(WaitFor(peers, Key(call, false), std::vector<size_t>(world_, bytes), deadline,
+                            &lock));
+    incoming = std::move(incoming_[Key(call, false)]);
   }
-  // Rank order on every rank: ((b0 + b1) + b2) + ..., so every rank holds
-  // the same bits. Ranks 0 and 1 sum in place: b1 + b0 is b0 + b1 bit for
-  // bit (one addition commutes; only the grouping of several matters).
-  // Others sum in rank 0's received buffer and copy the result out.
-  uint8_t* sum = rank_ <= 1 ? data : incoming.buffers[0].get();
-  if (rank_ == 1) {
-    RETURN_IF_ERROR(AccumulateInto(dtype, incoming.buffers[0].get(), sum,
-                                   static_cast<int64_t>(count)));
-  }
-  for (int peer = rank_ == 1 ? 2 : 1; peer < world_; ++peer) {
-    const void* part = peer == rank_ ? data : incoming.buffers[peer].get();
-    RETURN_IF_ERROR(AccumulateInto(dtype, part, sum, static_cast<int64_t>(count)));
-  }
-  if (rank_ > 1) std::memcpy(data, sum, bytes);
-  return Status::OK();
+  return SumInRankOrder(data, count, dtype, &incoming);
 }
 
 Status ExchangeCommunicator::PairwiseAllReduce(uint8_t* data, size_t count, DataType dtype,
                                                uint64_t call, Deadline deadline) {
   const size_t element = static_cast<size_t>(SizeOf(dtype));
   const size_t bytes = count * element;
+  const uint64_t key = Key(call, false);
   std::vector<int> partners;
   for (int bit = 1; bit < world_; bit <<= 1) partners.push_back(rank_ ^ bit);
   ExchangeTrace trace(options_.tag, call, rank_, partners);
+  const std::vector<size_t> expected(world_, bytes);
   for (int partner : partners) {
     // What this rank holds now (its part, then the sum of its group) goes
     // out first: the messages copy it, so the adds below may change it.
-    RETURN_IF_ERROR(SendTo({partner}, data, bytes, call));
+    RETURN_IF_ERROR(SendTo({partner}, kPiece, data, bytes, call));
     std::unique_lock<std::mutex> lock(mutex_);
     RETURN_IF_ERROR(HealthLocked());
-    Incoming& incoming = IncomingLocked(call);
+    Incoming& incoming = IncomingLocked(key);
     // The partner's pieces that came before this round began were staged:
     // add that prefix; OnPiece adds the rest as it arrives.
     const size_t staged = incoming.received[partner];
@@ -342,11 +416,64 @@ Status ExchangeCommunicator::PairwiseAllReduce(uint8_t* data, size_t count, Data
                                      static_cast<int64_t>(staged / element)));
       incoming.buffers[partner].reset();
     }
-    active_ = Active{call, partner, data, bytes, dtype, element};
-    RETURN_IF_ERROR(WaitFor({partner}, call, bytes, deadline, &lock));
+    active_ = Active{key, partner, data, count, dtype, element};
+    RETURN_IF_ERROR(WaitFor({partner}, key, expected, deadline, &lock));
     active_ = Active();
   }
   return Status::OK();
+}
+
+Status ExchangeCommunicator::ScatterGatherAllReduce(uint8_t* data, size_t count, DataType dtype,
+                                                    uint64_t call, Deadline deadline) {
+  const size_t element = static_cast<size_t>(SizeOf(dtype));
+  std::vector<int> peers;
+  // Starting with the right neighbour, so ranks do not all send to rank 0 first.
+  for (int step = 1; step < world_; ++step) peers.push_back((rank_ + step) % world_);
+  ExchangeTrace trace(options_.tag, call, rank_, peers);
+  std::vector<size_t> segment(world_);  // bytes, by rank
+  for (int r = 0; r < world_; ++r) segment[r] = SegmentBytes(count, element, r);
+  uint8_t* mine = data + SegmentBegin(count, element, rank_);
+  const uint64_t scatter_key = Key(call, false);
+  const uint64_t gather_key = Key(call, true);
+  {
+    // A peer's sum of its segment, the all-gather, is copied into place as
+    // it arrives: a peer sends it only after this rank's part of that
+    // segment reached it, and this rank reads that segment only to send it.
+    std::lock_guard<std::mutex> lock(mutex_);
+    RETURN_IF_ERROR(HealthLocked());
+    Incoming& early = IncomingLocked(gather_key);
+    for (int peer : peers) {  // none from a peer that keeps to the protocol
+      const size_t staged = early.received[peer];
+      if (staged == 0) continue;
+      if (early.sizes[peer] != segment[peer]) {
+        return DataLossError("exchange all-reduce: rank ", peer, " sent ", early.sizes[peer],
+                             " bytes for its segment of call ", call, ", rank ", rank_,
+                             " expects ", segment[peer], " (ranks disagree on the size)");
+      }
+      std::memcpy(data + SegmentBegin(count, element, peer), early.buffers[peer].get(), staged);
+      early.buffers[peer].reset();
+    }
+    active_ = Active{gather_key, -1, data, count, dtype, element};
+  }
+  // Reduce-scatter: segment j to rank j, then this rank's segment summed.
+  for (int peer : peers) {
+    RETURN_IF_ERROR(SendTo({peer}, kPiece, data + SegmentBegin(count, element, peer),
+                           segment[peer], call));
+  }
+  Incoming incoming;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    RETURN_IF_ERROR(WaitFor(peers, scatter_key, std::vector<size_t>(world_, segment[rank_]),
+                            deadline, &lock));
+    incoming = std::move(incoming_[scatter_key]);
+  }
+  if (segment[rank_] > 0) {
+    RETURN_IF_ERROR(SumInRankOrder(mine, segment[rank_] / element, dtype, &incoming));
+  }
+  // All-gather: this rank's sum to every peer; theirs land in place.
+  RETURN_IF_ERROR(SendTo(peers, kGatherPiece, mine, segment[rank_], call));
+  std::unique_lock<std::mutex> lock(mutex_);
+  return WaitFor(peers, gather_key, segment, deadline, &lock);
 }
 
 }  // namespace comm

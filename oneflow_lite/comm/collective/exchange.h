@@ -1,33 +1,44 @@
-// Exchange all-reduce: the small-payload all-reduce of CommNet.
+// Exchange all-reduce: the small- and mid-payload all-reduces of CommNet.
 //
 // A ring all-reduce of N ranks takes 2 (N - 1) dependent steps, each a
 // WRITE and a READY message through both ranks' progress threads; for a
-// few KiB that latency, not bandwidth, is the cost. Here every rank sends
-// its whole buffer to every other rank in transport messages (the payload
-// rides inside the messages: no registration, no one-sided operation, no
-// set-up handshake), then adds the N buffers in rank order. One message
-// latency instead of 2 (N - 1), for (N - 1) times the bytes a rank sends:
-// the compiler picks it below a size (compiler/collective_choice.h,
-// ExchangeAllReduceFits) and records the choice in the plan.
+// few KiB that latency, not bandwidth, is the cost. Here the payload rides
+// inside transport messages (no registration, no one-sided operation, no
+// set-up handshake) on one of three schedules (ExchangeSchedule):
+//  * kDirect: every rank sends its whole buffer to every other rank, then
+//    adds the N buffers in rank order. One message latency, (N - 1) times
+//    the buffer sent.
+//  * kDoubling (power-of-2 worlds): log2 N rounds; in round k each rank
+//    swaps what it holds with rank ^ 2^k and adds. log2 N latencies and
+//    times the buffer.
+//  * kScatterGather: the buffer is cut into N segments as the ring cuts it
+//    (common/ring_segments.h); each rank sends segment j to rank j, rank j
+//    sums its segment in rank order (reduce-scatter), then sends the sum to
+//    every rank (all-gather). Two message latencies for the ring's 2 (N - 1)
+//    / N times the buffer sent.
+// The compiler picks the schedule by size and world size
+// (compiler/collective_choice.h) and records it in the plan.
 //
-// Determinism. Every rank computes ((b0 + b1) + b2) + ... in rank order
-// with the same operations, so all ranks hold bit-identical sums (as the
-// ring's all-gather phase guarantees for the ring).
+// Determinism. Every rank ends with the same bits: kDirect and each
+// segment of kScatterGather sum ((b0 + b1) + b2) + ... in rank order (a
+// segment once, on its owner); kDoubling adds the same two values on both
+// partners of each round (one addition commutes).
 //
-// Wire (on `channel`, through the MessageRouter): per piece, kind (1 byte,
-// 1 = piece), tag (8), call (8), total bytes (8), offset (8), then the
-// piece's bytes; a piece fills one transport message. A piece whose tag
-// differs from ours fails the communicator (DataLoss naming the sender),
-// as the ring's set-up does.
+// Wire (on `channel`, through the MessageRouter): per piece, kind (1 byte:
+// 1 = piece, 2 = all-gather piece of kScatterGather), tag (8), call (8),
+// total bytes (8), offset (8), then the piece's bytes; a piece fills one
+// transport message and continues its sender's last piece of that kind and
+// call. A piece whose tag differs from ours fails the communicator
+// (DataLoss naming the sender), as the ring's set-up does.
 //
 // Contract. All ranks call AllReduce in the same order with the same count
-// and dtype (DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64). A call blocks until
-// done, the deadline, the cancel flag (within one 20 ms status poll) or a
-// peer connection's failure (the error names the rank); failures other
-// than bad arguments are sticky. One thread at a time per communicator; a
-// peer may run ahead by any number of calls (its pieces are staged). The
-// communicator must be destroyed before the router and the transport; the
-// cancel flag must outlive it.
+// and dtype (DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64) and the same schedule.
+// A call blocks until done, the deadline, the cancel flag (within one 20 ms
+// status poll) or a peer connection's failure (the error names the rank);
+// failures other than bad arguments are sticky. One thread at a time per
+// communicator; a peer may run ahead by any number of calls (its pieces
+// are staged). The communicator must be destroyed before the router and
+// the transport; the cancel flag must outlive it.
 #ifndef ONEFLOW_LITE_COMM_COLLECTIVE_EXCHANGE_H_
 #define ONEFLOW_LITE_COMM_COLLECTIVE_EXCHANGE_H_
 
@@ -48,6 +59,8 @@
 namespace oflite {
 namespace comm {
 
+enum class ExchangeSchedule { kDirect, kDoubling, kScatterGather };
+
 struct ExchangeOptions {
   uint32_t channel = 0x200;
   // The same on every rank (e.g. derived from the plan); checked per piece.
@@ -57,12 +70,10 @@ struct ExchangeOptions {
   // How long a waiting call polls (yielding, or Transport::Poll) before it
   // sleeps on its condition variable; as CollectiveOptions::wait_spin.
   std::chrono::microseconds wait_spin{200};
-  // With a power-of-2 world: recursive doubling (log2 N rounds; in round k
-  // each rank swaps what it holds with rank ^ 2^k and adds) instead of
-  // every rank sending to every other. log2 N message latencies instead of
-  // one, log2 N instead of N - 1 times the buffer sent and added. A world of
-  // 2 always runs it (one round: the same as the direct exchange).
-  bool recursive_doubling = false;
+  // See the file comment. kDoubling needs a power-of-2 world (Create
+  // refuses others); a world of 2 runs kDirect as kDoubling (one round: the
+  // same bytes, added as they arrive).
+  ExchangeSchedule schedule = ExchangeSchedule::kDirect;
   // A peer announcing a larger buffer fails the communicator (DataLoss
   // naming it) instead of making this rank allocate it.
   size_t max_bytes = size_t{1} << 30;
@@ -85,19 +96,12 @@ class ExchangeCommunicator {
   // Sums `count` elements of `dtype` at `data` over all ranks, in place.
   Status AllReduce(void* data, size_t count, DataType dtype, Deadline deadline);
 
-  // Bytes this rank sends in one AllReduce of `bytes` over `world` ranks
-  // (payload only): (world - 1) * bytes.
-  // With `recursive_doubling` over a power-of-2 world (or a world of 2):
-  // log2(world) * bytes.
-  static size_t BytesSent(size_t bytes, int world, bool recursive_doubling = false) {
-    if (world < 2) return 0;
-    if (RunsPairwise(world, recursive_doubling)) {
-      size_t rounds = 0;
-      for (int span = 1; span < world; span <<= 1) ++rounds;
-      return rounds * bytes;
-    }
-    return static_cast<size_t>(world - 1) * bytes;
-  }
+  // Bytes `rank` sends in one AllReduce of `count` elements of
+  // `element_bytes` over `world` ranks (payload only): kDirect (N - 1) times
+  // the buffer, kDoubling (and kDirect at 2 ranks) log2 N times,
+  // kScatterGather every segment but its own once and its own N - 1 times.
+  static size_t BytesSent(size_t count, size_t element_bytes, int rank, int world,
+                          ExchangeSchedule schedule);
 
  private:
   // The pieces of one call received so far, per sending rank.
@@ -111,35 +115,49 @@ class ExchangeCommunicator {
 
   ExchangeCommunicator(Transport* transport, MessageRouter* router,
                        const ExchangeOptions& options);
-  // The partner of the round in progress of a pairwise call, whose pieces
-  // OnPiece adds straight into `data`; call 0: none.
+  // Where OnPiece puts pieces of the call in progress straight into the
+  // caller's buffer instead of staging them: the partner of a pairwise
+  // round (added at their offset), or every peer of kScatterGather's
+  // all-gather (copied into the sender's segment). key 0: none.
   struct Active {
-    uint64_t call = 0;
-    int peer = -1;
+    uint64_t key = 0;
+    int peer = -1;  // -1: every peer, copying into its segment
     uint8_t* data = nullptr;
-    size_t bytes = 0;
+    size_t count = 0;
     DataType dtype = DT_FLOAT;
     size_t element = 1;
   };
   static constexpr size_t kUnsized = ~size_t{0};
 
-  // Whether a world runs recursive doubling (PairwiseAllReduce): always at
-  // 2, else when asked for and the world is a power of 2.
-  static bool RunsPairwise(int world, bool recursive_doubling) {
-    return world == 2 || (recursive_doubling && IsPowerOfTwo(world));
+  // The schedule a world runs: kDirect at 2 ranks runs pairwise.
+  static ExchangeSchedule Effective(int world, ExchangeSchedule schedule) {
+    return world == 2 && schedule == ExchangeSchedule::kDirect ? ExchangeSchedule::kDoubling
+                                                               : schedule;
   }
-  bool pairwise() const { return RunsPairwise(world_, options_.recursive_doubling); }
+  // Incoming pieces are kept per call and kind: the all-gather pieces of
+  // kScatterGather apart from the others.
+  static uint64_t Key(uint64_t call, bool gather) { return call * 2 + (gather ? 1 : 0); }
+  // Segment `index` of `count` elements of `element` bytes: byte offset and length.
+  size_t SegmentBegin(size_t count, size_t element, int index) const;
+  size_t SegmentBytes(size_t count, size_t element, int index) const;
   void OnPiece(int peer, const void* data, size_t size);
-  // The call's entry, created empty (every rank unsized) on first use.
-  Incoming& IncomingLocked(uint64_t call);
-  Status SendTo(const std::vector<int>& peers, const uint8_t* data, size_t bytes, uint64_t call);
-  // Until every one of `peers` delivered `bytes` for `call`; `lock` holds mutex_.
-  Status WaitFor(const std::vector<int>& peers, uint64_t call, size_t bytes, Deadline deadline,
-                 std::unique_lock<std::mutex>* lock);
+  // The entry of a key, created empty (every rank unsized) on first use.
+  Incoming& IncomingLocked(uint64_t key);
+  Status SendTo(const std::vector<int>& peers, uint8_t kind, const uint8_t* data, size_t bytes,
+                uint64_t call);
+  // Until every one of `peers` delivered `bytes[peer]` for `key`; `lock`
+  // holds mutex_.
+  Status WaitFor(const std::vector<int>& peers, uint64_t key, const std::vector<size_t>& bytes,
+                 Deadline deadline, std::unique_lock<std::mutex>* lock);
   Status DirectAllReduce(uint8_t* data, size_t count, DataType dtype, uint64_t call,
                          Deadline deadline);
   Status PairwiseAllReduce(uint8_t* data, size_t count, DataType dtype, uint64_t call,
                            Deadline deadline);
+  Status ScatterGatherAllReduce(uint8_t* data, size_t count, DataType dtype, uint64_t call,
+                                Deadline deadline);
+  // Sums `count` elements in rank order: this rank's `mine` with the staged
+  // parts of every other rank in `incoming`, into `mine`.
+  Status SumInRankOrder(uint8_t* mine, size_t count, DataType dtype, Incoming* incoming) const;
   Status HealthLocked() const;
   void FailLocked(const Status& status);
 
@@ -155,7 +173,7 @@ class ExchangeCommunicator {
   Status error_;
   uint64_t call_ = 0;      // calls started
   uint64_t finished_ = 0;  // calls whose pieces were all consumed
-  std::map<uint64_t, Incoming> incoming_;  // by call
+  std::map<uint64_t, Incoming> incoming_;  // by Key(call, gather)
   Active active_;
 };
 

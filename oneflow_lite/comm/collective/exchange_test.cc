@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -50,7 +51,7 @@ struct World {
 
 std::unique_ptr<World> MakeWorld(const std::string& provider, int world,
                                  const std::vector<uint64_t>& tags = {},
-                                 bool recursive_doubling = false) {
+                                 ExchangeSchedule schedule = ExchangeSchedule::kDirect) {
   auto result = std::make_unique<World>();
   std::vector<TransportOptions> options(world);
   for (int rank = 0; rank < world; ++rank) {
@@ -65,7 +66,7 @@ std::unique_ptr<World> MakeWorld(const std::string& provider, int world,
   for (int rank = 0; rank < world; ++rank) {
     ExchangeOptions exchange;
     exchange.tag = tags.empty() ? 7 : tags[rank];
-    exchange.recursive_doubling = recursive_doubling;
+    exchange.schedule = schedule;
     auto created = ExchangeCommunicator::Create(result->transports[rank].get(),
                                                 result->routers[rank].get(), exchange);
     CHECK(created.ok()) << created.status();
@@ -89,16 +90,21 @@ std::vector<Status> OnEveryRank(int world, Body body) {
 class ExchangeTest : public ::testing::TestWithParam<std::string> {};
 
 // Sizes around the piece boundary (one message holds a bit under 4 KiB),
-// 1 element, odd counts; 2, 3 and 4 ranks, directly and by recursive
-// doubling (3 ranks: direct either way); every rank gets the exact sum
-// (integers) and bit-identical floats: summed in rank order directly,
-// (b0 + b1) + (b2 + b3) by recursive doubling.
+// 1 element (fewer than ranks: empty segments), odd counts, many pieces per
+// segment; 2, 3 and 4 ranks on every schedule (recursive doubling on
+// powers of 2 only); every rank gets the exact sum (integers) and
+// bit-identical floats: summed in rank order directly and by
+// scatter-gather (per segment), (b0 + b1) + (b2 + b3) by recursive
+// doubling at 4 ranks.
 TEST_P(ExchangeTest, SumsEqualTheReferenceOnEveryRank) {
-  for (bool doubling : {false, true}) {
+  for (ExchangeSchedule schedule : {ExchangeSchedule::kDirect, ExchangeSchedule::kDoubling,
+                                    ExchangeSchedule::kScatterGather}) {
     for (int world : {2, 3, 4}) {
-      auto ranks = MakeWorld(GetParam(), world, {}, doubling);
-      const bool pairs = doubling && world == 4;
-      for (size_t count : {size_t{1}, size_t{7}, size_t{1000}, size_t{1017}, size_t{5000}}) {
+      if (schedule == ExchangeSchedule::kDoubling && world == 3) continue;
+      auto ranks = MakeWorld(GetParam(), world, {}, schedule);
+      const bool pairs = schedule == ExchangeSchedule::kDoubling && world == 4;
+      for (size_t count : {size_t{1}, size_t{3}, size_t{7}, size_t{1000}, size_t{1017},
+                           size_t{5000}, size_t{30011}}) {
         std::vector<std::vector<int64_t>> ints(world, std::vector<int64_t>(count));
         std::vector<std::vector<float>> floats(world, std::vector<float>(count));
         std::vector<int64_t> int_sum(count, 0);
@@ -132,7 +138,7 @@ TEST_P(ExchangeTest, SumsEqualTheReferenceOnEveryRank) {
           EXPECT_EQ(ints[rank], int_sum) << "world " << world << " count " << count;
           EXPECT_EQ(0, std::memcmp(floats[rank].data(), float_sum.data(), count * sizeof(float)))
               << "world " << world << " rank " << rank << " count " << count
-              << (doubling ? " (recursive doubling)" : "");
+              << " schedule " << static_cast<int>(schedule);
         }
       }
     }
@@ -142,8 +148,11 @@ TEST_P(ExchangeTest, SumsEqualTheReferenceOnEveryRank) {
 // A rank may run calls (and rounds) ahead of a slow one: its pieces are
 // staged per call, and added when the slow rank's round begins.
 TEST_P(ExchangeTest, APeerRunningAheadIsStagedPerCall) {
-  for (int world : {2, 4}) {
-    auto ranks = MakeWorld(GetParam(), world, {}, /*recursive_doubling=*/true);
+  for (auto [world, schedule] :
+       {std::pair{2, ExchangeSchedule::kDoubling}, std::pair{4, ExchangeSchedule::kDoubling},
+        std::pair{3, ExchangeSchedule::kScatterGather},
+        std::pair{4, ExchangeSchedule::kScatterGather}}) {
+    auto ranks = MakeWorld(GetParam(), world, {}, schedule);
     constexpr int kCalls = 20;
     std::vector<std::vector<int32_t>> results(world, std::vector<int32_t>(kCalls));
     auto statuses = OnEveryRank(world, [&](int rank) -> Status {
@@ -258,8 +267,11 @@ TEST_P(ExchangeTest, HostilePiecesFailNamingTheSender) {
 // least one with DataLoss; a rank failing first sends nothing more, so its
 // peer may wait out the deadline), none returns a wrong sum as success.
 TEST_P(ExchangeTest, RanksDisagreeingOnTheSizeFail) {
-  for (int world : {2, 3, 4}) {
-    auto ranks = MakeWorld(GetParam(), world, {}, /*recursive_doubling=*/true);
+  for (auto [world, schedule] :
+       {std::pair{2, ExchangeSchedule::kDoubling}, std::pair{3, ExchangeSchedule::kDirect},
+        std::pair{4, ExchangeSchedule::kDoubling}, std::pair{3, ExchangeSchedule::kScatterGather},
+        std::pair{4, ExchangeSchedule::kScatterGather}}) {
+    auto ranks = MakeWorld(GetParam(), world, {}, schedule);
     auto statuses = OnEveryRank(world, [&](int rank) -> Status {
       std::vector<float> value(rank == 0 ? 2000 : 3000, 1.f);
       return ranks->exchanges[rank]->AllReduce(value.data(), value.size(), DT_FLOAT,
@@ -278,11 +290,47 @@ TEST_P(ExchangeTest, RanksDisagreeingOnTheSizeFail) {
   }
 }
 
+// Recursive doubling pairs ranks up: a world of 3 is refused at creation.
+TEST_P(ExchangeTest, DoublingRefusesAWorldThatIsNotAPowerOf2) {
+  auto ranks = MakeWorld(GetParam(), 3);
+  ExchangeOptions options;
+  options.channel = 0x300;
+  options.schedule = ExchangeSchedule::kDoubling;
+  auto exchange = ExchangeCommunicator::Create(ranks->transports[0].get(),
+                                               ranks->routers[0].get(), options);
+  ASSERT_FALSE(exchange.ok());
+  EXPECT_EQ(exchange.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(exchange.status().message().find("3 ranks"), std::string::npos) << exchange.status();
+}
+
 TEST_P(ExchangeTest, RefusesADtypeItCannotSum) {
   auto ranks = MakeWorld(GetParam(), 2);
   uint8_t value[4] = {};
   Status status = ranks->exchanges[0]->AllReduce(value, 4, DT_BOOL, DeadlineAfter(kTimeout));
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status;
+}
+
+// What each rank sends, summed over the ranks: (N - 1) N times the buffer
+// directly, log2 N N times by doubling, 2 (N - 1) times (the ring's
+// total) by scatter-gather, also when segments are uneven or empty.
+TEST(ExchangeBytesTest, BytesSentFollowTheSchedule) {
+  for (int world : {2, 3, 4, 5, 8}) {
+    for (size_t count : {size_t{1}, size_t{7}, size_t{1000}, size_t{1001}}) {
+      const size_t bytes = count * 4;
+      size_t direct = 0, scatter_gather = 0;
+      for (int rank = 0; rank < world; ++rank) {
+        direct += ExchangeCommunicator::BytesSent(count, 4, rank, world, ExchangeSchedule::kDirect);
+        scatter_gather += ExchangeCommunicator::BytesSent(count, 4, rank, world,
+                                                          ExchangeSchedule::kScatterGather);
+      }
+      EXPECT_EQ(direct, world == 2 ? 2 * bytes : static_cast<size_t>(world * (world - 1)) * bytes)
+          << world << " " << count;
+      EXPECT_EQ(scatter_gather, 2 * static_cast<size_t>(world - 1) * bytes)
+          << world << " " << count;
+    }
+  }
+  EXPECT_EQ(ExchangeCommunicator::BytesSent(1000, 4, 0, 8, ExchangeSchedule::kDoubling), 3u * 4000);
+  EXPECT_EQ(ExchangeCommunicator::BytesSent(1000, 4, 0, 1, ExchangeSchedule::kDirect), 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, ExchangeTest,

@@ -107,6 +107,7 @@ StatusOr<RingOp> RecordedRingOp(const TaskProto& task, const TensorDesc& logical
     case COLLECTIVE_RING_ALL_GATHER: op = RingOp::kAllGather; break;
     case COLLECTIVE_EXCHANGE_ALL_REDUCE: op = RingOp::kExchangeAllReduce; break;
     case COLLECTIVE_DOUBLING_ALL_REDUCE: op = RingOp::kDoublingAllReduce; break;
+    case COLLECTIVE_SCATTER_GATHER_ALL_REDUCE: op = RingOp::kScatterGatherAllReduce; break;
     default:
       return InvalidArgumentError("collective task '", task.name(), "': the plan records no "
                                   "algorithm (TaskProto.collective); recompile the plan");
@@ -127,10 +128,19 @@ comm::RingCollective CollectiveOf(RingOp op) {
   }
 }
 
+comm::ExchangeSchedule ExchangeScheduleOf(RingOp op) {
+  switch (op) {
+    case RingOp::kDoublingAllReduce: return comm::ExchangeSchedule::kDoubling;
+    case RingOp::kScatterGatherAllReduce: return comm::ExchangeSchedule::kScatterGather;
+    default: return comm::ExchangeSchedule::kDirect;
+  }
+}
+
 size_t CollectiveBytesSent(RingOp op, const TensorDesc& logical, int rank, int world) {
   if (IsExchangeOp(op)) {
-    return comm::ExchangeCommunicator::BytesSent(static_cast<size_t>(logical.ByteSize()), world,
-                                                 op == RingOp::kDoublingAllReduce);
+    return comm::ExchangeCommunicator::BytesSent(
+        static_cast<size_t>(logical.shape.elem_count()), static_cast<size_t>(SizeOf(logical.dtype)),
+        rank, world, ExchangeScheduleOf(op));
   }
   return comm::RingBytesSent(CollectiveOf(op), logical.shape.elem_count(), SizeOf(logical.dtype),
                              rank, world);

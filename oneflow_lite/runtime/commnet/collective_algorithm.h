@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "oneflow_lite/comm/collective/exchange.h"
 #include "oneflow_lite/comm/collective/ring.h"
 #include "oneflow_lite/comm/comm_net.h"
 #include "oneflow_lite/common/status.h"
@@ -25,20 +26,27 @@ namespace oflite {
 // kExchangeAllReduce: the exchange all-reduce of small tensors
 // (comm/collective/exchange.h), run like the ring all-reduce (same staging,
 // same cut) by the same worker; kDoublingAllReduce: its recursive doubling
-// (power-of-2 worlds), likewise.
+// (power-of-2 worlds) and kScatterGatherAllReduce: its scatter-gather,
+// likewise.
 enum class RingOp {
   kNone,
   kAllReduce,
   kReduceScatter,
   kAllGather,
   kExchangeAllReduce,
-  kDoublingAllReduce
+  kDoublingAllReduce,
+  kScatterGatherAllReduce
 };
 
-// The exchange communicator runs it (kExchangeAllReduce, kDoublingAllReduce).
+// The exchange communicator runs it (kExchangeAllReduce, kDoublingAllReduce,
+// kScatterGatherAllReduce).
 inline bool IsExchangeOp(RingOp op) {
-  return op == RingOp::kExchangeAllReduce || op == RingOp::kDoublingAllReduce;
+  return op == RingOp::kExchangeAllReduce || op == RingOp::kDoublingAllReduce ||
+         op == RingOp::kScatterGatherAllReduce;
 }
+
+// The exchange schedule of an exchange op.
+comm::ExchangeSchedule ExchangeScheduleOf(RingOp op);
 
 
 // The ring op `task` records (kNone: all-to-all), checked against its
@@ -51,8 +59,8 @@ StatusOr<RingOp> RecordedRingOp(const TaskProto& task, const TensorDesc& logical
 comm::RingCollective CollectiveOf(RingOp op);
 
 // Bytes this rank sends in one collective of `op` (not kNone) over the
-// logical tensor: the ring's schedule, (world - 1) x the tensor for the
-// exchange, log2(world) x for recursive doubling.
+// logical tensor: the ring's schedule, or the exchange's
+// (ExchangeCommunicator::BytesSent).
 size_t CollectiveBytesSent(RingOp op, const TensorDesc& logical, int rank, int world);
 
 }  // namespace oflite

@@ -156,6 +156,29 @@ TEST(RecordedAlgorithmTest, DoublingNeedsAPowerOf2Ring) {
       << refused;
 }
 
+// From 3 ranks the all-reduces above the exchange's range up to 8 times its
+// bound are compiled to scatter-gather (the MLP's 960-byte weight with a
+// bound of 200: the exchange takes 100 bytes at 3 ranks, scatter-gather up
+// to 1600), which builds; at 2 ranks the same weight keeps the ring, and
+// scatter-gather recorded there builds too (it runs at any world).
+TEST(RecordedAlgorithmTest, CompiledPlanRecordsScatterGatherFrom3RanksAndBuilds) {
+  Plan three = DataParallelPlan(200, 3);
+  TaskProto* task = FirstCollective(&three, COLLECTIVE_SCATTER_GATHER_ALL_REDUCE);
+  ASSERT_NE(task, nullptr);
+  EXPECT_EQ(task->collective().buffer_bytes(), 20 * 12 * 4);
+  EXPECT_EQ(task->collective().chunk_bytes(), 0);
+  const Status created = CreateRank0(three, 3);
+  EXPECT_TRUE(created.ok()) << created;
+
+  Plan two = DataParallelPlan(200, 2);
+  EXPECT_EQ(FirstCollective(&two, COLLECTIVE_SCATTER_GATHER_ALL_REDUCE), nullptr);
+  task = FirstCollective(&two, COLLECTIVE_RING_ALL_REDUCE);
+  ASSERT_NE(task, nullptr);
+  task->mutable_collective()->set_algorithm(COLLECTIVE_SCATTER_GATHER_ALL_REDUCE);
+  const Status two_created = CreateRank0(two);
+  EXPECT_TRUE(two_created.ok()) << two_created;
+}
+
 TEST(RecordedAlgorithmTest, UnsetAlgorithmIsRefusedNamingTheTask) {
   Plan plan = DataParallelPlan();
   TaskProto* task = FirstCollective(&plan, COLLECTIVE_RING_ALL_REDUCE);

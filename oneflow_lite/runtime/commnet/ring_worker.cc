@@ -45,7 +45,7 @@ Status RingWorker::RunExchange(comm::Deadline deadline) {
     ASSIGN_OR_RETURN(options.channel, options_.channels->ChannelOf(options_.ring_key));
     options.tag = static_cast<uint64_t>(options_.ring_key);
     options.cancel = options_.cancel;
-    options.recursive_doubling = op_ == RingOp::kDoublingAllReduce;
+    options.schedule = ExchangeScheduleOf(op_);
     ASSIGN_OR_RETURN(exchange_, comm::ExchangeCommunicator::Create(
                                     options_.net->transport(), options_.net->router(), options));
   }
@@ -58,8 +58,9 @@ Status RingWorker::Run() {
   RETURN_IF_ERROR(options_.cancel->status());
   if (IsExchangeOp(op_)) {
     return RunExchange(comm::DeadlineAfter(options_.timeout))
-        .WithContext(std::string(op_ == RingOp::kDoublingAllReduce ? "recursive doubling"
-                                                                   : "exchange") +
+        .WithContext(std::string(op_ == RingOp::kDoublingAllReduce       ? "recursive doubling"
+                                 : op_ == RingOp::kScatterGatherAllReduce ? "scatter-gather"
+                                                                          : "exchange") +
                      " rank " + std::to_string(rank_) + " of " + std::to_string(world_));
   }
   if (communicator_ == nullptr) {
@@ -91,6 +92,7 @@ Status RingWorker::Run() {
     case RingOp::kNone:
     case RingOp::kExchangeAllReduce:
     case RingOp::kDoublingAllReduce:
+    case RingOp::kScatterGatherAllReduce:
       return InternalError("ring collective without a ring op");
   }
   return status.WithContext("ring rank " + std::to_string(rank_) + " of " +
