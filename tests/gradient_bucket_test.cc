@@ -203,15 +203,12 @@ TEST_P(GradientBucketTest, MlpFusedEqualsUnfused) {
 
 // At 3 ranks LeNet's bucket outgrows the exchange (half the bound from 3
 // ranks) and runs scatter-gather, which sums each element in rank order as
-// the exchange does its members: bitwise equal. At 4 ranks the members run
-// recursive doubling, (b0 + b1) + (b2 + b3); buckets are kept within its
-// range (half the bound) so the bucket adds in that order too.
+// the exchange does its members: bitwise equal. At 4 ranks bucket and
+// members run recursive doubling, (b0 + b1) + (b2 + b3).
 TEST_P(GradientBucketTest, Lenet5FusedEqualsUnfused) {
   StatusOr<Job> job = LenetJob(GetParam());
   ASSERT_TRUE(job.ok()) << job.status();
-  ExpectFusedEqualsUnfused(
-      *job, GetParam(), -1,
-      GetParam() == 4 ? static_cast<int64_t>(kExchangeAllReduceMaxBytes / 2) : -1);
+  ExpectFusedEqualsUnfused(*job, GetParam());
 }
 
 // A bucket run by the ring all-reduce: with 2 ranks every element is one

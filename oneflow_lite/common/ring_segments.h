@@ -33,8 +33,8 @@ inline constexpr size_t kExchangeFanOut = 4;
 // and doubling's range up to this many times the exchange bound (512 KiB).
 inline constexpr size_t kScatterGatherFactor = 8;
 
-// The largest all-reduce the exchange or recursive doubling takes over
-// `world` ranks: the bound between 2, half of it from 3.
+// The largest all-reduce the exchange takes over `world` ranks: the bound
+// between 2, half of it from 3.
 inline size_t SmallAllReduceMaxBytes(int world, size_t exchange_max_bytes) {
   return world == 2 ? exchange_max_bytes : exchange_max_bytes / 2;
 }
@@ -43,16 +43,16 @@ inline size_t SmallAllReduceMaxBytes(int world, size_t exchange_max_bytes) {
 inline bool IsPowerOfTwo(int world) { return world > 0 && (world & (world - 1)) == 0; }
 
 // Over a power-of-2 world of 4 or more ranks, partial-sum all-reduces up to
-// half the exchange bound use recursive doubling instead (exchange.h,
+// the exchange bound use recursive doubling instead (exchange.h,
 // ExchangeSchedule::kDoubling): log2 N latencies and log2 N times the
 // tensor sent per rank, where the exchange sends N - 1 times. Measured at
 // 4 processes (allreduce_bench's "rd" column, docs/benchmarks.md): above
-// the exchange from 4 KiB over tcp and shm; at 64 KiB level with
-// scatter-gather over tcp and below it over shm.
+// the exchange from 4 KiB over tcp and shm; at 64 KiB above scatter-gather
+// over tcp (by a third) and a little below it over shm (8 %), above both
+// peers either way.
 inline bool UseDoublingAllReduce(size_t bytes, int world,
                                  size_t exchange_max_bytes = kExchangeAllReduceMaxBytes) {
-  return world >= 4 && IsPowerOfTwo(world) &&
-         bytes <= SmallAllReduceMaxBytes(world, exchange_max_bytes);
+  return world >= 4 && IsPowerOfTwo(world) && bytes <= exchange_max_bytes;
 }
 
 // True when a partial-sum all-reduce of `bytes` over `world` ranks uses the
@@ -71,10 +71,11 @@ inline bool UseExchangeAllReduce(size_t bytes, int world,
 // ExchangeSchedule::kScatterGather: a reduce-scatter and an all-gather, each
 // one step of direct messages): 2 latencies for the ring's bytes, where the
 // ring takes 2 (N - 1) steps. Measured at 3 and 4 processes
-// (allreduce_bench's "sg" column, docs/benchmarks.md): above the ring, the
-// exchange and doubling from 64 KiB to 512 KiB over tcp and shm but for
-// 512 KiB at 3 processes over tcp (level) and 4 over shm (7 % below); the
-// ring wins from 1 MiB. A bound of 0 turns it off with the exchange.
+// (allreduce_bench's "sg" column, docs/benchmarks.md): above the ring and
+// the exchange from 64 KiB to 512 KiB over tcp and shm (level with them at
+// 64 KiB over tcp at 3 processes and at 512 KiB over tcp at 3, 7 % below
+// the ring at 512 KiB over shm at 4); the ring wins from 1 MiB. A bound
+// of 0 turns it off with the exchange.
 inline bool UseScatterGatherAllReduce(size_t bytes, int world,
                                       size_t exchange_max_bytes = kExchangeAllReduceMaxBytes) {
   return world >= 3 && exchange_max_bytes > 0 &&

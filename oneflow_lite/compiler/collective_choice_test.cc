@@ -115,10 +115,10 @@ namespace {
 
 // Partial-sum conversions of at most exchange_max_bytes bytes (half of it
 // from 3 ranks), of which each rank sends (N - 1) copies within 4x that
-// bound, use the exchange all-reduce, and over 4, 8, ... ranks (whatever
-// the fan-out) recursive doubling; from 3 ranks larger ones up to 8x the
-// bound scatter-gather; larger ones, gathers and a threshold of 0 keep the
-// ring.
+// bound, use the exchange all-reduce, and over 4, 8, ... ranks up to the
+// bound (whatever the fan-out) recursive doubling; from 3 ranks larger
+// ones up to 8x the bound scatter-gather; larger ones, gathers and a
+// threshold of 0 keep the ring.
 TEST(CollectiveChoiceTest, SmallPartialSumsUseTheExchange) {
   const std::vector<int64_t> two = {0, 1};
   const std::vector<int64_t> four = {0, 1, 2, 3};
@@ -133,17 +133,18 @@ TEST(CollectiveChoiceTest, SmallPartialSumsUseTheExchange) {
   EXPECT_EQ(ChooseCollective(p_to_b, 2, 47).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
   EXPECT_EQ(ChooseCollective(p_to_b, 2, 0).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
   // Powers of 2 from 4 ranks: recursive doubling up to the bound, whatever
-  // the fan-out (a bound of 0 turns it off with the exchange).
+  // the fan-out (a bound of 0 turns it off with the exchange); above it,
+  // scatter-gather (below).
   auto p_to_b4 = Conf(PartialSum(), Broadcast(), {4, 3}, DT_FLOAT, four);
-  CollectiveConf doubling = ChooseCollective(p_to_b4, 4, 96);
+  CollectiveConf doubling = ChooseCollective(p_to_b4, 4, 48);
   EXPECT_EQ(doubling.algorithm(), COLLECTIVE_DOUBLING_ALL_REDUCE);
   EXPECT_EQ(doubling.buffer_bytes(), 48);
   EXPECT_EQ(doubling.chunk_bytes(), 0);
-  EXPECT_EQ(ChooseCollective(p_to_b4, 4, 96).algorithm(), COLLECTIVE_DOUBLING_ALL_REDUCE);
+  EXPECT_EQ(ChooseCollective(p_to_b4, 4, 47).algorithm(), COLLECTIVE_SCATTER_GATHER_ALL_REDUCE);
   EXPECT_EQ(ChooseCollective(p_to_b4, 4, 0).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
   const std::vector<int64_t> eight = {0, 1, 2, 3, 4, 5, 6, 7};
   auto p_to_b8 = Conf(PartialSum(), Broadcast(), {4, 3}, DT_FLOAT, eight);
-  EXPECT_EQ(ChooseCollective(p_to_b8, 8, 96).algorithm(), COLLECTIVE_DOUBLING_ALL_REDUCE);
+  EXPECT_EQ(ChooseCollective(p_to_b8, 8, 48).algorithm(), COLLECTIVE_DOUBLING_ALL_REDUCE);
   // Other worlds from 3 ranks: the exchange up to half the bound, each of 3
   // ranks sending 2 x 48 bytes (within 4 x 96); each of 6 would send 5 x
   // 48 = 240: the fan-out bound needs a limit of 60 (and 96 for the half).
@@ -165,7 +166,7 @@ TEST(CollectiveChoiceTest, SmallPartialSumsUseTheExchange) {
   EXPECT_EQ(ChooseCollective(p_to_b3, 3, 5).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
   EXPECT_EQ(ChooseCollective(p_to_b3, 3, 0).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
   EXPECT_EQ(ChooseCollective(p_to_b6, 6, 95).algorithm(), COLLECTIVE_SCATTER_GATHER_ALL_REDUCE);
-  EXPECT_EQ(ChooseCollective(p_to_b4, 4, 95).algorithm(), COLLECTIVE_SCATTER_GATHER_ALL_REDUCE);
+  EXPECT_EQ(ChooseCollective(p_to_b4, 4, 6).algorithm(), COLLECTIVE_SCATTER_GATHER_ALL_REDUCE);
   EXPECT_EQ(ChooseCollective(p_to_b8, 8, 6).algorithm(), COLLECTIVE_SCATTER_GATHER_ALL_REDUCE);
   // Not at 2 ranks (the ring's schedule there), and not for a P -> S the
   // ring runs as a reduce-scatter: {6, 2} cuts at the ring's segments.
