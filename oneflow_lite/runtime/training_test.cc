@@ -10,6 +10,7 @@
 
 #include "oneflow_lite/api/graph.h"
 #include "oneflow_lite/compiler/compiler.h"
+#include "oneflow_lite/kernels/cpu/cpu_threads.h"
 #include "oneflow_lite/testing/test_jobs.h"
 #include "oneflow_lite/reference/reference_executor.h"
 #include "oneflow_lite/runtime/runtime.h"
@@ -48,6 +49,13 @@ TEST(TrainingTest, FashionMnistMatchesTheReferenceExecutor) {
   for (const char* placement : {"0:cpu:0", "0:cpu:0-1"}) {
     StatusOr<Job> job = FashionMlp(placement, 20);
     ASSERT_TRUE(job.ok()) << job.status();
+    // The runtime sizes the BLAS and oneDNN thread teams (the cores divided
+    // among the cluster's 2 CPU devices, Runtime::Create); oneDNN may cut a
+    // GEMM's reduction by team size (it does with AVX2 kernels), so the
+    // reference runs with the same teams, not the libraries' defaults.
+    StatusOr<int> threads = ResolveCpuThreads(0, 2, AvailableCpuCores(), "test");
+    ASSERT_TRUE(threads.ok()) << threads.status();
+    SetCpuComputeThreads(*threads);
     StatusOr<ReferenceTrainResult> reference = TrainReference(*job, 20);
     ASSERT_TRUE(reference.ok()) << reference.status();
     Recorder recorder;

@@ -263,6 +263,29 @@ TEST_P(ExchangeTest, HostilePiecesFailNamingTheSender) {
   }
 }
 
+// Scatter-gather: a peer's sum of its segment (a type-2 piece) that comes
+// that announces another size than that segment's fails the call naming
+// the sender, whether it came before the call (staged) or during it.
+TEST_P(ExchangeTest, AnEarlySegmentSumOfTheWrongSizeFailsNamingTheSender) {
+  auto ranks = MakeWorld(GetParam(), 3, {}, ExchangeSchedule::kScatterGather);
+  std::string bytes(1, '\x02');
+  wire::AppendU64(&bytes, 7);  // the tag
+  wire::AppendU64(&bytes, 1);  // the call
+  wire::AppendU64(&bytes, 8);  // total: rank 1's segment of 4 floats is 4 bytes
+  wire::AppendU64(&bytes, 0);  // offset
+  bytes.append(8, '\x02');
+  Connection* to_rank0 = *ranks->transports[1]->GetConnection(0);
+  ASSERT_TRUE(MessageRouter::Send(to_rank0, ExchangeOptions().channel, bytes).ok());
+  // Most likely staged before the call begins; if it comes later, the
+  // call's direct copy refuses it the same way.
+  std::this_thread::sleep_for(milliseconds(50));
+  std::vector<float> value(4, 1.f);
+  Status status = ranks->exchanges[0]->AllReduce(value.data(), 4, DT_FLOAT,
+                                                 DeadlineAfter(milliseconds(5000)));
+  EXPECT_EQ(status.code(), StatusCode::kDataLoss) << status;
+  EXPECT_NE(status.message().find("rank 1"), std::string::npos) << status;
+}
+
 // Ranks calling with different counts: each fails naming a rank (at
 // least one with DataLoss; a rank failing first sends nothing more, so its
 // peer may wait out the deadline), none returns a wrong sum as success.
