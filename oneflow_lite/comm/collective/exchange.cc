@@ -73,6 +73,10 @@ StatusOr<std::unique_ptr<ExchangeCommunicator>> ExchangeCommunicator::Create(
   std::unique_ptr<ExchangeCommunicator> exchange(
       new ExchangeCommunicator(transport, router, options));
   exchange->peers_.assign(exchange->world_, nullptr);
+  // Starting with the right neighbour, so ranks do not all send to rank 0 first.
+  for (int step = 1; step < exchange->world_; ++step) {
+    exchange->others_.push_back((exchange->rank_ + step) % exchange->world_);
+  }
   for (int peer = 0; peer < exchange->world_; ++peer) {
     if (peer == exchange->rank_) continue;
     ASSIGN_OR_RETURN(exchange->peers_[peer], transport->GetConnection(peer));
@@ -147,7 +151,7 @@ void ExchangeCommunicator::OnPiece(int peer, const void* data, size_t size) {
   const uint8_t* payload = bytes + kExchangePieceHeaderBytes;
   if (direct) {
     const bool copy = active_.peer < 0;
-    const size_t expected = copy ? SegmentBytes(active_.count, active_.element, peer)
+    const size_t expected = copy ? SegmentBytes(active_.count, active_.element, world_, peer)
                                  : active_.count * active_.element;
     if (total != expected || length % active_.element != 0) {
       FailLocked(DataLossError("exchange all-reduce: rank ", peer, " sent ", total,
@@ -156,8 +160,8 @@ void ExchangeCommunicator::OnPiece(int peer, const void* data, size_t size) {
       return;
     }
     if (copy) {
-      std::memcpy(active_.data + SegmentBegin(active_.count, active_.element, peer) + offset,
-                  payload, length);
+      const size_t begin = SegmentBegin(active_.count, active_.element, world_, peer);
+      std::memcpy(active_.data + begin + offset, payload, length);
     } else {
       const Status added = AccumulateInto(active_.dtype, payload, active_.data + offset,
                                           static_cast<int64_t>(length / active_.element));
@@ -173,15 +177,15 @@ void ExchangeCommunicator::OnPiece(int peer, const void* data, size_t size) {
   if (incoming.received[peer] == total) changed_.notify_all();
 }
 
-size_t ExchangeCommunicator::SegmentBegin(size_t count, size_t element, int index) const {
+size_t ExchangeCommunicator::SegmentBegin(size_t count, size_t element, int world, int index) {
   size_t begin, end;
-  RingSegmentBounds(count, world_, index, &begin, &end);
+  RingSegmentBounds(count, world, index, &begin, &end);
   return begin * element;
 }
 
-size_t ExchangeCommunicator::SegmentBytes(size_t count, size_t element, int index) const {
+size_t ExchangeCommunicator::SegmentBytes(size_t count, size_t element, int world, int index) {
   size_t begin, end;
-  RingSegmentBounds(count, world_, index, &begin, &end);
+  RingSegmentBounds(count, world, index, &begin, &end);
   return (end - begin) * element;
 }
 
@@ -341,9 +345,7 @@ size_t ExchangeCommunicator::BytesSent(size_t count, size_t element_bytes, int r
       return rounds * bytes;
     }
     case ExchangeSchedule::kScatterGather: {
-      size_t begin, end;
-      RingSegmentBounds(count, world, rank, &begin, &end);
-      const size_t own = (end - begin) * element_bytes;
+      const size_t own = SegmentBytes(count, element_bytes, world, rank);
       return (bytes - own) + static_cast<size_t>(world - 1) * own;
     }
   }
@@ -372,9 +374,7 @@ Status ExchangeCommunicator::SumInRankOrder(uint8_t* mine, size_t count, DataTyp
 Status ExchangeCommunicator::DirectAllReduce(uint8_t* data, size_t count, DataType dtype,
                                              uint64_t call, Deadline deadline) {
   const size_t bytes = count * static_cast<size_t>(SizeOf(dtype));
-  std::vector<int> peers;
-  // Starting with the right neighbour, so ranks do not all send to rank 0 first.
-  for (int step = 1; step < world_; ++step) peers.push_back((rank_ + step) % world_);
+  const std::vector<int>& peers = others_;
   ExchangeTrace trace(options_.tag, call, rank_, peers);
   RETURN_IF_ERROR(SendTo(peers, kPiece, data, bytes, call));
   Incoming incoming;
@@ -426,13 +426,11 @@ Status ExchangeCommunicator::PairwiseAllReduce(uint8_t* data, size_t count, Data
 Status ExchangeCommunicator::ScatterGatherAllReduce(uint8_t* data, size_t count, DataType dtype,
                                                     uint64_t call, Deadline deadline) {
   const size_t element = static_cast<size_t>(SizeOf(dtype));
-  std::vector<int> peers;
-  // Starting with the right neighbour, so ranks do not all send to rank 0 first.
-  for (int step = 1; step < world_; ++step) peers.push_back((rank_ + step) % world_);
+  const std::vector<int>& peers = others_;
   ExchangeTrace trace(options_.tag, call, rank_, peers);
   std::vector<size_t> segment(world_);  // bytes, by rank
-  for (int r = 0; r < world_; ++r) segment[r] = SegmentBytes(count, element, r);
-  uint8_t* mine = data + SegmentBegin(count, element, rank_);
+  for (int r = 0; r < world_; ++r) segment[r] = SegmentBytes(count, element, world_, r);
+  uint8_t* mine = data + SegmentBegin(count, element, world_, rank_);
   const uint64_t scatter_key = Key(call, false);
   const uint64_t gather_key = Key(call, true);
   {
@@ -450,14 +448,15 @@ Status ExchangeCommunicator::ScatterGatherAllReduce(uint8_t* data, size_t count,
                              " bytes for its segment of call ", call, ", rank ", rank_,
                              " expects ", segment[peer], " (ranks disagree on the size)");
       }
-      std::memcpy(data + SegmentBegin(count, element, peer), early.buffers[peer].get(), staged);
+      std::memcpy(data + SegmentBegin(count, element, world_, peer), early.buffers[peer].get(),
+                  staged);
       early.buffers[peer].reset();
     }
     active_ = Active{gather_key, -1, data, count, dtype, element};
   }
   // Reduce-scatter: segment j to rank j, then this rank's segment summed.
   for (int peer : peers) {
-    RETURN_IF_ERROR(SendTo({peer}, kPiece, data + SegmentBegin(count, element, peer),
+    RETURN_IF_ERROR(SendTo({peer}, kPiece, data + SegmentBegin(count, element, world_, peer),
                            segment[peer], call));
   }
   Incoming incoming;

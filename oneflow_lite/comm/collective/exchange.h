@@ -61,6 +61,15 @@ namespace comm {
 
 enum class ExchangeSchedule { kDirect, kDoubling, kScatterGather };
 
+// "exchange", "recursive doubling", "scatter-gather" (for errors and traces).
+inline const char* ExchangeScheduleName(ExchangeSchedule schedule) {
+  switch (schedule) {
+    case ExchangeSchedule::kDoubling: return "recursive doubling";
+    case ExchangeSchedule::kScatterGather: return "scatter-gather";
+    default: return "exchange";
+  }
+}
+
 struct ExchangeOptions {
   uint32_t channel = 0x200;
   // The same on every rank (e.g. derived from the plan); checked per piece.
@@ -137,9 +146,10 @@ class ExchangeCommunicator {
   // Incoming pieces are kept per call and kind: the all-gather pieces of
   // kScatterGather apart from the others.
   static uint64_t Key(uint64_t call, bool gather) { return call * 2 + (gather ? 1 : 0); }
-  // Segment `index` of `count` elements of `element` bytes: byte offset and length.
-  size_t SegmentBegin(size_t count, size_t element, int index) const;
-  size_t SegmentBytes(size_t count, size_t element, int index) const;
+  // Segment `index` of `count` elements of `element` bytes over `world`
+  // ranks (the ring's cut, RingSegmentBounds): byte offset and length.
+  static size_t SegmentBegin(size_t count, size_t element, int world, int index);
+  static size_t SegmentBytes(size_t count, size_t element, int world, int index);
   void OnPiece(int peer, const void* data, size_t size);
   // The entry of a key, created empty (every rank unsized) on first use.
   Incoming& IncomingLocked(uint64_t key);
@@ -167,6 +177,7 @@ class ExchangeCommunicator {
   const int rank_;
   const int world_;
   std::vector<Connection*> peers_;  // by rank; null for this rank
+  std::vector<int> others_;         // the other ranks, from the right neighbour on
 
   std::mutex mutex_;
   std::condition_variable changed_;

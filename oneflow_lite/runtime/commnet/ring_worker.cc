@@ -58,9 +58,7 @@ Status RingWorker::Run() {
   RETURN_IF_ERROR(options_.cancel->status());
   if (IsExchangeOp(op_)) {
     return RunExchange(comm::DeadlineAfter(options_.timeout))
-        .WithContext(std::string(op_ == RingOp::kDoublingAllReduce       ? "recursive doubling"
-                                 : op_ == RingOp::kScatterGatherAllReduce ? "scatter-gather"
-                                                                          : "exchange") +
+        .WithContext(std::string(comm::ExchangeScheduleName(ExchangeScheduleOf(op_))) +
                      " rank " + std::to_string(rank_) + " of " + std::to_string(world_));
   }
   if (communicator_ == nullptr) {
