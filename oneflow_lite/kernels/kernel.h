@@ -94,6 +94,16 @@ class Kernel {
   virtual Status Init(const KernelInitContext& ctx) { return Status::OK(); }
   // One iteration's work. Errors name the op and the iteration (ctx.Error).
   virtual Status Forward(KernelContext* ctx) = 0;
+  // An error the device found in work of earlier Forward calls that no
+  // Forward has reported yet. Device-side checks (a label out of range, a
+  // non-finite scale) are read back late (kernels/cuda/cuda_kernel_util.h):
+  // the kernel's next Forward reports them, and the runtime calls this once
+  // the kernel's stream has finished all its work at the end of a run, so
+  // that an error of the last iterations is not lost (also for replayed
+  // graphs, whose iterations call no Forward). `ctx` names the op and the
+  // last iteration run; it binds no blobs. Kernels that report in Forward
+  // keep the default.
+  virtual Status ReportDeferredErrors(const KernelContext& ctx) { return Status::OK(); }
 };
 
 using KernelFactory = std::function<std::unique_ptr<Kernel>()>;

@@ -39,6 +39,10 @@ class Actor {
   // by TracedActBody); the others (CommNet, collectives) show only their
   // message handling, which the trace then always records (HandleTrace).
   virtual bool RecordsActs() const { return false; }
+  // Called once the actor's stream has finished all its work at the end of
+  // a successful run (after finished()): an error its kernels found on the
+  // device and have not reported yet (Kernel::ReportDeferredErrors).
+  virtual Status ReportDeferredErrors() { return Status::OK(); }
 };
 
 // The registers of one act, by regst desc id.
@@ -57,6 +61,9 @@ class ActBody {
   // After the actor's last act, once all its registers are back (e.g. a
   // variable saves its final value).
   virtual Status OnFinish(int64_t end_piece) { return Status::OK(); }
+  // After the stream drained at the end of the run: the first error the
+  // body's kernels found on the device and have not reported yet.
+  virtual Status ReportDeferredErrors() { return Status::OK(); }
 };
 
 }  // namespace oflite

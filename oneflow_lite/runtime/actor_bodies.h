@@ -29,6 +29,7 @@ class ComputeBody final : public ActBody {
  public:
   static StatusOr<std::unique_ptr<ActBody>> Create(const TaskProto& task, const ActorEnv& env);
   Status Act(ActContext* context) override { return kernels_->Run(context); }
+  Status ReportDeferredErrors() override { return kernels_->ReportDeferredErrors(); }
 
  private:
   explicit ComputeBody(std::unique_ptr<KernelRunner> kernels) : kernels_(std::move(kernels)) {}
@@ -64,6 +65,9 @@ class SinkBody final : public ActBody {
  public:
   static StatusOr<std::unique_ptr<ActBody>> Create(const TaskProto& task, const ActorEnv& env);
   Status Act(ActContext* context) override;
+  Status ReportDeferredErrors() override {
+    return kernels_ == nullptr ? Status::OK() : kernels_->ReportDeferredErrors();
+  }
 
  private:
   SinkBody(const TaskProto& task, const ActorEnv& env) : task_(&task), env_(&env) {}

@@ -116,6 +116,59 @@ TEST(AsyncRuntimeTest, NanCheckReadsOutputsThroughTheStream) {
   EXPECT_LE(checked.order.size(), 2u);
 }
 
+// A fault that a kernel reports late (as a CUDA kernel's device-side check
+// of labels does) stops the run naming the op: reported by the kernel's
+// next act when one follows, and, when the fault is in the last iteration,
+// once the stream has drained at the end of the run (before, a bad label in
+// the last batch went unreported). Synchronous and asynchronous streams.
+TEST(AsyncRuntimeTest, LateReportedFaultsStopTheRunAlsoInTheLastIteration) {
+  constexpr int64_t kIters = 6;
+  auto plan_with_fault_at = [](int64_t at) {
+    TestPlanBuilder b;
+    const int64_t src = b.AddTask("source", TASK_SOURCE);
+    const int64_t src_out = b.AddRegst(src, "out", {kVec}, 2);
+    b.AddKernel(src, "source", "test_source", {}, {{"out", src_out}});
+    const int64_t task = b.AddTask("checker", TASK_COMPUTE, 1);
+    const int64_t out = b.AddRegst(task, "out", {kVec}, 2);
+    b.Consume(task, src_out);
+    b.AddKernel(task, "label_check", "test_late_fail_at", {{"in", src_out}}, {{"out", out}},
+                {{"at", at}});
+    const int64_t sink = b.AddTask("sink", TASK_SINK);
+    b.Consume(sink, out, "value");
+    return b.Build(kIters);
+  };
+  for (bool async : {false, true}) {
+    for (int64_t at : {int64_t{-1}, int64_t{2}, kIters - 1}) {
+      const std::string what =
+          std::string(async ? "async" : "sync") + " stream, fault at " + std::to_string(at);
+      const Plan plan = plan_with_fault_at(at);
+      MetricsRecorder recorder;
+      RuntimeOptions options = async ? AsyncOptions(&recorder, 5) : RuntimeOptions();
+      options.metrics = &recorder;
+      Status status = RunPlan(plan, options);
+      if (at < 0) {
+        ASSERT_TRUE(status.ok()) << what << ": " << status;
+        EXPECT_EQ(recorder.order.size(), static_cast<size_t>(kIters)) << what;
+        continue;
+      }
+      ASSERT_FALSE(status.ok()) << what;
+      EXPECT_NE(status.message().find("op 'label_check'"), std::string::npos) << what << status;
+      EXPECT_NE(status.message().find("injected late fault of iteration " + std::to_string(at)),
+                std::string::npos)
+          << what << ": " << status;
+      const bool last = at == kIters - 1;
+      EXPECT_NE(status.message().find(last ? "reported at the end of the run"
+                                           : "reported by a later call"),
+                std::string::npos)
+          << what << ": " << status;
+      if (last) {
+        EXPECT_NE(status.message().find("task 'checker', after its last act"), std::string::npos)
+            << what << ": " << status;
+      }
+    }
+  }
+}
+
 struct CompiledRun {
   std::map<int64_t, double> loss;
   std::map<int64_t, double> accuracy;

@@ -80,7 +80,18 @@ StatusOr<std::unique_ptr<KernelRunner>> KernelRunner::Create(const TaskProto& ta
 }
 
 Status KernelRunner::Run(ActContext* context) {
+  last_piece_ = context->piece_id;
   for (const Entry& entry : entries_) RETURN_IF_ERROR(RunOne(entry, context));
+  return Status::OK();
+}
+
+Status KernelRunner::ReportDeferredErrors() const {
+  if (last_piece_ < 0) return Status::OK();
+  for (const Entry& entry : entries_) {
+    const KernelContext names(entry.conf->op(), env_->device, last_piece_);
+    Status late = entry.kernel->ReportDeferredErrors(names);
+    if (!late.ok()) return late.WithContext("task '" + task_->name() + "', after its last act");
+  }
   return Status::OK();
 }
 

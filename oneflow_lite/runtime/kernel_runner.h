@@ -37,6 +37,11 @@ class KernelRunner {
 
   // Runs all kernels in order on `context`'s registers.
   Status Run(ActContext* context);
+  // Once the stream has finished every kernel call enqueued (the end of a
+  // run): the first error a kernel found on the device and has not
+  // reported yet (Kernel::ReportDeferredErrors), naming the op. OK when no
+  // kernel ran.
+  Status ReportDeferredErrors() const;
   int kernel_count() const { return static_cast<int>(entries_.size()); }
 
  private:
@@ -60,6 +65,7 @@ class KernelRunner {
   const TaskProto* task_;
   const ActorEnv* env_;
   std::vector<Entry> entries_;
+  int64_t last_piece_ = -1;  // the iteration of the latest Run
 };
 
 // The blob a binding names, in the registers of `context`; InvalidArgument

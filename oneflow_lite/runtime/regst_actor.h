@@ -70,6 +70,7 @@ class RegstActor final : public Actor {
   int64_t act_count() const override { return protocol_.act_count(); }
   // Its body is a TracedActBody whenever a tracer is set (ActorRegistry).
   bool RecordsActs() const override { return true; }
+  Status ReportDeferredErrors() override { return body_->ReportDeferredErrors(); }
 
  private:
   RegstActor(const TaskProto& task, const ActorEnv& env, std::unique_ptr<ActBody> body)

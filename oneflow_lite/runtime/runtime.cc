@@ -103,6 +103,16 @@ void Runtime::StreamThread::Loop() {
     if (!drained.ok()) {
       runtime_->Abort(drained.WithContext("stream thread " + std::to_string(key_) +
                                           ": draining the stream at the end of the run"));
+    } else {
+      // Errors the device found in the last acts' work and no later act
+      // reported (a bad label in the last batch).
+      for (const auto& [id, hosted] : actors_) {
+        Status late = hosted.actor->ReportDeferredErrors();
+        if (!late.ok()) {
+          runtime_->Abort(late);
+          break;
+        }
+      }
     }
   }
   std::vector<std::string> waiting;

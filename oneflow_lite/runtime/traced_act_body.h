@@ -27,6 +27,7 @@ class alignas(64) TracedActBody final : public ActBody {
   TracedActBody(const TaskProto& task, std::unique_ptr<ActBody> inner);
   Status Act(ActContext* context) override;
   Status OnFinish(int64_t end_piece) override { return inner_->OnFinish(end_piece); }
+  Status ReportDeferredErrors() override { return inner_->ReportDeferredErrors(); }
 
  private:
   // Appends the act's slice to `track`: numbers only, formatted when the

@@ -1,5 +1,6 @@
 #include "tools/gpu/single_gpu_executor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 
@@ -218,7 +219,20 @@ StatusOr<HostTensor> SingleGpuExecutor::Fetch(const std::string& lbn) {
   return tensor;
 }
 
+Status SingleGpuExecutor::ReportDeferredErrors() {
+  RETURN_IF_ERROR(cuda_->Synchronize());
+  for (const OpState& state : ops_) {
+    if (state.on_host) continue;
+    const KernelContext names(*state.op, cuda_.get(), std::max<int64_t>(0, iteration_ - 1));
+    RETURN_IF_ERROR(state.kernel->ReportDeferredErrors(names));
+  }
+  return Status::OK();
+}
+
 StatusOr<std::map<std::string, double>> SingleGpuExecutor::Metrics() {
+  // Replayed iterations call no Forward: their device-side reports (a bad
+  // label) are read here.
+  RETURN_IF_ERROR(ReportDeferredErrors());
   std::map<std::string, double> values;
   for (const ArgProto& metric : job_.conf().train().metric()) {
     if (metric.lbn_size() != 1) {

@@ -14,7 +14,7 @@
 //
 // Not thread-safe: one thread drives an executor. Kernel errors keep their
 // messages (op, iteration); reported device-side errors surface on the next
-// call of the offending kernel.
+// call of the offending kernel, or at the latest from Metrics.
 #ifndef ONEFLOW_LITE_TOOLS_GPU_SINGLE_GPU_EXECUTOR_H_
 #define ONEFLOW_LITE_TOOLS_GPU_SINGLE_GPU_EXECUTOR_H_
 
@@ -42,7 +42,7 @@ struct SingleGpuOptions {
   // per-iteration launch arguments (Plan.graph_capturable says which; see
   // docs/gpu.md, "Graph replay"). If capture fails, Step falls back to
   // launching the ops (graph_note() says why). Device-side error reports of
-  // replayed iterations are not read.
+  // replayed iterations are read by Metrics / ReportDeferredErrors.
   bool graph_replay = false;
 };
 
@@ -55,8 +55,14 @@ class SingleGpuExecutor {
 
   // Enqueues one iteration (variables are initialized before the first).
   Status Step();
-  // Waits for the stream and returns the job's metrics of the last step.
+  // Waits for the stream and returns the job's metrics of the last step,
+  // or the first error a kernel's device code found since the last report
+  // (ReportDeferredErrors).
   StatusOr<std::map<std::string, double>> Metrics();
+  // Waits for the stream; the first error the device found in any step so
+  // far that no kernel call reported (also in replayed graph iterations,
+  // which call no Forward; Kernel::ReportDeferredErrors), naming the op.
+  Status ReportDeferredErrors();
   // A blob's current value (synchronizes). NotFound for an unknown lbn.
   StatusOr<HostTensor> Fetch(const std::string& lbn);
   // Every variable's current value by op name (synchronizes).

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <utility>
 
 namespace oflite {
 namespace cuda {
@@ -56,7 +57,8 @@ DeviceErrorSlot::~DeviceErrorSlot() {
   if (host_ != nullptr) cudaFreeHost(host_);
 }
 
-Status DeviceErrorSlot::Init() {
+Status DeviceErrorSlot::Init(std::string what) {
+  what_ = std::move(what);
   if (host_ != nullptr) return Status::OK();
   void* host = nullptr;
   CUDA_RETURN_IF_ERROR(cudaHostAlloc(&host, 4 * sizeof(ErrorSlot), cudaHostAllocMapped));
@@ -68,7 +70,7 @@ Status DeviceErrorSlot::Init() {
   return Status::OK();
 }
 
-Status DeviceErrorSlot::TakeError(const KernelContext& ctx, const std::string& what) {
+Status DeviceErrorSlot::Take(const KernelContext& ctx, const char* when) {
   if (host_ == nullptr) return Status::OK();
   volatile ErrorSlot* slot = host_;
   // slot[0]: claimed by a reporting thread; slot[3]: its report is written.
@@ -82,8 +84,8 @@ Status DeviceErrorSlot::TakeError(const KernelContext& ctx, const std::string& w
   slot[3] = 0;
   std::atomic_thread_fence(std::memory_order_seq_cst);
   slot[0] = 0;
-  return ctx.Error(what, " at position ", position, " (value ", value,
-                   "; found by the device during an earlier call)");
+  return ctx.Error(what_, " at position ", position, " (value ", value, "; found by the device ",
+                   when, ")");
 }
 
 Status LaunchStatus(const KernelContext& ctx, cudaError_t err, const char* launcher) {

@@ -445,6 +445,18 @@ TEST_F(CudaKernelTest, BadLabelIsReportedByTheNextCall) {
   EXPECT_NE(second.message().find("xent"), std::string::npos) << second;
   EXPECT_NE(second.message().find("position 2"), std::string::npos) << second;
   EXPECT_NE(second.message().find("value 7"), std::string::npos) << second;
+
+  // The same label in the last call (nothing calls Forward again): the
+  // end-of-run report, once the stream finished, names it, then is clear.
+  ASSERT_TRUE((*kernel)->ReportDeferredErrors(ctx).ok());
+  ASSERT_TRUE((*kernel)->Forward(&ctx).ok());
+  ASSERT_TRUE(cuda_->Synchronize().ok());
+  const Status last = (*kernel)->ReportDeferredErrors(ctx);
+  ASSERT_FALSE(last.ok());
+  EXPECT_NE(last.message().find("xent"), std::string::npos) << last;
+  EXPECT_NE(last.message().find("label outside [0, classes)"), std::string::npos) << last;
+  EXPECT_NE(last.message().find("value 7"), std::string::npos) << last;
+  EXPECT_TRUE((*kernel)->ReportDeferredErrors(ctx).ok());
 }
 
 TEST_F(CudaKernelTest, Conv2d) {

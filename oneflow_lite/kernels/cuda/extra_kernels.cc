@@ -213,11 +213,13 @@ Status CheckIndices(const KernelContext& ctx, const Blob& blob) {
 }
 
 // Keyed by the indices' dtype; float32 output only on CUDA.
-class OneHotKernel final : public Kernel {
+class OneHotKernel final : public KernelWithErrorSlot {
  public:
-  Status Init(const KernelInitContext&) override { return slot_.Init(); }
+  Status Init(const KernelInitContext&) override {
+    return slot_.Init("index outside [0, depth)");
+  }
   Status Forward(KernelContext* ctx) override {
-    RETURN_IF_ERROR(slot_.TakeError(*ctx, "index outside [0, depth)"));
+    RETURN_IF_ERROR(slot_.TakeError(*ctx));
     ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
     const Blob& indices = ctx->Input("indices");
     RETURN_IF_ERROR(CheckIndices(*ctx, indices));
@@ -231,9 +233,6 @@ class OneHotKernel final : public Kernel {
                            slot_.device(), cuda->stream()));
     return Status::OK();
   }
-
- private:
-  DeviceErrorSlot slot_;
 };
 
 int64_t RowSize(const Shape& rows) {
@@ -243,11 +242,13 @@ int64_t RowSize(const Shape& rows) {
 }
 
 // gather is an embedding lookup with V = x.shape[0] and D = the row size.
-class GatherKernel final : public Kernel {
+class GatherKernel final : public KernelWithErrorSlot {
  public:
-  Status Init(const KernelInitContext&) override { return slot_.Init(); }
+  Status Init(const KernelInitContext&) override {
+    return slot_.Init("index outside [0, rows of x)");
+  }
   Status Forward(KernelContext* ctx) override {
-    RETURN_IF_ERROR(slot_.TakeError(*ctx, "index outside [0, rows of x)"));
+    RETURN_IF_ERROR(slot_.TakeError(*ctx));
     ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
     const Blob& x = ctx->Input("x");
     const Blob& indices = ctx->Input("indices");
@@ -259,16 +260,15 @@ class GatherKernel final : public Kernel {
                         cuda->stream()));
     return Status::OK();
   }
-
- private:
-  DeviceErrorSlot slot_;
 };
 
-class GatherGradKernel final : public Kernel {
+class GatherGradKernel final : public KernelWithErrorSlot {
  public:
-  Status Init(const KernelInitContext&) override { return slot_.Init(); }
+  Status Init(const KernelInitContext&) override {
+    return slot_.Init("index outside [0, rows of x)");
+  }
   Status Forward(KernelContext* ctx) override {
-    RETURN_IF_ERROR(slot_.TakeError(*ctx, "index outside [0, rows of x)"));
+    RETURN_IF_ERROR(slot_.TakeError(*ctx));
     ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
     const Blob& indices = ctx->Input("indices");
     RETURN_IF_ERROR(CheckIndices(*ctx, indices));
@@ -279,9 +279,6 @@ class GatherGradKernel final : public Kernel {
                                   RowSize(dx->shape()), slot_.device(), cuda->stream()));
     return Status::OK();
   }
-
- private:
-  DeviceErrorSlot slot_;
 };
 
 template <bool kGrad>

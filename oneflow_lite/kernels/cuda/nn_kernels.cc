@@ -63,11 +63,13 @@ class SoftmaxGradKernel final : public Kernel {
   }
 };
 
-class CrossEntropyKernel final : public Kernel {
+class CrossEntropyKernel final : public KernelWithErrorSlot {
  public:
-  Status Init(const KernelInitContext&) override { return slot_.Init(); }
+  Status Init(const KernelInitContext&) override {
+    return slot_.Init("label outside [0, classes)");
+  }
   Status Forward(KernelContext* ctx) override {
-    RETURN_IF_ERROR(slot_.TakeError(*ctx, "label outside [0, classes)"));
+    RETURN_IF_ERROR(slot_.TakeError(*ctx));
     ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
     const Blob& x = ctx->Input("prediction");
     const Blob& label = ctx->Input("label");
@@ -82,16 +84,15 @@ class CrossEntropyKernel final : public Kernel {
                                        x.shape().dim(1), slot_.device(), cuda->stream()));
     return Status::OK();
   }
-
- private:
-  DeviceErrorSlot slot_;
 };
 
-class CrossEntropyGradKernel final : public Kernel {
+class CrossEntropyGradKernel final : public KernelWithErrorSlot {
  public:
-  Status Init(const KernelInitContext&) override { return slot_.Init(); }
+  Status Init(const KernelInitContext&) override {
+    return slot_.Init("label outside [0, classes)");
+  }
   Status Forward(KernelContext* ctx) override {
-    RETURN_IF_ERROR(slot_.TakeError(*ctx, "label outside [0, classes)"));
+    RETURN_IF_ERROR(slot_.TakeError(*ctx));
     ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
     const Blob& prob = ctx->Input("prob");
     const Blob& label = ctx->Input("label");
@@ -107,9 +108,6 @@ class CrossEntropyGradKernel final : public Kernel {
                                            prob.shape().dim(1), slot_.device(), cuda->stream()));
     return Status::OK();
   }
-
- private:
-  DeviceErrorSlot slot_;
 };
 
 class LayerNormBase : public Kernel {
@@ -172,11 +170,13 @@ class LayerNormGradKernel final : public LayerNormBase {
   }
 };
 
-class EmbeddingKernel final : public Kernel {
+class EmbeddingKernel final : public KernelWithErrorSlot {
  public:
-  Status Init(const KernelInitContext&) override { return slot_.Init(); }
+  Status Init(const KernelInitContext&) override {
+    return slot_.Init("index outside [0, V)");
+  }
   Status Forward(KernelContext* ctx) override {
-    RETURN_IF_ERROR(slot_.TakeError(*ctx, "index outside [0, V)"));
+    RETURN_IF_ERROR(slot_.TakeError(*ctx));
     ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
     const Blob& weight = ctx->Input("weight");
     const Blob& indices = ctx->Input("indices");
@@ -189,16 +189,15 @@ class EmbeddingKernel final : public Kernel {
                               cuda->stream()));
     return Status::OK();
   }
-
- private:
-  DeviceErrorSlot slot_;
 };
 
-class EmbeddingGradKernel final : public Kernel {
+class EmbeddingGradKernel final : public KernelWithErrorSlot {
  public:
-  Status Init(const KernelInitContext&) override { return slot_.Init(); }
+  Status Init(const KernelInitContext&) override {
+    return slot_.Init("index outside [0, V)");
+  }
   Status Forward(KernelContext* ctx) override {
-    RETURN_IF_ERROR(slot_.TakeError(*ctx, "index outside [0, V)"));
+    RETURN_IF_ERROR(slot_.TakeError(*ctx));
     ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
     const Blob& indices = ctx->Input("indices");
     RETURN_IF_ERROR(CheckIndexDtype(*ctx, indices, "indices"));
@@ -211,9 +210,6 @@ class EmbeddingGradKernel final : public Kernel {
                                   slot_.device(), cuda->stream()));
     return Status::OK();
   }
-
- private:
-  DeviceErrorSlot slot_;
 };
 
 class DropoutKernel final : public Kernel {

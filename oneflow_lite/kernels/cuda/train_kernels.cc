@@ -24,14 +24,14 @@ namespace {
 enum class Optimizer { kSgd, kMomentum, kAdam };
 
 template <Optimizer kOpt>
-class UpdateKernel final : public Kernel {
+class UpdateKernel final : public KernelWithErrorSlot {
  public:
   Status Init(const KernelInitContext& ctx) override {
     ASSIGN_OR_RETURN(attrs_, OptimizerAttrsFromOp(*ctx.op));
-    return slot_.Init();
+    return slot_.Init("scale is not finite");
   }
   Status Forward(KernelContext* ctx) override {
-    RETURN_IF_ERROR(slot_.TakeError(*ctx, "scale is not finite"));
+    RETURN_IF_ERROR(slot_.TakeError(*ctx));
     ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
     Blob* model = ctx->MutableInput("model");
     const int64_t n = model->elem_count();
@@ -78,10 +78,9 @@ class UpdateKernel final : public Kernel {
 
  private:
   OptimizerAttrs attrs_;
-  DeviceErrorSlot slot_;
 };
 
-class ClipScaleKernel final : public Kernel {
+class ClipScaleKernel final : public KernelWithErrorSlot {
  public:
   ~ClipScaleKernel() override {
     if (accumulator_ != nullptr) cudaFree(accumulator_);
@@ -95,10 +94,10 @@ class ClipScaleKernel final : public Kernel {
       CUDA_RETURN_IF_ERROR(cudaSetDevice(ctx.device->device_index()));
     }
     CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&accumulator_), sizeof(double)));
-    return slot_.Init();
+    return slot_.Init("gradient global norm is not finite");
   }
   Status Forward(KernelContext* ctx) override {
-    RETURN_IF_ERROR(slot_.TakeError(*ctx, "gradient global norm is not finite"));
+    RETURN_IF_ERROR(slot_.TakeError(*ctx));
     ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
     CUDA_RETURN_IF_ERROR(cudaMemsetAsync(accumulator_, 0, sizeof(double), cuda->stream()));
     for (int k = 0; k < ctx->InputCount("in"); ++k) {
@@ -115,7 +114,6 @@ class ClipScaleKernel final : public Kernel {
  private:
   double max_norm_ = 1.0;
   double* accumulator_ = nullptr;
-  DeviceErrorSlot slot_;
 };
 
 // Runs the CPU variable kernel into a host buffer and copies it over.

@@ -5,6 +5,10 @@
 //   test_noop         touches nothing
 //   test_fail_at      out = in; fails at iteration attr "at"
 //   test_nan_at       out = in; writes NaN at iteration attr "at"
+//   test_late_fail_at out = in; finds a fault at iteration attr "at" but,
+//                     like a CUDA kernel's device-side check, reports it
+//                     late: from its next Forward, or from
+//                     ReportDeferredErrors at the end of the run
 //   test_init         out[:] = attr "value" (a variable initializer)
 //   test_accumulate   model (mutable) += in[0]
 //   test_stamp        checks that every element of every input holds the
@@ -13,6 +17,7 @@
 //                     read a register before its producer's work finished,
 //                     or after the next iteration overwrote it), then writes
 //                     iteration * 1000 + attr "depth" into every output
+#include <atomic>
 #include <cmath>
 #include <limits>
 
@@ -85,6 +90,28 @@ class NanAtKernel final : public CopyKernel {
   }
 };
 
+class LateFailAtKernel final : public CopyKernel {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    RETURN_IF_ERROR(Take(*ctx, "reported by a later call"));
+    RETURN_IF_ERROR(CopyKernel::Forward(ctx));
+    if (ctx->iteration() == ctx->attrs().GetIntOr("at", -1)) found_at_.store(ctx->iteration());
+    return Status::OK();
+  }
+  Status ReportDeferredErrors(const KernelContext& ctx) override {
+    return Take(ctx, "reported at the end of the run");
+  }
+
+ private:
+  Status Take(const KernelContext& ctx, const char* when) {
+    const int64_t found = found_at_.exchange(-1);
+    if (found < 0) return Status::OK();
+    return ctx.Error("injected late fault of iteration ", found, ", ", when);
+  }
+  // Written by the stream's work (another thread on the test stream).
+  std::atomic<int64_t> found_at_{-1};
+};
+
 class InitKernel final : public Kernel {
  public:
   Status Forward(KernelContext* ctx) override {
@@ -133,6 +160,7 @@ REGISTER_KERNEL("test_add_one", DEVICE_CPU, DT_FLOAT, AddOneKernel);
 REGISTER_KERNEL("test_noop", DEVICE_CPU, DT_FLOAT, NoopKernel);
 REGISTER_KERNEL("test_fail_at", DEVICE_CPU, DT_FLOAT, FailAtKernel);
 REGISTER_KERNEL("test_nan_at", DEVICE_CPU, DT_FLOAT, NanAtKernel);
+REGISTER_KERNEL("test_late_fail_at", DEVICE_CPU, DT_FLOAT, LateFailAtKernel);
 REGISTER_KERNEL("test_init", DEVICE_CPU, DT_FLOAT, InitKernel);
 REGISTER_KERNEL("test_accumulate", DEVICE_CPU, DT_FLOAT, AccumulateKernel);
 REGISTER_KERNEL("test_stamp", DEVICE_CPU, DT_FLOAT, StampKernel);
