@@ -403,6 +403,49 @@ TEST(CompilerTest, CudaPlacementAddsCopiesAndPinnedMemory) {
   }
 }
 
+// A register that crosses streams of a GPU (the H2D copy's batch read by
+// the compute stream, a loss read by the D2H copy) gets pipeline_depth
+// copies: with one, the next batch's copy could only start once the
+// compute stream's last reader of the batch (the first layer's weight
+// gradient, at the end of the step) was seen done on the host, and the
+// compute of the next step would wait for that copy: a bubble of two host
+// round trips per step. Registers within one stream keep one copy.
+TEST(CompilerTest, RegistersCrossingGpuStreamsArePipelined) {
+  for (const char* placement : {"0:cuda:0", "0:cuda:0-1"}) {
+    MlpSpec spec;
+    spec.placement = placement;
+    const Plan plan = MustCompile(spec, MakeCluster(1, 1, 2));
+    CheckConsistency(plan);
+    std::map<int64_t, const TaskProto*> tasks;
+    for (const TaskProto& t : plan.machine(0).task()) tasks[t.task_id()] = &t;
+    int crossing = 0, within = 0;
+    for (const TaskProto& t : plan.machine(0).task()) {
+      for (const RegstDescProto& r : t.produced()) {
+        if (r.is_persistent() || r.is_ctrl() || r.consumer_task_id_size() == 0) continue;
+        bool crosses = false;
+        for (int64_t c : r.consumer_task_id()) {
+          const TaskProto& consumer = *tasks.at(c);
+          crosses = crosses || consumer.device_type() != t.device_type() ||
+                    consumer.device_index() != t.device_index() ||
+                    consumer.stream_id() != t.stream_id();
+        }
+        if (crosses) {
+          ++crossing;
+          EXPECT_EQ(r.regst_num(), 2) << placement << ": " << t.name() << "/" << r.name();
+        } else if (t.device_type() == DEVICE_CUDA && t.type() == TASK_COMPUTE) {
+          ++within;
+          EXPECT_EQ(r.regst_num(), 1) << placement << ": " << t.name() << "/" << r.name();
+        }
+      }
+      if (t.type() == TASK_COPY_H2D) {
+        EXPECT_EQ(t.produced(0).regst_num(), 2) << placement << ": " << t.name();
+      }
+    }
+    EXPECT_GT(crossing, 0) << placement;
+    EXPECT_GT(within, 0) << placement;
+  }
+}
+
 TEST(CompilerTest, DeterministicPlans) {
   for (const char* placement : {"0:cpu:0", "0-1:cpu:0-1"}) {
     MlpSpec spec;

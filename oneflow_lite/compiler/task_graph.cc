@@ -487,7 +487,15 @@ class Builder {
       }
       bool boundary = producer.type == TASK_SOURCE || producer.type == TASK_COMMNET ||
                       r.cross_machine_strategy != CM_NONE;
-      for (int c : r.consumers) boundary = boundary || g_.tasks[c].device != producer.device;
+      for (int c : r.consumers) {
+        const TaskNode& consumer = g_.tasks[c];
+        boundary = boundary || consumer.device != producer.device;
+        // Between two streams of a GPU (H2D copy -> compute, compute -> D2H
+        // copy) a copy comes back only after the host saw the reader's work
+        // done: with one copy, the next write would wait for that round trip.
+        boundary = boundary || (producer.device.type == DEVICE_CUDA &&
+                                consumer.stream != producer.stream);
+      }
       r.regst_num = boundary ? depth : 1;
     }
   }
