@@ -85,11 +85,13 @@ bool SamePlacement(const OpConf& a, const OpConf& b) {
          google::protobuf::util::MessageDifferencer::Equals(a.placement(), b.placement());
 }
 
-// Fused kernels exist for CPU devices only (so far).
-bool OnCpu(const Job& job, const OpConf& op) {
-  if (op.has_placement()) return op.placement().device_type() == DEVICE_CPU;
-  return !job.conf().has_default_placement() ||
-         job.conf().default_placement().device_type() == DEVICE_CPU;
+// Fused kernels exist for CPU and CUDA devices.
+bool HasFusedKernel(const Job& job, const OpConf& op) {
+  const DeviceType type = op.has_placement() ? op.placement().device_type()
+                          : job.conf().has_default_placement()
+                              ? job.conf().default_placement().device_type()
+                              : DEVICE_CPU;
+  return type == DEVICE_CPU || type == DEVICE_CUDA;
 }
 
 }  // namespace
@@ -117,7 +119,7 @@ FusionResult FuseElementwiseChains(const Job& job) {
     if (bias_add.op_type() != "bias_add" || !Plain(bias_add) ||
         SingleInput(bias_add, "a").empty() || SingleInput(bias_add, "b").empty() ||
         bias_add.input_size() != 2 || readers.at(x) != 1 || !SamePlacement(bias_add, relu) ||
-        !OnCpu(job, relu)) {
+        !HasFusedKernel(job, relu)) {
       continue;
     }
     *result.job.mutable_op(i) = BiasAddRelu(bias_add, relu);

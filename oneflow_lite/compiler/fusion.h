@@ -13,8 +13,8 @@
 //   op instead, which reads the same inputs.
 // A pair is fused only when the bias_add's output feeds nothing but that
 // relu (no other op, loss or metric), both ops have the same placement, no
-// SBP hints and no control inputs of their own, and the ops run on CPU devices (the fused kernels are CPU-only so
-// far).
+// SBP hints and no control inputs of their own, and the ops run on CPU or CUDA
+// devices (both have the fused kernels).
 //
 // The fused kernels compute exactly what the chain computes (tested against
 // it: kernels/cpu/math/fused_kernels_test.cc), so a fused plan trains

@@ -96,10 +96,10 @@ TEST(FusionTest, LeavesChainsWithAnotherReaderOrHintsOrCuda) {
     if (op.op_type() == "relu") op.add_output_sbp_hint()->add_sbp()->set_broadcast(true);
   }
   EXPECT_EQ(FuseElementwiseChains(hinted).fused, 0);
-  // CUDA placement: no fused CUDA kernel.
+  // CUDA placement: fused as well (kernels/cuda has bias_add_relu).
   Job cuda = job;
   for (OpConf& op : *cuda.mutable_op()) op.mutable_placement()->set_device_type(DEVICE_CUDA);
-  EXPECT_EQ(FuseElementwiseChains(cuda).fused, 0);
+  EXPECT_EQ(FuseElementwiseChains(cuda).fused, 1);
   EXPECT_EQ(FuseElementwiseChains(job).fused, 1);
 }
 

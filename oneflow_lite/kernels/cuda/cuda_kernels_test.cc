@@ -264,6 +264,13 @@ TEST_F(CudaKernelTest, BiasAddAndAdd) {
   Check(OpConfBuilder("bias_add", "op").Input("a", "a/out_0").Input("b", "e/out_0").Output("out")
             .Attr("axis", int64_t{0}).Build(),
         kElementwise);
+  // The fused bias_add_relu (inputs around 0: both sides of the relu).
+  Check(OpConfBuilder("bias_add_relu", "op").Input("a", "a/out_0").Input("b", "b/out_0")
+            .Output("y").Build(),
+        kElementwise);
+  Check(OpConfBuilder("bias_add_relu", "op").Input("a", "a/out_0").Input("b", "e/out_0")
+            .Output("y").Attr("axis", int64_t{0}).Build(),
+        kElementwise);
   Check(OpConfBuilder("add", "op").Input("in", std::vector<std::string>{"a/out_0", "c/out_0", "d/out_0"})
             .Output("out").Build(),
         kElementwise);
@@ -457,6 +464,54 @@ TEST_F(CudaKernelTest, BadLabelIsReportedByTheNextCall) {
   EXPECT_NE(last.message().find("label outside [0, classes)"), std::string::npos) << last;
   EXPECT_NE(last.message().find("value 7"), std::string::npos) << last;
   EXPECT_TRUE((*kernel)->ReportDeferredErrors(ctx).ok());
+}
+
+// select_rows sets y's shape from the mask's values (read back to the
+// host); the rows must equal the CPU kernel's, in order, for runs of kept
+// rows, no kept row and every row kept, with int32 and float masks.
+TEST_F(CudaKernelTest, SelectRowsEqualsTheCpuKernel) {
+  const TensorDesc x_desc(Shape({7, 3}), DT_FLOAT);
+  const HostTensor x = RandomTensor(x_desc, 11, -1.0, 1.0);
+  const std::vector<std::vector<int32_t>> masks = {
+      {1, 0, 1, 1, 0, 0, 1}, {0, 0, 0, 0, 0, 0, 0}, {1, 1, 1, 1, 1, 1, 1}};
+  for (bool float_mask : {false, true}) {
+    for (const std::vector<int32_t>& values : masks) {
+      HostTensor mask = HostTensor::FromVector<int32_t>(Shape({7}), values);
+      if (float_mask) {
+        mask = HostTensor::FromVector<float>(Shape({7}),
+                                             std::vector<float>(values.begin(), values.end()));
+      }
+      const OpConf op = OpConfBuilder("select_rows", "pick").Input("x", "x/out_0")
+                            .Input("mask", "m/out_0").Output("y").Build();
+      TensorMap env;
+      env["x/out_0"] = x.Clone();
+      env["m/out_0"] = mask.Clone();
+      auto cpu = RunOp(op, &env);
+      ASSERT_TRUE(cpu.ok()) << cpu.status();
+      ASSERT_EQ(cpu->size(), 1u);
+      const HostTensor& want = cpu->begin()->second;
+
+      KernelInitContext init;
+      init.op = &op;
+      init.device = cuda_.get();
+      init.inputs["x"].push_back(x_desc);
+      init.inputs["mask"].push_back(mask.desc());
+      init.outputs["y"].push_back(TensorDesc(Shape({7, 3}), DT_FLOAT, /*dynamic=*/true));
+      auto kernel = CreateAndInitKernel(init, DEVICE_CUDA, DT_FLOAT);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      Blob x_blob(DeviceCopy(x), x_desc);
+      Blob mask_blob(DeviceCopy(mask), mask.desc());
+      Blob y_blob(DeviceCopy(HostTensor(x_desc)), x_desc);
+      KernelContext ctx(op, cuda_.get(), 0);
+      ctx.BindInput("x", &x_blob);
+      ctx.BindInput("mask", &mask_blob);
+      ctx.BindOutput("y", &y_blob);
+      ASSERT_TRUE((*kernel)->Forward(&ctx).ok());
+      ASSERT_TRUE(cuda_->Synchronize().ok());
+      ASSERT_EQ(y_blob.shape(), want.shape()) << (float_mask ? "float" : "int32") << " mask";
+      EXPECT_EQ(Compare(HostCopy(y_blob.raw(), want.desc()), want, 0.0), "");
+    }
+  }
 }
 
 TEST_F(CudaKernelTest, Conv2d) {

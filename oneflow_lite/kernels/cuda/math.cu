@@ -41,6 +41,10 @@ __device__ inline float ApplyBinary(BinaryOp op, float a, float b) {
     case BinaryOp::kSub: return a - b;
     case BinaryOp::kMul: return a * b;
     case BinaryOp::kDiv: return a / b;
+    case BinaryOp::kAddRelu: {
+      const float v = a + b;
+      return v > 0.f ? v : 0.f;  // as the relu kernel
+    }
   }
   return 0.f;
 }

@@ -99,13 +99,16 @@ class BroadcastBinaryKernel final : public Kernel {
   }
 };
 
+// bias_add, and with kRelu the fused bias_add_relu (compiler/fusion.h):
+// y = relu(a + b) in one pass.
+template <bool kRelu>
 class BiasAddKernel final : public Kernel {
  public:
   Status Forward(KernelContext* ctx) override {
     ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
     const Blob& a = ctx->Input("a");
     const Blob& b = ctx->Input("b");
-    Blob* out = ctx->Output("out");
+    Blob* out = ctx->Output(kRelu ? "y" : "out");
     int64_t axis = 0;
     if (!NormalizeAxis(ctx->attrs().GetIntOr("axis", 1), a.shape().rank(), &axis) ||
         b.elem_count() != a.shape().dim(axis) || out->shape() != a.shape()) {
@@ -116,9 +119,9 @@ class BiasAddKernel final : public Kernel {
     b_strides[axis] = 1;
     ASSIGN_OR_RETURN(StridedIndex index,
                      MakeIndex(a.shape().dims(), {RowMajorStrides(a.shape()), b_strides}));
-    CUDA_LAUNCH_RETURN_IF_ERROR(*ctx,
-                                LaunchBinary(BinaryOp::kAdd, a.data<float>(), b.data<float>(),
-                                             out->data<float>(), index, cuda->stream()));
+    CUDA_LAUNCH_RETURN_IF_ERROR(
+        *ctx, LaunchBinary(kRelu ? BinaryOp::kAddRelu : BinaryOp::kAdd, a.data<float>(),
+                           b.data<float>(), out->data<float>(), index, cuda->stream()));
     return Status::OK();
   }
 };
@@ -404,7 +407,8 @@ REG("gelu_grad", ActivationGradKernel<ActivationGradOp::kGelu>);
 REG("sub", BroadcastBinaryKernel<BinaryOp::kSub>);
 REG("mul", BroadcastBinaryKernel<BinaryOp::kMul>);
 REG("div", BroadcastBinaryKernel<BinaryOp::kDiv>);
-REG("bias_add", BiasAddKernel);
+REG("bias_add", BiasAddKernel<false>);
+REG("bias_add_relu", BiasAddKernel<true>);
 REG("add", AddKernel);
 REG("reduce_sum", ReduceSumKernel);
 REG("reduce_mean", ReduceMeanKernel);

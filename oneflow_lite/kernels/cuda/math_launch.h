@@ -11,7 +11,8 @@ namespace cuda {
 
 enum class UnaryOp { kRelu, kSigmoid, kTanh, kGelu, kScalarAdd, kScalarMul, kScalarPow };
 enum class ActivationGradOp { kRelu, kSigmoid, kTanh, kGelu };
-enum class BinaryOp { kAdd, kSub, kMul, kDiv };
+// kAddRelu: a + b if positive, else 0 (the fused bias_add_relu; as relu).
+enum class BinaryOp { kAdd, kSub, kMul, kDiv, kAddRelu };
 enum class ElemKind { kF32, kF64, kI32, kI64, kU8 };
 
 // y[i] = op(x[i]) with `param` the scalar attr (value or exponent).
