@@ -8,26 +8,12 @@
 // order. Byte copies: every dtype of x the op allows.
 #include <algorithm>
 
+#include "oneflow_lite/kernels/cpu/nn/cpu_nn_util.h"
 #include "oneflow_lite/kernels/cuda/cuda_kernel_util.h"
 
 namespace oflite {
 namespace cuda {
 namespace {
-
-template <typename M>
-bool Keep(const void* mask, int64_t row) {
-  return static_cast<const M*>(mask)[row] != M(0);
-}
-
-bool KeepRow(const void* mask, DataType dtype, int64_t row) {
-  switch (dtype) {
-    case DT_INT32: return Keep<int32_t>(mask, row);
-    case DT_INT64: return Keep<int64_t>(mask, row);
-    case DT_FLOAT: return Keep<float>(mask, row);
-    case DT_DOUBLE: return Keep<double>(mask, row);
-    default: return false;
-  }
-}
 
 class SelectRowsKernel final : public Kernel {
  public:
@@ -72,12 +58,12 @@ class SelectRowsKernel final : public Kernel {
     int64_t kept = 0;
     int64_t row = 0;
     while (row < rows) {
-      if (!KeepRow(mask_host_, mask.dtype(), row)) {
+      if (!nn::MaskKeepsRow(mask_host_, mask.dtype(), row)) {
         ++row;
         continue;
       }
       int64_t end = row + 1;
-      while (end < rows && KeepRow(mask_host_, mask.dtype(), end)) ++end;
+      while (end < rows && nn::MaskKeepsRow(mask_host_, mask.dtype(), end)) ++end;
       if (row_bytes > 0) {
         CUDA_LAUNCH_RETURN_IF_ERROR(
             *ctx, cudaMemcpyAsync(out + kept * row_bytes, in + row * row_bytes,

@@ -1,8 +1,8 @@
 // Small helpers for the CPU nn kernels: a typed GEMM (float32: oneDNN's
 // sgemm unless the reference kernels are selected, kernels/cpu/cpu_library.h;
 // float64 and the reference: OpenBLAS), index
-// reading for int32/int64 label and index blobs, and the registration macro
-// for the float32 + float64 kernel pair.
+// reading for int32/int64 label and index blobs, select_rows' mask test, and
+// the registration macro for the float32 + float64 kernel pair.
 //
 // Stateless and thread-safe. Gemm follows BLAS semantics on row-major
 // matrices: C[M, N] = alpha * op(A)[M, K] * op(B)[K, N] + beta * C, and
@@ -26,6 +26,19 @@ void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, T
 // validated by shape inference).
 inline int64_t IndexAt(const Blob& blob, int64_t i) {
   return blob.dtype() == DT_INT32 ? blob.data<int32_t>()[i] : blob.data<int64_t>()[i];
+}
+
+// Whether select_rows keeps row `row`: element `row` of a host mask of
+// `dtype` (int32, int64, float32 or float64) is not zero. Shared by the CPU
+// kernel and the CUDA one (which reads the mask back first).
+inline bool MaskKeepsRow(const void* mask, DataType dtype, int64_t row) {
+  switch (dtype) {
+    case DT_INT32: return static_cast<const int32_t*>(mask)[row] != 0;
+    case DT_INT64: return static_cast<const int64_t*>(mask)[row] != 0;
+    case DT_FLOAT: return static_cast<const float*>(mask)[row] != 0.f;
+    case DT_DOUBLE: return static_cast<const double*>(mask)[row] != 0.0;
+    default: return false;
+  }
 }
 
 // A validated axis decomposition of a shape: [outer, axis_size, inner].

@@ -3,26 +3,12 @@
 // (y is dynamic; its register holds up to N rows).
 #include <cstring>
 
+#include "oneflow_lite/kernels/cpu/nn/cpu_nn_util.h"
 #include "oneflow_lite/kernels/kernel.h"
 
 namespace oflite {
 namespace nn {
 namespace {
-
-template <typename M>
-bool Keep(const Blob& mask, int64_t row) {
-  return mask.data<M>()[row] != M(0);
-}
-
-bool KeepRow(const Blob& mask, int64_t row) {
-  switch (mask.dtype()) {
-    case DT_INT32: return Keep<int32_t>(mask, row);
-    case DT_INT64: return Keep<int64_t>(mask, row);
-    case DT_FLOAT: return Keep<float>(mask, row);
-    case DT_DOUBLE: return Keep<double>(mask, row);
-    default: return false;
-  }
-}
 
 class SelectRowsKernel final : public Kernel {
  public:
@@ -39,7 +25,7 @@ class SelectRowsKernel final : public Kernel {
     char* out = static_cast<char*>(y->raw());
     int64_t kept = 0;
     for (int64_t row = 0; row < rows; ++row) {
-      if (!KeepRow(mask, row)) continue;
+      if (!MaskKeepsRow(mask.raw(), mask.dtype(), row)) continue;
       if (row_bytes > 0) std::memcpy(out + kept * row_bytes, in + row * row_bytes, row_bytes);
       ++kept;
     }
