@@ -87,10 +87,12 @@ bool SamePlacement(const OpConf& a, const OpConf& b) {
 
 // Fused kernels exist for CPU and CUDA devices.
 bool HasFusedKernel(const Job& job, const OpConf& op) {
-  const DeviceType type = op.has_placement() ? op.placement().device_type()
-                          : job.conf().has_default_placement()
-                              ? job.conf().default_placement().device_type()
-                              : DEVICE_CPU;
+  DeviceType type = DEVICE_CPU;  // the compiler's default placement
+  if (op.has_placement()) {
+    type = op.placement().device_type();
+  } else if (job.conf().has_default_placement()) {
+    type = job.conf().default_placement().device_type();
+  }
   return type == DEVICE_CPU || type == DEVICE_CUDA;
 }
 

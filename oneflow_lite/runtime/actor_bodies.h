@@ -65,9 +65,7 @@ class SinkBody final : public ActBody {
  public:
   static StatusOr<std::unique_ptr<ActBody>> Create(const TaskProto& task, const ActorEnv& env);
   Status Act(ActContext* context) override;
-  Status ReportDeferredErrors() override {
-    return kernels_ == nullptr ? Status::OK() : kernels_->ReportDeferredErrors();
-  }
+  Status ReportDeferredErrors() override { return kernels_->ReportDeferredErrors(); }
 
  private:
   SinkBody(const TaskProto& task, const ActorEnv& env) : task_(&task), env_(&env) {}

@@ -64,10 +64,11 @@ enum class ExchangeSchedule { kDirect, kDoubling, kScatterGather };
 // "exchange", "recursive doubling", "scatter-gather" (for errors and traces).
 inline const char* ExchangeScheduleName(ExchangeSchedule schedule) {
   switch (schedule) {
+    case ExchangeSchedule::kDirect: return "exchange";
     case ExchangeSchedule::kDoubling: return "recursive doubling";
     case ExchangeSchedule::kScatterGather: return "scatter-gather";
-    default: return "exchange";
   }
+  return "exchange";
 }
 
 struct ExchangeOptions {

@@ -263,9 +263,9 @@ TEST_P(ExchangeTest, HostilePiecesFailNamingTheSender) {
   }
 }
 
-// Scatter-gather: a peer's sum of its segment (a type-2 piece) that comes
-// that announces another size than that segment's fails the call naming
-// the sender, whether it came before the call (staged) or during it.
+// Scatter-gather: a peer's sum of its segment (a type-2 piece) announcing
+// another size than that segment's fails the call naming the sender,
+// whether it came before the call (staged) or during it.
 TEST_P(ExchangeTest, AnEarlySegmentSumOfTheWrongSizeFailsNamingTheSender) {
   auto ranks = MakeWorld(GetParam(), 3, {}, ExchangeSchedule::kScatterGather);
   std::string bytes(1, '\x02');
