@@ -33,6 +33,7 @@ StatusOr<std::unique_ptr<CommNet>> CommNet::Start(const CommNetOptions& options)
     server.host = "0.0.0.0";  // reachable on every interface of rank 0
     server.world_size = options.world_size;
     server.job_token = token;
+    server.refused_rank_grace = options.refused_rank_grace;
     ASSIGN_OR_RETURN(net->server_, control::RendezvousServer::Start(server));
   }
   control::ControlClientOptions client;

@@ -40,6 +40,9 @@ struct CommNetOptions {
   std::string listen_host = "127.0.0.1";  // the default tcp provider's address
   std::chrono::milliseconds connect_timeout{60000};
   std::chrono::milliseconds peer_timeout{10000};
+  // Rank 0 only: how long a wrong-token JOIN claiming a missing rank waits
+  // for the genuine one (control::RendezvousOptions::refused_rank_grace).
+  std::chrono::milliseconds refused_rank_grace{5000};
   TransportOptions transport;  // ring geometry etc.; rank/world/handlers set by Start
   RegisteredPoolOptions pool;
   ProviderFactory provider;  // empty: the TCP provider

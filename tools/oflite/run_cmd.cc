@@ -214,6 +214,7 @@ struct RunFlags {
   int64_t save_every = 0;  // 0: never
   std::chrono::milliseconds watchdog{60000};
   std::chrono::milliseconds ring_timeout{120000};
+  std::chrono::milliseconds join_grace{5000};
   int64_t cpu_threads = 0;  // 0: the plan's (kernels/cpu/cpu_threads.h)
 };
 
@@ -232,6 +233,8 @@ StatusOr<RunFlags> ReadRunFlags(const FlagSet& flags, const Plan& plan) {
   ASSIGN_OR_RETURN(run.watchdog, flags.GetSeconds("watchdog-seconds", 1, kMaxDurationSeconds));
   ASSIGN_OR_RETURN(run.ring_timeout,
                    flags.GetSeconds("ring-timeout-seconds", 1, kMaxDurationSeconds));
+  ASSIGN_OR_RETURN(run.join_grace,
+                   flags.GetSeconds("join-grace-seconds", 1, kMaxDurationSeconds));
   ASSIGN_OR_RETURN(run.cpu_threads, flags.GetInt("cpu-threads", 0, kMaxCpuThreads));
   if (flags.Has("cpu-kernels")) {
     ASSIGN_OR_RETURN(CpuKernelLibrary library,
@@ -547,6 +550,7 @@ int RunRun(int argc, char** argv) {
                  {"watchdog-seconds", "abort when no actor progresses this long", false, "60"},
                  {"ring-timeout-seconds", "bound of one cross-machine ring collective", false,
                   "120"},
+                 {"join-grace-seconds", kJoinGraceHelp, false, "5"},
                  {"cpu-threads", "threads per CPU device, BLAS included (default: the plan's "
                   "cluster cpu_threads; 0 there: cores / CPU devices)", false, "0"},
                  {"cpu-kernels", "float32 convolutions and GEMMs: onednn or reference (im2col + "
@@ -591,6 +595,7 @@ int RunRun(int argc, char** argv) {
     multi.rank = run->rank;
     multi.master = flags.Get("master");
     multi.ring_timeout = run->ring_timeout;
+    multi.refused_rank_grace = run->join_grace;
     std::map<std::string, std::string> ib_values;
     for (const comm::ibverbs::IbverbsFlag& flag : comm::ibverbs::IbverbsFlags()) {
       ib_values[flag.name] = flags.Get(flag.name);

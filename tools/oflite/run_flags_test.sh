@@ -47,6 +47,8 @@ for value in 9300000000000000 9223372036854775807 99999999999999999999 0 -1 abc;
 done
 expect "--ring-timeout-seconds huge" 2 "flag '--ring-timeout-seconds' must be an integer in [1," \
   -- "$OFLITE" "${TWO[@]}" --rank 0 --master 127.0.0.1:1 --ring-timeout-seconds 9300000000000000
+expect "--join-grace-seconds 0" 2 "flag '--join-grace-seconds' must be an integer in [1," \
+  -- "$OFLITE" "${TWO[@]}" --rank 0 --master 127.0.0.1:1 --join-grace-seconds 0
 # Counts.
 expect "--iters -5" 2 "flag '--iters' must be an integer in [0, " -- "$OFLITE" "${ONE[@]}" --iters -5
 expect "--save-every -1" 2 "flag '--save-every' must be an integer in [0, " \

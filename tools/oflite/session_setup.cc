@@ -50,7 +50,8 @@ std::vector<FlagSpec> SessionFlagSpecs() {
       {"rank", "this node's machine id (else RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK)"},
       {"master", "rendezvous address HOST:PORT (rank 0 serves it)"},
       {"comm", "transport: " + comm::BuiltinProviders({}).NameList(), false, "auto"},
-      {"ring-timeout-seconds", "bound of one cross-machine ring collective", false, "120"}};
+      {"ring-timeout-seconds", "bound of one cross-machine ring collective", false, "120"},
+      {"join-grace-seconds", kJoinGraceHelp, false, "5"}};
   for (const comm::ibverbs::IbverbsFlag& flag : comm::ibverbs::IbverbsFlags()) {
     specs.push_back({flag.name, flag.help, flag.is_bool, flag.default_value});
   }
@@ -80,6 +81,8 @@ StatusOr<SessionFlags> ReadSessionFlags(const FlagSet& flags, const Plan& plan) 
   ASSIGN_OR_RETURN(read.rank, ResolveRank(flags, plan));
   ASSIGN_OR_RETURN(read.ring_timeout,
                    flags.GetSeconds("ring-timeout-seconds", 1, kMaxDurationSeconds));
+  ASSIGN_OR_RETURN(read.join_grace,
+                   flags.GetSeconds("join-grace-seconds", 1, kMaxDurationSeconds));
   RETURN_IF_ERROR(CheckMultiMachineFlags(flags, plan));
   return read;
 }
@@ -111,6 +114,7 @@ StatusOr<std::unique_ptr<MultiMachineSession>> StartSession(
   multi.rank = rank;
   multi.master = flags.Get("master");
   multi.ring_timeout = session_flags.ring_timeout;
+  multi.refused_rank_grace = session_flags.join_grace;
   multi.provider = *provider;
   multi.job_token = providers.job_token;
   multi.listen_host = providers.listen_host;

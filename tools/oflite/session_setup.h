@@ -2,7 +2,8 @@
 // (`oflite eval`, `oflite predict`; `oflite run` has the same flags) and
 // the MultiMachineSession they start.
 //
-// SessionFlagSpecs: --rank, --master, --comm, --ring-timeout-seconds and
+// SessionFlagSpecs: --rank, --master, --comm, --ring-timeout-seconds,
+// --join-grace-seconds and
 // the ibverbs provider's --ib_* flags. ReadSessionFlags checks them against
 // the plan before anything starts (every error InvalidArgument naming the
 // flag: exit 2): the rank is --rank, else RANK, SLURM_PROCID,
@@ -46,7 +47,13 @@ Status CheckMultiMachineFlags(const FlagSet& flags, const Plan& plan);
 struct SessionFlags {
   int64_t rank = 0;
   std::chrono::milliseconds ring_timeout{120000};
+  std::chrono::milliseconds join_grace{5000};
 };
+
+// The help of --join-grace-seconds (`oflite run`, `eval`, `predict`).
+inline constexpr char kJoinGraceHelp[] =
+    "rank 0: after refusing a wrong-token join claiming rank R, wait this long for the "
+    "genuine rank R before failing the job";
 
 StatusOr<SessionFlags> ReadSessionFlags(const FlagSet& flags, const Plan& plan);
 

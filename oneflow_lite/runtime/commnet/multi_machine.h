@@ -89,6 +89,10 @@ struct MultiMachineOptions {
   std::string listen_host = "127.0.0.1";
   std::chrono::milliseconds connect_timeout{60000};
   std::chrono::milliseconds peer_timeout{5000};
+  // Rank 0 only: after refusing a wrong-token JOIN that claims rank R, how
+  // long the rendezvous still waits for the genuine rank R before the job
+  // fails naming the refusal (CLI: --join-grace-seconds).
+  std::chrono::milliseconds refused_rank_grace{5000};
   // Bound of one ring collective (all-reduce, reduce-scatter, all-gather).
   std::chrono::milliseconds ring_timeout{120000};
   // The transport (e.g. the --comm choice from a comm::ProviderRegistry, or
