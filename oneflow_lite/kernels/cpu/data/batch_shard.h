@@ -55,6 +55,24 @@ inline StatusOr<BatchShard> ResolveBatchShard(const KernelInitContext& ctx, int6
                " nor an even S(0) shard of it (nor, with uneven_split, its balanced shard)");
 }
 
+// A source's Forward writes `shard.size` rows of `values_per_row` values to
+// "image" and `shard.size` labels to "label": the planned outputs must
+// hold exactly that, else (a plan whose attributes and blob shapes
+// disagree) InvalidArgument naming the op, instead of an overrun.
+inline Status CheckBatchOutputs(const KernelInitContext& ctx, const BatchShard& shard,
+                                int64_t values_per_row) {
+  const TensorDesc& image = ctx.Output("image");
+  const TensorDesc& label = ctx.Output("label");
+  if (image.shape.rank() < 1 || image.shape.Count(1) != values_per_row ||
+      label.shape.elem_count() != shard.size) {
+    return InvalidArgumentError("op '", ctx.op->name(), "' (", ctx.op->op_type(),
+                                "): outputs image ", image.shape, " and label ", label.shape,
+                                " do not hold ", shard.size, " rows of ", values_per_row,
+                                " values and their labels, as its attributes say");
+  }
+  return Status::OK();
+}
+
 // The samples a dataset source produces on its device: at iteration t,
 // batch t % batches_per_epoch of epoch t / batches_per_epoch
 // (batches_per_epoch = count / batch_size; the last partial batch is

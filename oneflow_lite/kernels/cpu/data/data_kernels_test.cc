@@ -207,6 +207,28 @@ TEST(RandomBatchKernelTest, DeterministicLearnableAndSharded) {
   EXPECT_FALSE(RunOp(RandomBatch(Shape{4, 2}, 0), &env).ok());
 }
 
+// A plan whose attribute disagrees with its planned outputs (a corrupt or
+// hand-edited plan: the shape attribute says 2^40 features, the blob holds
+// 6) is refused at Init naming the op; before, Forward wrote past the blob.
+TEST(RandomBatchKernelTest, OutputsThatCannotHoldTheBatchAreRefusedAtInit) {
+  const OpConf op = RandomBatch(Shape{6, int64_t{1} << 40}, 3);
+  CpuDeviceContext device;
+  for (const auto& [image, label] :
+       {std::make_pair(Shape{6, 6}, Shape{6}), std::make_pair(Shape{6, int64_t{1} << 40}, Shape{6, 2})}) {
+    KernelInitContext init;
+    init.op = &op;
+    init.device = &device;
+    init.outputs["image"] = {TensorDesc(image, DT_FLOAT)};
+    init.outputs["label"] = {TensorDesc(label, DT_INT32)};
+    StatusOr<std::unique_ptr<Kernel>> kernel = CreateAndInitKernel(init, DEVICE_CPU, DT_FLOAT);
+    ASSERT_FALSE(kernel.ok()) << image << " " << label;
+    EXPECT_NE(kernel.status().message().find("op 'data' (random_batch)"), std::string::npos)
+        << kernel.status();
+    EXPECT_NE(kernel.status().message().find("do not hold"), std::string::npos)
+        << kernel.status();
+  }
+}
+
 TEST(DataOpsTest, SbpSplitsTheBatchWhenItDivides) {
   StatusOr<const OpDef*> def = LookupOpDef("fashion_mnist");
   ASSERT_TRUE(def.ok());

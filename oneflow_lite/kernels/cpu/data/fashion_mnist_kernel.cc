@@ -38,6 +38,7 @@ class FashionMnistKernel final : public Kernel {
                                   dataset_.count, "] (samples in the split)");
     }
     ASSIGN_OR_RETURN(BatchShard shard, ResolveBatchShard(ctx, batch_size_));
+    RETURN_IF_ERROR(CheckBatchOutputs(ctx, shard, dataset_.rows * dataset_.cols));
     batches_ = EpochBatches(dataset_.count, batch_size_, shuffle_, seed_, shard);
     return Status::OK();
   }

@@ -45,6 +45,7 @@ class NpyDatasetKernel final : public Kernel {
                                   NpyDatasetFiles(dir, split).samples, "')");
     }
     ASSIGN_OR_RETURN(BatchShard shard, ResolveBatchShard(ctx, batch_size_));
+    RETURN_IF_ERROR(CheckBatchOutputs(ctx, shard, dataset_.sample_size));
     batches_ = EpochBatches(dataset_.count, batch_size_, shuffle_, seed_, shard);
     return Status::OK();
   }

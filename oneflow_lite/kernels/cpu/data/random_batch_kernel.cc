@@ -28,7 +28,7 @@ class RandomBatchKernel final : public Kernel {
     seed_ = static_cast<uint64_t>(ctx.attrs().GetIntOr("seed", ctx.seed));
     features_ = logical.Count(1);
     ASSIGN_OR_RETURN(shard_, ResolveBatchShard(ctx, logical.dim(0)));
-    return Status::OK();
+    return CheckBatchOutputs(ctx, shard_, features_);
   }
 
   Status Forward(KernelContext* ctx) override {
