@@ -18,7 +18,11 @@ StatusOr<Plan> CompileNodePlan(const Job& job, const ClusterProto& cluster,
     plan.set_eval_state(EVAL_NO_TEST_SPLIT);
     return plan;
   }
-  StatusOr<Plan> eval_plan = compiler::Compile(*eval_job, cluster);
+  // Default options, except that the GPU compute merge follows the
+  // training plan's (`oflite compile --graph-replay=false` means both).
+  compiler::CompileOptions eval_options;
+  eval_options.merge_gpu_compute = options.merge_gpu_compute;
+  StatusOr<Plan> eval_plan = compiler::Compile(*eval_job, cluster, eval_options);
   if (!eval_plan.ok()) {
     plan.set_eval_state(EVAL_UNAVAILABLE);
     plan.set_eval_note(eval_plan.status().WithContext("compiling the eval job").message());

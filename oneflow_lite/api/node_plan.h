@@ -4,7 +4,8 @@
 // training plan with its run settings, variable descs and collective
 // algorithms) and, for a training job, its evaluation plan: MakeEvalJob
 // (eval_job.h: the forward graph on the test split, one pass) compiled for
-// the same cluster with default options, stored in Plan.eval_plan with
+// the same cluster with default options (but the training options'
+// merge_gpu_compute), stored in Plan.eval_plan with
 // eval_state EVAL_COMPILED. A job that reads no dataset with a test split
 // gets EVAL_NO_TEST_SPLIT; when deriving or compiling the evaluation fails,
 // the training plan is still returned, with EVAL_UNAVAILABLE and the error

@@ -12,6 +12,7 @@
 #include "oneflow_lite/compiler/collective_choice.h"
 #include "oneflow_lite/compiler/fusion.h"
 #include "oneflow_lite/compiler/gradient_buckets.h"
+#include "oneflow_lite/compiler/graph_merge.h"
 #include "oneflow_lite/compiler/logical_graph.h"
 #include "oneflow_lite/compiler/placement.h"
 
@@ -61,7 +62,6 @@ class Emitter {
     plan->set_samples_per_iter(SamplesPerIteration(job));
     plan->set_is_train(job.conf().is_train());
     RETURN_IF_ERROR(EmitVariables(logical, plan));
-    MarkGraphCapture(cluster, plan);
     std::vector<RegstDescProto> regsts;
     for (const RegstNode& r : g_.regsts) regsts.push_back(ToProto(r));
     std::map<int64_t, std::vector<TaskProto>> by_machine;
@@ -81,46 +81,6 @@ class Emitter {
   }
 
  private:
-  // A replayed graph repeats its launch arguments: ops whose arguments the
-  // kernel derives from the iteration (Adam's bias correction, dropout's
-  // seed, a learning-rate schedule other than a constant without warm-up)
-  // cannot be captured once.
-  static bool ReadsIterationOnHost(const OpConf& op) {
-    if (op.op_type() == "adam_update" || op.op_type() == "dropout") return true;
-    if (op.op_type() != "sgd_update" && op.op_type() != "momentum_update") return false;
-    AttrView attrs(op);
-    return attrs.GetStringOr("lr_type", "constant") != "constant" ||
-           attrs.GetIntOr("warmup_iters", 0) > 0;
-  }
-
-  // Plan.graph_capturable / graph_note (docs/gpu.md, "Graph replay").
-  void MarkGraphCapture(const ClusterProto& cluster, Plan* plan) const {
-    std::string why_not;
-    int cuda_tasks = 0;
-    for (const TaskNode& t : g_.tasks) {
-      if (t.device.type != DEVICE_CUDA) continue;
-      ++cuda_tasks;
-      if (t.type != TASK_COMPUTE && t.type != TASK_VARIABLE && t.type != TASK_COPY_H2D &&
-          t.type != TASK_COPY_D2H && why_not.empty()) {
-        why_not = "task '" + t.name + "' (" + TaskType_Name(t.type) +
-                  ") runs host code on a CUDA stream";
-      }
-      for (const KernelConf& k : t.kernels) {
-        if (why_not.empty() && ReadsIterationOnHost(k.op())) {
-          why_not = "op '" + k.op().name() + "' (" + k.op().op_type() +
-                    ") computes a launch argument from the iteration on the host";
-        }
-      }
-    }
-    for (const RegstNode& r : g_.regsts) {
-      if (r.is_dynamic && why_not.empty()) why_not = "register '" + r.name + "' is dynamic";
-    }
-    if (cluster.machine_size() != 1) why_not = "the plan spans several machines";
-    if (cuda_tasks == 0) why_not = "no CUDA task";
-    plan->set_graph_capturable(why_not.empty());
-    plan->set_graph_note(why_not);
-  }
-
   // Plan.variable: the logical desc of every variable a task owns.
   Status EmitVariables(const LogicalGraph& logical, Plan* plan) const {
     std::map<std::string, TensorDescProto> variables;
@@ -229,6 +189,7 @@ class Emitter {
     if (t.type == TASK_SINK) *p.mutable_sink() = t.sink;
     p.set_topo_order(t.topo_order);
     p.set_op_name(t.op_name);
+    p.set_graph_replay(t.graph_replay);
     return p;
   }
 
@@ -265,10 +226,21 @@ StatusOr<Plan> CompileJob(const Job& job, const ClusterProto& cluster,
   ASSIGN_OR_RETURN(TaskGraph tasks, BuildTaskGraph(logical, sbp, job, cluster, options.tasks));
   RETURN_IF_ERROR(
       FuseAllReduceBuckets(&tasks, options.fuse_max_bytes, cluster.machine_size()).status());
+  // Plan.graph_capturable / graph_note (docs/gpu.md, "Graph replay"): one
+  // verdict for the merge and the flag. The merge changes no task kind,
+  // kernel, register kind or machine, so the verdict holds after it.
+  const std::string blocker = GraphCaptureBlocker(tasks, cluster);
+  std::string graph_note = blocker;
+  if (blocker.empty() && options.merge_gpu_compute) {
+    ASSIGN_OR_RETURN(GraphMergeResult merge, MergeGpuComputeTasks(&tasks));
+    graph_note = merge.note;
+  }
   ASSIGN_OR_RETURN(std::vector<MemBlockProto> blocks, PlanMemory(&tasks, options.memory));
   Plan plan;
   Emitter emitter(tasks, blocks, cluster.machine_size(), options.exchange_max_bytes);
   RETURN_IF_ERROR(emitter.Emit(job, cluster, logical, &plan));
+  plan.set_graph_capturable(blocker.empty());
+  plan.set_graph_note(graph_note);
   return plan;
 }
 

@@ -7,6 +7,8 @@
 //   3. BuildTaskGraph: compute/source/variable tasks, boxing and collectives,
 //      copies, CommNet tasks, control registers, the metrics sink; then
 //      FuseAllReduceBuckets (gradient_buckets.h) groups small all-reduces;
+//      then, for graph-capturable plans, MergeGpuComputeTasks
+//      (graph_merge.h) makes each GPU's compute stream one replayed task;
 //   4. PlanMemory: topological order per machine, lifetimes, offsets with
 //      reuse (plus the control registers that make reuse safe);
 //   5. emission: bit-packed task ids, one MachinePlan per machine.
@@ -48,6 +50,11 @@ struct CompileOptions {
   // bandwidth term dominates and a bigger bucket would only delay its first
   // members (less overlap with the rest of backward).
   int64_t fuse_max_bytes = static_cast<int64_t>(kExchangeAllReduceMaxBytes);
+  // Graph replay (graph_merge.h): in a graph-capturable plan, the compute
+  // tasks of each GPU's compute stream become one task (TaskProto
+  // graph_replay) the runtime may capture and replay; false: one task per
+  // op, as before the pass. `oflite compile --graph-replay`.
+  bool merge_gpu_compute = true;
   CostWeights weights;
   TaskGraphOptions tasks;
   MemoryPlanOptions memory;

@@ -273,28 +273,7 @@ class Bucketer {
   }
 
   // Drops the fused-away tasks and renumbers the rest (creation order kept).
-  void Compact() {
-    std::vector<int> index(g_->tasks.size(), -1);
-    std::vector<TaskNode> kept;
-    for (TaskNode& t : g_->tasks) {
-      if (dead_[t.index]) continue;
-      index[t.index] = static_cast<int>(kept.size());
-      kept.push_back(std::move(t));
-    }
-    auto remap = [&](std::vector<int>* tasks) {
-      for (int& task : *tasks) task = index[task];
-    };
-    for (TaskNode& t : kept) {
-      t.index = index[t.index];
-      remap(&t.ring_tasks);
-    }
-    for (RegstNode& r : g_->regsts) {
-      r.producer = index[r.producer];
-      remap(&r.consumers);
-      remap(&r.mutators);
-    }
-    g_->tasks = std::move(kept);
-  }
+  void Compact() { RemoveTasks(g_, dead_); }
 
   TaskGraph* const g_;
   const int64_t max_bytes_;

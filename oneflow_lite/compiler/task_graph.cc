@@ -518,6 +518,29 @@ class Builder {
 
 }  // namespace
 
+void RemoveTasks(TaskGraph* graph, const std::vector<bool>& removed) {
+  std::vector<int> index(graph->tasks.size(), -1);
+  std::vector<TaskNode> kept;
+  for (TaskNode& t : graph->tasks) {
+    if (removed[t.index]) continue;
+    index[t.index] = static_cast<int>(kept.size());
+    kept.push_back(std::move(t));
+  }
+  auto remap = [&](std::vector<int>* tasks) {
+    for (int& task : *tasks) task = index[task];
+  };
+  for (TaskNode& t : kept) {
+    t.index = index[t.index];
+    remap(&t.ring_tasks);
+  }
+  for (RegstNode& r : graph->regsts) {
+    r.producer = index[r.producer];
+    remap(&r.consumers);
+    remap(&r.mutators);
+  }
+  graph->tasks = std::move(kept);
+}
+
 StatusOr<TaskGraph> BuildTaskGraph(const LogicalGraph& graph, const std::vector<OpSbp>& sbp,
                                    const Job& job, const ClusterProto& cluster,
                                    const TaskGraphOptions& options) {

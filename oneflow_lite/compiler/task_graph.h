@@ -83,6 +83,8 @@ struct TaskNode {
   int commnet_src_regst = -1;
   SinkConf sink;
   int64_t topo_order = 0;           // filled by the memory planner
+  // The merged compute task of a GPU (graph_merge.h): TaskProto.graph_replay.
+  bool graph_replay = false;
 };
 
 struct TaskGraph {
@@ -95,6 +97,13 @@ struct TaskGraph {
 struct TaskGraphOptions {
   int pipeline_depth = 2;  // regst_num on stage boundaries, sources, cross-machine
 };
+
+// Drops the tasks with removed[index] set and renumbers the rest (creation
+// order kept): TaskNode.index, ring_tasks and every register's producer,
+// consumers and mutators. The caller has already moved every reference away
+// from the removed tasks (none of them may still produce a register).
+// Register ids are kept.
+void RemoveTasks(TaskGraph* graph, const std::vector<bool>& removed);
 
 StatusOr<TaskGraph> BuildTaskGraph(const LogicalGraph& graph, const std::vector<OpSbp>& sbp,
                                    const Job& job, const ClusterProto& cluster,

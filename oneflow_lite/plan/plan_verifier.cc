@@ -158,6 +158,11 @@ Status CheckTaskHeader(const TaskProto& task, int64_t machine, const ClusterView
     return TaskError(task, "parallel_ctx", "parallel_id ", ctx.parallel_id(), " of ",
                      ctx.parallel_num());
   }
+  // Only a compute task's act is captured and replayed (docs/gpu.md).
+  if (task.graph_replay() && task.type() != TASK_COMPUTE) {
+    return TaskError(task, "graph_replay", "set on a ", TaskType_Name(task.type()),
+                     " task; only a TASK_COMPUTE task is replayed");
+  }
   return Status::OK();
 }
 

@@ -43,11 +43,36 @@ void ExpectRefused(const Plan& plan, const std::vector<std::string>& parts) {
 TEST(PlanVerifierTest, AcceptsEveryCompiledPlan) {
   StatusOr<std::vector<testing::NamedPlan>> plans = testing::CompiledTestPlans();
   ASSERT_TRUE(plans.ok()) << plans.status();
-  ASSERT_EQ(plans->size(), 7u);
+  ASSERT_EQ(plans->size(), 8u);
   for (const testing::NamedPlan& plan : *plans) {
     Status verified = VerifyPlan(plan.plan);
     EXPECT_TRUE(verified.ok()) << plan.name << ": " << verified;
   }
+}
+
+// A GPU's compute stream merged into one graph_replay task (its kernels
+// read registers the task itself produces) is a valid plan, also when its
+// tasks are rewritten to CPU the way tests run CUDA plans.
+TEST(PlanVerifierTest, AcceptsMergedGpuComputeTask) {
+  StatusOr<Plan> plan = testing::CompiledMergedGpuPlan();
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  int replayed = 0;
+  for (const TaskProto& t : plan->machine(0).task()) {
+    if (!t.graph_replay()) continue;
+    ++replayed;
+    EXPECT_EQ(t.type(), TASK_COMPUTE);
+    EXPECT_GT(t.kernel_size(), 1);
+  }
+  EXPECT_EQ(replayed, 1);
+  Status verified = VerifyPlan(*plan);
+  EXPECT_TRUE(verified.ok()) << verified;
+  for (MachinePlan& m : *plan->mutable_machine()) {
+    for (TaskProto& t : *m.mutable_task()) t.set_device_type(DEVICE_CPU);
+  }
+  PlanVerifierOptions on_cpu;
+  on_cpu.allow_device_type_other_than_id = true;
+  verified = VerifyPlan(*plan, on_cpu);
+  EXPECT_TRUE(verified.ok()) << verified;
 }
 
 // kernel.cc:42 "input b[0] not bound" was reachable from a file.

@@ -54,12 +54,38 @@ StatusOr<Job> BuildMlpJob(const MlpSpec& spec) {
     Tensor loss = g.SparseSoftmaxCrossEntropy(x, data.label);
     if (spec.accuracy_metric) g.AddMetric("accuracy", g.Accuracy(x, data.label));
     if (spec.train) {
-      g.Minimize(loss, Sgd{0.1, 0.0});
+      switch (spec.optimizer) {
+        case MlpOptimizer::kSgd:
+          g.Minimize(loss, Sgd{0.1, 0.0});
+          break;
+        case MlpOptimizer::kMomentum:
+          g.Minimize(loss, Momentum{0.1, 0.9});
+          break;
+        case MlpOptimizer::kAdam:
+          g.Minimize(loss, Adam{0.1});
+          break;
+      }
     } else {
       g.AddMetric("loss", loss);
     }
   }
   g.SetIterations(spec.iterations);
+  return g.Build();
+}
+
+StatusOr<Job> BuildLeNetJob(const std::string& placement, int64_t batch, int64_t iterations) {
+  Graph g("lenet5", /*seed=*/7);
+  g.SetPlacement(Placement::Parse(placement));
+  Batch data = g.RandomBatch(Shape{batch, 1, 28, 28}, 10);
+  Conv2dOptions same;
+  same.padding = {2, 2};
+  Tensor x = g.MaxPool2d(g.Relu(g.Conv2d(data.image, 6, 5, same)), 2);
+  x = g.MaxPool2d(g.Relu(g.Conv2d(x, 16, 5)), 2);
+  x = g.Relu(g.Dense(x, 120));
+  x = g.Relu(g.Dense(x, 84));
+  Tensor logits = g.Dense(x, 10);
+  g.Minimize(g.SparseSoftmaxCrossEntropy(logits, data.label), Momentum{0.05, 0.9});
+  g.SetIterations(iterations);
   return g.Build();
 }
 

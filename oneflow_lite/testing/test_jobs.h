@@ -20,6 +20,13 @@ enum class ModelParallel {
   kSplitRows,     // first Dense weight S(0): S(1) input -> P output
 };
 
+// The optimizer of a training MlpSpec (learning rate 0.1, constant).
+enum class MlpOptimizer {
+  kSgd,       // sgd_update
+  kMomentum,  // momentum_update, momentum 0.9 (a second variable per weight)
+  kAdam,      // adam_update: its bias correction reads the iteration
+};
+
 struct MlpSpec {
   int64_t batch = 8;
   int64_t features = 16;
@@ -33,6 +40,7 @@ struct MlpSpec {
   ModelParallel model_parallel = ModelParallel::kNone;
   bool train = true;
   bool accuracy_metric = false;
+  MlpOptimizer optimizer = MlpOptimizer::kSgd;
   int64_t iterations = 5;
   // Non-empty: the data source is Fashion-MNIST from this directory
   // (flattened images, features must be 784, classes 10) instead of the
@@ -41,6 +49,12 @@ struct MlpSpec {
 };
 
 StatusOr<Job> BuildMlpJob(const MlpSpec& spec);
+
+// LeNet-5 (two conv + max-pool blocks, three Dense layers) on a synthetic
+// [batch, 1, 28, 28] random batch of 10 classes, trained with momentum 0.9,
+// every op on `placement`.
+StatusOr<Job> BuildLeNetJob(const std::string& placement, int64_t batch = 4,
+                            int64_t iterations = 3);
 
 // `machines` machines, each with `cpus` CPU and `gpus` CUDA devices, at
 // 127.0.0.(i+1).

@@ -49,6 +49,11 @@ int RunCompile(int argc, char** argv) {
                   "small partial-sum all-reduces across machines are fused into buckets of at "
                   "most this many bytes, one collective each (0: one collective per tensor)",
                   false, std::to_string(compiler::CompileOptions().fuse_max_bytes)},
+                 {"graph-replay",
+                  "merge each GPU's compute-stream tasks of a graph-capturable plan into one "
+                  "task the runtime may capture as a CUDA graph and replay (docs/compiler.md); "
+                  "--graph-replay=false keeps one task per op",
+                  true, "true"},
                  {"quiet", "print nothing on success", true}});
   // Accept the conventional short "-o FILE" next to "--o FILE".
   std::vector<char*> args(argv, argv + argc);
@@ -82,6 +87,13 @@ int RunCompile(int argc, char** argv) {
   StatusOr<int64_t> fuse_bytes = flags.GetInt("fuse_max_bytes", 0, int64_t{1} << 30);
   if (!fuse_bytes.ok()) return Fail(kExitBadInput, fuse_bytes.status());
   options.fuse_max_bytes = *fuse_bytes;
+  const std::string replay = flags.Get("graph-replay");
+  if (replay != "true" && replay != "false" && replay != "1" && replay != "0") {
+    std::fprintf(stderr, "oflite compile: flag '--graph-replay' must be true or false, got '%s'\n",
+                 replay.c_str());
+    return kExitBadInput;
+  }
+  options.merge_gpu_compute = replay == "true" || replay == "1";
 
   StatusOr<Job> job = LoadJob(flags.Get("job"));
   if (!job.ok()) return Fail(kExitBadInput, job.status());

@@ -110,6 +110,42 @@ fi
 check "--fuse_max_bytes -5 is bad input" 2 $?
 expect_in "--fuse_max_bytes -5 names the flag" "fuse_max_bytes" "$TMP/out"
 
+# Graph replay (docs/compiler.md, "GPU compute merge"): on one GPU the compute
+# stream's ops become one replayed task; --graph-replay=false keeps one task
+# per op. Plans for cuda:0 compile without a GPU.
+printf 'machine { id: 0 address: "127.0.0.1" cpu_devices: 1 cuda_devices: 1 }\n' > "$TMP/gpu.pbtxt"
+"$WRITE_JOB" "$TMP/gpu.job.pb" --placement 0:cuda:0 > "$TMP/out" 2>&1; check "write cuda:0 job" 0 $?
+"$OFLITE" compile --job "$TMP/gpu.job.pb" --cluster "$TMP/gpu.pbtxt" -o "$TMP/gpu.plan.pb" --quiet > "$TMP/out" 2>&1
+check "compile cuda:0" 0 $?
+"$OFLITE" inspect "$TMP/gpu.plan.pb" > "$TMP/out" 2>&1; check "inspect cuda:0 summary" 0 $?
+expect_in "one replayed task" "CUDA graph replay: yes (cuda:0: one captured task, [0-9]* ops); replayed: 'compute-graph@m0:cuda:0'" "$TMP/out"
+"$OFLITE" inspect "$TMP/gpu.plan.pb" --actor compute-graph@m0:cuda:0 > "$TMP/out" 2>&1; check "inspect replayed actor" 0 $?
+expect_in "replayed actor says so" "graph replay: this act may be captured" "$TMP/out"
+"$OFLITE" inspect "$TMP/gpu.plan.pb" --json > "$TMP/gpu.json" 2>&1; check "inspect --json cuda:0" 0 $?
+"$OFLITE" compile --job "$TMP/gpu.job.pb" --cluster "$TMP/gpu.pbtxt" -o "$TMP/gpu_ops.plan.pb" --quiet --graph-replay=false > "$TMP/out" 2>&1
+check "compile cuda:0 --graph-replay=false" 0 $?
+"$OFLITE" inspect "$TMP/gpu_ops.plan.pb" > "$TMP/out" 2>&1; check "inspect cuda:0 one task per op" 0 $?
+expect_in "no replayed task" "CUDA graph replay: yes; replayed: none (one task per op)" "$TMP/out"
+"$OFLITE" inspect "$TMP/gpu_ops.plan.pb" --json > "$TMP/gpu_ops.json" 2>&1; check "inspect --json one task per op" 0 $?
+if command -v python3 > /dev/null; then
+  python3 -c "
+import json, sys
+merged, ops = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert merged['graph_capturable'] and ops['graph_capturable'], (merged, ops)
+tasks = merged['graph_replay_tasks']
+assert len(tasks) == 1 and tasks[0]['name'] == 'compute-graph@m0:cuda:0', tasks
+assert tasks[0]['device'] == 'cuda:0' and tasks[0]['kernels'] > 1, tasks
+assert ops['graph_replay_tasks'] == [] and ops['graph_note'] == '', ops
+assert merged['actors'] == ops['actors'] - tasks[0]['kernels'] + 1, (merged['actors'], ops['actors'])
+" "$TMP/gpu.json" "$TMP/gpu_ops.json"
+  check "json lists the replayed task" 0 $?
+fi
+"$OFLITE" compile --job "$TMP/gpu.job.pb" --cluster "$TMP/gpu.pbtxt" -o "$TMP/bad.plan.pb" --graph-replay=maybe > "$TMP/out" 2>&1
+check "--graph-replay=maybe is bad input" 2 $?
+expect_in "--graph-replay=maybe names the flag" "graph-replay" "$TMP/out"
+"$OFLITE" compile --help > "$TMP/out" 2>&1; check "compile --help" 0 $?
+expect_in "help lists --graph-replay" "graph-replay" "$TMP/out"
+
 "$OFLITE" inspect "$TMP/mlp4.plan.pb" --actors > "$TMP/out" 2>&1; check "inspect --actors" 0 $?
 expect_in "actor table" "dense-matmul@3" "$TMP/out"
 "$OFLITE" inspect "$TMP/mlp4.plan.pb" --actors --machine 1 > "$TMP/out" 2>&1; check "inspect --machine 1" 0 $?

@@ -152,9 +152,30 @@ std::pair<int, int> EdgeSyncCounts(const Plan& plan) {
   return {stream, event};
 }
 
+// The merged compute tasks the runtime may capture and replay, one per GPU
+// at most (TaskProto.graph_replay, compiler/graph_merge.h).
+std::vector<const TaskProto*> ReplayedTasks(const Plan& plan) {
+  std::vector<const TaskProto*> tasks;
+  for (const MachinePlan& m : plan.machine()) {
+    for (const TaskProto& t : m.task()) {
+      if (t.graph_replay()) tasks.push_back(&t);
+    }
+  }
+  return tasks;
+}
+
+// "CUDA graph replay: yes (cuda:0: one captured task, 12 ops); replayed:
+// 'compute-graph@m0:cuda:0'" or "... no (why)". The note says, per GPU,
+// what is replayed or why its compute tasks stay stream-ordered.
 std::string GraphText(const Plan& plan) {
-  return plan.graph_capturable() ? "CUDA graph replay: yes"
-                                 : "CUDA graph replay: no (" + plan.graph_note() + ")";
+  if (!plan.graph_capturable()) return "CUDA graph replay: no (" + plan.graph_note() + ")";
+  std::string text = "CUDA graph replay: yes";
+  if (!plan.graph_note().empty()) text += " (" + plan.graph_note() + ")";
+  std::string replayed;
+  for (const TaskProto* t : ReplayedTasks(plan)) {
+    replayed += (replayed.empty() ? "" : ", ") + ("'" + t->name() + "'");
+  }
+  return text + "; replayed: " + (replayed.empty() ? "none (one task per op)" : replayed);
 }
 
 void PrintSummary(const Plan& plan, const PlanSummary& s) {
@@ -345,6 +366,11 @@ void PrintActor(const Plan& plan, const TaskProto& t) {
               static_cast<long long>(t.stream_id()), static_cast<long long>(t.topo_order()),
               static_cast<long long>(t.parallel_ctx().parallel_id()),
               static_cast<long long>(t.parallel_ctx().parallel_num()));
+  if (t.graph_replay()) {
+    std::printf("  graph replay: this act may be captured once per set of buffer addresses "
+                "and replayed (%d kernels)\n",
+                t.kernel_size());
+  }
   for (const KernelConf& k : t.kernel()) {
     std::printf("  kernel %s (%s, %s): %s -> %s\n", k.op().name().c_str(), k.op().op_type().c_str(),
                 DataTypeName(k.dtype()), SbpList(k.input_sbp()).c_str(),
@@ -427,7 +453,15 @@ void PrintJson(const Plan& plan, const PlanSummary& s, bool actors) {
      << ",\"stream_ordered_edges\":" << EdgeSyncCounts(plan).first
      << ",\"event_edges\":" << EdgeSyncCounts(plan).second
      << ",\"graph_capturable\":" << (plan.graph_capturable() ? "true" : "false")
-     << ",\"graph_note\":" << Q(plan.graph_note())
+     << ",\"graph_note\":" << Q(plan.graph_note()) << ",\"graph_replay_tasks\":[";
+  bool first_replayed = true;
+  for (const TaskProto* t : ReplayedTasks(plan)) {
+    os << (first_replayed ? "" : ",") << "{\"name\":" << Q(t->name())
+       << ",\"id\":" << Q(TaskIdToString(t->task_id())) << ",\"device\":" << Q(DeviceOf(*t))
+       << ",\"kernels\":" << t->kernel_size() << "}";
+    first_replayed = false;
+  }
+  os << "]"
      << ",\"actors\":" << s.actor_count
      << ",\"registers\":" << s.regst_count << ",\"actors_by_kind\":{";
   bool first = true;

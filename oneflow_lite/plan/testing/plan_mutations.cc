@@ -127,6 +127,16 @@ Needles UnlistedMutator(Plan* plan) {
   return {TaskLabelForTest(*task), "kernel[0]", "in place but is not one of its mutators"};
 }
 
+// Graph replay asked of a task that is not a compute task.
+Needles ReplayedVariable(Plan* plan) {
+  TaskProto* variable =
+      FindTask(plan, [](const TaskProto& t) { return t.type() == TASK_VARIABLE; });
+  if (variable == nullptr) return {};
+  variable->set_graph_replay(true);
+  return {TaskLabelForTest(*variable), "graph_replay",
+          "set on a TASK_VARIABLE task; only a TASK_COMPUTE task is replayed"};
+}
+
 }  // namespace
 
 std::vector<PlanMutation> PlanMutations() {
@@ -145,6 +155,7 @@ std::vector<PlanMutation> PlanMutations() {
       {"duplicated_task_id", "pipeline", DuplicateTaskId},
       {"machine_id_out_of_cluster", "mlp", MachineOutOfCluster},
       {"unlisted_mutator", "mlp", UnlistedMutator},
+      {"replayed_variable", "cuda_one_gpu", ReplayedVariable},
   };
 }
 

@@ -37,6 +37,10 @@ std::vector<Case> Cases() {
   compiler::MlpSpec cuda;
   cuda.placement = "0:cuda:0-1";
   cases.push_back({"cuda", cuda, compiler::MakeCluster(1, 1, 2)});
+  compiler::MlpSpec merged;
+  merged.placement = "0:cuda:0";
+  merged.optimizer = compiler::MlpOptimizer::kMomentum;
+  cases.push_back({"cuda_one_gpu", merged, compiler::MakeCluster(1, 1, 1)});
   return cases;
 }
 
@@ -53,6 +57,8 @@ StatusOr<std::vector<NamedPlan>> CompiledTestPlans() {
   }
   return plans;
 }
+
+StatusOr<Plan> CompiledMergedGpuPlan() { return CompiledTestPlan("cuda_one_gpu"); }
 
 StatusOr<Plan> CompiledTestPlan(const std::string& name) {
   ASSIGN_OR_RETURN(std::vector<NamedPlan> plans, CompiledTestPlans());

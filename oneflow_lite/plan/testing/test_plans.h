@@ -21,8 +21,14 @@ struct NamedPlan {
 // mlp (one CPU), data_parallel (cpu:0-1), pipeline (two stages),
 // model_parallel (columns), two_machines (data-parallel over 2 machines:
 // ring collectives), machine_pipeline (one stage per machine: CommNet),
-// cuda (two GPUs; compiles without a GPU). Errors name the failing case.
+// cuda (two GPUs; compiles without a GPU), cuda_one_gpu (the MLP with
+// momentum on one GPU, whose compute tasks the compiler merged into one
+// graph_replay task: compiler/graph_merge.h). Errors name the failing case.
+// (The fuzzer's seeds: adding one changes its whole random sequence.)
 StatusOr<std::vector<NamedPlan>> CompiledTestPlans();
+
+// cuda_one_gpu (see above).
+StatusOr<Plan> CompiledMergedGpuPlan();
 
 // One of them by name, or NotFound.
 StatusOr<Plan> CompiledTestPlan(const std::string& name);

@@ -1,0 +1,335 @@
+#include "oneflow_lite/compiler/graph_merge.h"
+
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <map>
+#include <queue>
+#include <set>
+#include <vector>
+
+#include "oneflow_lite/common/attr.h"
+
+namespace oflite {
+namespace compiler {
+namespace {
+
+// A replayed graph repeats its launch arguments: ops whose arguments the
+// kernel derives from the iteration (Adam's bias correction, dropout's
+// seed, a learning-rate schedule other than a constant without warm-up)
+// cannot be captured once.
+bool ReadsIterationOnHost(const OpConf& op) {
+  if (op.op_type() == "adam_update" || op.op_type() == "dropout") return true;
+  if (op.op_type() != "sgd_update" && op.op_type() != "momentum_update") return false;
+  AttrView attrs(op);
+  return attrs.GetStringOr("lr_type", "constant") != "constant" ||
+         attrs.GetIntOr("warmup_iters", 0) > 0;
+}
+
+bool Contains(const std::vector<int>& values, int value) {
+  return std::find(values.begin(), values.end(), value) != values.end();
+}
+
+// Task -> the tasks that wait for it, sorted: a register's producer precedes
+// its consumers, and a register's readers precede its mutators (the variable
+// protocol hands the register to the mutators only after every reader
+// returned it).
+std::vector<std::set<int>> Successors(const TaskGraph& g) {
+  std::vector<std::set<int>> next(g.tasks.size());
+  for (const RegstNode& r : g.regsts) {
+    for (int c : r.consumers) {
+      if (c != r.producer) next[r.producer].insert(c);
+    }
+    for (int m : r.mutators) {
+      for (int c : r.consumers) {
+        if (!Contains(r.mutators, c)) next[c].insert(m);
+      }
+    }
+  }
+  return next;
+}
+
+// "cuda:0": devices of a graph-capturable plan are on its one machine.
+std::string DeviceLabel(const DeviceRef& device) {
+  return std::string(device.type == DEVICE_CUDA ? "cuda:" : "cpu:") + std::to_string(device.index);
+}
+
+std::string ParallelText(const TaskNode& t) {
+  return std::to_string(t.parallel_id) + " of " + std::to_string(t.parallel_num);
+}
+
+// Merges the compute tasks of one GPU's compute stream, or says why not.
+class DeviceMerger {
+ public:
+  DeviceMerger(TaskGraph* g, const DeviceRef& device) : g_(g), device_(device) {
+    in_s_.assign(g->tasks.size(), false);
+    for (const TaskNode& t : g->tasks) {
+      if (t.type == TASK_COMPUTE && t.device == device && t.stream == kComputeStream) {
+        s_.push_back(t.index);
+        in_s_[t.index] = true;
+      }
+    }
+  }
+
+  // The device's note entry (GraphMergeResult.note); *merged is set when
+  // the tasks became one.
+  StatusOr<std::string> Run(bool* merged) {
+    *merged = false;
+    const std::string label = DeviceLabel(device_);
+    if (s_.size() < 2) {
+      return label + ": stream-ordered, " + std::to_string(s_.size()) +
+             " compute task (nothing to merge)";
+    }
+    std::string why_not = ParallelMismatch();
+    if (why_not.empty()) why_not = NonConvexity(Successors(*g_));
+    if (!why_not.empty()) return label + ": stream-ordered, " + why_not;
+    ASSIGN_OR_RETURN(std::vector<int> order, KernelOrder());
+    const int ops = Rewrite(order);
+    *merged = true;
+    return label + ": one captured task, " + std::to_string(ops) + " ops";
+  }
+
+ private:
+  // Kernels get their task's parallel context at init: one context for all.
+  std::string ParallelMismatch() const {
+    const TaskNode& first = g_->tasks[s_[0]];
+    for (int i : s_) {
+      const TaskNode& t = g_->tasks[i];
+      if (t.parallel_id != first.parallel_id || t.parallel_num != first.parallel_num) {
+        return "tasks '" + first.name + "' (parallel " + ParallelText(first) + ") and '" + t.name +
+               "' (parallel " + ParallelText(t) + ") have different parallel contexts";
+      }
+    }
+    return "";
+  }
+
+  // The first S task reached from `from` (not in S) through tasks not in S,
+  // breadth first in index order; -1 if none.
+  int FirstReachedInS(const std::vector<std::set<int>>& next, int from) const {
+    std::vector<bool> seen(g_->tasks.size(), false);
+    std::deque<int> queue{from};
+    seen[from] = true;
+    while (!queue.empty()) {
+      const int t = queue.front();
+      queue.pop_front();
+      for (int s : next[t]) {
+        if (in_s_[s]) return s;
+        if (!seen[s]) {
+          seen[s] = true;
+          queue.push_back(s);
+        }
+      }
+    }
+    return -1;
+  }
+
+  // Merging S would make a cycle when a path leaves S and comes back; says
+  // where, or "".
+  std::string NonConvexity(const std::vector<std::set<int>>& next) const {
+    const size_t n = g_->tasks.size();
+    std::vector<std::vector<int>> prev(n);
+    for (size_t t = 0; t < n; ++t) {
+      for (int s : next[t]) prev[s].push_back(static_cast<int>(t));
+    }
+    // reaches_s[t]: t is outside S and has a path into S.
+    std::vector<bool> reaches_s(n, false);
+    std::vector<int> stack(s_.begin(), s_.end());
+    while (!stack.empty()) {
+      const int t = stack.back();
+      stack.pop_back();
+      for (int p : prev[t]) {
+        if (!in_s_[p] && !reaches_s[p]) {
+          reaches_s[p] = true;
+          stack.push_back(p);
+        }
+      }
+    }
+    for (int a : s_) {
+      for (int c : next[a]) {
+        if (in_s_[c] || !reaches_s[c]) continue;
+        const int back = FirstReachedInS(next, c);
+        return "a path leaves its compute tasks at '" + g_->tasks[a].name + "' (to '" +
+               g_->tasks[c].name + "') and comes back into '" +
+               (back < 0 ? std::string("?") : g_->tasks[back].name) +
+               "': one task would wait for itself";
+      }
+    }
+    return "";
+  }
+
+  // S in a topological order: producer before consumer, each S reader of a
+  // register before the S task mutating it in place; ties by task index.
+  StatusOr<std::vector<int>> KernelOrder() const {
+    std::map<int, std::set<int>> next;
+    for (const RegstNode& r : g_->regsts) {
+      for (int c : r.consumers) {
+        if (in_s_[r.producer] && in_s_[c] && c != r.producer) next[r.producer].insert(c);
+      }
+      for (int m : r.mutators) {
+        if (!in_s_[m]) continue;
+        for (int c : r.consumers) {
+          if (in_s_[c] && !Contains(r.mutators, c)) next[c].insert(m);
+        }
+      }
+    }
+    std::map<int, int> waiting;
+    for (int t : s_) waiting[t] = 0;
+    for (const auto& [t, successors] : next) {
+      for (int s : successors) ++waiting[s];
+    }
+    std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+    for (const auto& [t, count] : waiting) {
+      if (count == 0) ready.push(t);
+    }
+    std::vector<int> order;
+    while (!ready.empty()) {
+      const int t = ready.top();
+      ready.pop();
+      order.push_back(t);
+      for (int s : next[t]) {
+        if (--waiting[s] == 0) ready.push(s);
+      }
+    }
+    if (order.size() != s_.size()) {
+      for (const auto& [t, count] : waiting) {
+        if (count > 0) {
+          return InternalError("compute tasks of ", device_.ToString(), ": no kernel order, task '",
+                               g_->tasks[t].name, "' is on a cycle of register and in-place edges");
+        }
+      }
+    }
+    return order;
+  }
+
+  // S tasks in `*tasks` are replaced by `merged` once, where the first was.
+  void ReplaceOnce(std::vector<int>* tasks, int merged) const {
+    std::vector<int> out;
+    bool placed = false;
+    for (int t : *tasks) {
+      if (!in_s_[t]) {
+        out.push_back(t);
+      } else if (!placed) {
+        out.push_back(merged);
+        placed = true;
+      }
+    }
+    *tasks = std::move(out);
+  }
+
+  void DropS(std::vector<int>* tasks) const {
+    tasks->erase(std::remove_if(tasks->begin(), tasks->end(), [&](int t) { return in_s_[t]; }),
+                 tasks->end());
+  }
+
+  TaskNode MergedTask(const std::vector<int>& order, int index) const {
+    const TaskNode& head = g_->tasks[index];
+    TaskNode merged;
+    merged.index = index;
+    merged.type = TASK_COMPUTE;
+    merged.name = "compute-graph@" + device_.ToString();
+    merged.device = device_;
+    merged.stream = kComputeStream;
+    merged.parallel_id = head.parallel_id;
+    merged.parallel_num = head.parallel_num;
+    merged.graph_replay = true;
+    std::set<int> seen;
+    std::vector<int> controls;
+    for (int t : order) {
+      const TaskNode& task = g_->tasks[t];
+      for (const KernelConf& k : task.kernels) merged.kernels.push_back(k);
+      for (int r : task.produced) merged.produced.push_back(r);
+      for (const auto& [name, ids] : task.consumed) {
+        for (int id : ids) {
+          if (in_s_[g_->regsts[id].producer] || !seen.insert(id).second) continue;
+          if (g_->regsts[id].is_ctrl) {
+            controls.push_back(id);
+          } else {
+            merged.consumed.emplace_back("in_" + std::to_string(merged.consumed.size()),
+                                         std::vector<int>{id});
+          }
+        }
+      }
+    }
+    if (!controls.empty()) merged.consumed.emplace_back("ctrl", controls);
+    merged.op_name = merged.kernels.empty() ? head.op_name : merged.kernels[0].op().name();
+    return merged;
+  }
+
+  // Replaces S by one task in the first S task's place; returns its kernel
+  // count.
+  int Rewrite(const std::vector<int>& order) {
+    const int index = s_[0];
+    TaskNode merged = MergedTask(order, index);
+    for (RegstNode& r : g_->regsts) {
+      if (in_s_[r.producer]) {
+        r.producer = index;
+        DropS(&r.consumers);
+        DropS(&r.mutators);
+        if (r.consumers.empty()) r.regst_num = 1;  // inner: read only inside the act
+      } else {
+        ReplaceOnce(&r.consumers, index);
+        ReplaceOnce(&r.mutators, index);
+      }
+    }
+    const int ops = static_cast<int>(merged.kernels.size());
+    g_->tasks[index] = std::move(merged);
+    std::vector<bool> removed = in_s_;
+    removed[index] = false;
+    RemoveTasks(g_, removed);
+    return ops;
+  }
+
+  TaskGraph* const g_;
+  const DeviceRef device_;
+  std::vector<int> s_;      // the device's compute tasks, by index
+  std::vector<bool> in_s_;  // task -> in s_
+};
+
+}  // namespace
+
+std::string GraphCaptureBlocker(const TaskGraph& graph, const ClusterProto& cluster) {
+  std::string why_not;
+  int cuda_tasks = 0;
+  for (const TaskNode& t : graph.tasks) {
+    if (t.device.type != DEVICE_CUDA) continue;
+    ++cuda_tasks;
+    if (t.type != TASK_COMPUTE && t.type != TASK_VARIABLE && t.type != TASK_COPY_H2D &&
+        t.type != TASK_COPY_D2H && why_not.empty()) {
+      why_not =
+          "task '" + t.name + "' (" + TaskType_Name(t.type) + ") runs host code on a CUDA stream";
+    }
+    for (const KernelConf& k : t.kernels) {
+      if (why_not.empty() && ReadsIterationOnHost(k.op())) {
+        why_not = "op '" + k.op().name() + "' (" + k.op().op_type() +
+                  ") computes a launch argument from the iteration on the host";
+      }
+    }
+  }
+  for (const RegstNode& r : graph.regsts) {
+    if (r.is_dynamic && why_not.empty()) why_not = "register '" + r.name + "' is dynamic";
+  }
+  if (cluster.machine_size() != 1) why_not = "the plan spans several machines";
+  if (cuda_tasks == 0) why_not = "no CUDA task";
+  return why_not;
+}
+
+StatusOr<GraphMergeResult> MergeGpuComputeTasks(TaskGraph* graph) {
+  std::set<DeviceRef> devices;
+  for (const TaskNode& t : graph->tasks) {
+    if (t.type == TASK_COMPUTE && t.device.type == DEVICE_CUDA && t.stream == kComputeStream) {
+      devices.insert(t.device);
+    }
+  }
+  GraphMergeResult result;
+  for (const DeviceRef& device : devices) {
+    DeviceMerger merger(graph, device);
+    bool merged = false;
+    ASSIGN_OR_RETURN(std::string entry, merger.Run(&merged));
+    if (merged) ++result.merged_devices;
+    result.note += (result.note.empty() ? "" : "; ") + entry;
+  }
+  return result;
+}
+
+}  // namespace compiler
+}  // namespace oflite
