@@ -18,6 +18,16 @@
 // so a callback never outlives the objects it was given while the context's
 // owner keeps them alive longer than the context.
 //
+// Graph capture (CUDA Graphs; docs/gpu.md "Graph replay"): between
+// BeginCapture and EndCapture, work enqueued through the context (Launch,
+// Memcpy, a CUDA kernel's own calls on the stream) is recorded, not run.
+// EndCapture returns the recording as a DeviceGraph; LaunchGraph enqueues
+// all of it again, in stream order, with the arguments and buffers it was
+// recorded with (so the caller keeps those valid and unchanged while it
+// replays). Host code a kernel runs while it enqueues (Forward's host part)
+// runs once, at capture. A failed EndCapture means nothing recorded ran and
+// the context is out of capture mode: the caller runs the work uncaptured.
+//
 // A context is owned by the runtime's stream thread and outlives every kernel
 // call made with it; it is used from that one thread only (OnStreamDone's
 // callbacks run elsewhere and must not touch the context).
@@ -27,6 +37,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "oneflow_lite/common/status.h"
@@ -36,6 +47,16 @@ namespace oflite {
 
 // Which side of a copy is device memory (for the CPU, both are host memory).
 enum class CopyKind { kHostToHost, kHostToDevice, kDeviceToHost, kDeviceToDevice };
+
+// A recorded sequence of enqueued work (see the header comment); owned by
+// the caller of EndCapture, launched only on the context that recorded it,
+// and destroyed before that context.
+class DeviceGraph {
+ public:
+  virtual ~DeviceGraph() = default;
+  // Enqueued items it holds (for tests and logs; 0 when unknown).
+  virtual int64_t size() const { return 0; }
+};
 
 class DeviceContext {
  public:
@@ -81,6 +102,20 @@ class DeviceContext {
   // Blocks until all work enqueued so far has finished (for reading device
   // results on the host: NaN checks, variable snapshots).
   virtual Status Synchronize() const { return Status::OK(); }
+
+  // Graph capture (see the header comment). SupportsGraphs() false: the
+  // three calls return Unimplemented.
+  virtual bool SupportsGraphs() const { return false; }
+  virtual Status BeginCapture() const {
+    return UnimplementedError("this device context cannot capture graphs");
+  }
+  virtual StatusOr<std::unique_ptr<DeviceGraph>> EndCapture() const {
+    return UnimplementedError("this device context cannot capture graphs");
+  }
+  virtual Status LaunchGraph(const DeviceGraph& graph) const {
+    (void)graph;
+    return UnimplementedError("this device context cannot capture graphs");
+  }
 };
 
 class CpuDeviceContext final : public DeviceContext {

@@ -10,7 +10,10 @@
 #ifndef ONEFLOW_LITE_RUNTIME_ACTOR_ENV_H_
 #define ONEFLOW_LITE_RUNTIME_ACTOR_ENV_H_
 
+#include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <string>
 
 #include "oneflow_lite/common/trace/trace.h"
 #include "oneflow_lite/device/device_context.h"
@@ -20,6 +23,29 @@
 
 namespace oflite {
 
+// Graph replay across the actors of a runtime (kernel_runner.h): counters
+// any stream thread adds to, and the first reason a task fell back to
+// stream-ordered execution.
+struct GraphReplayStats {
+  std::atomic<int64_t> tasks{0};      // tasks that captured at least one graph
+  std::atomic<int64_t> captured{0};   // graphs captured (one per set of buffers)
+  std::atomic<int64_t> replayed{0};   // acts run as a graph launch
+  std::atomic<int64_t> fallbacks{0};  // tasks that run stream-ordered instead
+  void NoteFallback(const std::string& why) {
+    fallbacks.fetch_add(1);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (note_.empty()) note_ = why;
+  }
+  std::string fallback_note() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return note_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::string note_;
+};
+
 struct ActorEnv {
   const RegstStore* regsts = nullptr;
   MessageBus* bus = nullptr;
@@ -28,6 +54,10 @@ struct ActorEnv {
   int64_t start_iter = 0;  // first iteration (piece id) sources produce
   int64_t end_iter = 0;    // one past the last
   bool check_nan = false;  // fail on NaN/Inf in any float kernel output
+  // Tasks with TaskProto.graph_replay capture their act as a device graph
+  // and replay it (kernel_runner.h), when the device can and check_nan is off.
+  bool graph_replay = true;
+  GraphReplayStats* graph_stats = nullptr;  // may be null
   int64_t save_every = 0;  // variables snapshot every N iterations (0: never)
   MetricsObserver* metrics = nullptr;
   OutputObserver* outputs = nullptr;  // the sink's named outputs (may be null)

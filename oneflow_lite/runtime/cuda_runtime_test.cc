@@ -22,17 +22,21 @@ using Recorder = testing::MetricsRecorder;
 constexpr int64_t kIterations = 10;
 
 StatusOr<std::map<int64_t, double>> Losses(const std::string& placement, int gpus,
-                                           RuntimeOptions options = {}) {
+                                           RuntimeOptions options = {},
+                                           compiler::CompileOptions compile = {},
+                                           RunStats* stats = nullptr) {
   compiler::MlpSpec spec;
   spec.iterations = kIterations;
   spec.placement = placement;
   ASSIGN_OR_RETURN(Job job, compiler::BuildMlpJob(spec));
-  ASSIGN_OR_RETURN(Plan plan, compiler::Compile(job, compiler::MakeCluster(1, 2, gpus)));
+  ASSIGN_OR_RETURN(Plan plan,
+                   compiler::Compile(job, compiler::MakeCluster(1, 2, gpus), compile));
   Recorder recorder;
   options.metrics = &recorder;
   options.watchdog_timeout = std::chrono::milliseconds(30000);
   ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(plan, options));
   RETURN_IF_ERROR(runtime->Run());
+  if (stats != nullptr) *stats = runtime->stats();
   return recorder.values["loss"];
 }
 
@@ -54,6 +58,39 @@ TEST_F(CudaRuntimeTest, MlpPlanOnOneGpuMatchesTheCpuPlan) {
     ASSERT_EQ(gpu->size(), static_cast<size_t>(kIterations));
     for (int64_t i = 0; i < kIterations; ++i) {
       EXPECT_NEAR(gpu->at(i), cpu->at(i), 1e-4 * std::fabs(cpu->at(i))) << "iteration " << i;
+    }
+  }
+}
+
+// The default plan merges the GPU's compute tasks into one task whose act
+// is captured as a CUDA graph and replayed (docs/gpu.md "Graph replay"):
+// the same losses as the CPU plan, with replay on, off, and one task per op.
+TEST_F(CudaRuntimeTest, GraphReplayOfTheMergedTaskMatchesTheCpuPlan) {
+  StatusOr<std::map<int64_t, double>> cpu = Losses("0:cpu:0", 0);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  for (int variant = 0; variant < 3; ++variant) {
+    RuntimeOptions options;
+    compiler::CompileOptions compile;
+    options.graph_replay = variant != 1;
+    compile.merge_gpu_compute = variant != 2;
+    const std::string what = variant == 0   ? "replayed"
+                             : variant == 1 ? "merged, replay off"
+                                            : "one task per op";
+    RunStats stats;
+    StatusOr<std::map<int64_t, double>> gpu = Losses("0:cuda:0", 1, options, compile, &stats);
+    ASSERT_TRUE(gpu.ok()) << what << ": " << gpu.status();
+    ASSERT_EQ(gpu->size(), static_cast<size_t>(kIterations)) << what;
+    for (int64_t i = 0; i < kIterations; ++i) {
+      EXPECT_NEAR(gpu->at(i), cpu->at(i), 1e-4 * std::fabs(cpu->at(i)))
+          << what << " iteration " << i;
+    }
+    if (variant == 0) {
+      EXPECT_EQ(stats.graph_tasks, 1) << stats.graph_note;
+      EXPECT_GE(stats.graphs_captured, 1);
+      EXPECT_GE(stats.acts_replayed, kIterations - 2 * stats.graphs_captured - 1)
+          << stats.graph_note;
+    } else {
+      EXPECT_EQ(stats.acts_replayed, 0) << what;
     }
   }
 }

@@ -1,6 +1,7 @@
 #include "oneflow_lite/runtime/kernel_runner.h"
 
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <utility>
@@ -76,13 +77,103 @@ StatusOr<std::unique_ptr<KernelRunner>> KernelRunner::Create(const TaskProto& ta
     if (!kernel.ok()) return kernel.status().WithContext(where);
     runner->entries_.push_back(Entry{&conf, std::move(kernel).value()});
   }
+  if (task.graph_replay()) {
+    std::string why_not;
+    if (!env.graph_replay) why_not = "graph replay is off";
+    if (env.check_nan) why_not = "the NaN check is on";
+    if (env.device == nullptr || !env.device->SupportsGraphs()) {
+      why_not = "its device context cannot capture graphs";
+    }
+    for (const KernelConf& conf : task.kernel()) {
+      for (const auto* bindings : {&conf.input(), &conf.output()}) {
+        for (const BlobBinding& binding : *bindings) {
+          const RegstDescProto* desc = env.regsts->FindDesc(binding.regst_desc_id());
+          if (why_not.empty() && desc != nullptr && desc->is_dynamic()) {
+            why_not = "register " + std::to_string(binding.regst_desc_id()) + " is dynamic";
+          }
+        }
+      }
+    }
+    runner->replay_ = why_not.empty();
+    // A device without graphs (the CPU) runs such a task kernel by kernel
+    // as planned; only a real reason to give up is worth a note.
+    if (!why_not.empty() && env.graph_stats != nullptr && env.device != nullptr &&
+        env.device->SupportsGraphs()) {
+      env.graph_stats->NoteFallback("task '" + task.name() + "' runs stream-ordered: " + why_not);
+    }
+  }
   return runner;
+}
+
+int KernelRunner::graph_count() const {
+  int count = 0;
+  for (const auto& [key, keyed] : graphs_) count += keyed.graph != nullptr ? 1 : 0;
+  return count;
 }
 
 Status KernelRunner::Run(ActContext* context) {
   last_piece_ = context->piece_id;
+  return replay_ ? RunReplayed(context) : RunAll(context);
+}
+
+Status KernelRunner::RunAll(ActContext* context) {
   for (const Entry& entry : entries_) RETURN_IF_ERROR(RunOne(entry, context));
   return Status::OK();
+}
+
+void KernelRunner::StopReplay(const std::string& why) {
+  replay_ = false;
+  const std::string note = "task '" + task_->name() + "' runs stream-ordered: " + why;
+  std::fprintf(stderr, "%s\n", note.c_str());
+  if (env_->graph_stats != nullptr) env_->graph_stats->NoteFallback(note);
+}
+
+Status KernelRunner::RunReplayed(ActContext* context) {
+  std::vector<const void*> key;
+  for (const Entry& entry : entries_) {
+    for (const auto* bindings : {&entry.conf->input(), &entry.conf->output()}) {
+      for (const BlobBinding& binding : *bindings) {
+        ASSIGN_OR_RETURN(Blob * blob, ResolveBinding(binding, context));
+        key.push_back(blob->raw());
+      }
+    }
+  }
+  const DeviceContext* device = env_->device;
+  auto found = graphs_.find(key);
+  if (found != graphs_.end() && found->second.graph != nullptr) {
+    trace::Slice traced("graph", task_->name(), &graph_trace_name_);
+    RETURN_IF_ERROR(device->LaunchGraph(*found->second.graph));
+    if (env_->graph_stats != nullptr) env_->graph_stats->replayed.fetch_add(1);
+    return Status::OK();
+  }
+  if (found == graphs_.end()) {
+    if (static_cast<int>(graphs_.size()) >= kMaxGraphs) return RunAll(context);
+    found = graphs_.emplace(std::move(key), KeyedGraph()).first;
+  }
+  // The first act of a key runs uncaptured (lazy allocations, algorithm
+  // choice happen outside the capture); the second is captured.
+  if (found->second.uncaptured++ == 0) return RunAll(context);
+  Status began = device->BeginCapture();
+  if (!began.ok()) {
+    StopReplay("BeginCapture failed: " + began.ToString());
+    return RunAll(context);
+  }
+  Status ran = RunAll(context);
+  StatusOr<std::unique_ptr<DeviceGraph>> graph = device->EndCapture();
+  if (!graph.ok()) {
+    // Nothing ran; the capture broke (maybe a kernel's own call broke it).
+    StopReplay("capture failed: " + (ran.ok() ? graph.status() : ran).ToString());
+    return RunAll(context);
+  }
+  RETURN_IF_ERROR(ran);  // a kernel's own error: the capture was fine
+  found->second.graph = std::move(graph).value();
+  if (env_->graph_stats != nullptr) {
+    if (graph_count() == 1) env_->graph_stats->tasks.fetch_add(1);
+    env_->graph_stats->captured.fetch_add(1);
+  }
+  // Capture only recorded the work: launching it is this act's run.
+  trace::Slice traced("graph", task_->name(), &graph_trace_name_);
+  return device->LaunchGraph(*found->second.graph);
 }
 
 Status KernelRunner::ReportDeferredErrors() const {

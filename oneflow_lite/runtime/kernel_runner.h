@@ -12,9 +12,25 @@
 // in stream order; the runner (and its kernels) must then outlive the
 // context's queued work, which the runtime ensures by destroying contexts
 // first. Owned by one actor; used on its thread only.
+//
+// Graph replay (TaskProto.graph_replay, docs/gpu.md "Graph replay"): when
+// the env allows it (graph_replay on, check_nan off), the device context
+// SupportsGraphs() and no register the kernels bind is dynamic, an act is
+// keyed by the addresses of every blob its kernels bind. The first act of
+// a key runs kernel by kernel (lazy allocations, algorithm choice); the
+// second is captured (DeviceContext::BeginCapture .. EndCapture) and
+// launched; every later act of that key launches the graph
+// (DeviceContext::LaunchGraph). So the register protocol still guards
+// every buffer: a graph only ever runs on the registers the act holds. At
+// most kMaxGraphs keys get a graph; others run kernel by kernel. A capture
+// that fails (a kernel made a call a capture forbids) turns replay off for
+// the task, and the act runs uncaptured; a kernel error in a capture that
+// itself succeeded is the act's error. On a replayed act no kernel's host
+// code runs: device-side error reports are read by ReportDeferredErrors.
 #ifndef ONEFLOW_LITE_RUNTIME_KERNEL_RUNNER_H_
 #define ONEFLOW_LITE_RUNTIME_KERNEL_RUNNER_H_
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -43,6 +59,11 @@ class KernelRunner {
   // kernel ran.
   Status ReportDeferredErrors() const;
   int kernel_count() const { return static_cast<int>(entries_.size()); }
+  // Whether acts may be replayed, and graphs held (see above).
+  bool replays() const { return replay_; }
+  int graph_count() const;
+
+  static constexpr int kMaxGraphs = 8;
 
  private:
   struct Entry {
@@ -58,7 +79,15 @@ class KernelRunner {
     std::vector<std::pair<std::string, Blob*>> inputs;
     std::vector<std::pair<std::string, Blob*>> outputs;
   };
+  // One key of graph replay: its uncaptured acts so far, then its graph.
+  struct KeyedGraph {
+    int uncaptured = 0;
+    std::unique_ptr<DeviceGraph> graph;
+  };
   KernelRunner(const TaskProto& task, const ActorEnv& env) : task_(&task), env_(&env) {}
+  Status RunAll(ActContext* context);
+  Status RunReplayed(ActContext* context);
+  void StopReplay(const std::string& why);
   Status RunOne(const Entry& entry, ActContext* context);
   Status CheckFinite(const Entry& entry, const BoundBlobs& bound, int64_t piece) const;
 
@@ -66,6 +95,9 @@ class KernelRunner {
   const ActorEnv* env_;
   std::vector<Entry> entries_;
   int64_t last_piece_ = -1;  // the iteration of the latest Run
+  bool replay_ = false;
+  std::map<std::vector<const void*>, KeyedGraph> graphs_;
+  trace::InternedName graph_trace_name_;
 };
 
 // The blob a binding names, in the registers of `context`; InvalidArgument

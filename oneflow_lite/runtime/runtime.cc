@@ -263,6 +263,8 @@ Status Runtime::BuildActors(const Plan& plan) {
       env->start_iter = start_iter_;
       env->end_iter = end_iter_;
       env->check_nan = options_.check_nan;
+      env->graph_replay = options_.graph_replay;
+      env->graph_stats = &graph_stats_;
       env->save_every = options_.save_every;
       env->metrics = options_.metrics;
       env->outputs = options_.outputs;
@@ -360,6 +362,10 @@ Status Runtime::Run() {
     }
   }
   stats_.messages = bus_.sent_count();
+  stats_.graph_tasks = graph_stats_.tasks.load();
+  stats_.graphs_captured = graph_stats_.captured.load();
+  stats_.acts_replayed = graph_stats_.replayed.load();
+  stats_.graph_note = graph_stats_.fallback_note();
   std::lock_guard<std::mutex> lock(mutex_);
   if (first_error_.ok()) return Status::OK();
   if (first_error_.code() != StatusCode::kDeadlineExceeded || waiting_.empty()) {

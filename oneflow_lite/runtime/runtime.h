@@ -71,6 +71,10 @@ struct RuntimeOptions {
   int64_t start_iter = 0;
   int64_t total_iters = 0;
   bool check_nan = false;
+  // Replay captured device graphs of tasks marked TaskProto.graph_replay
+  // (docs/gpu.md "Graph replay"); false: run them stream-ordered, kernel by
+  // kernel. The NaN check turns replay off.
+  bool graph_replay = true;
   int64_t save_every = 0;  // variables snapshot to `variables` every N iters
   std::chrono::milliseconds watchdog_timeout{60000};
   int64_t max_zone_bytes = 0;  // 0: no limit (tests inject allocation failure)
@@ -100,6 +104,13 @@ struct RunStats {
   int64_t acts = 0;      // acts of all actors
   int64_t messages = 0;  // messages routed by the bus
   double seconds = 0;    // wall time of Run
+  // Graph replay (graph_replay_stats() at the end of Run): tasks that
+  // captured graphs, graphs captured, acts run as graph launches, and the
+  // first reason a task marked for replay ran kernel by kernel instead.
+  int64_t graph_tasks = 0;
+  int64_t graphs_captured = 0;
+  int64_t acts_replayed = 0;
+  std::string graph_note;
 };
 
 class Runtime {
@@ -110,6 +121,9 @@ class Runtime {
   Status Run();
   // Valid after Run.
   const RunStats& stats() const { return stats_; }
+  // Graph replay of tasks marked TaskProto.graph_replay (kernel_runner.h);
+  // the counters grow during Run.
+  const GraphReplayStats& graph_replay_stats() const { return graph_stats_; }
   LocalMessageBus* bus() { return &bus_; }
   const RegstStore* regsts() const { return regsts_.get(); }
   int64_t start_iter() const { return start_iter_; }
@@ -146,6 +160,7 @@ class Runtime {
   int threads_done_ = 0;              // guarded by mutex_
   std::vector<std::string> waiting_;  // guarded by mutex_
   RunStats stats_;
+  GraphReplayStats graph_stats_;
 };
 
 // The machine's part of `plan`, or NotFound naming the machine.

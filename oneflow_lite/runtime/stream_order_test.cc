@@ -25,7 +25,6 @@
 
 #include <gtest/gtest.h>
 
-#include "oneflow_lite/api/graph.h"
 #include "oneflow_lite/compiler/compiler.h"
 #include "oneflow_lite/runtime/runtime.h"
 #include "oneflow_lite/runtime/testing/async_cpu_context.h"
@@ -283,23 +282,6 @@ StatusOr<std::map<int64_t, double>> Losses(const Plan& plan, bool async, uint64_
   return recorder.values["loss"];
 }
 
-StatusOr<Job> LeNetJob() {
-  Graph g("lenet5_stream_order", /*seed=*/3);
-  g.SetPlacement(Placement::Parse("0:cpu:0"));
-  Batch data = g.RandomBatch(Shape{4, 1, 28, 28}, 10);
-  Conv2dOptions same;
-  same.padding = {2, 2};
-  Tensor x = g.MaxPool2d(g.Relu(g.Conv2d(data.image, 6, 5, same)), 2);
-  x = g.MaxPool2d(g.Relu(g.Conv2d(x, 16, 5)), 2);
-  x = g.Relu(g.Dense(x, 120));
-  x = g.Relu(g.Dense(x, 84));
-  Tensor logits = g.Dense(x, 10);
-  g.Minimize(g.SparseSoftmaxCrossEntropy(logits, data.label),
-             Momentum{.learning_rate = 0.05, .momentum = 0.9});
-  g.SetIterations(kIterations);
-  return g.Build();
-}
-
 compiler::MlpSpec Mlp(const std::string& placement) {
   compiler::MlpSpec spec;
   spec.iterations = kIterations;
@@ -331,7 +313,7 @@ TEST(StreamOrderTest, CompiledPlansGiveBitwiseTheSynchronousLosses) {
   compiler::MlpSpec pipeline = Mlp("0:cpu:0");
   pipeline.stages = {"0:cpu:0", "0:cpu:1"};
   jobs.emplace_back("pipeline", compiler::BuildMlpJob(pipeline));
-  jobs.emplace_back("lenet5", LeNetJob());
+  jobs.emplace_back("lenet5", compiler::BuildLeNetJob("0:cpu:0", /*batch=*/4, kIterations));
   for (auto& [name, job] : jobs) {
     ASSERT_TRUE(job.ok()) << name << ": " << job.status();
     StatusOr<Plan> plan = compiler::Compile(*job, compiler::MakeCluster(1, 2));

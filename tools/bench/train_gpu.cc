@@ -2,11 +2,16 @@
 // the same run, for the 784-256-256-10 MLP at batch 64, 1024 and 16384, the
 // 784-4096-4096-10 MLP ("mlp4k") at batch 4096, and LeNet-5 at batch 256 and
 // 4096. Columns (milliseconds per step, FP32 everywhere, no TF32):
-//   runtime_ms   the compiled plan (compiler::Compile for cuda:0) through the
-//                actor runtime, stream-ordered: each step loads a fresh batch
-//                on the CPU and copies it to the device (H2D copy actor), as
-//                training does. Wall clock: (run of warmup+iters steps - run
-//                of warmup steps) / iters, so start-up cancels.
+//   runtime_ms   the compiled plan (compiler::Compile for cuda:0, one task
+//                per op: merge_gpu_compute off) through the actor runtime,
+//                stream-ordered: each step loads a fresh batch on the CPU
+//                and copies it to the device (H2D copy actor), as training
+//                does. Wall clock: (run of warmup+iters steps - run of
+//                warmup steps) / iters, so start-up cancels.
+//   rt_graph_ms  the same through the actor runtime with the default plan:
+//                the GPU's compute tasks merged into one task whose act is
+//                captured as a CUDA graph and replayed (docs/gpu.md "Graph
+//                replay"); "n/a" and the reason when nothing was replayed.
 //   exec_ms      the same step through SingleGpuExecutor (tools/gpu): the
 //                plan's kernels launched in a fixed order on one stream, the
 //                synthetic batch drawn once and kept on the device. Median of
@@ -85,13 +90,20 @@ StatusOr<std::pair<double, double>> TimeOurs(const Job& job, int64_t warmup, int
   return std::make_pair(Median(steps), after.at("loss"));
 }
 
-// Wall seconds of one runtime run of `iters` steps of `plan`.
-StatusOr<double> RunSeconds(const Plan& plan, int64_t iters) {
+// Wall seconds of one runtime run of `iters` steps of `plan`; with
+// `want_replay`, Unavailable unless a task replayed captured graphs.
+StatusOr<double> RunSeconds(const Plan& plan, int64_t iters, bool want_replay) {
   RuntimeOptions options;
   options.total_iters = iters;
   options.watchdog_timeout = std::chrono::milliseconds(60000);
   ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(plan, options));
   RETURN_IF_ERROR(runtime->Run());
+  const GraphReplayStats& replay = runtime->graph_replay_stats();
+  if (want_replay && replay.replayed.load() == 0) {
+    return UnavailableError("the runtime replayed no graph: ",
+                            replay.fallback_note().empty() ? plan.graph_note()
+                                                           : replay.fallback_note());
+  }
   return runtime->stats().seconds;
 }
 
@@ -106,10 +118,10 @@ ClusterProto OneGpuCluster() {
 }
 
 // Milliseconds per step of the compiled plan through the actor runtime.
-StatusOr<double> TimeRuntime(const Plan& plan, int64_t warmup, int64_t iters) {
+StatusOr<double> TimeRuntime(const Plan& plan, int64_t warmup, int64_t iters, bool want_replay) {
   if (iters <= 0) return InvalidArgumentError("--iters must be positive");
-  ASSIGN_OR_RETURN(double short_run, RunSeconds(plan, warmup));
-  ASSIGN_OR_RETURN(double long_run, RunSeconds(plan, warmup + iters));
+  ASSIGN_OR_RETURN(double short_run, RunSeconds(plan, warmup, false));
+  ASSIGN_OR_RETURN(double long_run, RunSeconds(plan, warmup + iters, want_replay));
   return std::max(0.0, long_run - short_run) * 1000.0 / static_cast<double>(iters);
 }
 
@@ -165,9 +177,14 @@ bool RunConfig(const Config& c, int64_t warmup, int64_t iters, const std::string
                 job.status().ToString().c_str());
     return false;
   }
+  compiler::CompileOptions per_op;
+  per_op.merge_gpu_compute = false;
+  StatusOr<Plan> op_plan = compiler::Compile(*job, OneGpuCluster(), per_op);
+  StatusOr<double> runtime = op_plan.ok() ? TimeRuntime(*op_plan, warmup, iters, false)
+                                          : StatusOr<double>(op_plan.status());
   StatusOr<Plan> plan = compiler::Compile(*job, OneGpuCluster());
-  StatusOr<double> runtime = plan.ok() ? TimeRuntime(*plan, warmup, iters)
-                                       : StatusOr<double>(plan.status());
+  StatusOr<double> rt_graph = plan.ok() ? TimeRuntime(*plan, warmup, iters, true)
+                                        : StatusOr<double>(plan.status());
   std::string graph_note;
   auto exec = TimeOurs(*job, warmup, iters, false, &graph_note);
   StatusOr<std::pair<double, double>> graph =
@@ -179,19 +196,22 @@ bool RunConfig(const Config& c, int64_t warmup, int64_t iters, const std::string
       exec.ok() ? StatusOr<double>(exec->first) : StatusOr<double>(exec.status());
   const StatusOr<double> graph_ms =
       graph.ok() ? StatusOr<double>(graph->first) : StatusOr<double>(graph.status());
-  std::printf("%-8s %6ld %11s %9s %9s %14s %14s %10s\n", c.model, static_cast<long>(c.batch),
-              Ms(runtime).c_str(), Ms(exec_ms).c_str(), Ms(graph_ms).c_str(),
+  std::printf("%-8s %6ld %11s %11s %9s %9s %14s %14s %10s\n", c.model,
+              static_cast<long>(c.batch), Ms(runtime).c_str(), Ms(rt_graph).c_str(),
+              Ms(exec_ms).c_str(), Ms(graph_ms).c_str(),
               torch.ok() ? Ms((*torch)[0]).c_str() : "n/a",
               torch.ok() ? Ms((*torch)[1]).c_str() : "n/a",
               exec.ok() ? Ms(exec->second).c_str() : "n/a");
   bool ok = true;
   for (const auto& [what, status] :
-       {std::make_pair("runtime", runtime.status()), std::make_pair("exec", exec.status()),
+       {std::make_pair("runtime", runtime.status()), std::make_pair("rt_graph", rt_graph.status()),
+        std::make_pair("exec", exec.status()),
         std::make_pair("graph", graph.status()), std::make_pair("torch", torch.status())}) {
     if (status.ok()) continue;
     std::printf("  %s %ld %s: %s\n", c.model, static_cast<long>(c.batch), what,
                 status.ToString().c_str());
-    const bool graph_not_asked = !std::strcmp(what, "graph") && plan.ok() && !plan->graph_capturable();
+    const bool graph_not_asked = (!std::strcmp(what, "graph") || !std::strcmp(what, "rt_graph")) &&
+                                 plan.ok() && !plan->graph_capturable();
     if (std::strcmp(what, "torch") != 0 && !graph_not_asked) ok = false;
   }
   return ok;
@@ -212,8 +232,8 @@ int Main(int argc, char** argv) {
     return 77;
   }
   const auto begin = std::chrono::steady_clock::now();
-  std::printf("%-8s %6s %11s %9s %9s %14s %14s %10s\n", "model", "batch", "runtime_ms",
-              "exec_ms", "graph_ms", "torch_eager_ms", "torch_graph_ms", "exec_loss");
+  std::printf("%-8s %6s %11s %11s %9s %9s %14s %14s %10s\n", "model", "batch", "runtime_ms",
+              "rt_graph_ms", "exec_ms", "graph_ms", "torch_eager_ms", "torch_graph_ms", "exec_loss");
   bool ok = true;
   for (const Config& c : {Config{"mlp", 64}, Config{"mlp", 1024}, Config{"lenet5", 256},
                           Config{"mlp", 16384}, Config{"mlp4k", 4096}, Config{"lenet5", 4096}}) {

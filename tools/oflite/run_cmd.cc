@@ -547,6 +547,9 @@ int RunRun(int argc, char** argv) {
                  {"checkpoint-dir", "where checkpoints go (D/iter-<N>)"},
                  {"resume", "resume from checkpoint D (or the latest D/iter-*)"},
                  {"check-nan", "fail on NaN/Inf in any kernel output", true, "false"},
+                 {"graph-replay", "replay captured device graphs of the plan's merged GPU tasks "
+                                  "(off: run them kernel by kernel; the NaN check turns it off)",
+                  true, "true"},
                  {"watchdog-seconds", "abort when no actor progresses this long", false, "60"},
                  {"ring-timeout-seconds", "bound of one cross-machine ring collective", false,
                   "120"},
@@ -659,6 +662,7 @@ int RunRun(int argc, char** argv) {
   options.machine_id = run->rank;
   options.total_iters = run->iters;
   options.check_nan = flags.GetBool("check-nan");
+  options.graph_replay = flags.GetBool("graph-replay");
   options.save_every = run->save_every;
   options.watchdog_timeout = run->watchdog;
   options.cpu_threads = static_cast<int>(run->cpu_threads);
@@ -718,6 +722,13 @@ int RunRun(int argc, char** argv) {
               static_cast<long long>(options.start_iter), static_cast<long long>(end),
               stats->seconds, static_cast<long long>(stats->actors),
               static_cast<long long>(stats->threads));
+  if (stats->graph_tasks > 0) {
+    std::printf("graph replay: %lld task(s) captured %lld graph(s), %lld acts replayed\n",
+                static_cast<long long>(stats->graph_tasks),
+                static_cast<long long>(stats->graphs_captured),
+                static_cast<long long>(stats->acts_replayed));
+  }
+  if (!stats->graph_note.empty()) std::printf("graph replay: %s\n", stats->graph_note.c_str());
   std::fflush(stdout);
   if (evaluate) {
     const bool trained_none = options.start_iter >= end && !store_options.restore_dir.empty();

@@ -20,6 +20,23 @@ cudaMemcpyKind ToCudaKind(CopyKind kind) {
   return cudaMemcpyDefault;
 }
 
+// An instantiated CUDA graph (cudaGraphExec_t) and the stream it was
+// captured on.
+class CudaGraph final : public DeviceGraph {
+ public:
+  CudaGraph(cudaStream_t stream, cudaGraphExec_t exec, int64_t nodes)
+      : stream_(stream), exec_(exec), nodes_(nodes) {}
+  ~CudaGraph() override { cudaGraphExecDestroy(exec_); }
+  int64_t size() const override { return nodes_; }
+  cudaStream_t stream() const { return stream_; }
+  cudaGraphExec_t exec() const { return exec_; }
+
+ private:
+  cudaStream_t stream_;
+  cudaGraphExec_t exec_;
+  int64_t nodes_;
+};
+
 }  // namespace
 
 StatusOr<std::unique_ptr<CudaDeviceContext>> CudaDeviceContext::Create(int device_index,
@@ -100,6 +117,40 @@ Status CudaDeviceContext::Memcpy(void* dst, const void* src, int64_t bytes, Copy
 
 Status CudaDeviceContext::Synchronize() const {
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return Status::OK();
+}
+
+Status CudaDeviceContext::BeginCapture() const {
+  CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  return Status::OK();
+}
+
+StatusOr<std::unique_ptr<DeviceGraph>> CudaDeviceContext::EndCapture() const {
+  cudaGraph_t graph = nullptr;
+  cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+  if (ended != cudaSuccess) {
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    cudaGetLastError();  // the capture's error is reported here, not sticky
+    return CudaStatus(ended, "cudaStreamEndCapture", __FILE__, __LINE__);
+  }
+  size_t nodes = 0;
+  cudaGraphGetNodes(graph, nullptr, &nodes);
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (made != cudaSuccess) {
+    cudaGetLastError();
+    return CudaStatus(made, "cudaGraphInstantiate", __FILE__, __LINE__);
+  }
+  return std::unique_ptr<DeviceGraph>(new CudaGraph(stream_, exec, static_cast<int64_t>(nodes)));
+}
+
+Status CudaDeviceContext::LaunchGraph(const DeviceGraph& graph) const {
+  const auto* cuda = dynamic_cast<const CudaGraph*>(&graph);
+  if (cuda == nullptr || cuda->stream() != stream_) {
+    return InternalError("cuda:", device_index_, ": LaunchGraph of a graph captured elsewhere");
+  }
+  CUDA_RETURN_IF_ERROR(cudaGraphLaunch(cuda->exec(), stream_));
   return Status::OK();
 }
 

@@ -58,6 +58,13 @@ class CudaDeviceContext final : public DeviceContext {
   Status Memcpy(void* dst, const void* src, int64_t bytes, CopyKind kind) const override;
   // Blocks until all work enqueued on the stream is done.
   Status Synchronize() const override;
+  // CUDA Graphs: stream capture in thread-local mode (a forbidden call on
+  // this thread, e.g. a synchronize, invalidates the capture and EndCapture
+  // fails), instantiated at EndCapture, launched with cudaGraphLaunch.
+  bool SupportsGraphs() const override { return true; }
+  Status BeginCapture() const override;
+  StatusOr<std::unique_ptr<DeviceGraph>> EndCapture() const override;
+  Status LaunchGraph(const DeviceGraph& graph) const override;
 
  private:
   // Callbacks handed to the queue and not yet run; shared with them so a

@@ -14,6 +14,20 @@ void MoveZone(MemZoneId* zone) {
   }
 }
 
+// The recording of one capture: closures run in order on replay.
+class RecordedGraph final : public DeviceGraph {
+ public:
+  RecordedGraph(const AsyncCpuDeviceContext* owner, std::vector<std::function<Status()>> work)
+      : owner_(owner), work_(std::move(work)) {}
+  int64_t size() const override { return static_cast<int64_t>(work_.size()); }
+  const AsyncCpuDeviceContext* owner() const { return owner_; }
+  const std::vector<std::function<Status()>>& work() const { return work_; }
+
+ private:
+  const AsyncCpuDeviceContext* owner_;
+  std::vector<std::function<Status()>> work_;
+};
+
 }  // namespace
 
 AsyncCpuDeviceContext::AsyncCpuDeviceContext(int device_index, AsyncCpuOptions options)
@@ -63,6 +77,10 @@ Status AsyncCpuDeviceContext::StickyError() const {
 
 Status AsyncCpuDeviceContext::OnStreamDone(const std::string& label, DoneCallback done) const {
   RETURN_IF_ERROR(CheckThread("OnStreamDone"));
+  if (capturing_) {
+    return InternalError("async CPU context cpu:", device_index_, ": OnStreamDone for '", label,
+                         "' while capturing a graph");
+  }
   Status result;
   if (!options_.fail_actor.empty() && label == options_.fail_actor) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -90,6 +108,10 @@ Status AsyncCpuDeviceContext::OnStreamDone(const std::string& label, DoneCallbac
 
 Status AsyncCpuDeviceContext::Launch(std::function<Status()> work) const {
   RETURN_IF_ERROR(CheckThread("Launch"));
+  if (capturing_) {
+    recorded_.push_back(std::move(work));
+    return Status::OK();
+  }
   Enqueue(Item{std::move(work), true});
   return Status::OK();
 }
@@ -99,8 +121,62 @@ Status AsyncCpuDeviceContext::Memcpy(void* dst, const void* src, int64_t bytes,
   RETURN_IF_ERROR(CheckThread("Memcpy"));
   if (bytes < 0) return InvalidArgumentError("Memcpy of ", bytes, " bytes");
   if (bytes == 0) return Status::OK();
-  Enqueue(Item{[dst, src, bytes] {
-                 std::memcpy(dst, src, static_cast<size_t>(bytes));
+  auto copy = [dst, src, bytes] {
+    std::memcpy(dst, src, static_cast<size_t>(bytes));
+    return Status::OK();
+  };
+  if (capturing_) {
+    recorded_.push_back(std::move(copy));
+    return Status::OK();
+  }
+  Enqueue(Item{std::move(copy), true});
+  return Status::OK();
+}
+
+Status AsyncCpuDeviceContext::BeginCapture() const {
+  RETURN_IF_ERROR(CheckThread("BeginCapture"));
+  if (!options_.graphs) return DeviceContext::BeginCapture();
+  if (capturing_) {
+    return InternalError("async CPU context cpu:", device_index_, ": BeginCapture while capturing");
+  }
+  capturing_ = true;
+  recorded_.clear();
+  return Status::OK();
+}
+
+StatusOr<std::unique_ptr<DeviceGraph>> AsyncCpuDeviceContext::EndCapture() const {
+  RETURN_IF_ERROR(CheckThread("EndCapture"));
+  if (!capturing_) {
+    return InternalError("async CPU context cpu:", device_index_, ": EndCapture without BeginCapture");
+  }
+  capturing_ = false;
+  if (options_.fail_capture) {
+    recorded_.clear();  // nothing recorded runs, as after a broken CUDA capture
+    return InternalError("async CPU context cpu:", device_index_, ": injected capture failure");
+  }
+  std::unique_ptr<DeviceGraph> graph(new RecordedGraph(this, std::move(recorded_)));
+  recorded_.clear();
+  if (options_.graph_counters) options_.graph_counters->captures.fetch_add(1);
+  return graph;
+}
+
+Status AsyncCpuDeviceContext::LaunchGraph(const DeviceGraph& graph) const {
+  RETURN_IF_ERROR(CheckThread("LaunchGraph"));
+  const auto* recorded = dynamic_cast<const RecordedGraph*>(&graph);
+  if (recorded == nullptr || recorded->owner() != this) {
+    return InternalError("async CPU context cpu:", device_index_,
+                         ": LaunchGraph of a graph another context recorded");
+  }
+  if (capturing_) {
+    return InternalError("async CPU context cpu:", device_index_, ": LaunchGraph while capturing");
+  }
+  if (options_.graph_counters) options_.graph_counters->launches.fetch_add(1);
+  // One item, like a graph launch; the graph outlives its launches (the
+  // caller keeps it until the context is destroyed).
+  Enqueue(Item{[recorded] {
+                 for (const std::function<Status()>& work : recorded->work()) {
+                   RETURN_IF_ERROR(work());
+                 }
                  return Status::OK();
                },
                true});
@@ -109,6 +185,10 @@ Status AsyncCpuDeviceContext::Memcpy(void* dst, const void* src, int64_t bytes,
 
 Status AsyncCpuDeviceContext::Synchronize() const {
   RETURN_IF_ERROR(CheckThread("Synchronize"));
+  if (capturing_) {
+    return InternalError("async CPU context cpu:", device_index_,
+                         ": Synchronize while capturing a graph");
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   if (!changed_.wait_for(lock, kSynchronizeBound, [this] { return queue_.empty() && !busy_; })) {
     return DeadlineExceededError("async CPU context cpu:", device_index_, ": ", queue_.size(),

@@ -14,6 +14,14 @@
 // injected: the n-th completion of one actor fails, or the completions of one
 // actor are held back until the context is destroyed (a stuck stream).
 //
+// Graph capture is supported like a CUDA stream's: between BeginCapture
+// and EndCapture, Launch and Memcpy record their work instead of queueing
+// it (OnStreamDone and Synchronize then fail: a CUDA stream refuses them
+// while capturing); LaunchGraph queues the recording as one item that runs
+// every recorded piece in order, with the same closures, so a replay reads
+// the buffers it was recorded with. Counters shared by every context of a
+// factory (AsyncCpuOptions::graphs) count captures and replays.
+//
 // Enqueueing calls must come from the thread that called
 // BindToCurrentThread (as the runtime promises); a call from another thread
 // is an InternalError, which is what makes the test notice a violation. The
@@ -42,6 +50,12 @@
 namespace oflite {
 namespace testing {
 
+// Graph counters of the contexts of one AsyncCpuContexts factory.
+struct AsyncCpuGraphCounters {
+  std::atomic<int64_t> captures{0};  // graphs recorded (EndCapture OK)
+  std::atomic<int64_t> launches{0};  // LaunchGraph calls
+};
+
 struct AsyncCpuOptions {
   std::chrono::microseconds max_delay{300};
   uint64_t seed = 1;
@@ -56,6 +70,13 @@ struct AsyncCpuOptions {
   // at once instead of after the queued work (a runtime that skipped the
   // event). Kernels still run on the worker.
   bool complete_early = false;
+  // Capture: false makes SupportsGraphs() false (the runtime then never
+  // captures). Counters, when set, are shared by every context.
+  bool graphs = true;
+  std::shared_ptr<AsyncCpuGraphCounters> graph_counters;
+  // Sabotage: EndCapture fails (like a capture a kernel's call broke), so
+  // the runtime's fallback to uncaptured acts is exercised.
+  bool fail_capture = false;
 };
 
 class AsyncCpuDeviceContext final : public DeviceContext {
@@ -71,6 +92,10 @@ class AsyncCpuDeviceContext final : public DeviceContext {
   Status Launch(std::function<Status()> work) const override;
   Status Memcpy(void* dst, const void* src, int64_t bytes, CopyKind kind) const override;
   Status Synchronize() const override;
+  bool SupportsGraphs() const override { return options_.graphs; }
+  Status BeginCapture() const override;
+  StatusOr<std::unique_ptr<DeviceGraph>> EndCapture() const override;
+  Status LaunchGraph(const DeviceGraph& graph) const override;
 
   // Completions delivered so far (any status).
   int64_t completions() const { return completions_.load(); }
@@ -93,6 +118,9 @@ class AsyncCpuDeviceContext final : public DeviceContext {
   mutable std::deque<Item> queue_;
   mutable std::vector<DoneCallback> held_;
   mutable bool busy_ = false;
+  // While capturing (stream thread only): the recorded work, in order.
+  mutable bool capturing_ = false;
+  mutable std::vector<std::function<Status()>> recorded_;
   Status sticky_;  // first error of launched work; worker writes, guarded by mutex_
   mutable int64_t fail_seen_ = 0;  // completions of fail_actor so far
   bool stop_ = false;
