@@ -5,8 +5,9 @@
 // by 1/255 (pixel-like uint8 data).
 //
 //   bazel run //examples:mlp_npy -- --data-dir /path/to/arrays --classes 10
-//   bazel run //examples:mlp_npy -- --data-dir d --classes 10 -- --save-every 100 \
-//       --checkpoint-dir ckpt        # then: oflite eval / oflite predict
+//   bazel run //examples:mlp_npy -- --data-dir d --classes 10 --
+//       --save-every 100 --checkpoint-dir ckpt   (one command; then oflite
+//       eval / oflite predict)
 #include "tools/driver/trainer.h"
 
 int main(int argc, char** argv) {

@@ -58,39 +58,71 @@ std::string ParallelText(const TaskNode& t) {
   return std::to_string(t.parallel_id) + " of " + std::to_string(t.parallel_num);
 }
 
-// Merges the compute tasks of one GPU's compute stream, or says why not.
+// The compute tasks of one GPU's compute stream that no merge took yet,
+// grouped by level (see GroupsByLevel): each level is a convex set.
+std::vector<bool> UnmergedComputeTasks(const TaskGraph& g, const DeviceRef& device) {
+  std::vector<bool> in_s(g.tasks.size(), false);
+  for (const TaskNode& t : g.tasks) {
+    in_s[t.index] = t.type == TASK_COMPUTE && t.device == device &&
+                    t.stream == kComputeStream && !t.graph_replay;
+  }
+  return in_s;
+}
+
+// Levels of the tasks in S: a task's level is the largest number of times a
+// path into it (along `next`) has left S and come back. Levels never
+// decrease along a path and grow each time the path re-enters S, so a path
+// that leaves the tasks of one level never returns to that level: each
+// level is convex, and merging it into one task keeps the graph acyclic.
+// Returns the levels' members (task indices, ascending), lowest first.
+std::vector<std::vector<int>> GroupsByLevel(const TaskGraph& g,
+                                            const std::vector<std::set<int>>& next,
+                                            const std::vector<bool>& in_s) {
+  const size_t n = g.tasks.size();
+  std::vector<int> waiting(n, 0);
+  for (size_t t = 0; t < n; ++t) {
+    for (int s : next[t]) ++waiting[s];
+  }
+  std::deque<int> ready;
+  for (size_t t = 0; t < n; ++t) {
+    if (waiting[t] == 0) ready.push_back(static_cast<int>(t));
+  }
+  // level: tasks in S; reach: tasks outside S, the highest level of an S
+  // task before them (-1: none).
+  std::vector<int> level(n, 0), reach(n, -1);
+  while (!ready.empty()) {
+    const int t = ready.front();
+    ready.pop_front();
+    for (int s : next[t]) {
+      if (in_s[s]) {
+        level[s] = std::max(level[s], in_s[t] ? level[t] : (reach[t] >= 0 ? reach[t] + 1 : 0));
+      } else {
+        reach[s] = std::max(reach[s], in_s[t] ? level[t] : reach[t]);
+      }
+      if (--waiting[s] == 0) ready.push_back(s);
+    }
+  }
+  std::map<int, std::vector<int>> groups;
+  for (size_t t = 0; t < n; ++t) {
+    if (in_s[t]) groups[level[t]].push_back(static_cast<int>(t));
+  }
+  std::vector<std::vector<int>> out;
+  for (auto& [l, members] : groups) out.push_back(std::move(members));
+  return out;
+}
+
+// Merges one convex set S of a GPU's compute tasks into one task.
 class DeviceMerger {
  public:
-  DeviceMerger(TaskGraph* g, const DeviceRef& device) : g_(g), device_(device) {
+  DeviceMerger(TaskGraph* g, const DeviceRef& device, const std::vector<int>& members,
+               std::string name)
+      : g_(g), device_(device), s_(members), name_(std::move(name)) {
     in_s_.assign(g->tasks.size(), false);
-    for (const TaskNode& t : g->tasks) {
-      if (t.type == TASK_COMPUTE && t.device == device && t.stream == kComputeStream) {
-        s_.push_back(t.index);
-        in_s_[t.index] = true;
-      }
-    }
+    for (int t : s_) in_s_[t] = true;
   }
 
-  // The device's note entry (GraphMergeResult.note); *merged is set when
-  // the tasks became one.
-  StatusOr<std::string> Run(bool* merged) {
-    *merged = false;
-    const std::string label = DeviceLabel(device_);
-    if (s_.size() < 2) {
-      return label + ": stream-ordered, " + std::to_string(s_.size()) +
-             " compute task (nothing to merge)";
-    }
-    std::string why_not = ParallelMismatch();
-    if (why_not.empty()) why_not = NonConvexity(Successors(*g_));
-    if (!why_not.empty()) return label + ": stream-ordered, " + why_not;
-    ASSIGN_OR_RETURN(std::vector<int> order, KernelOrder());
-    const int ops = Rewrite(order);
-    *merged = true;
-    return label + ": one captured task, " + std::to_string(ops) + " ops";
-  }
-
- private:
-  // Kernels get their task's parallel context at init: one context for all.
+  // Kernels get their task's parallel context at init: one context for
+  // all, else why not.
   std::string ParallelMismatch() const {
     const TaskNode& first = g_->tasks[s_[0]];
     for (int i : s_) {
@@ -103,60 +135,13 @@ class DeviceMerger {
     return "";
   }
 
-  // The first S task reached from `from` (not in S) through tasks not in S,
-  // breadth first in index order; -1 if none.
-  int FirstReachedInS(const std::vector<std::set<int>>& next, int from) const {
-    std::vector<bool> seen(g_->tasks.size(), false);
-    std::deque<int> queue{from};
-    seen[from] = true;
-    while (!queue.empty()) {
-      const int t = queue.front();
-      queue.pop_front();
-      for (int s : next[t]) {
-        if (in_s_[s]) return s;
-        if (!seen[s]) {
-          seen[s] = true;
-          queue.push_back(s);
-        }
-      }
-    }
-    return -1;
+  // Rewrites the graph; returns the merged task's kernel count.
+  StatusOr<int> Merge() {
+    ASSIGN_OR_RETURN(std::vector<int> order, KernelOrder());
+    return Rewrite(order);
   }
 
-  // Merging S would make a cycle when a path leaves S and comes back; says
-  // where, or "".
-  std::string NonConvexity(const std::vector<std::set<int>>& next) const {
-    const size_t n = g_->tasks.size();
-    std::vector<std::vector<int>> prev(n);
-    for (size_t t = 0; t < n; ++t) {
-      for (int s : next[t]) prev[s].push_back(static_cast<int>(t));
-    }
-    // reaches_s[t]: t is outside S and has a path into S.
-    std::vector<bool> reaches_s(n, false);
-    std::vector<int> stack(s_.begin(), s_.end());
-    while (!stack.empty()) {
-      const int t = stack.back();
-      stack.pop_back();
-      for (int p : prev[t]) {
-        if (!in_s_[p] && !reaches_s[p]) {
-          reaches_s[p] = true;
-          stack.push_back(p);
-        }
-      }
-    }
-    for (int a : s_) {
-      for (int c : next[a]) {
-        if (in_s_[c] || !reaches_s[c]) continue;
-        const int back = FirstReachedInS(next, c);
-        return "a path leaves its compute tasks at '" + g_->tasks[a].name + "' (to '" +
-               g_->tasks[c].name + "') and comes back into '" +
-               (back < 0 ? std::string("?") : g_->tasks[back].name) +
-               "': one task would wait for itself";
-      }
-    }
-    return "";
-  }
-
+ private:
   // S in a topological order: producer before consumer, each S reader of a
   // register before the S task mutating it in place; ties by task index.
   StatusOr<std::vector<int>> KernelOrder() const {
@@ -226,7 +211,7 @@ class DeviceMerger {
     TaskNode merged;
     merged.index = index;
     merged.type = TASK_COMPUTE;
-    merged.name = "compute-graph@" + device_.ToString();
+    merged.name = name_;
     merged.device = device_;
     merged.stream = kComputeStream;
     merged.parallel_id = head.parallel_id;
@@ -281,9 +266,63 @@ class DeviceMerger {
 
   TaskGraph* const g_;
   const DeviceRef device_;
-  std::vector<int> s_;      // the device's compute tasks, by index
-  std::vector<bool> in_s_;  // task -> in s_
+  const std::vector<int> s_;  // the tasks to merge, by index
+  const std::string name_;    // the merged task's
+  std::vector<bool> in_s_;    // task -> in s_
 };
+
+// Merges the convex groups of one GPU's compute tasks, lowest level first
+// (indices change with every merge, so the groups are recomputed); returns
+// the device's note entry and counts merged tasks in *merged.
+StatusOr<std::string> MergeDevice(TaskGraph* g, const DeviceRef& device, int* merged) {
+  std::vector<int> ops;
+  std::string why_not;
+  int left = 0;  // compute tasks left on the stream
+  for (;;) {
+    const std::vector<bool> in_s = UnmergedComputeTasks(*g, device);
+    const std::vector<std::vector<int>> groups = GroupsByLevel(*g, Successors(*g), in_s);
+    bool progressed = false;
+    left = 0;
+    for (const std::vector<int>& group : groups) {
+      left += static_cast<int>(group.size());
+      if (progressed || group.size() < 2) continue;
+      const std::string name = "compute-graph" +
+                               (ops.empty() ? std::string() : "-" + std::to_string(ops.size())) +
+                               "@" + device.ToString();
+      DeviceMerger merger(g, device, group, name);
+      const std::string mismatch = merger.ParallelMismatch();
+      if (!mismatch.empty()) {
+        if (why_not.empty()) why_not = mismatch;
+        continue;
+      }
+      ASSIGN_OR_RETURN(int kernels, merger.Merge());
+      ops.push_back(kernels);
+      progressed = true;
+    }
+    if (!progressed) break;
+  }
+  *merged = static_cast<int>(ops.size());
+  const std::string label = DeviceLabel(device);
+  if (ops.empty()) {
+    if (why_not.empty()) {
+      why_not = left < 2 ? std::to_string(left) + " compute task (nothing to merge)"
+                         : "each compute task is cut off from the others by work on other "
+                           "streams (no convex group of two)";
+    }
+    return label + ": stream-ordered, " + why_not;
+  }
+  std::string text = label + ": ";
+  if (ops.size() == 1) {
+    text += "one captured task, " + std::to_string(ops[0]) + " ops";
+  } else {
+    text += std::to_string(ops.size()) + " captured tasks, ";
+    for (size_t k = 0; k < ops.size(); ++k) text += (k ? " + " : "") + std::to_string(ops[k]);
+    text += " ops";
+  }
+  if (left > 0) text += " (" + std::to_string(left) + " more stream-ordered)";
+  if (!why_not.empty()) text += " (" + why_not + ")";
+  return text;
+}
 
 }  // namespace
 
@@ -322,10 +361,10 @@ StatusOr<GraphMergeResult> MergeGpuComputeTasks(TaskGraph* graph) {
   }
   GraphMergeResult result;
   for (const DeviceRef& device : devices) {
-    DeviceMerger merger(graph, device);
-    bool merged = false;
-    ASSIGN_OR_RETURN(std::string entry, merger.Run(&merged));
-    if (merged) ++result.merged_devices;
+    int merged = 0;
+    ASSIGN_OR_RETURN(std::string entry, MergeDevice(graph, device, &merged));
+    result.merged_devices += merged > 0 ? 1 : 0;
+    result.merged_tasks += merged;
     result.note += (result.note.empty() ? "" : "; ") + entry;
   }
   return result;

@@ -5,12 +5,17 @@
 // The runtime captures one act of that task as a device graph and replays
 // it. The pass runs on the task graph between FuseAllReduceBuckets and
 // PlanMemory, only for plans GraphCaptureBlocker() accepts. Per CUDA device
-// d, with S the TASK_COMPUTE tasks of d on kComputeStream:
-//   - |S| < 2: left alone;
-//   - S tasks of different parallel_id / parallel_num, or S not convex (a
-//     path leaves S and comes back, e.g. gradients all-reduced on the host
-//     between backward and the update): left alone, with a note saying why;
-//   - otherwise one task "compute-graph@<device>" replaces S: its kernels
+// d, the TASK_COMPUTE tasks of d on kComputeStream are grouped by level:
+// how many times a path into the task left those tasks and came back (in
+// data parallelism over GPUs the gradients leave for the host all-reduce
+// and come back to the updates: forward and backward are level 0, the
+// updates level 1; one GPU: everything is level 0). Each level is convex
+// (no path leaves it and returns), so merging it cannot make a cycle. Each
+// level S, lowest first:
+//   - |S| < 2, or S tasks of different parallel_id / parallel_num: left
+//     alone (the note says why);
+//   - otherwise one task "compute-graph@<device>" (then
+//     "compute-graph-1@<device>", ...) replaces S: its kernels
 //     in a topological order of S (producer before consumer; every reader
 //     of a register before the S task updating it in place; ties by task
 //     index), graph_replay set. It produces every register S produced
@@ -40,9 +45,12 @@ namespace compiler {
 std::string GraphCaptureBlocker(const TaskGraph& graph, const ClusterProto& cluster);
 
 struct GraphMergeResult {
-  int merged_devices = 0;  // GPUs whose compute stream is now one task
+  int merged_devices = 0;  // GPUs with at least one merged task
+  int merged_tasks = 0;    // merged tasks, all GPUs
   // Per GPU with compute tasks, "; "-separated: "cuda:0: one captured task,
-  // 12 ops" or "cuda:1: stream-ordered, <why>".
+  // 12 ops", "cuda:0: 2 captured tasks, 10 + 4 ops" (with "(N more
+  // stream-ordered)" when single tasks stay apart), or "cuda:1:
+  // stream-ordered, <why>".
   std::string note;
 };
 

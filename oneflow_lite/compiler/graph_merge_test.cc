@@ -88,7 +88,8 @@ void ExpectReadersBeforeUpdates(const TaskProto& task) {
 
 // `merged` has one replayed compute task on cuda:`gpu` holding the kernels
 // of `unmerged`'s compute tasks there; returns it.
-const TaskProto* ExpectMergedGpu(const Plan& merged, const Plan& unmerged, int64_t gpu) {
+const TaskProto* ExpectMergedGpu(const Plan& merged, const Plan& unmerged, int64_t gpu,
+                                 int merged_elsewhere = 0) {
   const std::vector<const TaskProto*> before = ComputeTasks(unmerged, gpu);
   const std::vector<const TaskProto*> after = ComputeTasks(merged, gpu);
   EXPECT_GE(before.size(), 2u);
@@ -105,7 +106,8 @@ const TaskProto* ExpectMergedGpu(const Plan& merged, const Plan& unmerged, int64
   EXPECT_EQ(task.op_name(), task.kernel(0).op().name());
   EXPECT_EQ(task.parallel_ctx().parallel_id(), before[0]->parallel_ctx().parallel_id());
   EXPECT_EQ(merged.machine(0).task_size(),
-            unmerged.machine(0).task_size() - static_cast<int>(before.size()) + 1);
+            unmerged.machine(0).task_size() - static_cast<int>(before.size()) + 1 -
+                merged_elsewhere);
   // Consumed registers come from outside; produced ones go only outside.
   std::map<int64_t, const RegstDescProto*> regsts;
   for (const TaskProto& t : merged.machine(0).task()) {
@@ -242,42 +244,95 @@ TEST(GraphMergeTest, CpuAndNonCapturablePlansAreUnchanged) {
       << adam_plan.graph_note();
 }
 
-// Data parallel over two GPUs: the gradients leave each GPU for the host
-// all-reduce and come back to the updates, so neither GPU is merged.
-TEST(GraphMergeTest, DataParallelGpusStayStreamOrdered) {
-  MlpSpec spec;
-  spec.placement = "0:cuda:0-1";
-  const ClusterProto cluster = MakeCluster(1, 1, 2);
-  const Plan on = MustCompile(BuildMlpJob(spec), cluster, true);
-  Plan off = MustCompile(BuildMlpJob(spec), cluster, false);
-  EXPECT_TRUE(on.graph_capturable());
-  EXPECT_EQ(ReplayedTasks(on), 0);
-  const std::string& note = on.graph_note();
-  EXPECT_EQ(note.find("cuda:0: stream-ordered, a path leaves its compute tasks at '"), 0u) << note;
-  EXPECT_NE(note.find("; cuda:1: stream-ordered, a path leaves"), std::string::npos) << note;
-  EXPECT_NE(note.find("and comes back into '"), std::string::npos) << note;
-  off.set_graph_note(note);
-  EXPECT_EQ(Bytes(on), Bytes(off));
+// The replayed tasks of cuda:`gpu`, in plan (task id) order.
+std::vector<const TaskProto*> ReplayedOn(const Plan& plan, int64_t gpu) {
+  std::vector<const TaskProto*> tasks;
+  for (const TaskProto* t : ComputeTasks(plan, gpu)) {
+    if (t->graph_replay()) tasks.push_back(t);
+  }
+  return tasks;
 }
 
-// A pipeline over two GPUs: the backward comes back to cuda:0 after cuda:1,
-// so only cuda:1 (the last stage: forward, loss, backward, update) merges.
-TEST(GraphMergeTest, PipelineMergesOnlyTheLastStage) {
+int KernelCount(const std::vector<const TaskProto*>& tasks) {
+  int n = 0;
+  for (const TaskProto* t : tasks) n += t->kernel_size();
+  return n;
+}
+
+bool IsUpdate(const KernelConf& k) {
+  const std::string& type = k.op().op_type();
+  return type.size() > 7 && type.compare(type.size() - 7, 7, "_update") == 0;
+}
+
+// Data parallel over two GPUs: the loss is reduced on the host before the
+// backward, and the gradients leave for the host all-reduce and come back
+// to the updates, so each GPU merges per level: forward (0), backward (1),
+// updates (2). One task for all would wait for itself.
+TEST(GraphMergeTest, DataParallelGpusMergeEachLevelApart) {
+  MlpSpec spec;
+  spec.placement = "0:cuda:0-1";
+  spec.optimizer = MlpOptimizer::kMomentum;
+  const ClusterProto cluster = MakeCluster(1, 1, 2);
+  const Plan on = MustCompile(BuildMlpJob(spec), cluster, true);
+  const Plan off = MustCompile(BuildMlpJob(spec), cluster, false);
+  EXPECT_TRUE(on.graph_capturable());
+  int replayed = 0;
+  for (int64_t gpu : {0, 1}) {
+    const std::string device = "@m0:cuda:" + std::to_string(gpu);
+    const std::vector<const TaskProto*> tasks = ReplayedOn(on, gpu);
+    ASSERT_EQ(tasks.size(), 3u) << "cuda:" << gpu << ": " << on.graph_note();
+    replayed += static_cast<int>(tasks.size());
+    EXPECT_EQ(ComputeTasks(on, gpu).size(), tasks.size()) << "cuda:" << gpu;
+    EXPECT_EQ(KernelCount(tasks), KernelCount(ComputeTasks(off, gpu))) << "cuda:" << gpu;
+    std::map<std::string, const TaskProto*> by_name;
+    for (const TaskProto* t : tasks) by_name[t->name()] = t;
+    ASSERT_EQ(by_name.count("compute-graph" + device), 1u);
+    ASSERT_EQ(by_name.count("compute-graph-1" + device), 1u);
+    ASSERT_EQ(by_name.count("compute-graph-2" + device), 1u);
+    const TaskProto& forward = *by_name["compute-graph" + device];
+    const TaskProto& updates = *by_name["compute-graph-2" + device];
+    for (const KernelConf& k : forward.kernel()) EXPECT_FALSE(IsUpdate(k)) << k.op().name();
+    for (const KernelConf& k : by_name["compute-graph-1" + device]->kernel()) {
+      EXPECT_FALSE(IsUpdate(k)) << k.op().name();
+    }
+    for (const KernelConf& k : updates.kernel()) EXPECT_TRUE(IsUpdate(k)) << k.op().name();
+    EXPECT_EQ(forward.kernel(forward.kernel_size() - 1).op().op_type(),
+              "sparse_softmax_cross_entropy");
+    ExpectReadersBeforeUpdates(updates);
+  }
+  EXPECT_EQ(ReplayedTasks(on), replayed);
+  const std::string& note = on.graph_note();
+  EXPECT_EQ(note.find("cuda:0: 3 captured tasks, "), 0u) << note;
+  EXPECT_NE(note.find("; cuda:1: 3 captured tasks, "), std::string::npos) << note;
+  Status memory = CheckMemoryPlan(on);
+  EXPECT_TRUE(memory.ok()) << memory;
+}
+
+// A pipeline over two GPUs: cuda:0's backward comes back after cuda:1, so
+// cuda:0 merges its forward and, apart, its backward and updates; cuda:1
+// (forward, loss, backward, update) is one task.
+TEST(GraphMergeTest, PipelineMergesEachStageByLevel) {
   MlpSpec spec;
   spec.stages = {"0:cuda:0", "0:cuda:1"};
   const ClusterProto cluster = MakeCluster(1, 1, 2);
   const Plan merged = MustCompile(BuildMlpJob(spec), cluster, true);
   const Plan unmerged = MustCompile(BuildMlpJob(spec), cluster, false);
-  const TaskProto* task = ExpectMergedGpu(merged, unmerged, 1);
+  const std::vector<const TaskProto*> first = ReplayedOn(merged, 0);
+  ASSERT_EQ(first.size(), 2u) << merged.graph_note();
+  EXPECT_EQ(KernelCount(first), KernelCount(ComputeTasks(unmerged, 0)));
+  const int merged_on_first =
+      static_cast<int>(ComputeTasks(unmerged, 0).size() - ComputeTasks(merged, 0).size());
+  const TaskProto* task = ExpectMergedGpu(merged, unmerged, 1, merged_on_first);
   ASSERT_NE(task, nullptr);
-  EXPECT_EQ(ComputeTasks(merged, 0).size(), ComputeTasks(unmerged, 0).size());
-  EXPECT_EQ(ReplayedTasks(merged), 1);
+  EXPECT_EQ(ReplayedTasks(merged), 3);
   const std::string& note = merged.graph_note();
-  EXPECT_EQ(note.find("cuda:0: stream-ordered, a path leaves its compute tasks at '"), 0u) << note;
+  EXPECT_EQ(note.find("cuda:0: 2 captured tasks, "), 0u) << note;
   EXPECT_NE(note.find("; cuda:1: one captured task, " + std::to_string(task->kernel_size()) +
                       " ops"),
             std::string::npos)
       << note;
+  Status memory = CheckMemoryPlan(merged);
+  EXPECT_TRUE(memory.ok()) << memory;
 }
 
 }  // namespace

@@ -48,7 +48,9 @@ TEST(PlacementTest, RejectsMalformedText) {
                           "0:cpu:0@"}) {
     auto p = ParsePlacementText(bad);
     EXPECT_FALSE(p.ok()) << bad;
-    if (!p.ok()) EXPECT_NE(p.status().message().find("placement"), std::string::npos);
+    if (!p.ok()) {
+      EXPECT_NE(p.status().message().find("placement"), std::string::npos) << bad;
+    }
   }
 }
 

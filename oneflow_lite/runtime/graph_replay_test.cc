@@ -88,15 +88,37 @@ StatusOr<ReplayRun> RunReplay(const Plan& plan, const ReplaySetup& setup) {
   return run;
 }
 
-StatusOr<Job> LeNetJob(const std::string& placement) {
-  return compiler::BuildLeNetJob(placement, /*batch=*/4, kIterations);
+// A job on one kind of device: `devices` is "cuda" or "cpu".
+using JobOn = std::function<StatusOr<Job>(const std::string& devices)>;
+
+StatusOr<Job> LeNetJob(const std::string& devices) {
+  return compiler::BuildLeNetJob("0:" + devices + ":0", /*batch=*/4, kIterations);
 }
 
-StatusOr<Job> MlpJob(const std::string& placement) {
+compiler::MlpSpec MlpSpecOn(const std::string& placement) {
   compiler::MlpSpec spec;
   spec.iterations = kIterations;
   spec.hidden = {32, 16};
   spec.placement = placement;
+  spec.optimizer = compiler::MlpOptimizer::kMomentum;
+  return spec;
+}
+
+StatusOr<Job> MlpJob(const std::string& devices) {
+  return compiler::BuildMlpJob(MlpSpecOn("0:" + devices + ":0"));
+}
+
+// Data parallel over two devices: per GPU, forward and backward in one
+// replayed task, the updates (after the host all-reduce) in another.
+StatusOr<Job> DataParallelJob(const std::string& devices) {
+  return compiler::BuildMlpJob(MlpSpecOn("0:" + devices + ":0-1"));
+}
+
+// Three layers in two stages: cuda:0 replays its forward and, after
+// cuda:1, its backward and updates; cuda:1 replays everything it runs.
+StatusOr<Job> PipelineJob(const std::string& devices) {
+  compiler::MlpSpec spec = MlpSpecOn("0:" + devices + ":0");
+  spec.stages = {"0:" + devices + ":0", "0:" + devices + ":0", "0:" + devices + ":1"};
   return compiler::BuildMlpJob(spec);
 }
 
@@ -106,18 +128,20 @@ int ReplayTasks(const Plan& plan) {
   return count;
 }
 
-// The cuda:0 plan (merged, emulated on the CPU) and the CPU plan of a job.
+// The CUDA plan (merged, emulated on the CPU) and the CPU plan of a job.
+// Both clusters have two CPU devices, so CPU kernels get the same threads
+// (bitwise equal results need the same reduction order).
 struct PlanPair {
   Plan cuda;
   Plan cpu;
 };
 
-StatusOr<PlanPair> Plans(const std::function<StatusOr<Job>(const std::string&)>& build) {
-  ASSIGN_OR_RETURN(Job cuda_job, build("0:cuda:0"));
-  ASSIGN_OR_RETURN(Job cpu_job, build("0:cpu:0"));
+StatusOr<PlanPair> Plans(const JobOn& build) {
+  ASSIGN_OR_RETURN(Job cuda_job, build("cuda"));
+  ASSIGN_OR_RETURN(Job cpu_job, build("cpu"));
   PlanPair plans;
-  ASSIGN_OR_RETURN(plans.cuda, compiler::Compile(cuda_job, compiler::MakeCluster(1, 1, 1)));
-  ASSIGN_OR_RETURN(plans.cpu, compiler::Compile(cpu_job, compiler::MakeCluster(1, 1)));
+  ASSIGN_OR_RETURN(plans.cuda, compiler::Compile(cuda_job, compiler::MakeCluster(1, 2, 2)));
+  ASSIGN_OR_RETURN(plans.cpu, compiler::Compile(cpu_job, compiler::MakeCluster(1, 2)));
   if (testing::EmulateCudaOnCpu(&plans.cuda) == 0) return InternalError("no CUDA task moved");
   return plans;
 }
@@ -132,29 +156,41 @@ void ExpectSameLosses(const ReplayRun& got, const ReplayRun& want, const std::st
 }
 
 TEST(GraphReplayTest, ReplayedMergedPlansGiveBitwiseTheSynchronousLosses) {
-  const std::map<std::string, std::function<StatusOr<Job>(const std::string&)>> jobs = {
-      {"mlp", MlpJob}, {"lenet5", LeNetJob}};
-  for (const auto& [name, build] : jobs) {
-    StatusOr<PlanPair> plans = Plans(build);
-    ASSERT_TRUE(plans.ok()) << name << ": " << plans.status();
-    ASSERT_EQ(ReplayTasks(plans->cuda), 1) << name << ": " << plans->cuda.graph_note();
+  struct Case {
+    std::string name;
+    JobOn build;
+    int min_replayed_tasks;  // merged tasks the compiler must make, at least
+  };
+  // Two GPUs: each merges per level (forward, backward after the host's
+  // loss reduction, updates after the all-reduce; a pipeline's first GPU
+  // its forward and its backward).
+  const std::vector<Case> cases = {{"mlp", MlpJob, 1},
+                                   {"lenet5", LeNetJob, 1},
+                                   {"data_parallel", DataParallelJob, 4},
+                                   {"pipeline", PipelineJob, 3}};
+  for (const Case& c : cases) {
+    StatusOr<PlanPair> plans = Plans(c.build);
+    ASSERT_TRUE(plans.ok()) << c.name << ": " << plans.status();
+    const int replayed_tasks = ReplayTasks(plans->cuda);
+    ASSERT_GE(replayed_tasks, c.min_replayed_tasks) << c.name << ": " << plans->cuda.graph_note();
+    if (c.min_replayed_tasks == 1) EXPECT_EQ(replayed_tasks, 1) << plans->cuda.graph_note();
     StatusOr<ReplayRun> want = RunReplay(plans->cpu, ReplaySetup{.async = false});
-    ASSERT_TRUE(want.ok()) << name << ": " << want.status();
-    EXPECT_EQ(want->tasks, 0) << name;
+    ASSERT_TRUE(want.ok()) << c.name << ": " << want.status();
+    EXPECT_EQ(want->tasks, 0) << c.name;
     for (uint64_t seed : {1, 2}) {
-      const std::string what = name + " seed " + std::to_string(seed);
+      const std::string what = c.name + " seed " + std::to_string(seed);
       StatusOr<ReplayRun> got = RunReplay(plans->cuda, ReplaySetup{.seed = seed});
       ASSERT_TRUE(got.ok()) << what << ": " << got.status();
       ExpectSameLosses(*got, *want, what);
-      // One task captured a graph per set of buffers (the batch alternates
-      // between its copies), then replayed: every act after the first
-      // uncaptured one of each set is a launch.
-      EXPECT_EQ(got->tasks, 1) << what;
+      // Each merged task captured a graph per set of buffers (the batch
+      // alternates between its copies), then replayed: every act after the
+      // first uncaptured one of each set is a launch.
+      EXPECT_EQ(got->tasks, replayed_tasks) << what;
       EXPECT_EQ(got->fallbacks, 0) << what << ": " << got->note;
-      EXPECT_GE(got->captures, 1) << what;
-      EXPECT_LE(got->captures, 4) << what;
+      EXPECT_GE(got->captures, replayed_tasks) << what;
+      EXPECT_LE(got->captures, 4 * replayed_tasks) << what;
       EXPECT_EQ(got->launches, got->captures + got->replayed) << what;
-      EXPECT_GE(got->launches, kIterations - 2 * got->captures) << what;
+      EXPECT_GE(got->launches, replayed_tasks * kIterations - 2 * got->captures) << what;
     }
   }
 }
