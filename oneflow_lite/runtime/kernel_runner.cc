@@ -129,15 +129,12 @@ void KernelRunner::StopReplay(const std::string& why) {
 }
 
 Status KernelRunner::RunReplayed(ActContext* context) {
+  // The register copies of the act fix the address of every blob bound
+  // (a copy's blobs sit at fixed offsets in its memory).
   std::vector<const void*> key;
-  for (const Entry& entry : entries_) {
-    for (const auto* bindings : {&entry.conf->input(), &entry.conf->output()}) {
-      for (const BlobBinding& binding : *bindings) {
-        ASSIGN_OR_RETURN(Blob * blob, ResolveBinding(binding, context));
-        key.push_back(blob->raw());
-      }
-    }
-  }
+  key.reserve(context->consumed.size() + context->produced.size());
+  for (const auto& [id, regst] : context->consumed) key.push_back(regst);
+  for (const auto& [id, regst] : context->produced) key.push_back(regst);
   const DeviceContext* device = env_->device;
   auto found = graphs_.find(key);
   if (found != graphs_.end() && found->second.graph != nullptr) {

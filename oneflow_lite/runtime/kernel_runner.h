@@ -16,7 +16,9 @@
 // Graph replay (TaskProto.graph_replay, docs/gpu.md "Graph replay"): when
 // the env allows it (graph_replay on, check_nan off), the device context
 // SupportsGraphs() and no register the kernels bind is dynamic, an act is
-// keyed by the addresses of every blob its kernels bind. The first act of
+// keyed by the register copies it holds (which fix the address of every
+// blob its kernels bind: a copy's blobs sit at fixed offsets in its
+// memory). The first act of
 // a key runs kernel by kernel (lazy allocations, algorithm choice); the
 // second is captured (DeviceContext::BeginCapture .. EndCapture) and
 // launched; every later act of that key launches the graph
