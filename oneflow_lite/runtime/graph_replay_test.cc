@@ -114,6 +114,14 @@ StatusOr<Job> DataParallelJob(const std::string& devices) {
   return compiler::BuildMlpJob(MlpSpecOn("0:" + devices + ":0-1"));
 }
 
+// Model parallel over two devices (the layers' weights split by columns,
+// the activations gathered on the host between layers).
+StatusOr<Job> ModelParallelJob(const std::string& devices) {
+  compiler::MlpSpec spec = MlpSpecOn("0:" + devices + ":0-1");
+  spec.model_parallel = compiler::ModelParallel::kSplitColumns;
+  return compiler::BuildMlpJob(spec);
+}
+
 // Three layers in two stages: cuda:0 replays its forward and, after
 // cuda:1, its backward and updates; cuda:1 replays everything it runs.
 StatusOr<Job> PipelineJob(const std::string& devices) {
@@ -167,6 +175,7 @@ TEST(GraphReplayTest, ReplayedMergedPlansGiveBitwiseTheSynchronousLosses) {
   const std::vector<Case> cases = {{"mlp", MlpJob, 1},
                                    {"lenet5", LeNetJob, 1},
                                    {"data_parallel", DataParallelJob, 4},
+                                   {"model_parallel", ModelParallelJob, 2},
                                    {"pipeline", PipelineJob, 3}};
   for (const Case& c : cases) {
     StatusOr<PlanPair> plans = Plans(c.build);
