@@ -7,11 +7,11 @@
 // PlanMemory, only for plans GraphCaptureBlocker() accepts. Per CUDA device
 // d, the TASK_COMPUTE tasks of d on kComputeStream are grouped by level:
 // how many times a path into the task left those tasks and came back (in
-// data parallelism over GPUs the loss is reduced on the host before the
-// backward and the gradients leave for the host all-reduce before the
-// updates: forward level 0, backward 1, updates 2; one GPU: everything is
-// level 0). Each level is convex
-// (no path leaves it and returns), so merging it cannot make a cycle. Each
+// data parallelism over GPUs the per-example losses are gathered through
+// the host for their mean before the backward, and the gradients leave for
+// the host all-reduce before the updates: forward level 0, backward 1,
+// updates 2; one GPU: everything is level 0). Each level is convex (no
+// path leaves it and returns), so merging it cannot make a cycle. Each
 // level S, lowest first:
 //   - |S| < 2, or S tasks of different parallel_id / parallel_num: left
 //     alone (the note says why);

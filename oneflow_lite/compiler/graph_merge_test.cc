@@ -264,10 +264,11 @@ bool IsUpdate(const KernelConf& k) {
   return type.size() > 7 && type.compare(type.size() - 7, 7, "_update") == 0;
 }
 
-// Data parallel over two GPUs: the loss is reduced on the host before the
-// backward, and the gradients leave for the host all-reduce and come back
-// to the updates, so each GPU merges per level: forward (0), backward (1),
-// updates (2). One task for all would wait for itself.
+// Data parallel over two GPUs: the per-example losses are gathered through
+// the host (for their mean) before the backward, and the gradients leave
+// for the host all-reduce and come back to the updates, so each GPU merges
+// per level: forward (0), backward (1), updates (2). One task for all would
+// wait for itself.
 TEST(GraphMergeTest, DataParallelGpusMergeEachLevelApart) {
   MlpSpec spec;
   spec.placement = "0:cuda:0-1";

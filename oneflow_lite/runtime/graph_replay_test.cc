@@ -170,7 +170,7 @@ TEST(GraphReplayTest, ReplayedMergedPlansGiveBitwiseTheSynchronousLosses) {
     int min_replayed_tasks;  // merged tasks the compiler must make, at least
   };
   // Two GPUs: each merges per level (forward, backward after the host's
-  // loss reduction, updates after the all-reduce; a pipeline's first GPU
+  // gathering of the per-example losses, updates after the all-reduce; a pipeline's first GPU
   // its forward and its backward).
   const std::vector<Case> cases = {{"mlp", MlpJob, 1},
                                    {"lenet5", LeNetJob, 1},
