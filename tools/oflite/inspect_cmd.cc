@@ -152,8 +152,9 @@ std::pair<int, int> EdgeSyncCounts(const Plan& plan) {
   return {stream, event};
 }
 
-// The merged compute tasks the runtime may capture and replay, one per GPU
-// at most (TaskProto.graph_replay, compiler/graph_merge.h).
+// The merged compute tasks the runtime may capture and replay, one per
+// level of a GPU's compute stream (TaskProto.graph_replay,
+// compiler/graph_merge.h).
 std::vector<const TaskProto*> ReplayedTasks(const Plan& plan) {
   std::vector<const TaskProto*> tasks;
   for (const MachinePlan& m : plan.machine()) {
@@ -367,7 +368,7 @@ void PrintActor(const Plan& plan, const TaskProto& t) {
               static_cast<long long>(t.parallel_ctx().parallel_id()),
               static_cast<long long>(t.parallel_ctx().parallel_num()));
   if (t.graph_replay()) {
-    std::printf("  graph replay: this act may be captured once per set of buffer addresses "
+    std::printf("  graph replay: this act may be captured once per set of register copies "
                 "and replayed (%d kernels)\n",
                 t.kernel_size());
   }
