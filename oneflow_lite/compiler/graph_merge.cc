@@ -8,23 +8,11 @@
 #include <set>
 #include <vector>
 
-#include "oneflow_lite/common/attr.h"
+#include "oneflow_lite/ops/graph_capture.h"
 
 namespace oflite {
 namespace compiler {
 namespace {
-
-// A replayed graph repeats its launch arguments: ops whose arguments the
-// kernel derives from the iteration (Adam's bias correction, dropout's
-// seed, a learning-rate schedule other than a constant without warm-up)
-// cannot be captured once.
-bool ReadsIterationOnHost(const OpConf& op) {
-  if (op.op_type() == "adam_update" || op.op_type() == "dropout") return true;
-  if (op.op_type() != "sgd_update" && op.op_type() != "momentum_update") return false;
-  AttrView attrs(op);
-  return attrs.GetStringOr("lr_type", "constant") != "constant" ||
-         attrs.GetIntOr("warmup_iters", 0) > 0;
-}
 
 bool Contains(const std::vector<int>& values, int value) {
   return std::find(values.begin(), values.end(), value) != values.end();
@@ -338,7 +326,7 @@ std::string GraphCaptureBlocker(const TaskGraph& graph, const ClusterProto& clus
           "task '" + t.name + "' (" + TaskType_Name(t.type) + ") runs host code on a CUDA stream";
     }
     for (const KernelConf& k : t.kernels) {
-      if (why_not.empty() && ReadsIterationOnHost(k.op())) {
+      if (why_not.empty() && LaunchArgumentsFollowTheIteration(k.op())) {
         why_not = "op '" + k.op().name() + "' (" + k.op().op_type() +
                   ") computes a launch argument from the iteration on the host";
       }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "oneflow_lite/common/edge_sync.h"
+#include "oneflow_lite/ops/graph_capture.h"
 #include "oneflow_lite/plan/plan_index.h"
 
 namespace oflite {
@@ -162,6 +163,15 @@ Status CheckTaskHeader(const TaskProto& task, int64_t machine, const ClusterView
   if (task.graph_replay() && task.type() != TASK_COMPUTE) {
     return TaskError(task, "graph_replay", "set on a ", TaskType_Name(task.type()),
                      " task; only a TASK_COMPUTE task is replayed");
+  }
+  // A replay repeats the captured launch arguments (ops/graph_capture.h).
+  for (const KernelConf& kernel : task.kernel()) {
+    if (task.graph_replay() && LaunchArgumentsFollowTheIteration(kernel.op())) {
+      return TaskError(task, "graph_replay", "set on a task with op '", kernel.op().name(),
+                       "' (", kernel.op().op_type(),
+                       "), whose launch arguments follow the iteration: a replay would repeat "
+                       "the captured iteration's");
+    }
   }
   return Status::OK();
 }

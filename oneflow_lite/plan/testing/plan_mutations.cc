@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "oneflow_lite/common/attr.h"
 #include "oneflow_lite/common/id.h"
 
 namespace oflite {
@@ -137,6 +138,21 @@ Needles ReplayedVariable(Plan* plan) {
           "set on a TASK_VARIABLE task; only a TASK_COMPUTE task is replayed"};
 }
 
+// A replayed task given an op whose launch arguments follow the iteration
+// (a learning-rate schedule on its momentum update): a replay would repeat
+// the captured iteration's learning rate.
+Needles ReplayedSchedule(Plan* plan) {
+  TaskProto* merged = FindTask(plan, [](const TaskProto& t) { return t.graph_replay(); });
+  if (merged == nullptr) return {};
+  for (KernelConf& kernel : *merged->mutable_kernel()) {
+    if (kernel.op().op_type() != "momentum_update") continue;
+    SetStringAttr(kernel.mutable_op(), "lr_type", "cosine");
+    return {TaskLabelForTest(*merged), "graph_replay", "'" + kernel.op().name() + "'",
+            "whose launch arguments follow the iteration"};
+  }
+  return {};
+}
+
 }  // namespace
 
 std::vector<PlanMutation> PlanMutations() {
@@ -156,6 +172,7 @@ std::vector<PlanMutation> PlanMutations() {
       {"machine_id_out_of_cluster", "mlp", MachineOutOfCluster},
       {"unlisted_mutator", "mlp", UnlistedMutator},
       {"replayed_variable", "cuda_one_gpu", ReplayedVariable},
+      {"replayed_lr_schedule", "cuda_one_gpu", ReplayedSchedule},
   };
 }
 
