@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "oneflow_lite/api/graph.h"
+#include "oneflow_lite/api/models.h"
 
 namespace oflite {
 namespace compiler {
@@ -77,13 +78,7 @@ StatusOr<Job> BuildLeNetJob(const std::string& placement, int64_t batch, int64_t
   Graph g("lenet5", /*seed=*/7);
   g.SetPlacement(Placement::Parse(placement));
   Batch data = g.RandomBatch(Shape{batch, 1, 28, 28}, 10);
-  Conv2dOptions same;
-  same.padding = {2, 2};
-  Tensor x = g.MaxPool2d(g.Relu(g.Conv2d(data.image, 6, 5, same)), 2);
-  x = g.MaxPool2d(g.Relu(g.Conv2d(x, 16, 5)), 2);
-  x = g.Relu(g.Dense(x, 120));
-  x = g.Relu(g.Dense(x, 84));
-  Tensor logits = g.Dense(x, 10);
+  Tensor logits = LeNet5Logits(&g, data.image);
   g.Minimize(g.SparseSoftmaxCrossEntropy(logits, data.label), Momentum{0.05, 0.9});
   g.SetIterations(iterations);
   return g.Build();
