@@ -123,32 +123,24 @@ class DeviceMerger {
     return "";
   }
 
-  // Rewrites the graph; returns the merged task's kernel count.
-  StatusOr<int> Merge() {
-    ASSIGN_OR_RETURN(std::vector<int> order, KernelOrder());
+  // Rewrites the graph; returns the merged task's kernel count. `next`:
+  // Successors() of the graph as it is.
+  StatusOr<int> Merge(const std::vector<std::set<int>>& next) {
+    ASSIGN_OR_RETURN(std::vector<int> order, KernelOrder(next));
     return Rewrite(order);
   }
 
  private:
-  // S in a topological order: producer before consumer, each S reader of a
-  // register before the S task mutating it in place; ties by task index.
-  StatusOr<std::vector<int>> KernelOrder() const {
-    std::map<int, std::set<int>> next;
-    for (const RegstNode& r : g_->regsts) {
-      for (int c : r.consumers) {
-        if (in_s_[r.producer] && in_s_[c] && c != r.producer) next[r.producer].insert(c);
-      }
-      for (int m : r.mutators) {
-        if (!in_s_[m]) continue;
-        for (int c : r.consumers) {
-          if (in_s_[c] && !Contains(r.mutators, c)) next[c].insert(m);
-        }
-      }
-    }
+  // S in a topological order of `next` restricted to S (producer before
+  // consumer, each S reader of a register before the S task mutating it in
+  // place); ties by task index.
+  StatusOr<std::vector<int>> KernelOrder(const std::vector<std::set<int>>& next) const {
     std::map<int, int> waiting;
     for (int t : s_) waiting[t] = 0;
-    for (const auto& [t, successors] : next) {
-      for (int s : successors) ++waiting[s];
+    for (int t : s_) {
+      for (int s : next[t]) {
+        if (in_s_[s]) ++waiting[s];
+      }
     }
     std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
     for (const auto& [t, count] : waiting) {
@@ -160,7 +152,7 @@ class DeviceMerger {
       ready.pop();
       order.push_back(t);
       for (int s : next[t]) {
-        if (--waiting[s] == 0) ready.push(s);
+        if (in_s_[s] && --waiting[s] == 0) ready.push(s);
       }
     }
     if (order.size() != s_.size()) {
@@ -261,14 +253,15 @@ class DeviceMerger {
 
 // Merges the convex groups of one GPU's compute tasks, lowest level first
 // (indices change with every merge, so the groups are recomputed); returns
-// the device's note entry and counts merged tasks in *merged.
-StatusOr<std::string> MergeDevice(TaskGraph* g, const DeviceRef& device, int* merged) {
+// the device's note entry.
+StatusOr<std::string> MergeDevice(TaskGraph* g, const DeviceRef& device) {
   std::vector<int> ops;
   std::string why_not;
   int left = 0;  // compute tasks left on the stream
   for (;;) {
     const std::vector<bool> in_s = UnmergedComputeTasks(*g, device);
-    const std::vector<std::vector<int>> groups = GroupsByLevel(*g, Successors(*g), in_s);
+    const std::vector<std::set<int>> next = Successors(*g);
+    const std::vector<std::vector<int>> groups = GroupsByLevel(*g, next, in_s);
     bool progressed = false;
     left = 0;
     for (const std::vector<int>& group : groups) {
@@ -283,13 +276,12 @@ StatusOr<std::string> MergeDevice(TaskGraph* g, const DeviceRef& device, int* me
         if (why_not.empty()) why_not = mismatch;
         continue;
       }
-      ASSIGN_OR_RETURN(int kernels, merger.Merge());
+      ASSIGN_OR_RETURN(int kernels, merger.Merge(next));
       ops.push_back(kernels);
       progressed = true;
     }
     if (!progressed) break;
   }
-  *merged = static_cast<int>(ops.size());
   const std::string label = DeviceLabel(device);
   if (ops.empty()) {
     if (why_not.empty()) {
@@ -349,10 +341,7 @@ StatusOr<GraphMergeResult> MergeGpuComputeTasks(TaskGraph* graph) {
   }
   GraphMergeResult result;
   for (const DeviceRef& device : devices) {
-    int merged = 0;
-    ASSIGN_OR_RETURN(std::string entry, MergeDevice(graph, device, &merged));
-    result.merged_devices += merged > 0 ? 1 : 0;
-    result.merged_tasks += merged;
+    ASSIGN_OR_RETURN(std::string entry, MergeDevice(graph, device));
     result.note += (result.note.empty() ? "" : "; ") + entry;
   }
   return result;

@@ -46,8 +46,6 @@ namespace compiler {
 std::string GraphCaptureBlocker(const TaskGraph& graph, const ClusterProto& cluster);
 
 struct GraphMergeResult {
-  int merged_devices = 0;  // GPUs with at least one merged task
-  int merged_tasks = 0;    // merged tasks, all GPUs
   // Per GPU with compute tasks, "; "-separated: "cuda:0: one captured task,
   // 12 ops", "cuda:0: 2 captured tasks, 10 + 4 ops" (with "(N more
   // stream-ordered)" when single tasks stay apart), or "cuda:1:

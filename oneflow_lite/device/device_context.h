@@ -54,8 +54,6 @@ enum class CopyKind { kHostToHost, kHostToDevice, kDeviceToHost, kDeviceToDevice
 class DeviceGraph {
  public:
   virtual ~DeviceGraph() = default;
-  // Enqueued items it holds (for tests and logs; 0 when unknown).
-  virtual int64_t size() const { return 0; }
 };
 
 class DeviceContext {

@@ -76,11 +76,11 @@ StatusOr<ReplayRun> RunReplay(const Plan& plan, const ReplaySetup& setup) {
   {
     ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(plan, options));
     RETURN_IF_ERROR(runtime->Run());
-    const GraphReplayStats& stats = runtime->graph_replay_stats();
-    run.tasks = stats.tasks.load();
-    run.replayed = stats.replayed.load();
-    run.fallbacks = stats.fallbacks.load();
-    run.note = stats.fallback_note();
+    const RunStats& stats = runtime->stats();
+    run.tasks = stats.graph_tasks;
+    run.replayed = stats.acts_replayed;
+    run.fallbacks = stats.graph_fallbacks;
+    run.note = stats.graph_note;
   }
   run.loss = recorder.values["loss"];
   run.captures = counters->captures.load();

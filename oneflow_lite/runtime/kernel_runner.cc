@@ -77,38 +77,32 @@ StatusOr<std::unique_ptr<KernelRunner>> KernelRunner::Create(const TaskProto& ta
     if (!kernel.ok()) return kernel.status().WithContext(where);
     runner->entries_.push_back(Entry{&conf, std::move(kernel).value()});
   }
-  if (task.graph_replay()) {
-    std::string why_not;
-    if (!env.graph_replay) why_not = "graph replay is off";
-    if (env.check_nan) why_not = "the NaN check is on";
-    if (env.device == nullptr || !env.device->SupportsGraphs()) {
-      why_not = "its device context cannot capture graphs";
-    }
-    for (const KernelConf& conf : task.kernel()) {
-      for (const auto* bindings : {&conf.input(), &conf.output()}) {
-        for (const BlobBinding& binding : *bindings) {
-          const RegstDescProto* desc = env.regsts->FindDesc(binding.regst_desc_id());
-          if (why_not.empty() && desc != nullptr && desc->is_dynamic()) {
-            why_not = "register " + std::to_string(binding.regst_desc_id()) + " is dynamic";
-          }
-        }
-      }
-    }
-    runner->replay_ = why_not.empty();
-    // A device without graphs (the CPU) runs such a task kernel by kernel
-    // as planned; only a real reason to give up is worth a note.
-    if (!why_not.empty() && env.graph_stats != nullptr && env.device != nullptr &&
-        env.device->SupportsGraphs()) {
-      env.graph_stats->NoteFallback("task '" + task.name() + "' runs stream-ordered: " + why_not);
-    }
+  if (!task.graph_replay()) return runner;
+  // A device without graphs (the CPU) runs such a task kernel by kernel as
+  // planned; only a real reason to give up is worth a note.
+  if (env.device == nullptr || !env.device->SupportsGraphs()) return runner;
+  const std::string why_not = WhyNoReplay(task, env);
+  runner->replay_ = why_not.empty();
+  if (!why_not.empty() && env.graph_stats != nullptr) {
+    env.graph_stats->NoteFallback("task '" + task.name() + "' runs stream-ordered: " + why_not);
   }
   return runner;
 }
 
-int KernelRunner::graph_count() const {
-  int count = 0;
-  for (const auto& [key, keyed] : graphs_) count += keyed.graph != nullptr ? 1 : 0;
-  return count;
+std::string KernelRunner::WhyNoReplay(const TaskProto& task, const ActorEnv& env) {
+  if (env.check_nan) return "the NaN check is on";
+  if (!env.graph_replay) return "graph replay is off";
+  for (const KernelConf& conf : task.kernel()) {
+    for (const auto* bindings : {&conf.input(), &conf.output()}) {
+      for (const BlobBinding& binding : *bindings) {
+        const RegstDescProto* desc = env.regsts->FindDesc(binding.regst_desc_id());
+        if (desc != nullptr && desc->is_dynamic()) {
+          return "register " + std::to_string(binding.regst_desc_id()) + " is dynamic";
+        }
+      }
+    }
+  }
+  return "";
 }
 
 Status KernelRunner::Run(ActContext* context) {
@@ -149,7 +143,10 @@ Status KernelRunner::RunReplayed(ActContext* context) {
   }
   // The first act of a key runs uncaptured (lazy allocations, algorithm
   // choice happen outside the capture); the second is captured.
-  if (found->second.uncaptured++ == 0) return RunAll(context);
+  if (!found->second.ran_uncaptured) {
+    found->second.ran_uncaptured = true;
+    return RunAll(context);
+  }
   Status began = device->BeginCapture();
   if (!began.ok()) {
     StopReplay("BeginCapture failed: " + began.ToString());
@@ -165,9 +162,10 @@ Status KernelRunner::RunReplayed(ActContext* context) {
   RETURN_IF_ERROR(ran);  // a kernel's own error: the capture was fine
   found->second.graph = std::move(graph).value();
   if (env_->graph_stats != nullptr) {
-    if (graph_count() == 1) env_->graph_stats->tasks.fetch_add(1);
+    if (!captured_any_) env_->graph_stats->tasks.fetch_add(1);
     env_->graph_stats->captured.fetch_add(1);
   }
+  captured_any_ = true;
   // Capture only recorded the work: launching it is this act's run.
   trace::Slice traced("graph", task_->name(), &graph_trace_name_);
   return device->LaunchGraph(*found->second.graph);

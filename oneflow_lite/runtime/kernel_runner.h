@@ -61,10 +61,6 @@ class KernelRunner {
   // kernel ran.
   Status ReportDeferredErrors() const;
   int kernel_count() const { return static_cast<int>(entries_.size()); }
-  // Whether acts may be replayed, and graphs held (see above).
-  bool replays() const { return replay_; }
-  int graph_count() const;
-
   static constexpr int kMaxGraphs = 8;
 
  private:
@@ -81,11 +77,14 @@ class KernelRunner {
     std::vector<std::pair<std::string, Blob*>> inputs;
     std::vector<std::pair<std::string, Blob*>> outputs;
   };
-  // One key of graph replay: its uncaptured acts so far, then its graph.
+  // One key of graph replay: its first act ran uncaptured, then its graph.
   struct KeyedGraph {
-    int uncaptured = 0;
+    bool ran_uncaptured = false;
     std::unique_ptr<DeviceGraph> graph;
   };
+  // Why a task marked graph_replay runs kernel by kernel on a device that
+  // can capture, or "".
+  static std::string WhyNoReplay(const TaskProto& task, const ActorEnv& env);
   KernelRunner(const TaskProto& task, const ActorEnv& env) : task_(&task), env_(&env) {}
   Status RunAll(ActContext* context);
   Status RunReplayed(ActContext* context);
@@ -98,6 +97,7 @@ class KernelRunner {
   std::vector<Entry> entries_;
   int64_t last_piece_ = -1;  // the iteration of the latest Run
   bool replay_ = false;
+  bool captured_any_ = false;
   std::map<std::vector<const void*>, KeyedGraph> graphs_;
   trace::InternedName graph_trace_name_;
 };

@@ -365,6 +365,7 @@ Status Runtime::Run() {
   stats_.graph_tasks = graph_stats_.tasks.load();
   stats_.graphs_captured = graph_stats_.captured.load();
   stats_.acts_replayed = graph_stats_.replayed.load();
+  stats_.graph_fallbacks = graph_stats_.fallbacks.load();
   stats_.graph_note = graph_stats_.fallback_note();
   std::lock_guard<std::mutex> lock(mutex_);
   if (first_error_.ok()) return Status::OK();

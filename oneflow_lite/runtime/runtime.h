@@ -104,12 +104,13 @@ struct RunStats {
   int64_t acts = 0;      // acts of all actors
   int64_t messages = 0;  // messages routed by the bus
   double seconds = 0;    // wall time of Run
-  // Graph replay (graph_replay_stats() at the end of Run): tasks that
-  // captured graphs, graphs captured, acts run as graph launches, and the
-  // first reason a task marked for replay ran kernel by kernel instead.
+  // Graph replay (kernel_runner.h): tasks that captured graphs, graphs
+  // captured, acts run as graph launches, tasks marked for replay that ran
+  // kernel by kernel instead, and the first such task's reason.
   int64_t graph_tasks = 0;
   int64_t graphs_captured = 0;
   int64_t acts_replayed = 0;
+  int64_t graph_fallbacks = 0;
   std::string graph_note;
 };
 
@@ -121,9 +122,6 @@ class Runtime {
   Status Run();
   // Valid after Run.
   const RunStats& stats() const { return stats_; }
-  // Graph replay of tasks marked TaskProto.graph_replay (kernel_runner.h);
-  // the counters grow during Run.
-  const GraphReplayStats& graph_replay_stats() const { return graph_stats_; }
   LocalMessageBus* bus() { return &bus_; }
   const RegstStore* regsts() const { return regsts_.get(); }
   int64_t start_iter() const { return start_iter_; }

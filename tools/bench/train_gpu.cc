@@ -98,11 +98,10 @@ StatusOr<double> RunSeconds(const Plan& plan, int64_t iters, bool want_replay) {
   options.watchdog_timeout = std::chrono::milliseconds(60000);
   ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(plan, options));
   RETURN_IF_ERROR(runtime->Run());
-  const GraphReplayStats& replay = runtime->graph_replay_stats();
-  if (want_replay && replay.replayed.load() == 0) {
+  const RunStats& stats = runtime->stats();
+  if (want_replay && stats.acts_replayed == 0) {
     return UnavailableError("the runtime replayed no graph: ",
-                            replay.fallback_note().empty() ? plan.graph_note()
-                                                           : replay.fallback_note());
+                            stats.graph_note.empty() ? plan.graph_note() : stats.graph_note);
   }
   return runtime->stats().seconds;
 }

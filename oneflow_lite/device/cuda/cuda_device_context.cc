@@ -24,17 +24,14 @@ cudaMemcpyKind ToCudaKind(CopyKind kind) {
 // captured on.
 class CudaGraph final : public DeviceGraph {
  public:
-  CudaGraph(cudaStream_t stream, cudaGraphExec_t exec, int64_t nodes)
-      : stream_(stream), exec_(exec), nodes_(nodes) {}
+  CudaGraph(cudaStream_t stream, cudaGraphExec_t exec) : stream_(stream), exec_(exec) {}
   ~CudaGraph() override { cudaGraphExecDestroy(exec_); }
-  int64_t size() const override { return nodes_; }
   cudaStream_t stream() const { return stream_; }
   cudaGraphExec_t exec() const { return exec_; }
 
  private:
   cudaStream_t stream_;
   cudaGraphExec_t exec_;
-  int64_t nodes_;
 };
 
 }  // namespace
@@ -133,8 +130,6 @@ StatusOr<std::unique_ptr<DeviceGraph>> CudaDeviceContext::EndCapture() const {
     cudaGetLastError();  // the capture's error is reported here, not sticky
     return CudaStatus(ended, "cudaStreamEndCapture", __FILE__, __LINE__);
   }
-  size_t nodes = 0;
-  cudaGraphGetNodes(graph, nullptr, &nodes);
   cudaGraphExec_t exec = nullptr;
   cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
@@ -142,7 +137,7 @@ StatusOr<std::unique_ptr<DeviceGraph>> CudaDeviceContext::EndCapture() const {
     cudaGetLastError();
     return CudaStatus(made, "cudaGraphInstantiate", __FILE__, __LINE__);
   }
-  return std::unique_ptr<DeviceGraph>(new CudaGraph(stream_, exec, static_cast<int64_t>(nodes)));
+  return std::unique_ptr<DeviceGraph>(new CudaGraph(stream_, exec));
 }
 
 Status CudaDeviceContext::LaunchGraph(const DeviceGraph& graph) const {

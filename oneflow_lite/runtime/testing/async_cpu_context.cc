@@ -19,7 +19,6 @@ class RecordedGraph final : public DeviceGraph {
  public:
   RecordedGraph(const AsyncCpuDeviceContext* owner, std::vector<std::function<Status()>> work)
       : owner_(owner), work_(std::move(work)) {}
-  int64_t size() const override { return static_cast<int64_t>(work_.size()); }
   const AsyncCpuDeviceContext* owner() const { return owner_; }
   const std::vector<std::function<Status()>>& work() const { return work_; }
 
@@ -108,12 +107,16 @@ Status AsyncCpuDeviceContext::OnStreamDone(const std::string& label, DoneCallbac
 
 Status AsyncCpuDeviceContext::Launch(std::function<Status()> work) const {
   RETURN_IF_ERROR(CheckThread("Launch"));
+  Submit(std::move(work));
+  return Status::OK();
+}
+
+void AsyncCpuDeviceContext::Submit(std::function<Status()> work) const {
   if (capturing_) {
     recorded_.push_back(std::move(work));
-    return Status::OK();
+  } else {
+    Enqueue(Item{std::move(work), true});
   }
-  Enqueue(Item{std::move(work), true});
-  return Status::OK();
 }
 
 Status AsyncCpuDeviceContext::Memcpy(void* dst, const void* src, int64_t bytes,
@@ -121,15 +124,10 @@ Status AsyncCpuDeviceContext::Memcpy(void* dst, const void* src, int64_t bytes,
   RETURN_IF_ERROR(CheckThread("Memcpy"));
   if (bytes < 0) return InvalidArgumentError("Memcpy of ", bytes, " bytes");
   if (bytes == 0) return Status::OK();
-  auto copy = [dst, src, bytes] {
+  Submit([dst, src, bytes] {
     std::memcpy(dst, src, static_cast<size_t>(bytes));
     return Status::OK();
-  };
-  if (capturing_) {
-    recorded_.push_back(std::move(copy));
-    return Status::OK();
-  }
-  Enqueue(Item{std::move(copy), true});
+  });
   return Status::OK();
 }
 

@@ -106,6 +106,8 @@ class AsyncCpuDeviceContext final : public DeviceContext {
     bool is_copy = false;  // a copy or launched work (not a completion)
   };
   Status CheckThread(const char* what) const;
+  // Launched work or a copy: recorded while capturing, else queued.
+  void Submit(std::function<Status()> work) const;
   void Enqueue(Item item) const;
   Status StickyError() const;
   void Work();
