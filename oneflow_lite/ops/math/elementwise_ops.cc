@@ -96,28 +96,6 @@ Status DivSbp(SbpContext* ctx) {
   return Status::OK();
 }
 
-StatusOr<std::string> Binary(GradContext* ctx, const std::string& type, const std::string& x,
-                             const std::string& y, const std::string& suffix) {
-  return AddGradOp(ctx,
-                   OpConfBuilder(type, GradOpName(*ctx, suffix))
-                       .Input("x", x)
-                       .Input("y", y)
-                       .Output("out")
-                       .Build(),
-                   "out");
-}
-
-StatusOr<std::string> ScalarMul(GradContext* ctx, const std::string& in, double value,
-                                const std::string& suffix) {
-  return AddGradOp(ctx,
-                   OpConfBuilder("scalar_mul", GradOpName(*ctx, suffix))
-                       .Input("in", in)
-                       .Output("out")
-                       .Attr("value", value)
-                       .Build(),
-                   "out");
-}
-
 // Sets input `arg`'s gradient to `grad` (output-shaped) summed to its shape.
 Status SetReducedGrad(GradContext* ctx, const std::string& arg, const std::string& grad) {
   ASSIGN_OR_RETURN(std::string reduced,
@@ -131,7 +109,7 @@ Status SubGrad(GradContext* ctx) {
   if (dy.empty()) return Status::OK();
   if (ctx->NeedsInputGrad("x")) RETURN_IF_ERROR(SetReducedGrad(ctx, "x", dy));
   if (ctx->NeedsInputGrad("y")) {
-    ASSIGN_OR_RETURN(std::string neg, ScalarMul(ctx, dy, -1.0, "grad_y_neg"));
+    ASSIGN_OR_RETURN(std::string neg, AddScalarMulGradOp(ctx, dy, -1.0, "grad_y_neg"));
     RETURN_IF_ERROR(SetReducedGrad(ctx, "y", neg));
   }
   return Status::OK();
@@ -141,11 +119,11 @@ Status MulGrad(GradContext* ctx) {
   const std::string dy = ctx->OutputGradLbn("out");
   if (dy.empty()) return Status::OK();
   if (ctx->NeedsInputGrad("x")) {
-    ASSIGN_OR_RETURN(std::string g, Binary(ctx, "mul", dy, ctx->InputLbn("y"), "grad_x"));
+    ASSIGN_OR_RETURN(std::string g, AddBinaryGradOp(ctx, "mul", dy, ctx->InputLbn("y"), "grad_x"));
     RETURN_IF_ERROR(SetReducedGrad(ctx, "x", g));
   }
   if (ctx->NeedsInputGrad("y")) {
-    ASSIGN_OR_RETURN(std::string g, Binary(ctx, "mul", dy, ctx->InputLbn("x"), "grad_y"));
+    ASSIGN_OR_RETURN(std::string g, AddBinaryGradOp(ctx, "mul", dy, ctx->InputLbn("x"), "grad_y"));
     RETURN_IF_ERROR(SetReducedGrad(ctx, "y", g));
   }
   return Status::OK();
@@ -157,13 +135,14 @@ Status DivGrad(GradContext* ctx) {
   if (dy.empty()) return Status::OK();
   const std::string& y = ctx->InputLbn("y");
   if (ctx->NeedsInputGrad("x")) {
-    ASSIGN_OR_RETURN(std::string g, Binary(ctx, "div", dy, y, "grad_x"));
+    ASSIGN_OR_RETURN(std::string g, AddBinaryGradOp(ctx, "div", dy, y, "grad_x"));
     RETURN_IF_ERROR(SetReducedGrad(ctx, "x", g));
   }
   if (ctx->NeedsInputGrad("y")) {
-    ASSIGN_OR_RETURN(std::string t, Binary(ctx, "mul", dy, ctx->OutputLbn("out"), "grad_y_mul"));
-    ASSIGN_OR_RETURN(std::string q, Binary(ctx, "div", t, y, "grad_y_div"));
-    ASSIGN_OR_RETURN(std::string g, ScalarMul(ctx, q, -1.0, "grad_y_neg"));
+    ASSIGN_OR_RETURN(std::string t,
+                     AddBinaryGradOp(ctx, "mul", dy, ctx->OutputLbn("out"), "grad_y_mul"));
+    ASSIGN_OR_RETURN(std::string q, AddBinaryGradOp(ctx, "div", t, y, "grad_y_div"));
+    ASSIGN_OR_RETURN(std::string g, AddScalarMulGradOp(ctx, q, -1.0, "grad_y_neg"));
     RETURN_IF_ERROR(SetReducedGrad(ctx, "y", g));
   }
   return Status::OK();
@@ -197,7 +176,7 @@ Status ScalarMulGrad(GradContext* ctx) {
   const std::string dy = ctx->OutputGradLbn("out");
   if (dy.empty() || !ctx->NeedsInputGrad("in")) return Status::OK();
   ASSIGN_OR_RETURN(std::string g,
-                   ScalarMul(ctx, dy, ctx->attrs().GetFloatOr("value", 0.0), "grad"));
+                   AddScalarMulGradOp(ctx, dy, ctx->attrs().GetFloatOr("value", 0.0), "grad"));
   ctx->SetInputGrad("in", 0, g);
   return Status::OK();
 }
@@ -215,8 +194,8 @@ Status ScalarPowGrad(GradContext* ctx) {
                                  .Attr("exponent", exponent - 1.0)
                                  .Build(),
                              "out"));
-  ASSIGN_OR_RETURN(std::string scaled, ScalarMul(ctx, pow, exponent, "grad_scale"));
-  ASSIGN_OR_RETURN(std::string g, Binary(ctx, "mul", dy, scaled, "grad"));
+  ASSIGN_OR_RETURN(std::string scaled, AddScalarMulGradOp(ctx, pow, exponent, "grad_scale"));
+  ASSIGN_OR_RETURN(std::string g, AddBinaryGradOp(ctx, "mul", dy, scaled, "grad"));
   ctx->SetInputGrad("in", 0, g);
   return Status::OK();
 }

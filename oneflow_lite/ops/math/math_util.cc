@@ -234,6 +234,29 @@ std::string GradOpName(const GradContext& ctx, const std::string& suffix) {
   return ctx.op().name() + "-" + suffix;
 }
 
+StatusOr<std::string> AddBinaryGradOp(GradContext* ctx, const std::string& type,
+                                      const std::string& x, const std::string& y,
+                                      const std::string& suffix) {
+  return AddGradOp(ctx,
+                   OpConfBuilder(type, GradOpName(*ctx, suffix))
+                       .Input("x", x)
+                       .Input("y", y)
+                       .Output("out")
+                       .Build(),
+                   "out");
+}
+
+StatusOr<std::string> AddScalarMulGradOp(GradContext* ctx, const std::string& in, double value,
+                                         const std::string& suffix) {
+  return AddGradOp(ctx,
+                   OpConfBuilder("scalar_mul", GradOpName(*ctx, suffix))
+                       .Input("in", in)
+                       .Output("out")
+                       .Attr("value", value)
+                       .Build(),
+                   "out");
+}
+
 StatusOr<std::string> SumToInputShape(GradContext* ctx, const std::string& grad,
                                       const Shape& grad_shape, const std::string& arg) {
   const Shape& target = ctx->InputDesc(arg).shape;

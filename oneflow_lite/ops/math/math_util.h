@@ -102,6 +102,17 @@ StatusOr<std::string> AddGradOp(GradContext* ctx, const OpConf& op, const std::s
 // A name for a backward op: "<forward op name>-<suffix>".
 std::string GradOpName(const GradContext& ctx, const std::string& suffix);
 
+// Adds the binary op `type`(x, y) -> out (e.g. "mul", "div") named
+// GradOpName(suffix) and returns the lbn of its output.
+StatusOr<std::string> AddBinaryGradOp(GradContext* ctx, const std::string& type,
+                                      const std::string& x, const std::string& y,
+                                      const std::string& suffix);
+
+// Adds scalar_mul(in) * value named GradOpName(suffix) and returns the lbn of
+// its output.
+StatusOr<std::string> AddScalarMulGradOp(GradContext* ctx, const std::string& in, double value,
+                                         const std::string& suffix);
+
 // Sums `grad` (shape `grad_shape`, the broadcast output shape) back to the
 // shape of input `arg`; returns `grad` unchanged when shapes already match.
 StatusOr<std::string> SumToInputShape(GradContext* ctx, const std::string& grad,

@@ -72,13 +72,7 @@ Status ReduceGrad(GradContext* ctx, bool is_mean) {
     int64_t count = 1;
     for (int64_t axis : axes) count *= x_shape.dim(axis);
     const double scale = count > 0 ? 1.0 / static_cast<double>(count) : 0.0;
-    ASSIGN_OR_RETURN(dx, AddGradOp(ctx,
-                                   OpConfBuilder("scalar_mul", GradOpName(*ctx, "grad_scale"))
-                                       .Input("in", dx)
-                                       .Output("out")
-                                       .Attr("value", scale)
-                                       .Build(),
-                                   "out"));
+    ASSIGN_OR_RETURN(dx, AddScalarMulGradOp(ctx, dx, scale, "grad_scale"));
   }
   ctx->SetInputGrad("x", 0, dx);
   return Status::OK();

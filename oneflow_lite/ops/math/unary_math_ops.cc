@@ -70,28 +70,6 @@ Status UnaryGradSbp(SbpContext* ctx) {
   return Status::OK();
 }
 
-StatusOr<std::string> Binary(GradContext* ctx, const std::string& type, const std::string& x,
-                             const std::string& y, const std::string& suffix) {
-  return AddGradOp(ctx,
-                   OpConfBuilder(type, GradOpName(*ctx, suffix))
-                       .Input("x", x)
-                       .Input("y", y)
-                       .Output("out")
-                       .Build(),
-                   "out");
-}
-
-StatusOr<std::string> Scale(GradContext* ctx, const std::string& in, double value,
-                            const std::string& suffix) {
-  return AddGradOp(ctx,
-                   OpConfBuilder("scalar_mul", GradOpName(*ctx, suffix))
-                       .Input("in", in)
-                       .Output("out")
-                       .Attr("value", value)
-                       .Build(),
-                   "out");
-}
-
 // The gradient of x, or "" when none is needed.
 std::string NeededDy(GradContext* ctx) {
   const std::string dy = ctx->OutputGradLbn("y");
@@ -101,7 +79,7 @@ std::string NeededDy(GradContext* ctx) {
 Status ExpGrad(GradContext* ctx) {
   const std::string dy = NeededDy(ctx);
   if (dy.empty()) return Status::OK();
-  ASSIGN_OR_RETURN(std::string g, Binary(ctx, "mul", dy, ctx->OutputLbn("y"), "grad"));
+  ASSIGN_OR_RETURN(std::string g, AddBinaryGradOp(ctx, "mul", dy, ctx->OutputLbn("y"), "grad"));
   ctx->SetInputGrad("x", 0, g);
   return Status::OK();
 }
@@ -109,7 +87,7 @@ Status ExpGrad(GradContext* ctx) {
 Status LogGrad(GradContext* ctx) {
   const std::string dy = NeededDy(ctx);
   if (dy.empty()) return Status::OK();
-  ASSIGN_OR_RETURN(std::string g, Binary(ctx, "div", dy, ctx->InputLbn("x"), "grad"));
+  ASSIGN_OR_RETURN(std::string g, AddBinaryGradOp(ctx, "div", dy, ctx->InputLbn("x"), "grad"));
   ctx->SetInputGrad("x", 0, g);
   return Status::OK();
 }
@@ -118,8 +96,8 @@ Status LogGrad(GradContext* ctx) {
 Status SqrtGrad(GradContext* ctx) {
   const std::string dy = NeededDy(ctx);
   if (dy.empty()) return Status::OK();
-  ASSIGN_OR_RETURN(std::string q, Binary(ctx, "div", dy, ctx->OutputLbn("y"), "grad_div"));
-  ASSIGN_OR_RETURN(std::string g, Scale(ctx, q, 0.5, "grad"));
+  ASSIGN_OR_RETURN(std::string q, AddBinaryGradOp(ctx, "div", dy, ctx->OutputLbn("y"), "grad_div"));
+  ASSIGN_OR_RETURN(std::string g, AddScalarMulGradOp(ctx, q, 0.5, "grad"));
   ctx->SetInputGrad("x", 0, g);
   return Status::OK();
 }
@@ -128,9 +106,9 @@ Status SqrtGrad(GradContext* ctx) {
 Status RsqrtGrad(GradContext* ctx) {
   const std::string dy = NeededDy(ctx);
   if (dy.empty()) return Status::OK();
-  ASSIGN_OR_RETURN(std::string t, Binary(ctx, "mul", dy, ctx->OutputLbn("y"), "grad_mul"));
-  ASSIGN_OR_RETURN(std::string q, Binary(ctx, "div", t, ctx->InputLbn("x"), "grad_div"));
-  ASSIGN_OR_RETURN(std::string g, Scale(ctx, q, -0.5, "grad"));
+  ASSIGN_OR_RETURN(std::string t, AddBinaryGradOp(ctx, "mul", dy, ctx->OutputLbn("y"), "grad_mul"));
+  ASSIGN_OR_RETURN(std::string q, AddBinaryGradOp(ctx, "div", t, ctx->InputLbn("x"), "grad_div"));
+  ASSIGN_OR_RETURN(std::string g, AddScalarMulGradOp(ctx, q, -0.5, "grad"));
   ctx->SetInputGrad("x", 0, g);
   return Status::OK();
 }
