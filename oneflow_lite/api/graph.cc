@@ -46,7 +46,10 @@ void Graph::RecordError(const Status& status) {
 
 // ---- Configuration ---------------------------------------------------------
 
-void Graph::SetPlacement(const Placement& placement) { default_placement_ = placement.proto(); }
+void Graph::SetPlacement(const Placement& placement) {
+  default_placement_ = placement.proto();
+  placement_set_ = true;
+}
 
 void Graph::SetPlacement(const StatusOr<Placement>& placement) {
   if (!placement.ok()) return RecordError(placement.status());

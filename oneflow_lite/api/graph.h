@@ -200,6 +200,9 @@ class Graph {
   // The StatusOr overload records a parse error as the graph's error.
   void SetPlacement(const Placement& placement);
   void SetPlacement(const StatusOr<Placement>& placement);
+  // Whether SetPlacement was called (the training driver keeps a model's
+  // own placement instead of its flags').
+  bool placement_set() const { return placement_set_; }
 
   // While the returned scope lives, new ops get `placement`. Scopes nest.
   class [[nodiscard]] PlacementScope {
@@ -229,6 +232,8 @@ class Graph {
   // the data source ends).
   void SetIterations(int64_t iterations);
   void SetEpochs(int64_t epochs);
+  // Whether SetIterations or SetEpochs was called.
+  bool duration_set() const { return iterations_ >= 0 || epochs_ > 0; }
 
   // A named scalar reported every iteration, in the order added. Once
   // Minimize is called the loss is reported first as "loss" (a metric
@@ -412,6 +417,7 @@ class Graph {
   std::map<std::string, TensorDesc> descs_;
   std::set<std::string> used_names_;
   PlacementProto default_placement_;
+  bool placement_set_ = false;
   bool has_scope_placement_ = false;
   PlacementProto scope_placement_;
   int64_t iterations_ = -1;
