@@ -1,18 +1,12 @@
 #include "oneflow_lite/common/proto_io.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
-
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
+
+#include <climits>
+#include <sstream>
 
 #include "oneflow_lite/common/version.h"
 
@@ -35,53 +29,12 @@ class CollectingErrorPrinter : public google::protobuf::io::ErrorCollector {
 
 }  // namespace
 
-StatusOr<std::string> ReadFileToString(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return NotFoundError("cannot open '", path, "': ", std::strerror(errno));
-  }
-  std::ostringstream os;
-  os << in.rdbuf();
-  if (in.bad()) return DataLossError("error reading '", path, "'");
-  return os.str();
-}
-
-Status WriteFileAtomically(const std::string& path, const std::string& data) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return PermissionDeniedError("cannot create '", tmp, "': ", std::strerror(errno));
-  }
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return DataLossError("error writing '", tmp, "': ", std::strerror(err));
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return DataLossError("error flushing '", tmp, "': ", std::strerror(err));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return DataLossError("cannot rename '", tmp, "' to '", path, "': ", std::strerror(err));
-  }
-  return Status::OK();
-}
-
-Status ReadBinaryProto(const std::string& path, google::protobuf::Message* msg) {
-  ASSIGN_OR_RETURN(std::string data, ReadFileToString(path));
+Status ReadBinaryProto(const std::string& path, google::protobuf::Message* msg, Env* env) {
+  ASSIGN_OR_RETURN(std::string data, env->ReadFileToString(path, kMaxProtoFileBytes));
   if (data.empty()) {
     return DataLossError("'", path, "' is empty, expected a ", msg->GetTypeName());
   }
+  static_assert(kMaxProtoFileBytes <= INT_MAX, "protobuf parses at most INT_MAX bytes");
   google::protobuf::io::ArrayInputStream raw(data.data(), static_cast<int>(data.size()));
   google::protobuf::io::CodedInputStream coded(&raw);
   if (!msg->ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage()) {
@@ -91,7 +44,7 @@ Status ReadBinaryProto(const std::string& path, google::protobuf::Message* msg) 
   return Status::OK();
 }
 
-Status WriteBinaryProto(const std::string& path, const google::protobuf::Message& msg) {
+Status WriteBinaryProto(const std::string& path, const google::protobuf::Message& msg, Env* env) {
   std::string data;
   {
     google::protobuf::io::StringOutputStream raw(&data);
@@ -101,11 +54,11 @@ Status WriteBinaryProto(const std::string& path, const google::protobuf::Message
       return InternalError("cannot serialize ", msg.GetTypeName(), " for '", path, "'");
     }
   }
-  return WriteFileAtomically(path, data);
+  return env->WriteFileAtomically(path, data);
 }
 
-Status ReadTextProto(const std::string& path, google::protobuf::Message* msg) {
-  ASSIGN_OR_RETURN(std::string data, ReadFileToString(path));
+Status ReadTextProto(const std::string& path, google::protobuf::Message* msg, Env* env) {
+  ASSIGN_OR_RETURN(std::string data, env->ReadFileToString(path, kMaxProtoFileBytes));
   google::protobuf::TextFormat::Parser parser;
   CollectingErrorPrinter errors;
   parser.RecordErrorsTo(&errors);
@@ -116,17 +69,17 @@ Status ReadTextProto(const std::string& path, google::protobuf::Message* msg) {
   return Status::OK();
 }
 
-Status WriteTextProto(const std::string& path, const google::protobuf::Message& msg) {
+Status WriteTextProto(const std::string& path, const google::protobuf::Message& msg, Env* env) {
   std::string data;
   if (!google::protobuf::TextFormat::PrintToString(msg, &data)) {
     return InternalError("cannot print ", msg.GetTypeName(), " for '", path, "'");
   }
-  return WriteFileAtomically(path, data);
+  return env->WriteFileAtomically(path, data);
 }
 
-StatusOr<Plan> LoadPlan(const std::string& path) {
+StatusOr<Plan> LoadPlan(const std::string& path, Env* env) {
   Plan plan;
-  RETURN_IF_ERROR(ReadBinaryProto(path, &plan));
+  RETURN_IF_ERROR(ReadBinaryProto(path, &plan, env));
   if (plan.version() == 0) {
     return DataLossError("'", path, "' has no plan version: not a OneFlow-Lite plan");
   }
@@ -145,14 +98,14 @@ StatusOr<Plan> LoadPlan(const std::string& path) {
   return plan;
 }
 
-Status SavePlan(const std::string& path, Plan plan) {
+Status SavePlan(const std::string& path, Plan plan, Env* env) {
   plan.set_version(kPlanVersion);
-  return WriteBinaryProto(path, plan);
+  return WriteBinaryProto(path, plan, env);
 }
 
-StatusOr<Job> LoadJob(const std::string& path) {
+StatusOr<Job> LoadJob(const std::string& path, Env* env) {
   Job job;
-  RETURN_IF_ERROR(ReadBinaryProto(path, &job));
+  RETURN_IF_ERROR(ReadBinaryProto(path, &job, env));
   if (job.version() == 0 || job.version() > kJobVersion) {
     return FailedPreconditionError("'", path, "' has job version ", job.version(),
                                    "; this oflite reads version ", kJobVersion);
@@ -160,9 +113,9 @@ StatusOr<Job> LoadJob(const std::string& path) {
   return job;
 }
 
-Status SaveJob(const std::string& path, Job job) {
+Status SaveJob(const std::string& path, Job job, Env* env) {
   job.set_version(kJobVersion);
-  return WriteBinaryProto(path, job);
+  return WriteBinaryProto(path, job, env);
 }
 
 }  // namespace oflite
