@@ -156,30 +156,10 @@ Status BatchNormGradSbp(SbpContext* ctx) {
 // batch statistics (optional inputs). The running statistics get none.
 Status BatchNormGradRule(GradContext* ctx) {
   const bool training = ctx->attrs().GetBoolOr("training", true);
-  const std::string dy = ctx->OutputGradLbn("y");
-  const std::string dmean = training ? ctx->OutputGradLbn("mean") : "";
-  const std::string dinv = training ? ctx->OutputGradLbn("inv_variance") : "";
-  if (dy.empty() && dmean.empty() && dinv.empty()) return Status::OK();
-  if (dy.empty()) {
-    return UnimplementedError("op '", ctx->op().name(),
-                              "' (batch_norm): gradient flows into mean/inv_variance but not y");
-  }
-  OpConfBuilder builder("batch_norm_grad", BackwardOpName(*ctx, "batch_norm_grad"));
-  builder.Input("dy", dy)
-      .Input("x", ctx->InputLbn("x"))
-      .Input("mean", ctx->OutputLbn("mean"))
-      .Input("inv_variance", ctx->OutputLbn("inv_variance"))
-      .Input("gamma", ctx->InputLbn("gamma"));
-  if (!dmean.empty()) builder.Input("dmean", dmean);
-  if (!dinv.empty()) builder.Input("dinv_variance", dinv);
-  builder.Output("dx").Output("dgamma").Output("dbeta");
-  builder.Attr("training", training);
-  builder.Attr("epsilon", ctx->attrs().GetFloatOr("epsilon", 1e-5));
-  ASSIGN_OR_RETURN(std::string name, ctx->AddOp(AsBackward(*ctx, builder.Build())));
-  if (ctx->NeedsInputGrad("x")) ctx->SetInputGrad("x", 0, OutputLbn(name, "dx"));
-  if (ctx->NeedsInputGrad("gamma")) ctx->SetInputGrad("gamma", 0, OutputLbn(name, "dgamma"));
-  if (ctx->NeedsInputGrad("beta")) ctx->SetInputGrad("beta", 0, OutputLbn(name, "dbeta"));
-  return Status::OK();
+  return NormalizationGradRule(ctx, "batch_norm", training, [&](OpConfBuilder* builder) {
+    builder->Attr("training", training);
+    builder->Attr("epsilon", ctx->attrs().GetFloatOr("epsilon", 1e-5));
+  });
 }
 
 REGISTER_OP("batch_norm")

@@ -112,30 +112,11 @@ Status LayerNormGradSbp(SbpContext* ctx) {
 // ride along as optional inputs of the one grad op. y's gradient is required
 // whenever any gradient flows.
 Status LayerNormGradRule(GradContext* ctx) {
-  const std::string dy = ctx->OutputGradLbn("y");
-  const std::string dmean = ctx->OutputGradLbn("mean");
-  const std::string dinv = ctx->OutputGradLbn("inv_variance");
-  if (dy.empty() && dmean.empty() && dinv.empty()) return Status::OK();
-  if (dy.empty()) {
-    return UnimplementedError("op '", ctx->op().name(),
-                              "' (layer_norm): gradient flows into mean/inv_variance but not y");
-  }
-  OpConfBuilder builder("layer_norm_grad", BackwardOpName(*ctx, "layer_norm_grad"));
-  builder.Input("dy", dy)
-      .Input("x", ctx->InputLbn("x"))
-      .Input("mean", ctx->OutputLbn("mean"))
-      .Input("inv_variance", ctx->OutputLbn("inv_variance"))
-      .Input("gamma", ctx->InputLbn("gamma"));
-  if (!dmean.empty()) builder.Input("dmean", dmean);
-  if (!dinv.empty()) builder.Input("dinv_variance", dinv);
-  builder.Output("dx").Output("dgamma").Output("dbeta");
-  builder.Attr("begin_norm_axis", ctx->attrs().GetIntOr("begin_norm_axis", -1));
-  builder.Attr("epsilon", ctx->attrs().GetFloatOr("epsilon", 1e-5));
-  ASSIGN_OR_RETURN(std::string name, ctx->AddOp(AsBackward(*ctx, builder.Build())));
-  if (ctx->NeedsInputGrad("x")) ctx->SetInputGrad("x", 0, OutputLbn(name, "dx"));
-  if (ctx->NeedsInputGrad("gamma")) ctx->SetInputGrad("gamma", 0, OutputLbn(name, "dgamma"));
-  if (ctx->NeedsInputGrad("beta")) ctx->SetInputGrad("beta", 0, OutputLbn(name, "dbeta"));
-  return Status::OK();
+  return NormalizationGradRule(
+      ctx, "layer_norm", /*statistics_grads=*/true, [&](OpConfBuilder* builder) {
+        builder->Attr("begin_norm_axis", ctx->attrs().GetIntOr("begin_norm_axis", -1));
+        builder->Attr("epsilon", ctx->attrs().GetFloatOr("epsilon", 1e-5));
+      });
 }
 
 REGISTER_OP("layer_norm")

@@ -50,5 +50,34 @@ void AddSameSplitSignatures(SbpContext* ctx, const std::vector<int64_t>& axes) {
   }
 }
 
+Status NormalizationGradRule(GradContext* ctx, const std::string& forward_type,
+                             bool statistics_grads,
+                             const std::function<void(OpConfBuilder*)>& add_attrs) {
+  const std::string dy = ctx->OutputGradLbn("y");
+  const std::string dmean = statistics_grads ? ctx->OutputGradLbn("mean") : "";
+  const std::string dinv = statistics_grads ? ctx->OutputGradLbn("inv_variance") : "";
+  if (dy.empty() && dmean.empty() && dinv.empty()) return Status::OK();
+  if (dy.empty()) {
+    return UnimplementedError("op '", ctx->op().name(), "' (", forward_type,
+                              "): gradient flows into mean/inv_variance but not y");
+  }
+  const std::string grad_type = forward_type + "_grad";
+  OpConfBuilder builder(grad_type, BackwardOpName(*ctx, grad_type));
+  builder.Input("dy", dy)
+      .Input("x", ctx->InputLbn("x"))
+      .Input("mean", ctx->OutputLbn("mean"))
+      .Input("inv_variance", ctx->OutputLbn("inv_variance"))
+      .Input("gamma", ctx->InputLbn("gamma"));
+  if (!dmean.empty()) builder.Input("dmean", dmean);
+  if (!dinv.empty()) builder.Input("dinv_variance", dinv);
+  builder.Output("dx").Output("dgamma").Output("dbeta");
+  add_attrs(&builder);
+  ASSIGN_OR_RETURN(std::string name, ctx->AddOp(AsBackward(*ctx, builder.Build())));
+  if (ctx->NeedsInputGrad("x")) ctx->SetInputGrad("x", 0, OutputLbn(name, "dx"));
+  if (ctx->NeedsInputGrad("gamma")) ctx->SetInputGrad("gamma", 0, OutputLbn(name, "dgamma"));
+  if (ctx->NeedsInputGrad("beta")) ctx->SetInputGrad("beta", 0, OutputLbn(name, "dbeta"));
+  return Status::OK();
+}
+
 }  // namespace nn
 }  // namespace oflite

@@ -3,10 +3,12 @@
 #ifndef ONEFLOW_LITE_OPS_NN_OP_UTIL_H_
 #define ONEFLOW_LITE_OPS_NN_OP_UTIL_H_
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "oneflow_lite/ops/op_builder.h"
 #include "oneflow_lite/ops/op_def.h"
 
 namespace oflite {
@@ -30,6 +32,18 @@ const TensorDesc& SbpInputDesc(const SbpContext& ctx, const std::string& arg);
 // Every signature that splits all `num_inputs` inputs and `num_outputs`
 // outputs along the same axis, for each axis in `axes`.
 void AddSameSplitSignatures(SbpContext* ctx, const std::vector<int64_t>& axes);
+
+// The gradient rule of the normalization ops (batch_norm, layer_norm), which
+// read x, gamma, beta and write y, mean, inv_variance. One
+// "<forward_type>_grad" op takes dy, x, the saved mean/inv_variance and gamma,
+// plus the gradients of mean/inv_variance as its optional inputs
+// dmean/dinv_variance when `statistics_grads` is true and they have one; its
+// outputs dx, dgamma, dbeta become the gradients of x, gamma, beta.
+// `add_attrs` adds the grad op's attributes. Unimplemented when gradient
+// flows into the statistics but not into y.
+Status NormalizationGradRule(GradContext* ctx, const std::string& forward_type,
+                             bool statistics_grads,
+                             const std::function<void(OpConfBuilder*)>& add_attrs);
 
 }  // namespace nn
 }  // namespace oflite
