@@ -5,6 +5,7 @@
 // blobs, so split (physical) shapes run unchanged.
 #include <limits>
 
+#include "oneflow_lite/kernels/cpu/nn/cpu_nn_util.h"
 #include "oneflow_lite/kernels/cuda/cuda_kernel_util.h"
 #include "oneflow_lite/kernels/cuda/extra_launch.h"
 #include "oneflow_lite/ops/math/math_util.h"
@@ -347,16 +348,11 @@ class BatchNormGradKernel final : public Kernel {
     if (x.shape().rank() < 2 || ctx->Input("dy").shape() != x.shape()) {
       return ctx->Error("blob shapes disagree: x ", x.shape(), ", dy ", ctx->Input("dy").shape());
     }
-    const float* dmean = ctx->HasInput("dmean") ? ctx->Input("dmean").data<float>() : nullptr;
-    const float* dinv =
-        ctx->HasInput("dinv_variance") ? ctx->Input("dinv_variance").data<float>() : nullptr;
+    const nn::NormGradBlobs<float> b = nn::NormGradBlobsOf<float>(ctx);
     CUDA_LAUNCH_RETURN_IF_ERROR(
-        *ctx, LaunchBatchNormGrad(
-                  ctx->Input("dy").data<float>(), x.data<float>(), ctx->Input("mean").data<float>(),
-                  ctx->Input("inv_variance").data<float>(), ctx->Input("gamma").data<float>(),
-                  dmean, dinv, ctx->attrs().GetBoolOr("training", true),
-                  ctx->Output("dx")->data<float>(), ctx->Output("dgamma")->data<float>(),
-                  ctx->Output("dbeta")->data<float>(), DimsOf(x.shape()), cuda->stream()));
+        *ctx, LaunchBatchNormGrad(b.dy, b.x, b.mean, b.inv_variance, b.gamma, b.dmean,
+                                  b.dinv_variance, ctx->attrs().GetBoolOr("training", true), b.dx,
+                                  b.dgamma, b.dbeta, DimsOf(x.shape()), cuda->stream()));
     return Status::OK();
   }
 };

@@ -113,13 +113,7 @@ class CrossEntropyGradKernel final : public KernelWithErrorSlot {
 class LayerNormBase : public Kernel {
  public:
   Status Init(const KernelInitContext& ctx) override {
-    const Shape& x = ctx.Input("x").shape;
-    auto axis = nn::NormalizeAxis(ctx.attrs().GetIntOr("begin_norm_axis", -1), x.rank());
-    if (!axis.ok()) {
-      return InvalidArgumentError("op '", ctx.op->name(), "' (", ctx.op->op_type(),
-                                  "): begin_norm_axis: ", axis.status().message());
-    }
-    begin_ = *axis;
+    ASSIGN_OR_RETURN(begin_, nn::BeginNormAxis(ctx));
     epsilon_ = ctx.attrs().GetFloatOr("epsilon", 1e-5);
     return Status::OK();
   }
@@ -154,17 +148,10 @@ class LayerNormGradKernel final : public LayerNormBase {
     ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
     const Blob& x = ctx->Input("x");
     const int64_t rows = x.shape().Count(0, begin_), cols = x.shape().Count(begin_);
-    const float* dmean = ctx->HasInput("dmean") ? ctx->Input("dmean").data<float>() : nullptr;
-    const float* dinv =
-        ctx->HasInput("dinv_variance") ? ctx->Input("dinv_variance").data<float>() : nullptr;
+    const nn::NormGradBlobs<float> b = nn::NormGradBlobsOf<float>(ctx);
     CUDA_LAUNCH_RETURN_IF_ERROR(
-        *ctx, LaunchLayerNormGrad(ctx->Input("dy").data<float>(), x.data<float>(),
-                                  ctx->Input("mean").data<float>(),
-                                  ctx->Input("inv_variance").data<float>(),
-                                  ctx->Input("gamma").data<float>(), dmean, dinv,
-                                  ctx->Output("dx")->data<float>(),
-                                  ctx->Output("dgamma")->data<float>(),
-                                  ctx->Output("dbeta")->data<float>(), rows, cols,
+        *ctx, LaunchLayerNormGrad(b.dy, b.x, b.mean, b.inv_variance, b.gamma, b.dmean,
+                                  b.dinv_variance, b.dx, b.dgamma, b.dbeta, rows, cols,
                                   cuda->stream()));
     return Status::OK();
   }

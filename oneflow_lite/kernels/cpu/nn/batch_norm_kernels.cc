@@ -121,23 +121,22 @@ class BatchNormGradKernel final : public Kernel {
       return ctx->Error("blob shapes disagree: dy ", ctx->Input("dy").shape(), ", x ",
                         x_blob.shape(), ", gamma ", ctx->Input("gamma").shape());
     }
-    const T* dmean = ctx->HasInput("dmean") ? ctx->Input("dmean").data<T>() : nullptr;
-    const T* dinv =
-        ctx->HasInput("dinv_variance") ? ctx->Input("dinv_variance").data<T>() : nullptr;
+    const NormGradBlobs<T> blobs = NormGradBlobsOf<T>(ctx);
     for (int64_t c = 0; c < v.c; ++c) {
-      Channel(ctx, v, c, dmean ? double(dmean[c]) : 0.0, dinv ? double(dinv[c]) : 0.0);
+      Channel(blobs, v, c, blobs.dmean ? double(blobs.dmean[c]) : 0.0,
+              blobs.dinv_variance ? double(blobs.dinv_variance[c]) : 0.0);
     }
     return Status::OK();
   }
 
  private:
-  void Channel(KernelContext* ctx, const ChannelView& v, int64_t c, double dmean,
+  void Channel(const NormGradBlobs<T>& b, const ChannelView& v, int64_t c, double dmean,
                double dinv) const {
-    const T* dy = ctx->Input("dy").data<T>();
-    const T* x = ctx->Input("x").data<T>();
-    const double mean = ctx->Input("mean").data<T>()[c];
-    const double inv = ctx->Input("inv_variance").data<T>()[c];
-    const double gamma = ctx->Input("gamma").data<T>()[c];
+    const T* dy = b.dy;
+    const T* x = b.x;
+    const double mean = b.mean[c];
+    const double inv = b.inv_variance[c];
+    const double gamma = b.gamma[c];
     double dbeta = 0, dgamma = 0;
     ForChannel(v, c, [&](int64_t off, int64_t k) {
       for (int64_t i = 0; i < k; ++i) {
@@ -145,9 +144,9 @@ class BatchNormGradKernel final : public Kernel {
         dgamma += dy[off + i] * (x[off + i] - mean) * inv;
       }
     });
-    ctx->Output("dbeta")->data<T>()[c] = static_cast<T>(dbeta);
-    ctx->Output("dgamma")->data<T>()[c] = static_cast<T>(dgamma);
-    T* dx = ctx->Output("dx")->data<T>();
+    b.dbeta[c] = static_cast<T>(dbeta);
+    b.dgamma[c] = static_cast<T>(dgamma);
+    T* dx = b.dx;
     const double m = static_cast<double>(v.Count());
     ForChannel(v, c, [&](int64_t off, int64_t k) {
       for (int64_t i = 0; i < k; ++i) {

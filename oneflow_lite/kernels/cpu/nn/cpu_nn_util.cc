@@ -62,5 +62,15 @@ StatusOr<AxisLayout> MakeAxisLayout(const Shape& shape, int64_t axis) {
   return layout;
 }
 
+StatusOr<int64_t> BeginNormAxis(const KernelInitContext& ctx) {
+  const Shape& x = ctx.Input("x").shape;
+  auto axis = NormalizeAxis(ctx.attrs().GetIntOr("begin_norm_axis", -1), x.rank());
+  if (!axis.ok()) {
+    return InvalidArgumentError("op '", ctx.op->name(), "' (", ctx.op->op_type(),
+                                "): begin_norm_axis: ", axis.status().message());
+  }
+  return *axis;
+}
+
 }  // namespace nn
 }  // namespace oflite

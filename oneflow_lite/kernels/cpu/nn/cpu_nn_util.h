@@ -1,8 +1,9 @@
 // Small helpers for the CPU nn kernels: a typed GEMM (float32: oneDNN's
 // sgemm unless the reference kernels are selected, kernels/cpu/cpu_library.h;
 // float64 and the reference: OpenBLAS), index
-// reading for int32/int64 label and index blobs, select_rows' mask test, and
-// the registration macro for the float32 + float64 kernel pair.
+// reading for int32/int64 label and index blobs, select_rows' mask test, the
+// normalization kernels' begin axis and grad blobs (shared with the CUDA
+// kernels), and the registration macro for the float32 + float64 kernel pair.
 //
 // Stateless and thread-safe. Gemm follows BLAS semantics on row-major
 // matrices: C[M, N] = alpha * op(A)[M, K] * op(B)[K, N] + beta * C, and
@@ -46,6 +47,45 @@ struct AxisLayout {
   int64_t outer = 1, size = 1, inner = 1;
 };
 StatusOr<AxisLayout> MakeAxisLayout(const Shape& shape, int64_t axis);
+
+// layer_norm's and layer_norm_grad's attribute begin_norm_axis normalized
+// against x's rank; an error naming the op if out of range.
+StatusOr<int64_t> BeginNormAxis(const KernelInitContext& ctx);
+
+// The blobs a normalization grad kernel (batch_norm_grad, layer_norm_grad;
+// CPU and CUDA) reads and writes, as typed pointers borrowed from the
+// context for one Forward call. dmean and dinv_variance are null when the op
+// has no such input.
+template <typename T>
+struct NormGradBlobs {
+  const T* dy;
+  const T* x;
+  const T* mean;
+  const T* inv_variance;
+  const T* gamma;
+  const T* dmean;
+  const T* dinv_variance;
+  T* dx;
+  T* dgamma;
+  T* dbeta;
+};
+
+template <typename T>
+NormGradBlobs<T> NormGradBlobsOf(KernelContext* ctx) {
+  NormGradBlobs<T> b;
+  b.dy = ctx->Input("dy").data<T>();
+  b.x = ctx->Input("x").data<T>();
+  b.mean = ctx->Input("mean").data<T>();
+  b.inv_variance = ctx->Input("inv_variance").data<T>();
+  b.gamma = ctx->Input("gamma").data<T>();
+  b.dmean = ctx->HasInput("dmean") ? ctx->Input("dmean").data<T>() : nullptr;
+  b.dinv_variance =
+      ctx->HasInput("dinv_variance") ? ctx->Input("dinv_variance").data<T>() : nullptr;
+  b.dx = ctx->Output("dx")->data<T>();
+  b.dgamma = ctx->Output("dgamma")->data<T>();
+  b.dbeta = ctx->Output("dbeta")->data<T>();
+  return b;
+}
 
 }  // namespace nn
 }  // namespace oflite

@@ -8,7 +8,6 @@
 
 #include "oneflow_lite/kernels/cpu/nn/cpu_nn_util.h"
 #include "oneflow_lite/kernels/kernel.h"
-#include "oneflow_lite/ops/nn/nn_util.h"
 
 namespace oflite {
 namespace nn {
@@ -17,13 +16,7 @@ namespace {
 class LayerNormKernelBase : public Kernel {
  public:
   Status Init(const KernelInitContext& ctx) override {
-    const Shape& x = ctx.Input("x").shape;
-    auto axis = NormalizeAxis(ctx.attrs().GetIntOr("begin_norm_axis", -1), x.rank());
-    if (!axis.ok()) {
-      return InvalidArgumentError("op '", ctx.op->name(), "' (", ctx.op->op_type(),
-                                  "): begin_norm_axis: ", axis.status().message());
-    }
-    begin_ = *axis;
+    ASSIGN_OR_RETURN(begin_, BeginNormAxis(ctx));
     epsilon_ = ctx.attrs().GetFloatOr("epsilon", 1e-5);
     return Status::OK();
   }
@@ -70,41 +63,32 @@ template <typename T>
 class LayerNormGradKernel final : public LayerNormKernelBase {
  public:
   Status Forward(KernelContext* ctx) override {
-    const Blob& x_blob = ctx->Input("x");
-    const int64_t rows = Rows(x_blob.shape()), cols = Cols(x_blob.shape());
-    const T* x = x_blob.data<T>();
-    const T* dy = ctx->Input("dy").data<T>();
-    const T* mean = ctx->Input("mean").data<T>();
-    const T* inv_variance = ctx->Input("inv_variance").data<T>();
-    const T* gamma = ctx->Input("gamma").data<T>();
-    const T* dmean = ctx->HasInput("dmean") ? ctx->Input("dmean").data<T>() : nullptr;
-    const T* dinv =
-        ctx->HasInput("dinv_variance") ? ctx->Input("dinv_variance").data<T>() : nullptr;
-    T* dx = ctx->Output("dx")->data<T>();
-    T* dgamma = ctx->Output("dgamma")->data<T>();
-    T* dbeta = ctx->Output("dbeta")->data<T>();
-    std::fill(dgamma, dgamma + cols, T(0));
-    std::fill(dbeta, dbeta + cols, T(0));
+    const Shape& x_shape = ctx->Input("x").shape();
+    const int64_t rows = Rows(x_shape), cols = Cols(x_shape);
+    const NormGradBlobs<T> b = NormGradBlobsOf<T>(ctx);
+    std::fill(b.dgamma, b.dgamma + cols, T(0));
+    std::fill(b.dbeta, b.dbeta + cols, T(0));
     for (int64_t r = 0; r < rows; ++r) {
-      const T* in = x + r * cols;
-      const T* g_out = dy + r * cols;
-      T* g_in = dx + r * cols;
-      const T mu = mean[r], inv = inv_variance[r];
+      const T* in = b.x + r * cols;
+      const T* g_out = b.dy + r * cols;
+      T* g_in = b.dx + r * cols;
+      const T mu = b.mean[r], inv = b.inv_variance[r];
       T sum_g = 0, sum_g_xhat = 0;
       for (int64_t c = 0; c < cols; ++c) {
         const T xhat = (in[c] - mu) * inv;
-        const T g = g_out[c] * gamma[c];
+        const T g = g_out[c] * b.gamma[c];
         sum_g += g;
         sum_g_xhat += g * xhat;
-        dgamma[c] += g_out[c] * xhat;
-        dbeta[c] += g_out[c];
+        b.dgamma[c] += g_out[c] * xhat;
+        b.dbeta[c] += g_out[c];
       }
       const T mean_g = sum_g / T(cols), mean_g_xhat = sum_g_xhat / T(cols);
-      const T extra_const = dmean != nullptr ? dmean[r] / T(cols) : T(0);
-      const T extra_slope = dinv != nullptr ? -dinv[r] * inv * inv * inv / T(cols) : T(0);
+      const T extra_const = b.dmean != nullptr ? b.dmean[r] / T(cols) : T(0);
+      const T extra_slope =
+          b.dinv_variance != nullptr ? -b.dinv_variance[r] * inv * inv * inv / T(cols) : T(0);
       for (int64_t c = 0; c < cols; ++c) {
         const T xhat = (in[c] - mu) * inv;
-        g_in[c] = inv * (g_out[c] * gamma[c] - mean_g - xhat * mean_g_xhat) + extra_const +
+        g_in[c] = inv * (g_out[c] * b.gamma[c] - mean_g - xhat * mean_g_xhat) + extra_const +
                   extra_slope * (in[c] - mu);
       }
     }
