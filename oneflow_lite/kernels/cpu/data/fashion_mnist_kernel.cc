@@ -6,10 +6,9 @@
 // (from a checkpoint at iteration t) sees the same samples.
 // Pixels: (p / 255 - mean) / std as float32.
 #include <string>
-#include <vector>
 
 #include "oneflow_lite/data/fashion_mnist.h"
-#include "oneflow_lite/kernels/cpu/data/batch_shard.h"
+#include "oneflow_lite/kernels/cpu/data/dataset_source.h"
 #include "oneflow_lite/kernels/kernel.h"
 
 namespace oflite {
@@ -19,12 +18,8 @@ class FashionMnistKernel final : public Kernel {
  public:
   Status Init(const KernelInitContext& ctx) override {
     const std::string where = "op '" + ctx.op->name() + "' (fashion_mnist)";
+    ASSIGN_OR_RETURN(DatasetSourceAttrs source, ReadDatasetSourceAttrs(ctx));
     AttrView attrs = ctx.attrs();
-    ASSIGN_OR_RETURN(batch_size_, attrs.GetInt("batch_size"));
-    shuffle_ = attrs.GetBoolOr("shuffle", true);
-    seed_ = static_cast<uint64_t>(attrs.GetIntOr("seed", ctx.seed));
-    mean_ = attrs.GetFloatOr("mean", 0.0);
-    std_ = attrs.GetFloatOr("std", 1.0);
     const std::string dir = attrs.GetStringOr("path", kFashionMnistDefaultDir);
     StatusOr<ImageDataset> dataset = LoadFashionMnist(dir, attrs.GetStringOr("split", "train"));
     if (!dataset.ok()) return dataset.status().WithContext(where);
@@ -33,41 +28,23 @@ class FashionMnistKernel final : public Kernel {
       return InvalidArgumentError(where, ": images in '", dir, "' are ", dataset_.rows, "x",
                                   dataset_.cols, ", expected 28x28");
     }
-    if (batch_size_ <= 0 || batch_size_ > dataset_.count) {
-      return InvalidArgumentError(where, ": batch_size ", batch_size_, " must be in [1, ",
-                                  dataset_.count, "] (samples in the split)");
-    }
-    ASSIGN_OR_RETURN(BatchShard shard, ResolveBatchShard(ctx, batch_size_));
-    RETURN_IF_ERROR(CheckBatchOutputs(ctx, shard, dataset_.rows * dataset_.cols));
-    batches_ = EpochBatches(dataset_.count, batch_size_, shuffle_, seed_, shard);
+    ASSIGN_OR_RETURN(batches_, MakeEpochBatches(ctx, where, source, dataset_.count,
+                                                dataset_.rows * dataset_.cols, "the split"));
+    scale_ = static_cast<float>(1.0 / (255.0 * source.std));
+    shift_ = static_cast<float>(source.mean / source.std);
     return Status::OK();
   }
 
   Status Forward(KernelContext* ctx) override {
-    if (ctx->iteration() < 0) return ctx->Error("negative iteration");
-    const int64_t pixels = dataset_.rows * dataset_.cols;
-    float* image = ctx->Output("image")->data<float>();
-    int32_t* label = ctx->Output("label")->data<int32_t>();
-    const float scale = static_cast<float>(1.0 / (255.0 * std_));
-    const float shift = static_cast<float>(mean_ / std_);
-    const int64_t* samples = batches_.Samples(ctx->iteration());
-    for (int64_t row = 0; row < batches_.rows(); ++row) {
-      const int64_t sample = samples[row];
-      const uint8_t* source = dataset_.Image(sample);
-      float* target = image + row * pixels;
-      for (int64_t p = 0; p < pixels; ++p) target[p] = source[p] * scale - shift;
-      label[row] = dataset_.labels[sample];
-    }
-    return Status::OK();
+    return WriteNormalizedBatch(
+        ctx, &batches_, dataset_.rows * dataset_.cols, scale_, shift_,
+        [this](int64_t sample) { return dataset_.Image(sample); }, dataset_.labels);
   }
 
  private:
   ImageDataset dataset_;
-  int64_t batch_size_ = 0;
-  bool shuffle_ = true;
-  uint64_t seed_ = 0;
-  double mean_ = 0.0;
-  double std_ = 1.0;
+  float scale_ = 1.f;
+  float shift_ = 0.f;
   EpochBatches batches_;
 };
 
