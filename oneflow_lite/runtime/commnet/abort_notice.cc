@@ -2,7 +2,7 @@
 
 #include "oneflow_lite/comm/comm_net.h"
 #include "oneflow_lite/comm/wire.h"
-#include "oneflow_lite/runtime/commnet/commnet_route.h"
+#include "oneflow_lite/runtime/commnet/bounce_transfers.h"
 
 namespace oflite {
 

@@ -59,7 +59,7 @@
 namespace oflite {
 
 // Router channel of abort notices: clear of comm::kActorChannel (0x10),
-// kBounceChannel (0x11, commnet_route.h) and the collective channels
+// kBounceChannel (0x11, bounce_transfers.h) and the collective channels
 // (comm::kCollectiveChannel = 0x100 and up); checked in abort_notice.cc.
 inline constexpr uint32_t kAbortChannel = 0x1f;
 inline constexpr uint8_t kAbortNoticeVersion = 1;

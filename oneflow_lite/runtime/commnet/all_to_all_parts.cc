@@ -7,6 +7,7 @@
 #include "oneflow_lite/common/partition.h"
 #include "oneflow_lite/runtime/boxing_body.h"
 #include "oneflow_lite/runtime/commnet/collective_algorithm.h"
+#include "oneflow_lite/runtime/commnet/regst_payload.h"
 
 namespace oflite {
 

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "oneflow_lite/common/id.h"
+#include "oneflow_lite/runtime/commnet/regst_payload.h"
 
 namespace oflite {
 
@@ -17,7 +18,7 @@ Status CommNetActor::Init() {
   const CommNetConf& conf = task_->commnet();
   RETURN_IF_ERROR(protocol_.Init({conf.src_regst_desc_id()}));
   ASSIGN_OR_RETURN(data_out_, protocol_.SingleDataOutput());
-  pulled_ = CommNetRoute::IsPulledByRead(conf.src_regst());
+  pulled_ = IsPulledByRead(conf.src_regst());
   transfers_.Init(env_->tracer, name());
   if (conf.src_regst().blob_size() > 0 && data_out_ == nullptr) {
     return InvalidArgumentError("commnet task '", name(), "' has no data register to fill");

@@ -3,8 +3,8 @@
 //
 // The remote producer (CommNetConf.src_task_id) sends "produced" for its
 // register CommNetConf.src_regst_desc_id; that input has no local slot, this
-// class queues it. For a register pulled by READ (CommNetRoute::
-// IsPulledByRead: static zero-copy or bounce buffers) the actor READs the
+// class queues it. For a register pulled by READ (IsPulledByRead,
+// zero_copy_registry.h: static zero-copy or bounce buffers) the actor READs the
 // remote copy into a free copy of its own data output (CommNetRoute::
 // StartRead; one READ in flight, in arrival order; the route's kReadDone
 // message resumes it); otherwise the message came with the register's valid

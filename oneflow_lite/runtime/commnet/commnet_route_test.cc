@@ -9,6 +9,7 @@
 
 #include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/common/id.h"
+#include "oneflow_lite/runtime/commnet/regst_payload.h"
 
 namespace oflite {
 namespace {
