@@ -1,13 +1,9 @@
 #include "oneflow_lite/checkpoint/checkpoint.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cstring>
 #include <sstream>
 
@@ -21,12 +17,14 @@ namespace oflite {
 namespace {
 
 constexpr int64_t kMaxRank = 32;
+// A MANIFEST is one short line per variable; anything larger is not one.
+constexpr uint64_t kMaxManifestBytes = uint64_t{64} << 20;
+// Suffix of a variable file written but not yet renamed (SaveVariables).
+constexpr char kStagedSuffix[] = ".tmp";
 
 std::string JoinPath(const std::string& dir, const std::string& file) {
   return dir.empty() || dir.back() == '/' ? dir + file : dir + "/" + file;
 }
-
-std::string ErrnoText() { return std::strerror(errno); }
 
 uint32_t Crc32(const void* data, uint64_t size) {
   uLong crc = crc32(0L, Z_NULL, 0);
@@ -57,92 +55,6 @@ std::string EncodeHeader(const TensorDesc& desc, uint64_t byte_count, uint32_t d
 }
 
 size_t HeaderSize(int64_t rank) { return 4 + 4 * 3 + 8 * rank + 8 + 4 + 4; }
-
-// --- files ---
-
-Status MakeDirectories(const std::string& dir) {
-  std::string partial;
-  std::stringstream parts(dir);
-  std::string part;
-  if (!dir.empty() && dir[0] == '/') partial = "/";
-  while (std::getline(parts, part, '/')) {
-    if (part.empty()) continue;
-    partial += part + "/";
-    if (mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
-      return PermissionDeniedError("cannot create checkpoint directory '", partial,
-                                   "': ", ErrnoText());
-    }
-  }
-  struct stat info;
-  if (stat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
-    return FailedPreconditionError("checkpoint path '", dir, "' is not a directory");
-  }
-  return Status::OK();
-}
-
-Status WriteAll(int fd, const void* data, uint64_t size, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t written = write(fd, p, std::min<uint64_t>(size, 1u << 30));
-    if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) return UnavailableError("cannot write '", path, "': ", ErrnoText());
-    p += written;
-    size -= static_cast<uint64_t>(written);
-  }
-  return Status::OK();
-}
-
-// Writes pieces to `path` via "<path>.tmp", fsync, rename.
-Status WriteFileAtomically(const std::string& path,
-                           const std::vector<std::pair<const void*, uint64_t>>& pieces) {
-  const std::string temp = path + ".tmp";
-  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return UnavailableError("cannot create '", temp, "': ", ErrnoText());
-  Status status;
-  for (const auto& [data, size] : pieces) {
-    status = WriteAll(fd, data, size, temp);
-    if (!status.ok()) break;
-  }
-  if (status.ok() && fsync(fd) != 0)
-    status = UnavailableError("cannot fsync '", temp, "': ", ErrnoText());
-  if (close(fd) != 0 && status.ok())
-    status = UnavailableError("cannot close '", temp, "': ", ErrnoText());
-  if (status.ok() && rename(temp.c_str(), path.c_str()) != 0) {
-    status = UnavailableError("cannot rename '", temp, "' to '", path, "': ", ErrnoText());
-  }
-  if (!status.ok()) unlink(temp.c_str());
-  return status;
-}
-
-void SyncDirectory(const std::string& dir) {
-  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  fsync(fd);  // best effort: some file systems refuse directory fsync
-  close(fd);
-}
-
-StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return errno == ENOENT ? NotFoundError("'", path, "' does not exist")
-                           : UnavailableError("cannot open '", path, "': ", ErrnoText());
-  }
-  std::string contents;
-  char buffer[1 << 16];
-  while (true) {
-    const ssize_t got = read(fd, buffer, sizeof(buffer));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      const std::string error = ErrnoText();
-      close(fd);
-      return UnavailableError("cannot read '", path, "': ", error);
-    }
-    if (got == 0) break;
-    contents.append(buffer, got);
-  }
-  close(fd);
-  return contents;
-}
 
 // --- manifest ---
 
@@ -261,13 +173,18 @@ Status ParseManifest(const std::string& text, CheckpointManifest* manifest) {
 // --- variable files ---
 
 // Reads `entry`'s file and checks it against the manifest; returns the data.
-StatusOr<std::string> ReadVariableData(const std::string& dir, const CheckpointEntry& entry) {
+StatusOr<std::string> ReadVariableData(const std::string& dir, const CheckpointEntry& entry,
+                                       Env* env) {
   const std::string path = JoinPath(dir, entry.file);
   const std::string where = "variable '" + entry.name + "' in '" + path + "': ";
-  StatusOr<std::string> read = ReadWholeFile(path);
+  const size_t header_size = HeaderSize(entry.desc.shape.rank());
+  StatusOr<std::string> read = env->ReadFileToString(path, header_size + entry.byte_count);
+  if (!read.ok() && read.status().code() == StatusCode::kOutOfRange) {
+    return DataLossError(where, "file has more than ", header_size + entry.byte_count,
+                         " bytes, the size its manifest line gives (overwritten)");
+  }
   if (!read.ok()) return read.status().WithContext("variable '" + entry.name + "'");
   std::string contents = std::move(read).value();
-  const size_t header_size = HeaderSize(entry.desc.shape.rank());
   if (contents.size() != header_size + entry.byte_count) {
     return DataLossError(where, "file has ", contents.size(), " bytes, expected ",
                          header_size + entry.byte_count, " (truncated or overwritten)");
@@ -275,8 +192,8 @@ StatusOr<std::string> ReadVariableData(const std::string& dir, const CheckpointE
   if (contents.compare(0, 4, kVariableFileMagic, 4) != 0) {
     return DataLossError(where, "bad magic (not a variable file)");
   }
-  if (Crc32(contents.data(), header_size - 4) != little_endian::LoadU32(
-                     reinterpret_cast<const uint8_t*>(contents.data()) + header_size - 4)) {
+  if (Crc32(contents.data(), header_size - 4) !=
+      little_endian::LoadU32(reinterpret_cast<const uint8_t*>(contents.data()) + header_size - 4)) {
     return DataLossError(where, "header checksum mismatch");
   }
   const std::string expected_header = EncodeHeader(entry.desc, entry.byte_count, entry.crc32);
@@ -322,16 +239,19 @@ std::string VariableFileName(const std::string& name) {
 }
 
 Status SaveVariables(const std::string& dir, int64_t iteration,
-                     const std::map<std::string, Blob>& variables) {
-  RETURN_IF_ERROR(MakeDirectories(dir));
-  const std::string manifest_path = JoinPath(dir, kCheckpointManifestName);
-  if (unlink(manifest_path.c_str()) != 0 && errno != ENOENT) {
-    return UnavailableError("cannot remove old '", manifest_path, "': ", ErrnoText());
-  }
-  CheckpointManifest manifest;
-  manifest.iteration = iteration;
+                     const std::map<std::string, Blob>& variables, Env* env) {
   for (const auto& [name, blob] : variables) {
     if (name.empty()) return InvalidArgumentError("empty variable name (checkpoint '", dir, "')");
+  }
+  RETURN_IF_ERROR(env->CreateDirectories(dir).WithContext("checkpoint '" + dir + "'"));
+  CheckpointManifest manifest;
+  manifest.iteration = iteration;
+  std::vector<std::string> staged;  // written and synced, not yet renamed
+  auto discard_staged = [&]() {
+    for (const std::string& path : staged) env->RemoveFile(path).IgnoreError();
+  };
+  // 1. Every variable to "<file>.tmp": the previous checkpoint stays whole.
+  for (const auto& [name, blob] : variables) {
     CheckpointEntry entry;
     entry.name = name;
     entry.file = VariableFileName(name);
@@ -339,36 +259,48 @@ Status SaveVariables(const std::string& dir, int64_t iteration,
     entry.byte_count = static_cast<uint64_t>(blob.ByteSize());
     entry.crc32 = Crc32(blob.raw(), entry.byte_count);
     const std::string header = EncodeHeader(entry.desc, entry.byte_count, entry.crc32);
-    Status status =
-        WriteFileAtomically(JoinPath(dir, entry.file),
-                            {{header.data(), header.size()}, {blob.raw(), entry.byte_count}});
-    if (!status.ok()) return status.WithContext("saving variable '" + name + "'");
+    const std::string temp = JoinPath(dir, entry.file) + kStagedSuffix;
+    Status status = env->WriteSyncedFile(
+        temp, {header, std::string_view(static_cast<const char*>(blob.raw()), entry.byte_count)});
+    if (!status.ok()) {
+      discard_staged();
+      return status.WithContext("saving variable '" + name + "'");
+    }
+    staged.push_back(temp);
     manifest.variables.push_back(std::move(entry));
   }
-  SyncDirectory(dir);
-  const std::string text = EncodeManifest(manifest);
-  RETURN_IF_ERROR(WriteFileAtomically(manifest_path, {{text.data(), text.size()}}));
-  SyncDirectory(dir);
+  // 2. The switch: no MANIFEST while the files are renamed, then the new one.
+  const std::string manifest_path = JoinPath(dir, kCheckpointManifestName);
+  Status status = env->RemoveFile(manifest_path);
+  if (status.code() == StatusCode::kNotFound) status = Status::OK();
+  for (size_t i = 0; status.ok() && i < staged.size(); ++i) {
+    status = env->RenameFile(staged[i], JoinPath(dir, manifest.variables[i].file));
+  }
+  if (status.ok()) status = env->SyncDirectory(dir);
+  if (status.ok()) status = env->WriteFileAtomically(manifest_path, EncodeManifest(manifest));
+  if (!status.ok()) {
+    discard_staged();
+    return status.WithContext("saving checkpoint '" + dir + "'");
+  }
   return Status::OK();
 }
 
 Status SaveVariables(const std::string& dir, int64_t iteration,
-                     const std::map<std::string, HostTensor>& variables) {
+                     const std::map<std::string, HostTensor>& variables, Env* env) {
   std::map<std::string, Blob> views;
   for (const auto& [name, tensor] : variables) {
     views.emplace(name, Blob(const_cast<void*>(tensor.raw()), tensor.desc()));
   }
-  return SaveVariables(dir, iteration, views);
+  return SaveVariables(dir, iteration, views, env);
 }
 
-bool IsCheckpoint(const std::string& dir) {
-  struct stat info;
-  return stat(JoinPath(dir, kCheckpointManifestName).c_str(), &info) == 0;
+bool IsCheckpoint(const std::string& dir, Env* env) {
+  return env->FileExists(JoinPath(dir, kCheckpointManifestName));
 }
 
-StatusOr<CheckpointManifest> ReadCheckpointManifest(const std::string& dir) {
+StatusOr<CheckpointManifest> ReadCheckpointManifest(const std::string& dir, Env* env) {
   const std::string path = JoinPath(dir, kCheckpointManifestName);
-  StatusOr<std::string> text = ReadWholeFile(path);
+  StatusOr<std::string> text = env->ReadFileToString(path, kMaxManifestBytes);
   if (!text.ok()) {
     if (text.status().code() == StatusCode::kNotFound) {
       return NotFoundError("no complete checkpoint in '", dir, "': '", path, "' does not exist");
@@ -382,13 +314,14 @@ StatusOr<CheckpointManifest> ReadCheckpointManifest(const std::string& dir) {
 }
 
 StatusOr<LoadedVariables> LoadVariables(const std::string& dir,
-                                        const std::map<std::string, TensorDesc>& expected) {
-  ASSIGN_OR_RETURN(CheckpointManifest manifest, ReadCheckpointManifest(dir));
+                                        const std::map<std::string, TensorDesc>& expected,
+                                        Env* env) {
+  ASSIGN_OR_RETURN(CheckpointManifest manifest, ReadCheckpointManifest(dir, env));
   LoadedVariables loaded;
   loaded.iteration = manifest.iteration;
   for (const auto& [name, desc] : expected) {
     ASSIGN_OR_RETURN(const CheckpointEntry* entry, FindEntry(dir, manifest, name, desc));
-    ASSIGN_OR_RETURN(std::string data, ReadVariableData(dir, *entry));
+    ASSIGN_OR_RETURN(std::string data, ReadVariableData(dir, *entry, env));
     HostTensor tensor(entry->desc);
     if (!data.empty()) std::memcpy(tensor.raw(), data.data(), data.size());
     loaded.tensors.emplace(name, std::move(tensor));
@@ -397,21 +330,22 @@ StatusOr<LoadedVariables> LoadVariables(const std::string& dir,
 }
 
 StatusOr<CheckpointManifest> VerifyCheckpoint(const std::string& dir,
-                                              const std::map<std::string, TensorDesc>& expected) {
-  ASSIGN_OR_RETURN(CheckpointManifest manifest, ReadCheckpointManifest(dir));
+                                              const std::map<std::string, TensorDesc>& expected,
+                                              Env* env) {
+  ASSIGN_OR_RETURN(CheckpointManifest manifest, ReadCheckpointManifest(dir, env));
   for (const auto& [name, desc] : expected) {
     ASSIGN_OR_RETURN(const CheckpointEntry* entry, FindEntry(dir, manifest, name, desc));
-    RETURN_IF_ERROR(ReadVariableData(dir, *entry).status());
+    RETURN_IF_ERROR(ReadVariableData(dir, *entry, env).status());
   }
   return manifest;
 }
 
 StatusOr<int64_t> LoadVariablesInto(const std::string& dir,
-                                    const std::map<std::string, Blob>& targets) {
-  ASSIGN_OR_RETURN(CheckpointManifest manifest, ReadCheckpointManifest(dir));
+                                    const std::map<std::string, Blob>& targets, Env* env) {
+  ASSIGN_OR_RETURN(CheckpointManifest manifest, ReadCheckpointManifest(dir, env));
   for (const auto& [name, blob] : targets) {
     ASSIGN_OR_RETURN(const CheckpointEntry* entry, FindEntry(dir, manifest, name, blob.desc()));
-    ASSIGN_OR_RETURN(std::string data, ReadVariableData(dir, *entry));
+    ASSIGN_OR_RETURN(std::string data, ReadVariableData(dir, *entry, env));
     Blob view = blob;  // a copy of the view; the memory is the caller's
     if (!data.empty()) std::memcpy(view.raw(), data.data(), data.size());
   }

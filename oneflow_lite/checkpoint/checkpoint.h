@@ -11,11 +11,18 @@
 //                              CRC-32), and an end marker with the count
 // Names are escaped for file names: bytes outside [A-Za-z0-9._-] become %XX.
 //
-// Crash safety: SaveVariables first removes an existing MANIFEST, writes each
-// file to a temporary name, fsyncs and renames it, and writes the MANIFEST
-// the same way last, then fsyncs the directory. A directory without a
-// MANIFEST is never a checkpoint, so a half-written save is never loaded;
-// a file changed after its MANIFEST line was written fails its CRC.
+// Crash safety: SaveVariables first writes and fsyncs every variable file
+// under a temporary name ("<file>.tmp"), leaving a previous checkpoint in
+// the directory untouched: a failure or a crash while the data is written
+// (the long part of a save) keeps the previous checkpoint loadable. Only
+// then does it remove the MANIFEST, rename the files into place, fsync the
+// directory and write the new MANIFEST atomically (Env::WriteFileAtomically).
+// A failure in that short metadata-only switch leaves a directory without a
+// MANIFEST, which is never a checkpoint, so a mix of two saves is never
+// loaded; a file changed after its MANIFEST line was written fails its CRC.
+//
+// Files go through the Env given (common/env.h; Env::Default() unless a
+// test passes a fake).
 //
 // Loading checks everything: the MANIFEST's syntax and version, each
 // requested variable's presence, its dtype and shape against the caller's
@@ -34,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "oneflow_lite/common/env.h"
 #include "oneflow_lite/common/host_tensor.h"
 #include "oneflow_lite/common/status.h"
 #include "oneflow_lite/common/tensor.h"
@@ -63,16 +71,19 @@ struct CheckpointManifest {
 // Saves `variables` (name -> view of the data; the memory must stay valid and
 // unchanged during the call) and `iteration` into `dir`, creating it (and
 // missing parents) if needed. Replaces a previous checkpoint in `dir`.
+// On error the previous checkpoint in `dir` is kept when the error came
+// while writing the data (see "Crash safety" above).
 Status SaveVariables(const std::string& dir, int64_t iteration,
-                     const std::map<std::string, Blob>& variables);
+                     const std::map<std::string, Blob>& variables, Env* env = Env::Default());
 Status SaveVariables(const std::string& dir, int64_t iteration,
-                     const std::map<std::string, HostTensor>& variables);
+                     const std::map<std::string, HostTensor>& variables, Env* env = Env::Default());
 
 // True when `dir` holds a MANIFEST (a complete save).
-bool IsCheckpoint(const std::string& dir);
+bool IsCheckpoint(const std::string& dir, Env* env = Env::Default());
 
 // Reads and validates `dir`/MANIFEST.
-StatusOr<CheckpointManifest> ReadCheckpointManifest(const std::string& dir);
+StatusOr<CheckpointManifest> ReadCheckpointManifest(const std::string& dir,
+                                                    Env* env = Env::Default());
 
 struct LoadedVariables {
   int64_t iteration = 0;
@@ -82,7 +93,8 @@ struct LoadedVariables {
 // Loads the variables named in `expected` (name -> the desc the caller
 // needs); variables in the checkpoint but not in `expected` are ignored.
 StatusOr<LoadedVariables> LoadVariables(const std::string& dir,
-                                        const std::map<std::string, TensorDesc>& expected);
+                                        const std::map<std::string, TensorDesc>& expected,
+                                        Env* env = Env::Default());
 
 // Reads and checks every variable named in `expected` exactly as
 // LoadVariables does (presence, dtype, shape, size, header, both CRCs),
@@ -90,13 +102,15 @@ StatusOr<LoadedVariables> LoadVariables(const std::string& dir,
 // before resuming so that a corrupt checkpoint is an error even when no
 // variable would be restored (e.g. no iteration left to run).
 StatusOr<CheckpointManifest> VerifyCheckpoint(const std::string& dir,
-                                              const std::map<std::string, TensorDesc>& expected);
+                                              const std::map<std::string, TensorDesc>& expected,
+                                              Env* env = Env::Default());
 
 // Loads straight into caller-owned memory: each target blob's desc is the
 // expectation. Returns the checkpoint's iteration. On error some targets may
 // have been written.
 StatusOr<int64_t> LoadVariablesInto(const std::string& dir,
-                                    const std::map<std::string, Blob>& targets);
+                                    const std::map<std::string, Blob>& targets,
+                                    Env* env = Env::Default());
 
 // The file name used for a variable ("dense1/weight" -> "dense1%2Fweight.var").
 std::string VariableFileName(const std::string& name);

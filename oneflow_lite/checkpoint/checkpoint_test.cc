@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 
+#include "oneflow_lite/common/testing/fake_env.h"
+
 namespace oflite {
 namespace {
 
@@ -196,6 +198,76 @@ TEST(CheckpointTest, VerifyFindsCorruptionInAnyVariable) {
               {"variable 'step count'", "truncated"});
   ExpectError(VerifyCheckpoint(dir, {{"missing", TensorDesc(Shape{1}, DT_FLOAT)}}).status(),
               StatusCode::kNotFound, {"variable 'missing'"});
+}
+
+// A save into a directory that holds a checkpoint fails part way through
+// writing the data (an I/O error, a full disk, a crash): the previous
+// checkpoint is still complete and loads with its own iteration and values.
+TEST(CheckpointTest, AFailureWhileWritingKeepsThePreviousCheckpoint) {
+  struct Fault {
+    const char* what;
+    FileOp op;
+    int nth;
+    bool crash;
+  };
+  // Per variable file: create, 2 appends (header, data), sync, close.
+  const Fault faults[] = {
+      {"second variable's header", FileOp::kAppend, 3, false},
+      {"third variable's data", FileOp::kAppend, 6, false},
+      {"second variable's fsync", FileOp::kSync, 2, false},
+      {"crash creating the third file", FileOp::kCreate, 3, true},
+      {"crash after the last data, before any rename", FileOp::kRemove, 1, true},
+  };
+  const auto old_variables = SampleVariables();
+  for (const Fault& fault : faults) {
+    SCOPED_TRACE(fault.what);
+    const std::string dir =
+        TempDir(std::string("keep_previous_") + std::to_string(&fault - faults));
+    ASSERT_TRUE(SaveVariables(dir, 1, old_variables).ok());
+    FakeEnv env;
+    if (fault.crash) {
+      env.CrashAtNth(fault.op, fault.nth);
+    } else {
+      env.FailNth(fault.op, fault.nth);
+    }
+    Status saved = SaveVariables(dir, 2, SampleVariables(1.0f), &env);
+    ASSERT_FALSE(saved.ok());
+    EXPECT_NE(saved.message().find(fault.crash ? "simulated crash" : "injected failure"),
+              std::string::npos)
+        << saved;
+    EXPECT_TRUE(IsCheckpoint(dir, &env));
+    StatusOr<LoadedVariables> loaded = LoadVariables(dir, Descs(old_variables), &env);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    EXPECT_EQ(loaded->iteration, 1);
+    EXPECT_EQ(loaded->tensors.at("dense1/weight").ToVector<float>(),
+              old_variables.at("dense1/weight").ToVector<float>());
+    ASSERT_TRUE(VerifyCheckpoint(dir, Descs(old_variables)).ok());
+    // The "restarted" process saves again over whatever the failure left.
+    env.ClearFaults();
+    ASSERT_TRUE(SaveVariables(dir, 3, SampleVariables(1.0f), &env).ok());
+    loaded = LoadVariables(dir, Descs(old_variables));
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    EXPECT_EQ(loaded->iteration, 3);
+    EXPECT_EQ(loaded->tensors.at("dense1/weight").ToVector<float>()[5], 7.5f);
+  }
+}
+
+// A failure in the switch (renaming the written files into place) leaves a
+// directory without a MANIFEST: not a checkpoint, never a mix of the two
+// saves. A failed write leaves no temporary file behind.
+TEST(CheckpointTest, AFailureDuringTheSwitchLeavesNoCheckpoint) {
+  const std::string dir = TempDir("switch");
+  ASSERT_TRUE(SaveVariables(dir, 1, SampleVariables()).ok());
+  FakeEnv env;
+  env.FailNth(FileOp::kRename, 2);
+  ExpectError(SaveVariables(dir, 2, SampleVariables(1.0f), &env), StatusCode::kUnavailable,
+              {"saving checkpoint '" + dir + "'", "injected failure: rename"});
+  EXPECT_FALSE(IsCheckpoint(dir, &env));
+  ExpectError(LoadVariables(dir, Descs(SampleVariables()), &env).status(), StatusCode::kNotFound,
+              {"no complete checkpoint", dir});
+  StatusOr<std::vector<std::string>> left = env.GetChildren(dir);
+  ASSERT_TRUE(left.ok());
+  for (const std::string& name : *left) EXPECT_EQ(name.find(".tmp"), std::string::npos) << name;
 }
 
 }  // namespace

@@ -1,9 +1,6 @@
 #include "oneflow_lite/checkpoint/sharded_store.h"
 
-#include <dirent.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
 #include "oneflow_lite/checkpoint/checkpoint.h"
@@ -67,22 +64,20 @@ std::string ShardedCheckpointStore::CheckpointDir(const std::string& root, int64
          std::to_string(iteration);
 }
 
-StatusOr<std::vector<std::string>> ShardedCheckpointStore::ListCheckpoints(
-    const std::string& root) {
-  DIR* dir = opendir(root.c_str());
-  if (dir == nullptr) {
-    return NotFoundError("no checkpoint under '", root, "': ", std::strerror(errno));
+StatusOr<std::vector<std::string>> ShardedCheckpointStore::ListCheckpoints(const std::string& root,
+                                                                           Env* env) {
+  StatusOr<std::vector<std::string>> names = env->GetChildren(root);
+  if (!names.ok()) {
+    return NotFoundError("no checkpoint under '", root, "': ", names.status().message());
   }
   std::vector<int64_t> iterations;
-  while (const dirent* entry = readdir(dir)) {
-    const std::string name = entry->d_name;
+  for (const std::string& name : *names) {
     // "iter-" and 1 to 18 digits (larger numbers are no name we write).
     if (name.rfind("iter-", 0) != 0 || name.size() == 5 || name.size() > 5 + 18) continue;
     if (name.find_first_not_of("0123456789", 5) != std::string::npos) continue;
     const int64_t iteration = std::stoll(name.substr(5));
-    if (IsCheckpoint(CheckpointDir(root, iteration))) iterations.push_back(iteration);
+    if (IsCheckpoint(CheckpointDir(root, iteration), env)) iterations.push_back(iteration);
   }
-  closedir(dir);
   if (iterations.empty()) return NotFoundError("no complete checkpoint under '", root, "'");
   std::sort(iterations.rbegin(), iterations.rend());
   std::vector<std::string> dirs;
@@ -90,8 +85,8 @@ StatusOr<std::vector<std::string>> ShardedCheckpointStore::ListCheckpoints(
   return dirs;
 }
 
-StatusOr<std::string> ShardedCheckpointStore::LatestCheckpoint(const std::string& root) {
-  ASSIGN_OR_RETURN(std::vector<std::string> dirs, ListCheckpoints(root));
+StatusOr<std::string> ShardedCheckpointStore::LatestCheckpoint(const std::string& root, Env* env) {
+  ASSIGN_OR_RETURN(std::vector<std::string> dirs, ListCheckpoints(root, env));
   return dirs.front();
 }
 
@@ -112,7 +107,7 @@ StatusOr<bool> ShardedCheckpointStore::RestorePart(const std::string& name,
   auto cached = restored_.find(name);
   if (cached == restored_.end()) {
     ASSIGN_OR_RETURN(LoadedVariables loaded,
-                     LoadVariables(options_.restore_dir, {{name, known->second}}));
+                     LoadVariables(options_.restore_dir, {{name, known->second}}, options_.env));
     cached = restored_.emplace(name, std::move(loaded.tensors.at(name))).first;
   }
   CopyPartFromLogical(cached->second, layout, part);
@@ -152,7 +147,8 @@ Status ShardedCheckpointStore::SavePart(const std::string& name, const PartLayou
     complete = std::move(pending.tensors);
     pending_.erase(iteration);
   }
-  return SaveVariables(CheckpointDir(options_.save_root, iteration), iteration, complete);
+  return SaveVariables(CheckpointDir(options_.save_root, iteration), iteration, complete,
+                       options_.env);
 }
 
 }  // namespace oflite

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "oneflow_lite/common/env.h"
 #include "oneflow_lite/common/host_tensor.h"
 #include "oneflow_lite/common/status.h"
 #include "oneflow_lite/common/tensor.h"
@@ -59,6 +60,7 @@ class ShardedCheckpointStore {
     std::string save_root;                        // empty: SavePart is an error
     std::string restore_dir;                      // empty: RestorePart returns false
     std::map<std::string, TensorDesc> variables;  // name -> logical desc
+    Env* env = Env::Default();                    // not owned; outlives the store
   };
 
   explicit ShardedCheckpointStore(Options options) : options_(std::move(options)) {}
@@ -71,10 +73,11 @@ class ShardedCheckpointStore {
   static std::string CheckpointDir(const std::string& root, int64_t iteration);
   // The complete checkpoint (with a MANIFEST) of the highest iteration under
   // `root`; NotFound naming `root` if there is none.
-  static StatusOr<std::string> LatestCheckpoint(const std::string& root);
+  static StatusOr<std::string> LatestCheckpoint(const std::string& root, Env* env = Env::Default());
   // Every complete checkpoint under `root`, highest iteration first (only
   // the MANIFEST's presence is checked); NotFound naming `root` if none.
-  static StatusOr<std::vector<std::string>> ListCheckpoints(const std::string& root);
+  static StatusOr<std::vector<std::string>> ListCheckpoints(const std::string& root,
+                                                            Env* env = Env::Default());
 
  private:
   struct Pending {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "oneflow_lite/checkpoint/checkpoint.h"
+#include "oneflow_lite/common/testing/fake_env.h"
 
 namespace oflite {
 namespace {
@@ -171,6 +172,44 @@ TEST(ShardedCheckpointStoreTest, ListsCompleteCheckpointsNewestFirst) {
   ASSERT_TRUE(listed.ok()) << listed.status();
   EXPECT_EQ(*listed, (std::vector<std::string>{root + "/iter-100", root + "/iter-20",
                                                root + "/iter-5"}));
+}
+
+// The store writes through the Env of its options: a save that crashes
+// part way (the process dies between writing a file and renaming it)
+// leaves the previous iteration's checkpoint the latest complete one, and
+// a new store restores from it.
+TEST(ShardedCheckpointStoreTest, ACrashedSaveLeavesThePreviousCheckpointLatest) {
+  const std::string root = TempDir("crashed_save");
+  FakeEnv env;
+  ShardedCheckpointStore::Options options = StoreOptions(root);
+  options.env = &env;
+  ShardedCheckpointStore store(options);
+  HostTensor w = Iota(Shape{7, 4});
+  HostTensor b = Iota(Shape{4}, 100.0f);
+  ASSERT_TRUE(store.SavePart("w", {0, 1, -1}, 3, w.AsBlob()).ok());
+  ASSERT_TRUE(store.SavePart("b", {0, 1, -1}, 3, b.AsBlob()).ok());
+  env.CrashAtNth(FileOp::kRename, 1);
+  HostTensor w5 = Iota(Shape{7, 4}, 50.0f);
+  ASSERT_TRUE(store.SavePart("w", {0, 1, -1}, 5, w5.AsBlob()).ok());  // not complete yet
+  Status crashed = store.SavePart("b", {0, 1, -1}, 5, b.AsBlob());
+  ASSERT_FALSE(crashed.ok());
+  EXPECT_NE(crashed.message().find("simulated crash at rename"), std::string::npos) << crashed;
+  EXPECT_NE(crashed.message().find(root + "/iter-5"), std::string::npos) << crashed;
+
+  env.ClearFaults();  // the restarted job
+  StatusOr<std::string> latest = ShardedCheckpointStore::LatestCheckpoint(root, &env);
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(*latest, root + "/iter-3");
+  ShardedCheckpointStore::Options restore = StoreOptions("");
+  restore.restore_dir = *latest;
+  restore.env = &env;
+  ShardedCheckpointStore restarted(restore);
+  HostTensor part(TensorDesc(Shape{7, 4}, DT_FLOAT));
+  Blob blob = part.AsBlob();
+  StatusOr<bool> restored = restarted.RestorePart("w", {0, 1, -1}, &blob);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_TRUE(*restored);
+  EXPECT_EQ(part.ToVector<float>(), w.ToVector<float>());
 }
 
 }  // namespace
