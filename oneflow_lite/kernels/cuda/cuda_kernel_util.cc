@@ -32,6 +32,16 @@ std::vector<int64_t> RowMajorStrides(const Shape& shape) {
   return strides;
 }
 
+std::vector<int64_t> BroadcastStrides(const Shape& operand, const Shape& out) {
+  std::vector<int64_t> strides(out.rank(), 0);
+  const std::vector<int64_t> contiguous = RowMajorStrides(operand);
+  const int64_t shift = out.rank() - operand.rank();
+  for (int64_t i = 0; i < operand.rank(); ++i) {
+    if (operand.dim(i) != 1) strides[i + shift] = contiguous[i];
+  }
+  return strides;
+}
+
 StatusOr<StridedIndex> MakeIndex(const std::vector<int64_t>& dims,
                                  const std::vector<std::vector<int64_t>>& strides,
                                  const std::vector<int64_t>& bases) {

@@ -35,6 +35,10 @@ StatusOr<const CudaDeviceContext*> CudaContextOf(const KernelInitContext& ctx);
 
 std::vector<int64_t> RowMajorStrides(const Shape& shape);
 
+// Strides of `operand` read along `out`'s dims with numpy broadcasting (0 on
+// the dims where the operand is absent or of size 1).
+std::vector<int64_t> BroadcastStrides(const Shape& operand, const Shape& out);
+
 // An iteration space over `dims` with operand strides given per operand
 // (each of size dims.size()); error if rank > kMaxRank.
 StatusOr<StridedIndex> MakeIndex(const std::vector<int64_t>& dims,

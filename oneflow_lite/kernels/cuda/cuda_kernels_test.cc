@@ -700,7 +700,7 @@ TEST_F(CudaKernelTest, VariableStartsFromTheCpuValues) {
   }
 }
 
-// ---- ops of issue 18 (extra_kernels.cc) --------------------------------------
+// ---- ops of issue 18 (unary_select_, batch_norm_ and nn_kernels.cc) ----------
 
 TEST_F(CudaKernelTest, UnaryMathOpsAndGradients) {
   for (const Shape& shape : {Shape({0}), Shape({1}), Shape({257, 3})}) {

@@ -19,6 +19,9 @@ inline int BlocksFor(int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
+// The logistic function 1 / (1 + e^-x) (silu, binary cross-entropy).
+__device__ inline float Sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
+
 // Offset of flat (row-major) element `flat` of index's space in operand k.
 __device__ inline int64_t OperandOffset(const StridedIndex& index, int k, int64_t flat) {
   int64_t offset = index.base[k];

@@ -66,17 +66,6 @@ class ActivationGradKernel final : public Kernel {
   }
 };
 
-// Strides of `operand` read along `out`'s dims with numpy broadcasting.
-std::vector<int64_t> BroadcastStrides(const Shape& operand, const Shape& out) {
-  std::vector<int64_t> strides(out.rank(), 0);
-  const std::vector<int64_t> contiguous = RowMajorStrides(operand);
-  const int64_t shift = out.rank() - operand.rank();
-  for (int64_t i = 0; i < operand.rank(); ++i) {
-    if (operand.dim(i) != 1) strides[i + shift] = contiguous[i];
-  }
-  return strides;
-}
-
 template <BinaryOp kOp>
 class BroadcastBinaryKernel final : public Kernel {
  public:

@@ -1,6 +1,8 @@
-// CUDA nn kernels: softmax family, cross-entropy, layer norm, embedding,
-// dropout, argmax/accuracy, pooling. Row reductions use one block per row
-// with shared-memory partials; everything else one thread per output.
+// CUDA nn kernels: softmax family, cross-entropy, binary cross-entropy with
+// logits, layer norm, embedding (also gather's), one_hot, dropout,
+// argmax/accuracy, pooling and adaptive average pooling. Row reductions use
+// one block per row with shared-memory partials; everything else one thread
+// per output.
 #include <cmath>
 
 #include "oneflow_lite/kernels/cuda/cuda_launch_util.cuh"
@@ -334,6 +336,69 @@ __global__ void AvgPoolGradKernel(const float* dy, float* dx, PoolDims d) {
   }
 }
 
+// ---- binary cross-entropy with logits -------------------------------------
+
+__global__ void BceKernel(const float* x, const float* t, float* out, int64_t n) {
+  OFLITE_GRID_LOOP(i, n) { out[i] = fmaxf(x[i], 0.f) - x[i] * t[i] + log1pf(expf(-fabsf(x[i]))); }
+}
+
+__global__ void BceGradKernel(const float* dy, const float* x, const float* t, float* dx, float* dt,
+                              int64_t n) {
+  OFLITE_GRID_LOOP(i, n) {
+    dx[i] = dy[i] * (Sigmoid(x[i]) - t[i]);
+    dt[i] = -dy[i] * x[i];
+  }
+}
+
+// ---- one_hot ---------------------------------------------------------------
+
+__global__ void OneHotKernel(IndexArray indices, float* out, int64_t n, int64_t depth, float on,
+                             float off, ErrorSlot* slot) {
+  OFLITE_GRID_LOOP(i, n) {
+    const int64_t position = i / depth;
+    const int64_t index = LoadIndex(indices, position);
+    if ((index < 0 || index >= depth) && i % depth == 0) ReportError(slot, position, index);
+    out[i] = index == i % depth ? on : off;
+  }
+}
+
+// ---- adaptive average pooling ----------------------------------------------
+
+__device__ inline int64_t BinStart(int64_t i, int64_t in, int64_t out) { return i * in / out; }
+__device__ inline int64_t BinEnd(int64_t i, int64_t in, int64_t out) {
+  return ((i + 1) * in + out - 1) / out;
+}
+
+// One thread per output cell.
+__global__ void AdaptivePoolKernel(const float* x, float* y, int64_t n, int64_t h, int64_t w,
+                                   int64_t oh, int64_t ow) {
+  OFLITE_GRID_LOOP(k, n) {
+    const int64_t j = k % ow, i = (k / ow) % oh, plane = k / (ow * oh);
+    const int64_t r0 = BinStart(i, h, oh), r1 = BinEnd(i, h, oh);
+    const int64_t c0 = BinStart(j, w, ow), c1 = BinEnd(j, w, ow);
+    const float* in = x + plane * h * w;
+    float sum = 0.f;
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t c = c0; c < c1; ++c) sum += in[r * w + c];
+    }
+    y[k] = sum / static_cast<float>((r1 - r0) * (c1 - c0));
+  }
+}
+
+__global__ void AdaptivePoolGradKernel(const float* dy, float* dx, int64_t n, int64_t h, int64_t w,
+                                       int64_t oh, int64_t ow) {
+  OFLITE_GRID_LOOP(k, n) {
+    const int64_t j = k % ow, i = (k / ow) % oh, plane = k / (ow * oh);
+    const int64_t r0 = BinStart(i, h, oh), r1 = BinEnd(i, h, oh);
+    const int64_t c0 = BinStart(j, w, ow), c1 = BinEnd(j, w, ow);
+    const float share = dy[k] / static_cast<float>((r1 - r0) * (c1 - c0));
+    float* out = dx + plane * h * w;
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t c = c0; c < c1; ++c) atomicAdd(out + r * w + c, share);
+    }
+  }
+}
+
 }  // namespace
 
 cudaError_t LaunchSoftmax(const float* x, float* y, AxisDims dims, bool log, cudaStream_t stream) {
@@ -476,6 +541,45 @@ cudaError_t LaunchAvgPoolGrad(const float* dy, float* dx, PoolDims dims, cudaStr
   const int64_t n = dims.planes * dims.out_h * dims.out_w;
   if (n <= 0) return cudaSuccess;
   AvgPoolGradKernel<<<BlocksFor(n), kThreads, 0, stream>>>(dy, dx, dims);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchBce(const float* x, const float* t, float* out, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  BceKernel<<<BlocksFor(n), kThreads, 0, stream>>>(x, t, out, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchBceGrad(const float* dy, const float* x, const float* t, float* dx, float* dt,
+                          int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  BceGradKernel<<<BlocksFor(n), kThreads, 0, stream>>>(dy, x, t, dx, dt, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchOneHot(IndexArray indices, float* out, int64_t count, int64_t depth, float on,
+                         float off, ErrorSlot* slot, cudaStream_t stream) {
+  const int64_t n = count * depth;
+  if (n <= 0) return cudaSuccess;
+  OneHotKernel<<<BlocksFor(n), kThreads, 0, stream>>>(indices, out, n, depth, on, off, slot);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAdaptiveAvgPool(const float* x, float* y, int64_t planes, int64_t h, int64_t w,
+                                  int64_t oh, int64_t ow, cudaStream_t stream) {
+  const int64_t n = planes * oh * ow;
+  if (n <= 0) return cudaSuccess;
+  AdaptivePoolKernel<<<BlocksFor(n), kThreads, 0, stream>>>(x, y, n, h, w, oh, ow);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAdaptiveAvgPoolGrad(const float* dy, float* dx, int64_t planes, int64_t h,
+                                      int64_t w, int64_t oh, int64_t ow, cudaStream_t stream) {
+  const int64_t in = planes * h * w, n = planes * oh * ow;
+  if (in <= 0) return cudaSuccess;
+  cudaError_t err = cudaMemsetAsync(dx, 0, in * sizeof(float), stream);
+  if (err != cudaSuccess || n <= 0) return err;
+  AdaptivePoolGradKernel<<<BlocksFor(n), kThreads, 0, stream>>>(dy, dx, n, h, w, oh, ow);
   return cudaGetLastError();
 }
 

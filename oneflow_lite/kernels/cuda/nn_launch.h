@@ -1,8 +1,9 @@
 // Launchers of the CUDA nn and train kernels (float32). Layouts follow the
 // CPU kernels: softmax/argmax over [outer, size, inner] with the reduced
 // axis in the middle; cross-entropy [N, C]; layer norm [rows, cols]; pooling
-// over N*C planes. Integer labels/indices are int32 or int64 (`wide`). Bad
-// labels/indices are reported through an ErrorSlot (launch_common.h).
+// and adaptive pooling over N*C planes. Integer labels/indices are int32 or
+// int64 (`wide`). Bad labels/indices are reported through an ErrorSlot
+// (launch_common.h).
 #ifndef ONEFLOW_LITE_KERNELS_CUDA_NN_LAUNCH_H_
 #define ONEFLOW_LITE_KERNELS_CUDA_NN_LAUNCH_H_
 
@@ -38,11 +39,23 @@ cudaError_t LaunchLayerNormGrad(const float* dy, const float* x, const float* me
                                 const float* inv_variance, const float* gamma, const float* dmean,
                                 const float* dinv_variance, float* dx, float* dgamma,
                                 float* dbeta, int64_t rows, int64_t cols, cudaStream_t stream);
+// binary_cross_entropy_with_logits over n elements:
+// out = max(x, 0) - x t + log1p(exp(-|x|)); grad dx = dy (sigmoid(x) - t),
+// dt = -dy x.
+cudaError_t LaunchBce(const float* x, const float* t, float* out, int64_t n, cudaStream_t stream);
+cudaError_t LaunchBceGrad(const float* dy, const float* x, const float* t, float* dx, float* dt,
+                          int64_t n, cudaStream_t stream);
+// out [count, dim] = weight rows by index (also gather's, with vocab = the
+// rows of x and dim = the row size).
 cudaError_t LaunchEmbedding(const float* weight, IndexArray indices, float* out, int64_t count,
                             int64_t vocab, int64_t dim, ErrorSlot* slot, cudaStream_t stream);
 // Zeroes dweight, then scatter-adds dy rows with atomicAdd.
 cudaError_t LaunchEmbeddingGrad(const float* dy, IndexArray indices, float* dweight, int64_t count,
                                 int64_t vocab, int64_t dim, ErrorSlot* slot, cudaStream_t stream);
+// out [count, depth]: off everywhere, on at each index; bad indices are
+// reported in the slot.
+cudaError_t LaunchOneHot(IndexArray indices, float* out, int64_t count, int64_t depth, float on,
+                         float off, ErrorSlot* slot, cudaStream_t stream);
 // keep(i) = DropoutUniform(seed, iteration, parallel_id, i) >= rate (the CPU
 // kernel's counter-based formula, bit for bit).
 cudaError_t LaunchDropout(const float* x, float* y, unsigned char* mask, int64_t n, double rate,
@@ -67,6 +80,13 @@ cudaError_t LaunchMaxPoolGrad(const float* dy, const float* x, float* dx, PoolDi
                               cudaStream_t stream);
 cudaError_t LaunchAvgPool(const float* x, float* y, PoolDims dims, cudaStream_t stream);
 cudaError_t LaunchAvgPoolGrad(const float* dy, float* dx, PoolDims dims, cudaStream_t stream);
+
+// planes = N * C; y [planes, oh, ow] from x [planes, h, w].
+cudaError_t LaunchAdaptiveAvgPool(const float* x, float* y, int64_t planes, int64_t h, int64_t w,
+                                  int64_t oh, int64_t ow, cudaStream_t stream);
+// Zeroes dx, then adds each cell's share with atomicAdd.
+cudaError_t LaunchAdaptiveAvgPoolGrad(const float* dy, float* dx, int64_t planes, int64_t h,
+                                      int64_t w, int64_t oh, int64_t ow, cudaStream_t stream);
 
 // Optimizer updates, fused: one pass reads the gradient and state once and
 // writes model and state. `scale` is a device scalar or null; a non-finite
