@@ -16,7 +16,7 @@
 #include <string>
 
 #include "oneflow_lite/comm/ibverbs/ibverbs_transport.h"
-#include "oneflow_lite/comm/verbs/emulator.h"
+#include "oneflow_lite/comm/verbs_emulator/emulator.h"
 
 namespace oflite {
 namespace comm {

@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "oneflow_lite/comm/ibverbs/ibverbs_transport_impl.h"
-#include "oneflow_lite/comm/verbs/emulator.h"
+#include "oneflow_lite/comm/verbs_emulator/emulator.h"
 
 namespace oflite {
 namespace comm {

@@ -3,7 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 
-#include "oneflow_lite/comm/verbs/emulator.h"
+#include "oneflow_lite/comm/verbs_emulator/emulator.h"
 
 namespace oflite {
 namespace comm {

@@ -15,7 +15,7 @@
 //   --ib_emulator=FABRIC  testing without RDMA hardware: instead of
 //                         libibverbs, join the verbs emulator's host-wide
 //                         fabric FABRIC with one emulated device per rank
-//                         (verbs/emulator.h); empty (default): libibverbs.
+//                         (verbs_emulator/emulator.h); empty (default): libibverbs.
 //                         The caller passes it to
 //                         BuiltinProviderOptions::ib_emulator.
 // docs/rdma.md explains how to choose each on a real cluster.

@@ -8,7 +8,7 @@
 #include <set>
 
 #include "oneflow_lite/comm/ibverbs/ibverbs_transport_impl.h"
-#include "oneflow_lite/comm/verbs/verbs_library.h"
+#include "oneflow_lite/comm/verbs_api/verbs_library.h"
 
 namespace oflite {
 namespace comm {

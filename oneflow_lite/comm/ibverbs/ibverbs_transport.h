@@ -20,7 +20,7 @@
 //
 // Fork safety: with `fork_safe` (default) ibv_fork_init() runs before the
 // device is opened and memory registered, so a later fork() (launchers,
-// subprocesses) cannot corrupt registered memory (verbs/verbs_library.h).
+// subprocesses) cannot corrupt registered memory (verbs_api/verbs_library.h).
 //
 // Thread-safety and lifetimes follow transport.h. The transport's destructor
 // says goodbye to every connected peer (so they fail fast with "rank R closed
@@ -35,7 +35,7 @@
 
 #include "oneflow_lite/comm/ibverbs/verbs_device.h"
 #include "oneflow_lite/comm/transport.h"
-#include "oneflow_lite/comm/verbs/verbs_api.h"
+#include "oneflow_lite/comm/verbs_api/verbs_api.h"
 
 namespace oflite {
 namespace comm {

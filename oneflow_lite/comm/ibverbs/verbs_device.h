@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "oneflow_lite/comm/transport.h"
-#include "oneflow_lite/comm/verbs/verbs_api.h"
+#include "oneflow_lite/comm/verbs_api/verbs_api.h"
 #include "oneflow_lite/common/status.h"
 
 namespace oflite {

@@ -1,4 +1,4 @@
-#include "oneflow_lite/comm/verbs/verbs_library.h"
+#include "oneflow_lite/comm/verbs_api/verbs_library.h"
 
 #include <dlfcn.h>
 

@@ -1,9 +1,9 @@
 // The emulator fails like hardware: protection and access errors, RNR,
 // flushes, retry exhaustion (dead peer, wrong address, PSN or MTU), queue
 // depth, CQ overrun, busy resources, a failed HCA.
-#include "oneflow_lite/comm/verbs/emulator.h"
+#include "oneflow_lite/comm/verbs_emulator/emulator.h"
 
-#include "oneflow_lite/comm/verbs/emulator_test_fixture.h"
+#include "oneflow_lite/comm/verbs_emulator/emulator_test_fixture.h"
 
 namespace oflite {
 namespace verbs {

@@ -21,13 +21,13 @@
 // Thread-safe. The library, once loaded, stays loaded for the life of the
 // process (it keeps process-wide state such as fork tracking and provider
 // drivers); loading again returns the same library.
-#ifndef ONEFLOW_LITE_COMM_VERBS_VERBS_LIBRARY_H_
-#define ONEFLOW_LITE_COMM_VERBS_VERBS_LIBRARY_H_
+#ifndef ONEFLOW_LITE_COMM_VERBS_API_VERBS_LIBRARY_H_
+#define ONEFLOW_LITE_COMM_VERBS_API_VERBS_LIBRARY_H_
 
 #include <memory>
 #include <string>
 
-#include "oneflow_lite/comm/verbs/verbs_api.h"
+#include "oneflow_lite/comm/verbs_api/verbs_api.h"
 #include "oneflow_lite/common/status.h"
 
 namespace oflite {
@@ -46,4 +46,4 @@ StatusOr<std::shared_ptr<const VerbsApi>> LoadVerbsLibrary(
 }  // namespace verbs
 }  // namespace oflite
 
-#endif  // ONEFLOW_LITE_COMM_VERBS_VERBS_LIBRARY_H_
+#endif  // ONEFLOW_LITE_COMM_VERBS_API_VERBS_LIBRARY_H_

@@ -1,12 +1,12 @@
 // The verbs emulator's control path: devices, contexts, PDs, MRs, CQs, QP
 // creation and the RC state machine. The data path is emulator_engine.cc.
-#include "oneflow_lite/comm/verbs/emulator.h"
+#include "oneflow_lite/comm/verbs_emulator/emulator.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 
-#include "oneflow_lite/comm/verbs/emulator_fabric.h"
+#include "oneflow_lite/comm/verbs_emulator/emulator_fabric.h"
 
 namespace oflite {
 namespace verbs {

@@ -4,8 +4,8 @@
 // the rdma-core struct embedded in each object and are mapped back through the
 // fabric's tables, so a stale or foreign handle is detected (EINVAL) rather
 // than dereferenced.
-#ifndef ONEFLOW_LITE_COMM_VERBS_EMULATOR_FABRIC_H_
-#define ONEFLOW_LITE_COMM_VERBS_EMULATOR_FABRIC_H_
+#ifndef ONEFLOW_LITE_COMM_VERBS_EMULATOR_EMULATOR_FABRIC_H_
+#define ONEFLOW_LITE_COMM_VERBS_EMULATOR_EMULATOR_FABRIC_H_
 
 #include <sys/types.h>
 
@@ -23,8 +23,8 @@
 #include <utility>
 #include <vector>
 
-#include "oneflow_lite/comm/verbs/emulator.h"
-#include "oneflow_lite/comm/verbs/emulator_link.h"
+#include "oneflow_lite/comm/verbs_emulator/emulator.h"
+#include "oneflow_lite/comm/verbs_emulator/emulator_link.h"
 
 namespace oflite {
 namespace verbs {
@@ -340,4 +340,4 @@ class Fabric {
 }  // namespace verbs
 }  // namespace oflite
 
-#endif  // ONEFLOW_LITE_COMM_VERBS_EMULATOR_FABRIC_H_
+#endif  // ONEFLOW_LITE_COMM_VERBS_EMULATOR_EMULATOR_FABRIC_H_

@@ -75,15 +75,15 @@
 // Lifetime: Create() returns a shared fabric; every VerbsApi it hands out
 // keeps it alive. Objects created through a VerbsApi must be destroyed through
 // it (the emulator reports EBUSY for a PD/CQ/context still in use).
-#ifndef ONEFLOW_LITE_COMM_VERBS_EMULATOR_H_
-#define ONEFLOW_LITE_COMM_VERBS_EMULATOR_H_
+#ifndef ONEFLOW_LITE_COMM_VERBS_EMULATOR_EMULATOR_H_
+#define ONEFLOW_LITE_COMM_VERBS_EMULATOR_EMULATOR_H_
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "oneflow_lite/comm/verbs/verbs_api.h"
+#include "oneflow_lite/comm/verbs_api/verbs_api.h"
 #include "oneflow_lite/common/status.h"
 
 namespace oflite {
@@ -157,4 +157,4 @@ class VerbsEmulator : public std::enable_shared_from_this<VerbsEmulator> {
 }  // namespace verbs
 }  // namespace oflite
 
-#endif  // ONEFLOW_LITE_COMM_VERBS_EMULATOR_H_
+#endif  // ONEFLOW_LITE_COMM_VERBS_EMULATOR_EMULATOR_H_

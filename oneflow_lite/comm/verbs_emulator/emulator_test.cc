@@ -1,12 +1,12 @@
 // The emulator's devices, state machine and successful data path: SEND/RECV,
 // RDMA READ/WRITE/WRITE_WITH_IMM, inline sends, RoCE addressing.
-#include "oneflow_lite/comm/verbs/emulator.h"
+#include "oneflow_lite/comm/verbs_emulator/emulator.h"
 
 #include <poll.h>
 
 #include <algorithm>
 
-#include "oneflow_lite/comm/verbs/emulator_test_fixture.h"
+#include "oneflow_lite/comm/verbs_emulator/emulator_test_fixture.h"
 
 namespace oflite {
 namespace verbs {

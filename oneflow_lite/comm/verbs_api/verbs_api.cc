@@ -1,4 +1,4 @@
-#include "oneflow_lite/comm/verbs/verbs_api.h"
+#include "oneflow_lite/comm/verbs_api/verbs_api.h"
 
 namespace oflite {
 namespace verbs {

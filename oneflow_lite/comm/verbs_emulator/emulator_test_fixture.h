@@ -3,8 +3,8 @@
 // drive the QP through INIT -> RTR -> RTS, register memory, post work and
 // poll completions with a bound. Test-only; everything goes through the
 // VerbsApi table exactly as the ibverbs provider uses it.
-#ifndef ONEFLOW_LITE_COMM_VERBS_EMULATOR_TEST_FIXTURE_H_
-#define ONEFLOW_LITE_COMM_VERBS_EMULATOR_TEST_FIXTURE_H_
+#ifndef ONEFLOW_LITE_COMM_VERBS_EMULATOR_EMULATOR_TEST_FIXTURE_H_
+#define ONEFLOW_LITE_COMM_VERBS_EMULATOR_EMULATOR_TEST_FIXTURE_H_
 
 #include <arpa/inet.h>
 
@@ -18,7 +18,7 @@
 
 #include <gtest/gtest.h>
 
-#include "oneflow_lite/comm/verbs/emulator.h"
+#include "oneflow_lite/comm/verbs_emulator/emulator.h"
 
 namespace oflite {
 namespace verbs {
@@ -276,4 +276,4 @@ class EmulatorTest : public ::testing::Test {
 }  // namespace verbs
 }  // namespace oflite
 
-#endif  // ONEFLOW_LITE_COMM_VERBS_EMULATOR_TEST_FIXTURE_H_
+#endif  // ONEFLOW_LITE_COMM_VERBS_EMULATOR_EMULATOR_TEST_FIXTURE_H_

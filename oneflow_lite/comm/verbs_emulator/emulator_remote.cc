@@ -20,7 +20,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "oneflow_lite/comm/verbs/emulator_fabric.h"
+#include "oneflow_lite/comm/verbs_emulator/emulator_fabric.h"
 #include "oneflow_lite/common/little_endian.h"
 
 namespace oflite {

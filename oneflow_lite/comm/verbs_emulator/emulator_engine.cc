@@ -12,7 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "oneflow_lite/comm/verbs/emulator_fabric.h"
+#include "oneflow_lite/comm/verbs_emulator/emulator_fabric.h"
 
 namespace oflite {
 namespace verbs {

@@ -1,4 +1,4 @@
-#include "oneflow_lite/comm/verbs/emulator_link.h"
+#include "oneflow_lite/comm/verbs_emulator/emulator_link.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>

@@ -6,8 +6,9 @@
 //   * LoadVerbsLibrary() (verbs_library.h): libibverbs.so.1 opened at run time
 //     with dlopen, so binaries never link -libverbs and run on machines without
 //     RDMA;
-//   * VerbsEmulator (emulator.h, test-only): a software model of the same
-//     subset (devices, PD, MR, CQ, RC QPs) that fails like hardware does.
+//   * VerbsEmulator (comm/verbs_emulator/emulator.h, test-only): a software
+//     model of the same subset (devices, PD, MR, CQ, RC QPs) that fails like
+//     hardware does.
 // All objects crossing the table are the real rdma-core types, owned by the
 // implementation that created them (release them through the same table).
 //
@@ -24,8 +25,8 @@
 // immutable after construction and may be shared across threads; `keep_alive`
 // holds whatever must outlive every object created through the table (the
 // dlopen handle, or the emulator fabric).
-#ifndef ONEFLOW_LITE_COMM_VERBS_VERBS_API_H_
-#define ONEFLOW_LITE_COMM_VERBS_VERBS_API_H_
+#ifndef ONEFLOW_LITE_COMM_VERBS_API_VERBS_API_H_
+#define ONEFLOW_LITE_COMM_VERBS_API_VERBS_API_H_
 
 #include <infiniband/verbs.h>
 
@@ -105,4 +106,4 @@ int MtuBytes(ibv_mtu mtu);
 }  // namespace verbs
 }  // namespace oflite
 
-#endif  // ONEFLOW_LITE_COMM_VERBS_VERBS_API_H_
+#endif  // ONEFLOW_LITE_COMM_VERBS_API_VERBS_API_H_

@@ -22,8 +22,8 @@
 // Thread-safety: Claim may be called from any thread. Exchange is
 // called by one thread only (the fabric's engine): it owns the connection
 // cache. The handler runs on the link's own thread, never inside Exchange.
-#ifndef ONEFLOW_LITE_COMM_VERBS_EMULATOR_LINK_H_
-#define ONEFLOW_LITE_COMM_VERBS_EMULATOR_LINK_H_
+#ifndef ONEFLOW_LITE_COMM_VERBS_EMULATOR_EMULATOR_LINK_H_
+#define ONEFLOW_LITE_COMM_VERBS_EMULATOR_EMULATOR_LINK_H_
 
 #include <sys/types.h>
 
@@ -104,4 +104,4 @@ class Link {
 }  // namespace verbs
 }  // namespace oflite
 
-#endif  // ONEFLOW_LITE_COMM_VERBS_EMULATOR_LINK_H_
+#endif  // ONEFLOW_LITE_COMM_VERBS_EMULATOR_EMULATOR_LINK_H_
