@@ -11,7 +11,13 @@
 #  - two machines (oflite launch --command eval|predict, tcp): the metrics
 #    equal the training run's distributed evaluation and a one-machine
 #    evaluation of the same checkpoint; the predictions equal one machine's;
-#  - bad input (missing/corrupt checkpoint, unknown output) is exit 2 naming it.
+#  - `oflite run` reports its evaluation exactly as `oflite eval` does: the
+#    exact-count line and the same --eval-out keys (one implementation);
+#  - eval and predict with --comm auto on one host put the peer on shm, as
+#    `oflite run` does (one session start for every command);
+#  - bad input (missing/corrupt checkpoint, unknown output, an --eval-out in
+#    a missing folder, a non-boolean --eval) is exit 2 naming it, before any
+#    work.
 set -u
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
 MLP="${TEST_SRCDIR}/oneflow_lite/examples/mlp_fashion_mnist"
@@ -50,6 +56,13 @@ check "train and save" 0 "$T/train1.log" "$OFLITE" run --plan "$P1" --save-every
 check "eval the final checkpoint" 0 "$T/eval1.log" "$OFLITE" eval --plan "$P1" \
   --checkpoint "$T/ck1" --eval-out "$T/eval1.eval"
 same_metrics "eval equals the evaluation after training" "$T/eval1.eval" "$T/train1.eval" 1e-12
+grep -q "^accuracy: [0-9]* of 9984 samples correct" "$T/train1.log" ||
+  { echo "FAIL: oflite run prints no exact accuracy count"; tail -5 "$T/train1.log"; fail=1; }
+[[ $(cut -d' ' -f1 "$T/train1.eval" | sort | tr '\n' ' ') == \
+   $(cut -d' ' -f1 "$T/eval1.eval" | sort | tr '\n' ' ') ]] ||
+  { echo "FAIL: run and eval write different --eval-out keys"; cat "$T/train1.eval" "$T/eval1.eval"; fail=1; }
+[[ $(value accuracy_correct "$T/train1.eval") == $(value accuracy_correct "$T/eval1.eval") ]] ||
+  { echo "FAIL: run and eval count different correct samples"; fail=1; }
 grep -q "^accuracy: [0-9]* of 9984 samples correct" "$T/eval1.log" ||
   { echo "FAIL: no exact accuracy count"; cat "$T/eval1.log"; fail=1; }
 [[ $(value samples "$T/eval1.eval") == 9984 ]] || { echo "FAIL: samples"; fail=1; }
@@ -92,6 +105,16 @@ check "eval the 2-machine checkpoint on 1 machine" 0 "$T/eval21.log" "$OFLITE" e
 same_metrics "2-machine eval equals 1 machine" "$T/eval2.eval.0" "$T/eval21.eval" 1e-5
 [[ $(value accuracy_correct "$T/eval2.eval.0") == $(value accuracy_correct "$T/eval21.eval") ]] ||
   { echo "FAIL: correct counts differ"; fail=1; }
+check "eval on 2 machines over --comm auto" 0 "$T/eval2auto.log" "$OFLITE" launch --command eval \
+  --plan "$P2" --nproc 2 --comm auto -- --checkpoint "$T/ck2.0" --eval-out "$T/eval2auto.eval"
+[[ $(grep -c "joined over shm$" "$T/eval2auto.log") == 2 ]] ||
+  { echo "FAIL: eval --comm auto on one host does not use shm"; grep joined "$T/eval2auto.log"; fail=1; }
+[[ $(value accuracy_correct "$T/eval2auto.eval") == $(value accuracy_correct "$T/eval2.eval.0") ]] ||
+  { echo "FAIL: eval over shm counts differently"; fail=1; }
+check "predict on 2 machines over --comm auto" 0 "$T/predict2auto.log" "$OFLITE" launch \
+  --command predict --plan "$P2" --nproc 2 --comm auto -- --checkpoint "$T/ck2.0" --out "$T/p2auto.npy"
+[[ $(grep -c "joined over shm$" "$T/predict2auto.log") == 2 ]] ||
+  { echo "FAIL: predict --comm auto on one host does not use shm"; grep joined "$T/predict2auto.log"; fail=1; }
 check "predict on 2 machines" 0 "$T/predict2.log" "$OFLITE" launch --command predict \
   --plan "$P2" --nproc 2 --comm tcp -- --checkpoint "$T/ck2.0" --out "$T/p2.npy"
 check "predict the 2-machine checkpoint on 1 machine" 0 "$T/predict21.log" "$OFLITE" predict \
@@ -119,6 +142,21 @@ check "predict an unknown output" 2 "$T/bad4.log" "$OFLITE" predict --plan "$P1"
   --checkpoint "$T/ck1" --out "$T/x.npy" --output probabilities
 grep -q "not an output of the plan (logits)" "$T/bad4.log" ||
   { echo "FAIL: outputs not listed"; cat "$T/bad4.log"; fail=1; }
+check "eval --eval-out into a missing folder" 2 "$T/bad6.log" "$OFLITE" eval --plan "$P1" \
+  --checkpoint "$T/ck1" --eval-out "$T/no/such/folder/x.eval"
+grep -q "folder '$T/no/such/folder' does not exist" "$T/bad6.log" ||
+  { echo "FAIL: missing folder not named"; cat "$T/bad6.log"; fail=1; }
+check "run --eval-out into a missing folder, before training" 2 "$T/bad7.log" "$OFLITE" run \
+  --plan "$P1" --eval-out "$T/no/such/folder/x.eval"
+grep -q "does not exist" "$T/bad7.log" && ! grep -q "^iter " "$T/bad7.log" ||
+  { echo "FAIL: run trained before refusing --eval-out"; cat "$T/bad7.log"; fail=1; }
+check "run --eval=maybe" 2 "$T/bad8.log" "$OFLITE" run --plan "$P1" --eval=maybe
+grep -q "flag '--eval' expects true or false" "$T/bad8.log" ||
+  { echo "FAIL: --eval=maybe not refused"; cat "$T/bad8.log"; fail=1; }
+check "run --checkpoint-dir onto a file, before training" 2 "$T/bad9.log" "$OFLITE" run \
+  --plan "$P1" --save-every 5 --checkpoint-dir /etc/passwd
+grep -q "'/etc/passwd' exists and is not a folder" "$T/bad9.log" && ! grep -q "^iter " "$T/bad9.log" ||
+  { echo "FAIL: --checkpoint-dir onto a file"; cat "$T/bad9.log"; fail=1; }
 check "launch --command bogus" 2 "$T/bad5.log" "$OFLITE" launch --command bogus --plan "$P2" \
   --nproc 2
 exit $fail

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The first cause of a multi-machine failure, at every moment of a job, with
 # real processes over TCP on loopback (issue 12, findings 4 and 6):
-#  - rank 1 frozen (SIGSTOP, via OFLITE_TEST_FREEZE_AT) right before the
+#  - rank 1 frozen (SIGSTOP, via oflite run --test-freeze-at) right before the
 #    barrier that ends training (the last one with --eval=false; the one
 #    before the evaluation otherwise) and before the barrier that ends the
 #    evaluation: the other ranks exit 4 naming rank 1 within 30 s (peer
@@ -46,17 +46,18 @@ compile() {  # compile NAME MACHINES WRITE_JOB_ARGS...
 }
 
 declare -A PID RC END
-# start NPROC PLAN RANK1_PLAN RANK1_ENV RUN_FLAGS...: one `oflite run` per rank.
+# start NPROC PLAN RANK1_PLAN RANK1_FLAG RUN_FLAGS...: one `oflite run` per
+# rank; RANK1_FLAG (may be empty) is one more flag of rank 1's.
 start() {
-  local nproc=$1 plan=$2 plan1=$3 env1=$4; shift 4
+  local nproc=$1 plan=$2 plan1=$3 flag1=$4; shift 4
   PORT=$(free_port)
   PID=(); RC=(); END=()
   rm -f "$TMP"/r*.log  # no stale line may be read before a rank truncates its log
   for ((rank = 0; rank < nproc; ++rank)); do
     local p=$plan extra=()
-    if (( rank == 1 )); then p=$plan1; [[ -n $env1 ]] && extra=("$env1"); fi
-    env "${extra[@]}" OFLITE_HOST=127.0.0.$((rank + 1)) "$OFLITE" run --plan "$p" \
-      --rank $rank --master 127.0.0.1:$PORT --comm tcp "$@" > "$TMP/r$rank.log" 2>&1 &
+    if (( rank == 1 )); then p=$plan1; [[ -n $flag1 ]] && extra=("$flag1"); fi
+    OFLITE_HOST=127.0.0.$((rank + 1)) "$OFLITE" run --plan "$p" \
+      --rank $rank --master 127.0.0.1:$PORT --comm tcp "${extra[@]}" "$@" > "$TMP/r$rank.log" 2>&1 &
     PID[$rank]=$!
   done
 }
@@ -101,6 +102,10 @@ check_blamed() {
       echo "FAIL: $what: rank $rank exited after ${after_ms} ms (bound ${bound} ms)"; fail=1
     elif ! [[ $last =~ "job ended by rank 1: " ]] || ! [[ $last =~ $pattern ]]; then
       echo "FAIL: $what: rank $rank blamed wrongly: $last"; fail=1
+    elif [[ $(grep -c "job ended by rank" "$TMP/r$rank.log") != 1 ]]; then
+      # One failure line per process, whichever thread saw the end first.
+      echo "FAIL: $what: rank $rank printed its failure line more than once"
+      grep "job ended by rank" "$TMP/r$rank.log"; fail=1
     else
       echo "ok: $what: rank $rank exit 4 after ${after_ms} ms: ${last:0:160}"
     fi
@@ -115,7 +120,7 @@ wait_for_log() {
 # freeze WHAT NPROC PLAN POINT RUN_FLAGS...: rank 1 stops itself at POINT.
 freeze() {
   local what=$1 nproc=$2 plan=$3 point=$4; shift 4
-  start "$nproc" "$plan" "$plan" "OFLITE_TEST_FREEZE_AT=$point" "$@"
+  start "$nproc" "$plan" "$plan" "--test-freeze-at=$point" "$@"
   if ! wait_for_log "$TMP/r1.log" "freezing at $point" 120; then
     echo "FAIL: $what: rank 1 never reached $point"; tail -3 "$TMP/r1.log"; fail=1
   fi

@@ -96,6 +96,10 @@ struct RuntimeOptions {
   // divided among the machine's CPU devices. Applied to the (process-wide)
   // BLAS library by Create.
   int cpu_threads = 0;
+  // The caller verified `plan` when it loaded it (VerifyPlan with default
+  // options, which covers its nested evaluation plan; the node session's
+  // LoadVerifiedPlan): Create skips its own check. False: Create verifies.
+  bool plan_verified = false;
 };
 
 struct RunStats {

@@ -2,31 +2,53 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "oneflow_lite/api/node_plan.h"
+#include "oneflow_lite/common/env.h"
 #include "oneflow_lite/common/proto_io.h"
-#include "oneflow_lite/compiler/compiler.h"
-#include "tools/oflite/commands.h"
-#include "tools/oflite/flags.h"
+#include "oneflow_lite/compiler/plan_summary_text.h"
+#include "oneflow_lite/plan/plan_verifier.h"
+#include "oneflow_lite/session/exit_codes.h"
+#include "oneflow_lite/session/flags.h"
+#include "oneflow_lite/session/node_session.h"
 
 namespace oflite {
 namespace driver {
 namespace {
 
 int Fail(const std::string& name, const Status& status, int code) {
-  std::fprintf(stderr, "%s: %s\n", name.c_str(), status.ToString().c_str());
-  return code;
+  return session::ReportFailure(name, status, code);
 }
 
 // Where outputs go: $BUILD_WORKSPACE_DIRECTORY/out under `bazel run`, else
 // the current directory.
-std::string DefaultOutDir() {
-  const char* workspace = std::getenv("BUILD_WORKSPACE_DIRECTORY");
-  return workspace != nullptr ? std::string(workspace) + "/out" : ".";
+std::string DefaultOutDir(const session::Environment& env) {
+  const std::string workspace = env("BUILD_WORKSPACE_DIRECTORY");
+  return !workspace.empty() ? workspace + "/out" : ".";
+}
+
+std::string PlacementText(const PlacementProto& proto) {
+  StatusOr<Placement> placement = Placement::FromProto(proto);
+  return placement.ok() ? placement->ToString() : "(invalid placement)";
+}
+
+Placement ConfigPlacement(const TrainerConfig& config) {
+  return *Placement::Parse("0-" + std::to_string(config.machines - 1) + ":cpu:0-" +
+                           std::to_string(config.devices - 1));
+}
+
+// Splits argv at the first "--": the driver's own flags before, `oflite
+// run`'s after.
+int OwnArgc(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") return i;
+  }
+  return argc;
 }
 
 }  // namespace
@@ -42,36 +64,81 @@ ClusterProto LoopbackCluster(int64_t machines, int64_t cpu_devices) {
   return cluster;
 }
 
-StatusOr<Job> BuildTrainingJob(const std::string& name, const TrainerConfig& config,
-                               const ModelFn& model) {
-  Graph g(name, config.seed);
-  model(config, &g);
-  if (config.iters > 0) {
-    g.SetIterations(config.iters);
-  } else {
-    g.SetEpochs(config.epochs);
+ClusterProto ClusterForJob(const Job& job) {
+  int64_t machines = 1, cpu_devices = 1, cuda_devices = 0;
+  auto count = [&](const PlacementProto& placement) {
+    for (int64_t m : placement.machine_id()) machines = std::max(machines, m + 1);
+    for (int64_t d : placement.device_id()) {
+      if (placement.device_type() == DEVICE_CUDA) {
+        cuda_devices = std::max(cuda_devices, d + 1);
+      } else {
+        cpu_devices = std::max(cpu_devices, d + 1);
+      }
+    }
+  };
+  count(job.conf().default_placement());
+  for (const OpConf& op : job.op()) {
+    if (op.has_placement()) count(op.placement());
   }
-  g.SetPlacement(Placement::Parse("0-" + std::to_string(config.machines - 1) + ":cpu:0-" +
-                                  std::to_string(config.devices - 1)));
-  return g.Build();
+  ClusterProto cluster = LoopbackCluster(machines, cpu_devices);
+  for (MachineProto& m : *cluster.mutable_machine()) {
+    m.set_cuda_devices(static_cast<int32_t>(cuda_devices));
+  }
+  return cluster;
 }
 
-StatusOr<Plan> CompileTrainingPlan(const Job& job, const TrainerConfig& config) {
-  return CompileNodePlan(job, LoopbackCluster(config.machines, config.devices));
+StatusOr<Job> BuildTrainingJob(const std::string& name, const TrainerConfig& config,
+                               const ModelFn& model, std::vector<std::string>* model_choices) {
+  Graph g(name, config.seed);
+  model(config, &g);
+  // The config applies only where the model chose nothing itself.
+  const Placement flags_placement = ConfigPlacement(config);
+  const bool own_placement = g.placement_set();
+  const bool own_duration = g.duration_set();
+  if (!own_placement) g.SetPlacement(flags_placement);
+  if (!own_duration) {
+    if (config.iters > 0) {
+      g.SetIterations(config.iters);
+    } else {
+      g.SetEpochs(config.epochs);
+    }
+  }
+  ASSIGN_OR_RETURN(Job job, g.Build());
+  if (model_choices != nullptr) {
+    const std::string placement = PlacementText(job.conf().default_placement());
+    if (own_placement && placement != flags_placement.ToString()) {
+      model_choices->push_back("the model places itself on " + placement + " (flags: " +
+                               flags_placement.ToString() + ")");
+    }
+    if (own_duration) {
+      model_choices->push_back("the model sets its own duration: " +
+                               std::to_string(job.conf().total_iters()) + " iteration(s)");
+    }
+  }
+  return job;
+}
+
+StatusOr<Plan> CompileTrainingPlan(const Job& job) {
+  ASSIGN_OR_RETURN(Plan plan, CompileNodePlan(job, ClusterForJob(job)));
+  RETURN_IF_ERROR(VerifyPlan(plan));
+  return plan;
+}
+
+int TrainPlan(const Plan& plan, const session::TrainingRequest& request,
+              const session::NodeOptions& node_options, session::TrainingResult* result) {
+  StatusOr<std::unique_ptr<session::NodeSession>> node =
+      session::NodeSession::Start(plan, node_options);
+  if (!node.ok()) return session::ReportFailure(node_options.command, node.status(),
+                                                cli::kExitFailure);
+  return session::Train(node->get(), plan, request, result);
 }
 
 int TrainMain(const std::string& name, TrainerConfig config, const ModelFn& model, int argc,
               char** argv) {
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
-  // Flags after "--" go to the trainer (oflite run).
-  int own_argc = argc;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--") {
-      own_argc = i;
-      break;
-    }
-  }
+  const session::Environment env = session::ProcessEnvironment();
+  const int own_argc = OwnArgc(argc, argv);
   cli::FlagSet flags(
       name, "[flags] [-- oflite-run flags]",
       {{"data-dir", "dataset directory (Fashion-MNIST idx files, or .npy arrays)", false,
@@ -87,7 +154,7 @@ int TrainMain(const std::string& name, TrainerConfig config, const ModelFn& mode
        {"seed", "job seed", false, std::to_string(config.seed)},
        {"classes", "classes of the labels (models on .npy data)", false,
         std::to_string(config.classes)},
-       {"out-dir", "where to write the job and plan files", false, DefaultOutDir()},
+       {"out-dir", "where to write the job and plan files", false, DefaultOutDir(env)},
        {"compile-only", "write the job and plan, do not train", true, "false"}});
   Status parsed = flags.Parse(own_argc, argv);
   if (!parsed.ok()) return Fail(name, parsed, cli::kExitBadInput);
@@ -95,6 +162,16 @@ int TrainMain(const std::string& name, TrainerConfig config, const ModelFn& mode
     flags.PrintHelp();
     return cli::kExitOk;
   }
+  // The flags after "--" are `oflite run`'s: their syntax is checked now,
+  // their meaning against the plan once it is compiled.
+  std::vector<cli::FlagSpec> run_specs = session::TrainingFlagSpecs();
+  for (cli::FlagSpec& spec : session::NodeFlagSpecs()) run_specs.push_back(std::move(spec));
+  cli::FlagSet run_flags(name, "-- [oflite run flags]", std::move(run_specs));
+  std::vector<char*> run_argv = {argv[0]};
+  for (int i = own_argc + 1; i < argc; ++i) run_argv.push_back(argv[i]);
+  parsed = run_flags.Parse(static_cast<int>(run_argv.size()), run_argv.data());
+  if (!parsed.ok()) return Fail(name, parsed, cli::kExitBadInput);
+
   for (const char* key : {"batch", "epochs", "iters", "devices", "machines", "seed", "classes"}) {
     if (!flags.GetInt(key).ok()) return Fail(name, flags.GetInt(key).status(), cli::kExitBadInput);
   }
@@ -115,42 +192,44 @@ int TrainMain(const std::string& name, TrainerConfig config, const ModelFn& mode
         cli::kExitBadInput);
   }
 
-  StatusOr<Job> job = BuildTrainingJob(name, config, model);
+  std::vector<std::string> model_choices;
+  StatusOr<Job> job = BuildTrainingJob(name, config, model, &model_choices);
   if (!job.ok()) return Fail(name, job.status(), cli::kExitBadInput);
-  StatusOr<Plan> plan = CompileTrainingPlan(*job, config);
+  // A flag given on the command line that the model's own choice overrides.
+  const bool placement_flags = flags.Has("machines") || flags.Has("devices");
+  const bool duration_flags = flags.Has("iters") || flags.Has("epochs");
+  for (const std::string& choice : model_choices) {
+    const bool placement = choice.rfind("the model places", 0) == 0;
+    if (placement ? placement_flags : duration_flags) {
+      std::fprintf(stderr, "%s: note: %s; %s not used\n", name.c_str(), choice.c_str(),
+                   placement ? "--machines/--devices are" : "--iters/--epochs are");
+    }
+  }
+  StatusOr<Plan> plan = CompileTrainingPlan(*job);
   if (!plan.ok()) return Fail(name, plan.status(), cli::kExitBadInput);
   const std::string out = flags.Get("out-dir");
-  if (std::system(("mkdir -p '" + out + "'").c_str()) != 0) {
-    return Fail(name, PermissionDeniedError("cannot create '", out, "'"), cli::kExitBadInput);
-  }
+  Status made = Env::Default()->CreateDirectories(out);
+  if (!made.ok()) return Fail(name, made.WithContext("--out-dir"), cli::kExitBadInput);
   const std::string job_path = out + "/" + name + ".job.pb";
   const std::string plan_path = out + "/" + name + ".plan.pb";
   Status saved = SaveJob(job_path, *job);
   if (saved.ok()) saved = SavePlan(plan_path, *plan);
   if (!saved.ok()) return Fail(name, saved, cli::kExitBadInput);
   std::printf("wrote %s and %s\n", job_path.c_str(), plan_path.c_str());
+  compiler::PrintPlanSummary(stdout, *plan);
   std::fflush(stdout);
-  {
-    std::string inspect = "inspect";
-    std::vector<char*> inspect_argv = {inspect.data(), const_cast<char*>(plan_path.c_str())};
-    if (cli::RunInspect(2, inspect_argv.data()) != cli::kExitOk) {
-      return Fail(name, InternalError("cannot summarize '", plan_path, "'"), cli::kExitFailure);
-    }
-  }
   if (flags.GetBool("compile-only")) return cli::kExitOk;
-  if (config.machines > 1) {
-    std::printf("a %lld-machine plan: start it with\n  oflite launch --plan %s --nproc %lld\n",
-                static_cast<long long>(config.machines), plan_path.c_str(),
-                static_cast<long long>(config.machines));
+  if (plan->machine_size() > 1) {
+    std::printf("a %d-machine plan: start it with\n  oflite launch --plan %s --nproc %d\n",
+                plan->machine_size(), plan_path.c_str(), plan->machine_size());
     return cli::kExitOk;
   }
-
-  // Train with the runtime, exactly as `oflite run --plan <plan>` does.
-  std::vector<std::string> run_args = {"run", "--plan", plan_path};
-  for (int i = own_argc + 1; i < argc; ++i) run_args.push_back(argv[i]);
-  std::vector<char*> run_argv;
-  for (std::string& a : run_args) run_argv.push_back(a.data());
-  return cli::RunRun(static_cast<int>(run_argv.size()), run_argv.data());
+  StatusOr<session::NodeOptions> node =
+      session::ReadNodeOptions(run_flags, *plan, env, name);
+  if (!node.ok()) return Fail(name, node.status(), cli::kExitBadInput);
+  StatusOr<session::TrainingRequest> request = session::ReadTrainingRequest(run_flags, *plan);
+  if (!request.ok()) return Fail(name, request.status(), cli::kExitBadInput);
+  return TrainPlan(*plan, *request, *node);
 }
 
 }  // namespace driver

@@ -15,33 +15,43 @@
 //         }, argc, argv);
 //   }
 //
-// (Bazel: deps = ["//tools/driver:trainer"].) TrainMain parses the flags
-// below over `defaults`, calls the model function on a fresh Graph (seed
-// --seed), sets iterations (--iters, else --epochs of the training split)
-// and the placement (machines 0..M-1, CPU devices 0..D-1: data parallel
-// when the model hints Split(0) on its data), builds the Job, compiles it
-// with its evaluation plan for a loopback cluster (machine m at 127.0.0.m+1),
-// writes <out-dir>/<name>.job.pb and <name>.plan.pb, prints the plan
-// summary, and then:
-//  - one machine: trains and evaluates in-process, exactly as `oflite run
-//    --plan <plan> [args after --]` does (e.g. `-- --save-every 100
+// (Bazel: deps = ["//tools/driver:trainer"], visible to any package; the
+// public surface is listed in docs/graph_api.md.) TrainMain parses the
+// flags below over `defaults`, calls the model function on a fresh Graph
+// (seed --seed), builds the Job, compiles it with its evaluation plan for a
+// loopback cluster (machine m at 127.0.0.m+1) sized for the job's
+// placements, writes <out-dir>/<name>.job.pb and <name>.plan.pb, prints
+// the plan summary (as `oflite inspect` does), and then:
+//  - one machine: trains and evaluates in-process through the node session
+//    library (oneflow_lite/session: TrainPlan below), exactly as `oflite
+//    run --plan <plan> [flags after --]` does (e.g. `-- --save-every 100
 //    --checkpoint-dir ckpt`; evaluate or predict later with `oflite eval` /
 //    `oflite predict --checkpoint ckpt/iter-N`);
 //  - several machines: prints the `oflite launch` line that runs the plan.
+// What the model sets stays: a placement (Graph::SetPlacement) or a
+// duration (SetIterations/SetEpochs) of the model's own is kept, and a flag
+// given on the command line that it overrides (--machines, --devices,
+// --iters, --epochs) is named in a note on stderr. The flags apply where
+// the model sets nothing (placement: machines 0..M-1, CPU devices 0..D-1,
+// data parallel when the model hints Split(0) on its data).
 // Flags: --data-dir, --batch (global), --epochs, --iters, --lr, --devices,
 // --machines, --seed, --classes, --out-dir (default $BUILD_WORKSPACE_DIRECTORY/out
-// under `bazel run`, else .), --compile-only. Returns the exit code
-// (tools/oflite/commands.h: 2 for a bad flag or a graph/compile error,
-// naming it). Not thread-safe (one call per process).
+// under `bazel run`, else .), --compile-only; after `--`, the flags of
+// `oflite run` (session/training.h, session/node_options.h). Returns the
+// exit code (session/exit_codes.h: 2 for a bad flag or a graph/compile
+// error, naming it). Not thread-safe (one call per process).
 #ifndef TOOLS_DRIVER_TRAINER_H_
 #define TOOLS_DRIVER_TRAINER_H_
 
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "oneflow_lite/api/graph.h"
 #include "oneflow_lite/common/status.h"
+#include "oneflow_lite/session/node_options.h"
+#include "oneflow_lite/session/training.h"
 #include "proto/cluster.pb.h"
 #include "proto/job.pb.h"
 #include "proto/plan.pb.h"
@@ -70,16 +80,33 @@ using ModelFn = std::function<void(const TrainerConfig& config, Graph* g)>;
 int TrainMain(const std::string& name, TrainerConfig defaults, const ModelFn& model, int argc,
               char** argv);
 
-// The pieces, for programs with their own command line:
-// the Job of `model` under `config` (iterations and placement set).
+// The pieces, for programs with their own command line (library calls;
+// none parses an argv):
+//
+// The Job of `model` under `config`: config's placement and duration are
+// the graph's defaults, set before the model runs, so the model's own
+// choices win. `model_choices` (may be null) gets one line per choice of
+// the model that differs from config's, e.g. "the model places itself on
+// 0-1:cpu:0 (flags: 0:cpu:0)".
 StatusOr<Job> BuildTrainingJob(const std::string& name, const TrainerConfig& config,
-                               const ModelFn& model);
+                               const ModelFn& model,
+                               std::vector<std::string>* model_choices = nullptr);
 // `machines` machines on loopback addresses 127.0.0.1, 127.0.0.2, ...
 // with `cpu_devices` CPU devices each.
 ClusterProto LoopbackCluster(int64_t machines, int64_t cpu_devices);
+// The loopback cluster `job` needs: as many machines and CPU/CUDA devices
+// per machine as its placements name.
+ClusterProto ClusterForJob(const Job& job);
 // The training plan with its evaluation plan (api/node_plan.h) for
-// LoopbackCluster(config.machines, config.devices).
-StatusOr<Plan> CompileTrainingPlan(const Job& job, const TrainerConfig& config);
+// ClusterForJob(job), verified.
+StatusOr<Plan> CompileTrainingPlan(const Job& job);
+// Trains and evaluates a one-machine `plan` in this process, exactly as
+// `oflite run --plan` does with the same request and node options
+// (session::Train: progress lines, checkpoints, the test line); returns the
+// exit code, `result` (may be null) the iterations, counters and rank 0's
+// evaluation. Blocks until done.
+int TrainPlan(const Plan& plan, const session::TrainingRequest& request,
+              const session::NodeOptions& node, session::TrainingResult* result = nullptr);
 
 }  // namespace driver
 }  // namespace oflite

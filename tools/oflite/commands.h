@@ -1,21 +1,13 @@
 // The oflite subcommands. Each takes the arguments after the subcommand
-// name (argv[0] is the subcommand) and returns the process exit code:
-//   0 success, 1 runtime failure, 2 bad input (file, flag, plan),
-//   3 not implemented in this build, 4 this rank was healthy but the job
-//   ended because another rank failed or was lost (the launcher blames the
-//   ranks that did not exit 4 first). `oflite launch` interrupted by
-//   SIGINT/SIGTERM (forwarded to every rank) exits 128 + the signal.
+// name (argv[0] is the subcommand) and returns the process exit code
+// (oneflow_lite/session/exit_codes.h).
 #ifndef ONEFLOW_LITE_TOOLS_OFLITE_COMMANDS_H_
 #define ONEFLOW_LITE_TOOLS_OFLITE_COMMANDS_H_
 
+#include "oneflow_lite/session/exit_codes.h"
+
 namespace oflite {
 namespace cli {
-
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;
-inline constexpr int kExitBadInput = 2;
-inline constexpr int kExitUnimplemented = 3;
-inline constexpr int kExitPeerFailed = 4;
 
 int RunCompile(int argc, char** argv);
 int RunInspect(int argc, char** argv);

@@ -17,7 +17,7 @@
 #include "oneflow_lite/compiler/compiler.h"
 #include "oneflow_lite/compiler/plan_summary.h"
 #include "tools/oflite/commands.h"
-#include "tools/oflite/flags.h"
+#include "oneflow_lite/session/flags.h"
 
 namespace oflite {
 namespace cli {

@@ -36,15 +36,12 @@
 #include <map>
 #include <mutex>
 
-#include "oneflow_lite/checkpoint/checkpoint.h"
-#include "oneflow_lite/checkpoint/sharded_store.h"
-#include "oneflow_lite/common/proto_io.h"
 #include "oneflow_lite/data/npy.h"
-#include "oneflow_lite/plan/plan_verifier.h"
 #include "oneflow_lite/runtime/variable_stores.h"
+#include "oneflow_lite/session/checkpoint_choice.h"
+#include "oneflow_lite/session/evaluation.h"
+#include "oneflow_lite/session/node_session.h"
 #include "tools/oflite/commands.h"
-#include "tools/oflite/evaluate.h"
-#include "tools/oflite/session_setup.h"
 
 namespace oflite {
 namespace cli {
@@ -158,69 +155,33 @@ StatusOr<std::string> ChooseOutput(const FlagSet& flags, const Plan& eval_plan) 
                               list, ")");
 }
 
-// The checkpoint --checkpoint names (a checkpoint or the newest under a
-// root), verified against `variables`.
-StatusOr<std::string> ResolveCheckpoint(const std::string& path,
-                                        const std::map<std::string, TensorDesc>& variables) {
-  std::string dir = path;
-  if (!IsCheckpoint(path)) {
-    StatusOr<std::string> latest = ShardedCheckpointStore::LatestCheckpoint(path);
-    if (!latest.ok()) return InvalidArgumentError("--checkpoint: ", latest.status().message());
-    dir = *latest;
-  }
-  StatusOr<CheckpointManifest> manifest = VerifyCheckpoint(dir, variables);
-  if (!manifest.ok()) {
-    return manifest.status().WithContext("--checkpoint: checkpoint '" + dir + "' cannot be used");
-  }
-  return dir;
-}
-
 struct Command {
   std::string name;  // "eval" or "predict"
   bool predict = false;
 };
-
-int Fail(const Command& command, const Status& status, int code) {
-  std::fprintf(stderr, "oflite %s: %s\n", command.name.c_str(), status.ToString().c_str());
-  std::fflush(stderr);
-  return code;
-}
-
-// A failure of a multi-machine job: a peer's first (exit 4) or this rank's
-// (reported, then told to the peers).
-int FailJob(const Command& command, const Status& status, MultiMachineSession* session,
-            int64_t rank, int code) {
-  const JobFailure failure = AttributeFailure(session, status);
-  if (failure.rank >= 0 && failure.rank != rank) {
-    std::fprintf(stderr, "oflite %s: rank %lld: job ended by rank %d: %s\n", command.name.c_str(),
-                 static_cast<long long>(rank), failure.rank, failure.reason.message().c_str());
-    return kExitPeerFailed;
-  }
-  Fail(command, status, code);
-  if (session != nullptr) session->AbortPeers(status);
-  return code;
-}
 
 std::vector<FlagSpec> CommandFlags(const Command& command) {
   std::vector<FlagSpec> specs = {
       {"plan", "the Plan file (a training plan: its evaluation plan runs)"},
       {"checkpoint", "checkpoint D (or the newest D/iter-*) holding the variables"},
       {"iters", "iterations (batches) to run (default: one pass over the split)", false, "0"},
-      {"watchdog-seconds", "abort when no actor progresses this long", false, "60"},
-      {"stats", "print CommNet counters at exit (multi-machine)", true, "false"},
       {"eval-out", "write the metrics (name value) to this file"}};
   if (command.predict) {
     specs.push_back({"out", "the .npy file the output's samples go to"});
     specs.push_back({"output", "the named output to write (default: the plan's only one)"});
   }
-  for (FlagSpec& spec : SessionFlagSpecs()) specs.push_back(std::move(spec));
+  for (FlagSpec& spec : session::NodeFlagSpecs()) specs.push_back(std::move(spec));
   return specs;
 }
 
 int RunEvalCommand(const Command& command, int argc, char** argv) {
+  const std::string program = "oflite " + command.name;
   FlagSet flags(command.name, "--plan PLAN.pb --checkpoint DIR [flags]", CommandFlags(command));
+  auto fail = [&program](const Status& status, int code) {
+    return session::ReportFailure(program, status, code);
+  };
   Status parsed = flags.Parse(argc, argv);
-  if (!parsed.ok()) return Fail(command, parsed, kExitBadInput);
+  if (!parsed.ok()) return fail(parsed, kExitBadInput);
   if (flags.help_requested()) {
     flags.PrintHelp();
     return kExitOk;
@@ -228,55 +189,41 @@ int RunEvalCommand(const Command& command, int argc, char** argv) {
   for (const char* required : {"plan", "checkpoint", "out"}) {
     if (required == std::string("out") && !command.predict) continue;
     if (!flags.Has(required) || flags.Get(required).empty()) {
-      return Fail(command, InvalidArgumentError("--", required, " is required"), kExitBadInput);
+      return fail(InvalidArgumentError("--", required, " is required"), kExitBadInput);
     }
   }
   const std::string plan_path = flags.Get("plan");
-  StatusOr<Plan> plan = LoadPlan(plan_path);
-  if (!plan.ok()) return Fail(command, plan.status(), kExitBadInput);
-  Status verified = VerifyPlan(*plan);
-  if (!verified.ok()) {
-    return Fail(command, verified.WithContext("plan '" + plan_path + "'"), kExitBadInput);
-  }
+  StatusOr<Plan> plan = session::LoadVerifiedPlan(plan_path);
+  if (!plan.ok()) return fail(plan.status(), kExitBadInput);
   StatusOr<const Plan*> eval_plan = EvaluationPlanOf(*plan, plan_path);
-  if (!eval_plan.ok()) return Fail(command, eval_plan.status(), kExitBadInput);
+  if (!eval_plan.ok()) return fail(eval_plan.status(), kExitBadInput);
   const Plan& evaluated = **eval_plan;
-  StatusOr<SessionFlags> session_flags = ReadSessionFlags(flags, evaluated);
-  if (!session_flags.ok()) return Fail(command, session_flags.status(), kExitBadInput);
+  StatusOr<session::NodeOptions> node_options =
+      session::ReadNodeOptions(flags, evaluated, session::ProcessEnvironment(), program);
+  if (!node_options.ok()) return fail(node_options.status(), kExitBadInput);
   StatusOr<int64_t> iters = flags.GetInt("iters", 0, evaluated.total_iters());
-  if (!iters.ok()) return Fail(command, iters.status(), kExitBadInput);
-  StatusOr<std::chrono::milliseconds> watchdog =
-      flags.GetSeconds("watchdog-seconds", 1, kMaxDurationSeconds);
-  if (!watchdog.ok()) return Fail(command, watchdog.status(), kExitBadInput);
+  if (!iters.ok()) return fail(iters.status(), kExitBadInput);
+  Status output_ok = session::CheckOutputFile(flags.Get("eval-out"), "--eval-out");
+  if (output_ok.ok() && command.predict) output_ok = session::CheckOutputFile(flags.Get("out"), "--out");
+  if (!output_ok.ok()) return fail(output_ok, kExitBadInput);
   std::string output;
   if (command.predict) {
     StatusOr<std::string> chosen = ChooseOutput(flags, evaluated);
-    if (!chosen.ok()) return Fail(command, chosen.status(), kExitBadInput);
+    if (!chosen.ok()) return fail(chosen.status(), kExitBadInput);
     output = *chosen;
   }
   StatusOr<std::map<std::string, TensorDesc>> variables = PlanVariables(evaluated);
-  if (!variables.ok()) return Fail(command, variables.status(), kExitBadInput);
-  StatusOr<std::string> checkpoint = ResolveCheckpoint(flags.Get("checkpoint"), *variables);
-  if (!checkpoint.ok()) return Fail(command, checkpoint.status(), kExitBadInput);
+  if (!variables.ok()) return fail(variables.status(), kExitBadInput);
+  StatusOr<std::string> checkpoint = session::ChooseCheckpoint(flags.Get("checkpoint"), *variables);
+  if (!checkpoint.ok()) return fail(checkpoint.status(), kExitBadInput);
 
-  const int64_t rank = session_flags->rank;
-  const std::string name = command.name;
-  StatusOr<std::unique_ptr<MultiMachineSession>> session = StartSession(
-      flags, evaluated, *session_flags, "oflite " + name, [name, rank](const JobFailure& failure) {
-        const bool peer = failure.rank != rank;
-        std::fprintf(
-            stderr, "oflite %s: rank %lld: %s%s\n", name.c_str(), static_cast<long long>(rank),
-            peer ? ("job ended by rank " + std::to_string(failure.rank) + ": ").c_str() : "",
-            peer ? failure.reason.message().c_str() : failure.reason.ToString().c_str());
-        std::fflush(stderr);
-        std::fflush(stdout);
-        _exit(peer ? kExitPeerFailed : kExitFailure);
-      });
-  if (!session.ok()) {
-    const bool refused = session.status().code() == StatusCode::kPermissionDenied;
-    return Fail(command, session.status(), refused ? kExitBadInput : kExitFailure);
+  StatusOr<std::unique_ptr<session::NodeSession>> node =
+      session::NodeSession::Start(evaluated, *node_options);
+  if (!node.ok()) {
+    const bool refused = node.status().code() == StatusCode::kPermissionDenied;
+    return fail(node.status(), refused ? kExitBadInput : kExitFailure);
   }
-  std::printf("%s: %s with the variables of %s\n", name.c_str(),
+  std::printf("%s: %s with the variables of %s\n", command.name.c_str(),
               plan->is_train() ? "the plan's evaluation plan" : "the inference plan",
               checkpoint->c_str());
   std::fflush(stdout);
@@ -287,27 +234,20 @@ int RunEvalCommand(const Command& command, int argc, char** argv) {
   store_options.variables = *variables;
   CheckpointVariableStore store(store_options);
   OutputCollector collector(output);
-  EvaluationRequest request;
+  session::EvaluationRequest request;
   request.eval_plan = &evaluated;
   request.variables = &store;
   request.outputs = command.predict ? &collector : nullptr;
-  request.base.machine_id = rank;
-  request.base.watchdog_timeout = *watchdog;
   request.iterations = *iters;
-  request.session = session->get();
-  StatusOr<EvaluationResult> result = RunEvaluation(request);
-  if (!result.ok()) return FailJob(command, result.status(), session->get(), rank, kExitFailure);
-  if (rank == 0) {
-    Status reported = ReportEvaluation(*result, flags.Get("eval-out"));
-    if (reported.ok() && command.predict) reported = collector.Write(flags.Get("out"));
-    if (!reported.ok()) return Fail(command, reported, kExitFailure);
-  } else {
-    std::printf("%s: this machine's part done in %.1fs; rank 0 reports\n", name.c_str(),
-                result->seconds);
+  StatusOr<session::EvaluationResult> result = session::RunEvaluation(node->get(), request);
+  if (!result.ok()) return (*node)->Fail(result.status(), kExitFailure);
+  Status reported = session::ReportEvaluation(**node, *result, flags.Get("eval-out"),
+                                              command.name);
+  if (reported.ok() && command.predict && (*node)->rank() == 0) {
+    reported = collector.Write(flags.Get("out"));
   }
-  if (*session != nullptr && flags.GetBool("stats")) {
-    std::printf("%s\n", (*session)->StatsSummary().c_str());
-  }
+  if (!reported.ok()) return fail(reported, kExitFailure);
+  (*node)->PrintStats();
   return kExitOk;
 }
 

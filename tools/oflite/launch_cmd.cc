@@ -44,9 +44,9 @@
 #include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/common/proto_io.h"
 #include "tools/oflite/commands.h"
-#include "tools/oflite/flags.h"
+#include "oneflow_lite/session/flags.h"
 #include "tools/oflite/trace_file.h"
-#include "tools/oflite/trace_support.h"
+#include "oneflow_lite/session/trace_support.h"
 
 namespace oflite {
 namespace cli {
@@ -229,7 +229,7 @@ int MergeTraces(const std::string& dir, int world, bool remote) {
                  "merge them with `oflite trace merge`\n", dir.c_str());
     return kExitOk;
   }
-  StatusOr<std::vector<std::string>> files = RankTraceFiles(dir, world);
+  StatusOr<std::vector<std::string>> files = session::RankTraceFiles(dir, world);
   Status merged = files.ok() ? MergeRankTraces(*files, dir + "/trace.json") : files.status();
   if (!merged.ok()) return Fail(kExitFailure, merged.WithContext("merging the traces"));
   std::fprintf(stderr, "oflite launch: merged the traces of %d ranks into %s/trace.json\n", world,
@@ -354,7 +354,7 @@ int RunLaunch(int argc, char** argv) {
   auto result = comm::RunProcessGroup(ranks, options);
   if (!result.ok()) return Fail(kExitFailure, result.status());
   if (!result->ok) return ReportFailure(*result);
-  return MergeTraces(TraceDirInArgs(passthrough), world, !hosts.empty());
+  return MergeTraces(session::TraceDirInArgs(passthrough), world, !hosts.empty());
 }
 
 }  // namespace cli

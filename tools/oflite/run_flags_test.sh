@@ -92,6 +92,11 @@ expect "missing --master" 2 "a 2-machine plan needs --master HOST:PORT" \
 for master in localhost 127.0.0.1:99999 127.0.0.1:http :80; do
   expect "--master $master" 2 "--master: " -- "$OFLITE" "${TWO[@]}" --rank 1 --master "$master"
 done
+expect "no OFLITE_JOB_TOKEN" 2 "OFLITE_JOB_TOKEN is not set: every rank of a 2-machine job" \
+  -- env -u OFLITE_JOB_TOKEN "$OFLITE" "${TWO[@]}" --rank 1 --master 127.0.0.1:1
+expect "--check-nan=maybe" 2 "flag '--check-nan' expects true or false" \
+  -- "$OFLITE" "${ONE[@]}" --check-nan=maybe
+expect "--eval=2" 2 "flag '--eval' expects true or false" -- "$OFLITE" "${ONE[@]}" --eval=2
 # launch: the process count must match the plan (this waited 60 s).
 expect "launch --nproc 1 of 2" 2 "--nproc 1 but $TMP/two.plan.pb is a 2-machine plan: give --nproc 2" \
   -- "$OFLITE" launch --plan "$TMP/two.plan.pb" --nproc 1 --grace_ms 100
@@ -112,6 +117,18 @@ expect "training with checkpoints" 0 "trained iterations 0..6" \
   -- "$OFLITE" "${ONE[@]}" --save-every 2 --checkpoint-dir "$CK"
 expect "resume intact, nothing left" 0 "trained iterations 6..6" \
   -- "$OFLITE" "${ONE[@]}" --resume "$CK"
+# A MANIFEST edited to an iteration outside the run: refused naming the
+# file, offering the newest intact checkpoint (it was exit 1 from the
+# runtime, naming neither).
+for bad in -5 1000000; do
+  rm -rf "$TMP/ckm"; cp -r "$CK" "$TMP/ckm"
+  sed -i "s/^iteration 6\$/iteration $bad/" "$TMP/ckm/iter-6/MANIFEST"
+  expect "resume MANIFEST iteration $bad" 2 \
+    "$TMP/ckm/iter-6/MANIFEST records iteration $bad, outside this run's [0, 6]" \
+    -- "$OFLITE" "${ONE[@]}" --resume "$TMP/ckm"
+  grep -qF "resume from it with --resume $TMP/ckm/iter-4" "$TMP/out" ||
+    { echo "FAIL: MANIFEST $bad: no intact checkpoint offered"; cat "$TMP/out"; fail=1; }
+done
 # Flip the last byte (data) of a variable file of the newest checkpoint.
 VAR=$(ls "$CK/iter-6/"*.var | head -1)
 last=$(( $(stat -c %s "$VAR") - 1 ))

@@ -12,7 +12,7 @@
 #include <cstring>
 
 #include "tools/oflite/commands.h"
-#include "tools/oflite/flags.h"
+#include "oneflow_lite/session/flags.h"
 #include "tools/oflite/trace_file.h"
 #include "tools/oflite/trace_summary.h"
 

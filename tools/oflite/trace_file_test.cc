@@ -7,7 +7,7 @@
 #include "gtest/gtest.h"
 #include "oneflow_lite/common/trace/trace.h"
 #include "tools/oflite/trace_summary.h"
-#include "tools/oflite/trace_support.h"
+#include "oneflow_lite/session/trace_support.h"
 
 namespace oflite {
 namespace cli {
@@ -22,11 +22,11 @@ std::string TempPath(const std::string& name) {
 
 TEST(TraceItersTest, ParsesAWindowAndNamesTheFlag) {
   int64_t first = 0, end = 0;
-  ASSERT_TRUE(ParseTraceIters("4:16", &first, &end).ok());
+  ASSERT_TRUE(session::ParseTraceIters("4:16", &first, &end).ok());
   EXPECT_EQ(first, 4);
   EXPECT_EQ(end, 16);
   for (const char* bad : {"16:4", "3:3", "x:1", "5", "-1:2", ":"}) {
-    Status status = ParseTraceIters(bad, &first, &end);
+    Status status = session::ParseTraceIters(bad, &first, &end);
     EXPECT_FALSE(status.ok()) << bad;
     EXPECT_NE(status.message().find("--trace-iters"), std::string::npos) << status.ToString();
   }

@@ -1,14 +1,14 @@
-#include "tools/oflite/trace_support.h"
+#include "oneflow_lite/session/trace_support.h"
 
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
 
-#include "tools/oflite/flags.h"
+#include "oneflow_lite/session/flags.h"
 
 namespace oflite {
-namespace cli {
+namespace session {
 namespace {
 
 constexpr int kClockRounds = 8;
@@ -41,8 +41,8 @@ Status ParseTraceIters(const std::string& text, int64_t* first, int64_t* end) {
   if (colon == std::string::npos) {
     return InvalidArgumentError("flag '--trace-iters': '", text, "' is not A:B");
   }
-  ASSIGN_OR_RETURN(*first, ParseInt64(text.substr(0, colon), "flag '--trace-iters' (A)"));
-  ASSIGN_OR_RETURN(*end, ParseInt64(text.substr(colon + 1), "flag '--trace-iters' (B)"));
+  ASSIGN_OR_RETURN(*first, cli::ParseInt64(text.substr(0, colon), "flag '--trace-iters' (A)"));
+  ASSIGN_OR_RETURN(*end, cli::ParseInt64(text.substr(colon + 1), "flag '--trace-iters' (B)"));
   if (*first < 0 || *end <= *first) {
     return InvalidArgumentError("flag '--trace-iters': '", text,
                                 "' is not a window A:B with 0 <= A < B");
@@ -80,7 +80,7 @@ StatusOr<trace::TraceClock> MeasureClockOffset(comm::control::ControlClient* con
                                        "rank run with --trace?)");
     }
     const int64_t received = trace::NowNs();
-    ASSIGN_OR_RETURN(int64_t root_ns, ParseInt64(*pong, "rank 0's trace clock"));
+    ASSIGN_OR_RETURN(int64_t root_ns, cli::ParseInt64(*pong, "rank 0's trace clock"));
     const int64_t round_trip = received - sent;
     if (best_round_trip < 0 || round_trip < best_round_trip) {
       best_round_trip = round_trip;
@@ -137,5 +137,5 @@ StatusOr<std::vector<std::string>> RankTraceFiles(const std::string& dir, int64_
   return files;
 }
 
-}  // namespace cli
+}  // namespace session
 }  // namespace oflite

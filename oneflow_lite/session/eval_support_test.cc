@@ -1,4 +1,4 @@
-#include "tools/oflite/eval_support.h"
+#include "oneflow_lite/session/eval_support.h"
 
 #include <cmath>
 #include <vector>
@@ -8,7 +8,7 @@
 #include "oneflow_lite/ops/sbp.h"
 
 namespace oflite {
-namespace cli {
+namespace session {
 namespace {
 
 TEST(MetricSumsTest, EmptyEncodesToNothingAndDecodesBack) {
@@ -160,5 +160,5 @@ TEST(PartStoresTest, MismatchedPartsAreErrorsNamingVariableAndMachine) {
 }
 
 }  // namespace
-}  // namespace cli
+}  // namespace session
 }  // namespace oflite

@@ -1,4 +1,4 @@
-#include "tools/oflite/flags.h"
+#include "oneflow_lite/session/flags.h"
 
 #include <gtest/gtest.h>
 
@@ -40,6 +40,20 @@ TEST(FlagSetTest, ParsesValuesBooleansAndDefaults) {
   ASSERT_TRUE(q.status.ok()) << q.status;
   EXPECT_EQ(*q.flags.GetInt("iters"), 3);
   EXPECT_FALSE(q.flags.GetBool("verbose"));
+}
+
+TEST(FlagSetTest, BooleansTakeOnlyBooleanValues) {
+  Parsed yes = ParseArgs({"--verbose=1"});
+  ASSERT_TRUE(yes.status.ok()) << yes.status;
+  EXPECT_TRUE(yes.flags.GetBool("verbose"));
+  Parsed no = ParseArgs({"--verbose=no"});
+  ASSERT_TRUE(no.status.ok()) << no.status;
+  EXPECT_FALSE(no.flags.GetBool("verbose"));
+  for (const char* bad : {"--verbose=maybe", "--verbose=2", "--verbose="}) {
+    Parsed p = ParseArgs({bad});
+    EXPECT_FALSE(p.status.ok()) << bad;
+    EXPECT_TRUE(Contains(p.status, "flag '--verbose' expects true or false")) << p.status;
+  }
 }
 
 TEST(FlagSetTest, RefusesPositionalArgumentsBeyondTheDeclaredCount) {

@@ -1,4 +1,4 @@
-#include "tools/oflite/eval_support.h"
+#include "oneflow_lite/session/eval_support.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -9,7 +9,7 @@
 #include "oneflow_lite/runtime/variable_stores.h"
 
 namespace oflite {
-namespace cli {
+namespace session {
 
 void MetricSums::Add(const std::string& name, double value) {
   MetricSum& entry = sums_[name];
@@ -131,5 +131,5 @@ StatusOr<bool> TrainedPartsStore::Restore(const VariablePart& part, Blob* blob) 
   return true;
 }
 
-}  // namespace cli
+}  // namespace session
 }  // namespace oflite

@@ -1,6 +1,7 @@
-// The one flag layer of the oflite subcommands: "--name=value",
-// "--name value", boolean "--name" / "--noname", and typed getters that
-// check what a value means, not just its syntax.
+// The one flag layer of every command line (the oflite subcommands, the
+// training driver's programs, the benchmarks): "--name=value", "--name
+// value", boolean "--name" / "--noname" / "--name=false", and typed getters
+// that check what a value means, not just its syntax.
 //
 // Every error is a Status (InvalidArgument) whose message names the flag or
 // argument and, for numbers, the allowed range; the subcommands turn every
@@ -11,9 +12,12 @@
 // given in seconds are range-checked before they are turned into
 // milliseconds, so the conversion cannot overflow.
 //
+// A boolean flag takes only true/false, 1/0 or yes/no: "--eval=maybe" is an
+// error naming the flag, never a silent false.
+//
 // A FlagSet is a value used on one thread: Parse once, then read.
-#ifndef ONEFLOW_LITE_TOOLS_OFLITE_FLAGS_H_
-#define ONEFLOW_LITE_TOOLS_OFLITE_FLAGS_H_
+#ifndef ONEFLOW_LITE_SESSION_FLAGS_H_
+#define ONEFLOW_LITE_SESSION_FLAGS_H_
 
 #include <chrono>
 #include <cstdint>
@@ -53,6 +57,7 @@ class FlagSet {
   // (a name that is not declared is a programmer bug: CHECK).
   bool Has(const std::string& name) const { return values_.count(name) > 0; }
   std::string Get(const std::string& name) const;
+  // A flag declared is_bool (a programmer bug otherwise: CHECK).
   bool GetBool(const std::string& name) const;
   // Any int64_t; an error names the flag when the value is not an integer or
   // does not fit.
@@ -80,8 +85,10 @@ class FlagSet {
 // Parses `text` as a decimal int64_t (optional sign, digits only, no
 // overflow); `what` names it in the error (e.g. "flag '--iters'").
 StatusOr<int64_t> ParseInt64(const std::string& text, const std::string& what);
+// true/1/yes or false/0/no; `what` names it in the error.
+StatusOr<bool> ParseBool(const std::string& text, const std::string& what);
 
 }  // namespace cli
 }  // namespace oflite
 
-#endif  // ONEFLOW_LITE_TOOLS_OFLITE_FLAGS_H_
+#endif  // ONEFLOW_LITE_SESSION_FLAGS_H_

@@ -17,8 +17,8 @@
 // plane for tracing, so a job whose ranks were started by hand with and
 // without --trace fails at once on every rank, naming the ranks that
 // differ, instead of waiting out the clock measurement's timeout.
-#ifndef ONEFLOW_LITE_TOOLS_OFLITE_TRACE_SUPPORT_H_
-#define ONEFLOW_LITE_TOOLS_OFLITE_TRACE_SUPPORT_H_
+#ifndef ONEFLOW_LITE_SESSION_TRACE_SUPPORT_H_
+#define ONEFLOW_LITE_SESSION_TRACE_SUPPORT_H_
 
 #include <chrono>
 #include <cstdint>
@@ -30,7 +30,7 @@
 #include "oneflow_lite/common/trace/trace.h"
 
 namespace oflite {
-namespace cli {
+namespace session {
 
 // "A:B" -> [A, B) with 0 <= A < B; InvalidArgument naming --trace-iters.
 Status ParseTraceIters(const std::string& text, int64_t* first, int64_t* end);
@@ -57,7 +57,7 @@ std::string TraceDirInArgs(const std::vector<std::string>& args);
 // NotFound naming the first one missing.
 StatusOr<std::vector<std::string>> RankTraceFiles(const std::string& dir, int64_t ranks);
 
-}  // namespace cli
+}  // namespace session
 }  // namespace oflite
 
-#endif  // ONEFLOW_LITE_TOOLS_OFLITE_TRACE_SUPPORT_H_
+#endif  // ONEFLOW_LITE_SESSION_TRACE_SUPPORT_H_

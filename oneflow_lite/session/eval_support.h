@@ -27,8 +27,8 @@
 // Thread-safety: MetricAverager, PartCapturingStore and TrainedPartsStore
 // are thread-safe (actor threads call them); MetricSums is a plain value.
 // PartCapturingStore does not own `inner`, which must outlive it.
-#ifndef TOOLS_OFLITE_EVAL_SUPPORT_H_
-#define TOOLS_OFLITE_EVAL_SUPPORT_H_
+#ifndef ONEFLOW_LITE_SESSION_EVAL_SUPPORT_H_
+#define ONEFLOW_LITE_SESSION_EVAL_SUPPORT_H_
 
 #include <cstdint>
 #include <map>
@@ -43,7 +43,7 @@
 #include "oneflow_lite/runtime/runtime_hooks.h"
 
 namespace oflite {
-namespace cli {
+namespace session {
 
 struct MetricSum {
   int64_t count = 0;
@@ -122,7 +122,7 @@ class TrainedPartsStore final : public VariableStore {
   const int64_t machine_id_;
 };
 
-}  // namespace cli
+}  // namespace session
 }  // namespace oflite
 
-#endif  // TOOLS_OFLITE_EVAL_SUPPORT_H_
+#endif  // ONEFLOW_LITE_SESSION_EVAL_SUPPORT_H_

@@ -1,4 +1,4 @@
-#include "tools/oflite/flags.h"
+#include "oneflow_lite/session/flags.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -18,6 +18,13 @@ StatusOr<int64_t> ParseInt64(const std::string& text, const std::string& what) {
     return InvalidArgumentError(what, ": '", text, "' does not fit in a 64-bit integer");
   }
   return static_cast<int64_t>(value);
+}
+
+StatusOr<bool> ParseBool(const std::string& text, const std::string& what) {
+  if (text == "true" || text == "1" || text == "yes") return true;
+  if (text == "false" || text == "0" || text == "no") return false;
+  return InvalidArgumentError(what, " expects true or false (also 1/0, yes/no), got '", text,
+                              "'");
 }
 
 FlagSet::FlagSet(std::string command, std::string usage, std::vector<FlagSpec> specs,
@@ -76,6 +83,11 @@ Status FlagSet::Parse(int argc, char** argv) {
         return InvalidArgumentError("flag '--", name, "' needs a value");
       }
     }
+    if (spec->is_bool) {
+      StatusOr<bool> parsed = ParseBool(value, "flag '--" + name + "'");
+      if (!parsed.ok()) return parsed.status();
+      value = *parsed ? "true" : "false";
+    }
     values_[name] = value;
   }
   return Status::OK();
@@ -90,8 +102,16 @@ std::string FlagSet::Get(const std::string& name) const {
 }
 
 bool FlagSet::GetBool(const std::string& name) const {
-  std::string v = Get(name);
-  return v == "true" || v == "1" || v == "yes";
+  const FlagSpec* spec = Find(name);
+  CHECK(spec != nullptr && spec->is_bool) << "flag '" << name << "' is not a boolean of "
+                                          << command_;
+  // Parse normalized every given value; a default is written by the program
+  // (an empty default is false).
+  const std::string text = Get(name);
+  if (text.empty()) return false;
+  StatusOr<bool> value = ParseBool(text, "flag '--" + name + "'");
+  CHECK(value.ok()) << value.status().ToString();
+  return *value;
 }
 
 StatusOr<int64_t> FlagSet::GetInt(const std::string& name) const {

@@ -1,0 +1,90 @@
+// How one node takes part in a job: the options every program that runs a
+// plan shares (`oflite run`, `eval`, `predict`, the training driver's
+// programs), the one flag spec they declare, and where each value comes
+// from.
+//
+// NodeFlagSpecs() is the flag spec: --rank, --master, --comm, --host_id,
+// --ring-timeout-seconds, --join-grace-seconds, --watchdog-seconds,
+// --cpu-threads, --cpu-kernels, --check-nan, --graph-replay, --stats,
+// --test-freeze-at and the ibverbs provider's --ib_* flags. A command adds
+// its own flags to it.
+//
+// ReadNodeOptions reads them, checked against the plan the node will run,
+// before anything starts: every error is InvalidArgument naming the flag or
+// the environment variable (exit 2). The process environment is read only
+// through the `Environment` it is given (ProcessEnvironment() in a main):
+//   rank        --rank, else RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK, else
+//               0; it must name a machine of the plan;
+//   master      --master HOST:PORT, required by a multi-machine plan;
+//   job token   OFLITE_JOB_TOKEN, required by a multi-machine plan;
+//   address     OFLITE_HOST (what peers dial), default 127.0.0.1;
+//   host id     --host_id, else OFLITE_HOST_ID, else this host's identity
+//               (comm/per_peer_transport.h): --comm auto puts peers with
+//               the same one on shm, for every command alike;
+//   TF32        OFLITE_CUDA_ALLOW_TF32=1.
+// Not thread-safe; a plain value once read.
+#ifndef ONEFLOW_LITE_SESSION_NODE_OPTIONS_H_
+#define ONEFLOW_LITE_SESSION_NODE_OPTIONS_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "oneflow_lite/comm/ibverbs/ibverbs_transport.h"
+#include "oneflow_lite/common/status.h"
+#include "oneflow_lite/session/flags.h"
+#include "proto/plan.pb.h"
+
+namespace oflite {
+namespace session {
+
+// The value of an environment variable, "" when unset or empty.
+using Environment = std::function<std::string(const std::string& name)>;
+
+// The process's environment (getenv); for a program's main, not libraries.
+Environment ProcessEnvironment();
+
+struct NodeOptions {
+  // Names the program in every line the session prints ("oflite run").
+  std::string command = "oflite run";
+  int64_t rank = 0;
+  std::string master;  // HOST:PORT; multi-machine plans only
+  std::string comm = "auto";
+  std::string host_id;
+  std::string listen_host = "127.0.0.1";
+  std::string job_token;
+  comm::ibverbs::IbverbsOptions ibverbs;
+  std::string ib_emulator;  // the verbs emulator's fabric; "" for real devices
+  std::chrono::milliseconds ring_timeout{120000};
+  std::chrono::milliseconds join_grace{5000};
+  std::chrono::milliseconds watchdog{60000};
+  int cpu_threads = 0;  // 0: the plan's (kernels/cpu/cpu_threads.h)
+  // --cpu-kernels when given ("" keeps the process's choice).
+  std::string cpu_kernels;
+  bool check_nan = false;
+  bool graph_replay = true;
+  bool allow_tf32 = false;
+  bool print_stats = false;
+  // Fault injection for tests: a point name ("train-finish", "eval-finish")
+  // at which this rank stops itself with SIGSTOP, as a rank frozen by the
+  // operator or the OS would. Empty in production.
+  std::string freeze_at;
+};
+
+std::vector<cli::FlagSpec> NodeFlagSpecs();
+
+// The help of --join-grace-seconds.
+inline constexpr char kJoinGraceHelp[] =
+    "rank 0: after refusing a wrong-token join claiming rank R, wait this long for the "
+    "genuine rank R before failing the job";
+
+// See the file comment. `command` becomes NodeOptions::command.
+StatusOr<NodeOptions> ReadNodeOptions(const cli::FlagSet& flags, const Plan& plan,
+                                      const Environment& env, const std::string& command);
+
+}  // namespace session
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_SESSION_NODE_OPTIONS_H_

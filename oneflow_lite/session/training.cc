@@ -1,0 +1,396 @@
+#include "oneflow_lite/session/training.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "oneflow_lite/runtime/variable_stores.h"
+#include "oneflow_lite/session/checkpoint_choice.h"
+#include "oneflow_lite/session/eval_support.h"
+#include "oneflow_lite/session/exit_codes.h"
+#include "oneflow_lite/session/trace_support.h"
+
+namespace oflite {
+namespace session {
+namespace {
+
+// Prints a progress line per interval; thread-safe (called by the sink).
+class ProgressPrinter : public MetricsObserver {
+ public:
+  ProgressPrinter(int64_t start, int64_t end, int64_t every, int64_t samples_per_iter)
+      : start_(start), end_(end), every_(std::max<int64_t>(1, every)),
+        samples_(samples_per_iter), last_time_(std::chrono::steady_clock::now()),
+        last_iter_(start) {}
+
+  void OnMetrics(int64_t iteration,
+                 const std::vector<std::pair<std::string, double>>& metrics) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const bool print = iteration == start_ || iteration + 1 == end_ || (iteration + 1) % every_ == 0;
+    if (!print) return;
+    const auto now = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(now - last_time_).count();
+    const int64_t iters = iteration + 1 - last_iter_;
+    const double rate = seconds > 0 ? iters * samples_ / seconds : 0;
+    const double eta = rate > 0 ? (end_ - iteration - 1) * samples_ / rate : 0;
+    std::printf("iter %lld/%lld", static_cast<long long>(iteration + 1),
+                static_cast<long long>(end_));
+    for (const auto& [name, value] : metrics) std::printf("  %s %.4f", name.c_str(), value);
+    std::printf("  samples/s %.0f  ETA %.0fs\n", rate, eta);
+    std::fflush(stdout);
+    last_time_ = now;
+    last_iter_ = iteration + 1;
+  }
+
+ private:
+  const int64_t start_, end_, every_, samples_;
+  std::mutex mutex_;
+  std::chrono::steady_clock::time_point last_time_;  // guarded by mutex_
+  int64_t last_iter_;                                // guarded by mutex_
+};
+
+// Forwards to `inner` and appends "iteration name value" lines to a file.
+class MetricsFile : public MetricsObserver {
+ public:
+  MetricsFile(MetricsObserver* inner, std::FILE* file) : inner_(inner), file_(file) {}
+  ~MetricsFile() override { std::fclose(file_); }
+  void OnMetrics(int64_t iteration,
+                 const std::vector<std::pair<std::string, double>>& metrics) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& [name, value] : metrics) {
+        std::fprintf(file_, "%lld %s %.9g\n", static_cast<long long>(iteration), name.c_str(),
+                     value);
+      }
+      std::fflush(file_);
+    }
+    inner_->OnMetrics(iteration, metrics);
+  }
+
+ private:
+  MetricsObserver* inner_;
+  std::FILE* file_;
+  std::mutex mutex_;
+};
+
+// Times the sink's reports of the iterations in [first, end) on the steady
+// clock: the step time the session measured itself, written into the trace
+// ("measured_step_us") so its reading of the slices can be checked against
+// an independent clock. Thread-safe.
+class StepTimer : public MetricsObserver {
+ public:
+  StepTimer(MetricsObserver* inner, int64_t first, int64_t end)
+      : inner_(inner), first_(first), end_(end) {}
+
+  void OnMetrics(int64_t iteration,
+                 const std::vector<std::pair<std::string, double>>& metrics) override {
+    if (iteration >= first_ && iteration < end_) {
+      const auto now = std::chrono::steady_clock::now();
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (reports_++ == 0) {
+        first_seen_ = iteration;
+        first_time_ = now;
+      }
+      last_seen_ = iteration;
+      last_time_ = now;
+    }
+    inner_->OnMetrics(iteration, metrics);
+  }
+
+  // Microseconds per step from the first to the last report; -1 with fewer
+  // than two iterations reported.
+  double StepUs() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (reports_ < 2 || last_seen_ <= first_seen_) return -1;
+    return std::chrono::duration<double, std::micro>(last_time_ - first_time_).count() /
+           static_cast<double>(last_seen_ - first_seen_);
+  }
+
+ private:
+  MetricsObserver* const inner_;
+  const int64_t first_, end_;
+  mutable std::mutex mutex_;
+  int64_t reports_ = 0;
+  int64_t first_seen_ = 0, last_seen_ = 0;
+  std::chrono::steady_clock::time_point first_time_, last_time_;
+};
+
+// --checkpoint-dir names a folder, or one that can be made: the nearest
+// existing ancestor is a writable folder.
+Status CheckCheckpointDir(const std::string& dir) {
+  if (dir.empty()) return Status::OK();
+  struct stat st;
+  if (stat(dir.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) {
+      return InvalidArgumentError("--checkpoint-dir '", dir, "' exists and is not a folder");
+    }
+    if (access(dir.c_str(), W_OK) != 0) {
+      return InvalidArgumentError("--checkpoint-dir '", dir, "' is not writable");
+    }
+    return Status::OK();
+  }
+  std::string ancestor = dir;
+  while (true) {
+    const size_t slash = ancestor.find_last_of('/');
+    ancestor = slash == std::string::npos ? "." : slash == 0 ? "/" : ancestor.substr(0, slash);
+    if (stat(ancestor.c_str(), &st) == 0) break;
+    if (ancestor == "." || ancestor == "/") break;
+  }
+  if (!S_ISDIR(st.st_mode) || access(ancestor.c_str(), W_OK) != 0) {
+    return InvalidArgumentError("--checkpoint-dir '", dir, "' cannot be created: '", ancestor,
+                                "' is not a writable folder");
+  }
+  return Status::OK();
+}
+
+// The tracer of the request (null without --trace), clock agreed with the
+// job's other ranks.
+struct Tracing {
+  std::unique_ptr<trace::Tracer> tracer;
+  trace::TraceClock clock;
+};
+
+StatusOr<Tracing> StartTracing(NodeSession* node, const TrainingRequest& request) {
+  Tracing tracing;
+  if (!request.trace_path.empty()) {
+    trace::TracerOptions options = request.trace;
+    options.rank = node->rank();
+    tracing.tracer = std::make_unique<trace::Tracer>(options);
+  }
+  MultiMachineSession* session = node->multi();
+  if (session == nullptr) return tracing;
+  RETURN_IF_ERROR(AgreeOnTracing(session->control(), tracing.tracer != nullptr,
+                                 std::chrono::milliseconds(60000)));
+  if (tracing.tracer != nullptr) {
+    ASSIGN_OR_RETURN(tracing.clock,
+                     MeasureClockOffset(session->control(), std::chrono::milliseconds(60000)));
+  }
+  return tracing;
+}
+
+// The variables the evaluation restores, by how training ended.
+struct TrainedVariables {
+  CheckpointVariableStore* store = nullptr;   // this run's store
+  PartCapturingStore* capture = nullptr;      // this machine's trained parts
+  std::string resumed_final;                  // --resume at the last iteration
+};
+
+// After training: the evaluation plan with the trained variables, or why
+// there is none (the same decision on every rank: they run the same file).
+int EvaluateTrained(NodeSession* node, const Plan& plan, const TrainingRequest& request,
+                    const TrainedVariables& trained, TrainingResult* result) {
+  switch (plan.eval_state()) {
+    case EVAL_COMPILED: break;
+    case EVAL_NO_TEST_SPLIT:
+      std::printf("test: skipped (the job reads no dataset with a test split)\n");
+      return cli::kExitOk;
+    case EVAL_UNAVAILABLE:
+      return node->Fail(FailedPreconditionError("the plan has no evaluation plan: ",
+                                                plan.eval_note(),
+                                                " (run with --eval=false to train without it)"),
+                        cli::kExitFailure);
+    default:
+      std::printf("test: skipped (the plan carries no evaluation plan; `oflite compile` "
+                  "writes one)\n");
+      return cli::kExitOk;
+  }
+  const Plan& eval_plan = plan.eval_plan();
+  std::unique_ptr<VariableStore> store;
+  std::map<std::string, HostTensor> final_variables;
+  TrainedParts parts;
+  if (!trained.resumed_final.empty()) {
+    // Nothing trained: every part comes from that checkpoint (as `oflite eval`).
+    CheckpointVariableStore::Options options;
+    StatusOr<std::map<std::string, TensorDesc>> variables = PlanVariables(eval_plan);
+    if (!variables.ok()) return node->Fail(variables.status(), cli::kExitFailure);
+    options.variables = *variables;
+    options.restore_dir = trained.resumed_final;
+    options.final_iteration = -1;  // keeps nothing in memory
+    store = std::make_unique<CheckpointVariableStore>(options);
+  } else if (node->multi() == nullptr) {
+    final_variables = trained.store->TakeFinalVariables();
+    store = std::make_unique<MemoryVariableStore>(&final_variables);
+  } else {
+    parts = trained.capture->TakeParts();
+    store = std::make_unique<TrainedPartsStore>(&parts, node->rank());
+  }
+  EvaluationRequest evaluation;
+  evaluation.eval_plan = &eval_plan;
+  evaluation.variables = store.get();
+  StatusOr<EvaluationResult> evaluated = RunEvaluation(node, evaluation);
+  if (!evaluated.ok()) return node->Fail(evaluated.status(), cli::kExitFailure);
+  Status reported = ReportEvaluation(*node, *evaluated, request.eval_out, "test");
+  if (!reported.ok()) return node->Fail(reported, cli::kExitFailure);
+  if (result != nullptr && node->rank() == 0) result->evaluation = *evaluated;
+  return cli::kExitOk;
+}
+
+void PrintTrained(const RunStats& stats, int64_t start, int64_t end) {
+  std::printf("trained iterations %lld..%lld in %.1fs (%lld actors, %lld threads)\n",
+              static_cast<long long>(start), static_cast<long long>(end), stats.seconds,
+              static_cast<long long>(stats.actors), static_cast<long long>(stats.threads));
+  if (stats.graph_tasks > 0) {
+    std::printf("graph replay: %lld task(s) captured %lld graph(s), %lld acts replayed\n",
+                static_cast<long long>(stats.graph_tasks),
+                static_cast<long long>(stats.graphs_captured),
+                static_cast<long long>(stats.acts_replayed));
+  }
+  if (!stats.graph_note.empty()) std::printf("graph replay: %s\n", stats.graph_note.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+std::vector<cli::FlagSpec> TrainingFlagSpecs() {
+  return {{"iters", "iterations to run (default: the plan's)", false, "0"},
+          {"log-every", "print a progress line every N iterations", false, "50"},
+          {"save-every", "checkpoint every N iterations (needs --checkpoint-dir)", false, "0"},
+          {"checkpoint-dir", "where checkpoints go (D/iter-<N>)"},
+          {"resume", "resume from checkpoint D (or the latest D/iter-*)"},
+          {"eval", "evaluate on the test split after training", true, "true"},
+          {"metrics-out", "write per-iteration metrics to this file"},
+          {"eval-out", "write the test metrics (name value) to this file"},
+          {"trace", "write a timeline trace of training (Chrome trace JSON) to this file; "
+                    "multi-machine plans: to DIR/rank-R.json in this directory"},
+          {"trace-iters", "trace only iterations A:B (A included, B not; needs --trace)"},
+          {"trace-level", "acts (default: acts, kernels, transfers, collectives and the "
+                          "messages between machines) or messages (also every message "
+                          "an actor handles; about 4x the events; needs --trace)"}};
+}
+
+StatusOr<TrainingRequest> ReadTrainingRequest(const cli::FlagSet& flags, const Plan& plan) {
+  TrainingRequest request;
+  ASSIGN_OR_RETURN(request.iterations, flags.GetInt("iters", 0, kMaxIterations));
+  ASSIGN_OR_RETURN(request.log_every, flags.GetInt("log-every", 1, kMaxIterations));
+  ASSIGN_OR_RETURN(request.save_every, flags.GetInt("save-every", 0, kMaxIterations));
+  request.checkpoint_dir = flags.Get("checkpoint-dir");
+  request.resume = flags.Get("resume");
+  request.evaluate = flags.GetBool("eval");
+  request.eval_out = flags.Get("eval-out");
+  request.metrics_out = flags.Get("metrics-out");
+  request.trace_path = flags.Get("trace");
+  if (!flags.Has("trace")) {
+    for (const char* flag : {"trace-iters", "trace-level"}) {
+      if (flags.Has(flag)) return InvalidArgumentError("flag '--", flag, "' needs --trace");
+    }
+  }
+  if (flags.Has("trace-level")) {
+    const std::string level = flags.Get("trace-level");
+    if (level != "acts" && level != "messages") {
+      return InvalidArgumentError("flag '--trace-level': '", level,
+                                  "' is not a level (acts or messages)");
+    }
+    request.trace.messages = level == "messages";
+  }
+  if (flags.Has("trace-iters")) {
+    RETURN_IF_ERROR(ParseTraceIters(flags.Get("trace-iters"), &request.trace.first_iteration,
+                                    &request.trace.end_iteration));
+  }
+  RETURN_IF_ERROR(CheckTrainingRequest(request, plan));
+  return request;
+}
+
+Status CheckTrainingRequest(const TrainingRequest& request, const Plan& plan) {
+  if (request.save_every > 0 && request.checkpoint_dir.empty()) {
+    return InvalidArgumentError("--save-every needs --checkpoint-dir");
+  }
+  RETURN_IF_ERROR(CheckCheckpointDir(request.checkpoint_dir));
+  RETURN_IF_ERROR(CheckOutputFile(request.metrics_out, "--metrics-out"));
+  if (request.evaluate && plan.is_train()) {
+    RETURN_IF_ERROR(CheckOutputFile(request.eval_out, "--eval-out"));
+  }
+  return Status::OK();
+}
+
+int Train(NodeSession* node, const Plan& plan, const TrainingRequest& request,
+          TrainingResult* result) {
+  StatusOr<Tracing> tracing = StartTracing(node, request);
+  if (!tracing.ok()) {
+    const bool differs = tracing.status().code() == StatusCode::kInvalidArgument;
+    return node->Fail(tracing.status(), differs ? cli::kExitBadInput : cli::kExitFailure);
+  }
+  StatusOr<std::map<std::string, TensorDesc>> variables = PlanVariables(plan);
+  if (!variables.ok()) return node->Fail(variables.status(), cli::kExitBadInput);
+  const int64_t end = request.iterations > 0 ? request.iterations : plan.total_iters();
+  RuntimeOptions options = node->BaseRuntimeOptions();
+  options.total_iters = request.iterations;
+  options.save_every = request.save_every;
+  CheckpointVariableStore::Options store_options;
+  store_options.save_root = request.checkpoint_dir;
+  store_options.variables = *variables;
+  store_options.final_iteration = end;
+  if (!request.resume.empty()) {
+    StatusOr<ResumePoint> resume = ChooseResumePoint(request.resume, *variables, end);
+    if (!resume.ok()) return node->Fail(resume.status(), cli::kExitBadInput);
+    store_options.restore_dir = resume->dir;
+    options.start_iter = resume->iteration;
+    std::printf("resuming from %s at iteration %lld\n", resume->dir.c_str(),
+                static_cast<long long>(resume->iteration));
+  }
+  CheckpointVariableStore store(store_options);
+  PartCapturingStore capture(&store, end);  // this machine's trained parts
+  options.variables = &capture;
+  ProgressPrinter progress(options.start_iter, end, request.log_every, plan.samples_per_iter());
+  options.metrics = &progress;
+  std::unique_ptr<MetricsFile> metrics_file;
+  if (!request.metrics_out.empty()) {
+    std::FILE* file = std::fopen(request.metrics_out.c_str(), "w");
+    if (file == nullptr) {
+      return node->Fail(InvalidArgumentError("cannot write --metrics-out '", request.metrics_out,
+                                             "'"),
+                        cli::kExitBadInput);
+    }
+    metrics_file = std::make_unique<MetricsFile>(options.metrics, file);
+    options.metrics = metrics_file.get();
+  }
+  trace::Tracer* tracer = tracing->tracer.get();
+  std::unique_ptr<StepTimer> step_timer;
+  if (tracer != nullptr) {
+    options.tracer = tracer;
+    step_timer = std::make_unique<StepTimer>(options.metrics, tracer->options().first_iteration,
+                                             tracer->options().end_iteration);
+    options.metrics = step_timer.get();
+  }
+  // Decided before training: the training run is the session's last one
+  // unless an evaluation follows (the same decision on every rank).
+  const bool evaluate = request.evaluate && plan.is_train();
+  PlanRun run;
+  run.name = "train";
+  run.last = !(evaluate && plan.eval_state() == EVAL_COMPILED);
+  StatusOr<RunStats> stats = node->RunPlan(plan, options, run);
+  if (tracer != nullptr) {
+    if (step_timer->StepUs() > 0) tracer->SetOtherNumber("measured_step_us", step_timer->StepUs());
+    StatusOr<std::string> path =
+        TraceFileForRank(request.trace_path, plan.machine_size(), node->rank());
+    Status written = path.ok() ? tracer->WriteJson(*path, tracing->clock) : path.status();
+    if (!written.ok()) return node->Fail(written, cli::kExitBadInput);
+    std::printf("trace written to %s\n", path->c_str());
+  }
+  if (!stats.ok()) return node->Fail(stats.status(), cli::kExitFailure);
+  PrintTrained(*stats, options.start_iter, end);
+  if (result != nullptr) {
+    result->start_iteration = options.start_iter;
+    result->end_iteration = end;
+    result->stats = *stats;
+  }
+  if (evaluate) {
+    TrainedVariables trained;
+    trained.store = &store;
+    trained.capture = &capture;
+    if (options.start_iter >= end && !store_options.restore_dir.empty()) {
+      trained.resumed_final = store_options.restore_dir;
+    }
+    const int code = EvaluateTrained(node, plan, request, trained, result);
+    if (code != cli::kExitOk) return code;
+  }
+  node->PrintStats();
+  return cli::kExitOk;
+}
+
+}  // namespace session
+}  // namespace oflite
