@@ -1,6 +1,7 @@
 #include "oneflow_lite/comm/transport.h"
 
 #include <condition_variable>
+#include <ios>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -92,6 +93,23 @@ Status CheckTransferBounds(int peer_rank, const MemoryRegion& local,
                                 ": remote range [", remote_offset, ", +",
                                 length, ") exceeds the remote region of ",
                                 remote.length, " bytes");
+  }
+  return Status::OK();
+}
+
+Status CheckRegionAccess(uint32_t rkey, uint64_t base, uint64_t size,
+                         uint32_t granted, uint64_t address, uint64_t length,
+                         uint32_t access) {
+  if (address < base || address - base > size ||
+      length > size - (address - base)) {
+    return OutOfRangeError("range [0x", std::hex, address, ", +", std::dec,
+                           length, ") outside region key 0x", std::hex, rkey,
+                           " at [0x", base, ", +", std::dec, size, ")");
+  }
+  if ((granted & access) != access) {
+    return PermissionDeniedError("region key 0x", std::hex, rkey, std::dec,
+                                 " does not grant remote ",
+                                 (access & kAccessRemoteWrite) ? "write" : "read");
   }
   return Status::OK();
 }

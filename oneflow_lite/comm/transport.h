@@ -306,6 +306,18 @@ Status CheckTransferBounds(int peer_rank, const MemoryRegion& local,
                            size_t local_offset, const RemoteKey& remote,
                            size_t remote_offset, size_t length);
 
+// The owner's check of a one-sided operation on one of its registered
+// regions, for the providers that do in software what an RC queue pair's
+// NIC does (tcp: tcp_region_table.h; shm: shm_region_table.h). The region
+// is registered under `rkey` at [base, base + size) granting `granted`;
+// the operation touches [address, address + length) and needs `access`
+// (kAccessRemoteRead or kAccessRemoteWrite). OutOfRange unless the range
+// lies inside the region, then PermissionDenied unless the access is
+// granted; the message names the key, the ranges and the access.
+Status CheckRegionAccess(uint32_t rkey, uint64_t base, uint64_t size,
+                         uint32_t granted, uint64_t address, uint64_t length,
+                         uint32_t access);
+
 }  // namespace comm
 }  // namespace oflite
 

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <random>
+#include <string>
 #include <thread>
 
 namespace oflite {
@@ -117,19 +118,13 @@ StatusOr<uint32_t> PeerRegionTable::Pin(uint32_t rkey, uint64_t address, uint64_
       entry.users.fetch_sub(1, std::memory_order_seq_cst);
       continue;
     }
-    const uint64_t base = entry.address.load(std::memory_order_relaxed);
-    const uint64_t size = entry.length.load(std::memory_order_relaxed);
-    if (address < base || length > size || address - base > size - length) {
+    const Status allowed = CheckRegionAccess(
+        rkey, entry.address.load(std::memory_order_relaxed),
+        entry.length.load(std::memory_order_relaxed),
+        entry.access.load(std::memory_order_relaxed), address, length, access);
+    if (!allowed.ok()) {
       Unpin(slot);
-      return OutOfRangeError("rank ", peer_rank_, " has region key 0x", std::hex, rkey, " at [0x",
-                             base, ", +", std::dec, size, "), not covering [0x", std::hex, address,
-                             ", +", std::dec, length, ")");
-    }
-    if ((entry.access.load(std::memory_order_relaxed) & access) != access) {
-      Unpin(slot);
-      return PermissionDeniedError("rank ", peer_rank_, " region key 0x", std::hex, rkey,
-                                   " does not grant remote ",
-                                   access == kAccessRemoteRead ? "read" : "write");
+      return allowed.WithContext("rank " + std::to_string(peer_rank_));
     }
     return slot;
   }

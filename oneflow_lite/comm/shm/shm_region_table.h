@@ -62,8 +62,9 @@ class PeerRegionTable {
                                                           int peer_rank);
 
   // Pins the entry for `rkey` if [address, address + length) lies inside it
-  // and it grants `access`; returns the slot to Unpin. The error names the
-  // peer and what was wrong (PermissionDenied / OutOfRange).
+  // and it grants `access` (CheckRegionAccess, transport.h); returns the
+  // slot to Unpin. The error names the peer and what was wrong
+  // (PermissionDenied / OutOfRange).
   StatusOr<uint32_t> Pin(uint32_t rkey, uint64_t address, uint64_t length, uint32_t access);
   void Unpin(uint32_t slot);
 

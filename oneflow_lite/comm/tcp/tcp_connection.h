@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "oneflow_lite/comm/tcp/frame.h"
-#include "oneflow_lite/comm/tcp/region_table.h"
+#include "oneflow_lite/comm/tcp/tcp_region_table.h"
 #include "oneflow_lite/comm/transport.h"
 
 namespace oflite {

@@ -16,7 +16,7 @@
 
 #include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/comm/tcp/frame.h"
-#include "oneflow_lite/comm/tcp/region_table.h"
+#include "oneflow_lite/comm/tcp/tcp_region_table.h"
 #include "oneflow_lite/comm/tcp/tcp_connection.h"
 #include "oneflow_lite/comm/tcp/tcp_transport.h"
 

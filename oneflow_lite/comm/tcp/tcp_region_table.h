@@ -4,8 +4,8 @@
 // transport. Lookups pin the region; Remove() waits (bounded) until frames in
 // flight that use it are done, so a deregistered buffer is never touched.
 // Thread-safe.
-#ifndef ONEFLOW_LITE_COMM_TCP_REGION_TABLE_H_
-#define ONEFLOW_LITE_COMM_TCP_REGION_TABLE_H_
+#ifndef ONEFLOW_LITE_COMM_TCP_TCP_REGION_TABLE_H_
+#define ONEFLOW_LITE_COMM_TCP_TCP_REGION_TABLE_H_
 
 #include <condition_variable>
 #include <cstdint>
@@ -42,7 +42,8 @@ class RegionTable {
 
   // Resolves [address, address + length) in region `rkey` with `access`;
   // on success *pointer is the local address and the region stays pinned
-  // while the returned Pin lives. The error says what was wrong.
+  // while the returned Pin lives. PermissionDenied for an unknown key, else
+  // what CheckRegionAccess (transport.h) refuses.
   StatusOr<std::unique_ptr<Pin>> Resolve(uint32_t rkey, uint64_t address,
                                          uint64_t length, uint32_t access,
                                          uint8_t** pointer);
@@ -66,4 +67,4 @@ class RegionTable {
 }  // namespace comm
 }  // namespace oflite
 
-#endif  // ONEFLOW_LITE_COMM_TCP_REGION_TABLE_H_
+#endif  // ONEFLOW_LITE_COMM_TCP_TCP_REGION_TABLE_H_

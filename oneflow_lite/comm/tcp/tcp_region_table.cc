@@ -1,4 +1,4 @@
-#include "oneflow_lite/comm/tcp/region_table.h"
+#include "oneflow_lite/comm/tcp/tcp_region_table.h"
 
 #include <chrono>
 
@@ -48,18 +48,8 @@ StatusOr<std::unique_ptr<RegionTable::Pin>> RegionTable::Resolve(
   }
   Entry& entry = it->second;
   const uint64_t base = reinterpret_cast<uintptr_t>(entry.base);
-  if (address < base || address - base > entry.size ||
-      length > entry.size - (address - base)) {
-    return OutOfRangeError("range [0x", std::hex, address, ", +", std::dec,
-                           length, ") outside region key 0x", std::hex, rkey,
-                           " of ", std::dec, entry.size, " bytes");
-  }
-  if ((entry.access & access) != access) {
-    return PermissionDeniedError("region key 0x", std::hex, rkey,
-                                 " lacks remote ",
-                                 (access & kAccessRemoteWrite) ? "write" : "read",
-                                 " access");
-  }
+  RETURN_IF_ERROR(CheckRegionAccess(rkey, base, entry.size, entry.access,
+                                    address, length, access));
   ++entry.pins;
   *pointer = entry.base + (address - base);
   return std::make_unique<Pin>(this, rkey);
