@@ -1,6 +1,8 @@
 // CommNet transport API: the provider-neutral seam between OneFlow-Lite and a
-// network (tcp/ over sockets, ibverbs/ over RDMA RC queue pairs). Overview,
-// wire formats and flow control: docs/comm.md.
+// network. Providers: tcp/ over sockets, shm/ over shared memory between
+// the processes of one host, ibverbs/ over RDMA RC queue pairs; the per-peer
+// transport (per_peer_transport.h) picks one of them for each peer.
+// Overview, wire formats and flow control: docs/comm.md.
 //
 // Shape. One Transport per process (per rank). It owns one Connection per
 // peer rank and registers memory. Operations are:
@@ -160,12 +162,6 @@ using MessageHandler =
 // Called once per connection when it fails (on the progress thread or the
 // thread that detected the failure).
 using PeerErrorHandler = std::function<void(int peer_rank, const Status&)>;
-
-// The message slot size the runtime's multi-machine sessions use
-// (runtime/commnet/multi_machine.cc): registers travel as pushed chunks and
-// collectives' pieces fill whole messages, so larger slots mean fewer
-// messages. Benchmarks of the runtime's collectives use it too.
-inline constexpr size_t kRuntimeMessageSlotSize = 64 << 10;
 
 struct TransportOptions {
   int rank = 0;

@@ -48,6 +48,7 @@
 #include "oneflow_lite/common/ring_segments.h"
 #include "oneflow_lite/comm/control/connect.h"
 #include "oneflow_lite/comm/control/rendezvous_server.h"
+#include "oneflow_lite/runtime/commnet/multi_machine.h"
 #include "tools/bench/comm_bench_util.h"
 #include "tools/bench/mpi_peer.h"
 
@@ -429,7 +430,7 @@ int RunRank(int rank, const Config& config) {
     options.world_size = world;
     options.on_message = net->router.AsHandler();
     // As in the runtime's sessions: the exchange's pieces fill these.
-    options.message_slot_size = comm::kRuntimeMessageSlotSize;
+    options.message_slot_size = kRuntimeMessageSlotSize;
     auto transport = CreateBenchTransport(provider, options, token, config.shm, host);
     Check(transport.status(), "transport");
     net->transport = std::move(*transport);

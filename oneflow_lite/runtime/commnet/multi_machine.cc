@@ -75,8 +75,7 @@ StatusOr<std::unique_ptr<MultiMachineSession>> MultiMachineSession::Start(
   net.connect_timeout = options.connect_timeout;
   net.peer_timeout = options.peer_timeout;
   net.refused_rank_grace = options.refused_rank_grace;
-  // Registers travel as pushed chunks: larger slots, fewer messages.
-  net.transport.message_slot_size = comm::kRuntimeMessageSlotSize;
+  net.transport.message_slot_size = kRuntimeMessageSlotSize;
   net.on_peer_error = [self](int peer, const Status& status) { self->OnPeerLost(peer, status); };
   net.provider = options.provider;
   session->fatal_thread_ = std::thread([self] { self->FatalLoop(); });
