@@ -1,13 +1,14 @@
 #include "oneflow_lite/reference/reference_executor.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
+#include <deque>
 #include <limits>
 
 #include "oneflow_lite/api/job_util.h"
 #include "oneflow_lite/device/device_context.h"
 #include "oneflow_lite/ops/op_builder.h"
+#include "oneflow_lite/reference/op_by_op.h"
 
 namespace oflite {
 namespace {
@@ -28,25 +29,6 @@ HostTensor NanFilled(const TensorDesc& desc) {
   return tensor;
 }
 
-StatusOr<double> ScalarValue(const std::string& name, const HostTensor& tensor) {
-  if (tensor.elem_count() != 1) {
-    return InvalidArgumentError("metric '", name, "' is not a scalar: ", tensor.desc().ToString());
-  }
-  switch (tensor.dtype()) {
-    case DT_FLOAT:
-      return static_cast<double>(tensor.data<float>()[0]);
-    case DT_DOUBLE:
-      return tensor.data<double>()[0];
-    case DT_INT32:
-      return static_cast<double>(tensor.data<int32_t>()[0]);
-    case DT_INT64:
-      return static_cast<double>(tensor.data<int64_t>()[0]);
-    default:
-      return InvalidArgumentError("metric '", name, "' has unsupported dtype ",
-                                  DataTypeName(tensor.dtype()));
-  }
-}
-
 }  // namespace
 
 StatusOr<std::unique_ptr<ReferenceExecutor>> ReferenceExecutor::Create(const Job& job) {
@@ -63,24 +45,12 @@ Status ReferenceExecutor::Prepare() {
   ASSIGN_OR_RETURN(std::vector<int> order, TopologicalOrder(job_));
   for (int index : order) {
     const OpConf& op = job_.op(index);
-    KernelInitContext init;
-    init.op = &op;
-    ASSIGN_OR_RETURN(init.inputs, InputDescsOf(op, descs));
-    for (const ArgProto& arg : op.output()) {
-      for (const std::string& lbn : arg.lbn()) init.outputs[arg.name()].push_back(descs.at(lbn));
-    }
-    init.seed = job_.conf().seed();
-    init.device = CpuContext();
-    DataType dtype = DT_INVALID;
-    if (op.input_size() > 0) {
-      dtype = descs.at(op.input(0).lbn(0)).dtype;
-    } else if (op.output_size() > 0) {
-      dtype = descs.at(op.output(0).lbn(0)).dtype;
-    }
+    ASSIGN_OR_RETURN(KernelInitContext init,
+                     MakeKernelInitContext(op, descs, job_.conf().seed(), CpuContext()));
     OpState state;
     state.op = &op;
     state.is_variable = op.op_type() == "variable";
-    ASSIGN_OR_RETURN(state.kernel, CreateAndInitKernel(init, DEVICE_CPU, dtype));
+    ASSIGN_OR_RETURN(state.kernel, CreateAndInitKernel(init, DEVICE_CPU, KernelDtypeOf(op, descs)));
     ops_.push_back(std::move(state));
   }
   return Status::OK();
@@ -88,24 +58,11 @@ Status ReferenceExecutor::Prepare() {
 
 Status ReferenceExecutor::RunOp(OpState* state, int64_t iteration) {
   const OpConf& op = *state->op;
-  size_t blob_count = 0;
-  for (const ArgProto& arg : op.input()) blob_count += arg.lbn_size();
-  for (const ArgProto& arg : op.output()) blob_count += arg.lbn_size();
-  std::vector<Blob> blobs;
-  blobs.reserve(blob_count);  // no reallocation: the context keeps pointers
+  std::deque<Blob> blobs;
   KernelContext context(op, CpuContext(), iteration);
-  for (const ArgProto& arg : op.input()) {
-    for (const std::string& lbn : arg.lbn()) {
-      blobs.push_back(tensors_.at(lbn).AsBlob());
-      context.BindInput(arg.name(), &blobs.back());
-    }
-  }
-  for (const ArgProto& arg : op.output()) {
-    for (const std::string& lbn : arg.lbn()) {
-      blobs.push_back(tensors_.at(lbn).AsBlob());
-      context.BindOutput(arg.name(), &blobs.back());
-    }
-  }
+  BindOpBlobs(
+      op, [this](const std::string& lbn, bool) { return tensors_.at(lbn).AsBlob(); }, &blobs,
+      &context);
   return state->kernel->Forward(&context);
 }
 
@@ -122,7 +79,7 @@ StatusOr<IterationMetrics> ReferenceExecutor::ReadMetrics() const {
       return NotFoundError("metric '", metric.name(), "': blob '", metric.lbn(0),
                            "' is not in the job");
     }
-    ASSIGN_OR_RETURN(metrics.values[metric.name()], ScalarValue(metric.name(), it->second));
+    ASSIGN_OR_RETURN(metrics.values[metric.name()], MetricValue(metric.name(), it->second));
   }
   return metrics;
 }

@@ -6,6 +6,7 @@
 
 #include "oneflow_lite/api/job_util.h"
 #include "oneflow_lite/ops/op_builder.h"
+#include "oneflow_lite/reference/op_by_op.h"
 
 namespace oflite {
 namespace {
@@ -13,17 +14,6 @@ namespace {
 constexpr int64_t kAlign = 256;
 
 int64_t Aligned(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
-
-StatusOr<double> ScalarOf(const std::string& name, const HostTensor& t) {
-  if (t.elem_count() != 1) return InvalidArgumentError("metric '", name, "' is not a scalar");
-  switch (t.dtype()) {
-    case DT_FLOAT: return static_cast<double>(t.data<float>()[0]);
-    case DT_DOUBLE: return t.data<double>()[0];
-    case DT_INT32: return static_cast<double>(t.data<int32_t>()[0]);
-    case DT_INT64: return static_cast<double>(t.data<int64_t>()[0]);
-    default: return InvalidArgumentError("metric '", name, "' has an unsupported dtype");
-  }
-}
 
 }  // namespace
 
@@ -45,16 +35,10 @@ Status SingleGpuExecutor::Prepare() {
   int64_t device_bytes = 0, pinned_bytes = 0;
   for (int index : order) {
     const OpConf& op = job_.op(index);
-    DataType dtype = DT_INVALID;
-    if (op.input_size() > 0) {
-      dtype = descs.at(op.input(0).lbn(0)).dtype;
-    } else if (op.output_size() > 0) {
-      dtype = descs.at(op.output(0).lbn(0)).dtype;
-    }
     OpState state;
     state.op = &op;
     state.is_variable = op.op_type() == "variable";
-    state.on_host = !HasKernel(op.op_type(), DEVICE_CUDA, dtype);
+    state.on_host = !HasKernel(op.op_type(), DEVICE_CUDA, KernelDtypeOf(op, descs));
     if (state.on_host && op.input_size() > 0) {
       return UnimplementedError("op '", op.name(), "' (", op.op_type(),
                                 ") has no CUDA kernel and is not a source");
@@ -89,18 +73,13 @@ Status SingleGpuExecutor::Prepare() {
   }
   for (OpState& state : ops_) {
     const OpConf& op = *state.op;
-    KernelInitContext init;
-    init.op = &op;
-    ASSIGN_OR_RETURN(init.inputs, InputDescsOf(op, descs));
-    for (const ArgProto& arg : op.output()) {
-      for (const std::string& lbn : arg.lbn()) init.outputs[arg.name()].push_back(descs.at(lbn));
-    }
-    init.seed = job_.conf().seed();
-    init.device = state.on_host ? static_cast<const DeviceContext*>(&cpu_) : cuda_.get();
-    const DataType dtype = op.input_size() > 0 ? descs.at(op.input(0).lbn(0)).dtype
-                                               : descs.at(op.output(0).lbn(0)).dtype;
+    const DeviceContext* device =
+        state.on_host ? static_cast<const DeviceContext*>(&cpu_) : cuda_.get();
+    ASSIGN_OR_RETURN(KernelInitContext init,
+                     MakeKernelInitContext(op, descs, job_.conf().seed(), device));
     ASSIGN_OR_RETURN(state.kernel,
-                     CreateAndInitKernel(init, state.on_host ? DEVICE_CPU : DEVICE_CUDA, dtype));
+                     CreateAndInitKernel(init, state.on_host ? DEVICE_CPU : DEVICE_CUDA,
+                                         KernelDtypeOf(op, descs)));
   }
   return Status::OK();
 }
@@ -111,20 +90,14 @@ Status SingleGpuExecutor::RunOp(OpState* state) {
   const DeviceContext* device =
       state->on_host ? static_cast<const DeviceContext*>(&cpu_) : cuda_.get();
   KernelContext context(op, device, iteration_);
-  for (const ArgProto& arg : op.input()) {
-    for (const std::string& lbn : arg.lbn()) {
-      const BlobSlot& slot = blobs_.at(lbn);
-      blobs.emplace_back(slot.device, slot.desc);
-      context.BindInput(arg.name(), &blobs.back());
-    }
-  }
-  for (const ArgProto& arg : op.output()) {
-    for (const std::string& lbn : arg.lbn()) {
-      const BlobSlot& slot = blobs_.at(lbn);
-      blobs.emplace_back(state->on_host ? slot.host : slot.device, slot.desc);
-      context.BindOutput(arg.name(), &blobs.back());
-    }
-  }
+  // A host op writes its outputs to the pinned staging buffers.
+  BindOpBlobs(
+      op,
+      [&](const std::string& lbn, bool is_output) {
+        const BlobSlot& slot = blobs_.at(lbn);
+        return Blob(is_output && state->on_host ? slot.host : slot.device, slot.desc);
+      },
+      &blobs, &context);
   if (state->on_host) {
     // The pinned staging buffer is reused: wait until its previous copy left.
     RETURN_IF_ERROR(cuda_->Synchronize());
@@ -239,7 +212,7 @@ StatusOr<std::map<std::string, double>> SingleGpuExecutor::Metrics() {
       return InvalidArgumentError("metric '", metric.name(), "' names ", metric.lbn_size(), " blobs");
     }
     ASSIGN_OR_RETURN(HostTensor t, Fetch(metric.lbn(0)));
-    ASSIGN_OR_RETURN(values[metric.name()], ScalarOf(metric.name(), t));
+    ASSIGN_OR_RETURN(values[metric.name()], MetricValue(metric.name(), t));
   }
   return values;
 }
