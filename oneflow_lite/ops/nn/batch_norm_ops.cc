@@ -174,19 +174,9 @@ REGISTER_OP("batch_norm")
     .Infer(InferBatchNorm)
     .Sbp(BatchNormSbp)
     .Grad(BatchNormGradRule);
-REGISTER_OP("batch_norm_grad")
-    .Input("dy")
-    .Input("x")
-    .Input("mean")
-    .Input("inv_variance")
-    .Input("gamma")
-    .OptionalInput("dmean")
-    .OptionalInput("dinv_variance")
-    .Output("dx")
-    .Output("dgamma")
-    .Output("dbeta")
-    .Infer(InferBatchNormGrad)
-    .Sbp(BatchNormGradSbp);
+// The grad op's arguments are those NormalizationGradRule writes (op_util.h).
+const OpRegistrar kBatchNormGradDef =
+    NormalizationGradOpDef("batch_norm").Infer(InferBatchNormGrad).Sbp(BatchNormGradSbp);
 
 }  // namespace
 }  // namespace nn

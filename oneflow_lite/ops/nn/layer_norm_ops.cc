@@ -129,19 +129,9 @@ REGISTER_OP("layer_norm")
     .Infer(InferLayerNorm)
     .Sbp(LayerNormSbp)
     .Grad(LayerNormGradRule);
-REGISTER_OP("layer_norm_grad")
-    .Input("dy")
-    .Input("x")
-    .Input("mean")
-    .Input("inv_variance")
-    .Input("gamma")
-    .OptionalInput("dmean")
-    .OptionalInput("dinv_variance")
-    .Output("dx")
-    .Output("dgamma")
-    .Output("dbeta")
-    .Infer(InferLayerNormGrad)
-    .Sbp(LayerNormGradSbp);
+// The grad op's arguments are those NormalizationGradRule writes (op_util.h).
+const OpRegistrar kLayerNormGradDef =
+    NormalizationGradOpDef("layer_norm").Infer(InferLayerNormGrad).Sbp(LayerNormGradSbp);
 
 }  // namespace
 }  // namespace nn

@@ -79,5 +79,20 @@ Status NormalizationGradRule(GradContext* ctx, const std::string& forward_type,
   return Status::OK();
 }
 
+OpDefBuilder NormalizationGradOpDef(const std::string& forward_type) {
+  OpDefBuilder def(forward_type + "_grad");
+  def.Input("dy")
+      .Input("x")
+      .Input("mean")
+      .Input("inv_variance")
+      .Input("gamma")
+      .OptionalInput("dmean")
+      .OptionalInput("dinv_variance")
+      .Output("dx")
+      .Output("dgamma")
+      .Output("dbeta");
+  return def;
+}
+
 }  // namespace nn
 }  // namespace oflite

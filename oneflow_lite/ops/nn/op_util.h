@@ -45,6 +45,11 @@ Status NormalizationGradRule(GradContext* ctx, const std::string& forward_type,
                              bool statistics_grads,
                              const std::function<void(OpConfBuilder*)>& add_attrs);
 
+// The definition of that grad op, "<forward_type>_grad": inputs dy, x, mean,
+// inv_variance, gamma and the optional dmean, dinv_variance; outputs dx,
+// dgamma, dbeta. The caller adds Infer and Sbp and registers it.
+OpDefBuilder NormalizationGradOpDef(const std::string& forward_type);
+
 }  // namespace nn
 }  // namespace oflite
 
