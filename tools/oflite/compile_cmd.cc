@@ -4,7 +4,8 @@
 // plan (docs/plan_format.md).
 //
 // Exit codes (commands.h): 0 success, 2 bad input (a file that cannot be
-// read or parsed, a job the compiler rejects), 1 the plan could not be
+// read or parsed, a job the compiler rejects, an output folder that does
+// not exist: checked before anything is compiled), 1 the plan could not be
 // written. The plan is written atomically (SavePlan), so a failed compile
 // never leaves a partial or stale-looking output file behind.
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "oneflow_lite/api/node_plan.h"
+#include "oneflow_lite/common/env.h"
 #include "oneflow_lite/common/proto_io.h"
 #include "oneflow_lite/compiler/compiler.h"
 #include "oneflow_lite/compiler/plan_summary.h"
@@ -75,6 +77,9 @@ int RunCompile(int argc, char** argv) {
     std::fprintf(stderr, "oflite compile: --job, --cluster and -o are required (see --help)\n");
     return kExitBadInput;
   }
+  // A missing output folder is bad input found now, not after the work.
+  Status writable = Env::Default()->CheckParentDirectory(output);
+  if (!writable.ok()) return Fail(kExitBadInput, writable.WithContext("-o"));
   compiler::CompileOptions options;
   options.memory.enable_reuse = !flags.GetBool("no_memory_reuse");
   options.fuse = flags.GetBool("fuse");

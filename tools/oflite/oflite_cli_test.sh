@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The oflite CLI: help for every subcommand, and bad plan files rejected with
-# exit code 2 and a message naming the file.
+# The oflite CLI: help for every subcommand, bad plan files (and what is no
+# plan at all, such as /dev/zero) rejected with exit code 2 and a message
+# naming the file, and compile's output folder checked before compiling.
 set -u
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
 TMP="${TEST_TMPDIR:-/tmp}"
@@ -53,4 +54,23 @@ printf '\x08\x63' > "$TMP/future.pb"
 "$OFLITE" inspect "$TMP/future.pb" > "$TMP/out" 2>&1; check "future plan" 2 $?
 expect_in "future version explained" "newer" "$TMP/out"
 "$OFLITE" compile --help > /dev/null 2>&1; check "compile help" 0 $?
+
+# Not a plan at all, refused at once naming the file: /dev/zero (a device
+# that never ends: inspect used to read it until it died of bad_alloc at
+# 8 GB), and a 3-byte garbage file.
+start=$(date +%s)
+timeout 30 "$OFLITE" inspect /dev/zero > "$TMP/out" 2>&1; check "inspect /dev/zero" 2 $?
+(( $(date +%s) - start < 10 )) || { echo "FAIL: inspect /dev/zero took $(( $(date +%s) - start )) s"; fail=1; }
+expect_in "/dev/zero named" "'/dev/zero' is not a regular file" "$TMP/out"
+printf 'abc' > "$TMP/three.pb"
+"$OFLITE" inspect "$TMP/three.pb" > "$TMP/out" 2>&1; check "3-byte garbage plan" 2 $?
+expect_in "3-byte garbage plan named" "three.pb" "$TMP/out"
+
+# compile -o into a folder that does not exist: exit 2 naming the folder,
+# before anything is read or compiled (the job here does not even exist).
+"$OFLITE" compile --job "$TMP/nope.job.pb" --cluster "$TMP/nope.pbtxt" \
+  -o "$TMP/no/such/dir/x.plan.pb" > "$TMP/out" 2>&1
+check "compile into a missing folder" 2 $?
+expect_in "missing output folder named" "directory '$TMP/no/such/dir' does not exist" "$TMP/out"
+[[ -e "$TMP/no" ]] && { echo "FAIL: compile created $TMP/no"; fail=1; }
 exit $fail
