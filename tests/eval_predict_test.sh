@@ -144,7 +144,7 @@ grep -q "not an output of the plan (logits)" "$T/bad4.log" ||
   { echo "FAIL: outputs not listed"; cat "$T/bad4.log"; fail=1; }
 check "eval --eval-out into a missing folder" 2 "$T/bad6.log" "$OFLITE" eval --plan "$P1" \
   --checkpoint "$T/ck1" --eval-out "$T/no/such/folder/x.eval"
-grep -q "folder '$T/no/such/folder' does not exist" "$T/bad6.log" ||
+grep -q "directory '$T/no/such/folder' does not exist" "$T/bad6.log" ||
   { echo "FAIL: missing folder not named"; cat "$T/bad6.log"; fail=1; }
 check "run --eval-out into a missing folder, before training" 2 "$T/bad7.log" "$OFLITE" run \
   --plan "$P1" --eval-out "$T/no/such/folder/x.eval"

@@ -20,6 +20,7 @@
 #include <map>
 #include <string>
 
+#include "oneflow_lite/common/env.h"
 #include "oneflow_lite/common/status.h"
 #include "oneflow_lite/common/tensor.h"
 
@@ -34,11 +35,12 @@ struct ResumePoint {
 // --resume `path` for a run ending at `end_iteration`.
 StatusOr<ResumePoint> ChooseResumePoint(const std::string& path,
                                         const std::map<std::string, TensorDesc>& variables,
-                                        int64_t end_iteration);
+                                        int64_t end_iteration, Env* env = Env::Default());
 
 // --checkpoint `path` for an evaluation or prediction: the checkpoint dir.
 StatusOr<std::string> ChooseCheckpoint(const std::string& path,
-                                       const std::map<std::string, TensorDesc>& variables);
+                                       const std::map<std::string, TensorDesc>& variables,
+                                       Env* env = Env::Default());
 
 }  // namespace session
 }  // namespace oflite

@@ -1,8 +1,5 @@
 #include "oneflow_lite/session/evaluation.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -10,7 +7,6 @@
 #include <mutex>
 #include <sstream>
 
-#include "oneflow_lite/common/proto_io.h"
 
 namespace oflite {
 namespace session {
@@ -130,27 +126,19 @@ Status ReportEvaluation(const NodeSession& node, const EvaluationResult& result,
   for (const auto& [name, value] : means) text << name << " " << value << "\n";
   for (const auto& [name, count] : result.correct) text << name << "_correct " << count << "\n";
   text << "samples " << result.samples << "\n";
-  Status written = WriteFileAtomically(eval_out, text.str());
+  Status written = node.options().env->WriteFileAtomically(eval_out, text.str());
   if (!written.ok()) return InvalidArgumentError("cannot write --eval-out '", eval_out, "': ",
                                                  written.message());
   return Status::OK();
 }
 
-Status CheckOutputFile(const std::string& path, const std::string& flag) {
+Status CheckOutputFile(Env* env, const std::string& path, const std::string& flag) {
   if (path.empty()) return Status::OK();
-  struct stat st;
-  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+  if (env->IsDirectory(path)) {
     return InvalidArgumentError(flag, " '", path, "' is a folder, not a file");
   }
-  const size_t slash = path.rfind('/');
-  const std::string folder = slash == std::string::npos ? "." : path.substr(0, std::max<size_t>(slash, 1));
-  if (stat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return InvalidArgumentError(flag, " '", path, "': folder '", folder,
-                                "' does not exist (create it first)");
-  }
-  if (access(folder.c_str(), W_OK) != 0) {
-    return InvalidArgumentError(flag, " '", path, "': folder '", folder, "' is not writable");
-  }
+  Status parent = env->CheckParentDirectory(path);
+  if (!parent.ok()) return parent.WithContext(flag);
   return Status::OK();
 }
 

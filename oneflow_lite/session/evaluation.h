@@ -61,13 +61,14 @@ struct EvaluationResult {
 StatusOr<EvaluationResult> RunEvaluation(NodeSession* node, const EvaluationRequest& request);
 
 // `label` names the pass in the other ranks' line ("test", "eval").
+// `eval_out` is written through node.options().env.
 Status ReportEvaluation(const NodeSession& node, const EvaluationResult& result,
                         const std::string& eval_out, const std::string& label);
 
 // An --eval-out (or any output file) that cannot be written is refused
-// before any work: its folder must exist and be writable, and the path
-// must not be a folder. InvalidArgument naming `flag` and the path.
-Status CheckOutputFile(const std::string& path, const std::string& flag);
+// before any work: its folder must exist and the path must not be a
+// folder. InvalidArgument naming `flag` and the path; OK for "".
+Status CheckOutputFile(Env* env, const std::string& path, const std::string& flag);
 
 // Whether `name` is reported as an exact count ("accuracy", "*_accuracy").
 bool IsAccuracyMetric(const std::string& name);

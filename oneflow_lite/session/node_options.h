@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "oneflow_lite/comm/ibverbs/ibverbs_transport.h"
+#include "oneflow_lite/common/env.h"
 #include "oneflow_lite/common/status.h"
 #include "oneflow_lite/session/flags.h"
 #include "proto/plan.pb.h"
@@ -49,6 +50,10 @@ Environment ProcessEnvironment();
 struct NodeOptions {
   // Names the program in every line the session prints ("oflite run").
   std::string command = "oflite run";
+  // The files a run reads and writes besides the plan: checkpoints, the
+  // --eval-out, --metrics-out and output files. Not owned; outlives the
+  // session.
+  Env* env = Env::Default();
   int64_t rank = 0;
   std::string master;  // HOST:PORT; multi-machine plans only
   std::string comm = "auto";

@@ -1,8 +1,5 @@
 #include "oneflow_lite/session/training.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -54,28 +51,37 @@ class ProgressPrinter : public MetricsObserver {
   int64_t last_iter_;                                // guarded by mutex_
 };
 
-// Forwards to `inner` and appends "iteration name value" lines to a file.
+// Forwards to `inner` and appends "iteration name value" lines to a file
+// (a log, written as the run goes: not atomic). A write error is kept and
+// reported when the file is closed.
 class MetricsFile : public MetricsObserver {
  public:
-  MetricsFile(MetricsObserver* inner, std::FILE* file) : inner_(inner), file_(file) {}
-  ~MetricsFile() override { std::fclose(file_); }
+  MetricsFile(MetricsObserver* inner, std::unique_ptr<WritableFile> file)
+      : inner_(inner), file_(std::move(file)) {}
   void OnMetrics(int64_t iteration,
                  const std::vector<std::pair<std::string, double>>& metrics) override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       for (const auto& [name, value] : metrics) {
-        std::fprintf(file_, "%lld %s %.9g\n", static_cast<long long>(iteration), name.c_str(),
-                     value);
+        char line[256];
+        std::snprintf(line, sizeof(line), "%lld %s %.9g\n", static_cast<long long>(iteration),
+                      name.c_str(), value);
+        if (status_.ok()) status_ = file_->Append(line);
       }
-      std::fflush(file_);
     }
     inner_->OnMetrics(iteration, metrics);
+  }
+  Status Close() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Status closed = file_->Close();
+    return status_.ok() ? closed : status_;
   }
 
  private:
   MetricsObserver* inner_;
-  std::FILE* file_;
   std::mutex mutex_;
+  std::unique_ptr<WritableFile> file_;  // guarded by mutex_
+  Status status_;                       // guarded by mutex_
 };
 
 // Times the sink's reports of the iterations in [first, end) on the steady
@@ -120,32 +126,11 @@ class StepTimer : public MetricsObserver {
   std::chrono::steady_clock::time_point first_time_, last_time_;
 };
 
-// --checkpoint-dir names a folder, or one that can be made: the nearest
-// existing ancestor is a writable folder.
-Status CheckCheckpointDir(const std::string& dir) {
-  if (dir.empty()) return Status::OK();
-  struct stat st;
-  if (stat(dir.c_str(), &st) == 0) {
-    if (!S_ISDIR(st.st_mode)) {
-      return InvalidArgumentError("--checkpoint-dir '", dir, "' exists and is not a folder");
-    }
-    if (access(dir.c_str(), W_OK) != 0) {
-      return InvalidArgumentError("--checkpoint-dir '", dir, "' is not writable");
-    }
-    return Status::OK();
-  }
-  std::string ancestor = dir;
-  while (true) {
-    const size_t slash = ancestor.find_last_of('/');
-    ancestor = slash == std::string::npos ? "." : slash == 0 ? "/" : ancestor.substr(0, slash);
-    if (stat(ancestor.c_str(), &st) == 0) break;
-    if (ancestor == "." || ancestor == "/") break;
-  }
-  if (!S_ISDIR(st.st_mode) || access(ancestor.c_str(), W_OK) != 0) {
-    return InvalidArgumentError("--checkpoint-dir '", dir, "' cannot be created: '", ancestor,
-                                "' is not a writable folder");
-  }
-  return Status::OK();
+// --checkpoint-dir names a folder, or none yet (Train creates it before
+// training).
+Status CheckCheckpointDir(Env* env, const std::string& dir) {
+  if (dir.empty() || !env->FileExists(dir) || env->IsDirectory(dir)) return Status::OK();
+  return InvalidArgumentError("--checkpoint-dir '", dir, "' exists and is not a folder");
 }
 
 // The tracer of the request (null without --trace), clock agreed with the
@@ -263,7 +248,8 @@ std::vector<cli::FlagSpec> TrainingFlagSpecs() {
                           "an actor handles; about 4x the events; needs --trace)"}};
 }
 
-StatusOr<TrainingRequest> ReadTrainingRequest(const cli::FlagSet& flags, const Plan& plan) {
+StatusOr<TrainingRequest> ReadTrainingRequest(const cli::FlagSet& flags, const Plan& plan,
+                                              Env* env) {
   TrainingRequest request;
   ASSIGN_OR_RETURN(request.iterations, flags.GetInt("iters", 0, kMaxIterations));
   ASSIGN_OR_RETURN(request.log_every, flags.GetInt("log-every", 1, kMaxIterations));
@@ -291,18 +277,18 @@ StatusOr<TrainingRequest> ReadTrainingRequest(const cli::FlagSet& flags, const P
     RETURN_IF_ERROR(ParseTraceIters(flags.Get("trace-iters"), &request.trace.first_iteration,
                                     &request.trace.end_iteration));
   }
-  RETURN_IF_ERROR(CheckTrainingRequest(request, plan));
+  RETURN_IF_ERROR(CheckTrainingRequest(request, plan, env));
   return request;
 }
 
-Status CheckTrainingRequest(const TrainingRequest& request, const Plan& plan) {
+Status CheckTrainingRequest(const TrainingRequest& request, const Plan& plan, Env* env) {
   if (request.save_every > 0 && request.checkpoint_dir.empty()) {
     return InvalidArgumentError("--save-every needs --checkpoint-dir");
   }
-  RETURN_IF_ERROR(CheckCheckpointDir(request.checkpoint_dir));
-  RETURN_IF_ERROR(CheckOutputFile(request.metrics_out, "--metrics-out"));
+  RETURN_IF_ERROR(CheckCheckpointDir(env, request.checkpoint_dir));
+  RETURN_IF_ERROR(CheckOutputFile(env, request.metrics_out, "--metrics-out"));
   if (request.evaluate && plan.is_train()) {
-    RETURN_IF_ERROR(CheckOutputFile(request.eval_out, "--eval-out"));
+    RETURN_IF_ERROR(CheckOutputFile(env, request.eval_out, "--eval-out"));
   }
   return Status::OK();
 }
@@ -314,8 +300,13 @@ int Train(NodeSession* node, const Plan& plan, const TrainingRequest& request,
     const bool differs = tracing.status().code() == StatusCode::kInvalidArgument;
     return node->Fail(tracing.status(), differs ? cli::kExitBadInput : cli::kExitFailure);
   }
+  Env* env = node->options().env;
   StatusOr<std::map<std::string, TensorDesc>> variables = PlanVariables(plan);
   if (!variables.ok()) return node->Fail(variables.status(), cli::kExitBadInput);
+  if (request.save_every > 0) {
+    Status made = env->CreateDirectories(request.checkpoint_dir);
+    if (!made.ok()) return node->Fail(made.WithContext("--checkpoint-dir"), cli::kExitBadInput);
+  }
   const int64_t end = request.iterations > 0 ? request.iterations : plan.total_iters();
   RuntimeOptions options = node->BaseRuntimeOptions();
   options.total_iters = request.iterations;
@@ -325,7 +316,7 @@ int Train(NodeSession* node, const Plan& plan, const TrainingRequest& request,
   store_options.variables = *variables;
   store_options.final_iteration = end;
   if (!request.resume.empty()) {
-    StatusOr<ResumePoint> resume = ChooseResumePoint(request.resume, *variables, end);
+    StatusOr<ResumePoint> resume = ChooseResumePoint(request.resume, *variables, end, env);
     if (!resume.ok()) return node->Fail(resume.status(), cli::kExitBadInput);
     store_options.restore_dir = resume->dir;
     options.start_iter = resume->iteration;
@@ -339,13 +330,9 @@ int Train(NodeSession* node, const Plan& plan, const TrainingRequest& request,
   options.metrics = &progress;
   std::unique_ptr<MetricsFile> metrics_file;
   if (!request.metrics_out.empty()) {
-    std::FILE* file = std::fopen(request.metrics_out.c_str(), "w");
-    if (file == nullptr) {
-      return node->Fail(InvalidArgumentError("cannot write --metrics-out '", request.metrics_out,
-                                             "'"),
-                        cli::kExitBadInput);
-    }
-    metrics_file = std::make_unique<MetricsFile>(options.metrics, file);
+    StatusOr<std::unique_ptr<WritableFile>> file = env->NewWritableFile(request.metrics_out);
+    if (!file.ok()) return node->Fail(file.status().WithContext("--metrics-out"), cli::kExitBadInput);
+    metrics_file = std::make_unique<MetricsFile>(options.metrics, std::move(*file));
     options.metrics = metrics_file.get();
   }
   trace::Tracer* tracer = tracing->tracer.get();
@@ -372,6 +359,10 @@ int Train(NodeSession* node, const Plan& plan, const TrainingRequest& request,
     std::printf("trace written to %s\n", path->c_str());
   }
   if (!stats.ok()) return node->Fail(stats.status(), cli::kExitFailure);
+  if (metrics_file != nullptr) {
+    Status closed = metrics_file->Close();
+    if (!closed.ok()) return node->Fail(closed.WithContext("--metrics-out"), cli::kExitFailure);
+  }
   PrintTrained(*stats, options.start_iter, end);
   if (result != nullptr) {
     result->start_iteration = options.start_iter;

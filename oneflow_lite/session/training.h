@@ -6,11 +6,12 @@
 // --resume, --eval, --eval-out, --metrics-out, --trace, --trace-iters,
 // --trace-level. ReadTrainingRequest reads and checks them against the plan
 // before anything starts (InvalidArgument naming the flag: exit 2), output
-// files and folders included: --checkpoint-dir must be a folder or
-// creatable, --eval-out and --metrics-out must land in an existing,
-// writable folder.
+// files and folders included (through `env`): --checkpoint-dir must be a
+// folder or not exist yet (Train creates it before training), --eval-out
+// and --metrics-out must land in an existing folder.
 //
-// Train runs the request on a started NodeSession:
+// Train runs the request on a started NodeSession (files through its
+// NodeOptions::env):
 //  - with several machines, every rank first agrees on tracing (a job whose
 //    ranks differ in --trace fails at once naming them) and, when traced,
 //    measures its clock offset to rank 0 (trace_support.h);
@@ -76,10 +77,12 @@ struct TrainingResult {
 
 std::vector<cli::FlagSpec> TrainingFlagSpecs();
 
-StatusOr<TrainingRequest> ReadTrainingRequest(const cli::FlagSet& flags, const Plan& plan);
+StatusOr<TrainingRequest> ReadTrainingRequest(const cli::FlagSet& flags, const Plan& plan,
+                                              Env* env = Env::Default());
 
 // The checks ReadTrainingRequest makes, for a request built in code.
-Status CheckTrainingRequest(const TrainingRequest& request, const Plan& plan);
+Status CheckTrainingRequest(const TrainingRequest& request, const Plan& plan,
+                            Env* env = Env::Default());
 
 int Train(NodeSession* node, const Plan& plan, const TrainingRequest& request,
           TrainingResult* result = nullptr);

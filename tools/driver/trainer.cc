@@ -126,6 +126,8 @@ StatusOr<Plan> CompileTrainingPlan(const Job& job) {
 
 int TrainPlan(const Plan& plan, const session::TrainingRequest& request,
               const session::NodeOptions& node_options, session::TrainingResult* result) {
+  Status checked = session::CheckTrainingRequest(request, plan, node_options.env);
+  if (!checked.ok()) return session::ReportFailure(node_options.command, checked, cli::kExitBadInput);
   StatusOr<std::unique_ptr<session::NodeSession>> node =
       session::NodeSession::Start(plan, node_options);
   if (!node.ok()) return session::ReportFailure(node_options.command, node.status(),
@@ -227,7 +229,8 @@ int TrainMain(const std::string& name, TrainerConfig config, const ModelFn& mode
   StatusOr<session::NodeOptions> node =
       session::ReadNodeOptions(run_flags, *plan, env, name);
   if (!node.ok()) return Fail(name, node.status(), cli::kExitBadInput);
-  StatusOr<session::TrainingRequest> request = session::ReadTrainingRequest(run_flags, *plan);
+  StatusOr<session::TrainingRequest> request =
+      session::ReadTrainingRequest(run_flags, *plan, node->env);
   if (!request.ok()) return Fail(name, request.status(), cli::kExitBadInput);
   return TrainPlan(*plan, *request, *node);
 }

@@ -203,8 +203,11 @@ int RunEvalCommand(const Command& command, int argc, char** argv) {
   if (!node_options.ok()) return fail(node_options.status(), kExitBadInput);
   StatusOr<int64_t> iters = flags.GetInt("iters", 0, evaluated.total_iters());
   if (!iters.ok()) return fail(iters.status(), kExitBadInput);
-  Status output_ok = session::CheckOutputFile(flags.Get("eval-out"), "--eval-out");
-  if (output_ok.ok() && command.predict) output_ok = session::CheckOutputFile(flags.Get("out"), "--out");
+  Env* env = node_options->env;
+  Status output_ok = session::CheckOutputFile(env, flags.Get("eval-out"), "--eval-out");
+  if (output_ok.ok() && command.predict) {
+    output_ok = session::CheckOutputFile(env, flags.Get("out"), "--out");
+  }
   if (!output_ok.ok()) return fail(output_ok, kExitBadInput);
   std::string output;
   if (command.predict) {
@@ -214,7 +217,8 @@ int RunEvalCommand(const Command& command, int argc, char** argv) {
   }
   StatusOr<std::map<std::string, TensorDesc>> variables = PlanVariables(evaluated);
   if (!variables.ok()) return fail(variables.status(), kExitBadInput);
-  StatusOr<std::string> checkpoint = session::ChooseCheckpoint(flags.Get("checkpoint"), *variables);
+  StatusOr<std::string> checkpoint =
+      session::ChooseCheckpoint(flags.Get("checkpoint"), *variables, env);
   if (!checkpoint.ok()) return fail(checkpoint.status(), kExitBadInput);
 
   StatusOr<std::unique_ptr<session::NodeSession>> node =

@@ -9,6 +9,7 @@
 // Bad plan files exit with 2 and a message naming the file.
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -55,6 +56,16 @@ std::string JsonEscape(const std::string& s) {
 }
 
 std::string Q(const std::string& s) { return "\"" + JsonEscape(s) + "\""; }
+
+// {"compute":3,"source":1,...}: actor counts by task kind.
+std::string KindCountsJson(const std::map<TaskType, int>& counts) {
+  std::string out = "{";
+  for (const auto& [type, n] : counts) {
+    out += (out.size() > 1 ? "," : "") + Q(compiler::TaskTypeShortName(type)) + ":" +
+           std::to_string(n);
+  }
+  return out + "}";
+}
 
 // The plan restricted to one machine (or the whole plan for -1).
 Plan Restrict(const Plan& plan, int64_t machine) {
@@ -267,13 +278,8 @@ void PrintJson(const Plan& plan, const PlanSummary& s, bool actors) {
   }
   os << "]"
      << ",\"actors\":" << s.actor_count
-     << ",\"registers\":" << s.regst_count << ",\"actors_by_kind\":{";
-  bool first = true;
-  for (const auto& [type, n] : s.actors) {
-    os << (first ? "" : ",") << Q(compiler::TaskTypeShortName(type)) << ":" << n;
-    first = false;
-  }
-  os << "},\"machines\":[";
+     << ",\"registers\":" << s.regst_count << ",\"actors_by_kind\":" << KindCountsJson(s.actors)
+     << ",\"machines\":[";
   for (size_t i = 0; i < s.machines.size(); ++i) {
     const auto& m = s.machines[i];
     os << (i ? "," : "") << "{\"id\":" << m.machine_id << ",\"address\":"
@@ -284,13 +290,7 @@ void PrintJson(const Plan& plan, const PlanSummary& s, bool actors) {
       os << (f ? "" : ",") << Q(d);
       f = false;
     }
-    os << "],\"actors_by_kind\":{";
-    f = true;
-    for (const auto& [type, n] : m.actors) {
-      os << (f ? "" : ",") << Q(compiler::TaskTypeShortName(type)) << ":" << n;
-      f = false;
-    }
-    os << "},\"memory\":[";
+    os << "],\"actors_by_kind\":" << KindCountsJson(m.actors) << ",\"memory\":[";
     for (size_t z = 0; z < m.memory.size(); ++z) {
       const auto& zm = m.memory[z];
       os << (z ? "," : "") << "{\"zone\":" << Q(compiler::ZoneName(zm.zone))

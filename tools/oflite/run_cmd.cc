@@ -83,8 +83,11 @@ int RunRun(int argc, char** argv) {
   if (!plan.ok()) return session::ReportFailure(command, plan.status(), kExitBadInput);
   StatusOr<session::NodeOptions> node_options =
       session::ReadNodeOptions(flags, *plan, session::ProcessEnvironment(), command);
-  if (!node_options.ok()) return session::ReportFailure(command, node_options.status(), kExitBadInput);
-  StatusOr<session::TrainingRequest> request = session::ReadTrainingRequest(flags, *plan);
+  if (!node_options.ok()) {
+    return session::ReportFailure(command, node_options.status(), kExitBadInput);
+  }
+  StatusOr<session::TrainingRequest> request =
+      session::ReadTrainingRequest(flags, *plan, node_options->env);
   if (!request.ok()) return session::ReportFailure(command, request.status(), kExitBadInput);
   StatusOr<std::unique_ptr<session::NodeSession>> node =
       session::NodeSession::Start(*plan, *node_options);
