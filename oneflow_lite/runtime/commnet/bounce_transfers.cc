@@ -9,7 +9,8 @@ namespace {
 
 // The bounce stream of a (register desc, consumer task) pair.
 comm::BounceStreamId StreamOf(const ActorMessage& message) {
-  return {static_cast<uint64_t>(message.regst_desc_id), static_cast<uint64_t>(message.dst_actor_id)};
+  return {static_cast<uint64_t>(message.regst_desc_id),
+          static_cast<uint64_t>(message.dst_actor_id)};
 }
 
 }  // namespace
@@ -17,19 +18,16 @@ comm::BounceStreamId StreamOf(const ActorMessage& message) {
 BounceTransfers::BounceTransfers(comm::CommNet* net, comm::BounceStreamOptions options,
                                  const ZeroCopyRegistry* destinations,
                                  std::function<void(const Status&)> on_error)
-    : net_(net),
-      options_(options),
-      destinations_(destinations),
-      on_error_(std::move(on_error)) {
+    : net_(net), options_(options), destinations_(destinations), on_error_(std::move(on_error)) {
   options_.channel = kBounceChannel;
 }
 
 void BounceTransfers::Start() {
-  StatusOr<std::unique_ptr<comm::BounceStreams>> streams = comm::BounceStreams::Create(
-      net_->transport(), net_->router(), options_, &net_->stats()->bounce,
-      [this](const Status& status) {
-        if (on_error_) on_error_(status);
-      });
+  StatusOr<std::unique_ptr<comm::BounceStreams>> streams =
+      comm::BounceStreams::Create(net_->transport(), net_->router(), options_,
+                                  &net_->stats()->bounce, [this](const Status& status) {
+                                    if (on_error_) on_error_(status);
+                                  });
   if (streams.ok()) {
     streams_ = std::move(*streams);
     status_ = Status::OK();
@@ -63,9 +61,9 @@ StatusOr<std::string> BounceTransfers::Enqueue(comm::Connection* connection,
     return InvalidArgumentError("register ", message.regst_desc_id, ": the shapes of its ",
                                 regst.blobs.size(), " blobs do not fit one transport message");
   }
-  ASSIGN_OR_RETURN(announcement.payload,
-                   streams_->Enqueue(connection->peer_rank(), StreamOf(message),
-                                     std::move(segments), capacity));
+  ASSIGN_OR_RETURN(
+      announcement.payload,
+      streams_->Enqueue(connection->peer_rank(), StreamOf(message), std::move(segments), capacity));
   return EncodeBounceFrame(message, announcement);
 }
 
@@ -78,8 +76,8 @@ Status BounceTransfers::StartPull(const ActorMessage& produced, const RegstDescP
                                   Regst* into, comm::Completion done) {
   RETURN_IF_ERROR(status_);
   if (streams_ == nullptr) return FailedPreconditionError("CommNet route not attached");
-  const std::string what = "bounce pull of register " + std::to_string(src.regst_desc_id()) +
-                           "[" + std::to_string(produced.regst_index) + "] piece " +
+  const std::string what = "bounce pull of register " + std::to_string(src.regst_desc_id()) + "[" +
+                           std::to_string(produced.regst_index) + "] piece " +
                            std::to_string(produced.piece_id);
   std::optional<Parked> parked = parked_.Take(produced);
   if (!parked.has_value()) {

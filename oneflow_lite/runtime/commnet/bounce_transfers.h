@@ -89,7 +89,7 @@ class BounceTransfers {
   comm::BounceStreamOptions options_;
   const ZeroCopyRegistry* const destinations_;
   std::function<void(const Status&)> on_error_;
-  Status status_;  // why the streams could not be created
+  Status status_;                                 // why the streams could not be created
   std::unique_ptr<comm::BounceStreams> streams_;  // from Start to Stop
   ParkedByMessage<Parked> parked_;
 };

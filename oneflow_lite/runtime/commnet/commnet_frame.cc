@@ -38,8 +38,8 @@ Status DecodeBounceBody(little_endian::Reader* body, BounceAnnouncement* announc
     }
     body->ReadU32(&rank);
     if (rank > static_cast<uint32_t>(kMaxBlobRank) || body->remaining() < 8 * uint64_t{rank}) {
-      return DataLossError(what, ": blob ", b, " of rank ", rank, " (at most ", kMaxBlobRank,
-                           ", ", body->remaining(), " bytes left)");
+      return DataLossError(what, ": blob ", b, " of rank ", rank, " (at most ", kMaxBlobRank, ", ",
+                           body->remaining(), " bytes left)");
     }
     std::vector<int64_t> dims(rank);
     for (uint32_t d = 0; d < rank; ++d) {
@@ -62,8 +62,8 @@ StatusOr<std::string> EncodeMessageFrame(const ActorMessage& message) {
   return EncodeHeader(CommNetFrameType::kMessage, message);
 }
 
-StatusOr<std::string> EncodeDataFrame(const ActorMessage& message, uint64_t total,
-                                      uint64_t offset, std::string_view chunk) {
+StatusOr<std::string> EncodeDataFrame(const ActorMessage& message, uint64_t total, uint64_t offset,
+                                      std::string_view chunk) {
   ASSIGN_OR_RETURN(std::string frame, EncodeHeader(CommNetFrameType::kData, message));
   frame.reserve(kDataFrameHeaderBytes + chunk.size());
   little_endian::AppendU64(&frame, total);

@@ -67,8 +67,8 @@ struct CommNetFrame {
 // Encoders. They fail only when EncodeActorMessage does (a local-only kind).
 StatusOr<std::string> EncodeMessageFrame(const ActorMessage& message);
 // One chunk [offset, offset + chunk.size()) of a payload of `total` bytes.
-StatusOr<std::string> EncodeDataFrame(const ActorMessage& message, uint64_t total,
-                                      uint64_t offset, std::string_view chunk);
+StatusOr<std::string> EncodeDataFrame(const ActorMessage& message, uint64_t total, uint64_t offset,
+                                      std::string_view chunk);
 StatusOr<std::string> EncodeBounceFrame(const ActorMessage& message,
                                         const BounceAnnouncement& announcement);
 

@@ -118,8 +118,7 @@ TEST(CommNetFrameTest, MalformedFramesNameTheirFault) {
   ASSERT_TRUE(message.ok());
   std::string other_version = *message;
   other_version[0] = 3;
-  ExpectDataLoss(DecodeCommNetFrame(other_version).status(),
-                 "wire version 3, this build speaks 2");
+  ExpectDataLoss(DecodeCommNetFrame(other_version).status(), "wire version 3, this build speaks 2");
   std::string unknown_type = *message;
   unknown_type[1] = 9;
   ExpectDataLoss(DecodeCommNetFrame(unknown_type).status(), "unknown type 9");

@@ -30,10 +30,9 @@ void CommNetRoute::Attach(LocalMessageBus* bus, const RegstStore* regsts) {
   // Started here, not in the constructor: a route that replaces another on
   // the same CommNet is built before the old one is destroyed.
   bounce_.Start();
-  net_->router()->SetHandler(comm::kActorChannel,
-                             [this](int peer, const void* data, size_t size) {
-                               OnMessage(peer, data, size);
-                             });
+  net_->router()->SetHandler(comm::kActorChannel, [this](int peer, const void* data, size_t size) {
+    OnMessage(peer, data, size);
+  });
 }
 
 void CommNetRoute::Detach() {
@@ -162,8 +161,8 @@ Status CommNetRoute::HandleDataChunk(const std::string& from, const CommNetFrame
     std::lock_guard<std::mutex> lock(partial_mutex_);
     std::string& buffer = partial_[key];
     if (frame.chunk_offset != buffer.size() || frame.chunk_offset + n > frame.chunk_total) {
-      return DataLossError(from, ": chunk at ", frame.chunk_offset, " of ", frame.chunk_total, " for ",
-                           message.ToString(), " (have ", buffer.size(), ")");
+      return DataLossError(from, ": chunk at ", frame.chunk_offset, " of ", frame.chunk_total,
+                           " for ", message.ToString(), " (have ", buffer.size(), ")");
     }
     buffer.append(frame.chunk_bytes.data(), n);
     net_->stats()->pool.bytes_copied += n;  // reassembly

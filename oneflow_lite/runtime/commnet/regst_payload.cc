@@ -39,7 +39,8 @@ StatusOr<std::vector<PayloadBlob>> ParsePayload(const std::string& payload) {
       return DataLossError("register payload: bad rank ", ndim);
     }
     std::vector<int64_t> dims(ndim);
-    for (uint64_t i = 0; i < ndim; ++i, at += 8) dims[i] = static_cast<int64_t>(GetU64(payload.data() + at));
+    for (uint64_t i = 0; i < ndim; ++i, at += 8)
+      dims[i] = static_cast<int64_t>(GetU64(payload.data() + at));
     const uint64_t bytes = GetU64(payload.data() + at);
     at += 8;
     if (!need(bytes)) return DataLossError("register payload: blob of ", bytes, " bytes truncated");

@@ -65,8 +65,7 @@ Status ZeroCopyRegistry::RegisterSources(const RegstDescProto& desc, const Regst
   return Status::OK();
 }
 
-Status ZeroCopyRegistry::RegisterDestinations(const RegstDescProto& desc,
-                                              const RegstStore& regsts,
+Status ZeroCopyRegistry::RegisterDestinations(const RegstDescProto& desc, const RegstStore& regsts,
                                               comm::StaticRegisterSet* set) {
   for (int32_t i = 0; i < desc.regst_num(); ++i) {
     ASSIGN_OR_RETURN(Regst * regst, regsts.Find(desc.regst_desc_id(), i));
@@ -76,8 +75,7 @@ Status ZeroCopyRegistry::RegisterDestinations(const RegstDescProto& desc,
   return Status::OK();
 }
 
-Status ZeroCopyRegistry::FetchPeerKeys(const MachinePlan& plan,
-                                       std::chrono::milliseconds timeout) {
+Status ZeroCopyRegistry::FetchPeerKeys(const MachinePlan& plan, std::chrono::milliseconds timeout) {
   for (const TaskProto& task : plan.task()) {
     if (task.type() != TASK_COMMNET || !IsStaticZeroCopyRegst(task.commnet().src_regst())) {
       continue;
@@ -103,9 +101,9 @@ Status ZeroCopyRegistry::PostPull(const ActorMessage& produced, const RegstDescP
     return InvalidArgumentError(what, ": ", bytes, " bytes into a register of ",
                                 RegstSpanBytes(*into.desc));
   }
-  ASSIGN_OR_RETURN(comm::Connection * connection,
-                   net_->transport()->GetConnection(
-                       static_cast<int>(MachineOfTaskId(produced.src_actor_id))));
+  ASSIGN_OR_RETURN(
+      comm::Connection * connection,
+      net_->transport()->GetConnection(static_cast<int>(MachineOfTaskId(produced.src_actor_id))));
   return zero_copy_registers_
       .PostPull(connection, {src.regst_desc_id(), produced.regst_index},
                 {into.desc->regst_desc_id(), into.index}, static_cast<size_t>(bytes),
