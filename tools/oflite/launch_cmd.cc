@@ -22,9 +22,14 @@
 // flag after "--"); its last line names the first cause, not the first
 // rank to exit: "oflite launch: rank R <exited with code C | was killed by
 // signal S>; stopped the others: <that rank's last error line>", preceded by
-// one line with every other rank's outcome. SIGINT or SIGTERM to launch is
-// forwarded to every rank (SIGKILL after --grace_ms); launch then exits
-// 128 + the signal with "oflite launch: interrupted by signal ...".
+// one line with every other rank's outcome. Ranks that exit 4 were
+// healthy: when every rank but one has exited 4 and that one is frozen
+// (SIGSTOP), launch kills it at once (SIGKILL: it cannot act on SIGTERM)
+// and names it: "oflite launch: rank R was frozen (stopped by a signal)
+// after every other rank exited with code 4 (a peer failed); killed it".
+// SIGINT or SIGTERM to launch is forwarded to every rank (SIGKILL after
+// --grace_ms); launch then exits 128 + the signal with "oflite launch:
+// interrupted by signal ...".
 // With "-- --trace DIR" every rank writes DIR/rank-R.json and launch, once
 // all succeeded, merges them into DIR/trace.json (docs/tracing.md).
 #include <unistd.h>

@@ -5,7 +5,10 @@
 #    interrupted (the ranks used to keep running as orphans);
 #  - kill -9 of rank 1 mid-training: launch exits 1 and its last line
 #    blames rank 1 (killed by signal 9), not rank 0, which exits on its own
-#    after losing rank 1 and may exit first.
+#    after losing rank 1 and may exit first;
+#  - SIGSTOP of rank 1 mid-training: launch kills the frozen rank as soon as
+#    rank 0 exits 4 (within 8 s of the SIGSTOP, peer loss included) and its
+#    last line names rank 1.
 # Every wait is bounded; leftovers are killed at the end.
 set -u
 OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
@@ -92,6 +95,36 @@ if start_job "$log"; then
   else
     echo "ok: kill -9 rank 1 blamed: $last"
   fi
+else
+  fail=1
+fi
+
+# SIGSTOP of rank 1 mid-training: rank 0 loses it (peer loss, about 5 s)
+# and exits 4; launch then kills the frozen rank at once and its last line
+# names rank 1, not rank 0. It used to wait out two grace periods (SIGTERM
+# cannot reach a stopped process) and blame rank 0, the first to exit.
+log="$TMP/sigstop.log"
+if start_job "$log"; then
+  rank1=""
+  for pid in "${RANK_PIDS[@]}"; do
+    tr '\0' ' ' < "/proc/$pid/cmdline" | grep -q -- "--rank 1 " && rank1=$pid
+  done
+  [[ -n "$rank1" ]] || { echo "FAIL: rank 1 not found among ${RANK_PIDS[*]}"; fail=1; }
+  start=$(date +%s%N)
+  kill -STOP "$rank1"
+  wait_launch 60
+  elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  last=$(tail -1 "$log")
+  if [[ $RC != 1 ]]; then
+    echo "FAIL: SIGSTOP rank 1: launch exit $RC"; tail -5 "$log"; fail=1
+  elif [[ "$last" != "oflite launch: rank 1 was frozen (stopped by a signal) after every other rank exited with code 4"* ]]; then
+    echo "FAIL: SIGSTOP rank 1: last line does not name rank 1: $last"; tail -5 "$log"; fail=1
+  elif (( elapsed_ms > 8000 )); then
+    echo "FAIL: SIGSTOP rank 1: launch ended ${elapsed_ms} ms after the SIGSTOP"; tail -5 "$log"; fail=1
+  else
+    echo "ok: SIGSTOP rank 1 named after ${elapsed_ms} ms: $last"
+  fi
+  kill -0 "$rank1" 2> /dev/null && { echo "FAIL: the frozen rank $rank1 survived launch"; fail=1; }
 else
   fail=1
 fi

@@ -57,6 +57,36 @@ rc=$?
   { echo "FAIL: wrong blame"; cat "$TMP/out"; fail=1; }
 grep -q "other ranks: 0 exited 4 (a peer failed)" "$TMP/out" || { echo "FAIL: rank 0's outcome"; fail=1; }
 
+# A rank frozen by SIGSTOP while the others exit 4 (they lost it): launch
+# kills it at once instead of waiting out two grace periods (it cannot act
+# on SIGTERM), and its last line names the frozen rank, not the healthy
+# survivor that exited first. With 2 and 3 ranks, the default --grace_ms.
+cat > "$TMP/node_freeze.sh" <<'NODE'
+#!/bin/sh
+if [ "$RANK" = "1" ]; then echo "oflite run: freezing at train-finish" >&2; kill -STOP $$; echo never; exit 0; fi
+sleep 0.5; echo "oflite run: rank $RANK: job ended by rank 1: lost rank 1" >&2; exit 4
+NODE
+chmod +x "$TMP/node_freeze.sh"
+for n in 2 3; do
+  plan="$TMP/p2.plan.pb"; (( n == 3 )) && plan="$TMP/p.plan.pb"
+  start=$(date +%s%N)
+  "$OFLITE" launch --plan "$plan" --nproc $n --oflite "$TMP/node_freeze.sh" > "$TMP/out" 2>&1
+  rc=$?
+  elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  last=$(tail -1 "$TMP/out")
+  if [[ $rc != 1 ]]; then
+    echo "FAIL: frozen rank of $n: launch exited $rc"; cat "$TMP/out"; fail=1
+  elif [[ "$last" != "oflite launch: rank 1 was frozen (stopped by a signal) after every other rank exited with code 4 (a peer failed); killed it" ]]; then
+    echo "FAIL: frozen rank of $n: the last line does not name rank 1: $last"; cat "$TMP/out"; fail=1
+  elif (( elapsed_ms >= 8000 )); then
+    echo "FAIL: frozen rank of $n: launch took ${elapsed_ms} ms"; fail=1
+  elif ! grep -q "other ranks: 0 exited 4 (a peer failed)" "$TMP/out" || grep -q never "$TMP/out"; then
+    echo "FAIL: frozen rank of $n: other outcomes"; cat "$TMP/out"; fail=1
+  else
+    echo "ok: frozen rank 1 of $n named after ${elapsed_ms} ms"
+  fi
+done
+
 # Bad input found by the ranks (a flag after --) is exit 2 of launch too;
 # a bad --comm is refused by launch itself.
 cat > "$TMP/node_badflag.sh" <<'NODE'

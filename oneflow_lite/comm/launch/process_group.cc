@@ -26,7 +26,9 @@ struct Child {
   std::string last_line;
   std::string last_error_line;
   bool exited = false;
-  int signal_sent = 0;  // the last signal the group sent it (0: none)
+  bool frozen = false;   // stopped by a signal (SIGSTOP, SIGTSTP...) and not continued
+  bool holdout = false;  // the group signalled it as the lone holdout (LoneHoldout)
+  int signal_sent = 0;   // the last signal the group sent it (0: none)
   RankOutcome outcome;
 };
 
@@ -144,9 +146,9 @@ constexpr std::chrono::milliseconds kSettle{200};
 
 // The blame class of a failed child (lower is blamed first).
 int BlameClass(const RankOutcome& outcome, int peer_failed_exit_code) {
-  if (outcome.stopped_by_us) return 3;
+  if (outcome.stopped_by_us) return outcome.lost_by_peers ? 2 : 4;
   if (outcome.signaled) return 0;
-  return outcome.exit_code == peer_failed_exit_code ? 2 : 1;
+  return outcome.exit_code == peer_failed_exit_code ? 3 : 1;
 }
 
 // The loop of RunProcessGroup: output, reaping, stopping (file comment).
@@ -177,16 +179,28 @@ class GroupRunner {
     const Clock::time_point now = Clock::now();
     for (Child& child : children_) {
       int status = 0;
-      if (child.exited || ::waitpid(child.pid, &status, WNOHANG) != child.pid) continue;
+      if (child.exited ||
+          ::waitpid(child.pid, &status, WNOHANG | WUNTRACED | WCONTINUED) != child.pid) {
+        continue;
+      }
+      if (WIFSTOPPED(status) || WIFCONTINUED(status)) {
+        child.frozen = WIFSTOPPED(status);
+        continue;
+      }
       child.exited = true;
       RankOutcome& outcome = child.outcome;
       outcome.signaled = WIFSIGNALED(status);
       outcome.exit_code = outcome.signaled ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
       outcome.exit_order = exits_++;
+      outcome.frozen = child.frozen;
       // Signalled by us, unless it died of a signal we never sent (a kill -9
       // from outside that we reaped only after stopping the group).
       outcome.stopped_by_us = child.signal_sent != 0 &&
                               !(outcome.signaled && WTERMSIG(status) != child.signal_sent);
+      // The one the others lost: it could not end on its own (frozen) or
+      // outlived SIGTERM and the grace period.
+      outcome.lost_by_peers =
+          child.holdout && outcome.stopped_by_us && outcome.signaled && WTERMSIG(status) == SIGKILL;
       if (outcome.exit_code == 0) continue;
       // A healthy rank ended by a peer's failure: give the others time to
       // exit on their own (and report) before stopping them.
@@ -199,13 +213,40 @@ class GroupRunner {
     }
   }
 
+  // The one child still running when every other child has exited with
+  // the peer-failed code (each lost a peer: this one), or null.
+  Child* LoneHoldout() {
+    if (options_.peer_failed_exit_code < 0 || children_.size() < 2) return nullptr;
+    Child* running = nullptr;
+    for (Child& child : children_) {
+      if (!child.exited) {
+        if (running != nullptr) return nullptr;
+        running = &child;
+      } else if (child.outcome.signaled || child.outcome.stopped_by_us ||
+                 child.outcome.exit_code != options_.peer_failed_exit_code) {
+        return nullptr;
+      }
+    }
+    return running;
+  }
+
+  // Signals the child's process group. A frozen child cannot act on any
+  // other signal until continued, so it gets SIGKILL.
+  void Signal(Child* child, int signal_number) {
+    if (!child->exited) {
+      if (child->frozen) signal_number = SIGKILL;
+      if (child == LoneHoldout()) child->holdout = true;
+      child->signal_sent = signal_number;
+    }
+    ::kill(-child->pid, signal_number);
+  }
+
   // Signals the process group of every child still running, and of every
   // exited child whose group still holds its output open (what it started).
   void SignalRunning(int signal_number) {
     for (Child& child : children_) {
       if (child.exited && child.output_fd < 0) continue;
-      if (!child.exited) child.signal_sent = signal_number;
-      ::kill(-child.pid, signal_number);
+      Signal(&child, signal_number);
     }
   }
 
@@ -227,6 +268,12 @@ class GroupRunner {
       kill_at_ = now + options_.grace;
     }
     if (signalled_ && now >= kill_at_) SignalRunning(SIGKILL);
+    // Every other rank exited saying a peer failed and this one is frozen:
+    // it is the one they lost and will never report; no grace to wait out.
+    Child* holdout = LoneHoldout();
+    if (holdout != nullptr && holdout->frozen && holdout->signal_sent != SIGKILL) {
+      Signal(holdout, SIGKILL);
+    }
   }
 
   ProcessGroupResult Result() {
@@ -263,12 +310,21 @@ class GroupRunner {
     result.failed_rank = blamed;
     result.exit_code = outcome.exit_code;
     result.cause = outcome.cause;
-    result.message = "rank " + std::to_string(blamed) +
-                     (outcome.signaled
-                          ? " was killed by signal " + std::to_string(outcome.exit_code - 128)
-                          : " exited with code " + std::to_string(outcome.exit_code));
+    result.message = "rank " + std::to_string(blamed) + " " + Describe(outcome);
     if (stopped_others) result.message += "; stopped the others";
     return result;
+  }
+
+  // How `outcome` ended, after "rank R ".
+  std::string Describe(const RankOutcome& outcome) const {
+    if (outcome.lost_by_peers) {
+      return std::string(outcome.frozen ? "was frozen (stopped by a signal)"
+                                        : "kept running and ignored SIGTERM") +
+             " after every other rank exited with code " +
+             std::to_string(options_.peer_failed_exit_code) + " (a peer failed); killed it";
+    }
+    if (outcome.signaled) return "was killed by signal " + std::to_string(outcome.exit_code - 128);
+    return "exited with code " + std::to_string(outcome.exit_code);
   }
 
   std::vector<Child> children_;

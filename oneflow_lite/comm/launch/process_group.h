@@ -7,23 +7,35 @@
 // SIGTERM, then SIGKILL after `grace`. A child that exits with
 // `peer_failed_exit_code` (it was healthy, another rank failed) does not
 // stop the others at once: they get `grace` to end on their own first, so
-// that the rank that really failed can exit and report its own error. When
-// `*interrupt` becomes non-zero (a signal number, set by the caller's
-// signal handler), that signal is forwarded to every running child, then
-// SIGKILL after `grace`; the result says it was interrupted.
+// that the rank that really failed can exit and report its own error. A
+// frozen child (stopped by SIGSTOP or the like, as waitpid reports it: a
+// local child, not the far side of ssh) cannot act on SIGTERM, so it gets
+// SIGKILL instead; and once every other child has exited with
+// `peer_failed_exit_code` (they all lost a peer: this one), a frozen child
+// that is the only one left is killed at once, without waiting out the
+// grace. When `*interrupt` becomes non-zero (a signal number, set by the
+// caller's signal handler), that signal is forwarded to every running
+// child, then SIGKILL after `grace`; the result says it was interrupted.
 //
 // Blame. Once every child has exited, the result names the first cause:
 // children killed by a signal the group did not send, else children that
-// exited non-zero with another code than `peer_failed_exit_code`, else
-// those that exited with it; within a class the earliest exit. Children
+// exited non-zero with another code than `peer_failed_exit_code`, else the
+// child the others lost (RankOutcome::lost_by_peers: the only one left
+// after every other exited with `peer_failed_exit_code`, and it was frozen
+// or ignored SIGTERM until SIGKILL), else those that exited with
+// `peer_failed_exit_code`; within a class the earliest exit. Other children
 // that ended after the group signalled them are blamed only when nothing
 // else failed. The blamed child's cause is its last error line (the last
 // line it printed that looks like an error: "oflite ...", a glog E/F line,
-// or containing "error"/"failed"; else its last line).
+// or containing "error"/"failed"; else its last line; none for a child
+// that ended by a signal, the one the others lost included: what it
+// printed before it hung does not say why).
 //
 // RunProcessGroup blocks until every child has exited; it is bounded by the
 // children themselves plus two grace periods once one fails or an interrupt
-// arrives (or when `timeout` passes, which fails the group with a message).
+// arrives (or when `timeout` passes, which fails the group with a message);
+// a frozen lone holdout ends it within a loop turn (100 ms) of the last
+// other child's exit.
 // Call it from one thread; it changes no global state except reaping its
 // children (it installs no signal handler: the caller does).
 #ifndef ONEFLOW_LITE_COMM_LAUNCH_PROCESS_GROUP_H_
@@ -66,8 +78,13 @@ struct RankOutcome {
   int exit_code = 0;           // its exit status, or 128 + signal
   bool signaled = false;       // ended by a signal
   bool stopped_by_us = false;  // the group had signalled it before it ended
-  int exit_order = -1;         // 0 for the first child to exit, 1 for the next...
-  std::string cause;           // its last error line (see the file comment)
+  bool frozen = false;         // it was stopped (SIGSTOP...) when it ended
+  // Every other child had exited with peer_failed_exit_code, and the group
+  // killed this one with SIGKILL (frozen, or it outlived SIGTERM): the rank
+  // the others lost. Blamed before them (file comment).
+  bool lost_by_peers = false;
+  int exit_order = -1;  // 0 for the first child to exit, 1 for the next...
+  std::string cause;    // its last error line (see the file comment)
 };
 
 struct ProcessGroupResult {

@@ -234,6 +234,11 @@ TEST(ProcessGroupBlameTest, BlameOrderSignalThenFailureThenPeerFailureThenStoppe
   EXPECT_EQ(BlamedRank({stopped, ok}, 4), 0);
   EXPECT_EQ(BlamedRank({peer, Outcome(4, 0)}, 4), 1);
   EXPECT_EQ(BlamedRank({peer, failed}, -1), 0);  // no convention: earliest
+  RankOutcome lost = Outcome(137, 5, true, true);
+  lost.lost_by_peers = true;
+  EXPECT_EQ(BlamedRank({peer, lost, Outcome(4, 2)}, 4), 1);
+  EXPECT_EQ(BlamedRank({lost, failed}, 4), 1);
+  EXPECT_EQ(BlamedRank({stopped, lost}, 4), 1);
 }
 
 TEST(ProcessGroupBlameTest, PeerFailedIsBlamedOnlyWhenEveryFailureIsAPeerFailure) {
@@ -262,6 +267,87 @@ TEST(ProcessGroupBlameTest, RanksStoppedByTheGroupAreNotBlamed) {
   EXPECT_EQ(result->failed_rank, 1) << result->message;
   EXPECT_TRUE(result->ranks[0].stopped_by_us);
   EXPECT_EQ(result->message, "rank 1 exited with code 4; stopped the others");
+  std::fclose(out);
+}
+
+// A rank frozen by SIGSTOP (or the OS) never reports; once every other
+// rank has exited 4 (each lost a peer: this one), it is killed at once,
+// not after the grace periods (10 s here), and blamed first: with 2 and
+// with 3 ranks, frozen before or after the others exit.
+TEST(ProcessGroupBlameTest, AFrozenRankTheOthersLostIsKilledAtOnceAndBlamed) {
+  const std::string freeze = "echo 'oflite run: freezing at train-finish' >&2; kill -STOP $$; ";
+  const std::string lost = "echo 'oflite run: lost a peer' >&2; exit 4";
+  struct Case {
+    std::vector<RankProcess> ranks;
+    int frozen;
+  };
+  const Case cases[] = {
+      {{Shell(freeze + "echo never"), Shell("sleep 0.3; " + lost)}, 0},
+      {{Shell("sleep 0.2; " + lost), Shell(freeze), Shell("sleep 0.4; " + lost)}, 1},
+      {{Shell(lost), Shell("sleep 0.4; " + freeze)}, 1},  // frozen after the peer left
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.ranks.size());
+    FILE* out = std::tmpfile();
+    const auto start = std::chrono::steady_clock::now();
+    auto result = RunProcessGroup(c.ranks, BlameOptions(out));
+    ASSERT_TRUE(result.ok());
+    EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(3000));
+    EXPECT_FALSE(result->ok);
+    EXPECT_EQ(result->failed_rank, c.frozen) << result->message;
+    EXPECT_EQ(result->exit_code, 128 + SIGKILL);
+    EXPECT_EQ(result->message, "rank " + std::to_string(c.frozen) +
+                                   " was frozen (stopped by a signal) after every other rank "
+                                   "exited with code 4 (a peer failed); killed it");
+    EXPECT_EQ(result->cause, "");
+    const RankOutcome& frozen = result->ranks[c.frozen];
+    EXPECT_TRUE(frozen.frozen && frozen.stopped_by_us && frozen.lost_by_peers);
+    for (size_t rank = 0; rank < c.ranks.size(); ++rank) {
+      if (static_cast<int>(rank) != c.frozen) EXPECT_EQ(result->ranks[rank].exit_code, 4);
+    }
+    EXPECT_EQ(Capture(out).find("never"), std::string::npos);
+    std::fclose(out);
+  }
+}
+
+// A frozen rank cannot act on SIGTERM: when another rank fails for its own
+// reason, the frozen one gets SIGKILL without waiting out the grace, and
+// the failure is blamed.
+TEST(ProcessGroupBlameTest, AFrozenRankIsKilledWhenTheGroupStops) {
+  FILE* out = std::tmpfile();
+  const auto start = std::chrono::steady_clock::now();
+  auto result = RunProcessGroup(
+      {Shell("kill -STOP $$"), Shell("sleep 0.3; echo 'oflite run: boom' >&2; exit 3")},
+      BlameOptions(out));
+  ASSERT_TRUE(result.ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(3000));
+  EXPECT_EQ(result->failed_rank, 1) << result->message;
+  EXPECT_EQ(result->message, "rank 1 exited with code 3; stopped the others");
+  EXPECT_TRUE(result->ranks[0].frozen && result->ranks[0].stopped_by_us);
+  EXPECT_FALSE(result->ranks[0].lost_by_peers);
+  EXPECT_EQ(result->ranks[0].exit_code, 128 + SIGKILL);
+  std::fclose(out);
+}
+
+// The only rank left after the others exited 4 that ignores SIGTERM until
+// SIGKILL is the one they lost, too (one that ends on SIGTERM is not:
+// RanksStoppedByTheGroupAreNotBlamed).
+TEST(ProcessGroupBlameTest, AHoldoutThatIgnoresSigtermIsBlamed) {
+  FILE* out = std::tmpfile();
+  ProcessGroupOptions options = BlameOptions(out);
+  options.grace = milliseconds(300);
+  auto result = RunProcessGroup({Shell("echo 'oflite run: stuck in a barrier' >&2; trap '' TERM; "
+                                       "while true; do sleep 0.05; done"),
+                                 Shell("sleep 0.2; exit 4")},
+                                options);
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->failed_rank, 0) << result->message;
+  EXPECT_TRUE(result->ranks[0].lost_by_peers);
+  EXPECT_FALSE(result->ranks[0].frozen);
+  EXPECT_EQ(result->message,
+            "rank 0 kept running and ignored SIGTERM after every other rank exited with code 4 "
+            "(a peer failed); killed it");
+  EXPECT_EQ(result->cause, "");
   std::fclose(out);
 }
 
