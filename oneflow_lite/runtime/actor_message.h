@@ -7,7 +7,7 @@
 // picks the receiving thread. It carries no pointers: a register is named by
 // (regst desc id, regst index), which both ends resolve in their own
 // RegstStore, so the struct can be encoded field by field on a wire
-// (EncodeActorMessage below; fixed 41-byte little-endian layout).
+// (EncodeActorMessage below; fixed 37-byte little-endian layout).
 //
 // Kinds that travel between actors (also across machines, on the wire):
 //   kProduced   src produced register (regst_desc_id, regst_index) for piece_id;
