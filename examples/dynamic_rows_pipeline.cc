@@ -12,6 +12,8 @@
 //
 //   bazel run //examples:dynamic_rows_pipeline -- --machines 2 --iters 50
 //   oflite launch --plan out/dynamic_rows.plan.pb --nproc 2 --comm tcp -- --stats
+#include "oneflow_lite/api/data_sources.h"
+#include "oneflow_lite/api/layers.h"
 #include "tools/driver/trainer.h"
 
 int main(int argc, char** argv) {
@@ -27,16 +29,16 @@ int main(int argc, char** argv) {
           data_options.flatten = true;
           data_options.mean = 0.2860;
           data_options.std = 0.3530;
-          auto data = g->FashionMnist(c.data_dir, c.batch, oflite::Split(0), data_options);
+          auto data = FashionMnist(g, c.data_dir, c.batch, oflite::Split(0), data_options);
           label = data.label;
-          h = g->Relu(g->Dense(data.image, 64));
+          h = g->Relu(Dense(g, data.image, 64));
           selected = g->SelectRows(h, data.label);  // rows of classes 1..9
           // A ones column through the same selection: its sum counts them.
           auto ones = g->ScalarAdd(g->ScalarMul(g->Cast(data.label, oflite::DT_FLOAT), 0.0), 1.0);
           selected_ones = g->SelectRows(ones, data.label);
         }
         auto stage = g->WithPlacement(oflite::Placement::Parse(second));
-        auto logits = g->Dense(h, 10);
+        auto logits = Dense(g, h, 10);
         g->AddMetric("accuracy", g->Accuracy(logits, label));
         g->AddMetric("selected", g->ReduceSum(selected_ones));
         g->AddMetric("selected_mean", g->ReduceMean(selected));

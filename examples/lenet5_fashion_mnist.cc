@@ -3,6 +3,8 @@
 //
 //   bazel run //examples:lenet5_fashion_mnist
 //   bazel run //examples:lenet5_fashion_mnist -- --iters 200
+#include "oneflow_lite/api/data_sources.h"
+#include "oneflow_lite/api/layers.h"
 #include "tools/driver/trainer.h"
 
 // [B, 1, 28, 28] -> conv 5x5 pad 2 -> [B, 6, 28, 28] -> pool -> conv 5x5 -> pool -> 400.
@@ -17,14 +19,14 @@ int main(int argc, char** argv) {
         oflite::FashionMnistOptions data_options;
         data_options.mean = 0.2860;  // the training split's pixel mean and std
         data_options.std = 0.3530;
-        auto data = g->FashionMnist(c.data_dir, c.batch, oflite::Split(0), data_options);
+        auto data = FashionMnist(g, c.data_dir, c.batch, oflite::Split(0), data_options);
         oflite::Conv2dOptions same;
         same.padding = {2, 2};
-        auto x = g->MaxPool2d(g->Relu(g->Conv2d(data.image, 6, 5, same)), 2);  // [B, 6, 14, 14]
-        x = g->MaxPool2d(g->Relu(g->Conv2d(x, 16, 5)), 2);                    // [B, 16, 5, 5]
-        x = g->Relu(g->Dense(x, 120));
-        x = g->Relu(g->Dense(x, 84));
-        auto logits = g->Dense(x, 10);
+        auto x = MaxPool2d(g, g->Relu(Conv2d(g, data.image, 6, 5, same)), 2);  // [B, 6, 14, 14]
+        x = MaxPool2d(g, g->Relu(Conv2d(g, x, 16, 5)), 2);                    // [B, 16, 5, 5]
+        x = g->Relu(Dense(g, x, 120));
+        x = g->Relu(Dense(g, x, 84));
+        auto logits = Dense(g, x, 10);
         auto loss = g->SparseSoftmaxCrossEntropy(logits, data.label);
         g->AddMetric("accuracy", g->Accuracy(logits, data.label));
         g->AddOutput("logits", logits);  // per-sample scores for `oflite predict`

@@ -3,6 +3,8 @@
 //
 //   bazel run //examples:mlp_fashion_mnist                 # 1 CPU device
 //   bazel run //examples:mlp_fashion_mnist -- --devices 2  # data parallel
+#include "oneflow_lite/api/data_sources.h"
+#include "oneflow_lite/api/layers.h"
 #include "tools/driver/trainer.h"
 
 int main(int argc, char** argv) {
@@ -14,10 +16,10 @@ int main(int argc, char** argv) {
         data_options.flatten = true;
         data_options.mean = 0.2860;  // the training split's pixel mean and std
         data_options.std = 0.3530;
-        auto data = g->FashionMnist(c.data_dir, c.batch, oflite::Split(0), data_options);
-        auto h = g->Relu(g->Dense(data.image, 256));
-        h = g->Relu(g->Dense(h, 256));
-        auto logits = g->Dense(h, 10);
+        auto data = FashionMnist(g, c.data_dir, c.batch, oflite::Split(0), data_options);
+        auto h = g->Relu(Dense(g, data.image, 256));
+        h = g->Relu(Dense(g, h, 256));
+        auto logits = Dense(g, h, 10);
         auto loss = g->SparseSoftmaxCrossEntropy(logits, data.label);
         g->AddMetric("accuracy", g->Accuracy(logits, data.label));
         g->AddOutput("logits", logits);  // per-sample scores for `oflite predict`

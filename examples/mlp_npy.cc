@@ -8,6 +8,8 @@
 //   bazel run //examples:mlp_npy -- --data-dir d --classes 10 --
 //       --save-every 100 --checkpoint-dir ckpt   (one command; then oflite
 //       eval / oflite predict)
+#include "oneflow_lite/api/data_sources.h"
+#include "oneflow_lite/api/layers.h"
 #include "tools/driver/trainer.h"
 
 int main(int argc, char** argv) {
@@ -18,9 +20,9 @@ int main(int argc, char** argv) {
       [](const oflite::driver::TrainerConfig& c, oflite::Graph* g) {
         oflite::NpyDataOptions data_options;
         data_options.scale = 1.0 / 255;  // uint8 pixels (use 1.0 for standardized features)
-        auto data = g->NpyData(c.data_dir, c.batch, oflite::Split(0), data_options);
-        auto h = g->Relu(g->Dense(data.image, 128));
-        auto logits = g->Dense(h, c.classes);
+        auto data = NpyData(g, c.data_dir, c.batch, oflite::Split(0), data_options);
+        auto h = g->Relu(Dense(g, data.image, 128));
+        auto logits = Dense(g, h, c.classes);
         g->AddMetric("accuracy", g->Accuracy(logits, data.label));
         g->AddOutput("logits", logits);
         g->Minimize(g->SparseSoftmaxCrossEntropy(logits, data.label),

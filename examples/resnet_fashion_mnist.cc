@@ -7,6 +7,8 @@
 //
 //   bazel run //examples:resnet_fashion_mnist
 //   bazel run //examples:resnet_fashion_mnist -- --iters 100 --devices 2
+#include "oneflow_lite/api/data_sources.h"
+#include "oneflow_lite/api/layers.h"
 #include "tools/driver/trainer.h"
 
 namespace {
@@ -20,7 +22,7 @@ Tensor ConvBn(Graph* g, const Tensor& x, int64_t filters, int64_t kernel, int64_
   conv.padding = {kernel / 2, kernel / 2};
   conv.use_bias = false;  // BatchNorm's beta takes the bias's place
   conv.weight_init = oflite::Initializer::KaimingUniform();
-  return g->BatchNorm(g->Conv2d(x, filters, kernel, conv));
+  return BatchNorm(g, Conv2d(g, x, filters, kernel, conv));
 }
 
 // relu(bn(conv(relu(bn(conv(x))))) + skip(x)); skip is a strided 1x1
@@ -45,13 +47,13 @@ int main(int argc, char** argv) {
         oflite::FashionMnistOptions data_options;
         data_options.mean = 0.2860;  // the training split's pixel mean and std
         data_options.std = 0.3530;
-        auto data = g->FashionMnist(c.data_dir, c.batch, oflite::Split(0), data_options);
+        auto data = FashionMnist(g, c.data_dir, c.batch, oflite::Split(0), data_options);
         Tensor x = g->Relu(ConvBn(g, data.image, 8, 3, 1));  // [B, 8, 28, 28]
-        x = g->MaxPool2d(x, 2);                              // [B, 8, 14, 14]
+        x = MaxPool2d(g, x, 2);                              // [B, 8, 14, 14]
         x = ResidualBlock(g, x, 8, 1);                       // [B, 8, 14, 14]
         x = ResidualBlock(g, x, 16, 2);                      // [B, 16, 7, 7]
         x = g->Flatten(g->AdaptiveAvgPool2d(x, 3, 3));       // [B, 16 * 3 * 3]
-        Tensor logits = g->Dense(x, 10);
+        Tensor logits = Dense(g, x, 10);
         Tensor loss = g->SparseSoftmaxCrossEntropy(logits, data.label);
         g->AddMetric("accuracy", g->Accuracy(logits, data.label));
         g->AddOutput("logits", logits);  // per-sample scores for `oflite predict`

@@ -16,7 +16,9 @@
 #include <thread>
 #include <vector>
 
+#include "oneflow_lite/api/data_sources.h"
 #include "oneflow_lite/api/graph.h"
+#include "oneflow_lite/api/layers.h"
 #include "oneflow_lite/comm/builtin_providers.h"
 #include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/common/ring_segments.h"
@@ -49,19 +51,19 @@ StatusOr<Job> MlpJob(int ranks) {
 Tensor ConvReluPool(Graph* g, const Tensor& x, int64_t filters, int64_t pad) {
   Conv2dOptions options;
   options.padding = {pad, pad};
-  return g->MaxPool2d(g->Relu(g->Conv2d(x, filters, 5, options)), 2);
+  return MaxPool2d(g, g->Relu(Conv2d(g, x, filters, 5, options)), 2);
 }
 
 // LeNet-5 (6/16 5x5 convs, 120-84-10), momentum SGD, synthetic data.
 StatusOr<Job> LenetJob(int ranks) {
   Graph g("lenet5_buckets", /*seed=*/3);
   g.SetPlacement(Placement::Parse(PlacementText(ranks)));
-  Batch data = g.RandomBatch(Shape{12, 1, 28, 28}, 10);  // divisible by 2, 3 and 4
+  Batch data = RandomBatch(&g, Shape{12, 1, 28, 28}, 10);  // divisible by 2, 3 and 4
   Tensor x = ConvReluPool(&g, data.image, 6, 2);  // [B, 6, 14, 14]
   x = ConvReluPool(&g, x, 16, 0);                  // [B, 16, 5, 5]
-  x = g.Relu(g.Dense(x, 120));
-  x = g.Relu(g.Dense(x, 84));
-  Tensor logits = g.Dense(x, 10);
+  x = g.Relu(Dense(&g, x, 120));
+  x = g.Relu(Dense(&g, x, 84));
+  Tensor logits = Dense(&g, x, 10);
   g.Minimize(g.SparseSoftmaxCrossEntropy(logits, data.label),
              Momentum{.learning_rate = 0.05, .momentum = 0.9});
   g.SetIterations(kIterations);

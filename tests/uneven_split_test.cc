@@ -10,7 +10,9 @@
 
 #include <gtest/gtest.h>
 
+#include "oneflow_lite/api/data_sources.h"
 #include "oneflow_lite/api/graph.h"
+#include "oneflow_lite/api/layers.h"
 #include "oneflow_lite/api/node_plan.h"
 #include "oneflow_lite/compiler/compiler.h"
 #include "oneflow_lite/testing/test_jobs.h"
@@ -41,8 +43,8 @@ StatusOr<Job> MlpJob(const std::string& placement, bool uneven_split, int64_t ba
   FashionMnistOptions data_options;
   data_options.flatten = true;
   data_options.uneven_split = uneven_split;
-  auto data = g.FashionMnist("/usr/share/datasets/fashion-mnist", batch, Split(0), data_options);
-  auto logits = g.Dense(g.Relu(g.Dense(data.image, 32)), 10);
+  auto data = FashionMnist(&g, "/usr/share/datasets/fashion-mnist", batch, Split(0), data_options);
+  auto logits = Dense(&g, g.Relu(Dense(&g, data.image, 32)), 10);
   g.AddMetric("accuracy", g.Accuracy(logits, data.label));
   g.Minimize(g.SparseSoftmaxCrossEntropy(logits, data.label), Sgd{.learning_rate = 0.1});
   g.SetIterations(20);

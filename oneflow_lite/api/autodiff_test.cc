@@ -6,8 +6,10 @@
 #include <cmath>
 #include <set>
 
+#include "oneflow_lite/api/data_sources.h"
 #include "oneflow_lite/api/graph.h"
 #include "oneflow_lite/api/job_util.h"
+#include "oneflow_lite/api/layers.h"
 #include "oneflow_lite/ops/op_builder.h"
 #include "oneflow_lite/reference/reference_executor.h"
 
@@ -95,7 +97,7 @@ Tensor Parameter(Graph* g, const std::string& name, const Shape& shape) {
 // (mul, sigmoid, cross entropy), two losses summed.
 Job FanOutAndSharedWeightJob() {
   Graph g("fanout", 11);
-  Batch data = g.RandomBatch(Shape{5, 3}, 3, Split(0), DT_DOUBLE);
+  Batch data = RandomBatch(&g, Shape{5, 3}, 3, Split(0), DT_DOUBLE);
   Tensor w = Parameter(&g, "w", Shape{3, 3});
   Tensor b = Parameter(&g, "b", Shape{3});
   Tensor h = g.Tanh(g.BiasAdd(g.MatMul(data.image, w), b));
@@ -115,9 +117,9 @@ TEST(AutodiffTest, FanOutAndSharedWeightsMatchFiniteDifferences) {
 
 TEST(AutodiffTest, DenseReluSoftmaxNetworkMatchesFiniteDifferences) {
   Graph g("mlp64", 5);
-  Batch data = g.RandomBatch(Shape{4, 6}, 3, Split(0), DT_DOUBLE);
-  Tensor h = g.Relu(g.Dense(data.image, 5, {.bias_init = Initializer::Constant(0.1)}));
-  Tensor logits = g.Dense(g.Gelu(g.Dense(h, 4)), 3);
+  Batch data = RandomBatch(&g, Shape{4, 6}, 3, Split(0), DT_DOUBLE);
+  Tensor h = g.Relu(Dense(&g, data.image, 5, {.bias_init = Initializer::Constant(0.1)}));
+  Tensor logits = Dense(&g, g.Gelu(Dense(&g, h, 4)), 3);
   g.Minimize(g.SparseSoftmaxCrossEntropy(logits, data.label), Sgd{});
   StatusOr<Job> job = g.BuildForward();
   ASSERT_TRUE(job.ok()) << job.status();
@@ -128,15 +130,15 @@ TEST(AutodiffTest, DenseReluSoftmaxNetworkMatchesFiniteDifferences) {
 // dropout and an embedding branch added to the dense branch.
 TEST(AutodiffTest, ConvPoolNormEmbeddingNetworkMatchesFiniteDifferences) {
   Graph g("convnet64", 3);
-  Batch data = g.RandomBatch(Shape{2, 2, 5, 5}, 3, Split(0), DT_DOUBLE);
+  Batch data = RandomBatch(&g, Shape{2, 2, 5, 5}, 3, Split(0), DT_DOUBLE);
   Tensor x =
-      g.Conv2d(data.image, 2, 3, {.padding = {1, 1}, .bias_init = Initializer::Constant(0.1)});
-  x = g.AvgPool2d(g.Tanh(x), 2, {.strides = {1, 1}});
-  x = g.MaxPool2d(x, 2);
-  x = g.LayerNorm(g.Flatten(x));
-  x = g.Dropout(x, 0.25);
-  Tensor dense = g.Dense(x, 3);
-  Tensor embedded = g.Embedding(data.label, 3, 3, {.dtype = DT_DOUBLE});
+      Conv2d(&g, data.image, 2, 3, {.padding = {1, 1}, .bias_init = Initializer::Constant(0.1)});
+  x = AvgPool2d(&g, g.Tanh(x), 2, {.strides = {1, 1}});
+  x = MaxPool2d(&g, x, 2);
+  x = LayerNorm(&g, g.Flatten(x));
+  x = Dropout(&g, x, 0.25);
+  Tensor dense = Dense(&g, x, 3);
+  Tensor embedded = Embedding(&g, data.label, 3, 3, {.dtype = DT_DOUBLE});
   Tensor logits = g.Add(dense, g.Sigmoid(embedded));
   g.Minimize(g.SparseSoftmaxCrossEntropy(logits, data.label), Sgd{});
   StatusOr<Job> job = g.BuildForward();

@@ -73,7 +73,7 @@ StatusOr<Job> MakeEvalJob(const Job& train_job, const EvalJobOptions& options) {
       job.mutable_conf()->set_batch_size(batch);
     }
     if (op.op_type() == "npy_dataset") {
-      // Recorded by Graph::NpyData from the .npy headers (0: no test split).
+      // Recorded by NpyData (data_sources.h) from the .npy headers (0: no test split).
       const int64_t size = AttrView(op).GetIntOr(options.split == "train" ? "count" : "test_count",
                                                  0);
       SetStringAttr(&op, "split", options.split);

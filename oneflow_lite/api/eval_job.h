@@ -7,7 +7,7 @@
 // `batch_norm` in inference mode (training = false: running statistics),
 // sets split / shuffle = false / batch_size on every `fashion_mnist` and
 // `npy_dataset` source (an npy source's split sizes come from its count /
-// test_count attributes, recorded by Graph::NpyData; no test files: no
+// test_count attributes, recorded by NpyData (data_sources.h); no test files: no
 // test split),
 // drops the loss and optimizer (keeping the metrics, the loss among them),
 // and re-runs shape inference. total_iters becomes one pass over the

@@ -3,8 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "oneflow_lite/api/data_sources.h"
 #include "oneflow_lite/api/graph.h"
 #include "oneflow_lite/api/job_util.h"
+#include "oneflow_lite/api/layers.h"
 #include "oneflow_lite/common/attr.h"
 
 namespace oflite {
@@ -14,9 +16,9 @@ using ::testing::HasSubstr;
 
 StatusOr<Job> TrainJob() {
   Graph g("net");
-  Batch data = g.FashionMnist("/usr/share/datasets/fashion-mnist", 64);
-  Tensor h = g.Dropout(g.Relu(g.Dense(data.image, 32)), 0.5);
-  Tensor logits = g.Dense(h, 10);
+  Batch data = FashionMnist(&g, "/usr/share/datasets/fashion-mnist", 64);
+  Tensor h = Dropout(&g, g.Relu(Dense(&g, data.image, 32)), 0.5);
+  Tensor logits = Dense(&g, h, 10);
   g.AddMetric("accuracy", g.Accuracy(logits, data.label));
   g.Minimize(g.SparseSoftmaxCrossEntropy(logits, data.label), Momentum{});
   return g.Build();

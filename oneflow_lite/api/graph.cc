@@ -1,7 +1,5 @@
 #include "oneflow_lite/api/graph.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 
 #include "oneflow_lite/api/autodiff.h"
@@ -15,11 +13,6 @@ namespace oflite {
 namespace {
 
 bool IsFloating(DataType dtype) { return dtype == DT_FLOAT || dtype == DT_DOUBLE; }
-
-bool FileExists(const std::string& path) {
-  struct stat info;
-  return stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode);
-}
 
 std::string DescribeInputs(const OpConf& op, const std::map<std::string, TensorDesc>& descs) {
   std::string out;
@@ -179,7 +172,7 @@ bool Graph::CheckInputs(const std::string& what, const std::vector<const Tensor*
   return true;
 }
 
-std::string Graph::LayerName(const std::string& kind, const std::string& requested) {
+std::string Graph::UniqueName(const std::string& kind, const std::string& requested) {
   if (requested.empty()) return MakeUniqueName(kind, &used_names_);
   if (!used_names_.insert(requested).second) {
     RecordError(AlreadyExistsError("name '", requested, "' is already used"));
@@ -187,11 +180,9 @@ std::string Graph::LayerName(const std::string& kind, const std::string& request
   return requested;
 }
 
-std::string Graph::OpName(const std::string& base) { return MakeUniqueName(base, &used_names_); }
-
 std::vector<Tensor> Graph::Emit(OpConf op) {
   if (!ok()) return {};
-  if (op.name().empty()) op.set_name(OpName(op.op_type()));
+  if (op.name().empty()) op.set_name(UniqueName(op.op_type()));
   used_names_.insert(op.name());
   for (ArgProto& arg : *op.mutable_output()) {
     if (arg.lbn_size() == 0) arg.add_lbn();
@@ -224,6 +215,35 @@ Tensor Graph::EmitOne(OpConf op) {
   return outputs.empty() ? Tensor() : outputs.front();
 }
 
+Tensor Graph::Unary(const std::string& op_type, const std::string& input_arg, const Tensor& x,
+                    const std::string& output_arg) {
+  if (!ok() || !CheckInputs(op_type, {&x})) return {};
+  return EmitOne(OpConfBuilder(op_type, UniqueName(op_type))
+                     .Input(input_arg, x.lbn)
+                     .Output(output_arg)
+                     .Build());
+}
+
+Tensor Graph::Binary(const std::string& what, const std::string& op_type, const Tensor& x,
+                     const Tensor& y) {
+  if (!ok() || !CheckInputs(what, {&x, &y})) return {};
+  return EmitOne(OpConfBuilder(op_type, UniqueName(op_type))
+                     .Input("x", x.lbn)
+                     .Input("y", y.lbn)
+                     .Output("out")
+                     .Build());
+}
+
+// An empty axis list (reduce everything) is left out: an empty `ints`
+// attribute would not record its type.
+Tensor Graph::Reduce(const std::string& op_type, const std::string& name, const Tensor& x,
+                     const std::vector<int64_t>& axes, bool keepdims) {
+  OpConfBuilder builder(op_type, name);
+  builder.Input("x", x.lbn).Output("y").Attr("keepdims", keepdims);
+  if (!axes.empty()) builder.Attr("axis", axes);
+  return EmitOne(builder.Build());
+}
+
 std::vector<Tensor> Graph::AddOp(OpConf op) {
   if (!ok()) return {};
   for (const ArgProto& arg : op.input()) {
@@ -242,293 +262,29 @@ std::vector<Tensor> Graph::AddOp(OpConf op) {
   return Emit(std::move(op));
 }
 
-Tensor Graph::Unary(const std::string& op_type, const std::string& input_arg, const Tensor& x,
-                    const std::string& output_arg) {
-  if (!ok() || !CheckInputs(op_type, {&x})) return {};
+Tensor Graph::Parameter(const std::string& name, const Shape& shape, DataType dtype,
+                        const Initializer& init, bool trainable) {
   return EmitOne(
-      OpConfBuilder(op_type, OpName(op_type)).Input(input_arg, x.lbn).Output(output_arg).Build());
+      MakeVariableOp(UniqueName(name), TensorDesc(shape, dtype), init, trainable, NextSeed()));
 }
 
-Tensor Graph::MakeParameter(const std::string& name, const Shape& shape, DataType dtype,
-                            const Initializer& init) {
-  return EmitOne(MakeVariableOp(OpName(name), TensorDesc(shape, dtype), init,
-                                /*trainable=*/true, NextSeed()));
+void Graph::RecordDataSource(int64_t batch_size, int64_t train_examples) {
+  if (batch_size_ == 0) batch_size_ = batch_size;
+  if (train_examples > 0 && train_source_size_ == 0) {
+    train_source_size_ = train_examples;
+    train_batch_size_ = batch_size;
+  }
 }
 
-// ---- Sources -------------------------------------------------------------------
+// ---- Variables -----------------------------------------------------------------
 
 Tensor Graph::Variable(const std::string& name, const Shape& shape,
                        const VariableOptions& options) {
   if (!ok()) return {};
-  const std::string op_name = LayerName("variable", name);
+  const std::string op_name = UniqueName("variable", name);
   return EmitOne(MakeVariableOp(op_name, TensorDesc(shape, options.dtype),
                                 ResolveInitializer(options.initializer, shape), options.trainable,
                                 NextSeed()));
-}
-
-Batch Graph::FashionMnist(const std::string& path, int64_t batch_size, const SbpParallel& sbp,
-                          const FashionMnistOptions& options) {
-  if (!ok()) return {};
-  if (options.split != "train" && options.split != "test") {
-    RecordError(InvalidArgumentError("FashionMnist: split must be \"train\" or \"test\", got \"",
-                                     options.split, "\""));
-    return {};
-  }
-  if (options.check_path) {
-    const std::string prefix = options.split == "train" ? "train" : "t10k";
-    for (const char* kind : {"-images-idx3-ubyte", "-labels-idx1-ubyte"}) {
-      const std::string file = path + "/" + prefix + kind;
-      if (!FileExists(file) && !FileExists(file + ".gz")) {
-        RecordError(NotFoundError("FashionMnist: dataset path '", path, "' has no '", prefix, kind,
-                                  "[.gz]' (install dataset-fashion-mnist?)"));
-        return {};
-      }
-    }
-  }
-  const std::string name = LayerName("fashion_mnist", options.name);
-  OpConf op = OpConfBuilder("fashion_mnist", name)
-                  .Output("image")
-                  .Output("label")
-                  .Attr("path", path)
-                  .Attr("split", options.split)
-                  .Attr("batch_size", batch_size)
-                  .Attr("shuffle", options.shuffle)
-                  .Attr("seed", NextSeed())
-                  .Attr("mean", options.mean)
-                  .Attr("std", options.std)
-                  .Attr("flatten", options.flatten)
-                  .Build();
-  return EmitDataSource(std::move(op), options.uneven_split, sbp, batch_size, options.split,
-                        kFashionMnistTrainSize);
-}
-
-Batch Graph::EmitDataSource(OpConf op, bool uneven_split, const SbpParallel& sbp,
-                            int64_t batch_size, const std::string& split,
-                            int64_t train_examples) {
-  // Only when asked, so the Jobs of existing models stay byte-identical.
-  if (uneven_split) SetBoolAttr(&op, "uneven_split", true);
-  std::vector<Tensor> outputs = Emit(std::move(op));
-  if (outputs.size() != 2) return {};
-  Batch batch{outputs[0], outputs[1]};
-  HintSbp(batch.image, sbp);
-  HintSbp(batch.label, sbp);
-  if (batch_size_ == 0) batch_size_ = batch_size;
-  if (split == "train" && train_source_size_ == 0) {
-    train_source_size_ = train_examples;
-    train_batch_size_ = batch_size;
-  }
-  return batch;
-}
-
-Batch Graph::RandomBatch(const Shape& image_shape, int64_t num_classes, const SbpParallel& sbp,
-                         DataType dtype, const std::string& name) {
-  if (!ok()) return {};
-  std::vector<Tensor> outputs = Emit(OpConfBuilder("random_batch", LayerName("random_batch", name))
-                                         .Output("image")
-                                         .Output("label")
-                                         .Attr("shape", image_shape)
-                                         .Attr("num_classes", num_classes)
-                                         .Attr("dtype", dtype)
-                                         .Attr("seed", NextSeed())
-                                         .Build());
-  if (outputs.size() != 2) return {};
-  Batch batch{outputs[0], outputs[1]};
-  HintSbp(batch.image, sbp);
-  HintSbp(batch.label, sbp);
-  if (batch_size_ == 0 && image_shape.rank() > 0) batch_size_ = image_shape.dim(0);
-  return batch;
-}
-
-// ---- Layers --------------------------------------------------------------------
-
-Tensor Graph::Dense(const Tensor& x, int64_t units, const DenseOptions& options) {
-  return DenseLayer(x, units, options).output;
-}
-
-Layer Graph::DenseLayer(const Tensor& x, int64_t units, const DenseOptions& options) {
-  if (!ok() || !CheckInputs("Dense", {&x})) return {};
-  const std::string layer = LayerName("dense", options.name);
-  if (x.rank() < 2 || units <= 0) {
-    RecordError(InvalidArgumentError("dense '", layer,
-                                     "': want an input of rank >= 2 and units > 0, got ",
-                                     x.desc.ToString(), " and units ", units));
-    return {};
-  }
-  Tensor in = x;
-  if (x.rank() > 2) {
-    in = EmitOne(OpConfBuilder("flatten", OpName(layer + "-flatten"))
-                     .Input("x", x.lbn)
-                     .Output("y")
-                     .Attr("start_dim", int64_t{1})
-                     .Attr("end_dim", int64_t{-1})
-                     .Build());
-    if (!in.valid()) return {};
-  }
-  const Shape want_weight{in.shape().dim(1), units};
-  Tensor weight = options.weight;
-  if (weight.valid()) {
-    if (!CheckInputs("dense '" + layer + "' weight", {&weight})) return {};
-    if (weight.shape() != want_weight) {
-      RecordError(InvalidArgumentError("dense '", layer, "': input ", in.desc.ToString(),
-                                       " does not match the shared weight ", weight.desc.ToString(),
-                                       " (want ", want_weight, ")"));
-      return {};
-    }
-  } else {
-    weight = MakeParameter(layer + "-weight", want_weight, x.dtype(), options.weight_init);
-  }
-  Tensor y = EmitOne(OpConfBuilder("matmul", OpName(layer + "-matmul"))
-                         .Input("a", in.lbn)
-                         .Input("b", weight.lbn)
-                         .Output("out")
-                         .Attr("transpose_a", false)
-                         .Attr("transpose_b", false)
-                         .Attr("alpha", 1.0)
-                         .Build());
-  if (!options.use_bias || !y.valid()) return y.valid() ? Layer{y, weight, {}} : Layer{};
-  Tensor bias = options.bias.valid()
-                    ? options.bias
-                    : MakeParameter(layer + "-bias", Shape{units}, x.dtype(), options.bias_init);
-  if (!ok() || !CheckInputs("dense '" + layer + "' bias", {&bias})) return {};
-  Tensor out = EmitBiasAdd(layer, y, bias);
-  return out.valid() ? Layer{out, weight, bias} : Layer{};
-}
-
-Tensor Graph::EmitBiasAdd(const std::string& layer, const Tensor& y, const Tensor& bias) {
-  return EmitOne(OpConfBuilder("bias_add", OpName(layer + "-bias_add"))
-                     .Input("a", y.lbn)
-                     .Input("b", bias.lbn)
-                     .Output("out")
-                     .Attr("axis", int64_t{1})
-                     .Build());
-}
-
-Tensor Graph::Conv2d(const Tensor& x, int64_t filters, int64_t kernel_size,
-                     const Conv2dOptions& options) {
-  return Conv2dLayer(x, filters, kernel_size, options).output;
-}
-
-Layer Graph::Conv2dLayer(const Tensor& x, int64_t filters, int64_t kernel_size,
-                         const Conv2dOptions& options) {
-  if (!ok() || !CheckInputs("Conv2d", {&x})) return {};
-  const std::string layer = LayerName("conv2d", options.name);
-  if (x.rank() != 4 || filters <= 0 || kernel_size <= 0) {
-    RecordError(InvalidArgumentError(
-        "conv2d '", layer, "': want x [N, C, H, W], filters > 0, kernel > 0; got ",
-        x.desc.ToString(), ", filters ", filters, ", kernel ", kernel_size));
-    return {};
-  }
-  Tensor weight =
-      MakeParameter(layer + "-weight", Shape{filters, x.shape().dim(1), kernel_size, kernel_size},
-                    x.dtype(), options.weight_init);
-  Tensor y = EmitOne(OpConfBuilder("conv2d", OpName(layer + "-conv"))
-                         .Input("x", x.lbn)
-                         .Input("weight", weight.lbn)
-                         .Output("y")
-                         .Attr("strides", options.strides)
-                         .Attr("padding", options.padding)
-                         .Attr("dilations", options.dilations)
-                         .Build());
-  if (!options.use_bias || !y.valid()) return y.valid() ? Layer{y, weight, {}} : Layer{};
-  Tensor bias = MakeParameter(layer + "-bias", Shape{filters}, x.dtype(), options.bias_init);
-  Tensor out = EmitBiasAdd(layer, y, bias);
-  return out.valid() ? Layer{out, weight, bias} : Layer{};
-}
-
-Tensor Graph::Pool(const std::string& op_type, const Tensor& x, int64_t kernel_size,
-                   const Pool2dOptions& options) {
-  if (!ok() || !CheckInputs(op_type, {&x})) return {};
-  const std::string layer = LayerName(op_type, options.name);
-  std::vector<int64_t> strides = options.strides;
-  if (strides.empty()) strides = {kernel_size, kernel_size};
-  return EmitOne(OpConfBuilder(op_type, layer)
-                     .Input("x", x.lbn)
-                     .Output("y")
-                     .Attr("kernel_size", std::vector<int64_t>{kernel_size, kernel_size})
-                     .Attr("strides", strides)
-                     .Attr("padding", options.padding)
-                     .Build());
-}
-
-Tensor Graph::MaxPool2d(const Tensor& x, int64_t kernel_size, const Pool2dOptions& options) {
-  return Pool("max_pool2d", x, kernel_size, options);
-}
-
-Tensor Graph::AvgPool2d(const Tensor& x, int64_t kernel_size, const Pool2dOptions& options) {
-  return Pool("avg_pool2d", x, kernel_size, options);
-}
-
-Tensor Graph::LayerNorm(const Tensor& x, const LayerNormOptions& options) {
-  return LayerNormLayer(x, options).output;
-}
-
-Layer Graph::LayerNormLayer(const Tensor& x, const LayerNormOptions& options) {
-  if (!ok() || !CheckInputs("LayerNorm", {&x})) return {};
-  const std::string layer = LayerName("layer_norm", options.name);
-  int64_t begin =
-      options.begin_norm_axis < 0 ? options.begin_norm_axis + x.rank() : options.begin_norm_axis;
-  if (begin < 0 || begin >= x.rank()) {
-    RecordError(InvalidArgumentError("layer_norm '", layer, "': begin_norm_axis ",
-                                     options.begin_norm_axis, " is out of range for ",
-                                     x.desc.ToString()));
-    return {};
-  }
-  Shape param_shape(std::vector<int64_t>(x.shape().dims().begin() + begin, x.shape().dims().end()));
-  Tensor gamma = MakeParameter(layer + "-gamma", param_shape, x.dtype(), Initializer::Ones());
-  Tensor beta = MakeParameter(layer + "-beta", param_shape, x.dtype(), Initializer::Zeros());
-  if (!ok()) return {};
-  Tensor y = EmitOne(OpConfBuilder("layer_norm", OpName(layer + "-norm"))
-                         .Input("x", x.lbn)
-                         .Input("gamma", gamma.lbn)
-                         .Input("beta", beta.lbn)
-                         .Output("y")
-                         .Output("mean")
-                         .Output("inv_variance")
-                         .Attr("begin_norm_axis", options.begin_norm_axis)
-                         .Attr("epsilon", options.epsilon)
-                         .Build());
-  return y.valid() ? Layer{y, gamma, beta} : Layer{};
-}
-
-Tensor Graph::Embedding(const Tensor& indices, int64_t vocab_size, int64_t dim,
-                        const EmbeddingOptions& options) {
-  return EmbeddingLayer(indices, vocab_size, dim, options).output;
-}
-
-Layer Graph::EmbeddingLayer(const Tensor& indices, int64_t vocab_size, int64_t dim,
-                            const EmbeddingOptions& options) {
-  if (!ok() || !CheckInputs("Embedding", {&indices})) return {};
-  const std::string layer = LayerName("embedding", options.name);
-  Tensor weight =
-      MakeParameter(layer + "-weight", Shape{vocab_size, dim}, options.dtype, options.initializer);
-  if (!ok()) return {};
-  Tensor out = EmitOne(OpConfBuilder("embedding", OpName(layer + "-lookup"))
-                           .Input("weight", weight.lbn)
-                           .Input("indices", indices.lbn)
-                           .Output("out")
-                           .Build());
-  return out.valid() ? Layer{out, weight, {}} : Layer{};
-}
-
-Tensor Graph::Dropout(const Tensor& x, double rate, const std::string& name) {
-  if (!ok() || !CheckInputs("Dropout", {&x})) return {};
-  return EmitOne(OpConfBuilder("dropout", LayerName("dropout", name))
-                     .Input("x", x.lbn)
-                     .Output("y")
-                     .Output("mask")
-                     .Attr("rate", rate)
-                     .Attr("seed", NextSeed())
-                     .Build());
-}
-
-Tensor Graph::Flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
-  if (!ok() || !CheckInputs("Flatten", {&x})) return {};
-  return EmitOne(OpConfBuilder("flatten", OpName("flatten"))
-                     .Input("x", x.lbn)
-                     .Output("y")
-                     .Attr("start_dim", start_dim)
-                     .Attr("end_dim", end_dim)
-                     .Build());
 }
 
 // ---- Training and Build ------------------------------------------------------

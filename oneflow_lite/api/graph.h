@@ -1,10 +1,16 @@
 // The C++ graph API: build a Job (the logical graph) the way one writes a
-// model in a mature framework.
+// model in a mature framework. Graph (this header) is the builder: one op
+// per call, placement and SBP hints, metrics and outputs, Minimize, Build.
+// The layers (Dense, Conv2d, LayerNorm, BatchNorm, ...: layers.h) and the
+// data sources (FashionMnist, NpyData, RandomBatch: data_sources.h) are free
+// functions that add their ops to a Graph through its building blocks
+// (below, "Building blocks").
 //
 //   oflite::Graph g("mlp", /*seed=*/42);
-//   auto data = g.FashionMnist("/usr/share/datasets/fashion-mnist", 64, oflite::Split(0));
-//   auto h = g.Relu(g.Dense(data.image, 256));       // rank > 2 inputs are flattened
-//   auto logits = g.Dense(g.Relu(g.Dense(h, 256)), 10);
+//   auto data = oflite::FashionMnist(&g, "/usr/share/datasets/fashion-mnist", 64,
+//                                    oflite::Split(0));
+//   auto h = g.Relu(oflite::Dense(&g, data.image, 256));  // rank > 2 inputs are flattened
+//   auto logits = oflite::Dense(&g, g.Relu(oflite::Dense(&g, h, 256)), 10);
 //   auto loss = g.SparseSoftmaxCrossEntropy(logits, data.label);  // mean over batch
 //   g.AddMetric("accuracy", g.Accuracy(logits, data.label));
 //   g.Minimize(loss, oflite::Sgd{.learning_rate = 0.1});
@@ -24,17 +30,20 @@
 // at the end suffices (status() lets a caller stop earlier). Build() is
 // [[nodiscard]] through StatusOr, so an error cannot go unnoticed.
 //
-// Names: layers get unique names from their kind ("dense", "dense_1", ...)
-// or from options.name; the layer's ops are "<layer>-<part>" (e.g.
-// "dense-weight", "dense-matmul"). An explicit name that is already taken
-// is an error.
+// Names: layers and sources get unique names from their kind ("dense",
+// "dense_1", ...) or from options.name; the layer's ops are "<layer>-<part>"
+// (e.g. "dense-weight", "dense-matmul"). An explicit name that is already
+// taken is an error. The op methods of Graph name their op from its type.
 //
 // Determinism: names, variable seeds (DeriveSeed(job seed, counter)) and the
 // Job's field order depend only on the sequence of calls, so building the
-// same graph twice gives byte-identical Jobs.
+// same graph twice gives byte-identical Jobs (api/job_golden_test.cc holds
+// fingerprints of such Jobs).
 //
 // A Graph is single-threaded (thread-compatible); Tensors are plain values
-// that stay meaningful only for the Graph that made them.
+// that stay meaningful only for the Graph that made them. The op methods
+// are in graph_math_ops.cc (arithmetic, reductions, shapes, selection,
+// indexing) and graph_nn_ops.cc (activations, pooling, losses, metrics).
 #ifndef ONEFLOW_LITE_API_GRAPH_H_
 #define ONEFLOW_LITE_API_GRAPH_H_
 
@@ -71,43 +80,6 @@ inline SbpParallel Split(int64_t axis) { return SplitSbp(axis); }
 inline SbpParallel Broadcast() { return BroadcastSbp(); }
 inline SbpParallel PartialSum() { return PartialSumSbp(); }
 
-// Fashion-MNIST sizes (the train and test splits of the idx files).
-inline constexpr int64_t kFashionMnistTrainSize = 60000;
-inline constexpr int64_t kFashionMnistTestSize = 10000;
-
-struct Batch {
-  Tensor image;  // float32 [B, 1, 28, 28] or [B, 784] when flattened
-  Tensor label;  // int32 [B]
-};
-
-struct FashionMnistOptions {
-  std::string split = "train";  // "train" or "test"
-  bool shuffle = true;
-  bool flatten = false;  // image [B, 784] instead of [B, 1, 28, 28]
-  double mean = 0.0;     // image = (pixel / 255 - mean) / std
-  double std = 1.0;
-  // Check at build time that the split's idx files exist under the path
-  // (the kernel checks again when it starts).
-  bool check_path = true;
-  // Split a batch the devices do not divide into balanced parts (device k
-  // gets batch / p rows, plus one if k < batch % p) instead of refusing it;
-  // results equal one device (the loss and metrics average the gathered
-  // batch).
-  bool uneven_split = false;
-  std::string name;
-};
-
-struct NpyDataOptions {
-  std::string split = "train";  // "train" or "test"
-  bool shuffle = true;          // per epoch, by the job seed
-  // image = (x * scale - mean) / std, as float32 (x of any numeric dtype).
-  double scale = 1.0;
-  double mean = 0.0;
-  double std = 1.0;
-  bool uneven_split = false;  // as FashionMnistOptions::uneven_split
-  std::string name;
-};
-
 struct VariableOptions {
   // Default (Initializer::Auto): Glorot (Xavier) uniform for a weight of
   // rank >= 2 (fan-in/fan-out from its shape, ops/train/initializer.h),
@@ -116,70 +88,6 @@ struct VariableOptions {
   Initializer initializer = Initializer::Auto();
   DataType dtype = DT_FLOAT;
   bool trainable = true;
-};
-
-struct DenseOptions {
-  bool use_bias = true;
-  Initializer weight_init = Initializer::XavierUniform();
-  Initializer bias_init = Initializer::Zeros();
-  // Share parameters: when valid, used instead of creating new variables
-  // (weight [in, units], bias [units]).
-  Tensor weight;
-  Tensor bias;
-  std::string name;
-};
-
-struct Conv2dOptions {
-  std::vector<int64_t> strides = {1, 1};
-  std::vector<int64_t> padding = {0, 0};
-  std::vector<int64_t> dilations = {1, 1};
-  bool use_bias = true;
-  Initializer weight_init = Initializer::XavierUniform();
-  Initializer bias_init = Initializer::Zeros();
-  std::string name;
-};
-
-struct Pool2dOptions {
-  std::vector<int64_t> strides;  // empty = kernel size
-  std::vector<int64_t> padding = {0, 0};
-  std::string name;
-};
-
-struct LayerNormOptions {
-  int64_t begin_norm_axis = -1;
-  double epsilon = 1e-5;
-  std::string name;
-};
-
-struct EmbeddingOptions {
-  Initializer initializer = Initializer::Normal(0.0, 1.0);
-  DataType dtype = DT_FLOAT;  // of the table (and the output)
-  std::string name;
-};
-
-// BatchNorm over every axis but the channel axis 1 (docs/ops.md,
-// batch_norm): gamma (ones) and beta (zeros) are trainable, moving_mean
-// (zeros) and moving_variance (ones) are non-trainable variables the op
-// updates in place while training; the evaluation job uses them instead.
-struct BatchNormOptions {
-  double momentum = 0.9;  // running = momentum * running + (1 - momentum) * batch
-  double epsilon = 1e-5;
-  // Share parameters: when valid, used instead of creating new gamma/beta
-  // ([C] each). The running statistics are always the layer's own.
-  Tensor gamma;
-  Tensor beta;
-  std::string name;
-};
-
-// What a layer created, for hints and sharing: `output`, and its
-// parameters as the variables' tensors (e.g. g.HintSbp(layer.weight,
-// Split(1)) for a column-parallel Dense). `bias` is invalid without one;
-// for LayerNorm weight/bias are gamma/beta; for Embedding weight is the
-// table. All invalid when the graph recorded an error.
-struct Layer {
-  Tensor output;
-  Tensor weight;
-  Tensor bias;
 };
 
 class Graph {
@@ -228,8 +136,9 @@ class Graph {
 
   // How long to train: a fixed iteration count, or epochs of the training
   // data source (epochs * split size / batch size, rounded down). Unset:
-  // one epoch when the graph has a Fashion-MNIST source, else 0 (= until
-  // the data source ends).
+  // one epoch when the graph has a training data source (RecordDataSource;
+  // Fashion-MNIST and .npy train splits), else 0 (= until the data source
+  // ends).
   void SetIterations(int64_t iterations);
   void SetEpochs(int64_t epochs);
   // Whether SetIterations or SetEpochs was called.
@@ -246,61 +155,13 @@ class Graph {
   // plans leave it out). Names are unique among metrics and outputs.
   void AddOutput(const std::string& name, const Tensor& tensor);
 
-  // ---- Sources -----------------------------------------------------------
+  // ---- Variables -----------------------------------------------------------
+  // A variable op named `name` (unique; empty: "variable", "variable_1",
+  // ...). Layers make their own parameters (layers.h).
   Tensor Variable(const std::string& name, const Shape& shape, const VariableOptions& options = {});
-  // `batch_size` is the logical (global) batch; `sbp` hints how it is split
-  // over the placement's devices (Split(0): data parallel).
-  Batch FashionMnist(const std::string& path, int64_t batch_size, const SbpParallel& sbp = Split(0),
-                     const FashionMnistOptions& options = {});
-  // Batches of the user's arrays: <dir>/train_x.npy (samples [N, ...], any
-  // numeric dtype) and train_y.npy (integer labels [N]), plus test_x.npy /
-  // test_y.npy for the evaluation plan when present (data/npy_dataset.h).
-  // The headers are read now (sample shape and count; a bad file is the
-  // graph's error, naming it); the data is read by the kernel on every
-  // machine, each device taking its rows of each batch. image: float32
-  // [B, sample dims...]; label: int32 [B]. Epochs count the train split.
-  Batch NpyData(const std::string& dir, int64_t batch_size, const SbpParallel& sbp = Split(0),
-                const NpyDataOptions& options = {});
-  // Deterministic synthetic data: image `dtype` (float32 or float64) of
-  // `image_shape` ([B, ...]), label int32 [B] in [0, num_classes).
-  Batch RandomBatch(const Shape& image_shape, int64_t num_classes,
-                    const SbpParallel& sbp = Split(0), DataType dtype = DT_FLOAT,
-                    const std::string& name = "");
 
-  // ---- Layers (create variables) -----------------------------------------
-  // x [N, in] (rank > 2: flattened to [N, prod(rest)]) -> [N, units].
-  Tensor Dense(const Tensor& x, int64_t units, const DenseOptions& options = {});
-  // x [N, C, H, W] -> [N, filters, H', W']; weight [filters, C, k, k].
-  Tensor Conv2d(const Tensor& x, int64_t filters, int64_t kernel_size,
-                const Conv2dOptions& options = {});
-  Tensor MaxPool2d(const Tensor& x, int64_t kernel_size, const Pool2dOptions& options = {});
-  Tensor AvgPool2d(const Tensor& x, int64_t kernel_size, const Pool2dOptions& options = {});
-  // gamma (ones) and beta (zeros) over x.shape[begin_norm_axis:].
-  Tensor LayerNorm(const Tensor& x, const LayerNormOptions& options = {});
-  // indices (int32/int64) -> [..., dim]; weight [vocab_size, dim].
-  Tensor Embedding(const Tensor& indices, int64_t vocab_size, int64_t dim,
-                   const EmbeddingOptions& options = {});
-  // The same layers, returning their parameters too (the plain forms above
-  // return DenseLayer(...).output, and so on).
-  Layer DenseLayer(const Tensor& x, int64_t units, const DenseOptions& options = {});
-  Layer Conv2dLayer(const Tensor& x, int64_t filters, int64_t kernel_size,
-                    const Conv2dOptions& options = {});
-  Layer LayerNormLayer(const Tensor& x, const LayerNormOptions& options = {});
-  Layer EmbeddingLayer(const Tensor& indices, int64_t vocab_size, int64_t dim,
-                       const EmbeddingOptions& options = {});
-  // Training-time dropout (the evaluation job turns it into identity).
-  Tensor Dropout(const Tensor& x, double rate, const std::string& name = "");
-  Tensor Flatten(const Tensor& x, int64_t start_dim = 1, int64_t end_dim = -1);
-
-  // ---- Activations -------------------------------------------------------
-  Tensor Relu(const Tensor& x);
-  Tensor Sigmoid(const Tensor& x);
-  Tensor Tanh(const Tensor& x);
-  Tensor Gelu(const Tensor& x);
-  Tensor Softmax(const Tensor& x, int64_t axis = -1);
-  Tensor LogSoftmax(const Tensor& x, int64_t axis = -1);
-
-  // ---- Math --------------------------------------------------------------
+  // ---- Math (graph_math_ops.cc) ----------------------------------------------
+  // Semantics (broadcasting, NaN, ties, bounds) in docs/ops.md.
   Tensor MatMul(const Tensor& a, const Tensor& b, bool transpose_a = false,
                 bool transpose_b = false, double alpha = 1.0);
   Tensor BiasAdd(const Tensor& a, const Tensor& bias, int64_t axis = 1);
@@ -312,23 +173,6 @@ class Graph {
   Tensor ScalarAdd(const Tensor& x, double value);
   Tensor ScalarMul(const Tensor& x, double value);
   Tensor Pow(const Tensor& x, double exponent);
-  Tensor ReduceSum(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdims = false);
-  Tensor ReduceMean(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdims = false);
-  Tensor Reshape(const Tensor& x, const Shape& shape);  // one -1 allowed
-  Tensor Transpose(const Tensor& x, const std::vector<int64_t>& perm);
-  Tensor Concat(const std::vector<Tensor>& inputs, int64_t axis);
-  Tensor Slice(const Tensor& x, const std::vector<int64_t>& start, const std::vector<int64_t>& stop,
-               const std::vector<int64_t>& step);
-  Tensor Identity(const Tensor& x);
-  // The rows of x [N, ...] whose mask [N] is not zero, in order: a dynamic
-  // tensor (desc max shape [N, ...], marked "*"; the actual row count is
-  // known per iteration). Not differentiable; a cross-machine edge carrying
-  // it uses bounce buffers (only the valid bytes move).
-  Tensor SelectRows(const Tensor& x, const Tensor& mask);
-  Tensor Cast(const Tensor& x, DataType dtype);
-
-  // ---- More math, selection, indexing, normalization (graph_more_ops.cc) ---
-  // Semantics (NaN, ties, bounds) in docs/ops.md.
   Tensor Exp(const Tensor& x);
   Tensor Log(const Tensor& x);
   Tensor Sqrt(const Tensor& x);
@@ -337,10 +181,20 @@ class Graph {
   Tensor Neg(const Tensor& x);
   // At least one bound; the gradient passes where min <= x <= max.
   Tensor Clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
-  Tensor LeakyRelu(const Tensor& x, double alpha = 0.01);
-  Tensor Silu(const Tensor& x);
   Tensor Maximum(const Tensor& x, const Tensor& y);  // numpy broadcasting
   Tensor Minimum(const Tensor& x, const Tensor& y);
+  Tensor ReduceSum(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdims = false);
+  Tensor ReduceMean(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdims = false);
+
+  // ---- Shapes, selection, indexing (graph_math_ops.cc) -------------------
+  Tensor Reshape(const Tensor& x, const Shape& shape);  // one -1 allowed
+  Tensor Flatten(const Tensor& x, int64_t start_dim = 1, int64_t end_dim = -1);
+  Tensor Transpose(const Tensor& x, const std::vector<int64_t>& perm);
+  Tensor Concat(const std::vector<Tensor>& inputs, int64_t axis);
+  Tensor Slice(const Tensor& x, const std::vector<int64_t>& start, const std::vector<int64_t>& stop,
+               const std::vector<int64_t>& step);
+  Tensor Identity(const Tensor& x);
+  Tensor Cast(const Tensor& x, DataType dtype);
   // condition (bool/uint8/int32/int64, nonzero = true) ? x : y, broadcast.
   Tensor Where(const Tensor& condition, const Tensor& x, const Tensor& y);
   // indices (int32/int64) -> indices.shape + [depth] of `dtype`.
@@ -348,12 +202,26 @@ class Graph {
                 double on_value = 1.0, double off_value = 0.0);
   // Rows of x [R, ...] by index: indices.shape + x.shape[1:].
   Tensor Gather(const Tensor& x, const Tensor& indices);
-  // x [N, C, H, W] -> [N, C, output_h, output_w].
-  Tensor AdaptiveAvgPool2d(const Tensor& x, int64_t output_h, int64_t output_w);
-  // x [N, C, ...] -> same shape; creates the layer's variables.
-  Tensor BatchNorm(const Tensor& x, const BatchNormOptions& options = {});
+  // The rows of x [N, ...] whose mask [N] is not zero, in order: a dynamic
+  // tensor (desc max shape [N, ...], marked "*"; the actual row count is
+  // known per iteration). Not differentiable; a cross-machine edge carrying
+  // it uses bounce buffers (only the valid bytes move).
+  Tensor SelectRows(const Tensor& x, const Tensor& mask);
 
-  // ---- Losses and metrics ------------------------------------------------
+  // ---- Activations and pooling (graph_nn_ops.cc) -----------------------------
+  Tensor Relu(const Tensor& x);
+  Tensor Sigmoid(const Tensor& x);
+  Tensor Tanh(const Tensor& x);
+  Tensor Gelu(const Tensor& x);
+  Tensor Silu(const Tensor& x);
+  Tensor LeakyRelu(const Tensor& x, double alpha = 0.01);
+  Tensor Softmax(const Tensor& x, int64_t axis = -1);
+  Tensor LogSoftmax(const Tensor& x, int64_t axis = -1);
+  // x [N, C, H, W] -> [N, C, output_h, output_w]. (The named pooling layers
+  // MaxPool2d and AvgPool2d are in layers.h.)
+  Tensor AdaptiveAvgPool2d(const Tensor& x, int64_t output_h, int64_t output_w);
+
+  // ---- Losses and metrics (graph_nn_ops.cc) ----------------------------------
   // Mean over the batch of the per-sample cross entropy: a scalar.
   Tensor SparseSoftmaxCrossEntropy(const Tensor& logits, const Tensor& labels);
   // Mean of (prediction - target)^2 over all elements: a scalar.
@@ -368,8 +236,47 @@ class Graph {
   // Adds `op` as written (inputs by lbn; outputs declared by arg and count,
   // lbns are rewritten to "<name>/<arg>_<i>"). An empty name is replaced by
   // a unique one from the op type. Returns the outputs, flattened in
-  // declaration order (empty on error).
+  // declaration order (empty on error). Inputs that are not blobs of this
+  // graph and a name already used are errors.
   std::vector<Tensor> AddOp(OpConf op);
+
+  // ---- Building blocks -------------------------------------------------------
+  // What the layers (layers.h) and data sources (data_sources.h) are written
+  // with; a user's own layer may use them too, in the same pattern:
+  //   if (!g->ok() || !g->CheckInputs("MyLayer", {&x})) return {};
+  //   const std::string layer = g->UniqueName("my_layer", options.name);
+  //   Tensor w = g->Parameter(layer + "-weight", shape, x.dtype(), init);
+  //   return g->EmitOne(OpConfBuilder("matmul", g->UniqueName(layer + "-matmul"))...);
+  // Emit and EmitOne do nothing once the graph has an error.
+
+  // Records `status` (not OK) as the graph's error, prefixed with "graph
+  // '<name>'", unless an earlier error is already recorded.
+  void RecordError(const Status& status);
+  // True when every tensor is valid and belongs to this graph; otherwise
+  // records an error naming `what` (e.g. "Dense") and returns false.
+  bool CheckInputs(const std::string& what, const std::vector<const Tensor*>& inputs);
+  // Reserves a name: `requested` when not empty (an error if already used),
+  // else `kind` made unique ("dense", "dense_1", ...).
+  std::string UniqueName(const std::string& kind, const std::string& requested = "");
+  // Adds `op`, named by UniqueName (or unnamed: a unique name from its
+  // type), reading blobs of this graph (checked first with CheckInputs),
+  // outputs declared by arg and count; runs shape inference; returns the
+  // outputs flattened (empty on error, the error recorded). Unlike AddOp it
+  // trusts the caller's reserved name. EmitOne returns the first output.
+  std::vector<Tensor> Emit(OpConf op);
+  Tensor EmitOne(OpConf op);
+  // The seed of the next seeded op (variable, dropout, data source):
+  // DeriveSeed(job seed, k) for the k-th call.
+  int64_t NextSeed() { return DeriveSeed(seed_, seed_counter_++); }
+  // A layer's variable named UniqueName(name) (e.g. "dense-weight"), with
+  // `init` as given (not resolved from the shape) and the next seed.
+  Tensor Parameter(const std::string& name, const Shape& shape, DataType dtype,
+                   const Initializer& init, bool trainable = true);
+  // Tells the graph a data source was added: the first call sets the Job's
+  // batch_size; the first with `train_examples` > 0 (a training split of
+  // that many examples) fixes an epoch as train_examples / batch_size
+  // iterations (SetEpochs and the default of one epoch).
+  void RecordDataSource(int64_t batch_size, int64_t train_examples);
 
   // ---- Training ------------------------------------------------------------
   // Marks the graph for training: `loss` must be a floating scalar.
@@ -384,29 +291,16 @@ class Graph {
   [[nodiscard]] StatusOr<Job> Build() const;
 
  private:
-  // Adds an op whose outputs are declared; runs inference; returns the
-  // outputs flattened (empty on error, with the error recorded).
-  std::vector<Tensor> Emit(OpConf op);
-  Tensor EmitOne(OpConf op);
-  bool CheckInputs(const std::string& what, const std::vector<const Tensor*>& inputs);
-  // A unique layer name: `requested` (error if taken) or from `kind`.
-  std::string LayerName(const std::string& kind, const std::string& requested);
-  std::string OpName(const std::string& base);
+  // One op `op_type` reading x as `input_arg`, writing `output_arg`.
   Tensor Unary(const std::string& op_type, const std::string& input_arg, const Tensor& x,
                const std::string& output_arg);
-  Tensor Pool(const std::string& op_type, const Tensor& x, int64_t kernel_size,
-              const Pool2dOptions& options);
-  Tensor MakeParameter(const std::string& name, const Shape& shape, DataType dtype,
-                       const Initializer& init);
-  // The bias_add `layer`-bias_add of `y` and `bias` along axis 1.
-  Tensor EmitBiasAdd(const std::string& layer, const Tensor& y, const Tensor& bias);
-  // Emits a dataset source op (outputs image, label; uneven_split set when
-  // asked), hints `sbp` on both, and records the batch size and, for the
-  // train split, the source's `train_examples` (epochs -> iterations).
-  Batch EmitDataSource(OpConf op, bool uneven_split, const SbpParallel& sbp, int64_t batch_size,
-                       const std::string& split, int64_t train_examples);
-  int64_t NextSeed() { return DeriveSeed(seed_, seed_counter_++); }
-  void RecordError(const Status& status);
+  // One op `op_type` reading x and y as "x" and "y", writing "out"; `what`
+  // names the builder in input errors.
+  Tensor Binary(const std::string& what, const std::string& op_type, const Tensor& x,
+                const Tensor& y);
+  // The reduce op `op_type` named `name` (graph_math_ops.cc).
+  Tensor Reduce(const std::string& op_type, const std::string& name, const Tensor& x,
+                const std::vector<int64_t>& axes, bool keepdims);
   StatusOr<int64_t> TotalIterations() const;
 
   std::string name_;
@@ -422,7 +316,7 @@ class Graph {
   PlacementProto scope_placement_;
   int64_t iterations_ = -1;
   int64_t epochs_ = -1;
-  int64_t train_batch_size_ = 0;                              // of the Fashion-MNIST train source
+  int64_t train_batch_size_ = 0;                              // of the training data source
   int64_t train_source_size_ = 0;                             // its number of examples
   int64_t batch_size_ = 0;                                    // of the first data source
   std::vector<std::pair<std::string, std::string>> metrics_;  // name, lbn

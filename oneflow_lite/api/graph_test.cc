@@ -5,7 +5,9 @@
 
 #include <algorithm>
 
+#include "oneflow_lite/api/data_sources.h"
 #include "oneflow_lite/api/job_util.h"
+#include "oneflow_lite/api/layers.h"
 #include "oneflow_lite/common/attr.h"
 
 namespace oflite {
@@ -16,9 +18,9 @@ using ::testing::HasSubstr;
 constexpr char kFashionMnist[] = "/usr/share/datasets/fashion-mnist";
 
 void BuildMlp(Graph* g) {
-  Batch data = g->FashionMnist(kFashionMnist, 64, Split(0));
-  Tensor h = g->Relu(g->Dense(data.image, 256));
-  Tensor logits = g->Dense(g->Relu(g->Dense(h, 256)), 10);
+  Batch data = FashionMnist(g, kFashionMnist, 64, Split(0));
+  Tensor h = g->Relu(Dense(g, data.image, 256));
+  Tensor logits = Dense(g, g->Relu(Dense(g, h, 256)), 10);
   Tensor loss = g->SparseSoftmaxCrossEntropy(logits, data.label);
   g->AddMetric("accuracy", g->Accuracy(logits, data.label));
   g->Minimize(loss, Sgd{.learning_rate = 0.1});
@@ -146,7 +148,7 @@ TEST(GraphTest, BuildIsDeterministic) {
 
 TEST(GraphTest, MismatchedMatMulFailsAtThatCallNamingOpAndShapes) {
   Graph g("bad");
-  Batch data = g.FashionMnist(kFashionMnist, 64, Split(0), {.flatten = true});
+  Batch data = FashionMnist(&g, kFashionMnist, 64, Split(0), {.flatten = true});
   Tensor w = g.Variable("w", Shape{100, 10});
   ASSERT_TRUE(g.ok()) << g.status();
   Tensor y = g.MatMul(data.image, w);
@@ -166,9 +168,9 @@ TEST(GraphTest, MismatchedMatMulFailsAtThatCallNamingOpAndShapes) {
 
 TEST(GraphTest, DenseWithMismatchedSharedWeightNamesLayerAndShapes) {
   Graph g("shared");
-  Batch data = g.RandomBatch(Shape{8, 100}, 10);
+  Batch data = RandomBatch(&g, Shape{8, 100}, 10);
   Tensor w = g.Variable("w", Shape{784, 256}, {.initializer = Initializer::XavierUniform()});
-  Tensor y = g.Dense(data.image, 256, {.weight = w});
+  Tensor y = Dense(&g, data.image, 256, {.weight = w});
   EXPECT_FALSE(y.valid());
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument);
@@ -181,14 +183,14 @@ TEST(GraphTest, DenseWithMismatchedSharedWeightNamesLayerAndShapes) {
 TEST(GraphTest, DenseRejectsRankOneInput) {
   Graph g("g");
   Tensor v = g.Variable("v", Shape{5});
-  g.Dense(v, 3);
+  Dense(&g, v, 3);
   ASSERT_FALSE(g.ok());
   EXPECT_THAT(g.status().message(), HasSubstr("float32(5,)"));
 }
 
 TEST(GraphTest, UnknownDatasetPathIsReportedAtBuildTime) {
   Graph g("data");
-  Batch data = g.FashionMnist("/nonexistent/fashion", 64);
+  Batch data = FashionMnist(&g, "/nonexistent/fashion", 64);
   EXPECT_FALSE(data.image.valid());
   StatusOr<Job> job = g.Build();
   ASSERT_FALSE(job.ok());
@@ -207,18 +209,18 @@ TEST(GraphTest, BadPlacementTextBecomesTheGraphError) {
 
 TEST(GraphTest, PlacementScopesApplyToOpsCreatedInside) {
   Graph g("stages");
-  Batch data = g.RandomBatch(Shape{8, 16}, 4);
+  Batch data = RandomBatch(&g, Shape{8, 16}, 4);
   Tensor h;
   {
     auto stage0 = g.WithPlacement(Placement::Parse("0:cpu:0"));
-    h = g.Relu(g.Dense(data.image, 8, {.name = "first"}));
+    h = g.Relu(Dense(&g, data.image, 8, {.name = "first"}));
     {
       auto inner = g.WithPlacement(Placement::Parse("1:cpu:0-1"));
       h = g.Tanh(h);
     }
     h = g.Sigmoid(h);
   }
-  Tensor out = g.Dense(h, 4, {.name = "second"});
+  Tensor out = Dense(&g, h, 4, {.name = "second"});
   ASSERT_TRUE(g.ok()) << g.status();
   StatusOr<Job> job = g.BuildForward();
   ASSERT_TRUE(job.ok()) << job.status();
@@ -232,11 +234,11 @@ TEST(GraphTest, PlacementScopesApplyToOpsCreatedInside) {
 
 TEST(GraphTest, BackwardOpsFollowTheirForwardPlacement) {
   Graph g("stages");
-  Batch data = g.RandomBatch(Shape{8, 16}, 4);
+  Batch data = RandomBatch(&g, Shape{8, 16}, 4);
   Tensor logits;
   {
     auto stage = g.WithPlacement(Placement::Parse("1:cpu:0"));
-    logits = g.Dense(data.image, 4, {.name = "head"});
+    logits = Dense(&g, data.image, 4, {.name = "head"});
   }
   g.Minimize(g.SparseSoftmaxCrossEntropy(logits, data.label), Sgd{.learning_rate = 0.1});
   StatusOr<Job> job = g.Build();
@@ -262,8 +264,8 @@ TEST(GraphTest, ExplicitNamesMustBeUnique) {
 
 TEST(GraphTest, MinimizeRequiresAFloatingScalar) {
   Graph g("loss");
-  Batch data = g.RandomBatch(Shape{8, 16}, 4);
-  Tensor logits = g.Dense(data.image, 4);
+  Batch data = RandomBatch(&g, Shape{8, 16}, 4);
+  Tensor logits = Dense(&g, data.image, 4);
   g.Minimize(logits, Sgd{});
   ASSERT_FALSE(g.ok());
   EXPECT_THAT(g.status().message(), HasSubstr("float32(8, 4)"));
@@ -272,8 +274,8 @@ TEST(GraphTest, MinimizeRequiresAFloatingScalar) {
 
 TEST(GraphTest, LossThroughAnOpWithoutGradientIsAnError) {
   Graph g("nograd");
-  Batch data = g.RandomBatch(Shape{8, 16}, 4);
-  Tensor logits = g.Dense(data.image, 4);
+  Batch data = RandomBatch(&g, Shape{8, 16}, 4);
+  Tensor logits = Dense(&g, data.image, 4);
   g.Minimize(g.Accuracy(logits, data.label), Sgd{});
   StatusOr<Job> job = g.Build();
   ASSERT_FALSE(job.ok());
@@ -283,7 +285,7 @@ TEST(GraphTest, LossThroughAnOpWithoutGradientIsAnError) {
 
 TEST(GraphTest, LossIndependentOfVariablesIsAnError) {
   Graph g("novar");
-  Batch data = g.RandomBatch(Shape{8, 16}, 4);
+  Batch data = RandomBatch(&g, Shape{8, 16}, 4);
   g.Minimize(g.SparseSoftmaxCrossEntropy(data.image, data.label), Sgd{});
   StatusOr<Job> job = g.Build();
   ASSERT_FALSE(job.ok());
@@ -292,10 +294,10 @@ TEST(GraphTest, LossIndependentOfVariablesIsAnError) {
 
 TEST(GraphTest, ForwardJobOfAnInferenceGraphHasNoTraining) {
   Graph g("infer");
-  Batch data = g.RandomBatch(Shape{4, 1, 8, 8}, 3);
-  Tensor x = g.MaxPool2d(g.Relu(g.Conv2d(data.image, 2, 3, {.padding = {1, 1}})), 2);
-  x = g.LayerNorm(g.Flatten(x));
-  Tensor logits = g.Dense(g.Dropout(x, 0.5), 3);
+  Batch data = RandomBatch(&g, Shape{4, 1, 8, 8}, 3);
+  Tensor x = MaxPool2d(&g, g.Relu(Conv2d(&g, data.image, 2, 3, {.padding = {1, 1}})), 2);
+  x = LayerNorm(&g, g.Flatten(x));
+  Tensor logits = Dense(&g, Dropout(&g, x, 0.5), 3);
   g.AddMetric("accuracy", g.Accuracy(logits, data.label));
   StatusOr<Job> job = g.Build();
   ASSERT_TRUE(job.ok()) << job.status();
@@ -308,8 +310,8 @@ TEST(GraphTest, ForwardJobOfAnInferenceGraphHasNoTraining) {
 
 TEST(GraphTest, LossMetricNames) {
   Graph inference("infer");
-  Batch data = inference.RandomBatch(Shape{8, 16}, 4);
-  Tensor logits = inference.Dense(data.image, 4);
+  Batch data = RandomBatch(&inference, Shape{8, 16}, 4);
+  Tensor logits = Dense(&inference, data.image, 4);
   inference.AddMetric("loss", inference.SparseSoftmaxCrossEntropy(logits, data.label));
   StatusOr<Job> job = inference.Build();
   ASSERT_TRUE(job.ok()) << job.status();
@@ -317,8 +319,8 @@ TEST(GraphTest, LossMetricNames) {
   EXPECT_EQ(job->conf().train().metric(0).name(), "loss");
 
   Graph train("train");
-  data = train.RandomBatch(Shape{8, 16}, 4);
-  logits = train.Dense(data.image, 4);
+  data = RandomBatch(&train, Shape{8, 16}, 4);
+  logits = Dense(&train, data.image, 4);
   Tensor loss = train.SparseSoftmaxCrossEntropy(logits, data.label);
   train.AddMetric("loss", loss);  // the same tensor: reported once
   train.Minimize(loss, Sgd{});
@@ -327,8 +329,8 @@ TEST(GraphTest, LossMetricNames) {
   EXPECT_EQ(job->conf().train().metric_size(), 1);
 
   Graph clash("clash");
-  data = clash.RandomBatch(Shape{8, 16}, 4);
-  logits = clash.Dense(data.image, 4);
+  data = RandomBatch(&clash, Shape{8, 16}, 4);
+  logits = Dense(&clash, data.image, 4);
   clash.AddMetric("loss", clash.ReduceMean(logits));
   clash.Minimize(clash.SparseSoftmaxCrossEntropy(logits, data.label), Sgd{});
   EXPECT_THAT(clash.Build().status().message(), HasSubstr("metric 'loss'"));
@@ -338,15 +340,15 @@ TEST(GraphTest, LossMetricNames) {
 
 TEST(GraphTest, EpochsAndIterations) {
   Graph g("epochs");
-  Batch data = g.FashionMnist(kFashionMnist, 100);
-  g.Minimize(g.SparseSoftmaxCrossEntropy(g.Dense(data.image, 10), data.label), Sgd{});
+  Batch data = FashionMnist(&g, kFashionMnist, 100);
+  g.Minimize(g.SparseSoftmaxCrossEntropy(Dense(&g, data.image, 10), data.label), Sgd{});
   g.SetEpochs(3);
   EXPECT_EQ(g.BuildForward()->conf().total_iters(), 1800);
   g.SetIterations(5);
   EXPECT_EQ(g.BuildForward()->conf().total_iters(), 5);
 
   Graph synthetic("synthetic");
-  synthetic.RandomBatch(Shape{4, 4}, 2);
+  RandomBatch(&synthetic, Shape{4, 4}, 2);
   synthetic.SetEpochs(1);
   EXPECT_FALSE(synthetic.BuildForward().ok());
 }

@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "oneflow_lite/api/data_sources.h"
 #include "oneflow_lite/api/graph.h"
+#include "oneflow_lite/api/layers.h"
 #include "oneflow_lite/common/attr.h"
 #include "oneflow_lite/data/npy.h"
 #include "oneflow_lite/testing/test_jobs.h"
@@ -35,19 +37,20 @@ uint64_t Fingerprint(const std::string& bytes) {
 // activations; trained with Adam, a cosine schedule and clipping.
 StatusOr<Job> ConvNetJob() {
   Graph g("golden_conv", /*seed=*/3);
-  Batch data = g.RandomBatch(Shape{8, 3, 8, 8}, 4);
-  Layer conv = g.Conv2dLayer(data.image, 4, 3, {.padding = {1, 1}});
+  Batch data = RandomBatch(&g, Shape{8, 3, 8, 8}, 4);
+  Layer conv = Conv2dLayer(&g, data.image, 4, 3, {.padding = {1, 1}});
   g.HintSbp(conv.weight, Broadcast());
-  Tensor x = g.BatchNorm(g.Relu(conv.output));
-  x = g.MaxPool2d(x, 2);                                                            // [8, 4, 4, 4]
-  x = g.AvgPool2d(g.Conv2d(x, 6, 1, {.use_bias = false}), 2, {.strides = {1, 1}});  // [8, 6, 3, 3]
-  x = g.Flatten(g.AdaptiveAvgPool2d(x, 1, 1));                                      // [8, 6]
-  Layer norm = g.LayerNormLayer(x);
-  x = g.Dropout(g.Gelu(norm.output), 0.25);
-  Layer fc = g.DenseLayer(x, 6, {.name = "fc"});
-  Tensor tied = g.Dense(g.Silu(fc.output), 6, {.weight = fc.weight, .bias = fc.bias});
+  Tensor x = BatchNorm(&g, g.Relu(conv.output));
+  x = MaxPool2d(&g, x, 2);  // [8, 4, 4, 4]
+  x = AvgPool2d(&g, Conv2d(&g, x, 6, 1, {.use_bias = false}), 2,
+                {.strides = {1, 1}});           // [8, 6, 3, 3]
+  x = g.Flatten(g.AdaptiveAvgPool2d(x, 1, 1));  // [8, 6]
+  Layer norm = LayerNormLayer(&g, x);
+  x = Dropout(&g, g.Gelu(norm.output), 0.25);
+  Layer fc = DenseLayer(&g, x, 6, {.name = "fc"});
+  Tensor tied = Dense(&g, g.Silu(fc.output), 6, {.weight = fc.weight, .bias = fc.bias});
   Tensor h = g.Add(g.Tanh(tied), g.Sigmoid(g.LeakyRelu(tied, 0.2)));
-  Tensor logits = g.Dense(h, 4);
+  Tensor logits = Dense(&g, h, 4);
   g.AddMetric("accuracy", g.Accuracy(logits, data.label));
   g.AddOutput("logits", logits);
   g.Minimize(g.SparseSoftmaxCrossEntropy(logits, data.label), Adam{.learning_rate = 0.01},
@@ -61,7 +64,7 @@ StatusOr<Job> ConvNetJob() {
 StatusOr<Job> MathJob() {
   Graph g("golden_math", /*seed=*/5);
   g.SetPlacement(Placement::Parse("0:cpu:0-1"));
-  Batch data = g.RandomBatch(Shape{4, 3}, 2, Broadcast(), DT_DOUBLE, "rows");
+  Batch data = RandomBatch(&g, Shape{4, 3}, 2, Broadcast(), DT_DOUBLE, "rows");
   Tensor v = g.Variable("v", Shape{4, 3}, {.dtype = DT_DOUBLE});
   Tensor w = g.Variable("w", Shape{3, 4}, {Initializer::Normal(0, 1), DT_DOUBLE, true});
   Tensor b = g.Variable("b", Shape{4}, {.dtype = DT_DOUBLE});
@@ -88,8 +91,8 @@ StatusOr<Job> MathJob() {
     g.AddOutput("softmax", g.Softmax(g.LogSoftmax(g.Cast(e, DT_FLOAT), 0)));
     g.AddOutput("selected", g.SelectRows(data.image, data.label));
   }
-  Layer table = g.EmbeddingLayer(data.label, 5, 3, {.name = "table"});
-  Tensor looked_up = g.Embedding(data.label, 7, 2);
+  Layer table = EmbeddingLayer(&g, data.label, 5, 3, {.name = "table"});
+  Tensor looked_up = Embedding(&g, data.label, 7, 2);
   g.AddMetric("bce", g.BinaryCrossEntropyWithLogits(table.output,
                                                     g.Sigmoid(g.Cast(table.output, DT_FLOAT))));
   g.AddOutput("looked_up", looked_up);
@@ -116,21 +119,20 @@ StatusOr<Job> SourcesJob(const std::string& npy_dir) {
   fashion.std = 0.5;
   fashion.check_path = false;
   fashion.uneven_split = true;
-  Batch train = g.FashionMnist("fashion", 100, Split(0), fashion);
-  Batch test =
-      g.FashionMnist("fashion", 50, Broadcast(),
-                     {.split = "test", .shuffle = false, .check_path = false, .name = "t"});
+  Batch train = FashionMnist(&g, "fashion", 100, Split(0), fashion);
+  Batch test = FashionMnist(&g, "fashion", 50, Broadcast(),
+                            {.split = "test", .shuffle = false, .check_path = false, .name = "t"});
   NpyDataOptions npy;
   npy.scale = 1.0 / 255;
   npy.uneven_split = true;
-  Batch arrays = g.NpyData(npy_dir, 5, Split(0), npy);
-  Batch arrays_test = g.NpyData(npy_dir, 2, Split(0), {.split = "test", .shuffle = false});
-  Batch random = g.RandomBatch(Shape{6, 2, 3}, 3);
-  Tensor logits = g.Dense(train.image, 10);
-  g.AddMetric("test_accuracy", g.Accuracy(g.Dense(test.image, 10), test.label));
-  g.AddMetric("npy_accuracy", g.Accuracy(g.Dense(arrays.image, 3), arrays.label));
-  g.AddMetric("npy_test_accuracy", g.Accuracy(g.Dense(arrays_test.image, 3), arrays_test.label));
-  g.AddMetric("random_accuracy", g.Accuracy(g.Dense(random.image, 3), random.label));
+  Batch arrays = NpyData(&g, npy_dir, 5, Split(0), npy);
+  Batch arrays_test = NpyData(&g, npy_dir, 2, Split(0), {.split = "test", .shuffle = false});
+  Batch random = RandomBatch(&g, Shape{6, 2, 3}, 3);
+  Tensor logits = Dense(&g, train.image, 10);
+  g.AddMetric("test_accuracy", g.Accuracy(Dense(&g, test.image, 10), test.label));
+  g.AddMetric("npy_accuracy", g.Accuracy(Dense(&g, arrays.image, 3), arrays.label));
+  g.AddMetric("npy_test_accuracy", g.Accuracy(Dense(&g, arrays_test.image, 3), arrays_test.label));
+  g.AddMetric("random_accuracy", g.Accuracy(Dense(&g, random.image, 3), random.label));
   g.Minimize(g.SparseSoftmaxCrossEntropy(logits, train.label),
              Sgd{.learning_rate = 0.1, .weight_decay = 1e-3});
   g.SetEpochs(2);

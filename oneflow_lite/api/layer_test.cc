@@ -2,9 +2,11 @@
 // outputs (Graph::AddOutput) through the evaluation job.
 #include <gtest/gtest.h>
 
+#include "oneflow_lite/api/data_sources.h"
 #include "oneflow_lite/api/eval_job.h"
 #include "oneflow_lite/api/graph.h"
 #include "oneflow_lite/api/job_util.h"
+#include "oneflow_lite/api/layers.h"
 #include "oneflow_lite/common/attr.h"
 
 namespace oflite {
@@ -17,8 +19,8 @@ std::string InitializerOf(const Job& job, const std::string& variable) {
 
 TEST(LayerTest, DenseLayerReturnsItsParameters) {
   Graph g("layers");
-  Tensor x = g.RandomBatch(Shape{8, 5}, 3).image;
-  Layer dense = g.DenseLayer(x, 4);
+  Tensor x = RandomBatch(&g, Shape{8, 5}, 3).image;
+  Layer dense = DenseLayer(&g, x, 4);
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(dense.output.desc.ToString(), "float32(8, 4)");
   EXPECT_EQ(dense.weight.lbn, "dense-weight/out_0");
@@ -26,11 +28,11 @@ TEST(LayerTest, DenseLayerReturnsItsParameters) {
   EXPECT_EQ(dense.bias.lbn, "dense-bias/out_0");
   // The returned weight takes a hint: column-parallel without re-creating it.
   g.HintSbp(dense.weight, Split(1));
-  Layer no_bias = g.DenseLayer(dense.output, 2, {.use_bias = false});
+  Layer no_bias = DenseLayer(&g, dense.output, 2, {.use_bias = false});
   EXPECT_TRUE(no_bias.output.valid());
   EXPECT_FALSE(no_bias.bias.valid());
   // The plain form is the same layer.
-  Tensor plain = g.Dense(no_bias.output, 3);
+  Tensor plain = Dense(&g, no_bias.output, 3);
   EXPECT_EQ(plain.desc.ToString(), "float32(8, 3)");
   StatusOr<Job> job = g.BuildForward();
   ASSERT_TRUE(job.ok()) << job.status();
@@ -44,17 +46,17 @@ TEST(LayerTest, DenseLayerReturnsItsParameters) {
 
 TEST(LayerTest, ConvLayerNormAndEmbeddingReturnTheirParameters) {
   Graph g("layers");
-  Tensor x = g.RandomBatch(Shape{2, 3, 9, 9}, 3).image;
-  Layer conv = g.Conv2dLayer(x, 4, 3);
+  Tensor x = RandomBatch(&g, Shape{2, 3, 9, 9}, 3).image;
+  Layer conv = Conv2dLayer(&g, x, 4, 3);
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(conv.weight.desc.ToString(), "float32(4, 3, 3, 3)");
   EXPECT_EQ(conv.bias.desc.ToString(), "float32(4,)");
   EXPECT_EQ(conv.output.desc.ToString(), "float32(2, 4, 7, 7)");
-  Layer norm = g.LayerNormLayer(conv.output);
+  Layer norm = LayerNormLayer(&g, conv.output);
   EXPECT_EQ(norm.weight.desc.ToString(), "float32(7,)");  // gamma
   EXPECT_EQ(norm.bias.desc.ToString(), "float32(7,)");    // beta
-  Tensor ids = g.Cast(g.RandomBatch(Shape{2, 1}, 10, Split(0), DT_FLOAT, "ids").label, DT_INT32);
-  Layer embedding = g.EmbeddingLayer(ids, 10, 6);
+  Tensor ids = g.Cast(RandomBatch(&g, Shape{2, 1}, 10, Split(0), DT_FLOAT, "ids").label, DT_INT32);
+  Layer embedding = EmbeddingLayer(&g, ids, 10, 6);
   EXPECT_EQ(embedding.weight.desc.ToString(), "float32(10, 6)");
   EXPECT_EQ(embedding.output.desc.ToString(), "float32(2, 6)");
   EXPECT_TRUE(g.ok()) << g.status();
@@ -62,12 +64,12 @@ TEST(LayerTest, ConvLayerNormAndEmbeddingReturnTheirParameters) {
 
 TEST(LayerTest, LayersAfterAnErrorReturnNothing) {
   Graph g("broken");
-  Tensor x = g.RandomBatch(Shape{8, 5}, 3).image;
-  Layer bad = g.DenseLayer(x, 0);
+  Tensor x = RandomBatch(&g, Shape{8, 5}, 3).image;
+  Layer bad = DenseLayer(&g, x, 0);
   EXPECT_FALSE(bad.output.valid());
   EXPECT_FALSE(bad.weight.valid());
   EXPECT_FALSE(g.ok());
-  Layer after = g.DenseLayer(x, 3);
+  Layer after = DenseLayer(&g, x, 3);
   EXPECT_FALSE(after.output.valid());
 }
 
@@ -90,8 +92,8 @@ TEST(LayerTest, VariableDefaultsToGlorotForMatricesAndZerosOtherwise) {
 
 TEST(LayerTest, OutputsReachTheEvaluationJobRewiredThroughDropout) {
   Graph g("outputs");
-  auto data = g.RandomBatch(Shape{8, 5}, 3);
-  Tensor logits = g.Dropout(g.Dense(data.image, 3), 0.5, "drop");
+  auto data = RandomBatch(&g, Shape{8, 5}, 3);
+  Tensor logits = Dropout(&g, Dense(&g, data.image, 3), 0.5, "drop");
   g.AddMetric("accuracy", g.Accuracy(logits, data.label));
   g.AddOutput("logits", logits);
   g.AddOutput("label", data.label);
@@ -111,14 +113,14 @@ TEST(LayerTest, OutputsReachTheEvaluationJobRewiredThroughDropout) {
 
 TEST(LayerTest, OutputNamesAreCheckedLikeMetrics) {
   Graph g("names");
-  auto data = g.RandomBatch(Shape{8, 5}, 3);
-  g.AddMetric("accuracy", g.Accuracy(g.Dense(data.image, 3), data.label));
+  auto data = RandomBatch(&g, Shape{8, 5}, 3);
+  g.AddMetric("accuracy", g.Accuracy(Dense(&g, data.image, 3), data.label));
   g.AddOutput("accuracy", data.image);
   EXPECT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("'accuracy' is already a metric"), std::string::npos)
       << g.status();
   Graph h("names");
-  auto batch = h.RandomBatch(Shape{8, 5}, 3);
+  auto batch = RandomBatch(&h, Shape{8, 5}, 3);
   h.AddOutput("two words", batch.image);
   EXPECT_NE(h.status().message().find("without whitespace"), std::string::npos) << h.status();
 }

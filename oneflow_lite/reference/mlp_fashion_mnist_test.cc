@@ -7,7 +7,9 @@
 #include <cmath>
 #include <numeric>
 
+#include "oneflow_lite/api/data_sources.h"
 #include "oneflow_lite/api/graph.h"
+#include "oneflow_lite/api/layers.h"
 #include "oneflow_lite/reference/reference_executor.h"
 
 namespace oflite {
@@ -22,9 +24,9 @@ double Mean(const std::vector<double>& values, size_t begin, size_t end) {
 TEST(MlpFashionMnistTest, OneEpochOfSgdReaches82PercentTestAccuracy) {
   Graph g("mlp", /*seed=*/1);
   // Standardized pixels (the training split's mean and std).
-  Batch data = g.FashionMnist(kFashionMnist, 64, Split(0), {.mean = 0.2860, .std = 0.3530});
-  Tensor h = g.Relu(g.Dense(data.image, 256));
-  Tensor logits = g.Dense(g.Relu(g.Dense(h, 256)), 10);
+  Batch data = FashionMnist(&g, kFashionMnist, 64, Split(0), {.mean = 0.2860, .std = 0.3530});
+  Tensor h = g.Relu(Dense(&g, data.image, 256));
+  Tensor logits = Dense(&g, g.Relu(Dense(&g, h, 256)), 10);
   Tensor loss = g.SparseSoftmaxCrossEntropy(logits, data.label);
   g.AddMetric("accuracy", g.Accuracy(logits, data.label));
   g.Minimize(loss, Sgd{.learning_rate = 0.1});

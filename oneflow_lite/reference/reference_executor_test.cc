@@ -5,7 +5,9 @@
 
 #include <cmath>
 
+#include "oneflow_lite/api/data_sources.h"
 #include "oneflow_lite/api/graph.h"
+#include "oneflow_lite/api/layers.h"
 
 namespace oflite {
 namespace {
@@ -72,8 +74,8 @@ TEST(ReferenceExecutorTest, MomentumKeepsItsStateAcrossIterations) {
 
 TEST(ReferenceExecutorTest, RunsAreDeterministic) {
   Graph g("mlp");
-  Batch data = g.RandomBatch(Shape{16, 12}, 3);
-  Tensor logits = g.Dense(g.Relu(g.Dense(data.image, 8)), 3);
+  Batch data = RandomBatch(&g, Shape{16, 12}, 3);
+  Tensor logits = Dense(&g, g.Relu(Dense(&g, data.image, 8)), 3);
   g.Minimize(g.SparseSoftmaxCrossEntropy(logits, data.label), Adam{.learning_rate = 0.01},
              {.clip_global_norm = 1.0});
   g.SetIterations(5);
@@ -107,8 +109,8 @@ TEST(ReferenceExecutorTest, SetVariableChecksNameAndShape) {
 
 TEST(ReferenceExecutorTest, KernelErrorsStopTheRunAndNameTheOp) {
   Graph g("bad_data");
-  Batch data = g.FashionMnist("/nonexistent", 8, Split(0), {.check_path = false});
-  g.AddMetric("accuracy", g.Accuracy(g.Dense(data.image, 10), data.label));
+  Batch data = FashionMnist(&g, "/nonexistent", 8, Split(0), {.check_path = false});
+  g.AddMetric("accuracy", g.Accuracy(Dense(&g, data.image, 10), data.label));
   StatusOr<Job> job = g.Build();
   ASSERT_TRUE(job.ok()) << job.status();
   StatusOr<std::unique_ptr<ReferenceExecutor>> executor = ReferenceExecutor::Create(*job);
@@ -119,9 +121,9 @@ TEST(ReferenceExecutorTest, KernelErrorsStopTheRunAndNameTheOp) {
 
 TEST(ReferenceExecutorTest, EvaluationUsesGivenVariablesAndTurnsDropoutOff) {
   Graph g("eval");
-  Batch data = g.RandomBatch(Shape{10, 6}, 3);
-  Tensor x = g.Dropout(data.image, 0.9);
-  Tensor logits = g.Dense(x, 3, {.use_bias = false});
+  Batch data = RandomBatch(&g, Shape{10, 6}, 3);
+  Tensor x = Dropout(&g, data.image, 0.9);
+  Tensor logits = Dense(&g, x, 3, {.use_bias = false});
   g.AddMetric("accuracy", g.Accuracy(logits, data.label));
   g.Minimize(g.SparseSoftmaxCrossEntropy(logits, data.label), Sgd{});
   StatusOr<Job> job = g.Build();

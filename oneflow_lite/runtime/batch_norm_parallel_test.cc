@@ -11,8 +11,10 @@
 #include <cmath>
 #include <mutex>
 
+#include "oneflow_lite/api/data_sources.h"
 #include "oneflow_lite/api/eval_job.h"
 #include "oneflow_lite/api/graph.h"
+#include "oneflow_lite/api/layers.h"
 #include "oneflow_lite/compiler/compiler.h"
 #include "oneflow_lite/reference/reference_executor.h"
 #include "oneflow_lite/runtime/runtime.h"
@@ -44,7 +46,7 @@ Tensor Linear(Graph* g, const Tensor& x, const Tensor& weight) {
   DenseOptions options;
   options.use_bias = false;
   options.weight = weight;
-  return g->Dense(x, weight.shape().dim(1), options);
+  return Dense(g, x, weight.shape().dim(1), options);
 }
 
 BatchNormOptions Shared(const Parameters& p, const std::string& name) {
@@ -61,14 +63,15 @@ StatusOr<Job> BatchNormMlp(const std::string& placement, bool halves) {
   Graph g("bn_mlp", /*seed=*/5);
   g.SetPlacement(Placement::Parse(placement));
   Parameters p = MakeParameters(&g);
-  Batch data = g.RandomBatch(Shape{kBatch, 4}, 3);
+  Batch data = RandomBatch(&g, Shape{kBatch, 4}, 3);
   Tensor h = Linear(&g, data.image, p.w1);
   if (halves) {
-    Tensor top = g.BatchNorm(g.Slice(h, {0, 0}, {kBatch / 2, 6}, {1, 1}), Shared(p, "bn"));
-    Tensor bottom = g.BatchNorm(g.Slice(h, {kBatch / 2, 0}, {kBatch, 6}, {1, 1}), Shared(p, "bn1"));
+    Tensor top = BatchNorm(&g, g.Slice(h, {0, 0}, {kBatch / 2, 6}, {1, 1}), Shared(p, "bn"));
+    Tensor bottom =
+        BatchNorm(&g, g.Slice(h, {kBatch / 2, 0}, {kBatch, 6}, {1, 1}), Shared(p, "bn1"));
     h = g.Concat({top, bottom}, 0);
   } else {
-    h = g.BatchNorm(h, Shared(p, "bn"));
+    h = BatchNorm(&g, h, Shared(p, "bn"));
   }
   Tensor logits = Linear(&g, g.Relu(h), p.w2);
   g.Minimize(g.SparseSoftmaxCrossEntropy(logits, data.label), Momentum{0.1, 0.9});

@@ -8,7 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include "oneflow_lite/api/data_sources.h"
 #include "oneflow_lite/api/graph.h"
+#include "oneflow_lite/api/layers.h"
 #include "oneflow_lite/compiler/compiler.h"
 #include "oneflow_lite/kernels/cpu/cpu_threads.h"
 #include "oneflow_lite/testing/test_jobs.h"
@@ -29,8 +31,8 @@ StatusOr<Job> FashionMlp(const std::string& placement, int64_t iterations) {
   g.SetPlacement(Placement::Parse(placement));
   FashionMnistOptions data_options;
   data_options.flatten = true;
-  Batch data = g.FashionMnist(kFashionMnist, 32, Split(0), data_options);
-  Tensor logits = g.Dense(g.Relu(g.Dense(data.image, 32)), 10);
+  Batch data = FashionMnist(&g, kFashionMnist, 32, Split(0), data_options);
+  Tensor logits = Dense(&g, g.Relu(Dense(&g, data.image, 32)), 10);
   Tensor loss = g.SparseSoftmaxCrossEntropy(logits, data.label);
   g.AddMetric("accuracy", g.Accuracy(logits, data.label));
   g.Minimize(loss, Momentum{0.05, 0.9});
@@ -122,8 +124,8 @@ TEST(TrainingTest, BadEmbeddingIndexStopsTheRunNamingOpAndIteration) {
   // Labels in [0, 10) index a 4-row table: some row is out of range.
   Graph g("bad_index", /*seed=*/1);
   g.SetPlacement(Placement::Parse("0:cpu:0-1"));
-  Batch data = g.RandomBatch(Shape{8, 3}, 10);
-  Tensor embedded = g.Embedding(data.label, 4, 3);
+  Batch data = RandomBatch(&g, Shape{8, 3}, 10);
+  Tensor embedded = Embedding(&g, data.label, 4, 3);
   g.AddMetric("loss", g.ReduceMean(embedded));
   g.SetIterations(50);
   StatusOr<Job> job = g.Build();

@@ -2,7 +2,9 @@
 
 #include <memory>
 
+#include "oneflow_lite/api/data_sources.h"
 #include "oneflow_lite/api/graph.h"
+#include "oneflow_lite/api/layers.h"
 #include "oneflow_lite/api/models.h"
 
 namespace oflite {
@@ -24,11 +26,11 @@ StatusOr<Job> BuildMlpJob(const MlpSpec& spec) {
   {
     auto scope = stage(0);
     if (spec.fashion_mnist_dir.empty()) {
-      data = g.RandomBatch(Shape{spec.batch, spec.features}, spec.classes);
+      data = RandomBatch(&g, Shape{spec.batch, spec.features}, spec.classes);
     } else {
       FashionMnistOptions options;
       options.flatten = true;
-      data = g.FashionMnist(spec.fashion_mnist_dir, spec.batch, Split(0), options);
+      data = FashionMnist(&g, spec.fashion_mnist_dir, spec.batch, Split(0), options);
     }
     x = data.image;
   }
@@ -47,7 +49,7 @@ StatusOr<Job> BuildMlpJob(const MlpSpec& spec) {
         g.HintSbp(options.weight, Split(0));
       }
     }
-    x = g.Dense(x, units, options);
+    x = Dense(&g, x, units, options);
     if (i + 1 < layers) x = g.Relu(x);
   }
   {
@@ -77,7 +79,7 @@ StatusOr<Job> BuildMlpJob(const MlpSpec& spec) {
 StatusOr<Job> BuildLeNetJob(const std::string& placement, int64_t batch, int64_t iterations) {
   Graph g("lenet5", /*seed=*/7);
   g.SetPlacement(Placement::Parse(placement));
-  Batch data = g.RandomBatch(Shape{batch, 1, 28, 28}, 10);
+  Batch data = RandomBatch(&g, Shape{batch, 1, 28, 28}, 10);
   Tensor logits = LeNet5Logits(&g, data.image);
   g.Minimize(g.SparseSoftmaxCrossEntropy(logits, data.label), Momentum{0.05, 0.9});
   g.SetIterations(iterations);

@@ -22,7 +22,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "oneflow_lite/api/data_sources.h"
 #include "oneflow_lite/api/graph.h"
+#include "oneflow_lite/api/layers.h"
 #include "oneflow_lite/common/trace/trace.h"
 #include "oneflow_lite/compiler/compiler.h"
 #include "oneflow_lite/runtime/runtime.h"
@@ -81,10 +83,10 @@ StatusOr<Job> MlpJob(int64_t batch, int devices, int64_t iters) {
   Graph g("mlp_bench", /*seed=*/1);
   g.SetPlacement(Placement::Parse(devices == 1 ? "0:cpu:0" : "0:cpu:0-" +
                                                                  std::to_string(devices - 1)));
-  Batch data = g.RandomBatch(Shape{batch, 784}, 10);
-  Tensor h = g.Relu(g.Dense(data.image, 256));
-  h = g.Relu(g.Dense(h, 256));
-  Tensor logits = g.Dense(h, 10);
+  Batch data = RandomBatch(&g, Shape{batch, 784}, 10);
+  Tensor h = g.Relu(Dense(&g, data.image, 256));
+  h = g.Relu(Dense(&g, h, 256));
+  Tensor logits = Dense(&g, h, 10);
   Tensor loss = g.SparseSoftmaxCrossEntropy(logits, data.label);
   g.Minimize(loss, Sgd{0.1, 0.0});
   g.SetIterations(iters);

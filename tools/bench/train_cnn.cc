@@ -10,6 +10,8 @@
 //
 //   bazel build //tools/bench:train_cnn
 //   bazel-bin/tools/bench/train_cnn [--samples 5] [--iters 100] [--help]
+#include "oneflow_lite/api/data_sources.h"
+#include "oneflow_lite/api/layers.h"
 #include "tools/bench/train_bench_util.h"
 
 namespace oflite {
@@ -18,25 +20,25 @@ namespace {
 Tensor SameConvReluPool(Graph* g, const Tensor& x, int64_t filters, int64_t kernel, int64_t pad) {
   Conv2dOptions options;
   options.padding = {pad, pad};
-  return g->MaxPool2d(g->Relu(g->Conv2d(x, filters, kernel, options)), 2);
+  return MaxPool2d(g, g->Relu(Conv2d(g, x, filters, kernel, options)), 2);
 }
 
 void BuildCnn(Graph* g, int64_t batch) {
-  Batch data = g->RandomBatch(Shape{batch, 1, 28, 28}, 10);
+  Batch data = RandomBatch(g, Shape{batch, 1, 28, 28}, 10);
   Tensor x = SameConvReluPool(g, data.image, 16, 3, 1);  // [B, 16, 14, 14]
   x = SameConvReluPool(g, x, 32, 3, 1);                   // [B, 32, 7, 7]
-  Tensor logits = g->Dense(x, 10);
+  Tensor logits = Dense(g, x, 10);
   g->Minimize(g->SparseSoftmaxCrossEntropy(logits, data.label),
               Momentum{.learning_rate = 0.01, .momentum = 0.9});
 }
 
 void BuildLenet5(Graph* g, int64_t batch) {
-  Batch data = g->RandomBatch(Shape{batch, 1, 28, 28}, 10);
+  Batch data = RandomBatch(g, Shape{batch, 1, 28, 28}, 10);
   Tensor x = SameConvReluPool(g, data.image, 6, 5, 2);  // [B, 6, 14, 14]
   x = SameConvReluPool(g, x, 16, 5, 0);                  // [B, 16, 5, 5]
-  x = g->Relu(g->Dense(x, 120));
-  x = g->Relu(g->Dense(x, 84));
-  Tensor logits = g->Dense(x, 10);
+  x = g->Relu(Dense(g, x, 120));
+  x = g->Relu(Dense(g, x, 84));
+  Tensor logits = Dense(g, x, 10);
   g->Minimize(g->SparseSoftmaxCrossEntropy(logits, data.label),
               Momentum{.learning_rate = 0.05, .momentum = 0.9});
 }

@@ -9,6 +9,8 @@
 //
 //   bazel build //tools/bench:train_mlp
 //   bazel-bin/tools/bench/train_mlp [--samples 5] [--iters 100] [--help]
+#include "oneflow_lite/api/data_sources.h"
+#include "oneflow_lite/api/layers.h"
 #include "tools/bench/train_bench_util.h"
 
 int main(int argc, char** argv) {
@@ -24,10 +26,10 @@ int main(int argc, char** argv) {
   }
   bench::BenchModel mlp{"mlp", "784-256-256-10, ReLU, softmax cross-entropy, SGD lr 0.1",
                         [](Graph* g, int64_t batch) {
-                          Batch data = g->RandomBatch(Shape{batch, 784}, 10);
-                          Tensor h = g->Relu(g->Dense(data.image, 256));
-                          h = g->Relu(g->Dense(h, 256));
-                          Tensor logits = g->Dense(h, 10);
+                          Batch data = RandomBatch(g, Shape{batch, 784}, 10);
+                          Tensor h = g->Relu(Dense(g, data.image, 256));
+                          h = g->Relu(Dense(g, h, 256));
+                          Tensor logits = Dense(g, h, 10);
                           g->Minimize(g->SparseSoftmaxCrossEntropy(logits, data.label),
                                       Sgd{0.1, 0.0});
                         }};

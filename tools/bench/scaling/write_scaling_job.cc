@@ -14,7 +14,9 @@
 #include <cstdio>
 #include <string>
 
+#include "oneflow_lite/api/data_sources.h"
 #include "oneflow_lite/api/graph.h"
+#include "oneflow_lite/api/layers.h"
 #include "oneflow_lite/common/proto_io.h"
 
 namespace oflite {
@@ -37,17 +39,17 @@ StatusOr<Job> BuildJob(const Args& args) {
   Tensor logits;
   Batch data;
   if (args.model == "mlp") {
-    data = g.RandomBatch(Shape{args.batch, 784}, 10);
-    Tensor h = g.Relu(g.Dense(data.image, 2048));
-    h = g.Relu(g.Dense(h, 2048));
-    logits = g.Dense(h, 10);
+    data = RandomBatch(&g, Shape{args.batch, 784}, 10);
+    Tensor h = g.Relu(Dense(&g, data.image, 2048));
+    h = g.Relu(Dense(&g, h, 2048));
+    logits = Dense(&g, h, 10);
   } else {
-    data = g.RandomBatch(Shape{args.batch, 1, 28, 28}, 10);
+    data = RandomBatch(&g, Shape{args.batch, 1, 28, 28}, 10);
     Conv2dOptions same;
     same.padding = {1, 1};
-    Tensor x = g.MaxPool2d(g.Relu(g.Conv2d(data.image, 16, 3, same)), 2);  // [B, 16, 14, 14]
-    x = g.MaxPool2d(g.Relu(g.Conv2d(x, 32, 3, same)), 2);                  // [B, 32, 7, 7]
-    logits = g.Dense(x, 10);
+    Tensor x = MaxPool2d(&g, g.Relu(Conv2d(&g, data.image, 16, 3, same)), 2);  // [B, 16, 14, 14]
+    x = MaxPool2d(&g, g.Relu(Conv2d(&g, x, 32, 3, same)), 2);                  // [B, 32, 7, 7]
+    logits = Dense(&g, x, 10);
   }
   g.Minimize(g.SparseSoftmaxCrossEntropy(logits, data.label), Sgd{args.lr, 0.0});
   g.SetIterations(args.iterations);

@@ -1,13 +1,16 @@
-// The builders of graph_more_ops.cc inside a whole training job: every new
-// op on the path to the loss, autodiff through each gradient rule, and a few
-// iterations of the reference executor (finite, decreasing loss); bad
-// arguments are errors naming the layer.
+// Graph's op builders beyond the basic ones (graph_math_ops.cc,
+// graph_nn_ops.cc) and the BatchNorm layer (layers.h) inside a whole
+// training job: every such op on the path to the loss, autodiff through each
+// gradient rule, and a few iterations of the reference executor (finite,
+// decreasing loss); bad arguments are errors naming the layer.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <set>
 
+#include "oneflow_lite/api/data_sources.h"
 #include "oneflow_lite/api/graph.h"
+#include "oneflow_lite/api/layers.h"
 #include "oneflow_lite/reference/reference_executor.h"
 
 namespace oflite {
@@ -15,11 +18,11 @@ namespace {
 
 StatusOr<Job> EveryNewOp() {
   Graph g("more_ops", /*seed=*/3);
-  Batch data = g.RandomBatch(Shape{12, 2, 3, 3}, 4);
-  Tensor x = g.BatchNorm(data.image);
+  Batch data = RandomBatch(&g, Shape{12, 2, 3, 3}, 4);
+  Tensor x = BatchNorm(&g, data.image);
   x = g.AdaptiveAvgPool2d(x, 2, 2);  // [12, 2, 2, 2]
   x = g.Flatten(x);                  // [12, 8]
-  Tensor h = g.Dense(x, 6);
+  Tensor h = Dense(&g, x, 6);
   Tensor positive = g.ScalarAdd(g.Abs(h), 0.5);
   Tensor mixed = g.Add(g.Log(positive), g.Sqrt(positive));
   mixed = g.Add(mixed, g.Rsqrt(positive));
@@ -30,7 +33,7 @@ StatusOr<Job> EveryNewOp() {
   mixed = g.Add(mixed, g.Gather(table, data.label));
   Tensor onehot = g.OneHot(data.label, 6);
   mixed = g.Where(g.Cast(onehot, DT_INT32), mixed, g.ScalarMul(mixed, 0.5));
-  Tensor logits = g.Dense(mixed, 4);
+  Tensor logits = Dense(&g, mixed, 4);
   Tensor targets = g.OneHot(data.label, 4);
   Tensor loss = g.Add(g.SparseSoftmaxCrossEntropy(logits, data.label),
                       g.BinaryCrossEntropyWithLogits(logits, targets));
@@ -39,7 +42,7 @@ StatusOr<Job> EveryNewOp() {
   return g.Build();
 }
 
-TEST(GraphMoreOpsTest, EveryBuilderTrainsThroughTheReferenceExecutor) {
+TEST(OpsTrainTest, EveryBuilderTrainsThroughTheReferenceExecutor) {
   StatusOr<Job> job = EveryNewOp();
   ASSERT_TRUE(job.ok()) << job.status();
   std::set<std::string> types;
@@ -70,10 +73,10 @@ TEST(GraphMoreOpsTest, EveryBuilderTrainsThroughTheReferenceExecutor) {
   EXPECT_GT(norm, 0.0);
 }
 
-TEST(GraphMoreOpsTest, BadArgumentsNameTheLayer) {
+TEST(OpsTrainTest, BadArgumentsNameTheLayer) {
   {
     Graph g("bad", 1);
-    Batch data = g.RandomBatch(Shape{4, 3}, 2);
+    Batch data = RandomBatch(&g, Shape{4, 3}, 2);
     g.Clamp(data.image, std::nullopt, std::nullopt);
     EXPECT_NE(g.status().message().find("needs a float attribute 'min' or 'max'"),
               std::string::npos)
@@ -81,17 +84,17 @@ TEST(GraphMoreOpsTest, BadArgumentsNameTheLayer) {
   }
   {
     Graph g("bad", 1);
-    Batch data = g.RandomBatch(Shape{4, 3}, 2);
+    Batch data = RandomBatch(&g, Shape{4, 3}, 2);
     BatchNormOptions options;
     options.gamma = g.Variable("g", Shape{2});
-    g.BatchNorm(data.image, options);
+    BatchNorm(&g, data.image, options);
     EXPECT_NE(g.status().message().find("batch_norm 'batch_norm': shared gamma"), std::string::npos)
         << g.status();
   }
   {
     Graph g("bad", 1);
-    Batch data = g.RandomBatch(Shape{4}, 2);
-    g.BatchNorm(data.image);
+    Batch data = RandomBatch(&g, Shape{4}, 2);
+    BatchNorm(&g, data.image);
     EXPECT_NE(g.status().message().find("want x [N, C, ...]"), std::string::npos) << g.status();
   }
 }
