@@ -29,7 +29,7 @@ LAYERS = [
     ("comm", ["oneflow_lite/comm"], ["common"]),
     ("checkpoint", ["oneflow_lite/checkpoint"], ["common"]),
     ("compiler", ["oneflow_lite/compiler"], ["common", "ops"]),
-    # data: the graph builder reads a .npy dataset's headers (Graph::NpyData).
+    # data: the data sources read a .npy dataset's headers (api/data_sources.h: NpyData).
     ("api", ["oneflow_lite/api"], ["common", "data", "ops", "compiler"]),
     ("plan", ["oneflow_lite/plan"], ["common", "ops"]),
     ("runtime", ["oneflow_lite/runtime"],

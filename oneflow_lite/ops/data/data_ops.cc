@@ -77,7 +77,7 @@ Status BatchSplitSbp(SbpContext* ctx) {
   return Status::OK();
 }
 
-// npy_dataset: batches of a user's arrays (api: Graph::NpyDataset; the
+// npy_dataset: batches of a user's arrays (api: NpyData, api/data_sources.h; the
 // kernel reads <path>/<split>_x.npy and <split>_y.npy). The sample shape
 // is recorded at build time from the .npy header; images are float32.
 Status InferNpyDataset(InferContext* ctx) {
