@@ -1,13 +1,15 @@
 // The training driver: graph -> Job -> Plan -> train -> evaluate, for a
 // program that defines a model and wants the usual command line.
 //
+//   #include "oneflow_lite/api/data_sources.h"  // FashionMnist
+//   #include "oneflow_lite/api/layers.h"        // Dense
 //   #include "tools/driver/trainer.h"
 //   int main(int argc, char** argv) {
 //     oflite::driver::TrainerConfig defaults;  // batch 64, 1 epoch, lr 0.1
 //     return oflite::driver::TrainMain("mlp", defaults,
 //         [](const oflite::driver::TrainerConfig& c, oflite::Graph* g) {
-//           auto data = g->FashionMnist(c.data_dir, c.batch);
-//           auto logits = g->Dense(g->Relu(g->Dense(data.image, 256)), 10);
+//           auto data = FashionMnist(g, c.data_dir, c.batch);
+//           auto logits = Dense(g, g->Relu(Dense(g, data.image, 256)), 10);
 //           g->AddMetric("accuracy", g->Accuracy(logits, data.label));
 //           g->AddOutput("logits", logits);  // for `oflite predict`
 //           g->Minimize(g->SparseSoftmaxCrossEntropy(logits, data.label),
@@ -15,8 +17,9 @@
 //         }, argc, argv);
 //   }
 //
-// (Bazel: deps = ["//tools/driver:trainer"], visible to any package; the
-// public surface is listed in docs/graph_api.md.) TrainMain parses the
+// (Bazel: deps = ["//tools/driver:trainer"], visible to any package, and
+// the model's //oneflow_lite/api:layers and :data_sources; the public
+// surface is listed in docs/graph_api.md.) TrainMain parses the
 // flags below over `defaults`, calls the model function on a fresh Graph
 // (seed --seed), builds the Job, compiles it with its evaluation plan for a
 // loopback cluster (machine m at 127.0.0.m+1) sized for the job's
