@@ -44,13 +44,6 @@ Status ReadTextProto(const std::string& path, google::protobuf::Message* msg,
 Status WriteTextProto(const std::string& path, const google::protobuf::Message& msg,
                       Env* env = Env::Default());
 
-// Writes `data` to `path` atomically: env->WriteFileAtomically, kept here
-// for callers that write text files next to their protos.
-inline Status WriteFileAtomically(const std::string& path, const std::string& data,
-                                  Env* env = Env::Default()) {
-  return env->WriteFileAtomically(path, data);
-}
-
 // Reads a plan file and checks its version against [kMinPlanVersion,
 // kPlanVersion]: a plan of a future version, or of an older one (which lacks
 // fields this oflite reads), gets FailedPrecondition naming both versions

@@ -93,9 +93,9 @@ TEST(ProtoIoTest, TextProtoErrorsNameLine) {
 
 TEST(ProtoIoTest, AtomicWriteLeavesNoTemporary) {
   const std::string p = TmpPath("atomic.txt");
-  ASSERT_TRUE(WriteFileAtomically(p, "hello").ok());
+  ASSERT_TRUE(Env::Default()->WriteFileAtomically(p, "hello").ok());
   EXPECT_EQ(ReadAll(p), "hello");
-  EXPECT_FALSE(WriteFileAtomically(TmpPath("no/such/dir/x"), "y").ok());
+  EXPECT_FALSE(Env::Default()->WriteFileAtomically(TmpPath("no/such/dir/x"), "y").ok());
 }
 
 // What is not a plan is refused before it is read into memory: a device
