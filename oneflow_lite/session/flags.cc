@@ -1,5 +1,7 @@
 #include "oneflow_lite/session/flags.h"
 
+#include "oneflow_lite/session/exit_codes.h"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -91,6 +93,19 @@ Status FlagSet::Parse(int argc, char** argv) {
     values_[name] = value;
   }
   return Status::OK();
+}
+
+std::optional<int> FlagSet::ParseCommandLine(int argc, char** argv, const std::string& program) {
+  Status parsed = Parse(argc, argv);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "%s: %s\n", program.c_str(), parsed.ToString().c_str());
+    return kExitBadInput;
+  }
+  if (help_requested()) {
+    PrintHelp();
+    return kExitOk;
+  }
+  return std::nullopt;
 }
 
 std::string FlagSet::Get(const std::string& name) const {

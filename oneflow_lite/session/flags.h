@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,10 @@ class FlagSet {
 
   // Parses argv (argv[0] is the command name). --help sets help_requested().
   Status Parse(int argc, char** argv);
+  // Parse for a command's entry point: on an error prints "<program>:
+  // <error>" to stderr and returns kExitBadInput; after --help prints the
+  // help and returns kExitOk; otherwise returns nullopt (go on).
+  std::optional<int> ParseCommandLine(int argc, char** argv, const std::string& program);
   bool help_requested() const { return help_; }
   void PrintHelp() const;
 

@@ -158,12 +158,7 @@ int TrainMain(const std::string& name, TrainerConfig config, const ModelFn& mode
         std::to_string(config.classes)},
        {"out-dir", "where to write the job and plan files", false, DefaultOutDir(env)},
        {"compile-only", "write the job and plan, do not train", true, "false"}});
-  Status parsed = flags.Parse(own_argc, argv);
-  if (!parsed.ok()) return Fail(name, parsed, cli::kExitBadInput);
-  if (flags.help_requested()) {
-    flags.PrintHelp();
-    return cli::kExitOk;
-  }
+  if (std::optional<int> done = flags.ParseCommandLine(own_argc, argv, name)) return *done;
   // The flags after "--" are `oflite run`'s: their syntax is checked now,
   // their meaning against the plan once it is compiled.
   std::vector<cli::FlagSpec> run_specs = session::TrainingFlagSpecs();
@@ -171,7 +166,7 @@ int TrainMain(const std::string& name, TrainerConfig config, const ModelFn& mode
   cli::FlagSet run_flags(name, "-- [oflite run flags]", std::move(run_specs));
   std::vector<char*> run_argv = {argv[0]};
   for (int i = own_argc + 1; i < argc; ++i) run_argv.push_back(argv[i]);
-  parsed = run_flags.Parse(static_cast<int>(run_argv.size()), run_argv.data());
+  Status parsed = run_flags.Parse(static_cast<int>(run_argv.size()), run_argv.data());
   if (!parsed.ok()) return Fail(name, parsed, cli::kExitBadInput);
 
   for (const char* key : {"batch", "epochs", "iters", "devices", "machines", "seed", "classes"}) {

@@ -63,14 +63,9 @@ int RunCompile(int argc, char** argv) {
   for (char*& arg : args) {
     if (std::strcmp(arg, "-o") == 0) arg = long_o;
   }
-  Status s = flags.Parse(static_cast<int>(args.size()), args.data());
-  if (!s.ok()) {
-    std::fprintf(stderr, "oflite compile: %s\n", s.message().c_str());
-    return kExitBadInput;
-  }
-  if (flags.help_requested()) {
-    flags.PrintHelp();
-    return kExitOk;
+  if (std::optional<int> done = flags.ParseCommandLine(static_cast<int>(args.size()), args.data(),
+                                                         "oflite compile")) {
+    return *done;
   }
   std::string output = flags.Has("o") ? flags.Get("o") : flags.Get("output");
   if (!flags.Has("job") || !flags.Has("cluster") || output.empty()) {

@@ -180,12 +180,7 @@ int RunEvalCommand(const Command& command, int argc, char** argv) {
   auto fail = [&program](const Status& status, int code) {
     return session::ReportFailure(program, status, code);
   };
-  Status parsed = flags.Parse(argc, argv);
-  if (!parsed.ok()) return fail(parsed, kExitBadInput);
-  if (flags.help_requested()) {
-    flags.PrintHelp();
-    return kExitOk;
-  }
+  if (std::optional<int> done = flags.ParseCommandLine(argc, argv, program)) return *done;
   for (const char* required : {"plan", "checkpoint", "out"}) {
     if (required == std::string("out") && !command.predict) continue;
     if (!flags.Has(required) || flags.Get(required).empty()) {

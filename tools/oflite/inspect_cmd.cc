@@ -401,14 +401,8 @@ int RunInspect(int argc, char** argv) {
                  {"json", "print JSON instead of tables", true},
                  {"dot", "print a Graphviz digraph of the actors", true}},
                 /*max_positional=*/1);
-  Status s = flags.Parse(argc, argv);
-  if (!s.ok()) {
-    std::fprintf(stderr, "oflite inspect: %s\n", s.message().c_str());
-    return kExitBadInput;
-  }
-  if (flags.help_requested()) {
-    flags.PrintHelp();
-    return kExitOk;
+  if (std::optional<int> done = flags.ParseCommandLine(argc, argv, "oflite inspect")) {
+    return *done;
   }
   if (flags.positional().size() != 1) {
     std::fprintf(stderr, "oflite inspect: expected one plan file (see 'oflite inspect --help')\n");

@@ -276,11 +276,8 @@ int RunLaunch(int argc, char** argv) {
                   "after a failure or an interrupt, SIGTERM -> SIGKILL delay (and how long a "
                   "rank exiting 4 leaves the others to end on their own)",
                   false, "5000"}});
-  Status parsed = flags.Parse(flag_argc, argv);
-  if (!parsed.ok()) return Fail(kExitBadInput, parsed);
-  if (flags.help_requested()) {
-    flags.PrintHelp();
-    return kExitOk;
+  if (std::optional<int> done = flags.ParseCommandLine(flag_argc, argv, "oflite launch")) {
+    return *done;
   }
   const std::string plan = flags.Get("plan");
   if (plan.empty()) return Fail(kExitBadInput, InvalidArgumentError("--plan is required"));

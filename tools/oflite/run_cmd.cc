@@ -69,12 +69,7 @@ int RunRun(int argc, char** argv) {
     specs.insert(specs.end(), more.begin(), more.end());
   }
   FlagSet flags("run", "--plan PLAN.pb [--rank R --master HOST:PORT] [flags]", std::move(specs));
-  Status parsed = flags.Parse(argc, argv);
-  if (!parsed.ok()) return session::ReportFailure(command, parsed, kExitBadInput);
-  if (flags.help_requested()) {
-    flags.PrintHelp();
-    return kExitOk;
-  }
+  if (std::optional<int> done = flags.ParseCommandLine(argc, argv, command)) return *done;
   if (!flags.Has("plan")) {
     return session::ReportFailure(command, InvalidArgumentError("--plan is required"),
                                   kExitBadInput);

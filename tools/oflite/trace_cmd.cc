@@ -29,12 +29,7 @@ int RunSummary(int argc, char** argv) {
   FlagSet flags("trace summary", "FILE [--json]",
                 {{"json", "print the summary as one JSON object", true, "false"}},
                 /*max_positional=*/1);
-  Status parsed = flags.Parse(argc, argv);
-  if (!parsed.ok()) return Fail(parsed);
-  if (flags.help_requested()) {
-    flags.PrintHelp();
-    return kExitOk;
-  }
+  if (std::optional<int> done = flags.ParseCommandLine(argc, argv, "oflite trace")) return *done;
   if (flags.positional().empty()) return Fail(InvalidArgumentError("give the trace FILE"));
   StatusOr<TraceFile> file = ReadTraceFile(flags.positional()[0]);
   if (!file.ok()) return Fail(file.status());
@@ -47,12 +42,7 @@ int RunSummary(int argc, char** argv) {
 int RunMerge(int argc, char** argv) {
   FlagSet flags("trace merge", "--out OUT RANK_FILE...", {{"out", "the merged trace file"}},
                 /*max_positional=*/1024);
-  Status parsed = flags.Parse(argc, argv);
-  if (!parsed.ok()) return Fail(parsed);
-  if (flags.help_requested()) {
-    flags.PrintHelp();
-    return kExitOk;
-  }
+  if (std::optional<int> done = flags.ParseCommandLine(argc, argv, "oflite trace")) return *done;
   if (!flags.Has("out")) return Fail(InvalidArgumentError("--out is required"));
   if (flags.positional().empty()) return Fail(InvalidArgumentError("give the rank trace files"));
   Status merged = MergeRankTraces(flags.positional(), flags.Get("out"));
