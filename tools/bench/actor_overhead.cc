@@ -7,15 +7,13 @@
 // microseconds per call. Each figure is the median of --repeats runs.
 //
 //   bazel run -c opt //tools/bench:actor_overhead -- [--actors 1,8,64]
-//       [--iters 2000] [--repeats 5] [--threads 1]
+//       [--iters 2000] [--repeats 5] [--threads 1] [--help]
 // --threads T spreads the actors over T device streams (T threads),
 // round-robin; 1 keeps the protocol cost apart from cross-thread wake-ups.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -23,11 +21,18 @@
 #include "oneflow_lite/kernels/kernel.h"
 #include "oneflow_lite/runtime/runtime.h"
 #include "oneflow_lite/runtime/testing/test_plan_builder.h"
+#include "oneflow_lite/session/flags.h"
+#include "tools/bench/bench_flags.h"
 
 namespace oflite {
 namespace {
 
 using testing::TestPlanBuilder;
+
+// After "usage: ... <program>" in --help.
+constexpr char kUsage[] =
+    "[flags]\n\nThe actor protocol's cost per act: chains and diamonds of no-op actors "
+    "through the\nruntime next to a plain loop of the same kernel calls.";
 
 const TensorDesc kScalar(Shape{1}, DT_FLOAT);
 
@@ -123,31 +128,40 @@ Figures Measure(const Plan& plan, int64_t iters, int repeats) {
   return Figures{Median(us_per_act), Median(messages_per_second), Median(loop_us)};
 }
 
-std::vector<int> ParseList(const char* text) {
-  std::vector<int> values;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) values.push_back(std::atoi(item.c_str()));
-  return values;
+struct Options {
+  std::vector<int64_t> actor_counts;
+  int64_t iters = 0;
+  int repeats = 0;
+  int threads = 0;
+};
+
+std::vector<cli::FlagSpec> FlagSpecs() {
+  return {
+      {"actors", "actor counts, comma-separated: a chain and a diamond of each", false, "1,8,64"},
+      {"iters", "iterations per run", false, "2000"},
+      {"repeats", "runs per figure (their median is printed)", false, "5"},
+      {"threads", "device streams (threads) the actors are spread over, round-robin", false, "1"}};
 }
 
-int Main(int argc, char** argv) {
-  std::vector<int> actor_counts = {1, 8, 64};
-  int64_t iters = 2000;
-  int repeats = 5;
-  int threads = 1;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--actors")) actor_counts = ParseList(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--iters")) iters = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--repeats")) repeats = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
-  }
+StatusOr<Options> ReadOptions(const cli::FlagSet& flags) {
+  Options options;
+  ASSIGN_OR_RETURN(options.actor_counts, bench::GetIntList(flags, "actors", 1, 100000));
+  ASSIGN_OR_RETURN(options.iters, flags.GetInt("iters", 1, 1000000000));
+  ASSIGN_OR_RETURN(options.repeats, flags.GetInt("repeats", 1, 1000));
+  ASSIGN_OR_RETURN(options.threads, flags.GetInt("threads", 1, 1024));
+  return options;
+}
+
+int Run(const Options& options) {
+  const int64_t iters = options.iters;
+  const int repeats = options.repeats;
+  const int threads = options.threads;
   std::printf("actor_overhead: %lld iterations, %d threads, median of %d runs\n",
               static_cast<long long>(iters), threads, repeats);
   std::printf("%-8s %7s %12s %14s %16s\n", "shape", "actors", "us/act", "messages/s",
               "plain loop us/call");
   for (const char* shape : {"chain", "diamond"}) {
-    for (int actors : actor_counts) {
+    for (int actors : options.actor_counts) {
       const Plan plan = !std::strcmp(shape, "chain") ? ChainPlan(actors, threads, iters)
                                                      : DiamondPlan(actors, threads, iters);
       const Figures f = Measure(plan, iters, repeats);
@@ -161,4 +175,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace oflite
 
-int main(int argc, char** argv) { return oflite::Main(argc, argv); }
+int main(int argc, char** argv) {
+  using namespace oflite;
+  return bench::BenchMain(argc, argv, "actor_overhead", kUsage, FlagSpecs(), ReadOptions, Run);
+}

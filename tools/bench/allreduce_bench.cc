@@ -10,6 +10,7 @@
 //       [--repeats=5] [--min_bytes=4096] [--max_bytes=67108864]
 //       [--comm=tcp,shm] [--gloo=1] [--shm_spin_us=N]
 //       [--shm_inline_bytes=N] [--shm_caller_poll=0|1] [--ring_poll=0|1]
+//       [--help: every flag]
 //
 // One rank per host (e.g. per network namespace, tests/netns/netns.sh run):
 //   allreduce_bench --addrs=A0,A1,... --rank=R [--port=29600]
@@ -49,6 +50,7 @@
 #include "oneflow_lite/comm/control/connect.h"
 #include "oneflow_lite/comm/control/rendezvous_server.h"
 #include "oneflow_lite/runtime/commnet/multi_machine.h"
+#include "tools/bench/bench_flags.h"
 #include "tools/bench/comm_bench_util.h"
 #include "tools/bench/mpi_peer.h"
 
@@ -59,12 +61,24 @@ namespace {
 using comm::Clock;
 using std::chrono::milliseconds;
 
+// After "usage: ... <program>" in --help.
+constexpr char kUsage[] =
+    "[flags]\n\n"
+    "All-reduce bus bandwidth (float32 sum) of CommNet's ring over each provider next to\n"
+    "Gloo's ring and ring-chunked, 2/3/4 processes on this host; with --addrs, one rank\n"
+    "per host (each its own process, e.g. in tests/netns/netns.sh run).\n"
+    "Columns per provider: ring, exch (the exchange; recursive doubling at 2\n"
+    "processes), rd (recursive doubling, 4 processes), sg (scatter-gather, 3 and 4\n"
+    "processes) and plan (what the compiler records for the size). The\n"
+    "<provider>/peer column: the plan's figure against the best peer (tcp: Gloo's two\n"
+    "and OpenMPI over TCP; shm: OpenMPI over vader).";
+
 struct Config {
-  int world;
-  int repeats;
-  size_t min_bytes;
-  size_t max_bytes;
-  int control_port;
+  int world = 0;
+  int repeats = 0;
+  size_t min_bytes = 0;
+  size_t max_bytes = 0;
+  int control_port = 0;
   std::string gloo_dir;
   // Multi-host mode (--addrs): every rank's address; empty: forked ranks on
   // loopback.
@@ -491,121 +505,115 @@ int RunRank(int rank, const Config& config) {
   return 0;
 }
 
-}  // namespace
-}  // namespace bench
-}  // namespace oflite
+std::vector<cli::FlagSpec> FlagSpecs() {
+  const comm::CollectiveOptions ring;
+  std::vector<cli::FlagSpec> specs =
+      CommBenchFlagSpecs("CommNet providers, comma-separated (default tcp,shm; tcp with --addrs)");
+  std::vector<cli::FlagSpec> own = {
+      {"nproc", "only this many processes (0: 2, 3 and 4)", false, "0"},
+      {"gloo", "time Gloo beside (--gloo=0: CPU profiles of CommNet alone)", true, "true"},
+      {"ring_chunk_bytes", "the ring's chunk size", false, std::to_string(ring.chunk_bytes)},
+      {"ring_slots", "the ring's slots per neighbour", false, std::to_string(ring.slots)},
+      {"ring_spin_us", "how long a ring or exchange waiter polls before it sleeps", false,
+       std::to_string(ring.wait_spin.count())},
+      {"ring_poll", "a ring waiter drives the transport (Transport::Poll)", true,
+       ring.wait_poll ? "true" : "false"},
+      {"mpi_bench",
+       "OpenMPI's program (tools/bench/mpi_allreduce_bench.sh --compile_to=PATH), run by "
+       "mpirun sample by sample between ours (default: none)"},
+      {"mpi_btl", "its transports (vader, tcp: the shm and tcp peers)", false, "vader,tcp"},
+      {"addrs", "one rank per host: every rank's address, comma-separated (world = their count)"},
+      {"rank",
+       "with --addrs: this process's rank; listens on its address (rank 0 serves "
+       "the rendezvous at the first, port --port)"},
+      {"port", "with --addrs: the rendezvous port", false, "29600"},
+      {"gloo_dir",
+       "with --addrs: Gloo's file store, seen by every rank; rank 0 empties it "
+       "(default /tmp/oflite-gloo-PORT)"}};
+  specs.insert(specs.end(), own.begin(), own.end());
+  return specs;
+}
 
-int main(int argc, char** argv) {
-  using oflite::bench::FlagValue;
-  using oflite::bench::FlagString;
-  const int flags = oflite::bench::CheckFlags(
-      argc, argv,
-      {"nproc", "repeats", "min_bytes", "max_bytes", "comm", "gloo", "shm_spin_us",
-       "shm_inline_bytes", "shm_caller_poll", "addrs", "rank", "port", "gloo_dir", "ring_chunk_bytes",
-       "ring_slots", "ring_spin_us", "ring_poll", "mpi_bench", "mpi_btl", "bind", "tcp_caller_poll",
-       "tcp_busy_poll_us", "tcp_quick_ack"},
-      "allreduce_bench: all-reduce bus bandwidth (float32 sum) of CommNet's ring over each\n"
-      "provider next to Gloo's ring and ring-chunked, 2/3/4 processes on this host.\n"
-      "  --nproc=N          only N processes (default 0: 2, 3 and 4)\n"
-      "  --repeats=R        samples per size (median; default 5)\n"
-      "  --min_bytes=B --max_bytes=B   sizes (default 4096 .. 67108864)\n"
-      "  --comm=LIST        CommNet providers (default tcp,shm; tcp with --addrs)\n"
-      "  --gloo=0           leave Gloo out (CPU profiles of CommNet alone)\n"
-      "  --shm_spin_us=N    the shm provider's busy-poll bound (default: its own)\n"
-      "  --shm_inline_bytes=N   its caller-thread copy bound (default: its own)\n"
-      "  --shm_caller_poll=0|1  waiting callers drive the shm rings (default: its own)\n"
-      "  --ring_chunk_bytes=B --ring_slots=S   the ring's geometry (default: the plan's)\n"
-      "  --ring_spin_us=U   how long a ring or exchange waiter polls before it sleeps\n"
-      "                     (default: theirs)\n"
-      "  --tcp_busy_poll_us=U   how long tcp's progress thread polls after an event\n"
-      "                     (default: its own)\n"
-      "  --ring_poll=0|1    a ring waiter drives the transport (Transport::Poll; default: 0)\n"
-      "  --tcp_caller_poll=0|1  waiting callers read the tcp sockets (default: its own)\n"
-      "  --tcp_quick_ack=0|1    tcp acknowledges large payloads at once (default: its own)\n"
-      "One rank per host (each its own process, e.g. in tests/netns/netns.sh run):\n"
-      "  --addrs=A0,A1,..   every rank's address (world = their count)\n"
-      "  --rank=R           this process's rank; listens on AR (rank 0 serves A0:port)\n"
-      "  --port=P           rendezvous port (default 29600)\n"
-      "  --gloo_dir=DIR     Gloo's file store, seen by every rank (default\n"
-      "                     /tmp/oflite-gloo-PORT; rank 0 empties it)\n"
-      "  --mpi_bench=PATH   OpenMPI's program (tools/bench/mpi_allreduce_bench.sh\n"
-      "                     --compile_to=PATH), run by mpirun sample by sample between ours\n"
-      "  --mpi_btl=LIST     its transports (default vader,tcp: the shm and tcp peers)\n"
-      "  --bind=auto|cores|none   CPU binding of the forked ranks (default auto, as\n"
-      "                     `oflite launch`: when every core gets the same load); mpirun\n"
-      "                     gets the matching --bind-to\n"
-      "Columns per provider: ring, exch (the exchange; recursive doubling at 2\n"
-      "processes), rd (recursive doubling, 4 processes), sg (scatter-gather, 3 and 4\n"
-      "processes) and plan (what the compiler\n"
-      "records for the size). The <provider>/peer column: the plan's figure against the\n"
-      "best peer (tcp: Gloo's two and OpenMPI over TCP; shm: OpenMPI over vader).\n");
-  if (flags >= 0) return flags;
-  oflite::bench::SetBindingFromFlags(argc, argv);
-  oflite::bench::BenchTcpCallerPoll() =
-      static_cast<int>(FlagValue(argc, argv, "tcp_caller_poll", -1));
-  oflite::bench::BenchTcpBusyPollUs() = FlagValue(argc, argv, "tcp_busy_poll_us", -1);
-  oflite::bench::BenchTcpQuickAck() = static_cast<int>(FlagValue(argc, argv, "tcp_quick_ack", -1));
-  auto configure = [&](int world) {
-    oflite::bench::Config config;
-    config.world = world;
-    config.repeats = static_cast<int>(FlagValue(argc, argv, "repeats", 5));
-    config.min_bytes = FlagValue(argc, argv, "min_bytes", 4096);
-    config.max_bytes = FlagValue(argc, argv, "max_bytes", 64 << 20);
-    config.gloo = FlagValue(argc, argv, "gloo", 1) != 0;
-    config.shm = oflite::bench::BenchShmOptions(argc, argv);
-    config.ring.chunk_bytes = static_cast<size_t>(
-        FlagValue(argc, argv, "ring_chunk_bytes", static_cast<long long>(config.ring.chunk_bytes)));
-    config.ring.slots = static_cast<int>(FlagValue(argc, argv, "ring_slots", config.ring.slots));
-    config.ring.wait_spin = std::chrono::microseconds(FlagValue(
-        argc, argv, "ring_spin_us", static_cast<long long>(config.ring.wait_spin.count())));
-    config.ring.wait_poll = FlagValue(argc, argv, "ring_poll", config.ring.wait_poll) != 0;
-    config.mpi_bench = FlagString(argc, argv, "mpi_bench", "");
-    if (!config.mpi_bench.empty()) {
-      config.mpi_btls = oflite::bench::SplitList(FlagString(argc, argv, "mpi_btl", "vader,tcp"));
-    }
-    return config;
-  };
-  const std::string addrs = FlagString(argc, argv, "addrs", "");
-  if (!addrs.empty()) {
-    oflite::bench::Config config = configure(0);
-    config.addrs = oflite::bench::SplitList(addrs);
-    config.world = static_cast<int>(config.addrs.size());
-    const int rank = static_cast<int>(FlagValue(argc, argv, "rank", -1));
-    if (rank < 0 || rank >= config.world) {
-      std::fprintf(stderr, "allreduce_bench: --rank must be in [0, %d) with --addrs\n",
-                   config.world);
-      return 2;
-    }
-    if (!config.mpi_bench.empty()) {
-      std::fprintf(stderr, "allreduce_bench: --mpi_bench runs on one host only, not with --addrs\n");
-      return 2;
-    }
-    config.control_port = static_cast<int>(FlagValue(argc, argv, "port", 29600));
-    config.providers = oflite::bench::SplitList(FlagString(argc, argv, "comm", "tcp"));
-    config.gloo_dir = FlagString(argc, argv, "gloo_dir",
-                                 "/tmp/oflite-gloo-" + std::to_string(config.control_port));
-    if (rank == 0) {
+// The command line, read: `config` as every world shares it. Forked ranks
+// (no --addrs) run each of `worlds` in turn; with --addrs this process runs
+// `rank` of config.world.
+struct Options {
+  Config config;
+  std::vector<int> worlds;
+  int rank = -1;
+};
+
+StatusOr<Options> ReadOptions(const cli::FlagSet& flags) {
+  Options options;
+  Config& config = options.config;
+  ASSIGN_OR_RETURN(CommBenchOptions common, ReadCommBenchFlags(flags));
+  config.repeats = common.repeats;
+  config.min_bytes = common.min_bytes;
+  config.max_bytes = common.max_bytes;
+  config.shm = common.shm;
+  config.gloo = flags.GetBool("gloo");
+  ASSIGN_OR_RETURN(config.ring.chunk_bytes, flags.GetInt("ring_chunk_bytes", 8, int64_t{1} << 30));
+  ASSIGN_OR_RETURN(config.ring.slots, flags.GetInt("ring_slots", 1, 1024));
+  ASSIGN_OR_RETURN(int64_t spin, flags.GetInt("ring_spin_us", 0, 10 * 1000 * 1000));
+  config.ring.wait_spin = std::chrono::microseconds(spin);
+  config.ring.wait_poll = flags.GetBool("ring_poll");
+  config.mpi_bench = flags.Get("mpi_bench");
+  if (!config.mpi_bench.empty()) config.mpi_btls = SplitList(flags.Get("mpi_btl"));
+  if (!flags.Has("addrs")) {
+    ASSIGN_OR_RETURN(int64_t nproc, flags.GetInt("nproc", 0, 64));
+    options.worlds =
+        nproc > 0 ? std::vector<int>{static_cast<int>(nproc)} : std::vector<int>{2, 3, 4};
+    config.providers =
+        common.providers.empty() ? std::vector<std::string>{"tcp", "shm"} : common.providers;
+    return options;
+  }
+  config.addrs = SplitList(flags.Get("addrs"));
+  config.world = static_cast<int>(config.addrs.size());
+  if (config.world == 0) return InvalidArgumentError("flag '--addrs' names no address");
+  if (!flags.Has("rank")) return InvalidArgumentError("--addrs needs --rank");
+  ASSIGN_OR_RETURN(options.rank, flags.GetInt("rank", 0, config.world - 1));
+  if (!config.mpi_bench.empty()) {
+    return InvalidArgumentError("--mpi_bench runs on one host only, not with --addrs");
+  }
+  ASSIGN_OR_RETURN(config.control_port, flags.GetInt("port", 1, 65535));
+  config.providers = common.providers.empty() ? std::vector<std::string>{"tcp"} : common.providers;
+  config.gloo_dir = flags.Has("gloo_dir")
+                        ? flags.Get("gloo_dir")
+                        : "/tmp/oflite-gloo-" + std::to_string(config.control_port);
+  return options;
+}
+
+int Run(const Options& options) {
+  if (!options.config.addrs.empty()) {
+    const Config& config = options.config;
+    if (options.rank == 0) {
       // Before the rendezvous exists, so no rank has written to it yet.
       const std::string reset = "rm -rf '" + config.gloo_dir + "' && mkdir -p '" +
                                 config.gloo_dir + "'";
       if (std::system(reset.c_str()) != 0) return 1;
     }
-    return oflite::bench::RunRank(rank, config);
+    return RunRank(options.rank, config);
   }
-  const int only = static_cast<int>(FlagValue(argc, argv, "nproc", 0));
-  std::vector<int> worlds = only > 0 ? std::vector<int>{only} : std::vector<int>{2, 3, 4};
   int failed = 0;
-  for (int world : worlds) {
-    oflite::bench::Config config = configure(world);
-    config.control_port = oflite::bench::FreePort();
-    config.providers = oflite::bench::SplitList(FlagString(argc, argv, "comm", "tcp,shm"));
+  for (int world : options.worlds) {
+    Config config = options.config;
+    config.world = world;
+    config.control_port = FreePort();
     char directory[] = "/tmp/oflite-gloo-XXXXXX";
     if (::mkdtemp(directory) == nullptr) return 1;
     config.gloo_dir = directory;
-    failed |= oflite::bench::RunRanks(
-        world, [&](int rank) { return oflite::bench::RunRank(rank, config); });
+    failed |= RunRanks(world, [&](int rank) { return RunRank(rank, config); });
     std::string cleanup = std::string("rm -rf ") + directory;
     if (std::system(cleanup.c_str()) != 0) failed = 1;
   }
   return failed;
+}
+
+}  // namespace
+}  // namespace bench
+}  // namespace oflite
+
+int main(int argc, char** argv) {
+  using namespace oflite::bench;
+  return BenchMain(argc, argv, "allreduce_bench", kUsage, FlagSpecs(), ReadOptions, Run);
 }

@@ -1,5 +1,7 @@
-/* "--name=value" integer flags for the benches written in C (OpenMPI's
- * program, the bare TCP ring): header-only, no dependencies. */
+/* "--name=value" integer flags of OpenMPI's program (mpi_allreduce_bench.c):
+ * mpicc compiles it outside Bazel, so it cannot link the C++ flag layer
+ * (oneflow_lite/session/flags.h) that every other bench uses.
+ * Header-only, no dependencies. */
 #ifndef ONEFLOW_LITE_TOOLS_BENCH_C_BENCH_FLAGS_H_
 #define ONEFLOW_LITE_TOOLS_BENCH_C_BENCH_FLAGS_H_
 

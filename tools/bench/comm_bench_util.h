@@ -1,6 +1,6 @@
 // Helpers shared by the CommNet benchmarks (tools/bench/comm_*,
-// allreduce_*): argument parsing, medians, free ports, forking ranks, the
-// transport of a provider chosen by --comm.
+// allreduce_*): the flags they share (declared for cli::FlagSet), medians,
+// free ports, forking ranks, the transport of a provider chosen by --comm.
 // Single-threaded use before the ranks start; not a library API.
 #ifndef ONEFLOW_LITE_TOOLS_BENCH_COMM_BENCH_UTIL_H_
 #define ONEFLOW_LITE_TOOLS_BENCH_COMM_BENCH_UTIL_H_
@@ -23,6 +23,7 @@
 #include "oneflow_lite/comm/shm/shm_transport.h"
 #include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/comm/tcp/tcp_transport.h"
+#include "oneflow_lite/session/flags.h"
 
 namespace oflite {
 namespace bench {
@@ -47,50 +48,6 @@ inline double ProcessCpuSeconds() {
   ::getrusage(RUSAGE_SELF, &usage);
   auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec * 1e-6; };
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
-
-// Flags are "--name=value", each one of `known`. Prints `usage` and returns
-// 0 for --help; prints what is wrong and returns 2 for anything else that
-// is not a known flag (a misspelt flag must not run a long benchmark with
-// its defaults); returns -1 when the benchmark should run.
-inline int CheckFlags(int argc, char** argv, const std::vector<std::string>& known,
-                      const char* usage) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(usage, stdout);
-      return 0;
-    }
-    bool ok = false;
-    for (const std::string& name : known) ok |= arg.rfind("--" + name + "=", 0) == 0;
-    if (!ok) {
-      std::fprintf(stderr, "%s: unknown or malformed flag '%s' (flags are --name=value; --help)\n",
-                   argv[0], arg.c_str());
-      return 2;
-    }
-  }
-  return -1;
-}
-
-// "--name=value" lookup with a default.
-inline long long FlagValue(int argc, char** argv, const std::string& name,
-                           long long fallback) {
-  const std::string prefix = "--" + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind(prefix, 0) == 0) return std::atoll(arg.c_str() + prefix.size());
-  }
-  return fallback;
-}
-
-inline std::string FlagString(int argc, char** argv, const std::string& name,
-                              const std::string& fallback) {
-  const std::string prefix = "--" + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind(prefix, 0) == 0) return arg.substr(prefix.size());
-  }
-  return fallback;
 }
 
 // "tcp,shm" -> {"tcp", "shm"}.
@@ -147,19 +104,6 @@ inline StatusOr<std::unique_ptr<comm::Transport>> CreateBenchTransport(
   return comm::tcp::CreateTcpTransport(options, tcp_options);
 }
 
-// --shm_spin_us=N and --shm_inline_bytes=N (when given) as ShmOptions::spin
-// and ShmOptions::inline_copy_bytes.
-inline comm::shm::ShmOptions BenchShmOptions(int argc, char** argv) {
-  comm::shm::ShmOptions options;
-  const long long spin = FlagValue(argc, argv, "shm_spin_us", -1);
-  if (spin >= 0) options.spin = std::chrono::microseconds(spin);
-  const long long inline_bytes = FlagValue(argc, argv, "shm_inline_bytes", -1);
-  if (inline_bytes >= 0) options.inline_copy_bytes = static_cast<size_t>(inline_bytes);
-  const long long caller_poll = FlagValue(argc, argv, "shm_caller_poll", -1);
-  if (caller_poll >= 0) options.caller_progress = caller_poll != 0;
-  return options;
-}
-
 // A port that was free a moment ago (bound then released).
 inline int FreePort() {
   int port = 0;
@@ -198,15 +142,72 @@ inline BenchBinding& Binding() {
   return binding;
 }
 
-// Reads --bind (auto, cores or none); exits 2 on a bad value.
-inline void SetBindingFromFlags(int argc, char** argv) {
-  const std::string text = FlagString(argc, argv, "bind", "auto");
-  auto policy = comm::ParseBindPolicy(text, "--bind");
-  if (!policy.ok()) {
-    std::fprintf(stderr, "%s\n", policy.status().ToString().c_str());
-    std::exit(2);
+// The flags both CommNet benches take (cli::FlagSpecs): --repeats, the
+// sizes --min_bytes..--max_bytes (x4 apart), --comm (its help is
+// `comm_help`; unset: the bench's default providers), the ranks' --bind and
+// the providers' tuning knobs (unset: the provider's own default).
+inline std::vector<cli::FlagSpec> CommBenchFlagSpecs(const std::string& comm_help) {
+  return {{"repeats", "samples per size (their median is printed)", false, "5"},
+          {"min_bytes", "the smallest size; sizes grow x4 up to --max_bytes", false, "4096"},
+          {"max_bytes", "the largest size", false, std::to_string(64 << 20)},
+          {"comm", comm_help},
+          {"bind",
+           "CPU binding of the forked ranks: auto, cores or none (auto as `oflite launch`: "
+           "each rank its own cores when they fit)",
+           false, "auto"},
+          {"shm_spin_us", "the shm provider's busy-poll bound (default: its own)"},
+          {"shm_inline_bytes", "the shm provider's caller-thread copy bound (default: its own)"},
+          {"shm_caller_poll", "waiting callers drive the shm rings (default: its own)", true},
+          {"tcp_caller_poll", "waiting callers read the tcp sockets (default: its own)", true},
+          {"tcp_busy_poll_us",
+           "how long tcp's progress thread polls after an event (default: its own)"},
+          {"tcp_quick_ack", "tcp acknowledges large payloads at once (default: its own)", true}};
+}
+
+// CommBenchFlagSpecs' values, read.
+struct CommBenchOptions {
+  int repeats = 0;
+  size_t min_bytes = 0;
+  size_t max_bytes = 0;
+  std::vector<std::string> providers;  // empty: --comm unset
+  comm::shm::ShmOptions shm;           // the shm knobs given
+};
+
+// Reads CommBenchFlagSpecs' flags: an InvalidArgument naming the flag for a
+// bad value. Sets the --bind policy (Binding()) and the tcp knobs that
+// CreateBenchTransport applies as it goes.
+inline StatusOr<CommBenchOptions> ReadCommBenchFlags(const cli::FlagSet& flags) {
+  constexpr int64_t kMaxMicroseconds = 10 * 1000 * 1000;
+  CommBenchOptions options;
+  ASSIGN_OR_RETURN(options.repeats, flags.GetInt("repeats", 1, 1000));
+  ASSIGN_OR_RETURN(options.max_bytes, flags.GetInt("max_bytes", 4, int64_t{1} << 32));
+  ASSIGN_OR_RETURN(options.min_bytes, flags.GetInt("min_bytes", 4, options.max_bytes));
+  if (flags.Has("comm")) options.providers = SplitList(flags.Get("comm"));
+  for (const std::string& provider : options.providers) {
+    if (provider != "tcp" && provider != "shm") {
+      return InvalidArgumentError("flag '--comm' takes tcp and shm (comma-separated), got '",
+                                  flags.Get("comm"), "'");
+    }
   }
-  Binding().policy = *policy;
+  if (flags.Has("comm") && options.providers.empty()) {
+    return InvalidArgumentError("flag '--comm' names no provider");
+  }
+  ASSIGN_OR_RETURN(Binding().policy, comm::ParseBindPolicy(flags.Get("bind"), "--bind"));
+  if (flags.Has("shm_spin_us")) {
+    ASSIGN_OR_RETURN(int64_t spin, flags.GetInt("shm_spin_us", 0, kMaxMicroseconds));
+    options.shm.spin = std::chrono::microseconds(spin);
+  }
+  if (flags.Has("shm_inline_bytes")) {
+    ASSIGN_OR_RETURN(options.shm.inline_copy_bytes,
+                     flags.GetInt("shm_inline_bytes", 0, int64_t{1} << 30));
+  }
+  if (flags.Has("shm_caller_poll")) options.shm.caller_progress = flags.GetBool("shm_caller_poll");
+  if (flags.Has("tcp_caller_poll")) BenchTcpCallerPoll() = flags.GetBool("tcp_caller_poll");
+  if (flags.Has("tcp_busy_poll_us")) {
+    ASSIGN_OR_RETURN(BenchTcpBusyPollUs(), flags.GetInt("tcp_busy_poll_us", 0, kMaxMicroseconds));
+  }
+  if (flags.Has("tcp_quick_ack")) BenchTcpQuickAck() = flags.GetBool("tcp_quick_ack");
+  return options;
 }
 
 // The CPUs of local rank `rank` of `world` (empty: unbound).

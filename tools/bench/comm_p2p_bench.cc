@@ -8,7 +8,7 @@
 //   bazel run -c opt //tools/bench:comm_p2p_bench -- [--repeats=5]
 //       [--min_bytes=4096] [--max_bytes=67108864] [--latency_iterations=20000]
 //       [--comm=tcp,shm] [--shm_spin_us=N]
-//       [--shm_inline_bytes=N] [--iperf3=0|1]
+//       [--shm_inline_bytes=N] [--iperf3=0|1] [--help: every flag]
 //
 // Bandwidth: rank 0 moves `total` bytes (at least 32 MiB per sample) to rank
 // 1 in transfers of each size: raw = send() loop into recv(), CommNet =
@@ -32,6 +32,7 @@
 
 #include "oneflow_lite/comm/control/connect.h"
 #include "oneflow_lite/comm/control/rendezvous_server.h"
+#include "tools/bench/bench_flags.h"
 #include "tools/bench/comm_bench_util.h"
 #include "tools/bench/iperf3_peer.h"
 
@@ -42,13 +43,18 @@ namespace {
 using comm::Clock;
 using std::chrono::milliseconds;
 
+// After "usage: ... <program>" in --help.
+constexpr char kUsage[] =
+    "[flags]\n\nCommNet point-to-point (WRITE/READ throughput, 8-byte round trip) over each "
+    "provider\nnext to a raw socket loop, 2 processes on this host.";
+
 struct Config {
-  int repeats;
-  size_t min_bytes;
-  size_t max_bytes;
-  int latency_iterations;
-  int control_port;
-  int raw_port;
+  int repeats = 0;
+  size_t min_bytes = 0;
+  size_t max_bytes = 0;
+  int latency_iterations = 0;
+  int control_port = 0;
+  int raw_port = 0;
   std::string provider;
   comm::shm::ShmOptions shm;
   bool iperf3 = false;
@@ -420,51 +426,54 @@ int RunRank(int rank, const Config& config) {
   return 0;
 }
 
+std::vector<cli::FlagSpec> FlagSpecs() {
+  std::vector<cli::FlagSpec> specs =
+      CommBenchFlagSpecs("CommNet providers, comma-separated (default tcp,shm)");
+  specs.push_back({"latency_iterations", "round trips per latency sample", false, "20000"});
+  specs.push_back({"iperf3", "iperf3 single-stream samples beside (when installed)", true, "true"});
+  return specs;
+}
+
+// The command line, read: `config` as every provider's run shares it.
+struct Options {
+  Config config;
+  std::vector<std::string> providers;
+};
+
+StatusOr<Options> ReadOptions(const cli::FlagSet& flags) {
+  Options options;
+  ASSIGN_OR_RETURN(CommBenchOptions common, ReadCommBenchFlags(flags));
+  Config& config = options.config;
+  config.repeats = common.repeats;
+  config.min_bytes = common.min_bytes;
+  config.max_bytes = common.max_bytes;
+  config.shm = common.shm;
+  config.iperf3 = flags.GetBool("iperf3") && Iperf3Available();
+  ASSIGN_OR_RETURN(config.latency_iterations,
+                   flags.GetInt("latency_iterations", 1, 1000 * 1000 * 1000));
+  options.providers =
+      common.providers.empty() ? std::vector<std::string>{"tcp", "shm"} : common.providers;
+  return options;
+}
+
+int Run(const Options& options) {
+  Config config = options.config;
+  int failed = 0;
+  for (const std::string& provider : options.providers) {
+    config.provider = provider;
+    config.control_port = FreePort();
+    config.raw_port = FreePort();
+    failed |= RunRanks(2, [&](int rank) { return RunRank(rank, config); });
+    std::fflush(stdout);
+  }
+  return failed;
+}
+
 }  // namespace
 }  // namespace bench
 }  // namespace oflite
 
 int main(int argc, char** argv) {
-  using oflite::bench::FlagValue;
-  const int flags = oflite::bench::CheckFlags(
-      argc, argv, {"repeats", "min_bytes", "max_bytes", "latency_iterations", "comm",
-                   "shm_spin_us", "shm_inline_bytes", "iperf3", "bind", "tcp_caller_poll",
-                   "tcp_quick_ack"},
-      "comm_p2p_bench: CommNet point-to-point (WRITE/READ throughput, 8-byte round trip)\n"
-      "over each provider next to a raw socket loop, 2 processes on this host.\n"
-      "  --repeats=R        samples per size (median; default 5)\n"
-      "  --min_bytes=B --max_bytes=B   sizes (default 4096 .. 67108864)\n"
-      "  --latency_iterations=N   round trips per latency sample (default 20000)\n"
-      "  --comm=LIST        CommNet providers (default tcp,shm)\n"
-      "  --shm_spin_us=N    the shm provider's busy-poll bound (default: its own)\n"
-      "  --shm_inline_bytes=N   its caller-thread copy bound (default: its own)\n"
-      "  --iperf3=0|1       iperf3 single-stream samples beside (default 1 when installed)\n"
-      "  --bind=auto|cores|none   CPU binding of the two ranks (default auto, as\n"
-      "                     `oflite launch`: each its own cores when they fit)\n"
-      "  --tcp_caller_poll=0|1  waiting callers read the tcp sockets (default: its own)\n"
-      "  --tcp_quick_ack=0|1    tcp acknowledges large payloads at once (default: its own)\n");
-  if (flags >= 0) return flags;
-  oflite::bench::SetBindingFromFlags(argc, argv);
-  oflite::bench::BenchTcpCallerPoll() =
-      static_cast<int>(FlagValue(argc, argv, "tcp_caller_poll", -1));
-  oflite::bench::BenchTcpQuickAck() = static_cast<int>(FlagValue(argc, argv, "tcp_quick_ack", -1));
-  oflite::bench::Config config;
-  config.repeats = static_cast<int>(FlagValue(argc, argv, "repeats", 5));
-  config.min_bytes = FlagValue(argc, argv, "min_bytes", 4096);
-  config.max_bytes = FlagValue(argc, argv, "max_bytes", 64 << 20);
-  config.shm = oflite::bench::BenchShmOptions(argc, argv);
-  config.iperf3 = FlagValue(argc, argv, "iperf3", 1) != 0 && oflite::bench::Iperf3Available();
-  config.latency_iterations =
-      static_cast<int>(FlagValue(argc, argv, "latency_iterations", 20000));
-  int failed = 0;
-  for (const std::string& provider :
-       oflite::bench::SplitList(oflite::bench::FlagString(argc, argv, "comm", "tcp,shm"))) {
-    config.provider = provider;
-    config.control_port = oflite::bench::FreePort();
-    config.raw_port = oflite::bench::FreePort();
-    failed |= oflite::bench::RunRanks(
-        2, [&](int rank) { return oflite::bench::RunRank(rank, config); });
-    std::fflush(stdout);
-  }
-  return failed;
+  using namespace oflite::bench;
+  return BenchMain(argc, argv, "comm_p2p_bench", kUsage, FlagSpecs(), ReadOptions, Run);
 }

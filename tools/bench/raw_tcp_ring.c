@@ -8,6 +8,7 @@
  *
  *   raw_tcp_ring [--bytes=B] [--iterations=I] [--repeats=R] [--lowat=L] [--quickack=1]
  *
+ * (the flags: raw_tcp_ring_main.cc, cli::FlagSet; the ring: this file, C)
  * --lowat: SO_RCVLOWAT on both sockets (0: the kernel's default of 1);
  * --quickack=1: TCP_QUICKACK after every read that returned data. Both
  * change when the receiver acknowledges (a receiver holding less than its
@@ -17,6 +18,8 @@
  * (2 (N - 1) / N bytes per op over the time = bytes / time at N = 2), then
  * the median and the load average. */
 #define _GNU_SOURCE
+#include "tools/bench/raw_tcp_ring.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -30,8 +33,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-#include "c_bench_flags.h"
 
 static double now_seconds(void) {
   struct timespec t;
@@ -77,13 +78,13 @@ static int compare(const void* a, const void* b) {
   return x < y ? -1 : x > y;
 }
 
-int main(int argc, char** argv) {
-  const size_t bytes = (size_t)bench_flag(argc, argv, "bytes", 1 << 20) / 8 * 8;
-  const int iterations = (int)bench_flag(argc, argv, "iterations", 200);
-  const int repeats = (int)bench_flag(argc, argv, "repeats", 5);
-  const int lowat = (int)bench_flag(argc, argv, "lowat", 0);
-  g_quickack = (int)bench_flag(argc, argv, "quickack", 0) != 0;
-  if (bytes < 8 || iterations < 1 || repeats < 1 || repeats > 64) {
+int raw_tcp_ring_run(const struct raw_tcp_ring_options* options) {
+  const size_t bytes = options->bytes / 8 * 8;
+  const int iterations = options->iterations;
+  const int repeats = options->repeats;
+  const int lowat = options->lowat;
+  g_quickack = options->quickack != 0;
+  if (bytes < 8 || iterations < 1 || repeats < 1 || repeats > RAW_TCP_RING_MAX_REPEATS) {
     fprintf(stderr, "raw_tcp_ring: need --bytes >= 8, --iterations >= 1, 1 <= --repeats <= 64\n");
     return 2;
   }
@@ -127,7 +128,7 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < bytes / sizeof(float); ++i) buffer[i] = (float)(rank + 1);
   char* mine = (char*)buffer + (rank ? half : 0);
   char* theirs = (char*)buffer + (rank ? 0 : half);
-  double walls[64], cpus_used[64];
+  double walls[RAW_TCP_RING_MAX_REPEATS], cpus_used[RAW_TCP_RING_MAX_REPEATS];
   for (int r = 0; r < repeats; ++r) {
     const double start = now_seconds(), cpu_start = cpu_seconds();
     for (int i = 0; i < iterations; ++i) {

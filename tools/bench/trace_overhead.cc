@@ -8,6 +8,10 @@
 //
 //   bazel build -c opt //tools/bench:trace_overhead
 //   bazel-bin/tools/bench/trace_overhead [--iters 300] [--repeats 5] [--help]
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,10 +20,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <sys/resource.h>
-#include <unistd.h>
-
-#include <algorithm>
 #include <vector>
 
 #include "oneflow_lite/api/data_sources.h"
@@ -28,25 +28,19 @@
 #include "oneflow_lite/common/trace/trace.h"
 #include "oneflow_lite/compiler/compiler.h"
 #include "oneflow_lite/runtime/runtime.h"
+#include "oneflow_lite/session/flags.h"
+#include "tools/bench/bench_flags.h"
 
 extern "C" void openblas_set_num_threads(int num_threads);
 
 namespace oflite {
 namespace {
 
-constexpr char kHelp[] =
-    "trace_overhead: step time of the 784-256-256-10 MLP (synthetic data, SGD) with\n"
-    "timeline tracing off, at level acts (oflite run --trace's default) and at level\n"
-    "messages (every iteration recorded), runs of the three modes in turn.\n"
-    "  --iters N      measured steps per run (300)\n"
-    "  --warmup N     steps before measuring (30)\n"
-    "  --repeats N    runs per mode; medians are printed (5)\n"
-    "  --batch N      only this batch (64 and 256 by default)\n"
-    "  --threads N    only this many CPU devices, one computing thread each\n"
-    "                 (1 and 2 by default)\n"
-    "  --mode M       1: all modes; 2: untraced only; 3: acts only; 4: messages only\n"
-    "                 (one mode per process, e.g. to compare instruction counts\n"
-    "                 under callgrind)\n";
+// After "usage: ... <program>" in --help.
+constexpr char kUsage[] =
+    "[flags]\n\nStep time of the 784-256-256-10 MLP (synthetic data, SGD) with timeline "
+    "tracing off,\nat level acts (oflite run --trace's default) and at level messages (every "
+    "iteration\nrecorded), runs of the three modes in turn.";
 
 class StepClock : public MetricsObserver {
  public:
@@ -179,34 +173,40 @@ int TraceOverhead(int mode, int64_t warmup, int64_t iters, int repeats, int64_t 
   return 0;
 }
 
-int Main(int argc, char** argv) {
-  int64_t iters = 300, warmup = 30, mode = 1, repeats = 5, only_batch = 0, only_threads = 0;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-      std::printf("%s", kHelp);
-      return 0;
-    }
+std::vector<cli::FlagSpec> FlagSpecs() {
+  return {{"iters", "measured steps per run", false, "300"},
+          {"warmup", "steps before measuring", false, "30"},
+          {"repeats", "runs per mode; medians are printed", false, "5"},
+          {"batch", "only this batch, 64 or 256 (0: both)", false, "0"},
+          {"threads", "only this many CPU devices, one computing thread each, 1 or 2 (0: both)",
+           false, "0"},
+          {"mode",
+           "1: all modes; 2: untraced only; 3: acts only; 4: messages only (one mode per "
+           "process, e.g. to compare instruction counts under callgrind)",
+           false, "1"}};
+}
+
+struct Options {
+  int64_t iters = 0, warmup = 0, mode = 0, repeats = 0, only_batch = 0, only_threads = 0;
+};
+
+StatusOr<Options> ReadOptions(const cli::FlagSet& flags) {
+  Options options;
+  ASSIGN_OR_RETURN(options.iters, flags.GetInt("iters", 1, 1000 * 1000 * 1000));
+  ASSIGN_OR_RETURN(options.warmup, flags.GetInt("warmup", 1, 1000 * 1000 * 1000));
+  ASSIGN_OR_RETURN(options.repeats, flags.GetInt("repeats", 1, 1000));
+  ASSIGN_OR_RETURN(options.mode, flags.GetInt("mode", 1, 4));
+  ASSIGN_OR_RETURN(options.only_batch, flags.GetInt("batch", 0, 256));
+  if (options.only_batch != 0 && options.only_batch != 64 && options.only_batch != 256) {
+    return InvalidArgumentError("flag '--batch' must be 64, 256 or 0 (both), got '",
+                                flags.Get("batch"), "'");
   }
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--iters")) iters = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--warmup")) warmup = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--mode")) mode = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--repeats")) repeats = std::max(1LL, std::atoll(argv[i + 1]));
-    else if (!std::strcmp(argv[i], "--batch")) only_batch = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--threads")) only_threads = std::atoll(argv[i + 1]);
-    else {
-      std::fprintf(stderr, "trace_overhead: unknown flag %s (see --help)\n", argv[i]);
-      return 2;
-    }
-  }
-  if (argc % 2 == 0) {
-    std::fprintf(stderr, "trace_overhead: flag %s needs a value (see --help)\n", argv[argc - 1]);
-    return 2;
-  }
-  if (mode < 1 || mode > 4 || iters < 1 || warmup < 1) {
-    std::fprintf(stderr, "trace_overhead: --mode must be 1-4, --iters and --warmup >= 1\n");
-    return 2;
-  }
+  ASSIGN_OR_RETURN(options.only_threads, flags.GetInt("threads", 0, 2));
+  return options;
+}
+
+int Run(const Options& options) {
+  const int64_t iters = options.iters, warmup = options.warmup, repeats = options.repeats;
   openblas_set_num_threads(1);
   double load[3] = {0, 0, 0};
   getloadavg(load, 3);
@@ -214,11 +214,14 @@ int Main(int argc, char** argv) {
               "median of %lld runs per mode, load average %.2f %.2f %.2f\n",
               static_cast<long long>(iters), static_cast<long long>(warmup),
               static_cast<long long>(repeats), load[0], load[1], load[2]);
-  return TraceOverhead(static_cast<int>(mode), warmup, iters, static_cast<int>(repeats),
-                       only_batch, only_threads);
+  return TraceOverhead(static_cast<int>(options.mode), warmup, iters, static_cast<int>(repeats),
+                       options.only_batch, options.only_threads);
 }
 
 }  // namespace
 }  // namespace oflite
 
-int main(int argc, char** argv) { return oflite::Main(argc, argv); }
+int main(int argc, char** argv) {
+  using namespace oflite;
+  return bench::BenchMain(argc, argv, "trace_overhead", kUsage, FlagSpecs(), ReadOptions, Run);
+}

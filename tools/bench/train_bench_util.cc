@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "oneflow_lite/compiler/compiler.h"
@@ -18,6 +19,8 @@
 #include "oneflow_lite/kernels/cpu/cpu_threads.h"
 #include "oneflow_lite/kernels/cpu/onednn/onednn.h"
 #include "oneflow_lite/runtime/runtime.h"
+#include "oneflow_lite/session/flags.h"
+#include "tools/bench/bench_flags.h"
 #include "tools/oflite/openblas_core.h"
 
 namespace oflite {
@@ -227,106 +230,95 @@ bool RunRow(const BenchModel& model, int64_t batch, const Layout& layout,
   return true;
 }
 
-bool ParseList(const std::string& text, std::vector<int64_t>* out) {
-  out->clear();
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ',')) {
-    char* end = nullptr;
-    const long long value = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || value <= 0) return false;
-    out->push_back(value);
+std::string JoinList(const std::vector<int64_t>& values) {
+  std::string text;
+  for (int64_t value : values) text += (text.empty() ? "" : ",") + std::to_string(value);
+  return text;
+}
+
+// The flags, their defaults those of `defaults`.
+std::vector<cli::FlagSpec> FlagSpecs(const BenchOptions& defaults) {
+  return {{"batches", "global batch sizes, comma-separated", false, JoinList(defaults.batches)},
+          {"cores",
+           "computing threads per side, comma-separated (ours: CPU devices x cpu_threads; "
+           "PyTorch: set_num_threads(C), set_num_interop_threads(1))",
+           false, JoinList(std::vector<int64_t>(defaults.cores.begin(), defaults.cores.end()))},
+          {"layout", "for C > 1: dp (C devices x 1 thread), threads (1 device x C) or both", false,
+           defaults.layout},
+          {"samples", "samples per side and row, interleaved ours/peer; the table shows medians",
+           false, std::to_string(defaults.samples)},
+          {"warmup", "unmeasured steps per sample", false, std::to_string(defaults.warmup)},
+          {"iters", "measured steps per sample", false, std::to_string(defaults.iters)},
+          {"python", "the peer's interpreter", false, defaults.python},
+          {"torch_script", "the peer", false, defaults.torch_script},
+          {"fuse", "compile with the fusion pass: true or false", false,
+           defaults.fuse ? "true" : "false"},
+          {"cpu_kernels",
+           "onednn (oneDNN convolutions and float32 GEMMs) or reference (our im2col + OpenBLAS "
+           "kernels) (default: onednn, or $OFLITE_CPU_KERNELS)"},
+          {"openblas_coretype",
+           "re-run this program with OPENBLAS_CORETYPE=T (both sides inherit it: PyTorch's "
+           "matmuls use the same OpenBLAS) (default: the family this CPU supports (SkylakeX, "
+           "Haswell) when OpenBLAS would pick a weaker one and the variable is unset)"}};
+}
+
+// Reads the flags into `options` (its fields not given keep their values).
+Status ReadFlags(const cli::FlagSet& flags, BenchOptions* options) {
+  constexpr int64_t kMaxSteps = 1000 * 1000 * 1000;
+  ASSIGN_OR_RETURN(options->batches, GetIntList(flags, "batches", 1, 1 << 20));
+  ASSIGN_OR_RETURN(std::vector<int64_t> cores, GetIntList(flags, "cores", 1, 1024));
+  options->cores.assign(cores.begin(), cores.end());
+  options->layout = flags.Get("layout");
+  if (options->layout != "dp" && options->layout != "threads" && options->layout != "both") {
+    return InvalidArgumentError("flag '--layout' must be dp, threads or both, got '",
+                                options->layout, "'");
   }
-  return !out->empty();
-}
-
-bool ParseBool(const std::string& text, bool* out) {
-  if (text != "true" && text != "false") return false;
-  *out = text == "true";
-  return true;
-}
-
-void PrintHelp(const std::string& program, const std::string& about) {
-  std::printf(
-      "%s\n\nusage: %s [flags]\n"
-      "  --batches B1,B2     global batch sizes\n"
-      "  --cores C1,C2       computing threads per side (ours: CPU devices x cpu_threads;\n"
-      "                      PyTorch: set_num_threads(C), set_num_interop_threads(1))\n"
-      "  --layout L          for C > 1: dp (C devices x 1 thread), threads (1 device x C),\n"
-      "                      both (default)\n"
-      "  --samples N         samples per side and row, interleaved ours/peer (default 5);\n"
-      "                      the table shows medians\n"
-      "  --warmup W --iters I  steps per sample: W unmeasured, then I measured (10, 100)\n"
-      "  --python P          the peer's interpreter (default /usr/bin/python3)\n"
-      "  --torch_script S    the peer (default tools/bench/train_cpu_torch.py)\n"
-      "  --fuse true|false   compile with the fusion pass (default true)\n"
-      "  --cpu_kernels L     onednn (default: oneDNN convolutions and float32 GEMMs) or\n"
-      "                      reference (our im2col + OpenBLAS kernels)\n"
-      "  --openblas_coretype T  re-run this program with OPENBLAS_CORETYPE=T (both sides\n"
-      "                      inherit it: PyTorch's matmuls use the same OpenBLAS); default:\n"
-      "                      the family this CPU supports (SkylakeX, Haswell) when OpenBLAS\n"
-      "                      would pick a weaker one and the variable is unset\n"
-      "  --help              print this and run nothing\n"
-      "Columns: ms = median wall time per step, samp/s = batch / ms, cpu ms = median\n"
-      "user+sys CPU time per step of the whole process, thr = threads of the process,\n"
-      "speed = PyTorch ms / oflite ms (> 1: oflite faster).\n",
-      about.c_str(), program.c_str());
+  ASSIGN_OR_RETURN(options->samples, flags.GetInt("samples", 1, 1000));
+  ASSIGN_OR_RETURN(options->warmup, flags.GetInt("warmup", 0, kMaxSteps));
+  ASSIGN_OR_RETURN(options->iters, flags.GetInt("iters", 1, kMaxSteps));
+  options->python = flags.Get("python");
+  options->torch_script = flags.Get("torch_script");
+  // A value, not a switch: "--fuse false" as before.
+  ASSIGN_OR_RETURN(options->fuse, cli::ParseBool(flags.Get("fuse"), "flag '--fuse'"));
+  if (flags.Has("cpu_kernels")) {
+    ASSIGN_OR_RETURN(CpuKernelLibrary library,
+                     ParseCpuKernelLibrary(flags.Get("cpu_kernels"), "--cpu_kernels"));
+    SetCpuKernelLibrary(library);
+  }
+  return Status::OK();
 }
 
 }  // namespace
 
-bool ParseBenchFlags(int argc, char** argv, const std::string& program, const std::string& about,
-                     BenchOptions* options, int* exit_code) {
+std::optional<int> ParseBenchFlags(int argc, char** argv, const std::string& program,
+                                   const std::string& about, BenchOptions* options) {
   options->torch_script = "tools/bench/train_cpu_torch.py";
   if (const char* workspace = std::getenv("BUILD_WORKSPACE_DIRECTORY")) {
     options->torch_script = std::string(workspace) + "/" + options->torch_script;
   }
-  std::string core_type;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      PrintHelp(program, about);
-      *exit_code = 0;
-      return false;
-    }
-    std::vector<int64_t> list;
-    const bool has_value = i + 1 < argc;
-    const std::string value = has_value ? argv[i + 1] : "";
-    bool ok = has_value;
-    if (flag == "--batches") ok = ok && ParseList(value, &options->batches);
-    else if (flag == "--cores" && (ok = ok && ParseList(value, &list))) {
-      options->cores.assign(list.begin(), list.end());
-    } else if (flag == "--samples") ok = ok && (options->samples = std::atoi(value.c_str())) > 0;
-    else if (flag == "--warmup") ok = ok && (options->warmup = std::atoll(value.c_str())) >= 0;
-    else if (flag == "--iters") ok = ok && (options->iters = std::atoll(value.c_str())) > 0;
-    else if (flag == "--python") options->python = value;
-    else if (flag == "--torch_script") options->torch_script = value;
-    else if (flag == "--openblas_coretype") core_type = value;
-    else if (flag == "--cpu_kernels") {
-      StatusOr<CpuKernelLibrary> library = ParseCpuKernelLibrary(value, "--cpu_kernels");
-      if ((ok = ok && library.ok())) SetCpuKernelLibrary(*library);
-    }
-    else if (flag == "--fuse") ok = ok && ParseBool(value, &options->fuse);
-    else if (flag == "--layout") {
-      options->layout = value;
-      ok = ok && (value == "dp" || value == "threads" || value == "both");
-    } else ok = false;
-    if (!ok) {
-      std::fprintf(stderr, "%s: bad flag or value '%s %s' (see --help)\n", program.c_str(),
-                   flag.c_str(), value.c_str());
-      *exit_code = 2;
-      return false;
-    }
-    ++i;
+  cli::FlagSet flags(program,
+                     "[flags]\n\n" + about +
+                         ".\nColumns: ms = median wall time per step, samp/s = batch / ms, cpu "
+                         "ms = median\nuser+sys CPU time per step of the whole process, thr = "
+                         "threads of the process,\nspeed = PyTorch ms / oflite ms (> 1: oflite "
+                         "faster).",
+                     FlagSpecs(*options));
+  auto read = [options](const cli::FlagSet& parsed) -> StatusOr<BenchOptions> {
+    BenchOptions read_options = *options;
+    RETURN_IF_ERROR(ReadFlags(parsed, &read_options));
+    return read_options;
+  };
+  if (std::optional<int> done = ParseAndRead(&flags, argc, argv, program, read, options)) {
+    return done;
   }
   // Both sides inherit the variable (PyTorch's Linear layers use the same
   // OpenBLAS): without --openblas_coretype, the family this CPU deserves.
-  if (core_type.empty()) {
+  if (flags.Get("openblas_coretype").empty()) {
     cli::ReexecForOpenBlasCore(argv);
   } else {
-    cli::ReexecWithOpenBlasCore(core_type, argv);
+    cli::ReexecWithOpenBlasCore(flags.Get("openblas_coretype"), argv);
   }
-  return true;
+  return std::nullopt;
 }
 
 int RunBench(const std::vector<BenchModel>& models, const BenchOptions& options) {

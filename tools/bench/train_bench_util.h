@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,11 +49,13 @@ struct BenchOptions {
   bool fuse = true;  // compiler::CompileOptions::fuse
 };
 
-// Parses the common flags (prints help and returns false with *exit_code 0
-// for --help; false with 2 for a bad flag). `program` and `about` head the
-// help text.
-bool ParseBenchFlags(int argc, char** argv, const std::string& program, const std::string& about,
-                     BenchOptions* options, int* exit_code);
+// Parses the common flags (cli::FlagSet; `options` holds the defaults, the
+// values given replace them). Returns the exit code to end with: 0 after
+// --help (`program` and `about` head the help), 2 after a bad flag or value
+// (named on stderr); nullopt: run. May re-execute the program for
+// --openblas_coretype (tools/oflite/openblas_core.h).
+std::optional<int> ParseBenchFlags(int argc, char** argv, const std::string& program,
+                                   const std::string& about, BenchOptions* options);
 
 // Runs every (model, batch, cores, layout) row and prints the table.
 // Returns the process exit code (1 if our runtime failed).

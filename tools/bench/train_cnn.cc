@@ -10,6 +10,8 @@
 //
 //   bazel build //tools/bench:train_cnn
 //   bazel-bin/tools/bench/train_cnn [--samples 5] [--iters 100] [--help]
+#include <optional>
+
 #include "oneflow_lite/api/data_sources.h"
 #include "oneflow_lite/api/layers.h"
 #include "tools/bench/train_bench_util.h"
@@ -50,12 +52,12 @@ int main(int argc, char** argv) {
   using namespace oflite;
   bench::BenchOptions options;
   options.batches = {64};
-  int exit_code = 0;
-  if (!bench::ParseBenchFlags(argc, argv, "train_cnn",
-                              "train_cnn: small CNN and LeNet-5 training steps, oflite next to "
-                              "PyTorch with equal computing threads",
-                              &options, &exit_code)) {
-    return exit_code;
+  if (std::optional<int> done =
+          bench::ParseBenchFlags(argc, argv, "train_cnn",
+                                 "train_cnn: small CNN and LeNet-5 training steps, oflite next to "
+                                 "PyTorch with equal computing threads",
+                                 &options)) {
+    return *done;
   }
   return bench::RunBench(
       {{"cnn", "conv16-pool-conv32-pool-dense10 (3x3 pad 1), momentum SGD", BuildCnn},

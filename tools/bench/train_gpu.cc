@@ -24,28 +24,37 @@
 //                batch.
 //
 //   train_gpu [--iters 200] [--warmup 30] [--budget_s 0] [--python python3]
-//             [--torch_script tools/bench/train_gpu_torch.py]
+//             [--torch_script tools/bench/train_gpu_torch.py] [--help]
 // Large configurations (batch >= 4096) run a quarter of --iters. With
 // --budget_s > 0, a configuration that would start after the budget is
 // reported "skipped: budget". Exit 0 when every configuration that ran
 // trained (its loss went down) on every path of ours; 77 without a GPU.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "oneflow_lite/compiler/compiler.h"
 #include "oneflow_lite/device/cuda/cuda_util.h"
 #include "oneflow_lite/runtime/runtime.h"
+#include "oneflow_lite/session/flags.h"
+#include "tools/bench/bench_flags.h"
 #include "tools/gpu/gpu_jobs.h"
 #include "tools/gpu/single_gpu_executor.h"
 
 namespace oflite {
 namespace {
+
+// After "usage: ... <program>" in --help.
+constexpr char kUsage[] =
+    "[flags]\n\nPer-step time of training on one GPU, ours (actor runtime, executor, CUDA "
+    "graph replay)\nnext to PyTorch eager and CUDA-graph replay in the same run (exit 77 "
+    "without a GPU).";
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -216,16 +225,37 @@ bool RunConfig(const Config& c, int64_t warmup, int64_t iters, const std::string
   return ok;
 }
 
-int Main(int argc, char** argv) {
-  int64_t iters = 200, warmup = 30, budget_s = 0;
-  std::string python = "python3", script = "tools/bench/train_gpu_torch.py";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--iters")) iters = std::atoll(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--warmup")) warmup = std::atoll(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--budget_s")) budget_s = std::atoll(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--python")) python = argv[i + 1];
-    if (!std::strcmp(argv[i], "--torch_script")) script = argv[i + 1];
-  }
+std::vector<cli::FlagSpec> FlagSpecs() {
+  return {{"iters", "measured steps per configuration (a quarter for batch >= 4096)", false, "200"},
+          {"warmup", "steps before measuring (a quarter for batch >= 4096)", false, "30"},
+          {"budget_s",
+           "seconds after which configurations not yet started are reported "
+           "\"skipped: budget\" (0: no budget)",
+           false, "0"},
+          {"python", "the PyTorch peer's interpreter", false, "python3"},
+          {"torch_script", "the PyTorch peer", false, "tools/bench/train_gpu_torch.py"}};
+}
+
+struct Options {
+  int64_t iters = 0, warmup = 0;
+  int64_t budget_s = 0;  // 0: no budget
+  std::string python, script;
+};
+
+StatusOr<Options> ReadOptions(const cli::FlagSet& flags) {
+  Options options;
+  ASSIGN_OR_RETURN(options.iters, flags.GetInt("iters", 1, 1000 * 1000 * 1000));
+  ASSIGN_OR_RETURN(options.warmup, flags.GetInt("warmup", 1, 1000 * 1000 * 1000));
+  ASSIGN_OR_RETURN(options.budget_s, flags.GetInt("budget_s", 0, cli::kMaxDurationSeconds));
+  options.python = flags.Get("python");
+  options.script = flags.Get("torch_script");
+  return options;
+}
+
+int Run(const Options& options) {
+  const int64_t iters = options.iters, warmup = options.warmup, budget_s = options.budget_s;
+  const std::string& python = options.python;
+  const std::string& script = options.script;
   if (CudaDeviceCount() == 0) {
     std::printf("train_gpu SKIPPED: no CUDA device\n");
     return 77;
@@ -253,4 +283,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace oflite
 
-int main(int argc, char** argv) { return oflite::Main(argc, argv); }
+int main(int argc, char** argv) {
+  using namespace oflite;
+  return bench::BenchMain(argc, argv, "train_gpu", kUsage, FlagSpecs(), ReadOptions, Run);
+}

@@ -9,6 +9,8 @@
 //
 //   bazel build //tools/bench:train_mlp
 //   bazel-bin/tools/bench/train_mlp [--samples 5] [--iters 100] [--help]
+#include <optional>
+
 #include "oneflow_lite/api/data_sources.h"
 #include "oneflow_lite/api/layers.h"
 #include "tools/bench/train_bench_util.h"
@@ -17,12 +19,12 @@ int main(int argc, char** argv) {
   using namespace oflite;
   bench::BenchOptions options;
   options.batches = {64, 256};
-  int exit_code = 0;
-  if (!bench::ParseBenchFlags(argc, argv, "train_mlp",
-                              "train_mlp: 784-256-256-10 MLP training steps, oflite next to "
-                              "PyTorch with equal computing threads",
-                              &options, &exit_code)) {
-    return exit_code;
+  if (std::optional<int> done =
+          bench::ParseBenchFlags(argc, argv, "train_mlp",
+                                 "train_mlp: 784-256-256-10 MLP training steps, oflite next to "
+                                 "PyTorch with equal computing threads",
+                                 &options)) {
+    return *done;
   }
   bench::BenchModel mlp{"mlp", "784-256-256-10, ReLU, softmax cross-entropy, SGD lr 0.1",
                         [](Graph* g, int64_t batch) {

@@ -4,23 +4,34 @@
 // machines of one CPU device each, on synthetic data (the random_batch
 // source, split over the machines; the global batch is `--batch`).
 //
-//   write_scaling_job OUT.job.pb --model mlp|cnn --batch B --machines M
-//                     --iterations N [--lr 0.01]
+//   write_scaling_job OUT.job.pb [--model mlp] [--batch 64] [--machines 1]
+//                     [--iterations 100] [--lr 0.01] [--help]
 //
 // mlp: 784-2048-2048-10, ReLU; cnn: [B,1,28,28] conv 16 3x3 pad 1, ReLU,
 // maxpool 2, conv 32 3x3 pad 1, ReLU, maxpool 2, dense 10. Both: softmax
 // cross-entropy, plain SGD. Exit 2 on a bad argument (named), 1 when the
 // job cannot be built or written.
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "oneflow_lite/api/data_sources.h"
 #include "oneflow_lite/api/graph.h"
 #include "oneflow_lite/api/layers.h"
 #include "oneflow_lite/common/proto_io.h"
+#include "oneflow_lite/session/flags.h"
+#include "tools/bench/bench_flags.h"
 
 namespace oflite {
 namespace {
+
+// After "usage: ... <program>" in --help.
+constexpr char kUsage[] =
+    "OUT.job.pb [--model mlp|cnn] [--batch B] [--machines M] [--iterations N] [--lr LR]\n\n"
+    "Writes the Job of tools/bench/scaling (docs/benchmarks.md): the model trained data\n"
+    "parallel over --machines machines on synthetic data.";
 
 struct Args {
   std::string out;
@@ -56,66 +67,61 @@ StatusOr<Job> BuildJob(const Args& args) {
   return g.Build();
 }
 
-// Parses argv into `args`; false (after naming the culprit) on bad input.
-bool Parse(int argc, char** argv, Args* args) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const bool has_value = i + 1 < argc;
-    try {
-      if (arg == "--model" && has_value) {
-        args->model = argv[++i];
-      } else if (arg == "--batch" && has_value) {
-        args->batch = std::stoll(argv[++i]);
-      } else if (arg == "--machines" && has_value) {
-        args->machines = std::stoll(argv[++i]);
-      } else if (arg == "--iterations" && has_value) {
-        args->iterations = std::stoll(argv[++i]);
-      } else if (arg == "--lr" && has_value) {
-        args->lr = std::stod(argv[++i]);
-      } else if (args->out.empty() && arg.rfind("--", 0) != 0) {
-        args->out = arg;
-      } else {
-        std::fprintf(stderr, "write_scaling_job: unknown or incomplete argument '%s'\n", arg.c_str());
-        return false;
-      }
-    } catch (const std::exception&) {
-      std::fprintf(stderr, "write_scaling_job: '%s' needs a number, not '%s'\n", arg.c_str(),
-                   argv[i]);
-      return false;
-    }
+std::vector<cli::FlagSpec> FlagSpecs() {
+  const Args defaults;
+  return {
+      {"model", "mlp or cnn", false, defaults.model},
+      {"batch", "global batch (split over the machines)", false, std::to_string(defaults.batch)},
+      {"machines", "machines of one CPU device each (data parallel)", false,
+       std::to_string(defaults.machines)},
+      {"iterations", "training iterations", false, std::to_string(defaults.iterations)},
+      {"lr", "SGD learning rate", false, "0.01"}};
+}
+
+// A positive finite number, the whole of `text`; an error names flag `name`.
+StatusOr<double> ParsePositive(const std::string& text, const std::string& name) {
+  char* end = nullptr;
+  const double value = text.empty() ? 0 : std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !std::isfinite(value) || value <= 0) {
+    return InvalidArgumentError("flag '--", name, "' must be a positive number, got '", text, "'");
   }
-  if (args->out.empty()) {
-    std::fprintf(stderr, "usage: write_scaling_job OUT.job.pb --model mlp|cnn --batch B "
-                         "--machines M --iterations N [--lr LR]\n");
-    return false;
+  return value;
+}
+
+StatusOr<Args> ReadArgs(const cli::FlagSet& flags) {
+  Args args;
+  if (flags.positional().empty()) {
+    return InvalidArgumentError("the output file OUT.job.pb is missing (see --help)");
   }
-  if (args->model != "mlp" && args->model != "cnn") {
-    std::fprintf(stderr, "write_scaling_job: --model '%s': want mlp or cnn\n", args->model.c_str());
-    return false;
+  args.out = flags.positional()[0];
+  args.model = flags.Get("model");
+  if (args.model != "mlp" && args.model != "cnn") {
+    return InvalidArgumentError("flag '--model' must be mlp or cnn, got '", args.model, "'");
   }
-  if (args->machines < 1 || args->batch < args->machines || args->iterations < 1) {
-    std::fprintf(stderr, "write_scaling_job: need --machines >= 1, --batch >= --machines, "
-                         "--iterations >= 1\n");
-    return false;
+  constexpr int64_t kMax = int64_t{1} << 30;
+  ASSIGN_OR_RETURN(args.machines, flags.GetInt("machines", 1, 4096));
+  ASSIGN_OR_RETURN(args.batch, flags.GetInt("batch", args.machines, kMax));
+  ASSIGN_OR_RETURN(args.iterations, flags.GetInt("iterations", 1, kMax));
+  ASSIGN_OR_RETURN(args.lr, ParsePositive(flags.Get("lr"), "lr"));
+  return args;
+}
+
+// Builds and writes the job: exit 0, or 1 (the error printed).
+int Write(const Args& args) {
+  StatusOr<Job> job = BuildJob(args);
+  const Status saved = job.ok() ? SaveJob(args.out, *job) : job.status();
+  if (!saved.ok()) {
+    std::fprintf(stderr, "write_scaling_job: %s\n", saved.ToString().c_str());
+    return 1;
   }
-  return true;
+  return 0;
 }
 
 }  // namespace
 }  // namespace oflite
 
 int main(int argc, char** argv) {
-  oflite::Args args;
-  if (!oflite::Parse(argc, argv, &args)) return 2;
-  oflite::StatusOr<oflite::Job> job = oflite::BuildJob(args);
-  if (!job.ok()) {
-    std::fprintf(stderr, "write_scaling_job: %s\n", job.status().ToString().c_str());
-    return 1;
-  }
-  const oflite::Status saved = oflite::SaveJob(args.out, *job);
-  if (!saved.ok()) {
-    std::fprintf(stderr, "write_scaling_job: %s\n", saved.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  using namespace oflite;
+  return bench::BenchMain(argc, argv, "write_scaling_job", kUsage, FlagSpecs(), ReadArgs, Write,
+                          /*max_positional=*/1);
 }
