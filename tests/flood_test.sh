@@ -10,13 +10,9 @@
 # connections per port), both ranks must exit 0, and the final losses must
 # equal those of the same job run without a flood.
 set -u
-source "${TEST_SRCDIR}/oneflow_lite/tests/free_port.sh"
-OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
-WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/write_test_job"
+source "${TEST_SRCDIR}/oneflow_lite/tests/test_env.sh"
 FLOOD="${TEST_SRCDIR}/oneflow_lite/tests/flood_peer"
-TMP="${TEST_TMPDIR:-/tmp}/flood"
-rm -rf "$TMP"; mkdir -p "$TMP"
-fail=0
+fresh_tmp flood
 ITERS=${FLOOD_TEST_ITERS:-6000}
 
 : > "$TMP/two.pbtxt"

@@ -17,7 +17,7 @@
 # With shm and auto, a killed rank must leave no shared-memory object; with
 # ibverbs_emu no socket of the emulated fabric may be left.
 set -u
-source "${TEST_SRCDIR}/oneflow_lite/tests/free_port.sh"
+source "${TEST_SRCDIR}/oneflow_lite/tests/test_env.sh"
 COMM="${1:-tcp}"
 EXTRA=()  # flags every rank gets
 if [[ $COMM == ibverbs_emu ]]; then
@@ -26,11 +26,7 @@ if [[ $COMM == ibverbs_emu ]]; then
   FABRIC="multinode-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')"
   EXTRA=(--ib_emulator="$FABRIC")
 fi
-OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
-WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/write_test_job"
-TMP="${TEST_TMPDIR:-/tmp}/multinode"
-rm -rf "$TMP"; mkdir -p "$TMP"
-fail=0
+fresh_tmp multinode
 DATA=/usr/share/datasets/fashion-mnist
 MLP=(--batch 32 --features 784 --hidden 64 --classes 10 --iterations 20 --accuracy
      --fashion_mnist "$DATA")

@@ -14,13 +14,9 @@
 #  - --comm bogus is exit 2 naming the known providers (the registry).
 # Every wait is bounded; leftover processes are killed.
 set -u
-source "${TEST_SRCDIR}/oneflow_lite/tests/free_port.sh"
-OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
-WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/write_test_job"
+source "${TEST_SRCDIR}/oneflow_lite/tests/test_env.sh"
 POISON="${TEST_SRCDIR}/oneflow_lite/tests/poison_plan"
-TMP="${TEST_TMPDIR:-/tmp}/peer_loss"
-rm -rf "$TMP"; mkdir -p "$TMP"
-fail=0
+fresh_tmp peer_loss
 DATA=/usr/share/datasets/fashion-mnist
 export OFLITE_JOB_TOKEN=peer-loss-test
 # Under tsan (bazel test --config=tsan): a rank that ends the job for a

@@ -10,13 +10,9 @@
 # `oflite run` broadcasts on a failure carries ("lost rank 1", the lost
 # connection, is not enough).
 set -u
-source "${TEST_SRCDIR}/oneflow_lite/tests/free_port.sh"
-OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
-WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/write_test_job"
+source "${TEST_SRCDIR}/oneflow_lite/tests/test_env.sh"
 POISON="${TEST_SRCDIR}/oneflow_lite/tests/poison_plan"
-TMP="${TEST_TMPDIR:-/tmp}/ring_abort"
-rm -rf "$TMP"; mkdir -p "$TMP"
-fail=0
+fresh_tmp ring_abort
 
 : > "$TMP/three.pbtxt"
 for m in 0 1 2; do

@@ -8,12 +8,8 @@
 # after a refused intruder (within the grace, --join-grace-seconds) still
 # joins and the job runs.
 set -u
-source "${TEST_SRCDIR}/oneflow_lite/tests/free_port.sh"
-OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
-WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/write_test_job"
-TMP="${TEST_TMPDIR:-/tmp}/wrong_token"
-rm -rf "$TMP"; mkdir -p "$TMP"
-fail=0
+source "${TEST_SRCDIR}/oneflow_lite/tests/test_env.sh"
+fresh_tmp wrong_token
 
 : > "$TMP/two.pbtxt"
 for m in 0 1; do

@@ -50,7 +50,7 @@ Status FlagSet::Parse(int argc, char** argv) {
     }
     if (arg.rfind("--", 0) != 0 || arg.size() == 2) {
       if (positional_.size() == max_positional_) {
-        return InvalidArgumentError("unexpected argument '", arg, "' (see 'oflite ", command_,
+        return InvalidArgumentError("unexpected argument '", arg, "' (see '", command_,
                                     " --help')");
       }
       positional_.push_back(arg);
@@ -73,7 +73,7 @@ Status FlagSet::Parse(int argc, char** argv) {
       }
     }
     if (spec == nullptr) {
-      return InvalidArgumentError("unknown flag '--", name, "' (see 'oflite ", command_,
+      return InvalidArgumentError("unknown flag '--", name, "' (see '", command_,
                                   " --help')");
     }
     if (!has_value) {
@@ -154,7 +154,7 @@ StatusOr<std::chrono::milliseconds> FlagSet::GetSeconds(const std::string& name,
 }
 
 void FlagSet::PrintHelp() const {
-  std::printf("usage: oflite %s %s\n\nflags:\n", command_.c_str(), usage_.c_str());
+  std::printf("usage: %s %s\n\nflags:\n", command_.c_str(), usage_.c_str());
   for (const FlagSpec& s : specs_) {
     std::string left = "--" + s.name + (s.is_bool ? "" : "=VALUE");
     std::printf("  %-26s %s", left.c_str(), s.help.c_str());

@@ -44,6 +44,8 @@ inline constexpr int64_t kMaxDurationSeconds = 30LL * 24 * 3600;
 
 class FlagSet {
  public:
+  // `command`: the program as a user types it ("oflite run", "mlp"), named
+  // in the help and in errors that point at it.
   // `max_positional`: how many positional arguments the command takes (e.g.
   // inspect's plan file); more are an error naming the first extra one.
   FlagSet(std::string command, std::string usage, std::vector<FlagSpec> specs,

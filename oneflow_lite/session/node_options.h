@@ -50,9 +50,10 @@ Environment ProcessEnvironment();
 struct NodeOptions {
   // Names the program in every line the session prints ("oflite run").
   std::string command = "oflite run";
-  // The files a run reads and writes besides the plan: checkpoints, the
-  // --eval-out, --metrics-out and output files. Not owned; outlives the
-  // session.
+  // The files a run reads and writes besides the plan (checkpoints, the
+  // --eval-out, --metrics-out and output files) and the clock of its
+  // progress lines, step and evaluation times and failure attribution.
+  // Not owned; outlives the session.
   Env* env = Env::Default();
   int64_t rank = 0;
   std::string master;  // HOST:PORT; multi-machine plans only

@@ -2,10 +2,8 @@
 
 #include <unistd.h>
 
-#include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <thread>
 
 #include "oneflow_lite/comm/builtin_providers.h"
 #include "oneflow_lite/common/proto_io.h"
@@ -23,13 +21,13 @@ namespace {
 // to the session, so then this waits up to 500 ms for that report: the exit
 // code names the lost peer (4) instead of blaming this rank (1). Returns at
 // once for any other status, or with rank -1 when nothing is attributed.
-JobFailure AttributeFailure(const MultiMachineSession* session, const Status& status) {
+JobFailure AttributeFailure(const MultiMachineSession* session, const Status& status, Env* env) {
   if (session == nullptr) return JobFailure();
   JobFailure failure = session->failure();
   if (failure.rank >= 0 || status.code() != StatusCode::kUnavailable) return failure;
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
-  while (failure.rank < 0 && std::chrono::steady_clock::now() < give_up) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const int64_t give_up_us = env->NowMicros() + 500 * 1000;
+  while (failure.rank < 0 && env->NowMicros() < give_up_us) {
+    env->SleepForMicroseconds(2000);
     failure = session->failure();
   }
   return failure;
@@ -164,7 +162,7 @@ void NodeSession::ExitForJobFailure(const JobFailure& failure) {
   if (!ClaimFailureReport()) {
     // The main thread printed the failure and is ending the process; if it
     // does not within 2 s (blocked on the lost peer), end it with its code.
-    std::this_thread::sleep_for(std::chrono::seconds(2));
+    options_.env->SleepForMicroseconds(2 * 1000 * 1000);
     const int decided = g_decided_exit_code.load();
     _exit(decided >= 0 ? decided : cli::kExitPeerFailed);
   }
@@ -172,10 +170,10 @@ void NodeSession::ExitForJobFailure(const JobFailure& failure) {
 }
 
 int NodeSession::Fail(const Status& status, int code) {
-  const JobFailure failure = AttributeFailure(multi_.get(), status);
+  const JobFailure failure = AttributeFailure(multi_.get(), status, options_.env);
   if (!ClaimFailureReport()) {
     // The fatal handler is printing and will end the process.
-    std::this_thread::sleep_for(std::chrono::seconds(5));
+    options_.env->SleepForMicroseconds(5 * 1000 * 1000);
     return failure.rank >= 0 && failure.rank != rank() ? cli::kExitPeerFailed : code;
   }
   if (failure.rank >= 0 && failure.rank != rank()) {

@@ -20,18 +20,17 @@ namespace {
 // Prints a progress line per interval; thread-safe (called by the sink).
 class ProgressPrinter : public MetricsObserver {
  public:
-  ProgressPrinter(int64_t start, int64_t end, int64_t every, int64_t samples_per_iter)
-      : start_(start), end_(end), every_(std::max<int64_t>(1, every)),
-        samples_(samples_per_iter), last_time_(std::chrono::steady_clock::now()),
-        last_iter_(start) {}
+  ProgressPrinter(Env* env, int64_t start, int64_t end, int64_t every, int64_t samples_per_iter)
+      : env_(env), start_(start), end_(end), every_(std::max<int64_t>(1, every)),
+        samples_(samples_per_iter), last_us_(env->NowMicros()), last_iter_(start) {}
 
   void OnMetrics(int64_t iteration,
                  const std::vector<std::pair<std::string, double>>& metrics) override {
     std::lock_guard<std::mutex> lock(mutex_);
     const bool print = iteration == start_ || iteration + 1 == end_ || (iteration + 1) % every_ == 0;
     if (!print) return;
-    const auto now = std::chrono::steady_clock::now();
-    const double seconds = std::chrono::duration<double>(now - last_time_).count();
+    const int64_t now_us = env_->NowMicros();
+    const double seconds = static_cast<double>(now_us - last_us_) / 1e6;
     const int64_t iters = iteration + 1 - last_iter_;
     const double rate = seconds > 0 ? iters * samples_ / seconds : 0;
     const double eta = rate > 0 ? (end_ - iteration - 1) * samples_ / rate : 0;
@@ -40,15 +39,16 @@ class ProgressPrinter : public MetricsObserver {
     for (const auto& [name, value] : metrics) std::printf("  %s %.4f", name.c_str(), value);
     std::printf("  samples/s %.0f  ETA %.0fs\n", rate, eta);
     std::fflush(stdout);
-    last_time_ = now;
+    last_us_ = now_us;
     last_iter_ = iteration + 1;
   }
 
  private:
+  Env* const env_;
   const int64_t start_, end_, every_, samples_;
   std::mutex mutex_;
-  std::chrono::steady_clock::time_point last_time_;  // guarded by mutex_
-  int64_t last_iter_;                                // guarded by mutex_
+  int64_t last_us_;    // guarded by mutex_
+  int64_t last_iter_;  // guarded by mutex_
 };
 
 // Forwards to `inner` and appends "iteration name value" lines to a file
@@ -90,20 +90,20 @@ class MetricsFile : public MetricsObserver {
 // an independent clock. Thread-safe.
 class StepTimer : public MetricsObserver {
  public:
-  StepTimer(MetricsObserver* inner, int64_t first, int64_t end)
-      : inner_(inner), first_(first), end_(end) {}
+  StepTimer(Env* env, MetricsObserver* inner, int64_t first, int64_t end)
+      : env_(env), inner_(inner), first_(first), end_(end) {}
 
   void OnMetrics(int64_t iteration,
                  const std::vector<std::pair<std::string, double>>& metrics) override {
     if (iteration >= first_ && iteration < end_) {
-      const auto now = std::chrono::steady_clock::now();
+      const int64_t now_us = env_->NowMicros();
       std::lock_guard<std::mutex> lock(mutex_);
       if (reports_++ == 0) {
         first_seen_ = iteration;
-        first_time_ = now;
+        first_us_ = now_us;
       }
       last_seen_ = iteration;
-      last_time_ = now;
+      last_us_ = now_us;
     }
     inner_->OnMetrics(iteration, metrics);
   }
@@ -113,17 +113,18 @@ class StepTimer : public MetricsObserver {
   double StepUs() const {
     std::lock_guard<std::mutex> lock(mutex_);
     if (reports_ < 2 || last_seen_ <= first_seen_) return -1;
-    return std::chrono::duration<double, std::micro>(last_time_ - first_time_).count() /
+    return static_cast<double>(last_us_ - first_us_) /
            static_cast<double>(last_seen_ - first_seen_);
   }
 
  private:
+  Env* const env_;
   MetricsObserver* const inner_;
   const int64_t first_, end_;
   mutable std::mutex mutex_;
   int64_t reports_ = 0;
   int64_t first_seen_ = 0, last_seen_ = 0;
-  std::chrono::steady_clock::time_point first_time_, last_time_;
+  int64_t first_us_ = 0, last_us_ = 0;
 };
 
 // --checkpoint-dir names a folder, or none yet (Train creates it before
@@ -326,7 +327,8 @@ int Train(NodeSession* node, const Plan& plan, const TrainingRequest& request,
   CheckpointVariableStore store(store_options);
   PartCapturingStore capture(&store, end);  // this machine's trained parts
   options.variables = &capture;
-  ProgressPrinter progress(options.start_iter, end, request.log_every, plan.samples_per_iter());
+  ProgressPrinter progress(env, options.start_iter, end, request.log_every,
+                           plan.samples_per_iter());
   options.metrics = &progress;
   std::unique_ptr<MetricsFile> metrics_file;
   if (!request.metrics_out.empty()) {
@@ -339,7 +341,8 @@ int Train(NodeSession* node, const Plan& plan, const TrainingRequest& request,
   std::unique_ptr<StepTimer> step_timer;
   if (tracer != nullptr) {
     options.tracer = tracer;
-    step_timer = std::make_unique<StepTimer>(options.metrics, tracer->options().first_iteration,
+    step_timer = std::make_unique<StepTimer>(env, options.metrics,
+                                             tracer->options().first_iteration,
                                              tracer->options().end_iteration);
     options.metrics = step_timer.get();
   }

@@ -33,7 +33,7 @@ int Fail(int code, const Status& status) {
 }  // namespace
 
 int RunCompile(int argc, char** argv) {
-  FlagSet flags("compile", "--job JOB.pb --cluster CLUSTER.pbtxt -o PLAN.pb",
+  FlagSet flags("oflite compile", "--job JOB.pb --cluster CLUSTER.pbtxt -o PLAN.pb",
                 {{"job", "the Job file written by a model program"},
                  {"cluster", "the cluster description (text ClusterProto)"},
                  {"o", "where to write the Plan"},

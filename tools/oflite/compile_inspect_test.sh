@@ -2,11 +2,8 @@
 # oflite compile and inspect end to end: real jobs, real clusters, every
 # inspect view, determinism, and bad input (exit 2, no output file left).
 set -u
-OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
-WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/write_test_job"
-TMP="${TEST_TMPDIR:-/tmp}/compile_inspect"
-mkdir -p "$TMP"
-fail=0
+source "${TEST_SRCDIR}/oneflow_lite/tests/test_env.sh"
+fresh_tmp compile_inspect
 check() {  # check DESCRIPTION EXPECTED_RC ACTUAL_RC
   if [[ "$2" != "$3" ]]; then echo "FAIL: $1: exit $3, expected $2"; cat "$TMP/out"; fail=1; else echo "ok: $1"; fi
 }

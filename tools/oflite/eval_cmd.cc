@@ -176,7 +176,7 @@ std::vector<FlagSpec> CommandFlags(const Command& command) {
 
 int RunEvalCommand(const Command& command, int argc, char** argv) {
   const std::string program = "oflite " + command.name;
-  FlagSet flags(command.name, "--plan PLAN.pb --checkpoint DIR [flags]", CommandFlags(command));
+  FlagSet flags(program, "--plan PLAN.pb --checkpoint DIR [flags]", CommandFlags(command));
   auto fail = [&program](const Status& status, int code) {
     return session::ReportFailure(program, status, code);
   };

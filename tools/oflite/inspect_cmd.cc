@@ -394,7 +394,7 @@ void PrintDot(const Plan& plan) {
 }  // namespace
 
 int RunInspect(int argc, char** argv) {
-  FlagSet flags("inspect", "PLAN.pb [--actors] [--machine N] [--actor ID] [--json] [--dot]",
+  FlagSet flags("oflite inspect", "PLAN.pb [--actors] [--machine N] [--actor ID] [--json] [--dot]",
                 {{"actors", "list every actor, one line each", true},
                  {"machine", "only this machine", false, "-1"},
                  {"actor", "one actor in detail: numeric id, m0/cpu0/s0/t3 form, or name"},

@@ -253,7 +253,7 @@ int RunLaunch(int argc, char** argv) {
     for (int j = i + 1; j < argc; ++j) passthrough.push_back(argv[j]);
     break;
   }
-  FlagSet flags("launch", "--plan PLAN.pb (--nproc N | --hosts a,b,...) [-- RUN ARGS]",
+  FlagSet flags("oflite launch", "--plan PLAN.pb (--nproc N | --hosts a,b,...) [-- RUN ARGS]",
                 {{"plan", "the Plan file"},
                  {"nproc", "number of local processes (machines)"},
                  {"hosts", "comma-separated hosts to start nodes on over ssh"},

@@ -11,11 +11,8 @@
 #    last line names rank 1.
 # Every wait is bounded; leftovers are killed at the end.
 set -u
-OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
-WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/write_test_job"
-TMP="${TEST_TMPDIR:-/tmp}/launch_signal"
-rm -rf "$TMP"; mkdir -p "$TMP"
-fail=0
+source "${TEST_SRCDIR}/oneflow_lite/tests/test_env.sh"
+fresh_tmp launch_signal
 LEFT=()
 cleanup() { for pid in "${LEFT[@]}"; do kill -9 "$pid" 2> /dev/null; done; }
 trap cleanup EXIT
@@ -78,13 +75,20 @@ for sig in TERM INT; do
   (( fail )) || echo "ok: SIG$sig forwarded: launch exit $RC, no rank left"
 done
 
+# rank1_pid: prints the pid of the started job's rank 1; status 1 (and a
+# FAIL line) when there is none.
+rank1_pid() {
+  local pid
+  for pid in "${RANK_PIDS[@]}"; do
+    tr '\0' ' ' < "/proc/$pid/cmdline" | grep -q -- "--rank 1 " && { echo "$pid"; return 0; }
+  done
+  echo "FAIL: rank 1 not found among ${RANK_PIDS[*]}" >&2
+  return 1
+}
+
 log="$TMP/kill9.log"
 if start_job "$log"; then
-  rank1=""
-  for pid in "${RANK_PIDS[@]}"; do
-    tr '\0' ' ' < "/proc/$pid/cmdline" | grep -q -- "--rank 1 " && rank1=$pid
-  done
-  [[ -n "$rank1" ]] || { echo "FAIL: rank 1 not found among ${RANK_PIDS[*]}"; fail=1; }
+  rank1=$(rank1_pid) || fail=1
   kill -9 "$rank1"
   wait_launch 60
   last=$(tail -1 "$log")
@@ -105,11 +109,7 @@ fi
 # cannot reach a stopped process) and blame rank 0, the first to exit.
 log="$TMP/sigstop.log"
 if start_job "$log"; then
-  rank1=""
-  for pid in "${RANK_PIDS[@]}"; do
-    tr '\0' ' ' < "/proc/$pid/cmdline" | grep -q -- "--rank 1 " && rank1=$pid
-  done
-  [[ -n "$rank1" ]] || { echo "FAIL: rank 1 not found among ${RANK_PIDS[*]}"; fail=1; }
+  rank1=$(rank1_pid) || fail=1
   start=$(date +%s%N)
   kill -STOP "$rank1"
   wait_launch 60

@@ -68,7 +68,7 @@ int RunRun(int argc, char** argv) {
   for (std::vector<FlagSpec> more : {session::TrainingFlagSpecs(), session::NodeFlagSpecs()}) {
     specs.insert(specs.end(), more.begin(), more.end());
   }
-  FlagSet flags("run", "--plan PLAN.pb [--rank R --master HOST:PORT] [flags]", std::move(specs));
+  FlagSet flags(command, "--plan PLAN.pb [--rank R --master HOST:PORT] [flags]", std::move(specs));
   if (std::optional<int> done = flags.ParseCommandLine(argc, argv, command)) return *done;
   if (!flags.Has("plan")) {
     return session::ReportFailure(command, InvalidArgumentError("--plan is required"),

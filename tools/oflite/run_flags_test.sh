@@ -6,11 +6,8 @@
 # checkpoint under a root names the newest intact one (nothing deleted).
 # Every command is bounded by `timeout` (a livelock or a wait is a failure).
 set -u
-OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
-WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/write_test_job"
-TMP="${TEST_TMPDIR:-/tmp}/run_flags"
-rm -rf "$TMP"; mkdir -p "$TMP"
-fail=0
+source "${TEST_SRCDIR}/oneflow_lite/tests/test_env.sh"
+fresh_tmp run_flags
 expect() {  # expect DESCRIPTION RC NEEDLE -- COMMAND...
   local what="$1" want="$2" needle="$3"; shift 4
   timeout 60 "$@" > "$TMP/out" 2>&1

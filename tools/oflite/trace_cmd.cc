@@ -26,7 +26,7 @@ int Fail(const Status& status) {
 }
 
 int RunSummary(int argc, char** argv) {
-  FlagSet flags("trace summary", "FILE [--json]",
+  FlagSet flags("oflite trace summary", "FILE [--json]",
                 {{"json", "print the summary as one JSON object", true, "false"}},
                 /*max_positional=*/1);
   if (std::optional<int> done = flags.ParseCommandLine(argc, argv, "oflite trace")) return *done;
@@ -40,7 +40,7 @@ int RunSummary(int argc, char** argv) {
 }
 
 int RunMerge(int argc, char** argv) {
-  FlagSet flags("trace merge", "--out OUT RANK_FILE...", {{"out", "the merged trace file"}},
+  FlagSet flags("oflite trace merge", "--out OUT RANK_FILE...", {{"out", "the merged trace file"}},
                 /*max_positional=*/1024);
   if (std::optional<int> done = flags.ParseCommandLine(argc, argv, "oflite trace")) return *done;
   if (!flags.Has("out")) return Fail(InvalidArgumentError("--out is required"));

@@ -14,13 +14,9 @@
 #    `oflite run --trace FILE --trace-level messages`, and bad input (exit 2
 #    naming the flag or the file).
 set -u
-OFLITE="${TEST_SRCDIR}/oneflow_lite/tools/oflite/oflite"
-WRITE_JOB="${TEST_SRCDIR}/oneflow_lite/oneflow_lite/testing/write_test_job"
+source "${TEST_SRCDIR}/oneflow_lite/tests/test_env.sh"
 CHECK="${TEST_SRCDIR}/oneflow_lite/tools/oflite/trace_check.py"
-source "${TEST_SRCDIR}/oneflow_lite/tests/free_port.sh"
-TMP="${TEST_TMPDIR:-/tmp}/trace_test"
-rm -rf "$TMP"; mkdir -p "$TMP"
-fail=0
+fresh_tmp trace_test
 expect() {  # expect WHAT COMMAND...: the command must succeed
   local what=$1; shift
   if ! "$@" > "$TMP/out" 2>&1; then echo "FAIL: $what"; tail -30 "$TMP/out"; fail=1; return 1; fi
