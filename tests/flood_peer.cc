@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "oneflow_lite/comm/control/control_wire.h"
-#include "oneflow_lite/comm/flood_test_util.h"
+#include "oneflow_lite/comm/testing/listener_flood.h"
 #include "oneflow_lite/comm/wire.h"
 
 namespace {

@@ -2,9 +2,9 @@
 
 #include <gtest/gtest.h>
 
-#include "oneflow_lite/comm/memory/strategy_test_suite.h"
 #include "oneflow_lite/comm/tcp/tcp_transport.h"
-#include "oneflow_lite/comm/transport_test_suite.h"
+#include "oneflow_lite/comm/testing/memory_strategy_conformance.h"
+#include "oneflow_lite/comm/testing/transport_conformance.h"
 
 namespace oflite {
 namespace comm {

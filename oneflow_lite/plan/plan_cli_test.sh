@@ -6,7 +6,7 @@
 set -u
 BIN="${TEST_SRCDIR}/oneflow_lite"
 OFLITE="$BIN/tools/oflite/oflite"
-WRITER="$BIN/oneflow_lite/plan/write_mutated_plans"
+WRITER="$BIN/oneflow_lite/plan/testing/write_mutated_plans"
 DIR="${TEST_TMPDIR:-$(mktemp -d)}/plans"
 mkdir -p "$DIR/bad"
 fail=0

@@ -37,7 +37,7 @@ if ! clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined \
   cat "$work/build.log"; exit 1
 fi
 mkdir -p "$work/seeds/bad" "$work/corpus"
-"$runfiles/oneflow_lite/plan/write_mutated_plans" "$work/seeds" >/dev/null
+"$runfiles/oneflow_lite/plan/testing/write_mutated_plans" "$work/seeds" >/dev/null
 artifacts="${TEST_UNDECLARED_OUTPUTS_DIR:-$work}/"
 # -rss_limit_mb bounds a run; a verified plan that makes the runtime
 # allocate beyond it is reported like a crash.

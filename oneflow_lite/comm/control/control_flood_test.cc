@@ -12,7 +12,7 @@
 #include "oneflow_lite/comm/control/control_client.h"
 #include "oneflow_lite/comm/control/control_wire.h"
 #include "oneflow_lite/comm/control/rendezvous_server.h"
-#include "oneflow_lite/comm/flood_test_util.h"
+#include "oneflow_lite/comm/testing/listener_flood.h"
 #include "oneflow_lite/comm/wire.h"
 
 namespace oflite {

@@ -1,5 +1,5 @@
-// The provider conformance suite (comm/transport_test_suite.h) and the
-// registered-memory strategy suite on the ibverbs provider over the
+// The provider conformance suite (comm/testing/transport_conformance.h) and
+// the registered-memory strategy suite on the ibverbs provider over the
 // cross-process verbs emulator (VerbsEmulator::Join): every rank joins the
 // fabric with its own emulator, so every packet, READ and WRITE between ranks
 // goes through the fabric's unix sockets and process_vm_readv/writev, as
@@ -8,8 +8,8 @@
 
 #include "oneflow_lite/comm/ibverbs/emulated_transport.h"
 #include "oneflow_lite/comm/ibverbs/ibverbs_transport.h"
-#include "oneflow_lite/comm/memory/strategy_test_suite.h"
-#include "oneflow_lite/comm/transport_test_suite.h"
+#include "oneflow_lite/comm/testing/memory_strategy_conformance.h"
+#include "oneflow_lite/comm/testing/transport_conformance.h"
 
 namespace oflite {
 namespace comm {

@@ -1,14 +1,15 @@
-// The provider conformance suite (comm/transport_test_suite.h) on the ibverbs
-// provider over the verbs emulator, on an InfiniBand and a RoCE fabric, with
-// the event-driven progress thread and (InfiniBandPolling) the polling one.
-// RNR retries are set to 0: flow control alone must keep receives posted.
-// The registered-memory strategy suite (comm/memory/strategy_test_suite.h)
-// runs on the same emulated fabrics.
+// The provider conformance suite (comm/testing/transport_conformance.h) on
+// the ibverbs provider over the verbs emulator, on an InfiniBand and a RoCE
+// fabric, with the event-driven progress thread and (InfiniBandPolling) the
+// polling one. RNR retries are set to 0: flow control alone must keep
+// receives posted. The registered-memory strategy suite
+// (comm/testing/memory_strategy_conformance.h) runs on the same emulated
+// fabrics.
 #include "oneflow_lite/comm/ibverbs/ibverbs_transport.h"
 
 #include "oneflow_lite/comm/ibverbs/emulated_transport.h"
-#include "oneflow_lite/comm/memory/strategy_test_suite.h"
-#include "oneflow_lite/comm/transport_test_suite.h"
+#include "oneflow_lite/comm/testing/memory_strategy_conformance.h"
+#include "oneflow_lite/comm/testing/transport_conformance.h"
 
 namespace oflite {
 namespace comm {

@@ -4,11 +4,11 @@
 //
 // BounceStreams is the one implementation; the runtime's CommNet route
 // (runtime/commnet/commnet_route.h) runs it for every CM_BOUNCE_BUFFER
-// register and the strategy suite (strategy_test_suite.cc) tests it: many
-// independent streams per peer, one set of buffers per stream (so a stalled
-// consumer only holds back its own stream), payloads queued by the producer
-// and pulled by the consumer when it has a destination. See the class
-// comment.
+// register and the strategy suite (comm/testing/memory_strategy_conformance.cc)
+// tests it: many independent streams per peer, one set of buffers per stream
+// (so a stalled consumer only holds back its own stream), payloads queued by
+// the producer and pulled by the consumer when it has a destination. See the
+// class comment.
 #ifndef ONEFLOW_LITE_COMM_MEMORY_BOUNCE_BUFFERS_H_
 #define ONEFLOW_LITE_COMM_MEMORY_BOUNCE_BUFFERS_H_
 

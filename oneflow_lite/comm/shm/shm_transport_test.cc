@@ -7,9 +7,9 @@
 #include <mutex>
 #include <thread>
 
-#include "oneflow_lite/comm/memory/strategy_test_suite.h"
 #include "oneflow_lite/comm/shm/shm_handshake.h"
-#include "oneflow_lite/comm/transport_test_suite.h"
+#include "oneflow_lite/comm/testing/memory_strategy_conformance.h"
+#include "oneflow_lite/comm/testing/transport_conformance.h"
 
 namespace oflite {
 namespace comm {

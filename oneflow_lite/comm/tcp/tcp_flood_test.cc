@@ -8,10 +8,10 @@
 
 #include <gtest/gtest.h>
 
-#include "oneflow_lite/comm/flood_test_util.h"
 #include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/comm/tcp/frame.h"
 #include "oneflow_lite/comm/tcp/tcp_transport.h"
+#include "oneflow_lite/comm/testing/listener_flood.h"
 #include "oneflow_lite/comm/wire.h"
 
 namespace oflite {

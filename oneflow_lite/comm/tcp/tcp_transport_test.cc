@@ -15,8 +15,8 @@
 #include "oneflow_lite/comm/tcp/frame.h"
 #include "oneflow_lite/comm/wire.h"
 
-#include "oneflow_lite/comm/memory/strategy_test_suite.h"
-#include "oneflow_lite/comm/transport_test_suite.h"
+#include "oneflow_lite/comm/testing/memory_strategy_conformance.h"
+#include "oneflow_lite/comm/testing/transport_conformance.h"
 
 namespace oflite {
 namespace comm {

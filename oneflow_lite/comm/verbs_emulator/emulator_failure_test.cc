@@ -3,7 +3,7 @@
 // depth, CQ overrun, busy resources, a failed HCA.
 #include "oneflow_lite/comm/verbs_emulator/emulator.h"
 
-#include "oneflow_lite/comm/verbs_emulator/emulator_test_fixture.h"
+#include "oneflow_lite/comm/testing/verbs_emulator_fixture.h"
 
 namespace oflite {
 namespace verbs {

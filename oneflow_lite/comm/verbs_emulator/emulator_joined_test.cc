@@ -9,7 +9,7 @@
 // comm/multiprocess_test.cc runs the same fabric between real processes.
 #include <random>
 
-#include "oneflow_lite/comm/verbs_emulator/emulator_test_fixture.h"
+#include "oneflow_lite/comm/testing/verbs_emulator_fixture.h"
 
 namespace oflite {
 namespace verbs {

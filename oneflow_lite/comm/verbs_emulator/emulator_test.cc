@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "oneflow_lite/comm/verbs_emulator/emulator_test_fixture.h"
+#include "oneflow_lite/comm/testing/verbs_emulator_fixture.h"
 
 namespace oflite {
 namespace verbs {

@@ -12,6 +12,7 @@
 //
 // Thread-safe. The wrapped Env must outlive the fake; a WritableFile it
 // returns must not outlive it.
+// Link target: //oneflow_lite/common/testing:fake_env (testonly).
 #ifndef ONEFLOW_LITE_COMMON_TESTING_FAKE_ENV_H_
 #define ONEFLOW_LITE_COMMON_TESTING_FAKE_ENV_H_
 

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "oneflow_lite/comm/tcp/tcp_transport.h"
-#include "oneflow_lite/comm/transport_test_suite.h"
+#include "oneflow_lite/comm/testing/transport_conformance.h"
 
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TransportConformanceTest);
 

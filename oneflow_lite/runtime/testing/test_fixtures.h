@@ -1,7 +1,7 @@
 // Small plans and observers shared by the runtime's tests (runtime_test,
 // async_runtime_test). The plans use the test kernels of test_kernels.cc
 // ("test_source", "test_add_one", "test_init", "test_accumulate"), so a test
-// linking these must also link :test_kernels.
+// linking these must also link //oneflow_lite/runtime/testing:test_kernels.
 //
 // MetricsRecorder and SnapshotVariableStore are thread-safe (actor threads
 // call them); read their fields after Run returned.

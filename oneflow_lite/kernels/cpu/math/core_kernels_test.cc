@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "oneflow_lite/kernels/cpu/math/math_test_util.h"
+#include "oneflow_lite/kernels/cpu/testing/math_kernel_checks.h"
 #include "oneflow_lite/kernels/kernel.h"
 
 namespace oflite {

@@ -5,7 +5,7 @@
 // (NCHW, axis 1), with exact zeros and negative values.
 #include <gtest/gtest.h>
 
-#include "oneflow_lite/kernels/cpu/math/math_test_util.h"
+#include "oneflow_lite/kernels/cpu/testing/math_kernel_checks.h"
 
 namespace oflite {
 namespace math {

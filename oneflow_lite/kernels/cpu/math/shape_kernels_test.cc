@@ -2,8 +2,8 @@
 // against index-arithmetic references, for float and integer dtypes.
 #include <gtest/gtest.h>
 
-#include "oneflow_lite/kernels/cpu/math/math_test_util.h"
 #include "oneflow_lite/kernels/cpu/math/strided_loop.h"
+#include "oneflow_lite/kernels/cpu/testing/math_kernel_checks.h"
 
 namespace oflite {
 namespace math {

@@ -9,7 +9,7 @@
 #include <functional>
 #include <limits>
 
-#include "oneflow_lite/kernels/cpu/math/math_test_util.h"
+#include "oneflow_lite/kernels/cpu/testing/math_kernel_checks.h"
 #include "oneflow_lite/kernels/kernel.h"
 #include "oneflow_lite/testing/sbp_checker.h"
 

@@ -11,8 +11,8 @@
 
 #include "oneflow_lite/device/device_context.h"
 #include "oneflow_lite/kernels/cpu/cpu_library.h"
-#include "oneflow_lite/kernels/cpu/nn/nn_test_util.h"
 #include "oneflow_lite/kernels/cpu/onednn/onednn.h"
+#include "oneflow_lite/kernels/cpu/testing/nn_kernel_checks.h"
 #include "oneflow_lite/kernels/kernel.h"
 
 namespace oflite {

@@ -1,4 +1,4 @@
-#include "oneflow_lite/kernels/cpu/nn/nn_test_util.h"
+#include "oneflow_lite/kernels/cpu/testing/nn_kernel_checks.h"
 
 namespace oflite {
 namespace nn {

@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "oneflow_lite/kernels/cpu/nn/nn_test_util.h"
+#include "oneflow_lite/kernels/cpu/testing/nn_kernel_checks.h"
 #include "oneflow_lite/testing/sbp_checker.h"
 
 namespace oflite {

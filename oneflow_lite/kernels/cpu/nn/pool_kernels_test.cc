@@ -1,6 +1,6 @@
 #include <limits>
 
-#include "oneflow_lite/kernels/cpu/nn/nn_test_util.h"
+#include "oneflow_lite/kernels/cpu/testing/nn_kernel_checks.h"
 
 namespace oflite {
 namespace nn {

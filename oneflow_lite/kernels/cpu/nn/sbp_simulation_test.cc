@@ -6,7 +6,7 @@
 // one run on the logical blobs.
 #include <cstring>
 
-#include "oneflow_lite/kernels/cpu/nn/nn_test_util.h"
+#include "oneflow_lite/kernels/cpu/testing/nn_kernel_checks.h"
 #include "oneflow_lite/ops/op_def.h"
 #include "oneflow_lite/ops/sbp.h"
 

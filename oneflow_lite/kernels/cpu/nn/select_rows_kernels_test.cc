@@ -1,6 +1,6 @@
 // select_rows at sizes 0, 1 and odd, every x dtype and mask dtype: the
 // kept rows come out first, in order, and the output desc is dynamic.
-#include "oneflow_lite/kernels/cpu/nn/nn_test_util.h"
+#include "oneflow_lite/kernels/cpu/testing/nn_kernel_checks.h"
 #include "oneflow_lite/ops/op_def.h"
 
 namespace oflite {

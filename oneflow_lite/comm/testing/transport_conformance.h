@@ -9,9 +9,9 @@
 //
 // The factory is called once per rank with the rank's options; all ranks of a
 // test share one process (the ibverbs factory shares one emulated fabric).
-// Link target: //oneflow_lite/comm:transport_test_suite (testonly).
-#ifndef ONEFLOW_LITE_COMM_TRANSPORT_TEST_SUITE_H_
-#define ONEFLOW_LITE_COMM_TRANSPORT_TEST_SUITE_H_
+// Link target: //oneflow_lite/comm/testing:transport_conformance (testonly).
+#ifndef ONEFLOW_LITE_COMM_TESTING_TRANSPORT_CONFORMANCE_H_
+#define ONEFLOW_LITE_COMM_TESTING_TRANSPORT_CONFORMANCE_H_
 
 #include <functional>
 #include <memory>
@@ -51,4 +51,4 @@ class TransportConformanceTest
 }  // namespace comm
 }  // namespace oflite
 
-#endif  // ONEFLOW_LITE_COMM_TRANSPORT_TEST_SUITE_H_
+#endif  // ONEFLOW_LITE_COMM_TESTING_TRANSPORT_CONFORMANCE_H_

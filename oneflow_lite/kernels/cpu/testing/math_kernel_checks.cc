@@ -1,33 +1,10 @@
-#include "oneflow_lite/kernels/cpu/math/math_test_util.h"
+#include "oneflow_lite/kernels/cpu/testing/math_kernel_checks.h"
 
 #include <cmath>
 #include <sstream>
 
 namespace oflite {
 namespace math {
-
-std::vector<double> ToDoubles(const HostTensor& t) {
-  std::vector<double> out(t.elem_count());
-  for (int64_t i = 0; i < t.elem_count(); ++i) {
-    switch (t.dtype()) {
-      case DT_FLOAT:
-        out[i] = t.data<float>()[i];
-        break;
-      case DT_DOUBLE:
-        out[i] = t.data<double>()[i];
-        break;
-      case DT_INT32:
-        out[i] = t.data<int32_t>()[i];
-        break;
-      case DT_INT64:
-        out[i] = static_cast<double>(t.data<int64_t>()[i]);
-        break;
-      default:
-        LOG(FATAL) << "ToDoubles: unsupported dtype " << DataTypeName(t.dtype());
-    }
-  }
-  return out;
-}
 
 std::vector<int64_t> Unravel(int64_t flat, const Shape& shape) {
   std::vector<int64_t> index(shape.rank());

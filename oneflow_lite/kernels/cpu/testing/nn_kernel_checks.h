@@ -1,8 +1,10 @@
-// Test helpers for the nn CPU kernels: build random inputs, run one op
-// eagerly (testing/op_runner.h) and compare outputs with references computed
-// in double precision. Test-only; single-threaded.
-#ifndef ONEFLOW_LITE_KERNELS_CPU_NN_NN_TEST_UTIL_H_
-#define ONEFLOW_LITE_KERNELS_CPU_NN_NN_TEST_UTIL_H_
+// Checks for the nn CPU kernel tests (kernels/cpu/nn): run one op eagerly
+// (oneflow_lite/testing/op_runner.h), compare its outputs with references
+// computed in double precision, and differentiate it numerically. The tests
+// link the kernels and ops under test themselves. Test-only; single-threaded.
+// Link target: //oneflow_lite/kernels/cpu/testing:nn_kernel_checks (testonly).
+#ifndef ONEFLOW_LITE_KERNELS_CPU_TESTING_NN_KERNEL_CHECKS_H_
+#define ONEFLOW_LITE_KERNELS_CPU_TESTING_NN_KERNEL_CHECKS_H_
 
 #include <gtest/gtest.h>
 
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "oneflow_lite/common/host_tensor.h"
+#include "oneflow_lite/kernels/cpu/testing/tensor_values.h"
 #include "oneflow_lite/ops/op_builder.h"
 #include "oneflow_lite/testing/op_runner.h"
 
@@ -24,32 +27,8 @@ inline std::vector<DataType> FloatTypes() { return {DT_FLOAT, DT_DOUBLE}; }
 // Comparison tolerance for a dtype's results against a double reference.
 inline double Tolerance(DataType dtype) { return dtype == DT_FLOAT ? 2e-5 : 1e-11; }
 
-// Any numeric tensor's values as doubles.
-inline std::vector<double> ToDoubles(const HostTensor& t) {
-  std::vector<double> v(t.elem_count());
-  for (int64_t i = 0; i < t.elem_count(); ++i) {
-    switch (t.dtype()) {
-      case DT_FLOAT:
-        v[i] = t.data<float>()[i];
-        break;
-      case DT_DOUBLE:
-        v[i] = t.data<double>()[i];
-        break;
-      case DT_INT32:
-        v[i] = t.data<int32_t>()[i];
-        break;
-      case DT_INT64:
-        v[i] = static_cast<double>(t.data<int64_t>()[i]);
-        break;
-      case DT_UINT8:
-        v[i] = t.data<uint8_t>()[i];
-        break;
-      default:
-        ADD_FAILURE() << "unsupported dtype " << DataTypeName(t.dtype());
-    }
-  }
-  return v;
-}
+// Any numeric tensor's values as doubles (tensor_values.h).
+using ::oflite::ToDoubles;
 
 // Expects |actual - expected| <= tol * max(1, |expected|) elementwise.
 inline void ExpectAllNear(const HostTensor& actual, const std::vector<double>& expected, double tol,
@@ -106,4 +85,4 @@ inline std::vector<double> NumericGradient(const OpConf& op, const TensorMap& en
 }  // namespace nn
 }  // namespace oflite
 
-#endif  // ONEFLOW_LITE_KERNELS_CPU_NN_NN_TEST_UTIL_H_
+#endif  // ONEFLOW_LITE_KERNELS_CPU_TESTING_NN_KERNEL_CHECKS_H_

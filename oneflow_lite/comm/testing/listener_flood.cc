@@ -1,4 +1,4 @@
-#include "oneflow_lite/comm/flood_test_util.h"
+#include "oneflow_lite/comm/testing/listener_flood.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>

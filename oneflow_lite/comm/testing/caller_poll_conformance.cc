@@ -10,7 +10,7 @@
 #include <mutex>
 #include <thread>
 
-#include "oneflow_lite/comm/transport_test_suite.h"
+#include "oneflow_lite/comm/testing/transport_conformance.h"
 #include "oneflow_lite/comm/wire.h"
 
 namespace oflite {

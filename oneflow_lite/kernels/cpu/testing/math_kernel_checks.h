@@ -1,20 +1,23 @@
-// Test-only helpers for the math kernel tests: running one op and reading
-// results back as doubles, index arithmetic for reference implementations.
-#ifndef ONEFLOW_LITE_KERNELS_CPU_MATH_MATH_TEST_UTIL_H_
-#define ONEFLOW_LITE_KERNELS_CPU_MATH_MATH_TEST_UTIL_H_
+// Checks for the math CPU kernel tests (kernels/cpu/math): running one op
+// and reading results back as doubles, comparing them with a reference, and
+// index arithmetic for reference implementations. Test-only.
+// Link target: //oneflow_lite/kernels/cpu/testing:math_kernel_checks (testonly).
+#ifndef ONEFLOW_LITE_KERNELS_CPU_TESTING_MATH_KERNEL_CHECKS_H_
+#define ONEFLOW_LITE_KERNELS_CPU_TESTING_MATH_KERNEL_CHECKS_H_
 
 #include <string>
 #include <vector>
 
 #include "oneflow_lite/common/host_tensor.h"
+#include "oneflow_lite/kernels/cpu/testing/tensor_values.h"
 #include "oneflow_lite/ops/op_builder.h"
 #include "oneflow_lite/testing/op_runner.h"
 
 namespace oflite {
 namespace math {
 
-// Values of a float/double/int32/int64 tensor as doubles.
-std::vector<double> ToDoubles(const HostTensor& t);
+// A tensor's values as doubles (tensor_values.h).
+using ::oflite::ToDoubles;
 
 // Multi-index of flat element `flat` in a row-major `shape`, and back.
 std::vector<int64_t> Unravel(int64_t flat, const Shape& shape);
@@ -36,4 +39,4 @@ double Tolerance(DataType dtype);
 }  // namespace math
 }  // namespace oflite
 
-#endif  // ONEFLOW_LITE_KERNELS_CPU_MATH_MATH_TEST_UTIL_H_
+#endif  // ONEFLOW_LITE_KERNELS_CPU_TESTING_MATH_KERNEL_CHECKS_H_

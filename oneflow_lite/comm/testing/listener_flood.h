@@ -1,9 +1,10 @@
 // Test helpers for flood and descriptor-limit tests of CommNet's listeners
 // (control/ and tcp/): process counters read from /proc, loopback sockets,
 // and a server run in a child process whose file descriptors are exhausted.
-// Linux only; testonly. Not thread-safe.
-#ifndef ONEFLOW_LITE_COMM_FLOOD_TEST_UTIL_H_
-#define ONEFLOW_LITE_COMM_FLOOD_TEST_UTIL_H_
+// Linux only; not thread-safe.
+// Link target: //oneflow_lite/comm/testing:listener_flood (testonly).
+#ifndef ONEFLOW_LITE_COMM_TESTING_LISTENER_FLOOD_H_
+#define ONEFLOW_LITE_COMM_TESTING_LISTENER_FLOOD_H_
 
 #include <sys/types.h>
 
@@ -80,4 +81,4 @@ std::string FloodAtDescriptorLimit(StarvedServer* server, const std::string& wha
 }  // namespace comm
 }  // namespace oflite
 
-#endif  // ONEFLOW_LITE_COMM_FLOOD_TEST_UTIL_H_
+#endif  // ONEFLOW_LITE_COMM_TESTING_LISTENER_FLOOD_H_

@@ -1,10 +1,11 @@
-// The fixture shared by the emulator tests: two emulated HCAs ("ib0",
-// "ib1") on one fabric, helpers that open a device, create a PD/CQ/RC QP,
-// drive the QP through INIT -> RTR -> RTS, register memory, post work and
-// poll completions with a bound. Test-only; everything goes through the
-// VerbsApi table exactly as the ibverbs provider uses it.
-#ifndef ONEFLOW_LITE_COMM_VERBS_EMULATOR_EMULATOR_TEST_FIXTURE_H_
-#define ONEFLOW_LITE_COMM_VERBS_EMULATOR_EMULATOR_TEST_FIXTURE_H_
+// The fixture shared by the verbs emulator's tests (verbs_emulator/): two
+// emulated HCAs ("ib0", "ib1") on one fabric, helpers that open a device,
+// create a PD/CQ/RC QP, drive the QP through INIT -> RTR -> RTS, register
+// memory, post work and poll completions with a bound. Everything goes
+// through the VerbsApi table exactly as the ibverbs provider uses it.
+// Link target: //oneflow_lite/comm/testing:verbs_emulator_fixture (testonly).
+#ifndef ONEFLOW_LITE_COMM_TESTING_VERBS_EMULATOR_FIXTURE_H_
+#define ONEFLOW_LITE_COMM_TESTING_VERBS_EMULATOR_FIXTURE_H_
 
 #include <arpa/inet.h>
 
@@ -276,4 +277,4 @@ class EmulatorTest : public ::testing::Test {
 }  // namespace verbs
 }  // namespace oflite
 
-#endif  // ONEFLOW_LITE_COMM_VERBS_EMULATOR_EMULATOR_TEST_FIXTURE_H_
+#endif  // ONEFLOW_LITE_COMM_TESTING_VERBS_EMULATOR_FIXTURE_H_

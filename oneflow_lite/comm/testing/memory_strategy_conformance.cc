@@ -1,4 +1,4 @@
-#include "oneflow_lite/comm/memory/strategy_test_suite.h"
+#include "oneflow_lite/comm/testing/memory_strategy_conformance.h"
 
 #include <cstring>
 #include <future>

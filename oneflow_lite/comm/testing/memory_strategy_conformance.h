@@ -2,11 +2,11 @@
 // Instantiate per provider like the transport conformance suite:
 //   INSTANTIATE_TEST_SUITE_P(Tcp, MemoryStrategyTest,
 //                            ::testing::Values(MyFactory()));
-// Link target: //oneflow_lite/comm/memory:strategy_test_suite (testonly).
-#ifndef ONEFLOW_LITE_COMM_MEMORY_STRATEGY_TEST_SUITE_H_
-#define ONEFLOW_LITE_COMM_MEMORY_STRATEGY_TEST_SUITE_H_
+// Link target: //oneflow_lite/comm/testing:memory_strategy_conformance (testonly).
+#ifndef ONEFLOW_LITE_COMM_TESTING_MEMORY_STRATEGY_CONFORMANCE_H_
+#define ONEFLOW_LITE_COMM_TESTING_MEMORY_STRATEGY_CONFORMANCE_H_
 
-#include "oneflow_lite/comm/transport_test_suite.h"
+#include "oneflow_lite/comm/testing/transport_conformance.h"
 
 namespace oflite {
 namespace comm {
@@ -16,4 +16,4 @@ class MemoryStrategyTest : public ::testing::TestWithParam<TransportFactory> {};
 }  // namespace comm
 }  // namespace oflite
 
-#endif  // ONEFLOW_LITE_COMM_MEMORY_STRATEGY_TEST_SUITE_H_
+#endif  // ONEFLOW_LITE_COMM_TESTING_MEMORY_STRATEGY_CONFORMANCE_H_

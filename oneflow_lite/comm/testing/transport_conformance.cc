@@ -1,4 +1,4 @@
-#include "oneflow_lite/comm/transport_test_suite.h"
+#include "oneflow_lite/comm/testing/transport_conformance.h"
 
 #include <atomic>
 #include <condition_variable>
