@@ -3,6 +3,7 @@
 #include "oneflow_lite/session/exit_codes.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -93,6 +94,17 @@ Status FlagSet::Parse(int argc, char** argv) {
     values_[name] = value;
   }
   return Status::OK();
+}
+
+StatusOr<double> FlagSet::GetPositiveDouble(const std::string& name) const {
+  const std::string text = Get(name);
+  char* end = nullptr;
+  errno = 0;
+  const double value = text.empty() ? 0 : std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(value) || value <= 0) {
+    return InvalidArgumentError("flag '--", name, "' must be a positive number, got '", text, "'");
+  }
+  return value;
 }
 
 std::optional<int> FlagSet::ParseCommandLine(int argc, char** argv, const std::string& program) {

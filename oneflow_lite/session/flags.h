@@ -71,6 +71,9 @@ class FlagSet {
   StatusOr<int64_t> GetInt(const std::string& name) const;
   // An integer in [min, max]; an error names the flag, the value and the range.
   StatusOr<int64_t> GetInt(const std::string& name, int64_t min, int64_t max) const;
+  // A positive finite decimal number (a learning rate); an error names the
+  // flag and the value ("abc", "0", "-1", "inf", "1e999" are refused).
+  StatusOr<double> GetPositiveDouble(const std::string& name) const;
   // A whole number of seconds in [min_seconds, max_seconds] (max_seconds at
   // most kMaxDurationSeconds), returned as milliseconds.
   StatusOr<std::chrono::milliseconds> GetSeconds(const std::string& name, int64_t min_seconds,

@@ -42,6 +42,25 @@ TEST(FlagSetTest, ParsesValuesBooleansAndDefaults) {
   EXPECT_FALSE(q.flags.GetBool("verbose"));
 }
 
+TEST(FlagSetTest, PositiveNumbers) {
+  FlagSet flags("test", "", {{"lr", "", false, "0.1"}});
+  std::vector<std::string> args = {"test", "--lr=2.5e-3"};
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  ASSERT_TRUE(flags.Parse(static_cast<int>(argv.size()), argv.data()).ok());
+  EXPECT_DOUBLE_EQ(*flags.GetPositiveDouble("lr"), 2.5e-3);
+  for (const char* bad : {"abc", "0", "-1", "inf", "nan", "1e999", "0.1x", ""}) {
+    FlagSet other("test", "", {{"lr", "", false, "0.1"}});
+    std::vector<std::string> more = {"test", std::string("--lr=") + bad};
+    std::vector<char*> more_argv;
+    for (std::string& arg : more) more_argv.push_back(arg.data());
+    ASSERT_TRUE(other.Parse(static_cast<int>(more_argv.size()), more_argv.data()).ok());
+    StatusOr<double> value = other.GetPositiveDouble("lr");
+    EXPECT_FALSE(value.ok()) << bad;
+    EXPECT_TRUE(Contains(value.status(), "flag '--lr' must be a positive number")) << bad;
+  }
+}
+
 TEST(FlagSetTest, BooleansTakeOnlyBooleanValues) {
   Parsed yes = ParseArgs({"--verbose=1"});
   ASSERT_TRUE(yes.status.ok()) << yes.status;

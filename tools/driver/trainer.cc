@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -180,13 +179,13 @@ int TrainMain(const std::string& name, TrainerConfig config, const ModelFn& mode
   config.machines = *flags.GetInt("machines");
   config.seed = *flags.GetInt("seed");
   config.classes = *flags.GetInt("classes");
-  config.lr = std::atof(flags.Get("lr").c_str());
-  if (config.devices < 1 || config.machines < 1 || config.batch < 1 || config.lr <= 0 ||
-      config.classes < 1) {
-    return Fail(
-        name,
-        InvalidArgumentError("--devices, --machines, --batch, --classes and --lr must be positive"),
-        cli::kExitBadInput);
+  StatusOr<double> lr = flags.GetPositiveDouble("lr");
+  if (!lr.ok()) return Fail(name, lr.status(), cli::kExitBadInput);
+  config.lr = *lr;
+  if (config.devices < 1 || config.machines < 1 || config.batch < 1 || config.classes < 1) {
+    return Fail(name,
+                InvalidArgumentError("--devices, --machines, --batch and --classes must be positive"),
+                cli::kExitBadInput);
   }
 
   std::vector<std::string> model_choices;

@@ -78,16 +78,6 @@ std::vector<cli::FlagSpec> FlagSpecs() {
       {"lr", "SGD learning rate", false, "0.01"}};
 }
 
-// A positive finite number, the whole of `text`; an error names flag `name`.
-StatusOr<double> ParsePositive(const std::string& text, const std::string& name) {
-  char* end = nullptr;
-  const double value = text.empty() ? 0 : std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !std::isfinite(value) || value <= 0) {
-    return InvalidArgumentError("flag '--", name, "' must be a positive number, got '", text, "'");
-  }
-  return value;
-}
-
 StatusOr<Args> ReadArgs(const cli::FlagSet& flags) {
   Args args;
   if (flags.positional().empty()) {
@@ -102,7 +92,7 @@ StatusOr<Args> ReadArgs(const cli::FlagSet& flags) {
   ASSIGN_OR_RETURN(args.machines, flags.GetInt("machines", 1, 4096));
   ASSIGN_OR_RETURN(args.batch, flags.GetInt("batch", args.machines, kMax));
   ASSIGN_OR_RETURN(args.iterations, flags.GetInt("iterations", 1, kMax));
-  ASSIGN_OR_RETURN(args.lr, ParsePositive(flags.Get("lr"), "lr"));
+  ASSIGN_OR_RETURN(args.lr, flags.GetPositiveDouble("lr"));
   return args;
 }
 
