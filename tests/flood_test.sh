@@ -13,7 +13,10 @@ set -u
 source "${TEST_SRCDIR}/oneflow_lite/tests/test_env.sh"
 FLOOD="${TEST_SRCDIR}/oneflow_lite/tests/flood_peer"
 fresh_tmp flood
-ITERS=${FLOOD_TEST_ITERS:-6000}
+# Long enough that the job outlasts the flood (about 8 s of flooding on a
+# loaded 2-core machine; 6000 iterations, a few seconds here, left too little
+# margin under load).
+ITERS=${FLOOD_TEST_ITERS:-20000}
 
 : > "$TMP/two.pbtxt"
 for m in 0 1; do
