@@ -45,10 +45,6 @@ class DetachOnExit {
   MultiMachineSession* session_;
 };
 
-// The exit code decided by the path that printed the failure line, for a
-// fatal handler that came second.
-std::atomic<int> g_decided_exit_code{-1};
-
 }  // namespace
 
 StatusOr<Plan> LoadVerifiedPlan(const std::string& path) {
@@ -163,7 +159,7 @@ void NodeSession::ExitForJobFailure(const JobFailure& failure) {
     // The main thread printed the failure and is ending the process; if it
     // does not within 2 s (blocked on the lost peer), end it with its code.
     options_.env->SleepForMicroseconds(2 * 1000 * 1000);
-    const int decided = g_decided_exit_code.load();
+    const int decided = decided_exit_code_.load();
     _exit(decided >= 0 ? decided : cli::kExitPeerFailed);
   }
   _exit(ReportJobFailure(failure));
@@ -177,10 +173,10 @@ int NodeSession::Fail(const Status& status, int code) {
     return failure.rank >= 0 && failure.rank != rank() ? cli::kExitPeerFailed : code;
   }
   if (failure.rank >= 0 && failure.rank != rank()) {
-    g_decided_exit_code = cli::kExitPeerFailed;
+    decided_exit_code_ = cli::kExitPeerFailed;
     return ReportJobFailure(failure);
   }
-  g_decided_exit_code = code;
+  decided_exit_code_ = code;
   ReportFailure(options_.command, status, code);
   if (multi_ != nullptr) multi_->AbortPeers(status);
   return code;

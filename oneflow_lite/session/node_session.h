@@ -104,6 +104,9 @@ class NodeSession {
   std::unique_ptr<MultiMachineSession> multi_;
   int runs_ = 0;  // plans run so far (main thread)
   std::atomic<bool> failure_reported_{false};
+  // The exit code chosen by the path that printed the failure line, for a
+  // fatal handler that came second.
+  std::atomic<int> decided_exit_code_{-1};
 };
 
 }  // namespace session
