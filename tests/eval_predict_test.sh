@@ -107,13 +107,13 @@ same_metrics "2-machine eval equals 1 machine" "$T/eval2.eval.0" "$T/eval21.eval
   { echo "FAIL: correct counts differ"; fail=1; }
 check "eval on 2 machines over --comm auto" 0 "$T/eval2auto.log" "$OFLITE" launch --command eval \
   --plan "$P2" --nproc 2 --comm auto -- --checkpoint "$T/ck2.0" --eval-out "$T/eval2auto.eval"
-[[ $(grep -c "joined over shm$" "$T/eval2auto.log") == 2 ]] ||
+[[ $(grep -c "oflite eval: rank [01] of 2 joined over shm$" "$T/eval2auto.log") == 2 ]] ||
   { echo "FAIL: eval --comm auto on one host does not use shm"; grep joined "$T/eval2auto.log"; fail=1; }
 [[ $(value accuracy_correct "$T/eval2auto.eval") == $(value accuracy_correct "$T/eval2.eval.0") ]] ||
   { echo "FAIL: eval over shm counts differently"; fail=1; }
 check "predict on 2 machines over --comm auto" 0 "$T/predict2auto.log" "$OFLITE" launch \
   --command predict --plan "$P2" --nproc 2 --comm auto -- --checkpoint "$T/ck2.0" --out "$T/p2auto.npy"
-[[ $(grep -c "joined over shm$" "$T/predict2auto.log") == 2 ]] ||
+[[ $(grep -c "oflite predict: rank [01] of 2 joined over shm$" "$T/predict2auto.log") == 2 ]] ||
   { echo "FAIL: predict --comm auto on one host does not use shm"; grep joined "$T/predict2auto.log"; fail=1; }
 check "predict on 2 machines" 0 "$T/predict2.log" "$OFLITE" launch --command predict \
   --plan "$P2" --nproc 2 --comm tcp -- --checkpoint "$T/ck2.0" --out "$T/p2.npy"

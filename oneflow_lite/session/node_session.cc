@@ -92,6 +92,7 @@ StatusOr<std::unique_ptr<NodeSession>> NodeSession::Start(const Plan& plan,
   multi.provider = *provider;
   multi.job_token = options.job_token;
   multi.listen_host = options.listen_host;
+  multi.program = options.command;
   NodeSession* self = node.get();
   multi.on_fatal = [self](const JobFailure& failure) { self->ExitForJobFailure(failure); };
   ASSIGN_OR_RETURN(node->multi_, MultiMachineSession::Start(plan, multi));

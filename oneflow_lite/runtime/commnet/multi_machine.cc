@@ -84,7 +84,7 @@ StatusOr<std::unique_ptr<MultiMachineSession>> MultiMachineSession::Start(
                            ? options.provider_name
                            : comm::DescribePeerProviders(*session->net_->transport());
   session->InstallHandlers();
-  std::fprintf(stderr, "oflite run: rank %lld of %d joined over %s\n",
+  std::fprintf(stderr, "%s: rank %lld of %d joined over %s\n", options.program.c_str(),
                static_cast<long long>(options.rank), world, session->provider_.c_str());
   session->MakeRoute();
   return session;

@@ -107,6 +107,9 @@ struct MultiMachineOptions {
   // provider name.
   comm::ProviderFactory provider;
   std::string provider_name;
+  // Names the program in the line that reports the join ("oflite eval:
+  // rank 1 of 2 joined over shm").
+  std::string program = "oflite run";
   // Called once when the job ends for this rank (see above), on the
   // session's thread; may end the process. Empty: waiters are woken and
   // the session's calls return the failure.
