@@ -66,5 +66,14 @@ StatusOr<std::string> ChooseCheckpoint(const std::string& path,
   return dir;
 }
 
+std::unique_ptr<CheckpointVariableStore> CheckpointRestorer(
+    const std::string& dir, std::map<std::string, TensorDesc> variables) {
+  CheckpointVariableStore::Options options;
+  options.restore_dir = dir;
+  options.final_iteration = -1;  // keeps nothing in memory
+  options.variables = std::move(variables);
+  return std::make_unique<CheckpointVariableStore>(std::move(options));
+}
+
 }  // namespace session
 }  // namespace oflite

@@ -18,11 +18,13 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "oneflow_lite/common/env.h"
 #include "oneflow_lite/common/status.h"
 #include "oneflow_lite/common/tensor.h"
+#include "oneflow_lite/runtime/variable_stores.h"
 
 namespace oflite {
 namespace session {
@@ -41,6 +43,12 @@ StatusOr<ResumePoint> ChooseResumePoint(const std::string& path,
 StatusOr<std::string> ChooseCheckpoint(const std::string& path,
                                        const std::map<std::string, TensorDesc>& variables,
                                        Env* env = Env::Default());
+
+// A store that restores every variable part from checkpoint `dir` (a
+// chosen one) and keeps nothing it is given: an evaluation or prediction
+// of that checkpoint, whatever the plan's split.
+std::unique_ptr<CheckpointVariableStore> CheckpointRestorer(
+    const std::string& dir, std::map<std::string, TensorDesc> variables);
 
 }  // namespace session
 }  // namespace oflite

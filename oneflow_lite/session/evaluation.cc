@@ -1,7 +1,5 @@
 #include "oneflow_lite/session/evaluation.h"
 
-#include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <mutex>

@@ -60,6 +60,11 @@ int ReportFailure(const std::string& command, const Status& status, int code) {
   return code;
 }
 
+int ReportStartFailure(const std::string& command, const Status& status) {
+  const bool refused = status.code() == StatusCode::kPermissionDenied;
+  return ReportFailure(command, status, refused ? cli::kExitBadInput : cli::kExitFailure);
+}
+
 StatusOr<std::unique_ptr<NodeSession>> NodeSession::Start(const Plan& plan,
                                                            const NodeOptions& options) {
   if (!options.cpu_kernels.empty()) {

@@ -51,6 +51,11 @@ StatusOr<Plan> LoadVerifiedPlan(const std::string& path);
 // before a session exists.
 int ReportFailure(const std::string& command, const Status& status, int code);
 
+// Prints "<command>: <status>" for a NodeSession::Start that failed and
+// returns its exit code: 2 when the master refused this rank's job token
+// (PermissionDenied: this rank's input is wrong), else 1.
+int ReportStartFailure(const std::string& command, const Status& status);
+
 // One step of RunPlan.
 struct PlanRun {
   std::string name = "train";  // names BeginRun's barriers and the freeze point

@@ -191,13 +191,9 @@ int EvaluateTrained(NodeSession* node, const Plan& plan, const TrainingRequest& 
   TrainedParts parts;
   if (!trained.resumed_final.empty()) {
     // Nothing trained: every part comes from that checkpoint (as `oflite eval`).
-    CheckpointVariableStore::Options options;
     StatusOr<std::map<std::string, TensorDesc>> variables = PlanVariables(eval_plan);
     if (!variables.ok()) return node->Fail(variables.status(), cli::kExitFailure);
-    options.variables = *variables;
-    options.restore_dir = trained.resumed_final;
-    options.final_iteration = -1;  // keeps nothing in memory
-    store = std::make_unique<CheckpointVariableStore>(options);
+    store = CheckpointRestorer(trained.resumed_final, *variables);
   } else if (node->multi() == nullptr) {
     final_variables = trained.store->TakeFinalVariables();
     store = std::make_unique<MemoryVariableStore>(&final_variables);

@@ -129,8 +129,7 @@ int TrainPlan(const Plan& plan, const session::TrainingRequest& request,
   if (!checked.ok()) return session::ReportFailure(node_options.command, checked, cli::kExitBadInput);
   StatusOr<std::unique_ptr<session::NodeSession>> node =
       session::NodeSession::Start(plan, node_options);
-  if (!node.ok()) return session::ReportFailure(node_options.command, node.status(),
-                                                cli::kExitFailure);
+  if (!node.ok()) return session::ReportStartFailure(node_options.command, node.status());
   return session::Train(node->get(), plan, request, result);
 }
 

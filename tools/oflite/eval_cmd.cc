@@ -218,24 +218,18 @@ int RunEvalCommand(const Command& command, int argc, char** argv) {
 
   StatusOr<std::unique_ptr<session::NodeSession>> node =
       session::NodeSession::Start(evaluated, *node_options);
-  if (!node.ok()) {
-    const bool refused = node.status().code() == StatusCode::kPermissionDenied;
-    return fail(node.status(), refused ? kExitBadInput : kExitFailure);
-  }
+  if (!node.ok()) return session::ReportStartFailure(program, node.status());
   std::printf("%s: %s with the variables of %s\n", command.name.c_str(),
               plan->is_train() ? "the plan's evaluation plan" : "the inference plan",
               checkpoint->c_str());
   std::fflush(stdout);
 
-  CheckpointVariableStore::Options store_options;
-  store_options.restore_dir = *checkpoint;
-  store_options.final_iteration = -1;  // keeps nothing in memory
-  store_options.variables = *variables;
-  CheckpointVariableStore store(store_options);
+  std::unique_ptr<CheckpointVariableStore> store =
+      session::CheckpointRestorer(*checkpoint, *variables);
   OutputCollector collector(output);
   session::EvaluationRequest request;
   request.eval_plan = &evaluated;
-  request.variables = &store;
+  request.variables = store.get();
   request.outputs = command.predict ? &collector : nullptr;
   request.iterations = *iters;
   StatusOr<session::EvaluationResult> result = session::RunEvaluation(node->get(), request);

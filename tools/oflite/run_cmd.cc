@@ -86,11 +86,7 @@ int RunRun(int argc, char** argv) {
   if (!request.ok()) return session::ReportFailure(command, request.status(), kExitBadInput);
   StatusOr<std::unique_ptr<session::NodeSession>> node =
       session::NodeSession::Start(*plan, *node_options);
-  if (!node.ok()) {
-    // Refused by the master (wrong job token): this rank's input is wrong.
-    const bool refused = node.status().code() == StatusCode::kPermissionDenied;
-    return session::ReportFailure(command, node.status(), refused ? kExitBadInput : kExitFailure);
-  }
+  if (!node.ok()) return session::ReportStartFailure(command, node.status());
   return session::Train(node->get(), *plan, *request);
 }
 
