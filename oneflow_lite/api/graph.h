@@ -162,9 +162,15 @@ class Graph {
 
   // ---- Math (graph_math_ops.cc) ----------------------------------------------
   // Semantics (broadcasting, NaN, ties, bounds) in docs/ops.md.
+  // alpha * op(a) op(b) on inputs of rank >= 2: the last two dims are the
+  // matrices (the transposes apply to them), the leading batch dims
+  // broadcast numpy-style (e.g. [B, H, T, D] x [B, H, D, T], or [B, T, C]
+  // x [C, N] as one GEMM).
   Tensor MatMul(const Tensor& a, const Tensor& b, bool transpose_a = false,
                 bool transpose_b = false, double alpha = 1.0);
   Tensor BiasAdd(const Tensor& a, const Tensor& bias, int64_t axis = 1);
+  // a + b with numpy broadcasting: equal shapes emit `add`, others
+  // `broadcast_add` (e.g. [B, T, C] + [T, C]).
   Tensor Add(const Tensor& a, const Tensor& b);
   Tensor AddN(const std::vector<Tensor>& inputs);
   Tensor Sub(const Tensor& x, const Tensor& y);
@@ -197,6 +203,17 @@ class Graph {
   Tensor Cast(const Tensor& x, DataType dtype);
   // condition (bool/uint8/int32/int64, nonzero = true) ? x : y, broadcast.
   Tensor Where(const Tensor& condition, const Tensor& x, const Tensor& y);
+  // like's shape holding each element's index along `axis` (negative
+  // allowed); dtype int32, int64, float32 or float64. Not differentiable.
+  Tensor Iota(const Tensor& like, int64_t axis, DataType dtype = DT_INT32);
+  // uint8 1/0 with numpy broadcasting (a condition for Where); not
+  // differentiable. NaN compares false except under NotEqual.
+  Tensor Equal(const Tensor& x, const Tensor& y);
+  Tensor NotEqual(const Tensor& x, const Tensor& y);
+  Tensor Less(const Tensor& x, const Tensor& y);
+  Tensor LessEqual(const Tensor& x, const Tensor& y);
+  Tensor Greater(const Tensor& x, const Tensor& y);
+  Tensor GreaterEqual(const Tensor& x, const Tensor& y);
   // indices (int32/int64) -> indices.shape + [depth] of `dtype`.
   Tensor OneHot(const Tensor& indices, int64_t depth, DataType dtype = DT_FLOAT,
                 double on_value = 1.0, double off_value = 0.0);
@@ -212,17 +229,22 @@ class Graph {
   Tensor Relu(const Tensor& x);
   Tensor Sigmoid(const Tensor& x);
   Tensor Tanh(const Tensor& x);
-  Tensor Gelu(const Tensor& x);
+  // approximate: "none" (erf form) or "tanh" (PyTorch's approximate='tanh').
+  Tensor Gelu(const Tensor& x, const std::string& approximate = "none");
   Tensor Silu(const Tensor& x);
   Tensor LeakyRelu(const Tensor& x, double alpha = 0.01);
   Tensor Softmax(const Tensor& x, int64_t axis = -1);
   Tensor LogSoftmax(const Tensor& x, int64_t axis = -1);
+  // x [..., Tq, Tk] -> softmax over the last axis of scale * x where query i
+  // sees key j only if j <= i + (Tk - Tq); hidden positions are exactly 0.
+  Tensor CausalSoftmax(const Tensor& x, double scale = 1.0);
   // x [N, C, H, W] -> [N, C, output_h, output_w]. (The named pooling layers
   // MaxPool2d and AvgPool2d are in layers.h.)
   Tensor AdaptiveAvgPool2d(const Tensor& x, int64_t output_h, int64_t output_w);
 
   // ---- Losses and metrics (graph_nn_ops.cc) ----------------------------------
-  // Mean over the batch of the per-sample cross entropy: a scalar.
+  // Mean of the cross entropy over every position: a scalar. logits [..., C]
+  // (e.g. [N, C] or [B, T, V]), labels int32/int64 with logits' leading dims.
   Tensor SparseSoftmaxCrossEntropy(const Tensor& logits, const Tensor& labels);
   // Mean of (prediction - target)^2 over all elements: a scalar.
   Tensor MeanSquaredError(const Tensor& prediction, const Tensor& target);

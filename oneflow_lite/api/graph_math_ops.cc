@@ -35,7 +35,11 @@ Tensor Graph::BiasAdd(const Tensor& a, const Tensor& bias, int64_t axis) {
                      .Build());
 }
 
-Tensor Graph::Add(const Tensor& a, const Tensor& b) { return AddN({a, b}); }
+// Equal shapes keep the `add` (add_n) op, so existing graphs are unchanged.
+Tensor Graph::Add(const Tensor& a, const Tensor& b) {
+  if (a.shape() == b.shape()) return AddN({a, b});
+  return Binary("Add", "broadcast_add", a, b);
+}
 
 Tensor Graph::AddN(const std::vector<Tensor>& inputs) {
   std::vector<const Tensor*> pointers;
@@ -195,6 +199,31 @@ Tensor Graph::Where(const Tensor& condition, const Tensor& x, const Tensor& y) {
                      .Input("y", y.lbn)
                      .Output("out")
                      .Build());
+}
+
+Tensor Graph::Iota(const Tensor& like, int64_t axis, DataType dtype) {
+  if (!ok() || !CheckInputs("Iota", {&like})) return {};
+  return EmitOne(OpConfBuilder("iota", UniqueName("iota"))
+                     .Input("like", like.lbn)
+                     .Output("out")
+                     .Attr("axis", axis)
+                     .Attr("dtype", dtype)
+                     .Build());
+}
+
+Tensor Graph::Equal(const Tensor& x, const Tensor& y) { return Binary("Equal", "equal", x, y); }
+Tensor Graph::NotEqual(const Tensor& x, const Tensor& y) {
+  return Binary("NotEqual", "not_equal", x, y);
+}
+Tensor Graph::Less(const Tensor& x, const Tensor& y) { return Binary("Less", "less", x, y); }
+Tensor Graph::LessEqual(const Tensor& x, const Tensor& y) {
+  return Binary("LessEqual", "less_equal", x, y);
+}
+Tensor Graph::Greater(const Tensor& x, const Tensor& y) {
+  return Binary("Greater", "greater", x, y);
+}
+Tensor Graph::GreaterEqual(const Tensor& x, const Tensor& y) {
+  return Binary("GreaterEqual", "greater_equal", x, y);
 }
 
 Tensor Graph::OneHot(const Tensor& indices, int64_t depth, DataType dtype, double on_value,

@@ -14,7 +14,17 @@ namespace oflite {
 Tensor Graph::Relu(const Tensor& x) { return Unary("relu", "x", x, "y"); }
 Tensor Graph::Sigmoid(const Tensor& x) { return Unary("sigmoid", "x", x, "y"); }
 Tensor Graph::Tanh(const Tensor& x) { return Unary("tanh", "x", x, "y"); }
-Tensor Graph::Gelu(const Tensor& x) { return Unary("gelu", "x", x, "y"); }
+// The default form adds no attribute (jobs written before it stay the same);
+// inference rejects an unknown value, naming the op.
+Tensor Graph::Gelu(const Tensor& x, const std::string& approximate) {
+  if (!ok() || !CheckInputs("Gelu", {&x})) return {};
+  if (approximate == "none") return Unary("gelu", "x", x, "y");
+  return EmitOne(OpConfBuilder("gelu", UniqueName("gelu"))
+                     .Input("x", x.lbn)
+                     .Output("y")
+                     .Attr("approximate", approximate)
+                     .Build());
+}
 Tensor Graph::Silu(const Tensor& x) { return Unary("silu", "x", x, "y"); }
 
 Tensor Graph::LeakyRelu(const Tensor& x, double alpha) {
@@ -41,6 +51,15 @@ Tensor Graph::LogSoftmax(const Tensor& x, int64_t axis) {
                      .Input("x", x.lbn)
                      .Output("y")
                      .Attr("axis", axis)
+                     .Build());
+}
+
+Tensor Graph::CausalSoftmax(const Tensor& x, double scale) {
+  if (!ok() || !CheckInputs("CausalSoftmax", {&x})) return {};
+  return EmitOne(OpConfBuilder("causal_softmax", UniqueName("causal_softmax"))
+                     .Input("x", x.lbn)
+                     .Output("y")
+                     .Attr("scale", scale)
                      .Build());
 }
 

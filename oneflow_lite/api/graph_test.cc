@@ -374,5 +374,25 @@ TEST(GraphTest, AddOpAcceptsAnyRegisteredOp) {
   EXPECT_EQ(g.status().code(), StatusCode::kNotFound);
 }
 
+// The attention pieces: shapes and dtypes of CausalSoftmax, Iota and the
+// comparisons, and Gelu's unknown form rejected naming the op.
+TEST(GraphTest, CausalSoftmaxIotaComparisonsAndGeluForms) {
+  Graph g("attention");
+  Tensor scores = g.Variable("scores", Shape{2, 4, 4});
+  Tensor probs = g.CausalSoftmax(scores, 0.5);
+  Tensor rows = g.Iota(scores, -2, DT_INT64);
+  Tensor keep = g.GreaterEqual(rows, g.Iota(scores, -1, DT_INT64));
+  Tensor masked = g.Where(keep, scores, g.ScalarMul(scores, 0.0));
+  Tensor y = g.Gelu(masked, "tanh");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(probs.desc, TensorDesc(Shape({2, 4, 4}), DT_FLOAT));
+  EXPECT_EQ(rows.desc, TensorDesc(Shape({2, 4, 4}), DT_INT64));
+  EXPECT_EQ(keep.desc, TensorDesc(Shape({2, 4, 4}), DT_UINT8));
+  EXPECT_TRUE(y.valid());
+  g.Gelu(y, "sigmoid");
+  ASSERT_FALSE(g.ok());
+  EXPECT_THAT(g.status().message(), HasSubstr("(gelu): attribute 'approximate'"));
+}
+
 }  // namespace
 }  // namespace oflite

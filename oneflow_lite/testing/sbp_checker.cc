@@ -36,6 +36,8 @@ double ValueAt(const HostTensor& t, int64_t i) {
       return t.data<int32_t>()[i];
     case DT_INT64:
       return static_cast<double>(t.data<int64_t>()[i]);
+    case DT_UINT8:
+      return t.data<uint8_t>()[i];
     default:
       LOG(FATAL) << "unsupported dtype " << DataTypeName(t.dtype());
   }

@@ -1,5 +1,5 @@
-// matmul (cuBLAS) and conv2d / conv2d_grad_data / conv2d_grad_filter (cuDNN),
-// float32.
+// matmul (cuBLAS; rank >= 2 with broadcast batch dims) and conv2d /
+// conv2d_grad_data / conv2d_grad_filter (cuDNN), float32.
 //
 // matmul computes in full FP32 by default. TF32 tensor cores are an opt-in:
 // the bool attribute `allow_tf32` on the op, or the stream context's
@@ -10,61 +10,137 @@
 // in Init (heuristics, FMA math only: no TF32, so results stay within FP32
 // rounding of the CPU kernel), then allocate that algorithm's workspace once;
 // Forward only launches. Blob shapes must equal the planned ones.
+#include <algorithm>
+#include <limits>
+
 #include "oneflow_lite/kernels/cuda/cuda_kernel_util.h"
+#include "oneflow_lite/ops/math/matmul_util.h"
 #include "oneflow_lite/ops/nn/nn_util.h"
 
 namespace oflite {
 namespace cuda {
 namespace {
 
+// out = alpha * op(a) op(b) over the batch dims (ops/math/matmul_util.h):
+// one cublasGemmEx when the batch folds into the rows (2-D, the Linear
+// case) or, under sum_batch, into k; otherwise cublasGemmStridedBatchedEx
+// over the innermost merged batch axis (stride 0 for an operand broadcast
+// along it), looped over the outer axes, which broadcast differently; and
+// for the rest of sum_batch a loop of GEMMs accumulating into out.
 class MatmulKernel final : public Kernel {
  public:
   Status Init(const KernelInitContext& ctx) override {
     transpose_a_ = ctx.attrs().GetBoolOr("transpose_a", false);
     transpose_b_ = ctx.attrs().GetBoolOr("transpose_b", false);
+    sum_batch_ = ctx.attrs().GetBoolOr("sum_batch", false);
     alpha_ = static_cast<float>(ctx.attrs().GetFloatOr("alpha", 1.0));
     allow_tf32_ = ctx.attrs().GetBoolOr("allow_tf32", false);
     return Status::OK();
   }
+
   Status Forward(KernelContext* ctx) override {
     ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
     const Blob& a = ctx->Input("a");
     const Blob& b = ctx->Input("b");
     Blob* out = ctx->Output("out");
-    if (a.shape().rank() != 2 || b.shape().rank() != 2 || out->shape().rank() != 2) {
-      return ctx->Error("matmul needs 2-D a, b and out, got ", a.shape(), ", ", b.shape(), ", ",
-                        out->shape());
-    }
-    const int64_t m = transpose_a_ ? a.shape().dim(1) : a.shape().dim(0);
-    const int64_t k = transpose_a_ ? a.shape().dim(0) : a.shape().dim(1);
-    const int64_t kb = transpose_b_ ? b.shape().dim(1) : b.shape().dim(0);
-    const int64_t n = transpose_b_ ? b.shape().dim(0) : b.shape().dim(1);
-    if (k != kb || out->shape().dim(0) != m || out->shape().dim(1) != n) {
+    RETURN_IF_ERROR(Prepare(*ctx, a.shape(), b.shape()));
+    const math::MatmulGeometry& g = geometry_;
+    if (out->shape() != g.out) {
       return ctx->Error("shapes do not multiply: a ", a.shape(), ", b ", b.shape(), ", out ",
                         out->shape());
     }
-    if (m == 0 || n == 0) return Status::OK();
-    if (k == 0) {
+    if (out->elem_count() == 0) return Status::OK();
+    if (g.k == 0 || g.batch_count == 0) {
       CUDA_RETURN_IF_ERROR(cudaMemsetAsync(out->raw(), 0, out->ByteSize(), cuda->stream()));
       return Status::OK();
     }
-    // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
-    const float beta = 0.f;
     const cublasComputeType_t compute =
         allow_tf32_ || cuda->allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    CUBLAS_RETURN_IF_ERROR(cublasGemmEx(
-        cuda->cublas(), transpose_b_ ? CUBLAS_OP_T : CUBLAS_OP_N,
-        transpose_a_ ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
-        static_cast<int>(k), &alpha_, b.raw(), CUDA_R_32F,
-        static_cast<int>(transpose_b_ ? k : n), a.raw(), CUDA_R_32F,
-        static_cast<int>(transpose_a_ ? m : k), &beta, out->raw(), CUDA_R_32F,
-        static_cast<int>(n), compute, CUBLAS_GEMM_DEFAULT));
+    const Gemm gemm{cuda->cublas(), compute, a.data<float>(), b.data<float>(), out->data<float>()};
+    if (g.FoldsIntoRows()) {
+      return Run(gemm, transpose_a_, transpose_b_, g.batch_count * g.m, g.k, {}, 0.f, {});
+    }
+    if (g.FoldsIntoInner()) return Run(gemm, true, false, g.m, g.batch_count * g.k, {}, 0.f, {});
+    if (g.sum_batch) {
+      for (int64_t i = 0; i < g.batch_count; ++i) {
+        Offsets at;
+        g.Offsets(i, &at.a, &at.b, &at.out);
+        RETURN_IF_ERROR(Run(gemm, transpose_a_, transpose_b_, g.m, g.k, {}, i > 0 ? 1.f : 0.f, at));
+      }
+      return Status::OK();
+    }
+    const math::MatmulGeometry::BatchAxis& inner = g.batch.back();
+    for (int64_t outer = 0; outer < g.batch_count / inner.extent; ++outer) {
+      Offsets at;
+      g.Offsets(outer * inner.extent, &at.a, &at.b, &at.out);
+      RETURN_IF_ERROR(Run(gemm, transpose_a_, transpose_b_, g.m, g.k, inner, 0.f, at));
+    }
     return Status::OK();
   }
 
  private:
-  bool transpose_a_ = false, transpose_b_ = false, allow_tf32_ = false;
+  struct Gemm {
+    cublasHandle_t handle;
+    cublasComputeType_t compute;
+    const float* a;
+    const float* b;
+    float* out;
+  };
+  // Element offsets of the first matrices of a call.
+  struct Offsets {
+    int64_t a = 0, b = 0, out = 0;
+  };
+
+  // Row-major out[rows, n] = alpha * op(a)[rows, k] op(b)[k, n] + beta * out
+  // for `batch.extent` entries (strides from `batch`; extent 0 means one),
+  // the first at the element offsets in `at`. Row-major C = op(A) op(B) is
+  // column-major C^T = op(B)^T op(A)^T.
+  Status Run(const Gemm& gemm, bool ta, bool tb, int64_t rows, int64_t k,
+             const math::MatmulGeometry::BatchAxis& batch, float beta, const Offsets& at) const {
+    const math::MatmulGeometry& g = geometry_;
+    const auto i = [](int64_t v) { return static_cast<int>(v); };
+    const cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const float* a = gemm.a + at.a;
+    const float* b = gemm.b + at.b;
+    float* c = gemm.out + at.out;
+    if (batch.extent <= 1) {
+      CUBLAS_RETURN_IF_ERROR(cublasGemmEx(gemm.handle, op_b, op_a, i(g.n), i(rows), i(k), &alpha_,
+                                          b, CUDA_R_32F, i(g.b_cols), a, CUDA_R_32F, i(g.a_cols),
+                                          &beta, c, CUDA_R_32F, i(g.n), gemm.compute,
+                                          CUBLAS_GEMM_DEFAULT));
+      return Status::OK();
+    }
+    CUBLAS_RETURN_IF_ERROR(cublasGemmStridedBatchedEx(
+        gemm.handle, op_b, op_a, i(g.n), i(rows), i(k), &alpha_, b, CUDA_R_32F, i(g.b_cols),
+        batch.b_stride, a, CUDA_R_32F, i(g.a_cols), batch.a_stride, &beta, c, CUDA_R_32F, i(g.n),
+        batch.out_stride, i(batch.extent), gemm.compute, CUBLAS_GEMM_DEFAULT));
+    return Status::OK();
+  }
+
+  // The geometry of these blob shapes, kept while they stay the same.
+  Status Prepare(const KernelContext& ctx, const Shape& a, const Shape& b) {
+    if (prepared_ && a == a_shape_ && b == b_shape_) return Status::OK();
+    StatusOr<math::MatmulGeometry> g =
+        math::MakeMatmulGeometry(a, b, transpose_a_, transpose_b_, sum_batch_);
+    if (!g.ok()) return ctx.Error(g.status().message());
+    constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
+    if (std::max({g->n, g->a_cols, g->b_cols, g->batch_count * g->m, g->batch_count * g->k,
+                  g->batch_count}) > kMaxInt) {
+      return ctx.Error("dimension too large for cuBLAS (int): a ", a, ", b ", b);
+    }
+    geometry_ = std::move(*g);
+    a_shape_ = a;
+    b_shape_ = b;
+    prepared_ = true;
+    return Status::OK();
+  }
+
+  bool transpose_a_ = false, transpose_b_ = false, sum_batch_ = false, allow_tf32_ = false;
   float alpha_ = 1.f;
+  bool prepared_ = false;
+  Shape a_shape_, b_shape_;
+  math::MatmulGeometry geometry_;
 };
 
 enum class ConvKind { kForward, kGradData, kGradFilter };

@@ -247,8 +247,17 @@ TEST_F(CudaKernelTest, ActivationGrads) {
 TEST_F(CudaKernelTest, BroadcastBinary) {
   AddInput("x/out_0", Shape({4, 1, 6}));
   AddInput("y/out_0", Shape({5, 1}), DT_FLOAT, 0.5, 1.5);
-  for (const char* type : {"sub", "mul", "div"}) {
+  for (const char* type : {"broadcast_add", "sub", "mul", "div"}) {
     Check(OpConfBuilder(type, "op").Input("x", "x/out_0").Input("y", "y/out_0").Output("out").Build(),
+          kElementwise);
+  }
+  // broadcast_add as a GPT uses it: [B, T, C] + [T, C] and + [C].
+  AddInput("h/out_0", Shape({3, 5, 7}));
+  AddInput("pos/out_0", Shape({5, 7}));
+  AddInput("bias/out_0", Shape({7}));
+  for (const char* y : {"pos/out_0", "bias/out_0"}) {
+    Check(OpConfBuilder("broadcast_add", "op").Input("x", "h/out_0").Input("y", y).Output("out")
+              .Build(),
           kElementwise);
   }
 }
@@ -378,6 +387,36 @@ TEST_F(CudaKernelTest, Matmul) {
         kReduction);
 }
 
+// Rank >= 2: the Linear fold, strided batches with broadcast (stride 0),
+// batch axes that need a loop of strided calls, and sum_batch (one GEMM
+// over the folded batch, or a loop accumulating into out).
+TEST_F(CudaKernelTest, BatchedMatmul) {
+  struct Case {
+    Shape a, b;
+    bool ta, tb, sum_batch;
+  };
+  for (const Case& c : std::vector<Case>{
+           {Shape({4, 9, 33, 17}), Shape({17, 13}), false, false, false},
+           {Shape({4, 9, 33, 17}), Shape({13, 17}), false, true, false},
+           {Shape({6, 17, 33}), Shape({6, 13, 17}), true, true, false},
+           {Shape({4, 3, 33, 17}), Shape({1, 3, 17, 13}), false, false, false},
+           {Shape({4, 1, 33, 17}), Shape({3, 17, 13}), false, false, false},
+           {Shape({33, 17}), Shape({5, 17, 13}), false, false, false},
+           {Shape({4, 3, 33, 17}), Shape({4, 3, 33, 13}), true, false, true},
+           {Shape({4, 3, 33, 17}), Shape({4, 3, 13, 17}), false, true, true},
+           {Shape({0, 33, 17}), Shape({17, 13}), false, false, false},
+       }) {
+    env_.clear();
+    AddInput("a/out_0", c.a);
+    AddInput("b/out_0", c.b);
+    OpConfBuilder builder("matmul", "op");
+    builder.Input("a", "a/out_0").Input("b", "b/out_0").Output("out")
+        .Attr("transpose_a", c.ta).Attr("transpose_b", c.tb).Attr("alpha", 0.5);
+    if (c.sum_batch) builder.Attr("sum_batch", true);
+    Check(builder.Build(), kReduction);
+  }
+}
+
 // ---- nn --------------------------------------------------------------------
 
 TEST_F(CudaKernelTest, Softmax) {
@@ -395,6 +434,45 @@ TEST_F(CudaKernelTest, Softmax) {
       Check(OpConfBuilder(type, "op").Input("dy", "dy/out_0").Input("y", "y/out_0").Output("dx")
                 .Attr("axis", axis).Build(),
             kReduction);
+    }
+  }
+}
+
+TEST_F(CudaKernelTest, CausalSoftmaxAndGrad) {
+  for (const Shape& shape : {Shape({3, 5, 5}), Shape({2, 1, 7}), Shape({0, 4, 4}),
+                             Shape({2, 3, 33, 300}), Shape({5, 3})}) {
+    env_.clear();
+    AddInput("a/out_0", shape, DT_FLOAT, -4.0, 4.0);
+    AddInput("dy/out_0", shape);
+    AddInput("y/out_0", shape, DT_FLOAT, 0.0, 1.0);
+    Check(OpConfBuilder("causal_softmax", "op").Input("x", "a/out_0").Output("y")
+              .Attr("scale", 0.3).Build(), kReduction);
+    Check(OpConfBuilder("causal_softmax_grad", "op").Input("dy", "dy/out_0").Input("y", "y/out_0")
+              .Output("dx").Attr("scale", 0.3).Build(), kReduction);
+  }
+}
+
+TEST_F(CudaKernelTest, GeluTanhAndGrad) {
+  AddInput("x/out_0", Shape({37, 129}), DT_FLOAT, -6.0, 6.0);
+  AddInput("dy/out_0", Shape({37, 129}));
+  Check(OpConfBuilder("gelu", "op").Input("x", "x/out_0").Output("y").Attr("approximate", "tanh")
+            .Build(), kElementwise);
+  Check(OpConfBuilder("gelu_grad", "op").Input("dy", "dy/out_0").Input("x", "x/out_0").Output("dx")
+            .Attr("approximate", "tanh").Build(), kElementwise);
+}
+
+TEST_F(CudaKernelTest, IotaAndComparisons) {
+  for (DataType dtype : {DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64}) {
+    env_.clear();
+    AddInput("x/out_0", Shape({7, 1, 5}), dtype, 0.0, 3.0);
+    AddInput("y/out_0", Shape({3, 5}), dtype, 0.0, 3.0);
+    for (const char* type : {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}) {
+      Check(OpConfBuilder(type, "op").Input("x", "x/out_0").Input("y", "y/out_0").Output("out")
+                .Build(), 0.0);
+    }
+    for (int64_t axis : {0, 1, -1}) {
+      Check(OpConfBuilder("iota", "op").Input("like", "x/out_0").Output("out").Attr("axis", axis)
+                .Attr("dtype", dtype).Build(), 0.0);
     }
   }
 }
@@ -418,6 +496,22 @@ TEST_F(CudaKernelTest, SparseCrossEntropy) {
               .Output("dx").Build(),
           kReduction);
   }
+}
+
+// [B, T, V] logits with [B, T] targets: the same [rows, C] kernels.
+TEST_F(CudaKernelTest, SparseCrossEntropyOverSequences) {
+  AddInput("p/out_0", Shape({3, 5, 65}), DT_FLOAT, -3.0, 3.0);
+  AddInput("l/out_0", Shape({3, 5}), DT_INT64, 0, 65);
+  Check(OpConfBuilder("sparse_softmax_cross_entropy", "op").Input("prediction", "p/out_0")
+            .Input("label", "l/out_0").Output("prob").Output("out").Build(),
+        kReduction);
+  AddInput("dy/out_0", Shape({3, 5}));
+  AddInput("prob/out_0", Shape({3, 5, 65}), DT_FLOAT, 0.0, 1.0);
+  AddInput("dprob/out_0", Shape({3, 5, 65}));
+  Check(OpConfBuilder("sparse_softmax_cross_entropy_grad", "op").Input("dy", "dy/out_0")
+            .Input("prob", "prob/out_0").Input("label", "l/out_0").Input("dprob", "dprob/out_0")
+            .Output("dx").Build(),
+        kReduction);
 }
 
 TEST_F(CudaKernelTest, BadLabelIsReportedByTheNextCall) {

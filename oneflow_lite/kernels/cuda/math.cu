@@ -14,6 +14,8 @@ __device__ inline float ApplyUnary(UnaryOp op, float x, float param) {
     case UnaryOp::kSigmoid: return 1.f / (1.f + expf(-x));
     case UnaryOp::kTanh: return tanhf(x);
     case UnaryOp::kGelu: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+    case UnaryOp::kGeluTanh:
+      return 0.5f * x * (1.f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
     case UnaryOp::kScalarAdd: return x + param;
     case UnaryOp::kScalarMul: return x * param;
     case UnaryOp::kScalarPow: return powf(x, param);
@@ -30,6 +32,11 @@ __device__ inline float ApplyGrad(ActivationGradOp op, float dy, float s) {
       const float cdf = 0.5f * (1.f + erff(s * 0.70710678118654752f));
       const float pdf = expf(-0.5f * s * s) * 0.39894228040143268f;
       return dy * (cdf + s * pdf);
+    }
+    case ActivationGradOp::kGeluTanh: {
+      const float t = tanhf(0.79788456080286536f * (s + 0.044715f * s * s * s));
+      const float du = 0.79788456080286536f * (1.f + 3.f * 0.044715f * s * s);
+      return dy * (0.5f * (1.f + t) + 0.5f * s * (1.f - t * t) * du);
     }
   }
   return 0.f;

@@ -66,6 +66,47 @@ class ActivationGradKernel final : public Kernel {
   }
 };
 
+// gelu and gelu_grad: attribute `approximate` ("none" or "tanh") picks the
+// form once, at Init.
+template <bool kGrad>
+class GeluKernel final : public Kernel {
+ public:
+  Status Init(const KernelInitContext& ctx) override {
+    const std::string approximate = ctx.attrs().GetStringOr("approximate", "none");
+    if (approximate != "none" && approximate != "tanh") {
+      return InvalidArgumentError("op '", ctx.op->name(), "' (", ctx.op->op_type(),
+                                  "): attribute 'approximate' must be \"none\" or \"tanh\"");
+    }
+    tanh_ = approximate == "tanh";
+    return Status::OK();
+  }
+  Status Forward(KernelContext* ctx) override {
+    ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
+    const Blob& x = ctx->Input("x");
+    if (!kGrad) {
+      Blob* y = ctx->Output("y");
+      if (x.elem_count() != y->elem_count()) return ctx->Error("x and y sizes differ");
+      CUDA_LAUNCH_RETURN_IF_ERROR(
+          *ctx, LaunchUnary(tanh_ ? UnaryOp::kGeluTanh : UnaryOp::kGelu, x.data<float>(),
+                            y->data<float>(), x.elem_count(), 0.f, cuda->stream()));
+      return Status::OK();
+    }
+    const Blob& dy = ctx->Input("dy");
+    Blob* dx = ctx->Output("dx");
+    if (dy.elem_count() != x.elem_count() || dy.elem_count() != dx->elem_count()) {
+      return ctx->Error("dy, x and dx sizes differ");
+    }
+    CUDA_LAUNCH_RETURN_IF_ERROR(
+        *ctx, LaunchActivationGrad(tanh_ ? ActivationGradOp::kGeluTanh : ActivationGradOp::kGelu,
+                                   dy.data<float>(), x.data<float>(), dx->data<float>(),
+                                   dy.elem_count(), cuda->stream()));
+    return Status::OK();
+  }
+
+ private:
+  bool tanh_ = false;
+};
+
 template <BinaryOp kOp>
 class BroadcastBinaryKernel final : public Kernel {
  public:
@@ -385,14 +426,15 @@ class CastKernel final : public Kernel {
 REG("relu", UnaryKernel<UnaryOp::kRelu>);
 REG("sigmoid", UnaryKernel<UnaryOp::kSigmoid>);
 REG("tanh", UnaryKernel<UnaryOp::kTanh>);
-REG("gelu", UnaryKernel<UnaryOp::kGelu>);
+REG("gelu", GeluKernel<false>);
 REG("scalar_add", UnaryKernel<UnaryOp::kScalarAdd>);
 REG("scalar_mul", UnaryKernel<UnaryOp::kScalarMul>);
 REG("scalar_pow", UnaryKernel<UnaryOp::kScalarPow>);
 REG("relu_grad", ActivationGradKernel<ActivationGradOp::kRelu>);
 REG("sigmoid_grad", ActivationGradKernel<ActivationGradOp::kSigmoid>);
 REG("tanh_grad", ActivationGradKernel<ActivationGradOp::kTanh>);
-REG("gelu_grad", ActivationGradKernel<ActivationGradOp::kGelu>);
+REG("gelu_grad", GeluKernel<true>);
+REG("broadcast_add", BroadcastBinaryKernel<BinaryOp::kAdd>);
 REG("sub", BroadcastBinaryKernel<BinaryOp::kSub>);
 REG("mul", BroadcastBinaryKernel<BinaryOp::kMul>);
 REG("div", BroadcastBinaryKernel<BinaryOp::kDiv>);

@@ -9,8 +9,9 @@
 namespace oflite {
 namespace cuda {
 
-enum class UnaryOp { kRelu, kSigmoid, kTanh, kGelu, kScalarAdd, kScalarMul, kScalarPow };
-enum class ActivationGradOp { kRelu, kSigmoid, kTanh, kGelu };
+// kGelu: erf form; kGeluTanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+enum class UnaryOp { kRelu, kSigmoid, kTanh, kGelu, kGeluTanh, kScalarAdd, kScalarMul, kScalarPow };
+enum class ActivationGradOp { kRelu, kSigmoid, kTanh, kGelu, kGeluTanh };
 // kAddRelu: a + b if positive, else 0 (the fused bias_add_relu; as relu).
 enum class BinaryOp { kAdd, kSub, kMul, kDiv, kAddRelu };
 enum class ElemKind { kF32, kF64, kI32, kI64, kU8 };

@@ -50,6 +50,49 @@ __global__ void SoftmaxKernel(const float* x, float* y, AxisDims d, bool log) {
   }
 }
 
+// ---- causal softmax over [rows = batch * Tq, Tk] ---------------------------
+// One block per row; only the visible prefix is read (as the CPU kernel).
+
+__device__ inline int64_t CausalVisible(int64_t row, CausalDims d) {
+  const int64_t visible = row % d.queries + 1 + d.keys - d.queries;
+  return visible < 0 ? 0 : (visible > d.keys ? d.keys : visible);
+}
+
+__global__ void CausalSoftmaxKernel(const float* x, float* y, CausalDims d, float scale) {
+  for (int64_t r = blockIdx.x; r < d.rows; r += gridDim.x) {
+    const int64_t visible = CausalVisible(r, d);
+    const float* in = x + r * d.keys;
+    float* out = y + r * d.keys;
+    float max_value = -INFINITY;
+    for (int64_t k = threadIdx.x; k < visible; k += blockDim.x) {
+      max_value = fmaxf(max_value, scale * in[k]);
+    }
+    max_value = BlockMax(max_value);
+    float sum = 0.f;
+    for (int64_t k = threadIdx.x; k < visible; k += blockDim.x) {
+      sum += expf(scale * in[k] - max_value);
+    }
+    sum = BlockSum(sum);
+    const float inv = 1.f / sum;
+    for (int64_t k = threadIdx.x; k < d.keys; k += blockDim.x) {
+      out[k] = k < visible ? expf(scale * in[k] - max_value) * inv : 0.f;
+    }
+  }
+}
+
+__global__ void CausalSoftmaxGradKernel(const float* dy, const float* y, float* dx, CausalDims d,
+                                        float scale) {
+  for (int64_t r = blockIdx.x; r < d.rows; r += gridDim.x) {
+    const int64_t visible = CausalVisible(r, d), base = r * d.keys;
+    float dot = 0.f;
+    for (int64_t k = threadIdx.x; k < visible; k += blockDim.x) dot += dy[base + k] * y[base + k];
+    dot = BlockSum(dot);
+    for (int64_t k = threadIdx.x; k < d.keys; k += blockDim.x) {
+      dx[base + k] = k < visible ? scale * y[base + k] * (dy[base + k] - dot) : 0.f;
+    }
+  }
+}
+
 __global__ void SoftmaxGradKernel(const float* dy, const float* y, float* dx, AxisDims d,
                                   bool log) {
   const int64_t rows = d.outer * d.inner;
@@ -413,6 +456,22 @@ cudaError_t LaunchSoftmaxGrad(const float* dy, const float* y, float* dx, AxisDi
   const int64_t rows = dims.outer * dims.inner;
   if (rows <= 0 || dims.size <= 0) return cudaSuccess;
   SoftmaxGradKernel<<<RowBlocks(rows), RowThreads(dims.size), 0, stream>>>(dy, y, dx, dims, log);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchCausalSoftmax(const float* x, float* y, CausalDims dims, float scale,
+                                cudaStream_t stream) {
+  if (dims.rows <= 0 || dims.keys <= 0) return cudaSuccess;
+  CausalSoftmaxKernel<<<RowBlocks(dims.rows), RowThreads(dims.keys), 0, stream>>>(x, y, dims,
+                                                                                   scale);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchCausalSoftmaxGrad(const float* dy, const float* y, float* dx, CausalDims dims,
+                                    float scale, cudaStream_t stream) {
+  if (dims.rows <= 0 || dims.keys <= 0) return cudaSuccess;
+  CausalSoftmaxGradKernel<<<RowBlocks(dims.rows), RowThreads(dims.keys), 0, stream>>>(
+      dy, y, dx, dims, scale);
   return cudaGetLastError();
 }
 

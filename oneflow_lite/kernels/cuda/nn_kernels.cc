@@ -65,6 +65,56 @@ class SoftmaxGradKernel final : public Kernel {
   }
 };
 
+StatusOr<CausalDims> CausalDimsOf(const KernelContext& ctx, const Shape& shape) {
+  if (shape.rank() < 2) return ctx.Error("needs rank >= 2 [..., queries, keys], got ", shape);
+  CausalDims dims;
+  dims.queries = shape.dim(shape.rank() - 2);
+  dims.keys = shape.dim(shape.rank() - 1);
+  dims.rows = shape.Count(0, shape.rank() - 1);
+  return dims;
+}
+
+class CausalSoftmaxKernel final : public Kernel {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
+    const Blob& x = ctx->Input("x");
+    ASSIGN_OR_RETURN(CausalDims dims, CausalDimsOf(*ctx, x.shape()));
+    const float scale = static_cast<float>(ctx->attrs().GetFloatOr("scale", 1.0));
+    CUDA_LAUNCH_RETURN_IF_ERROR(*ctx, LaunchCausalSoftmax(x.data<float>(),
+                                                          ctx->Output("y")->data<float>(), dims,
+                                                          scale, cuda->stream()));
+    return Status::OK();
+  }
+};
+
+class CausalSoftmaxGradKernel final : public Kernel {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
+    const Blob& dy = ctx->Input("dy");
+    ASSIGN_OR_RETURN(CausalDims dims, CausalDimsOf(*ctx, dy.shape()));
+    const float scale = static_cast<float>(ctx->attrs().GetFloatOr("scale", 1.0));
+    CUDA_LAUNCH_RETURN_IF_ERROR(
+        *ctx, LaunchCausalSoftmaxGrad(dy.data<float>(), ctx->Input("y").data<float>(),
+                                      ctx->Output("dx")->data<float>(), dims, scale,
+                                      cuda->stream()));
+    return Status::OK();
+  }
+};
+
+// C of a [..., C] blob whose leading dims hold the label's elements (the
+// kernels run label.elem_count() rows of C).
+StatusOr<int64_t> XentClasses(const KernelContext& ctx, const char* arg, const Blob& blob,
+                              const Blob& label) {
+  const Shape& shape = blob.shape();
+  const int64_t classes = shape.rank() > 0 ? shape.dim(shape.rank() - 1) : 0;
+  if (classes == 0 || blob.elem_count() != label.elem_count() * classes) {
+    return ctx.Error(arg, " ", shape, " is not [..., C] over label ", label.shape());
+  }
+  return classes;
+}
+
 class CrossEntropyKernel final : public KernelWithErrorSlot {
  public:
   Status Init(const KernelInitContext&) override {
@@ -76,14 +126,12 @@ class CrossEntropyKernel final : public KernelWithErrorSlot {
     const Blob& x = ctx->Input("prediction");
     const Blob& label = ctx->Input("label");
     RETURN_IF_ERROR(CheckIndexDtype(*ctx, label, "label"));
-    if (x.shape().rank() != 2 || label.elem_count() != x.shape().dim(0)) {
-      return ctx->Error("prediction ", x.shape(), " and label ", label.shape(), " do not match");
-    }
+    ASSIGN_OR_RETURN(int64_t classes, XentClasses(*ctx, "prediction", x, label));
     CUDA_LAUNCH_RETURN_IF_ERROR(
         *ctx, LaunchSparseCrossEntropy(x.data<float>(), IndicesOf(label),
                                        ctx->Output("prob")->data<float>(),
-                                       ctx->Output("out")->data<float>(), x.shape().dim(0),
-                                       x.shape().dim(1), slot_.device(), cuda->stream()));
+                                       ctx->Output("out")->data<float>(), label.elem_count(),
+                                       classes, slot_.device(), cuda->stream()));
     return Status::OK();
   }
 };
@@ -99,15 +147,13 @@ class CrossEntropyGradKernel final : public KernelWithErrorSlot {
     const Blob& prob = ctx->Input("prob");
     const Blob& label = ctx->Input("label");
     RETURN_IF_ERROR(CheckIndexDtype(*ctx, label, "label"));
-    if (prob.shape().rank() != 2 || label.elem_count() != prob.shape().dim(0)) {
-      return ctx->Error("prob ", prob.shape(), " and label ", label.shape(), " do not match");
-    }
+    ASSIGN_OR_RETURN(int64_t classes, XentClasses(*ctx, "prob", prob, label));
     const float* dprob = ctx->HasInput("dprob") ? ctx->Input("dprob").data<float>() : nullptr;
     CUDA_LAUNCH_RETURN_IF_ERROR(
         *ctx, LaunchSparseCrossEntropyGrad(ctx->Input("dy").data<float>(), prob.data<float>(),
                                            IndicesOf(label), dprob,
-                                           ctx->Output("dx")->data<float>(), prob.shape().dim(0),
-                                           prob.shape().dim(1), slot_.device(), cuda->stream()));
+                                           ctx->Output("dx")->data<float>(), label.elem_count(),
+                                           classes, slot_.device(), cuda->stream()));
     return Status::OK();
   }
 };
@@ -488,6 +534,8 @@ REG("softmax", SoftmaxKernel<false>);
 REG("log_softmax", SoftmaxKernel<true>);
 REG("softmax_grad", SoftmaxGradKernel<false>);
 REG("log_softmax_grad", SoftmaxGradKernel<true>);
+REG("causal_softmax", CausalSoftmaxKernel);
+REG("causal_softmax_grad", CausalSoftmaxGradKernel);
 REG("sparse_softmax_cross_entropy", CrossEntropyKernel);
 REG("sparse_softmax_cross_entropy_grad", CrossEntropyGradKernel);
 REG("layer_norm", LayerNormKernel);

@@ -1,6 +1,6 @@
 // Launchers of the CUDA nn and train kernels (float32). Layouts follow the
 // CPU kernels: softmax/argmax over [outer, size, inner] with the reduced
-// axis in the middle; cross-entropy [N, C]; layer norm [rows, cols]; pooling
+// axis in the middle; cross-entropy [N, C] (N = the label's element count); layer norm [rows, cols]; pooling
 // and adaptive pooling over N*C planes. Integer labels/indices are int32 or
 // int64 (`wide`). Bad labels/indices are reported through an ErrorSlot
 // (launch_common.h).
@@ -24,6 +24,16 @@ struct IndexArray {
 cudaError_t LaunchSoftmax(const float* x, float* y, AxisDims dims, bool log, cudaStream_t stream);
 cudaError_t LaunchSoftmaxGrad(const float* dy, const float* y, float* dx, AxisDims dims, bool log,
                               cudaStream_t stream);
+// causal_softmax over rows of Tk keys (rows = batch * Tq; row r is query
+// r % Tq, which sees the first min(Tk, max(0, q + 1 + Tk - Tq)) keys; the
+// rest of its output is 0).
+struct CausalDims {
+  int64_t rows = 0, queries = 1, keys = 0;
+};
+cudaError_t LaunchCausalSoftmax(const float* x, float* y, CausalDims dims, float scale,
+                                cudaStream_t stream);
+cudaError_t LaunchCausalSoftmaxGrad(const float* dy, const float* y, float* dx, CausalDims dims,
+                                    float scale, cudaStream_t stream);
 cudaError_t LaunchSparseCrossEntropy(const float* x, IndexArray label, float* prob, float* out,
                                      int64_t rows, int64_t classes, ErrorSlot* slot,
                                      cudaStream_t stream);

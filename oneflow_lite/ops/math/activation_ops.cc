@@ -1,5 +1,7 @@
 // Activations relu, sigmoid, tanh, gelu and their gradient ops.
 // relu/sigmoid/tanh gradients read the forward output y; gelu's reads x.
+// gelu and gelu_grad take `approximate`: "none" (default, the erf form) or
+// "tanh" (0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))).
 #include "oneflow_lite/ops/math/math_util.h"
 
 namespace oflite {
@@ -61,6 +63,42 @@ InferFn GradInfer(const std::string& saved) {
   return [saved](InferContext* ctx) { return InferActivationGrad(ctx, saved); };
 }
 
+Status CheckGeluApproximate(const InferContext& ctx) {
+  if (!ctx.attrs().Has("approximate")) return Status::OK();
+  StatusOr<std::string> value = ctx.attrs().GetString("approximate");
+  if (!value.ok() || (*value != "none" && *value != "tanh")) {
+    return ctx.Error("attribute 'approximate' must be \"none\" or \"tanh\", got ",
+                     value.ok() ? "\"" + *value + "\"" : std::string("a non-string"));
+  }
+  return Status::OK();
+}
+
+Status InferGelu(InferContext* ctx) {
+  RETURN_IF_ERROR(CheckGeluApproximate(*ctx));
+  return InferActivation(ctx);
+}
+
+Status InferGeluGrad(InferContext* ctx) {
+  RETURN_IF_ERROR(CheckGeluApproximate(*ctx));
+  return InferActivationGrad(ctx, "x");
+}
+
+// gelu_grad(dy, x) with the forward op's `approximate`.
+Status GeluGradRule(GradContext* ctx) {
+  const std::string dy = ctx->OutputGradLbn("y");
+  if (dy.empty() || !ctx->NeedsInputGrad("x")) return Status::OK();
+  OpConfBuilder grad("gelu_grad", GradOpName(*ctx, "grad"));
+  grad.Input("dy", dy).Input("x", ctx->InputLbn("x")).Output("dx");
+  // The attribute only when the forward op has one: erf-form jobs keep
+  // their bytes (api/job_golden_test.cc).
+  if (ctx->attrs().Has("approximate")) {
+    grad.Attr("approximate", ctx->attrs().GetStringOr("approximate", "none"));
+  }
+  ASSIGN_OR_RETURN(std::string dx, AddGradOp(ctx, grad.Build(), "dx"));
+  ctx->SetInputGrad("x", 0, dx);
+  return Status::OK();
+}
+
 REGISTER_OP("relu")
     .Input("x")
     .Output("y")
@@ -82,9 +120,9 @@ REGISTER_OP("tanh")
 REGISTER_OP("gelu")
     .Input("x")
     .Output("y")
-    .Infer(InferActivation)
+    .Infer(InferGelu)
     .Sbp(ActivationSbp)
-    .Grad(MakeActivationGrad("gelu_grad", "x"));
+    .Grad(GeluGradRule);
 
 REGISTER_OP("relu_grad")
     .Input("dy")
@@ -108,7 +146,7 @@ REGISTER_OP("gelu_grad")
     .Input("dy")
     .Input("x")
     .Output("dx")
-    .Infer(GradInfer("x"))
+    .Infer(InferGeluGrad)
     .Sbp(ActivationGradSbp);
 
 }  // namespace

@@ -1,5 +1,6 @@
-// Elementwise arithmetic: add (add_n), sub/mul/div with numpy broadcasting,
-// scalar_add/scalar_mul/scalar_pow, identity, zeros_like and cast.
+// Elementwise arithmetic: add (add_n), broadcast_add/sub/mul/div with numpy
+// broadcasting, scalar_add/scalar_mul/scalar_pow, identity, zeros_like and
+// cast.
 #include "oneflow_lite/ops/math/math_util.h"
 
 namespace oflite {
@@ -38,7 +39,7 @@ Status AddGrad(GradContext* ctx) {
   return Status::OK();
 }
 
-// ---- sub / mul / div (broadcasting) ----
+// ---- broadcast_add / sub / mul / div (broadcasting) ----
 
 Status InferBroadcastBinary(InferContext* ctx) {
   const TensorDesc& x = ctx->Input("x");
@@ -77,6 +78,7 @@ void AddBroadcastSplitSignatures(SbpContext* ctx) {
   }
 }
 
+// broadcast_add and sub are linear in (x, y) together: P, P -> P.
 Status SubSbp(SbpContext* ctx) {
   AddBroadcastSplitSignatures(ctx);
   AddPartialSignature(ctx, {"x", "y"});
@@ -101,6 +103,15 @@ Status SetReducedGrad(GradContext* ctx, const std::string& arg, const std::strin
   ASSIGN_OR_RETURN(std::string reduced,
                    SumToInputShape(ctx, grad, ctx->OutputDesc("out").shape, arg));
   ctx->SetInputGrad(arg, 0, reduced);
+  return Status::OK();
+}
+
+// Each operand gets dy summed back to its own shape.
+Status BroadcastAddGrad(GradContext* ctx) {
+  const std::string dy = ctx->OutputGradLbn("out");
+  if (dy.empty()) return Status::OK();
+  if (ctx->NeedsInputGrad("x")) RETURN_IF_ERROR(SetReducedGrad(ctx, "x", dy));
+  if (ctx->NeedsInputGrad("y")) RETURN_IF_ERROR(SetReducedGrad(ctx, "y", dy));
   return Status::OK();
 }
 
@@ -259,6 +270,13 @@ Status CastGrad(GradContext* ctx) {
 }
 
 REGISTER_OP("add").VariadicInput("in").Output("out").Infer(InferAdd).Sbp(AddSbp).Grad(AddGrad);
+REGISTER_OP("broadcast_add")
+    .Input("x")
+    .Input("y")
+    .Output("out")
+    .Infer(InferBroadcastBinary)
+    .Sbp(SubSbp)
+    .Grad(BroadcastAddGrad);
 REGISTER_OP("sub")
     .Input("x")
     .Input("y")

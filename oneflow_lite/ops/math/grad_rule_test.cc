@@ -109,6 +109,44 @@ TEST(GradRuleTest, MatmulOnlyDifferentiatesRequestedInputs) {
   EXPECT_EQ(ctx.Desc(ctx.grads().at("b#0")).shape, Shape({3, 5}));
 }
 
+// The Linear case x [B, T, K] * w: dx is again a Linear matmul and dw one
+// sum_batch matmul (one GEMM over the folded batch), with no reduce_sum.
+TEST(GradRuleTest, MatmulLinearCaseIsTwoMatmulsWithoutReduction) {
+  for (bool tb : {false, true}) {
+    OpConf op = OpConfBuilder("matmul", "proj")
+                    .Input("a", "x")
+                    .Input("b", "w")
+                    .Output("out")
+                    .Attr("transpose_b", tb)
+                    .Build();
+    RecordingGradContext ctx(op, {{"x", F({4, 3, 5})}, {"w", tb ? F({7, 5}) : F({5, 7})}},
+                             {"a#0", "b#0"});
+    ASSERT_TRUE(RunRule(&ctx).ok());
+    ASSERT_EQ(ctx.added().size(), 2u);
+    for (const OpConf& added : ctx.added()) EXPECT_EQ(added.op_type(), "matmul");
+    const AttrView dw(ctx.added()[1]);
+    EXPECT_TRUE(dw.GetBoolOr("sum_batch", false));
+    EXPECT_TRUE(dw.GetBoolOr("transpose_a", false));
+    EXPECT_FALSE(dw.GetBoolOr("transpose_b", true));
+    EXPECT_FALSE(AttrView(ctx.added()[0]).GetBoolOr("sum_batch", false));
+    EXPECT_EQ(ctx.Desc(ctx.grads().at("a#0")).shape, Shape({4, 3, 5}));
+    EXPECT_EQ(ctx.Desc(ctx.grads().at("b#0")).shape, tb ? Shape({7, 5}) : Shape({5, 7}));
+  }
+}
+
+// A batch-broadcast operand of rank > 2 gets its gradient summed back.
+TEST(GradRuleTest, MatmulBroadcastBatchSumsBackToTheOperand) {
+  OpConf op =
+      OpConfBuilder("matmul", "attn").Input("a", "p").Input("b", "v").Output("out").Build();
+  RecordingGradContext ctx(op, {{"p", F({2, 4, 6, 6})}, {"v", F({1, 4, 6, 3})}}, {"b#0"});
+  ASSERT_TRUE(RunRule(&ctx).ok());
+  ASSERT_EQ(ctx.added().size(), 3u);
+  EXPECT_EQ(ctx.added()[0].op_type(), "matmul");
+  EXPECT_EQ(ctx.added()[1].op_type(), "reduce_sum");
+  EXPECT_EQ(ctx.added()[2].op_type(), "reshape_like");
+  EXPECT_EQ(ctx.Desc(ctx.grads().at("b#0")).shape, Shape({1, 4, 6, 3}));
+}
+
 TEST(GradRuleTest, BiasAddPassesDyThroughAndSumsForBias) {
   OpConf op =
       OpConfBuilder("bias_add", "fc").Input("a", "x").Input("b", "bias").Output("out").Build();

@@ -206,6 +206,27 @@ void AddPartialSignature(SbpContext* ctx, const std::vector<std::string>& partia
   ctx->Add(MakeSignature(ctx->op(), inputs, outputs));
 }
 
+void AddBroadcastSplits(SbpContext* ctx, const std::vector<std::string>& operands,
+                        const std::string& out_arg,
+                        const std::map<std::string, SbpParallel>& fixed) {
+  const Shape& out = SbpOutput(*ctx, out_arg).shape;
+  for (int64_t i = 0; i < out.rank(); ++i) {
+    std::map<std::string, SbpParallel> inputs = fixed;
+    bool split = false;
+    for (const std::string& arg : operands) {
+      const Shape& s = SbpInput(*ctx, arg).shape;
+      const int64_t axis = i - (out.rank() - s.rank());
+      if (axis >= 0 && s.dim(axis) == out.dim(i)) {
+        inputs[arg] = SplitSbp(axis);
+        split = true;
+      } else {
+        inputs[arg] = BroadcastSbp();
+      }
+    }
+    if (split) ctx->Add(MakeSignature(ctx->op(), inputs, {{out_arg, SplitSbp(i)}}));
+  }
+}
+
 std::vector<std::pair<int64_t, int64_t>> ReshapeSplitAxes(const Shape& in, const Shape& out,
                                                           int64_t parallel_num) {
   std::vector<std::pair<int64_t, int64_t>> pairs;

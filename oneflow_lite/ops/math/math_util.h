@@ -86,6 +86,13 @@ const TensorDesc& SbpOutput(const SbpContext& ctx, const std::string& arg, int i
 // Adds, for every input/output arg of the op, the signature "S(axis) on all
 // -> S(axis)" for each axis in [0, rank).
 void AddAllSplitSignatures(SbpContext* ctx, int64_t rank);
+// Numpy-broadcasting ops: for each axis i of output `out_arg`, S(i) out with
+// S on every listed operand that holds axis i whole and B on one broadcast
+// along it (only when at least one operand is split). `fixed` inputs keep
+// the given SBP in every signature.
+void AddBroadcastSplits(SbpContext* ctx, const std::vector<std::string>& operands,
+                        const std::string& out_arg,
+                        const std::map<std::string, SbpParallel>& fixed = {});
 // Adds "P on every input (listed) and B on the others -> P on all outputs".
 void AddPartialSignature(SbpContext* ctx, const std::vector<std::string>& partial_inputs);
 

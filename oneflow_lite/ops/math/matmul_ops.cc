@@ -1,48 +1,67 @@
 // matmul and bias_add: definitions, SBP signatures and gradient rules.
 #include "oneflow_lite/ops/math/math_util.h"
+#include "oneflow_lite/ops/math/matmul_util.h"
 
 namespace oflite {
 namespace math {
 namespace {
 
 Status InferMatmul(InferContext* ctx) {
-  RETURN_IF_ERROR(CheckOptionalAttrTypes(
-      ctx->op(),
-      {{"transpose_a", AttrValue::kB}, {"transpose_b", AttrValue::kB}, {"alpha", AttrValue::kF}}));
+  RETURN_IF_ERROR(CheckOptionalAttrTypes(ctx->op(), {{"transpose_a", AttrValue::kB},
+                                                     {"transpose_b", AttrValue::kB},
+                                                     {"alpha", AttrValue::kF},
+                                                     {"sum_batch", AttrValue::kB}}));
   const TensorDesc& a = ctx->Input("a");
   const TensorDesc& b = ctx->Input("b");
-  const bool transpose_a = ctx->attrs().GetBoolOr("transpose_a", false);
-  const bool transpose_b = ctx->attrs().GetBoolOr("transpose_b", false);
-  if (a.shape.rank() != 2 || b.shape.rank() != 2) {
-    return ctx->Error("matmul needs 2-D inputs, got ", Describe("a", a), " and ", Describe("b", b));
-  }
+  StatusOr<MatmulGeometry> geometry = MakeMatmulGeometry(
+      a.shape, b.shape, ctx->attrs().GetBoolOr("transpose_a", false),
+      ctx->attrs().GetBoolOr("transpose_b", false), ctx->attrs().GetBoolOr("sum_batch", false));
+  if (!geometry.ok()) return ctx->Error(geometry.status().message());
   if (a.dtype != b.dtype) {
     return ctx->Error("dtype mismatch: ", Describe("a", a), " and ", Describe("b", b));
   }
-  const int64_t m = a.shape.dim(transpose_a ? 1 : 0);
-  const int64_t k = a.shape.dim(transpose_a ? 0 : 1);
-  const int64_t kb = b.shape.dim(transpose_b ? 1 : 0);
-  const int64_t n = b.shape.dim(transpose_b ? 0 : 1);
-  if (k != kb) {
-    return ctx->Error("inner dimensions differ: ", Describe("a", a),
-                      transpose_a ? " (transposed)" : "", " and ", Describe("b", b),
-                      transpose_b ? " (transposed)" : "", " give k = ", k, " vs ", kb);
-  }
-  *ctx->Output("out") = TensorDesc(Shape({m, n}), a.dtype);
+  *ctx->Output("out") = TensorDesc(geometry->out, a.dtype);
   return Status::OK();
 }
 
-// out = alpha * op(a) * op(b), op(a) = [m, k], op(b) = [k, n].
+// The SBP of `operand` (right-aligned batch dims) for S(i) of out's batch
+// axis i: S on the operand's own axis when it holds out's full extent, B
+// when it is broadcast along i (size 1 or absent).
+SbpParallel BatchOperandSbp(const Shape& operand, const Shape& out, int64_t i) {
+  const int64_t axis = i - (out.rank() - operand.rank());
+  if (axis >= 0 && operand.dim(axis) == out.dim(i)) return SplitSbp(axis);
+  return BroadcastSbp();
+}
+
+// out = alpha * op(a) * op(b) per batch entry, op(a) = [m, k], op(b) = [k, n]
+// in the last two axes. Batch axes split like broadcasting binary ops;
+// under sum_batch a batch axis split on both operands sums to P.
 Status MatmulSbp(SbpContext* ctx) {
   const bool transpose_a = ctx->attrs().GetBoolOr("transpose_a", false);
   const bool transpose_b = ctx->attrs().GetBoolOr("transpose_b", false);
-  const int64_t a_m = transpose_a ? 1 : 0, a_k = transpose_a ? 0 : 1;
-  const int64_t b_k = transpose_b ? 1 : 0, b_n = transpose_b ? 0 : 1;
+  const bool sum_batch = ctx->attrs().GetBoolOr("sum_batch", false);
+  const Shape& a = SbpInput(*ctx, "a").shape;
+  const Shape& b = SbpInput(*ctx, "b").shape;
+  const Shape& out = SbpOutput(*ctx, "out").shape;
   const OpConf& op = ctx->op();
-  ctx->Add(
-      MakeSignature(op, {{"a", SplitSbp(a_m)}, {"b", BroadcastSbp()}}, {{"out", SplitSbp(0)}}));
-  ctx->Add(
-      MakeSignature(op, {{"a", BroadcastSbp()}, {"b", SplitSbp(b_n)}}, {{"out", SplitSbp(1)}}));
+  if (sum_batch) {
+    for (int64_t i = 0; i + 2 < a.rank(); ++i) {
+      ctx->Add(
+          MakeSignature(op, {{"a", SplitSbp(i)}, {"b", SplitSbp(i)}}, {{"out", PartialSumSbp()}}));
+    }
+  } else {
+    for (int64_t i = 0; i + 2 < out.rank(); ++i) {
+      ctx->Add(MakeSignature(op,
+                             {{"a", BatchOperandSbp(a, out, i)}, {"b", BatchOperandSbp(b, out, i)}},
+                             {{"out", SplitSbp(i)}}));
+    }
+  }
+  const int64_t a_m = a.rank() - (transpose_a ? 1 : 2), a_k = a.rank() - (transpose_a ? 2 : 1);
+  const int64_t b_k = b.rank() - (transpose_b ? 1 : 2), b_n = b.rank() - (transpose_b ? 2 : 1);
+  ctx->Add(MakeSignature(op, {{"a", SplitSbp(a_m)}, {"b", BroadcastSbp()}},
+                         {{"out", SplitSbp(out.rank() - 2)}}));
+  ctx->Add(MakeSignature(op, {{"a", BroadcastSbp()}, {"b", SplitSbp(b_n)}},
+                         {{"out", SplitSbp(out.rank() - 1)}}));
   ctx->Add(
       MakeSignature(op, {{"a", SplitSbp(a_k)}, {"b", SplitSbp(b_k)}}, {{"out", PartialSumSbp()}}));
   ctx->Add(MakeSignature(op, {{"a", PartialSumSbp()}, {"b", BroadcastSbp()}},
@@ -53,18 +72,59 @@ Status MatmulSbp(SbpContext* ctx) {
 }
 
 OpConf MatmulConf(const std::string& name, const std::string& a, const std::string& b,
-                  bool transpose_a, bool transpose_b, double alpha) {
-  return OpConfBuilder("matmul", name)
-      .Input("a", a)
+                  bool transpose_a, bool transpose_b, double alpha, bool sum_batch = false) {
+  OpConfBuilder builder("matmul", name);
+  builder.Input("a", a)
       .Input("b", b)
       .Output("out")
       .Attr("transpose_a", transpose_a)
       .Attr("transpose_b", transpose_b)
-      .Attr("alpha", alpha)
-      .Build();
+      .Attr("alpha", alpha);
+  // Only when set, so a 2-D job's bytes stay as they were.
+  if (sum_batch) builder.Attr("sum_batch", true);
+  return builder.Build();
 }
 
-// With A = op(a), B = op(b): dA = alpha * dy * B^T, dB = alpha * A^T * dy.
+Shape BatchDims(const Shape& shape) {
+  return Shape(std::vector<int64_t>(shape.dims().begin(), shape.dims().end() - 2));
+}
+
+// The gradient of `input` ("a" or "b") as the matmul x * y (x, y, their
+// transposes and the forward alpha given). The per-entry product has the
+// input's matrix shape; its batch is the broadcast of x's and y's. Where
+// that batch is the input's, this is the gradient; where the input is 2-D
+// but the product batched, sum_batch sums the entries in the same matmul
+// (for the Linear case's weight one GEMM over the folded batch); otherwise
+// the batched product is summed back to the input's shape.
+Status AddMatmulInputGrad(GradContext* ctx, const std::string& input, const std::string& suffix,
+                          const std::string& x, const Shape& x_shape, bool transpose_x,
+                          const std::string& y, const Shape& y_shape, bool transpose_y,
+                          double alpha) {
+  const Shape& target = ctx->InputDesc(input).shape;
+  Shape batch;
+  if (!BroadcastShapes(BatchDims(x_shape), BatchDims(y_shape), &batch)) {
+    return InternalError("op '", ctx->op().name(), "' (matmul): gradient batch dims of ", x_shape,
+                         " and ", y_shape, " do not broadcast");
+  }
+  const std::string name = GradOpName(*ctx, suffix);
+  const bool whole = batch == BatchDims(target);
+  const bool sum_batch = !whole && target.rank() == 2 && BatchDims(x_shape) == BatchDims(y_shape);
+  ASSIGN_OR_RETURN(
+      std::string grad,
+      AddGradOp(ctx, MatmulConf(name, x, y, transpose_x, transpose_y, alpha, sum_batch), "out"));
+  if (!whole && !sum_batch) {
+    std::vector<int64_t> dims = batch.dims();
+    dims.push_back(target.dim(target.rank() - 2));
+    dims.push_back(target.dim(target.rank() - 1));
+    ASSIGN_OR_RETURN(grad, SumToInputShape(ctx, grad, Shape(std::move(dims)), input));
+  }
+  ctx->SetInputGrad(input, 0, grad);
+  return Status::OK();
+}
+
+// With A = op(a), B = op(b) per batch entry: dA = alpha * dy * B^T,
+// dB = alpha * A^T * dy, summed over the batch dims the input is broadcast
+// along (under sum_batch dy is one [m, n] matrix broadcast over the batch).
 Status MatmulGrad(GradContext* ctx) {
   const std::string dy = ctx->OutputGradLbn("out");
   if (dy.empty()) return Status::OK();
@@ -73,19 +133,20 @@ Status MatmulGrad(GradContext* ctx) {
   const double alpha = ctx->attrs().GetFloatOr("alpha", 1.0);
   const std::string& a = ctx->InputLbn("a");
   const std::string& b = ctx->InputLbn("b");
+  const Shape& a_shape = ctx->InputDesc("a").shape;
+  const Shape& b_shape = ctx->InputDesc("b").shape;
+  const Shape& dy_shape = ctx->OutputDesc("out").shape;
   if (ctx->NeedsInputGrad("a")) {
     // ta: da = dA^T = alpha * B * dy^T.
-    OpConf conf = ta ? MatmulConf(GradOpName(*ctx, "grad_a"), b, dy, tb, true, alpha)
-                     : MatmulConf(GradOpName(*ctx, "grad_a"), dy, b, false, !tb, alpha);
-    ASSIGN_OR_RETURN(std::string da, AddGradOp(ctx, conf, "out"));
-    ctx->SetInputGrad("a", 0, da);
+    RETURN_IF_ERROR(
+        ta ? AddMatmulInputGrad(ctx, "a", "grad_a", b, b_shape, tb, dy, dy_shape, true, alpha)
+           : AddMatmulInputGrad(ctx, "a", "grad_a", dy, dy_shape, false, b, b_shape, !tb, alpha));
   }
   if (ctx->NeedsInputGrad("b")) {
     // tb: db = dB^T = alpha * dy^T * A.
-    OpConf conf = tb ? MatmulConf(GradOpName(*ctx, "grad_b"), dy, a, true, ta, alpha)
-                     : MatmulConf(GradOpName(*ctx, "grad_b"), a, dy, !ta, false, alpha);
-    ASSIGN_OR_RETURN(std::string db, AddGradOp(ctx, conf, "out"));
-    ctx->SetInputGrad("b", 0, db);
+    RETURN_IF_ERROR(
+        tb ? AddMatmulInputGrad(ctx, "b", "grad_b", dy, dy_shape, true, a, a_shape, ta, alpha)
+           : AddMatmulInputGrad(ctx, "b", "grad_b", a, a_shape, !ta, dy, dy_shape, false, alpha));
   }
   return Status::OK();
 }

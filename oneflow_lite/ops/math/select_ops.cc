@@ -81,30 +81,6 @@ Status InferWhere(InferContext* ctx) {
   return Status::OK();
 }
 
-// For each axis i of the output: S(i) out, with S on every listed operand
-// that holds axis i whole and B on one broadcast along it (at least one
-// operand split). `fixed` inputs keep the given SBP in every signature.
-void AddBroadcastSplits(SbpContext* ctx, const std::vector<std::string>& operands,
-                        const std::string& out_arg,
-                        const std::map<std::string, SbpParallel>& fixed = {}) {
-  const Shape& out = SbpOutput(*ctx, out_arg).shape;
-  for (int64_t i = 0; i < out.rank(); ++i) {
-    std::map<std::string, SbpParallel> inputs = fixed;
-    bool split = false;
-    for (const std::string& arg : operands) {
-      const Shape& s = SbpInput(*ctx, arg).shape;
-      const int64_t axis = i - (out.rank() - s.rank());
-      if (axis >= 0 && s.dim(axis) == out.dim(i)) {
-        inputs[arg] = SplitSbp(axis);
-        split = true;
-      } else {
-        inputs[arg] = BroadcastSbp();
-      }
-    }
-    if (split) ctx->Add(MakeSignature(ctx->op(), inputs, {{out_arg, SplitSbp(i)}}));
-  }
-}
-
 Status MinMaxSbp(SbpContext* ctx) {
   AddBroadcastSplits(ctx, {"x", "y"}, "out");
   return Status::OK();

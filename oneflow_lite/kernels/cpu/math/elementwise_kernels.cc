@@ -1,8 +1,9 @@
 // CPU kernels for the elementwise math ops: activations and their gradients,
-// scalar ops, add (add_n), broadcasting sub/mul/div, identity, zeros_like and
-// cast. Every hot loop is a plain indexed loop over contiguous memory; the
-// float32 relu, relu_grad and add loops run the vectorized, ISA-dispatched
-// versions (kernels/cpu/vec/vec.h), which these plain loops are tested against.
+// scalar ops, add (add_n), broadcasting broadcast_add/sub/mul/div, identity,
+// zeros_like and cast. Every hot loop is a plain indexed loop over contiguous
+// memory; the float32 relu, relu_grad, add and broadcast_add loops run the
+// vectorized, ISA-dispatched versions (kernels/cpu/vec/vec.h), which these
+// plain loops are tested against.
 #include <cstring>
 #include <optional>
 #include <type_traits>
@@ -125,6 +126,75 @@ class BroadcastBinaryKernel final : public Kernel {
   }
 };
 
+template <typename T>
+struct AddFunctor {
+  T operator()(T x, T y) const { return x + y; }
+};
+
+// out[o * n + i] = a[o * n + i] + b[i]: `b` repeated over `outer` blocks of
+// n elements (outer 1: equal shapes).
+template <typename T>
+void AddRepeated(const T* a, const T* b, T* out, int64_t outer, int64_t n) {
+  for (int64_t o = 0; o < outer; ++o) {
+    const T* p = a + o * n;
+    T* q = out + o * n;
+    if constexpr (std::is_same_v<T, float>) {
+      vec::Active().add(p, b, q, n);
+    } else {
+      for (int64_t i = 0; i < n; ++i) q[i] = p[i] + b[i];
+    }
+  }
+}
+
+// Whether `small` broadcasts against `full` along leading axes only: after
+// dropping its leading 1s, `small` is a suffix of `full` (e.g. [T, C] or
+// [1, C] against [B, T, C]). Then small's elements repeat contiguously.
+bool IsTrailingBlockOf(const Shape& small, const Shape& full) {
+  if (small.rank() > full.rank()) return false;
+  int64_t first = 0;
+  while (first < small.rank() && small.dim(first) == 1) ++first;
+  const int64_t kept = small.rank() - first;
+  if (kept > full.rank()) return false;
+  for (int64_t i = 0; i < kept; ++i) {
+    if (small.dim(first + i) != full.dim(full.rank() - kept + i)) return false;
+  }
+  return true;
+}
+
+// broadcast_add: out = x + y with numpy broadcasting. Equal shapes and an
+// operand repeated along leading axes ([B, T, C] + [T, C] or + [C], either
+// order) run contiguous vectorized blocks; anything else the strided loop.
+template <typename T>
+class BroadcastAddKernel final : public Kernel {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    const Blob& x = ctx->Input("x");
+    const Blob& y = ctx->Input("y");
+    Blob* out = ctx->Output("out");
+    const Shape& shape = out->shape();
+    const T* a = x.data<T>();
+    const T* b = y.data<T>();
+    T* c = out->data<T>();
+    const bool x_full = x.shape() == shape, y_full = y.shape() == shape;
+    if (x_full && y_full) {
+      AddRepeated(a, b, c, 1, shape.elem_count());
+      return Status::OK();
+    }
+    if (x_full && y.elem_count() > 0 && IsTrailingBlockOf(y.shape(), shape)) {
+      AddRepeated(a, b, c, shape.elem_count() / y.elem_count(), y.elem_count());
+      return Status::OK();
+    }
+    if (y_full && x.elem_count() > 0 && IsTrailingBlockOf(x.shape(), shape)) {
+      AddRepeated(b, a, c, shape.elem_count() / x.elem_count(), x.elem_count());
+      return Status::OK();
+    }
+    return general_.Forward(ctx);
+  }
+
+ private:
+  BroadcastBinaryKernel<T, AddFunctor<T>> general_;
+};
+
 // out = in[0] + in[1] + ... (equal shapes).
 template <typename T>
 class AddKernel final : public Kernel {
@@ -244,15 +314,15 @@ class CastKernel final : public Kernel {
 OFLITE_MATH_UNARY("relu", "x", "y", ReluFunctor);
 OFLITE_MATH_UNARY("sigmoid", "x", "y", SigmoidFunctor);
 OFLITE_MATH_UNARY("tanh", "x", "y", TanhFunctor);
-OFLITE_MATH_UNARY("gelu", "x", "y", GeluFunctor);
 OFLITE_MATH_UNARY("scalar_add", "in", "out", ScalarAddFunctor);
 OFLITE_MATH_UNARY("scalar_mul", "in", "out", ScalarMulFunctor);
 OFLITE_MATH_UNARY("scalar_pow", "in", "out", ScalarPowFunctor);
 OFLITE_MATH_GRAD("relu_grad", "y", ReluGradFunctor);
 OFLITE_MATH_GRAD("sigmoid_grad", "y", SigmoidGradFunctor);
 OFLITE_MATH_GRAD("tanh_grad", "y", TanhGradFunctor);
-OFLITE_MATH_GRAD("gelu_grad", "x", GeluGradFunctor);
 
+REGISTER_KERNEL("broadcast_add", DEVICE_CPU, DT_FLOAT, BroadcastAddKernel<float>);
+REGISTER_KERNEL("broadcast_add", DEVICE_CPU, DT_DOUBLE, BroadcastAddKernel<double>);
 REGISTER_KERNEL("sub", DEVICE_CPU, DT_FLOAT, BroadcastBinaryKernel<float, SubFunctor<float>>);
 REGISTER_KERNEL("sub", DEVICE_CPU, DT_DOUBLE, BroadcastBinaryKernel<double, SubFunctor<double>>);
 REGISTER_KERNEL("mul", DEVICE_CPU, DT_FLOAT, BroadcastBinaryKernel<float, MulFunctor<float>>);

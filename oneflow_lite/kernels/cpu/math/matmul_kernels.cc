@@ -1,47 +1,60 @@
-// CPU kernels for matmul (float32: oneDNN's sgemm unless the reference
-// kernels are selected, kernels/cpu/cpu_library.h; else OpenBLAS GEMM) and
-// bias_add (float32: the vectorized loops of kernels/cpu/vec/vec.h).
+// CPU kernels for matmul (float32: oneDNN's sgemm and batched matmul unless
+// the reference kernels are selected, kernels/cpu/cpu_library.h; else
+// OpenBLAS GEMM) and bias_add (float32: the vectorized loops of
+// kernels/cpu/vec/vec.h).
 #include <cblas.h>
 
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <type_traits>
+#include <vector>
 
 #include "oneflow_lite/kernels/cpu/cpu_library.h"
 #include "oneflow_lite/kernels/cpu/onednn/onednn.h"
 #include "oneflow_lite/kernels/cpu/vec/vec.h"
 #include "oneflow_lite/kernels/kernel.h"
 #include "oneflow_lite/ops/math/math_util.h"
+#include "oneflow_lite/ops/math/matmul_util.h"
 
 namespace oflite {
 namespace math {
 namespace {
 
-void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, double alpha, const float* a,
-          int lda, const float* b, int ldb, float* c) {
+// Row-major C[m, n] = alpha * op(A) op(B) + beta * C, ldc = n.
+void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c) {
   if (GetCpuKernelLibrary() == CpuKernelLibrary::kOneDnn && onednn::Available() &&
-      onednn::Sgemm(ta == CblasTrans, tb == CblasTrans, m, n, k, static_cast<float>(alpha), a, lda,
-                    b, ldb, 0.0f, c, n)
-          .ok()) {
+      onednn::Sgemm(ta, tb, m, n, k, static_cast<float>(alpha), a, lda, b, ldb, beta, c, n).ok()) {
     return;
   }
-  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, static_cast<float>(alpha), a, lda, b, ldb, 0.0f, c,
-              n);
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+              static_cast<float>(alpha), a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
+              c, static_cast<int>(n));
 }
 
-void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, double alpha,
-          const double* a, int lda, const double* b, int ldb, double* c) {
-  cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, 0.0, c, n);
+void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+          int64_t lda, const double* b, int64_t ldb, double beta, double* c) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(n));
 }
 
-// out[m, n] = alpha * op(a)[m, k] * op(b)[k, n].
+// out = alpha * op(a) * op(b) over the batch dims (ops/math/matmul_util.h).
+// One GEMM when the batch folds into the rows (2-D, and the Linear case
+// [..., m, k] x [k, n]) or, under sum_batch, into k (the Linear case's
+// weight gradient); otherwise, in float32, one oneDNN batched matmul
+// (threaded over the batch), else a loop of GEMMs (accumulating into out
+// under sum_batch).
 template <typename T>
 class MatmulKernel final : public Kernel {
  public:
   Status Init(const KernelInitContext& ctx) override {
     transpose_a_ = ctx.attrs().GetBoolOr("transpose_a", false);
     transpose_b_ = ctx.attrs().GetBoolOr("transpose_b", false);
+    sum_batch_ = ctx.attrs().GetBoolOr("sum_batch", false);
     alpha_ = ctx.attrs().GetFloatOr("alpha", 1.0);
     return Status::OK();
   }
@@ -50,39 +63,87 @@ class MatmulKernel final : public Kernel {
     const Blob& a = ctx->Input("a");
     const Blob& b = ctx->Input("b");
     Blob* out = ctx->Output("out");
-    if (a.shape().rank() != 2 || b.shape().rank() != 2 || out->shape().rank() != 2) {
-      return ctx->Error("matmul needs 2-D blobs, got a ", a.shape(), ", b ", b.shape());
-    }
-    const int64_t m = a.shape().dim(transpose_a_ ? 1 : 0);
-    const int64_t k = a.shape().dim(transpose_a_ ? 0 : 1);
-    const int64_t n = b.shape().dim(transpose_b_ ? 0 : 1);
-    const int64_t kb = b.shape().dim(transpose_b_ ? 1 : 0);
-    if (k != kb || out->shape() != Shape({m, n})) {
+    RETURN_IF_ERROR(Prepare(*ctx, a.shape(), b.shape()));
+    const MatmulGeometry& g = geometry_;
+    if (out->shape() != g.out) {
       return ctx->Error("blob shapes disagree: a ", a.shape(), ", b ", b.shape(), ", out ",
                         out->shape());
     }
-    constexpr int64_t kMaxBlasDim = std::numeric_limits<int>::max();
-    if (std::max({m, n, k, a.shape().dim(1), b.shape().dim(1)}) > kMaxBlasDim) {
-      return ctx->Error("dimension too large for BLAS (int): a ", a.shape(), ", b ", b.shape());
-    }
-    if (m == 0 || n == 0) return Status::OK();
+    if (out->elem_count() == 0) return Status::OK();
     T* c = out->data<T>();
-    if (k == 0) {
-      std::fill_n(c, m * n, T(0));
+    if (g.k == 0 || g.batch_count == 0) {
+      std::fill_n(c, out->elem_count(), T(0));
       return Status::OK();
     }
-    const int lda = static_cast<int>(std::max<int64_t>(1, a.shape().dim(1)));
-    const int ldb = static_cast<int>(std::max<int64_t>(1, b.shape().dim(1)));
-    Gemm(transpose_a_ ? CblasTrans : CblasNoTrans, transpose_b_ ? CblasTrans : CblasNoTrans,
-         static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha_, a.data<T>(), lda,
-         b.data<T>(), ldb, c);
+    const T* x = a.data<T>();
+    const T* y = b.data<T>();
+    const int64_t lda = std::max<int64_t>(1, g.a_cols), ldb = std::max<int64_t>(1, g.b_cols);
+    if (g.FoldsIntoRows()) {
+      Gemm(transpose_a_, transpose_b_, g.batch_count * g.m, g.n, g.k, alpha_, x, lda, y, ldb, T(0),
+           c);
+      return Status::OK();
+    }
+    if (g.FoldsIntoInner()) {
+      Gemm(true, false, g.m, g.n, g.batch_count * g.k, alpha_, x, lda, y, ldb, T(0), c);
+      return Status::OK();
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      if (batched_ != nullptr) return batched_->Run(x, y, c);
+    }
+    for (int64_t i = 0; i < g.batch_count; ++i) {
+      int64_t a_offset = 0, b_offset = 0, out_offset = 0;
+      g.Offsets(i, &a_offset, &b_offset, &out_offset);
+      const T beta = g.sum_batch && i > 0 ? T(1) : T(0);
+      Gemm(transpose_a_, transpose_b_, g.m, g.n, g.k, alpha_, x + a_offset, lda, y + b_offset, ldb,
+           beta, c + out_offset);
+    }
     return Status::OK();
   }
 
  private:
+  // The geometry of these blob shapes, kept while they stay the same (the
+  // planned shapes: no work or allocation per call), and for float32 with
+  // oneDNN the batched primitive when no single GEMM does.
+  Status Prepare(const KernelContext& ctx, const Shape& a, const Shape& b) {
+    if (prepared_ && a == a_shape_ && b == b_shape_) return Status::OK();
+    StatusOr<MatmulGeometry> g = MakeMatmulGeometry(a, b, transpose_a_, transpose_b_, sum_batch_);
+    if (!g.ok()) return ctx.Error(g.status().message());
+    constexpr int64_t kMaxBlasDim = std::numeric_limits<int>::max();
+    if (std::max({g->m, g->n, g->a_cols, g->b_cols, g->batch_count * g->m, g->batch_count * g->k}) >
+        kMaxBlasDim) {
+      return ctx.Error("dimension too large for BLAS (int): a ", a, ", b ", b);
+    }
+    geometry_ = std::move(*g);
+    a_shape_ = a;
+    b_shape_ = b;
+    prepared_ = true;
+    batched_.reset();
+    const MatmulGeometry& geometry = geometry_;
+    if (std::is_same_v<T, float> && !geometry.sum_batch && !geometry.FoldsIntoRows() &&
+        geometry.out.elem_count() > 0 && geometry.k > 0 &&
+        GetCpuKernelLibrary() == CpuKernelLibrary::kOneDnn && onednn::Available()) {
+      std::vector<int64_t> a_batch, b_batch;
+      for (const MatmulGeometry::BatchAxis& axis : geometry.batch) {
+        a_batch.push_back(axis.a_stride == 0 ? 1 : axis.extent);
+        b_batch.push_back(axis.b_stride == 0 ? 1 : axis.extent);
+      }
+      auto batched =
+          onednn::BatchedMatmul::Create(a_batch, b_batch, transpose_a_, transpose_b_, geometry.m,
+                                        geometry.n, geometry.k, static_cast<float>(alpha_));
+      // Refused shapes take the loop of GEMMs.
+      if (batched.ok()) batched_ = std::move(*batched);
+    }
+    return Status::OK();
+  }
+
   bool transpose_a_ = false;
   bool transpose_b_ = false;
+  bool sum_batch_ = false;
   double alpha_ = 1.0;
+  bool prepared_ = false;
+  Shape a_shape_, b_shape_;
+  MatmulGeometry geometry_;
+  std::unique_ptr<onednn::BatchedMatmul> batched_;
 };
 
 // bias_add: out = a + b broadcast along `axis` of a. With kRelu the fused

@@ -1,10 +1,12 @@
-// CPU kernels: softmax, log_softmax, their grads, sparse softmax
-// cross-entropy and its grad. All subtract the running maximum before exp.
+// CPU kernels: softmax, log_softmax, causal_softmax and their grads (sparse
+// softmax cross-entropy: cross_entropy_kernels.cc). All subtract the running
+// maximum before exp.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "oneflow_lite/kernels/cpu/nn/cpu_nn_util.h"
+#include "oneflow_lite/kernels/cpu/vec/vec.h"
 #include "oneflow_lite/kernels/kernel.h"
 
 namespace oflite {
@@ -117,75 +119,114 @@ REGISTER_NN_CPU_KERNELS("log_softmax", LogSoftmax);
 REGISTER_NN_CPU_KERNELS("softmax_grad", SoftmaxGrad);
 REGISTER_NN_CPU_KERNELS("log_softmax_grad", LogSoftmaxGrad);
 
-Status CheckLabel(KernelContext* ctx, int64_t label, int64_t row, int64_t classes) {
-  if (label < 0 || label >= classes) {
-    return ctx->Error("label ", label, " at position ", row, " is out of range [0, ", classes, ")");
+// ---- causal_softmax over [..., Tq, Tk] (docs/ops.md) ----
+
+// The rows of a [..., Tq, Tk] tensor; row r is query r % Tq.
+struct CausalRows {
+  int64_t rows = 0, queries = 0, keys = 0;
+  // The keys query `row` sees: the first min(Tk, max(0, q + 1 + Tk - Tq)).
+  int64_t Visible(int64_t row) const {
+    return std::min(keys, std::max<int64_t>(0, row % queries + 1 + keys - queries));
   }
-  return Status::OK();
+};
+
+StatusOr<CausalRows> MakeCausalRows(KernelContext* ctx, const Shape& shape) {
+  if (shape.rank() < 2) return ctx->Error("needs rank >= 2 [..., queries, keys], got ", shape);
+  CausalRows l;
+  l.queries = shape.dim(shape.rank() - 2);
+  l.keys = shape.dim(shape.rank() - 1);
+  l.rows = shape.Count(0, shape.rank() - 1);
+  return l;
 }
 
-// prob = softmax(prediction); out[n] = logsumexp(prediction[n]) -
-// prediction[n, label[n]], computed from the max-shifted values.
+// y[0, n) = softmax(scale * x[0, n)); float32 runs the vectorized loop.
 template <typename T>
-class SparseSoftmaxCrossEntropyKernel final : public Kernel {
+void ScaledSoftmaxRow(const T* x, T* y, int64_t n, T scale) {
+  T max_value = -std::numeric_limits<T>::infinity();
+  for (int64_t d = 0; d < n; ++d) max_value = std::max(max_value, scale * x[d]);
+  T sum = 0;
+  for (int64_t d = 0; d < n; ++d) sum += (y[d] = std::exp(scale * x[d] - max_value));
+  const T inverse = T(1) / sum;
+  for (int64_t d = 0; d < n; ++d) y[d] *= inverse;
+}
+template <>
+void ScaledSoftmaxRow<float>(const float* x, float* y, int64_t n, float scale) {
+  vec::Active().softmax_row(x, y, n, scale);
+}
+
+// dx[0, n) = scale * y * (dy - sum(dy * y)).
+template <typename T>
+void ScaledSoftmaxGradRow(const T* dy, const T* y, T* dx, int64_t n, T scale) {
+  T dot = 0;
+  for (int64_t d = 0; d < n; ++d) dot += dy[d] * y[d];
+  for (int64_t d = 0; d < n; ++d) dx[d] = scale * y[d] * (dy[d] - dot);
+}
+template <>
+void ScaledSoftmaxGradRow<float>(const float* dy, const float* y, float* dx, int64_t n,
+                                 float scale) {
+  vec::Active().softmax_grad_row(dy, y, dx, n, scale);
+}
+
+class CausalKernel : public Kernel {
+ public:
+  Status Init(const KernelInitContext& ctx) override {
+    scale_ = ctx.attrs().GetFloatOr("scale", 1.0);
+    return Status::OK();
+  }
+
+ protected:
+  double scale_ = 1.0;
+};
+
+// Reads only the visible prefix of each row and writes zeros after it.
+template <typename T>
+class CausalSoftmaxKernel final : public CausalKernel {
  public:
   Status Forward(KernelContext* ctx) override {
-    const Blob& prediction = ctx->Input("prediction");
-    const Blob& label = ctx->Input("label");
-    const int64_t rows = prediction.shape().dim(0);
-    const int64_t classes = prediction.shape().dim(1);
-    const T* x = prediction.data<T>();
-    T* prob = ctx->Output("prob")->data<T>();
-    T* out = ctx->Output("out")->data<T>();
-    for (int64_t n = 0; n < rows; ++n) {
-      const int64_t target = IndexAt(label, n);
-      RETURN_IF_ERROR(CheckLabel(ctx, target, n, classes));
-      const T* row = x + n * classes;
-      T* p = prob + n * classes;
-      const T max_value = *std::max_element(row, row + classes);
-      T sum = 0;
-      for (int64_t c = 0; c < classes; ++c) sum += (p[c] = std::exp(row[c] - max_value));
-      const T inv = T(1) / sum;
-      for (int64_t c = 0; c < classes; ++c) p[c] *= inv;
-      out[n] = std::log(sum) - (row[target] - max_value);
+    const Blob& x = ctx->Input("x");
+    Blob* y = ctx->Output("y");
+    if (y->shape() != x.shape()) return ctx->Error("x ", x.shape(), " vs y ", y->shape());
+    ASSIGN_OR_RETURN(CausalRows l, MakeCausalRows(ctx, x.shape()));
+    const T* in = x.data<T>();
+    T* out = y->data<T>();
+    for (int64_t r = 0; r < l.rows; ++r) {
+      const int64_t visible = l.Visible(r);
+      T* row = out + r * l.keys;
+      if (visible > 0) ScaledSoftmaxRow<T>(in + r * l.keys, row, visible, static_cast<T>(scale_));
+      std::fill(row + visible, row + l.keys, T(0));
     }
     return Status::OK();
   }
 };
 
-// dx = dy[n] * (prob - onehot(label)) [+ prob * (dprob - sum(dprob * prob))].
 template <typename T>
-class SparseSoftmaxCrossEntropyGradKernel final : public Kernel {
+class CausalSoftmaxGradKernel final : public CausalKernel {
  public:
   Status Forward(KernelContext* ctx) override {
-    const Blob& prob_blob = ctx->Input("prob");
-    const Blob& label = ctx->Input("label");
-    const int64_t rows = prob_blob.shape().dim(0);
-    const int64_t classes = prob_blob.shape().dim(1);
-    const T* prob = prob_blob.data<T>();
-    const T* dy = ctx->Input("dy").data<T>();
-    const T* dprob = ctx->HasInput("dprob") ? ctx->Input("dprob").data<T>() : nullptr;
-    T* dx = ctx->Output("dx")->data<T>();
-    for (int64_t n = 0; n < rows; ++n) {
-      const int64_t target = IndexAt(label, n);
-      RETURN_IF_ERROR(CheckLabel(ctx, target, n, classes));
-      const T* p = prob + n * classes;
-      T* g = dx + n * classes;
-      for (int64_t c = 0; c < classes; ++c) g[c] = dy[n] * p[c];
-      g[target] -= dy[n];
-      if (dprob != nullptr) {
-        const T* dp = dprob + n * classes;
-        T dot = 0;
-        for (int64_t c = 0; c < classes; ++c) dot += dp[c] * p[c];
-        for (int64_t c = 0; c < classes; ++c) g[c] += p[c] * (dp[c] - dot);
-      }
+    const Blob& dy_blob = ctx->Input("dy");
+    const Blob& y_blob = ctx->Input("y");
+    Blob* dx_blob = ctx->Output("dx");
+    if (y_blob.shape() != dy_blob.shape() || dx_blob->shape() != dy_blob.shape()) {
+      return ctx->Error("dy ", dy_blob.shape(), ", y ", y_blob.shape(), " and dx ",
+                        dx_blob->shape(), " must match");
+    }
+    ASSIGN_OR_RETURN(CausalRows l, MakeCausalRows(ctx, dy_blob.shape()));
+    const T* dy = dy_blob.data<T>();
+    const T* y = y_blob.data<T>();
+    T* dx = dx_blob->data<T>();
+    for (int64_t r = 0; r < l.rows; ++r) {
+      const int64_t visible = l.Visible(r), base = r * l.keys;
+      ScaledSoftmaxGradRow<T>(dy + base, y + base, dx + base, visible, static_cast<T>(scale_));
+      std::fill(dx + base + visible, dx + base + l.keys, T(0));
     }
     return Status::OK();
   }
 };
 
-REGISTER_NN_CPU_KERNELS("sparse_softmax_cross_entropy", SparseSoftmaxCrossEntropyKernel);
-REGISTER_NN_CPU_KERNELS("sparse_softmax_cross_entropy_grad", SparseSoftmaxCrossEntropyGradKernel);
+REGISTER_NN_CPU_KERNELS("causal_softmax", CausalSoftmaxKernel);
+REGISTER_NN_CPU_KERNELS("causal_softmax_grad", CausalSoftmaxGradKernel);
+
+// sparse_softmax_cross_entropy and its grad: cross_entropy_kernels.cc.
 
 }  // namespace
 }  // namespace nn

@@ -11,7 +11,9 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <oneapi/dnnl/dnnl_debug.h>
 #include <sstream>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "oneflow_lite/kernels/cpu/cpu_threads.h"
 
@@ -206,6 +208,124 @@ class OneDnnConv2d final : public Conv2d {
   std::map<std::pair<int64_t, int>, Executable> cache_;  // by (batch, threads)
 };
 
+// Multiply-adds per thread below which a batched matmul stays on fewer
+// threads. Lower than for one GEMM: the entries are independent, so the
+// team meets at one barrier per call and a second thread pays off sooner
+// (48 products of 64x64x32, 6M multiply-adds, run ~2x faster on 2 threads).
+constexpr int64_t kBatchedWorkPerThread = int64_t{1} << 20;
+
+// Row-major strides of a [batch..., rows, cols] matrix stack stored dense
+// over its own batch extents, read through `transposed` (stored
+// [batch..., cols, rows]).
+memory::dims MatrixStrides(const std::vector<int64_t>& batch, int64_t rows, int64_t cols,
+                           bool transposed) {
+  memory::dims strides(batch.size() + 2);
+  strides[batch.size()] = transposed ? 1 : cols;
+  strides[batch.size() + 1] = transposed ? rows : 1;
+  int64_t stride = rows * cols;
+  for (size_t i = batch.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= batch[i];
+  }
+  return strides;
+}
+
+memory::dims MatrixDims(const std::vector<int64_t>& batch, int64_t rows, int64_t cols) {
+  memory::dims dims(batch.begin(), batch.end());
+  dims.push_back(rows);
+  dims.push_back(cols);
+  return dims;
+}
+
+class OneDnnBatchedMatmul final : public BatchedMatmul {
+ public:
+  OneDnnBatchedMatmul(const std::vector<int64_t>& a_batch, const std::vector<int64_t>& b_batch,
+                      bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
+                      float alpha)
+      : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
+    const auto f32 = memory::data_type::f32;
+    std::vector<int64_t> c_batch(a_batch.size());
+    int64_t entries = 1;
+    for (size_t i = 0; i < a_batch.size(); ++i) {
+      c_batch[i] = std::max(a_batch[i], b_batch[i]);
+      entries *= c_batch[i];
+    }
+    a_desc_ =
+        memory::desc(MatrixDims(a_batch, m, k), f32, MatrixStrides(a_batch, m, k, transpose_a));
+    b_desc_ =
+        memory::desc(MatrixDims(b_batch, k, n), f32, MatrixStrides(b_batch, k, n, transpose_b));
+    c_desc_ = memory::desc(MatrixDims(c_batch, m, n), f32, MatrixStrides(c_batch, m, n, false));
+    if (alpha != 1.0f) attr_.set_output_scales(0, {alpha});
+    work_ = entries * m * n * k;
+    text_ = Text(a_batch, b_batch, transpose_a, transpose_b, m, n, k);
+  }
+
+  // Builds the primitive for the current thread count; false when oneDNN
+  // would use its reference implementation. Throws dnnl::error.
+  bool Prepare() {
+    const Executable& e = Find(ApplyThreads(work_ / kBatchedWorkPerThread));
+    return e.impl.rfind("ref", 0) != 0;
+  }
+
+  Status Run(const float* a, const float* b, float* c) override {
+    try {
+      Executable& e = Find(ApplyThreads(work_ / kBatchedWorkPerThread));
+      e.a.set_data_handle(const_cast<float*>(a));
+      e.b.set_data_handle(const_cast<float*>(b));
+      e.c.set_data_handle(c);
+      e.primitive.execute(stream_,
+                          {{DNNL_ARG_SRC, e.a}, {DNNL_ARG_WEIGHTS, e.b}, {DNNL_ARG_DST, e.c}});
+      stream_.wait();
+    } catch (const dnnl::error& error) {
+      return InternalError("oneDNN matmul ", text_, " failed: ", error.what());
+    }
+    return Status::OK();
+  }
+
+  static std::string Text(const std::vector<int64_t>& a_batch, const std::vector<int64_t>& b_batch,
+                          bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k) {
+    std::ostringstream text;
+    text << "batch a [";
+    for (size_t i = 0; i < a_batch.size(); ++i) text << (i ? "," : "") << a_batch[i];
+    text << "] b [";
+    for (size_t i = 0; i < b_batch.size(); ++i) text << (i ? "," : "") << b_batch[i];
+    text << "] m=" << m << " n=" << n << " k=" << k << " transpose_a=" << transpose_a
+         << " transpose_b=" << transpose_b;
+    return text.str();
+  }
+
+ private:
+  struct Executable {
+    dnnl::matmul primitive;
+    memory a, b, c;
+    std::string impl;
+  };
+
+  Executable& Find(int threads) {
+    auto it = cache_.find(threads);
+    if (it == cache_.end()) {
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_desc_, b_desc_, c_desc_), attr_,
+                                            engine_);
+      Executable e;
+      e.primitive = dnnl::matmul(pd);
+      e.a = memory(a_desc_, engine_, DNNL_MEMORY_NONE);
+      e.b = memory(b_desc_, engine_, DNNL_MEMORY_NONE);
+      e.c = memory(c_desc_, engine_, DNNL_MEMORY_NONE);
+      e.impl = pd.impl_info_str();
+      it = cache_.emplace(threads, std::move(e)).first;
+    }
+    return it->second;
+  }
+
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  memory::desc a_desc_, b_desc_, c_desc_;
+  dnnl::primitive_attr attr_;
+  int64_t work_ = 0;
+  std::string text_;
+  std::map<int, Executable> cache_;  // by thread count
+};
+
 }  // namespace
 
 bool Available() { return true; }
@@ -231,6 +351,29 @@ Status Sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k
                          " ldc=", ldc, " failed: ", dnnl_status2str(status));
   }
   return Status::OK();
+}
+
+StatusOr<std::unique_ptr<BatchedMatmul>> BatchedMatmul::Create(const std::vector<int64_t>& a_batch,
+                                                               const std::vector<int64_t>& b_batch,
+                                                               bool transpose_a, bool transpose_b,
+                                                               int64_t m, int64_t n, int64_t k,
+                                                               float alpha) {
+  const std::string text =
+      OneDnnBatchedMatmul::Text(a_batch, b_batch, transpose_a, transpose_b, m, n, k);
+  if (a_batch.size() != b_batch.size() || a_batch.size() + 2 > DNNL_MAX_NDIMS ||
+      std::min({m, n, k}) < 1) {
+    return InvalidArgumentError("oneDNN matmul cannot take ", text);
+  }
+  try {
+    auto matmul = std::make_unique<OneDnnBatchedMatmul>(a_batch, b_batch, transpose_a, transpose_b,
+                                                        m, n, k, alpha);
+    if (!matmul->Prepare()) {
+      return UnimplementedError("oneDNN has only its reference matmul for ", text);
+    }
+    return std::unique_ptr<BatchedMatmul>(std::move(matmul));
+  } catch (const dnnl::error& error) {
+    return InvalidArgumentError("oneDNN refuses matmul ", text, ": ", error.what());
+  }
 }
 
 StatusOr<std::unique_ptr<Conv2d>> Conv2d::Create(ConvPass pass, const Window2d& window,

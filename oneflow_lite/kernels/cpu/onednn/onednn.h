@@ -1,4 +1,5 @@
-// oneDNN-backed float32 CPU compute: GEMM and the three passes of conv2d.
+// oneDNN-backed float32 CPU compute: GEMM, batched matmul and the three
+// passes of conv2d.
 //
 // These are the fast paths of the float32 CPU kernels (kernels/cpu/math
 // matmul, kernels/cpu/nn conv2d and the GEMMs of our own kernels); the
@@ -20,13 +21,16 @@
 // Sgemm is stateless and thread-safe. A Conv2d object is used by one thread
 // at a time (one kernel instance) and owns its primitives, created once per
 // (batch size, thread count) and kept: the planned batch in Create, others
-// on first use.
+// on first use. A BatchedMatmul likewise keeps one primitive per thread
+// count; it splits the batch over threads sooner than Sgemm (one thread per
+// 1M multiply-adds): its entries are independent.
 #ifndef ONEFLOW_LITE_KERNELS_CPU_ONEDNN_ONEDNN_H_
 #define ONEFLOW_LITE_KERNELS_CPU_ONEDNN_ONEDNN_H_
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "oneflow_lite/common/status.h"
 #include "oneflow_lite/ops/nn/nn_util.h"
@@ -49,6 +53,30 @@ std::string Description();
 Status Sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
              const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
              int64_t ldc);
+
+// A batched float32 matmul (oneDNN's matmul primitive): for every index of
+// the batch, C = alpha * op(A) op(B) with row-major op(A) [m, k] and op(B)
+// [k, n] (A stored [k, m] when transpose_a, B stored [n, k] when
+// transpose_b). `a_batch` and `b_batch` have one extent per batch axis of C,
+// outermost first, each C's extent or 1 (broadcast); A, B and C are dense
+// over their own batch dims. Used by one thread at a time (one kernel
+// instance); primitives are built per thread count and kept.
+class BatchedMatmul {
+ public:
+  // Unimplemented when oneDNN is not built in or offers only its reference
+  // implementation for the shape (a loop of GEMMs is then faster);
+  // InvalidArgument naming the sizes when oneDNN refuses them.
+  static StatusOr<std::unique_ptr<BatchedMatmul>> Create(const std::vector<int64_t>& a_batch,
+                                                         const std::vector<int64_t>& b_batch,
+                                                         bool transpose_a, bool transpose_b,
+                                                         int64_t m, int64_t n, int64_t k,
+                                                         float alpha);
+  virtual ~BatchedMatmul() = default;
+
+  // The buffers are the caller's, read or written only during the call.
+  // Blocks.
+  virtual Status Run(const float* a, const float* b, float* c) = 0;
+};
 
 // How many conv2d primitives this process has built (every Conv2d, every
 // batch size and thread count): tests check that primitives are cached,

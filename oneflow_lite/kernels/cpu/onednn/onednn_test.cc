@@ -1,5 +1,5 @@
 // onednn.h on its own: Sgemm against a plain triple loop at odd sizes and
-// every transpose, and the OpenMP team size of the calling thread following
+// every transpose, BatchedMatmul against per-entry Sgemm calls, and the OpenMP team size of the calling thread following
 // the cpu_threads setting. The conv2d passes are tested through the kernels
 // against the reference kernels (kernels/cpu/nn/conv_onednn_test.cc).
 #include "oneflow_lite/kernels/cpu/onednn/onednn.h"
@@ -55,6 +55,43 @@ TEST(OneDnnTest, SgemmMatchesAPlainLoop) {
       }
     }
   }
+}
+
+// BatchedMatmul must take the shapes matmul gives it (not refuse them, which
+// would silently leave the kernel on its loop) and match per-entry GEMMs,
+// with either operand broadcast along a batch axis, every transpose and
+// two thread counts.
+TEST(OneDnnTest, BatchedMatmulMatchesPerEntryGemms) {
+  if (!Available()) GTEST_SKIP() << Description();
+  const int64_t m = 7, n = 5, k = 9;
+  const std::vector<int64_t> a_batch = {3, 1, 4}, b_batch = {3, 2, 1}, c_batch = {3, 2, 4};
+  for (int threads : {1, 2}) {
+    SetCpuComputeThreads(threads);
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      std::vector<float> a = Random(12 * m * k, 4), b = Random(6 * k * n, 5);
+      std::vector<float> c(24 * m * n), expected(24 * m * n);
+      auto matmul = BatchedMatmul::Create(a_batch, b_batch, ta, tb, m, n, k, 0.5f);
+      ASSERT_TRUE(matmul.ok()) << matmul.status();
+      ASSERT_TRUE((*matmul)->Run(a.data(), b.data(), c.data()).ok());
+      for (int64_t i = 0; i < 3; ++i) {
+        for (int64_t j = 0; j < 2; ++j) {
+          for (int64_t l = 0; l < 4; ++l) {
+            const int64_t entry = (i * 2 + j) * 4 + l;
+            ASSERT_TRUE(Sgemm(ta, tb, m, n, k, 0.5f, &a[(i * 4 + l) * m * k], ta ? m : k,
+                              &b[(i * 2 + j) * k * n], tb ? k : n, 0.0f,
+                              &expected[entry * m * n], n)
+                            .ok());
+          }
+        }
+      }
+      for (size_t i = 0; i < c.size(); ++i) {
+        ASSERT_NEAR(c[i], expected[i], 1e-4 * std::max(1.0f, std::fabs(expected[i])))
+            << "ta=" << ta << " tb=" << tb << " threads=" << threads << " at " << i;
+      }
+    }
+  }
+  SetCpuComputeThreads(1);
 }
 
 TEST(OneDnnTest, TheCallingThreadsTeamFollowsCpuThreads) {

@@ -17,6 +17,13 @@ Status Sgemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t
   return UnimplementedError("oneDNN is not built in (--config=static)");
 }
 
+StatusOr<std::unique_ptr<BatchedMatmul>> BatchedMatmul::Create(const std::vector<int64_t>&,
+                                                               const std::vector<int64_t>&, bool,
+                                                               bool, int64_t, int64_t, int64_t,
+                                                               float) {
+  return UnimplementedError("oneDNN is not built in (--config=static)");
+}
+
 StatusOr<std::unique_ptr<Conv2d>> Conv2d::Create(ConvPass, const Window2d&, int64_t) {
   return UnimplementedError("oneDNN is not built in (--config=static)");
 }

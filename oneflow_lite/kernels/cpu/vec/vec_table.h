@@ -39,6 +39,18 @@ struct Table {
   void (*adam)(float* model, float* m, float* v, const float* diff, int64_t n, float scale,
                float lr, float beta1, float beta2, float epsilon, float correction1,
                float correction2, float coupled_decay, float decoupled_decay);
+  // GELU, tanh form: y = 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)),
+  // u = sqrt(2/pi) (x + 0.044715 x^3). exp is a branch-free polynomial
+  // (relative error about 1e-7; vec_impl.inc), the same on every table.
+  void (*gelu_tanh)(const float* x, float* y, int64_t n);
+  // dx = dy * d/dx gelu_tanh(x).
+  void (*gelu_tanh_grad)(const float* dy, const float* x, float* dx, int64_t n);
+  // y[0, n) = softmax(scale * x[0, n)), n >= 1 (max-subtracted, the exp above).
+  // The sum runs in 16 interleaved partial sums combined in a fixed order, so
+  // every table still gives the same bits.
+  void (*softmax_row)(const float* x, float* y, int64_t n, float scale);
+  // dx[0, n) = scale * y * (dy - sum(dy * y)), the sum as in softmax_row.
+  void (*softmax_grad_row)(const float* dy, const float* y, float* dx, int64_t n, float scale);
 };
 
 }  // namespace vec

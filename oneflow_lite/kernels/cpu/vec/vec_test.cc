@@ -153,6 +153,66 @@ TEST_P(VecTest, AdamMatchesReference) {
   }
 }
 
+// The exp-based loops have no scalar twin in the kernels: each table must
+// give the baseline table's bits and stay within 1e-6 (relative, at least 1)
+// of a double-precision reference.
+void ExpectNear(const std::vector<float>& got, const std::vector<double>& want,
+                const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 1e-6 * std::max(1.0, std::fabs(want[i]))) << what << " at " << i;
+  }
+}
+
+TEST_P(VecTest, GeluTanhMatchesBaselineBitsAndTheFormula) {
+  const Table& baseline = *SupportedTables().front();
+  for (int64_t n : kSizes) {
+    std::vector<float> x = Random(n, 21, -12.0f, 12.0f), dy = Random(n, 22);
+    if (n > 4) x[3] = 0.0f;
+    std::vector<float> y(n), dx(n), base_y(n), base_dx(n);
+    std::vector<double> want_y(n), want_dx(n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = x[i], k0 = std::sqrt(2.0 / M_PI);
+      const double t = std::tanh(k0 * (v + 0.044715 * v * v * v));
+      want_y[i] = 0.5 * v * (1 + t);
+      want_dx[i] = dy[i] * (0.5 * (1 + t) + 0.5 * v * (1 - t * t) * k0 * (1 + 3 * 0.044715 * v * v));
+    }
+    table().gelu_tanh(x.data(), y.data(), n);
+    table().gelu_tanh_grad(dy.data(), x.data(), dx.data(), n);
+    baseline.gelu_tanh(x.data(), base_y.data(), n);
+    baseline.gelu_tanh_grad(dy.data(), x.data(), base_dx.data(), n);
+    ExpectSame(y, base_y, Name("gelu_tanh vs baseline", n));
+    ExpectSame(dx, base_dx, Name("gelu_tanh_grad vs baseline", n));
+    ExpectNear(y, want_y, Name("gelu_tanh", n));
+    ExpectNear(dx, want_dx, Name("gelu_tanh_grad", n));
+  }
+}
+
+TEST_P(VecTest, SoftmaxRowsMatchBaselineBitsAndTheFormula) {
+  const Table& baseline = *SupportedTables().front();
+  for (int64_t n : kSizes) {
+    if (n == 0) continue;  // rows have at least one element
+    const float scale = 0.7f;
+    std::vector<float> x = Random(n, 23, -30.0f, 30.0f), dy = Random(n, 24);
+    std::vector<float> y(n), base_y(n), dx(n), base_dx(n);
+    table().softmax_row(x.data(), y.data(), n, scale);
+    baseline.softmax_row(x.data(), base_y.data(), n, scale);
+    ExpectSame(y, base_y, Name("softmax_row vs baseline", n));
+    double max_value = -1e300, sum = 0, dot = 0;
+    for (int64_t i = 0; i < n; ++i) max_value = std::max(max_value, double(scale) * x[i]);
+    for (int64_t i = 0; i < n; ++i) sum += std::exp(double(scale) * x[i] - max_value);
+    std::vector<double> want(n), want_dx(n);
+    for (int64_t i = 0; i < n; ++i) want[i] = std::exp(double(scale) * x[i] - max_value) / sum;
+    ExpectNear(y, want, Name("softmax_row", n));
+    table().softmax_grad_row(dy.data(), y.data(), dx.data(), n, scale);
+    baseline.softmax_grad_row(dy.data(), y.data(), base_dx.data(), n, scale);
+    ExpectSame(dx, base_dx, Name("softmax_grad_row vs baseline", n));
+    for (int64_t i = 0; i < n; ++i) dot += double(dy[i]) * y[i];
+    for (int64_t i = 0; i < n; ++i) want_dx[i] = scale * double(y[i]) * (dy[i] - dot);
+    ExpectNear(dx, want_dx, Name("softmax_grad_row", n));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllSupported, VecTest, ::testing::ValuesIn(SupportedTables()),
                          [](const ::testing::TestParamInfo<const Table*>& info) {
                            return std::string(IsaName(info.param->isa));

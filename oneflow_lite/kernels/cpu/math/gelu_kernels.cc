@@ -1,0 +1,120 @@
+// CPU kernels of gelu and gelu_grad, both forms of attribute `approximate`:
+// "none" (erf, the functors of elementwise_functors.h) and "tanh". The
+// float32 tanh form runs the vectorized loops of kernels/cpu/vec (exp by a
+// polynomial, relative error about 1e-7); float64 computes the formula with
+// std::tanh and is the reference the tests compare float32 with.
+#include <cmath>
+#include <string>
+
+#include "oneflow_lite/kernels/cpu/math/elementwise_functors.h"
+#include "oneflow_lite/kernels/cpu/vec/vec.h"
+#include "oneflow_lite/kernels/kernel.h"
+
+namespace oflite {
+namespace math {
+namespace {
+
+constexpr double kSqrt2OverPi = 0.7978845608028654;
+constexpr double kCubic = 0.044715;
+
+// y = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
+template <typename T>
+void GeluTanh(const T* x, T* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = x[i];
+    const T u = T(kSqrt2OverPi) * (v + T(kCubic) * v * v * v);
+    y[i] = T(0.5) * v * (T(1) + std::tanh(u));
+  }
+}
+template <>
+void GeluTanh<float>(const float* x, float* y, int64_t n) {
+  vec::Active().gelu_tanh(x, y, n);
+}
+
+// dx = dy (0.5 (1 + t) + 0.5 x (1 - t^2) u'), t = tanh(u).
+template <typename T>
+void GeluTanhGrad(const T* dy, const T* x, T* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = x[i];
+    const T t = std::tanh(T(kSqrt2OverPi) * (v + T(kCubic) * v * v * v));
+    const T du = T(kSqrt2OverPi) * (T(1) + T(3 * kCubic) * v * v);
+    dx[i] = dy[i] * (T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * du);
+  }
+}
+template <>
+void GeluTanhGrad<float>(const float* dy, const float* x, float* dx, int64_t n) {
+  vec::Active().gelu_tanh_grad(dy, x, dx, n);
+}
+
+// Reads `approximate` once; inference already rejected other values.
+class GeluBase : public Kernel {
+ public:
+  Status Init(const KernelInitContext& ctx) override {
+    const std::string approximate = ctx.attrs().GetStringOr("approximate", "none");
+    if (approximate != "none" && approximate != "tanh") {
+      return InvalidArgumentError("op '", ctx.op->name(), "' (", ctx.op->op_type(),
+                                  "): attribute 'approximate' must be \"none\" or \"tanh\", got \"",
+                                  approximate, "\"");
+    }
+    tanh_ = approximate == "tanh";
+    return Status::OK();
+  }
+
+ protected:
+  bool tanh_ = false;
+};
+
+template <typename T>
+class GeluKernel final : public GeluBase {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    const Blob& x = ctx->Input("x");
+    Blob* y = ctx->Output("y");
+    const int64_t n = x.elem_count();
+    if (y->elem_count() != n)
+      return ctx->Error("blob sizes disagree: x ", x.shape(), ", y ", y->shape());
+    const T* in = x.data<T>();
+    T* out = y->data<T>();
+    if (tanh_) {
+      GeluTanh<T>(in, out, n);
+    } else {
+      const GeluFunctor<T> f{AttrView(ctx->op())};
+      for (int64_t i = 0; i < n; ++i) out[i] = f(in[i]);
+    }
+    return Status::OK();
+  }
+};
+
+template <typename T>
+class GeluGradKernel final : public GeluBase {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    const Blob& dy = ctx->Input("dy");
+    const Blob& x = ctx->Input("x");
+    Blob* dx = ctx->Output("dx");
+    const int64_t n = dy.elem_count();
+    if (x.elem_count() != n || dx->elem_count() != n) {
+      return ctx->Error("blob sizes disagree: dy ", dy.shape(), ", x ", x.shape(), ", dx ",
+                        dx->shape());
+    }
+    const T* g = dy.data<T>();
+    const T* s = x.data<T>();
+    T* out = dx->data<T>();
+    if (tanh_) {
+      GeluTanhGrad<T>(g, s, out, n);
+    } else {
+      const GeluGradFunctor<T> f;
+      for (int64_t i = 0; i < n; ++i) out[i] = f(g[i], s[i]);
+    }
+    return Status::OK();
+  }
+};
+
+REGISTER_KERNEL("gelu", DEVICE_CPU, DT_FLOAT, GeluKernel<float>);
+REGISTER_KERNEL("gelu", DEVICE_CPU, DT_DOUBLE, GeluKernel<double>);
+REGISTER_KERNEL("gelu_grad", DEVICE_CPU, DT_FLOAT, GeluGradKernel<float>);
+REGISTER_KERNEL("gelu_grad", DEVICE_CPU, DT_DOUBLE, GeluGradKernel<double>);
+
+}  // namespace
+}  // namespace math
+}  // namespace oflite
