@@ -17,11 +17,15 @@ PACKAGES=(
   # oneDNN: the float32 CPU convolutions and GEMMs (OpenMP-threaded).
   libdnnl-dev
   libibverbs-dev librdmacm-dev
-  # Data: Fashion-MNIST (idx files, gzip) under /usr/share/datasets.
-  dataset-fashion-mnist
+  # Data: Fashion-MNIST (idx files, gzip) under /usr/share/datasets; the
+  # character-level GPT's default corpus, public-domain quotations under
+  # /usr/share/games/fortunes (data/char_tokenizer.h: DefaultCorpusFiles).
+  dataset-fashion-mnist fortunes
   # Benchmark peers: Gloo (all-reduce), PyTorch (training), OpenMPI's
   # shared-memory transport (the shm provider's peer).
   libgloo-dev python3-torch openmpi-bin libopenmpi-dev
+  # The PyTorch twin's loss-curve plots (PNG).
+  python3-matplotlib
   # A single TCP stream (iperf3), the point-to-point bench's second peer.
   iperf3
   # oflite inspect --dot renders with Graphviz in tests.

@@ -2,12 +2,14 @@
 
 #include <sys/stat.h>
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "oneflow_lite/common/attr.h"
 #include "oneflow_lite/data/npy_dataset.h"
+#include "oneflow_lite/data/token_file.h"
 #include "oneflow_lite/ops/op_builder.h"
 
 namespace oflite {
@@ -129,6 +131,113 @@ Batch RandomBatch(Graph* g, const Shape& image_shape, int64_t num_classes, const
   const int64_t batch_size = image_shape.rank() > 0 ? image_shape.dim(0) : 0;
   return EmitSource(g, std::move(op), /*uneven_split=*/false, sbp, batch_size,
                     /*train_examples=*/0);
+}
+
+Tensor HostInput(Graph* g, const std::string& feed, const Shape& shape, DataType dtype,
+                 const std::string& name, std::chrono::milliseconds timeout) {
+  if (!g->ok()) return {};
+  OpConf op = OpConfBuilder("host_feed", g->UniqueName("host_feed", name))
+                  .Output("out")
+                  .Attr("feed", feed)
+                  .Attr("shape", shape)
+                  .Attr("dtype", dtype)
+                  .Attr("timeout_ms", static_cast<int64_t>(timeout.count()))
+                  .Build();
+  Tensor out = g->EmitOne(std::move(op));
+  if (!g->ok()) return {};
+  g->RecordDataSource(shape.rank() > 0 ? shape.dim(0) : 1, /*train_examples=*/0);
+  return out;
+}
+
+namespace {
+
+// The arguments TokenWindows and CheckTokenWindows share; an error names
+// the file.
+Status CheckTokenWindowArgs(const std::string& path, int64_t batch, int64_t block,
+                            int64_t vocab_size, const TokenWindowOptions& options) {
+  if (options.split != "train" && options.split != "test") {
+    return InvalidArgumentError("split must be \"train\" or \"test\", got \"", options.split, "\"");
+  }
+  if (batch <= 0) return InvalidArgumentError("'", path, "': batch must be > 0, got ", batch);
+  if (block <= 0) return InvalidArgumentError("'", path, "': block must be > 0, got ", block);
+  if (vocab_size <= 0 || vocab_size > INT32_MAX) {
+    return InvalidArgumentError("'", path, "': vocab_size must be in [1, 2^31 - 1], got ",
+                                vocab_size);
+  }
+  if (options.eval_batches < 0) {
+    return InvalidArgumentError("'", path, "': eval_batches must be >= 0, got ",
+                                options.eval_batches);
+  }
+  return Status::OK();
+}
+
+// Whether the evaluation job will read the test split.
+bool EvaluatesTestSplit(const TokenWindowOptions& options) {
+  return options.eval_batches > 0 && options.val_fraction > 0.0;
+}
+
+// The used split, and the test split when evaluated, hold a window each.
+Status CheckTokenSplits(const std::string& path, int64_t count, int64_t block,
+                        const TokenWindowOptions& options) {
+  ASSIGN_OR_RETURN(TokenSplit used, TokenSplitRange(count, options.split, options.val_fraction));
+  RETURN_IF_ERROR(CheckSplitHoldsWindow(path, options.split, used.size, block));
+  if (options.split != "test" && EvaluatesTestSplit(options)) {
+    ASSIGN_OR_RETURN(TokenSplit test, TokenSplitRange(count, "test", options.val_fraction));
+    Status status = CheckSplitHoldsWindow(path, "test", test.size, block);
+    if (!status.ok()) {
+      return InvalidArgumentError(status.message(),
+                                  " (the evaluation reads it: set val_fraction or eval_batches "
+                                  "to 0 for none)");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+TokenWindowData TokenWindows(Graph* g, const std::string& path, int64_t batch, int64_t block,
+                             int64_t vocab_size, const TokenWindowOptions& options) {
+  if (!g->ok()) return {};
+  Status status = CheckTokenWindowArgs(path, batch, block, vocab_size, options);
+  StatusOr<int64_t> count = CountTokens(path, options.token_dtype);
+  if (status.ok()) status = count.status();
+  if (status.ok()) status = CheckTokenSplits(path, *count, block, options);
+  if (!status.ok()) {
+    g->RecordError(status.WithContext("TokenWindows"));
+    return {};
+  }
+  // The evaluation job's iterations: eval_batches batches of windows of
+  // the split it reads (eval_job.h).
+  const int64_t eval_windows = options.eval_batches * batch;
+  const int64_t seed = options.seed >= 0 ? options.seed : g->NextSeed();
+  const std::string name = g->UniqueName("token_window", options.name);
+  OpConf op = OpConfBuilder("token_window", name)
+                  .Output("input")
+                  .Output("target")
+                  .Attr("path", path)
+                  .Attr("split", options.split)
+                  .Attr("batch_size", batch)
+                  .Attr("block_size", block)
+                  .Attr("vocab_size", vocab_size)
+                  .Attr("token_dtype", options.token_dtype)
+                  .Attr("val_fraction", options.val_fraction)
+                  .Attr("eval_batches", options.eval_batches)
+                  .Attr("seed", seed)
+                  .Attr("count", eval_windows)
+                  .Attr("test_count", EvaluatesTestSplit(options) ? eval_windows : int64_t{0})
+                  .Build();
+  // No epochs: the duration comes from Graph::SetIterations.
+  Batch outputs = EmitSource(g, std::move(op), options.uneven_split, options.sbp, batch,
+                             /*train_examples=*/0);
+  return TokenWindowData{outputs.image, outputs.label};
+}
+
+Status CheckTokenWindows(const std::string& path, int64_t block, int64_t vocab_size,
+                         const TokenWindowOptions& options) {
+  RETURN_IF_ERROR(CheckTokenWindowArgs(path, 1, block, vocab_size, options));
+  ASSIGN_OR_RETURN(std::vector<int32_t> tokens,
+                   ReadTokenFile(path, options.token_dtype, vocab_size));
+  return CheckTokenSplits(path, static_cast<int64_t>(tokens.size()), block, options);
 }
 
 }  // namespace oflite

@@ -72,12 +72,13 @@ StatusOr<Job> MakeEvalJob(const Job& train_job, const EvalJobOptions& options) {
       if (total_iters == 0) total_iters = size / batch;
       job.mutable_conf()->set_batch_size(batch);
     }
-    if (op.op_type() == "npy_dataset") {
-      // Recorded by NpyData (data_sources.h) from the .npy headers (0: no test split).
+    if (op.op_type() == "npy_dataset" || op.op_type() == "token_window") {
+      // Recorded by NpyData (data_sources.h) from the .npy headers (0: no
+      // test split); by TokenWindows as eval_batches * batch windows.
       const int64_t size = AttrView(op).GetIntOr(options.split == "train" ? "count" : "test_count",
                                                  0);
       SetStringAttr(&op, "split", options.split);
-      SetBoolAttr(&op, "shuffle", false);
+      if (op.op_type() == "npy_dataset") SetBoolAttr(&op, "shuffle", false);
       if (options.batch_size > 0) SetIntAttr(&op, "batch_size", options.batch_size);
       ASSIGN_OR_RETURN(int64_t batch, AttrView(op).GetInt("batch_size"));
       if (batch <= 0) return InvalidArgumentError("op '", op.name(), "': batch_size ", batch);

@@ -8,7 +8,10 @@
 // sets split / shuffle = false / batch_size on every `fashion_mnist` and
 // `npy_dataset` source (an npy source's split sizes come from its count /
 // test_count attributes, recorded by NpyData (data_sources.h); no test files: no
-// test split),
+// test split) and split / batch_size on every `token_window` source (its
+// count / test_count: eval_batches * batch windows, recorded by
+// TokenWindows; the windows of iterations 0, 1, ... of the split, the same
+// every evaluation),
 // drops the loss and optimizer (keeping the metrics, the loss among them),
 // and re-runs shape inference. total_iters becomes one pass over the
 // split (split size / batch size, rounded down). Pure function.

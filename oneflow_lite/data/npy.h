@@ -17,6 +17,10 @@
 // (float32 '<f4', ...)"), Fortran order, a malformed header, a truncated
 // file ("holds 100 of the 3136 data bytes its header (4, 784) uint8
 // declares"), trailing bytes. Thread-safe free functions.
+//
+// uint16 ('<u2', numpy.uint16: the token ids of a tokenized text) has no
+// DataType, so ReadNpy refuses it; WriteNpyUint16 / ReadNpyUint16 write and
+// read it, and ReadNpyElementType names any supported element type.
 #ifndef ONEFLOW_LITE_DATA_NPY_H_
 #define ONEFLOW_LITE_DATA_NPY_H_
 
@@ -57,6 +61,23 @@ StatusOr<NpyArray> ReadNpy(const std::string& path);
 // with the file's size checked against them: the same errors as ReadNpy
 // without reading the data.
 StatusOr<NpyArray> ReadNpyHeader(const std::string& path);
+
+// 16-bit unsigned integers: numpy.load gives a uint16 array.
+struct NpyUint16Array {
+  std::vector<int64_t> shape;
+  std::vector<uint16_t> values;  // C order, host byte order
+};
+Status WriteNpyUint16(const std::string& path, const std::vector<int64_t>& shape,
+                      const uint16_t* data);
+// Errors as ReadNpy, and InvalidArgument naming the file when it holds
+// another element type.
+StatusOr<NpyUint16Array> ReadNpyUint16(const std::string& path);
+
+// The element type of `path` by name ("uint16", "int32", "float32", ...)
+// and, when `shape` is not null, its shape, from the header alone; the
+// file's size is checked against the header as by ReadNpyHeader.
+StatusOr<std::string> ReadNpyElementType(const std::string& path,
+                                         std::vector<int64_t>* shape = nullptr);
 
 // Parses the bytes of a whole .npy file; `source` names it in errors.
 StatusOr<NpyArray> ParseNpy(const std::string& bytes, const std::string& source);

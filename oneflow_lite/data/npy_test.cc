@@ -105,5 +105,43 @@ TEST(NpyTest, ErrorsNameTheFileAndTheProblem) {
   EXPECT_NE(missing.status().message().find("/nonexistent/labels.npy"), std::string::npos);
 }
 
+TEST(NpyTest, Uint16RoundTripsAndOnlyItsOwnReaderAcceptsIt) {
+  for (int64_t count : {0, 1, 7}) {
+    std::vector<uint16_t> values(count);
+    for (int64_t i = 0; i < count; ++i) values[i] = static_cast<uint16_t>(65535 - 1000 * i);
+    const std::string path = TempPath("tokens" + std::to_string(count) + ".npy");
+    ASSERT_TRUE(WriteNpyUint16(path, {count}, values.data()).ok());
+    EXPECT_NE(ReadAll(path).find("'descr': '<u2'"), std::string::npos);
+    StatusOr<NpyUint16Array> read = ReadNpyUint16(path);
+    ASSERT_TRUE(read.ok()) << read.status();
+    EXPECT_EQ(read->shape, std::vector<int64_t>{count});
+    EXPECT_EQ(read->values, values);
+    StatusOr<std::string> type = ReadNpyElementType(path);
+    ASSERT_TRUE(type.ok()) << type.status();
+    EXPECT_EQ(*type, "uint16");
+    StatusOr<NpyArray> refused = ReadNpy(path);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("dtype '<u2' is not supported"), std::string::npos)
+        << refused.status();
+  }
+  const std::string ints = TempPath("ints.npy");
+  const int32_t data[2] = {1, 2};
+  ASSERT_TRUE(WriteNpy(ints, DT_INT32, {2}, data).ok());
+  EXPECT_EQ(*ReadNpyElementType(ints), "int32");
+  StatusOr<NpyUint16Array> wrong = ReadNpyUint16(ints);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("holds int32, not uint16"), std::string::npos)
+      << wrong.status();
+  // A truncated uint16 file names the element type.
+  const std::string full = ReadAll(TempPath("tokens7.npy"));
+  const std::string cut = TempPath("cut.npy");
+  std::ofstream(cut, std::ios::binary) << full.substr(0, full.size() - 3);
+  StatusOr<NpyUint16Array> truncated = ReadNpyUint16(cut);
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_NE(truncated.status().message().find("holds 11 of the 14 data bytes its header (7,) uint16"),
+            std::string::npos)
+      << truncated.status();
+}
+
 }  // namespace
 }  // namespace oflite

@@ -1,6 +1,7 @@
-// Data source ops: fashion_mnist, npy_dataset and random_batch (docs/ops.md, "data
-// family"). Shapes here are logical; when the compiler splits the outputs
-// S(0) each device receives batch_size / parallel_num rows.
+// Data source ops: fashion_mnist, npy_dataset, random_batch, host_feed and
+// token_window (docs/ops.md, "data family"). Shapes here are logical; when the compiler
+// splits the outputs S(0) each device receives batch_size / parallel_num rows.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,70 @@ Status InferNpyDataset(InferContext* ctx) {
   *ctx->Output("label") = TensorDesc(Shape{batch}, DT_INT32);
   return Status::OK();
 }
+
+// host_feed: the tensor a program pushed under `feed` (data/host_feed.h),
+// one per iteration, of exactly `shape` and `dtype`. Only the
+// all-broadcast signature (no Sbp function): its kernel refuses a
+// placement of more than one device.
+Status InferHostFeed(InferContext* ctx) {
+  ASSIGN_OR_RETURN(std::string feed, ctx->attrs().GetString("feed"));
+  if (feed.empty()) return ctx->Error("feed must name a host feed, got an empty name");
+  ASSIGN_OR_RETURN(Shape shape, ctx->attrs().GetShape("shape"));
+  for (int64_t d : shape.dims()) {
+    if (d < 0) return ctx->Error("shape ", shape, " has a negative dimension");
+  }
+  ASSIGN_OR_RETURN(DataType dtype, ctx->attrs().GetDataType("dtype"));
+  if (dtype != DT_INT32 && dtype != DT_INT64 && dtype != DT_FLOAT && dtype != DT_DOUBLE) {
+    return ctx->Error("dtype must be int32, int64, float32 or float64, got ",
+                      DataTypeName(dtype));
+  }
+  const int64_t timeout_ms = ctx->attrs().GetIntOr("timeout_ms", 60000);
+  if (timeout_ms <= 0) return ctx->Error("timeout_ms must be > 0, got ", timeout_ms);
+  *ctx->Output("out") = TensorDesc(shape, dtype);
+  return Status::OK();
+}
+
+REGISTER_OP("host_feed").Output("out").Source().Infer(InferHostFeed);
+
+// token_window: windows of a token file and their next-token targets (api:
+// TokenWindows, api/data_sources.h; the file and its splits:
+// data/token_file.h). The file itself is read by the kernel at Init.
+Status InferTokenWindow(InferContext* ctx) {
+  ASSIGN_OR_RETURN(int64_t batch, ctx->attrs().GetInt("batch_size"));
+  if (batch <= 0) return ctx->Error("batch_size must be > 0, got ", batch);
+  ASSIGN_OR_RETURN(int64_t block, ctx->attrs().GetInt("block_size"));
+  if (block <= 0) return ctx->Error("block_size must be > 0, got ", block);
+  ASSIGN_OR_RETURN(int64_t vocab, ctx->attrs().GetInt("vocab_size"));
+  if (vocab <= 0 || vocab > INT32_MAX) {
+    return ctx->Error("vocab_size must be in [1, 2^31 - 1] (int32 ids), got ", vocab);
+  }
+  ASSIGN_OR_RETURN(std::string path, ctx->attrs().GetString("path"));
+  if (path.empty()) return ctx->Error("path (the token file) is empty");
+  const std::string split = ctx->attrs().GetStringOr("split", "train");
+  if (split != "train" && split != "test") {
+    return ctx->Error("split must be 'train' or 'test', got '", split, "'");
+  }
+  const std::string dtype = ctx->attrs().GetStringOr("token_dtype", "uint16");
+  if (dtype != "uint16" && dtype != "int32") {
+    return ctx->Error("token_dtype must be 'uint16' or 'int32', got '", dtype, "'");
+  }
+  const double val_fraction = ctx->attrs().GetFloatOr("val_fraction", 0.1);
+  if (!(val_fraction >= 0.0 && val_fraction < 1.0)) {
+    return ctx->Error("val_fraction must be in [0, 1), got ", val_fraction);
+  }
+  const int64_t eval_batches = ctx->attrs().GetIntOr("eval_batches", 20);
+  if (eval_batches < 0) return ctx->Error("eval_batches must be >= 0, got ", eval_batches);
+  *ctx->Output("input") = TensorDesc(Shape{batch, block}, DT_INT32);
+  *ctx->Output("target") = TensorDesc(Shape{batch, block}, DT_INT32);
+  return Status::OK();
+}
+
+REGISTER_OP("token_window")
+    .Output("input")
+    .Output("target")
+    .Source()
+    .Infer(InferTokenWindow)
+    .Sbp(BatchSplitSbp);
 
 REGISTER_OP("npy_dataset")
     .Output("image")

@@ -28,17 +28,20 @@ struct BatchShard {
   int64_t size = 0;   // rows produced here (the physical batch)
 };
 
-// Reads the physical batch from the "image" and "label" outputs of `ctx`.
-inline StatusOr<BatchShard> ResolveBatchShard(const KernelInitContext& ctx, int64_t logical_batch) {
-  const int64_t physical = ctx.Output("image").shape.dim(0);
+// Reads the physical batch from the two outputs of `ctx` (a source's
+// "image" and "label" unless named; token_window's "input" and "target").
+inline StatusOr<BatchShard> ResolveBatchShard(const KernelInitContext& ctx, int64_t logical_batch,
+                                              const char* first = "image",
+                                              const char* second = "label") {
+  const int64_t physical = ctx.Output(first).shape.dim(0);
   const auto error = [&](const auto&... args) {
     return InvalidArgumentError("op '", ctx.op->name(), "' (", ctx.op->op_type(),
                                 ") on parallel_id ", ctx.parallel_id, " of ", ctx.parallel_num,
                                 ": ", args...);
   };
-  if (ctx.Output("label").shape.dim(0) != physical) {
-    return error("image and label outputs have different batch sizes (", physical, " vs ",
-                 ctx.Output("label").shape.dim(0), ")");
+  if (ctx.Output(second).shape.dim(0) != physical) {
+    return error(first, " and ", second, " outputs have different batch sizes (", physical,
+                 " vs ", ctx.Output(second).shape.dim(0), ")");
   }
   if (physical == logical_batch) return BatchShard{0, physical};
   if (ctx.parallel_num > 1 && logical_batch % ctx.parallel_num == 0 &&
