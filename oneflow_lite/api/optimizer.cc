@@ -81,7 +81,9 @@ const char* LrTypeName(LrScheduleType type) {
   }
 }
 
-void SetLrAttrs(const OptimizerConf& conf, OpConfBuilder* builder) {
+// `weight_decay` is the conf's, or 0 for a variable below the conf's
+// weight_decay_min_rank.
+void SetLrAttrs(const OptimizerConf& conf, double weight_decay, OpConfBuilder* builder) {
   const LrSchedule& lr = conf.lr();
   builder->Attr("lr_type", LrTypeName(lr.type()))
       .Attr("base_lr", lr.base_lr())
@@ -90,7 +92,7 @@ void SetLrAttrs(const OptimizerConf& conf, OpConfBuilder* builder) {
       .Attr("warmup_iters", lr.warmup_iters())
       .Attr("total_iters", lr.total_iters())
       .Attr("min_lr", lr.min_lr())
-      .Attr("weight_decay", conf.weight_decay());
+      .Attr("weight_decay", weight_decay);
 }
 
 class OptimizerPass {
@@ -155,7 +157,8 @@ Status OptimizerPass::AddUpdate(const OpConf& variable, const std::string& grad_
         .Attr("decoupled", conf.type() == OPT_ADAMW);
   }
   if (!scale_lbn.empty()) builder.Input("scale", scale_lbn);
-  SetLrAttrs(conf, &builder);
+  const int64_t rank = descs_.at(model_lbn).shape.rank();
+  SetLrAttrs(conf, rank >= conf.weight_decay_min_rank() ? conf.weight_decay() : 0.0, &builder);
   OpConf update = builder.Build();
   for (const std::string& reader : ConsumersOf(job_, model_lbn)) {
     if (reader != name) update.add_control_input(reader);
@@ -210,6 +213,7 @@ OptimizerConf MakeOptimizerConf(const Optimizer& optimizer, const MinimizeOption
   lr->set_warmup_iters(options.schedule.warmup_iters);
   lr->set_min_lr(options.schedule.min_lr);
   conf.set_clip_global_norm(options.clip_global_norm);
+  conf.set_weight_decay_min_rank(options.weight_decay_min_rank);
   return conf;
 }
 
@@ -220,6 +224,9 @@ Status ValidateOptimizerConf(const OptimizerConf& conf) {
   if (conf.weight_decay() < 0) return bad("weight_decay must be >= 0, got ", conf.weight_decay());
   if (conf.clip_global_norm() < 0) {
     return bad("clip_global_norm must be >= 0, got ", conf.clip_global_norm());
+  }
+  if (conf.weight_decay_min_rank() < 0) {
+    return bad("weight_decay_min_rank must be >= 0, got ", conf.weight_decay_min_rank());
   }
   if (conf.type() == OPT_MOMENTUM && !(conf.momentum() >= 0 && conf.momentum() < 1)) {
     return bad("momentum must be in [0, 1), got ", conf.momentum());

@@ -74,6 +74,9 @@ using Optimizer = std::variant<Sgd, Momentum, Adam, AdamW>;
 struct MinimizeOptions {
   LrScheduleOptions schedule;
   double clip_global_norm = 0.0;  // 0 = no clipping
+  // Weight decay only for variables of rank >= this (0: every variable; 2:
+  // matrices and tables, not biases or LayerNorm parameters).
+  int64_t weight_decay_min_rank = 0;
 };
 
 // The OptimizerConf recorded in the Job (lr.total_iters left 0).

@@ -92,6 +92,19 @@ TEST(OptimizerTest, AdamWDecaysDecoupled) {
   EXPECT_NEAR(w[1], -2 - 0.1 * (-1 - 1), 1e-9);
 }
 
+TEST(OptimizerTest, WeightDecayMinRankSparesVectors) {
+  Graph g("decay_by_rank");
+  Tensor w = g.Variable("w", Shape{2, 2}, {.dtype = DT_DOUBLE});
+  Tensor b = g.Variable("b", Shape{2}, {.dtype = DT_DOUBLE});
+  g.Minimize(g.Add(g.ReduceMean(g.Mul(w, w)), g.ReduceMean(g.Mul(b, b))),
+             AdamW{.learning_rate = 0.1, .weight_decay = 0.5}, {.weight_decay_min_rank = 2});
+  g.SetIterations(1);
+  StatusOr<Job> job = g.Build();
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(AttrView(*FindOp(*job, "w-update")).GetFloatOr("weight_decay", -1), 0.5);
+  EXPECT_EQ(AttrView(*FindOp(*job, "b-update")).GetFloatOr("weight_decay", -1), 0.0);
+}
+
 TEST(OptimizerTest, ClipByGlobalNormScalesEveryUpdate) {
   StatusOr<Job> job = QuadraticJob(Sgd{.learning_rate = 0.1}, {.clip_global_norm = 1.0});
   ASSERT_TRUE(job.ok()) << job.status();

@@ -71,6 +71,15 @@ class MetricsFile : public MetricsObserver {
     }
     inner_->OnMetrics(iteration, metrics);
   }
+  // One "iteration name value" line outside the sink's reports (the
+  // validation metrics of --eval-every).
+  void Append(int64_t iteration, const std::string& name, double value) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    char line[256];
+    std::snprintf(line, sizeof(line), "%lld %s %.9g\n", static_cast<long long>(iteration),
+                  name.c_str(), value);
+    if (status_.ok()) status_ = file_->Append(line);
+  }
   Status Close() {
     std::lock_guard<std::mutex> lock(mutex_);
     Status closed = file_->Close();
@@ -159,6 +168,28 @@ StatusOr<Tracing> StartTracing(NodeSession* node, const TrainingRequest& request
   return tracing;
 }
 
+// Restores every part from the parts the previous training segment ended
+// with (--eval-every) once there are some, else through `inner` (the
+// initializers or the --resume checkpoint); saves go to `inner`.
+class CarriedPartsStore final : public VariableStore {
+ public:
+  CarriedPartsStore(VariableStore* inner, int64_t machine_id)
+      : inner_(inner), carried_(&parts_, machine_id) {}
+  StatusOr<bool> Restore(const VariablePart& part, Blob* blob) override {
+    return parts_.empty() ? inner_->Restore(part, blob) : carried_.Restore(part, blob);
+  }
+  Status Save(const VariablePart& part, int64_t completed_iters, const Blob& blob) override {
+    return inner_->Save(part, completed_iters, blob);
+  }
+  void Carry(TrainedParts parts) { parts_ = std::move(parts); }
+  const TrainedParts& parts() const { return parts_; }
+
+ private:
+  VariableStore* const inner_;
+  TrainedParts parts_;
+  TrainedPartsStore carried_;
+};
+
 // The variables the evaluation restores, by how training ended.
 struct TrainedVariables {
   CheckpointVariableStore* store = nullptr;   // this run's store
@@ -235,6 +266,9 @@ std::vector<cli::FlagSpec> TrainingFlagSpecs() {
           {"checkpoint-dir", "where checkpoints go (D/iter-<N>)"},
           {"resume", "resume from checkpoint D (or the latest D/iter-*)"},
           {"eval", "evaluate on the test split after training", true, "true"},
+          {"eval-every", "also evaluate on the test split every N iterations while training "
+                         "(validation metrics: printed, and as val_<metric> lines in "
+                         "--metrics-out)", false, "0"},
           {"metrics-out", "write per-iteration metrics to this file"},
           {"eval-out", "write the test metrics (name value) to this file"},
           {"trace", "write a timeline trace of training (Chrome trace JSON) to this file; "
@@ -254,6 +288,7 @@ StatusOr<TrainingRequest> ReadTrainingRequest(const cli::FlagSet& flags, const P
   request.checkpoint_dir = flags.Get("checkpoint-dir");
   request.resume = flags.Get("resume");
   request.evaluate = flags.GetBool("eval");
+  ASSIGN_OR_RETURN(request.eval_every, flags.GetInt("eval-every", 0, kMaxIterations));
   request.eval_out = flags.Get("eval-out");
   request.metrics_out = flags.Get("metrics-out");
   request.trace_path = flags.Get("trace");
@@ -286,6 +321,17 @@ Status CheckTrainingRequest(const TrainingRequest& request, const Plan& plan, En
   RETURN_IF_ERROR(CheckOutputFile(env, request.metrics_out, "--metrics-out"));
   if (request.evaluate && plan.is_train()) {
     RETURN_IF_ERROR(CheckOutputFile(env, request.eval_out, "--eval-out"));
+  }
+  if (request.eval_every > 0) {
+    if (!request.evaluate) return InvalidArgumentError("--eval-every needs --eval=true");
+    if (!plan.is_train() || plan.eval_state() != EVAL_COMPILED) {
+      return InvalidArgumentError("--eval-every needs a training plan with an evaluation plan "
+                                  "over a test split (this plan has none)");
+    }
+    if (!request.trace_path.empty()) {
+      return InvalidArgumentError("--eval-every and --trace cannot be combined (the trace "
+                                  "covers one run; trace a run without --eval-every)");
+    }
   }
   return Status::OK();
 }
@@ -321,7 +367,8 @@ int Train(NodeSession* node, const Plan& plan, const TrainingRequest& request,
                 static_cast<long long>(resume->iteration));
   }
   CheckpointVariableStore store(store_options);
-  PartCapturingStore capture(&store, end);  // this machine's trained parts
+  CarriedPartsStore carried(&store, node->rank());  // --eval-every segments
+  PartCapturingStore capture(&carried, end);  // this machine's trained parts
   options.variables = &capture;
   ProgressPrinter progress(env, options.start_iter, end, request.log_every,
                            plan.samples_per_iter());
@@ -345,10 +392,50 @@ int Train(NodeSession* node, const Plan& plan, const TrainingRequest& request,
   // Decided before training: the training run is the session's last one
   // unless an evaluation follows (the same decision on every rank).
   const bool evaluate = request.evaluate && plan.is_train();
+  const int64_t first_iteration = options.start_iter;
+  double segment_seconds = 0;
+  // --eval-every: train up to the next multiple of N, evaluate with the
+  // parts that segment ended with, continue from them (the data sources and
+  // the schedules depend on the iteration only, so the segments together
+  // train exactly as one run does).
+  while (request.eval_every > 0) {
+    const int64_t segment_end = (options.start_iter / request.eval_every + 1) * request.eval_every;
+    if (segment_end >= end) break;
+    PartCapturingStore segment_capture(&carried, segment_end);
+    RuntimeOptions segment = options;
+    segment.total_iters = segment_end;
+    segment.variables = &segment_capture;
+    PlanRun segment_run;
+    segment_run.name = "train";
+    segment_run.last = false;
+    StatusOr<RunStats> trained = node->RunPlan(plan, segment, segment_run);
+    if (!trained.ok()) return node->Fail(trained.status(), cli::kExitFailure);
+    segment_seconds += trained->seconds;
+    carried.Carry(segment_capture.TakeParts());
+    TrainedPartsStore validation_store(&carried.parts(), node->rank());
+    EvaluationRequest validation;
+    validation.eval_plan = &plan.eval_plan();
+    validation.variables = &validation_store;
+    StatusOr<EvaluationResult> validated = RunEvaluation(node, validation);
+    if (!validated.ok()) return node->Fail(validated.status(), cli::kExitFailure);
+    if (node->rank() == 0) {
+      std::printf("validation at iteration %lld (%lld samples, %.1fs):",
+                  static_cast<long long>(segment_end),
+                  static_cast<long long>(validated->samples), validated->seconds);
+      for (const auto& [name, value] : validated->sums.Means()) {
+        std::printf("  %s %.4f", name.c_str(), value);
+        if (metrics_file != nullptr) metrics_file->Append(segment_end - 1, "val_" + name, value);
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+    options.start_iter = segment_end;
+  }
   PlanRun run;
   run.name = "train";
   run.last = !(evaluate && plan.eval_state() == EVAL_COMPILED);
   StatusOr<RunStats> stats = node->RunPlan(plan, options, run);
+  if (stats.ok()) stats->seconds += segment_seconds;
   if (tracer != nullptr) {
     if (step_timer->StepUs() > 0) tracer->SetOtherNumber("measured_step_us", step_timer->StepUs());
     StatusOr<std::string> path =
@@ -362,9 +449,9 @@ int Train(NodeSession* node, const Plan& plan, const TrainingRequest& request,
     Status closed = metrics_file->Close();
     if (!closed.ok()) return node->Fail(closed.WithContext("--metrics-out"), cli::kExitFailure);
   }
-  PrintTrained(*stats, options.start_iter, end);
+  PrintTrained(*stats, first_iteration, end);
   if (result != nullptr) {
-    result->start_iteration = options.start_iter;
+    result->start_iteration = first_iteration;
     result->end_iteration = end;
     result->stats = *stats;
   }
@@ -372,7 +459,7 @@ int Train(NodeSession* node, const Plan& plan, const TrainingRequest& request,
     TrainedVariables trained;
     trained.store = &store;
     trained.capture = &capture;
-    if (options.start_iter >= end && !store_options.restore_dir.empty()) {
+    if (first_iteration >= end && !store_options.restore_dir.empty()) {
       trained.resumed_final = store_options.restore_dir;
     }
     const int code = EvaluateTrained(node, plan, request, trained, result);

@@ -3,7 +3,7 @@
 //
 // TrainingFlagSpecs() are the flags of a training run beside the node's
 // (node_options.h): --iters, --log-every, --save-every, --checkpoint-dir,
-// --resume, --eval, --eval-out, --metrics-out, --trace, --trace-iters,
+// --resume, --eval, --eval-every, --eval-out, --metrics-out, --trace, --trace-iters,
 // --trace-level. ReadTrainingRequest reads and checks them against the plan
 // before anything starts (InvalidArgument naming the flag: exit 2), output
 // files and folders included (through `env`): --checkpoint-dir must be a
@@ -62,6 +62,7 @@ struct TrainingRequest {
   std::string checkpoint_dir;   // where checkpoints go (D/iter-<N>)
   std::string resume;           // a checkpoint or a root of them; "" starts fresh
   bool evaluate = true;
+  int64_t eval_every = 0;       // also evaluate every N iterations (0: only at the end)
   std::string eval_out;
   std::string metrics_out;
   std::string trace_path;       // "": no trace; several machines: a folder

@@ -166,6 +166,65 @@ TEST(TrainingTest, ResumesFromTheNewestCheckpointAndRefusesAnEditedManifest) {
       << err;
 }
 
+// --eval-every 10 over 25 iterations: validation passes after iterations 10
+// and 20 (val_ lines in --metrics-out), and the segments train exactly as
+// one run: the same per-iteration losses and the same final evaluation.
+TEST(TrainingTest, EvalEveryValidatesBetweenSegmentsWithoutChangingTraining) {
+  const Plan plan = MlpPlan(25);
+  const std::string dir = TempDir("eval_every");
+  auto run = [&](int64_t eval_every, const std::string& tag, TrainingResult* result) {
+    StatusOr<std::unique_ptr<NodeSession>> node =
+        NodeSession::Start(plan, OneMachine(Env::Default()));
+    ASSERT_TRUE(node.ok()) << node.status();
+    TrainingRequest request;
+    request.eval_every = eval_every;
+    request.metrics_out = dir + "/" + tag + ".metrics";
+    request.save_every = 5;
+    request.checkpoint_dir = dir + "/" + tag + "_ckpt";
+    ASSERT_TRUE(CheckTrainingRequest(request, plan).ok());
+    ASSERT_EQ(Train(node->get(), plan, request, result), cli::kExitOk);
+  };
+  TrainingResult plain, segmented;
+  run(0, "plain", &plain);
+  run(10, "segmented", &segmented);
+  EXPECT_EQ(segmented.start_iteration, 0);
+  EXPECT_EQ(segmented.end_iteration, 25);
+  auto lines = [&](const std::string& tag, bool validation) {
+    StatusOr<std::string> text =
+        Env::Default()->ReadFileToString(dir + "/" + tag + ".metrics", 1 << 20);
+    EXPECT_TRUE(text.ok()) << text.status();
+    std::string kept;
+    size_t begin = 0;
+    while (text.ok() && begin < text->size()) {
+      size_t end = text->find('\n', begin);
+      if (end == std::string::npos) end = text->size();
+      const std::string line = text->substr(begin, end - begin);
+      if ((line.find(" val_") != std::string::npos) == validation) kept += line + "\n";
+      begin = end + 1;
+    }
+    return kept;
+  };
+  EXPECT_EQ(lines("plain", false), lines("segmented", false));
+  EXPECT_EQ(lines("plain", true), "");
+  const std::string validation = lines("segmented", true);
+  EXPECT_NE(validation.find("9 val_loss "), std::string::npos) << validation;
+  EXPECT_NE(validation.find("19 val_loss "), std::string::npos) << validation;
+  EXPECT_NE(validation.find("9 val_accuracy "), std::string::npos) << validation;
+  EXPECT_EQ(validation.find("24 val_"), std::string::npos) << validation;
+  ASSERT_TRUE(plain.evaluation.has_value() && segmented.evaluation.has_value());
+  EXPECT_EQ(plain.evaluation->sums.Means(), segmented.evaluation->sums.Means());
+  // Checkpoints keep their schedule (every 5) across the segments.
+  for (const char* iter : {"/iter-5/MANIFEST", "/iter-15/MANIFEST", "/iter-25/MANIFEST"}) {
+    EXPECT_TRUE(Env::Default()->FileExists(dir + "/segmented_ckpt" + iter)) << iter;
+  }
+
+  TrainingRequest bad;
+  bad.eval_every = 10;
+  bad.evaluate = false;
+  EXPECT_NE(CheckTrainingRequest(bad, plan).message().find("--eval-every needs --eval=true"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace session
 }  // namespace oflite

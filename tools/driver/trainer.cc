@@ -3,15 +3,29 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "oneflow_lite/api/node_plan.h"
+#include "oneflow_lite/common/attr.h"
+#include "oneflow_lite/checkpoint/checkpoint.h"
 #include "oneflow_lite/common/env.h"
 #include "oneflow_lite/common/proto_io.h"
 #include "oneflow_lite/compiler/plan_summary_text.h"
+#include "oneflow_lite/data/npy.h"
+#include "oneflow_lite/kernels/cpu/train/initial_values.h"
 #include "oneflow_lite/plan/plan_verifier.h"
+#include "oneflow_lite/runtime/variable_stores.h"
+#include "oneflow_lite/session/checkpoint_choice.h"
+#include "oneflow_lite/session/evaluation.h"
 #include "oneflow_lite/session/exit_codes.h"
 #include "oneflow_lite/session/flags.h"
 #include "oneflow_lite/session/node_session.h"
@@ -48,6 +62,58 @@ int OwnArgc(int argc, char** argv) {
     if (std::string(argv[i]) == "--") return i;
   }
   return argc;
+}
+
+// Hands each named output to a program's InferenceOutputFn as a HostTensor.
+class OutputForwarder final : public OutputObserver {
+ public:
+  explicit OutputForwarder(const InferenceOutputFn* on_output) : on_output_(on_output) {}
+
+  Status OnOutput(int64_t iteration, const std::string& name, const Blob& value) override {
+    TensorDesc desc = value.desc();
+    desc.is_dynamic = false;  // the actual shape of this iteration
+    HostTensor copy(desc);
+    if (copy.ByteSize() > 0) std::memcpy(copy.raw(), value.raw(), copy.ByteSize());
+    (*on_output_)(iteration, name, copy);
+    return Status::OK();
+  }
+
+ private:
+  const InferenceOutputFn* on_output_;  // not owned
+};
+
+// The feeds the plan's host_feed ops read.
+std::set<std::string> HostFeedsOf(const Plan& plan) {
+  std::set<std::string> feeds;
+  for (const MachinePlan& machine : plan.machine()) {
+    for (const TaskProto& task : machine.task()) {
+      for (const KernelConf& kernel : task.kernel()) {
+        if (kernel.op().op_type() != "host_feed") continue;
+        StatusOr<std::string> feed = AttrView(kernel.op()).GetString("feed");
+        if (feed.ok()) feeds.insert(*feed);
+      }
+    }
+  }
+  return feeds;
+}
+
+// What RunInference runs: an inference plan of one machine, for a count of
+// iterations it can hold.
+Status CheckInferencePlan(const Plan& plan, int64_t iterations) {
+  if (plan.is_train()) {
+    return InvalidArgumentError(
+        "RunInference needs an inference plan, not a training plan (compile a forward-only "
+        "job with CompileInferencePlan)");
+  }
+  if (plan.machine_size() != 1) {
+    return InvalidArgumentError("RunInference runs a one-machine plan; this one has ",
+                                plan.machine_size(), " machines");
+  }
+  if (iterations < 1 || iterations > session::kMaxIterations) {
+    return InvalidArgumentError("RunInference: iterations must be in [1, ",
+                                session::kMaxIterations, "], got ", iterations);
+  }
+  return Status::OK();
 }
 
 }  // namespace
@@ -133,15 +199,115 @@ int TrainPlan(const Plan& plan, const session::TrainingRequest& request,
   return session::Train(node->get(), plan, request, result);
 }
 
+StatusOr<int64_t> TrainerConfig::IntFlag(const std::string& name) const {
+  auto it = model_flags.find(name);
+  if (it == model_flags.end()) return InvalidArgumentError("no flag '--", name, "' is declared");
+  errno = 0;
+  char* end = nullptr;
+  const long long value = std::strtoll(it->second.c_str(), &end, 10);
+  if (it->second.empty() || *end != '\0' || errno != 0) {
+    return InvalidArgumentError("flag '--", name, "': '", it->second, "' is not an integer");
+  }
+  return static_cast<int64_t>(value);
+}
+
+StatusOr<double> TrainerConfig::DoubleFlag(const std::string& name) const {
+  auto it = model_flags.find(name);
+  if (it == model_flags.end()) return InvalidArgumentError("no flag '--", name, "' is declared");
+  errno = 0;
+  char* end = nullptr;
+  const double value = std::strtod(it->second.c_str(), &end);
+  if (it->second.empty() || *end != '\0' || errno != 0 || !std::isfinite(value)) {
+    return InvalidArgumentError("flag '--", name, "': '", it->second, "' is not a finite number");
+  }
+  return value;
+}
+
+StatusOr<bool> TrainerConfig::BoolFlag(const std::string& name) const {
+  auto it = model_flags.find(name);
+  if (it == model_flags.end()) return InvalidArgumentError("no flag '--", name, "' is declared");
+  if (it->second == "true") return true;
+  if (it->second == "false") return false;
+  return InvalidArgumentError("flag '--", name, "': '", it->second, "' is not true or false");
+}
+
+std::string TrainerConfig::StringFlag(const std::string& name) const {
+  auto it = model_flags.find(name);
+  return it == model_flags.end() ? "" : it->second;
+}
+
+Status WriteInitialVariables(const Job& job, const std::string& dir) {
+  RETURN_IF_ERROR(Env::Default()->CreateDirectories(dir));
+  for (const OpConf& op : job.op()) {
+    if (op.op_type() != "variable" || op.is_optimizer()) continue;
+    ASSIGN_OR_RETURN(HostTensor value, InitialVariableValue(op, job.conf().seed()));
+    std::string file = VariableFileName(op.name());
+    file = dir + "/" + file.substr(0, file.rfind('.')) + ".npy";
+    RETURN_IF_ERROR(WriteNpy(file, value.dtype(), value.shape().dims(), value.raw()));
+  }
+  return Status::OK();
+}
+
+StatusOr<Plan> CompileInferencePlan(const Job& job) {
+  if (job.conf().is_train()) {
+    return InvalidArgumentError("job '", job.conf().name(),
+                                "' trains (Minimize): an inference plan needs a forward-only "
+                                "job (Graph::BuildForward, or a graph without Minimize)");
+  }
+  return CompileTrainingPlan(job);
+}
+
+int RunInference(const Plan& plan, const std::string& checkpoint, int64_t iterations,
+                 const InferenceOutputFn& on_output, const session::NodeOptions& node_options) {
+  const std::string& command = node_options.command;
+  // Whatever happens, the feeds of this plan start the next run empty.
+  const std::set<std::string> feeds = HostFeedsOf(plan);
+  struct ResetFeeds {
+    const std::set<std::string>& feeds;
+    ~ResetFeeds() {
+      for (const std::string& feed : feeds) HostFeed::Reset(feed);
+    }
+  } reset_feeds{feeds};
+  Status checked = CheckInferencePlan(plan, iterations);
+  if (checked.ok()) checked = VerifyPlan(plan);
+  if (!checked.ok()) return session::ReportFailure(command, checked, cli::kExitBadInput);
+  StatusOr<std::map<std::string, TensorDesc>> variables = PlanVariables(plan);
+  if (!variables.ok()) {
+    return session::ReportFailure(command, variables.status(), cli::kExitBadInput);
+  }
+  StatusOr<std::string> chosen =
+      session::ChooseCheckpoint(checkpoint, *variables, node_options.env);
+  if (!chosen.ok()) return session::ReportFailure(command, chosen.status(), cli::kExitBadInput);
+
+  StatusOr<std::unique_ptr<session::NodeSession>> node =
+      session::NodeSession::Start(plan, node_options);
+  if (!node.ok()) return session::ReportStartFailure(command, node.status());
+  std::unique_ptr<CheckpointVariableStore> store =
+      session::CheckpointRestorer(*chosen, *variables);
+  OutputForwarder outputs(&on_output);
+  session::EvaluationRequest request;
+  request.eval_plan = &plan;
+  request.variables = store.get();
+  request.outputs = on_output ? &outputs : nullptr;
+  request.iterations = iterations;
+  StatusOr<session::EvaluationResult> result = session::RunEvaluation(node->get(), request);
+  if (!result.ok()) return (*node)->Fail(result.status(), cli::kExitFailure);
+  return cli::kExitOk;
+}
+
 int TrainMain(const std::string& name, TrainerConfig config, const ModelFn& model, int argc,
               char** argv) {
+  return TrainMain(name, std::move(config), model, argc, argv, TrainMainOptions());
+}
+
+int TrainMain(const std::string& name, TrainerConfig config, const ModelFn& model, int argc,
+              char** argv, const TrainMainOptions& options) {
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
   const session::Environment env = session::ProcessEnvironment();
   const int own_argc = OwnArgc(argc, argv);
-  cli::FlagSet flags(
-      name, "[flags] [-- oflite-run flags]",
-      {{"data-dir", "dataset directory (Fashion-MNIST idx files, or .npy arrays)", false,
+  std::vector<cli::FlagSpec> specs = {
+      {"data-dir", "dataset directory (Fashion-MNIST idx files, or .npy arrays)", false,
         config.data_dir},
        {"batch", "global batch size", false, std::to_string(config.batch)},
        {"epochs", "epochs of the training split", false, std::to_string(config.epochs)},
@@ -155,7 +321,11 @@ int TrainMain(const std::string& name, TrainerConfig config, const ModelFn& mode
        {"classes", "classes of the labels (models on .npy data)", false,
         std::to_string(config.classes)},
        {"out-dir", "where to write the job and plan files", false, DefaultOutDir(env)},
-       {"compile-only", "write the job and plan, do not train", true, "false"}});
+       {"compile-only", "write the job and plan, do not train", true, "false"}};
+  for (const ModelFlag& flag : options.flags) {
+    specs.push_back({flag.name, flag.help, flag.is_bool, flag.default_value});
+  }
+  cli::FlagSet flags(name, "[flags] [-- oflite-run flags]", std::move(specs));
   if (std::optional<int> done = flags.ParseCommandLine(own_argc, argv, name)) return *done;
   // The flags after "--" are `oflite run`'s: their syntax is checked now,
   // their meaning against the plan once it is compiled.
@@ -187,9 +357,23 @@ int TrainMain(const std::string& name, TrainerConfig config, const ModelFn& mode
                 cli::kExitBadInput);
   }
 
+  for (const ModelFlag& flag : options.flags) {
+    config.model_flags[flag.name] =
+        flag.is_bool ? (flags.GetBool(flag.name) ? "true" : "false") : flags.Get(flag.name);
+  }
+  if (options.prepare) {
+    StatusOr<std::optional<int>> prepared = options.prepare(&config);
+    if (!prepared.ok()) return Fail(name, prepared.status(), cli::kExitBadInput);
+    if (prepared->has_value()) return **prepared;
+  }
+
   std::vector<std::string> model_choices;
   StatusOr<Job> job = BuildTrainingJob(name, config, model, &model_choices);
   if (!job.ok()) return Fail(name, job.status(), cli::kExitBadInput);
+  if (options.after_build) {
+    Status done = options.after_build(config, *job);
+    if (!done.ok()) return Fail(name, done, cli::kExitBadInput);
+  }
   // A flag given on the command line that the model's own choice overrides.
   const bool placement_flags = flags.Has("machines") || flags.Has("devices");
   const bool duration_flags = flags.Has("iters") || flags.Has("epochs");

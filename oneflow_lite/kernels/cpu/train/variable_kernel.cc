@@ -11,24 +11,12 @@
 
 #include "oneflow_lite/common/partition.h"
 #include "oneflow_lite/data/counter_rng.h"
+#include "oneflow_lite/kernels/cpu/train/initial_values.h"
 #include "oneflow_lite/kernels/kernel.h"
 #include "oneflow_lite/ops/train/initializer.h"
 
 namespace oflite {
 namespace {
-
-double InitialValue(const InitializerConfig& config, uint64_t seed, uint64_t index) {
-  switch (config.kind) {
-    case InitializerConfig::Kind::kConstant:
-      return config.value;
-    case InitializerConfig::Kind::kUniform:
-      return config.low + (config.high - config.low) * UniformFromBits(CounterBits(seed, index));
-    case InitializerConfig::Kind::kNormal:
-      return config.mean + config.std * NormalFromBits(CounterBits(seed, 2 * index),
-                                                       CounterBits(seed, 2 * index + 1));
-  }
-  return 0.0;
-}
 
 template <typename T>
 class VariableKernel final : public Kernel {
