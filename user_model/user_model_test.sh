@@ -17,6 +17,16 @@ else
   echo "FAIL: train_in_code exited $?"; cat "$T/code.log"; fail=1
 fi
 
+# A GPT written against the public surface: trains on a fortune file and
+# its validation loss falls below the uniform guess.
+if timeout 300 "$DIR/gpt_in_code" /usr/share/games/fortunes/fortunes "$T/gpt" > "$T/gpt.log" 2>&1; then
+  grep -q "^validation loss [0-9.]* after 120 iterations" "$T/gpt.log" &&
+    echo "ok: a user's GPT: $(grep '^validation loss' "$T/gpt.log")" ||
+    { echo "FAIL: gpt_in_code's result"; cat "$T/gpt.log"; fail=1; }
+else
+  echo "FAIL: gpt_in_code exited $?"; tail -20 "$T/gpt.log"; fail=1
+fi
+
 # The model's own placement and duration survive the flags, and the driver
 # says which flags they override.
 timeout 120 "$DIR/self_placed" --out-dir "$T" --machines 1 --iters 7 --compile-only \

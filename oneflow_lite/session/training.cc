@@ -445,7 +445,11 @@ int Train(NodeSession* node, const Plan& plan, const TrainingRequest& request,
     std::printf("trace written to %s\n", path->c_str());
   }
   if (!stats.ok()) return node->Fail(stats.status(), cli::kExitFailure);
-  if (metrics_file != nullptr) {
+  // With --eval-every the final evaluation's metrics go into --metrics-out
+  // too (val_<metric> at the last iteration), so the validation curve ends
+  // where training does.
+  const bool final_validation_line = metrics_file != nullptr && request.eval_every > 0;
+  if (metrics_file != nullptr && !final_validation_line) {
     Status closed = metrics_file->Close();
     if (!closed.ok()) return node->Fail(closed.WithContext("--metrics-out"), cli::kExitFailure);
   }
@@ -462,8 +466,19 @@ int Train(NodeSession* node, const Plan& plan, const TrainingRequest& request,
     if (first_iteration >= end && !store_options.restore_dir.empty()) {
       trained.resumed_final = store_options.restore_dir;
     }
-    const int code = EvaluateTrained(node, plan, request, trained, result);
+    TrainingResult evaluated;
+    const int code = EvaluateTrained(node, plan, request, trained, &evaluated);
     if (code != cli::kExitOk) return code;
+    if (final_validation_line && evaluated.evaluation.has_value()) {
+      for (const auto& [name, value] : evaluated.evaluation->sums.Means()) {
+        metrics_file->Append(end - 1, "val_" + name, value);
+      }
+    }
+    if (result != nullptr) result->evaluation = evaluated.evaluation;
+  }
+  if (final_validation_line) {
+    Status closed = metrics_file->Close();
+    if (!closed.ok()) return node->Fail(closed.WithContext("--metrics-out"), cli::kExitFailure);
   }
   node->PrintStats();
   return cli::kExitOk;

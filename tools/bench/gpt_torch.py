@@ -135,8 +135,8 @@ def train(args):
     cpu_start = time.process_time()
     wall_start = time.perf_counter()
     for t in range(args.iters):
-        x, y = batch(data, "train", t, args)
         begin = time.perf_counter()
+        x, y = batch(data, "train", t, args)
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(t, args)
         logits = model(x)
@@ -165,11 +165,12 @@ def train(args):
         print(f"test: loss {val:.4f}")
     if out:
         out.close()
-    steady = sorted(step_times[min(5, len(step_times) - 1):])
-    median_ms = 1e3 * steady[len(steady) // 2]
+    steady = step_times[min(args.timing_from, len(step_times) - 1):]
+    mean_ms = 1e3 * sum(steady) / len(steady)
+    median_ms = 1e3 * sorted(steady)[len(steady) // 2]
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    print(f"step_ms_median {median_ms:.3f} wall_s {wall:.3f} cpu_s {cpu:.3f} "
-          f"peak_rss_mb {peak_mb:.1f} threads {args.threads}")
+    print(f"steady_step_ms {mean_ms:.3f} step_ms_median {median_ms:.3f} wall_s {wall:.3f} "
+          f"cpu_s {cpu:.3f} peak_rss_mb {peak_mb:.1f} threads {args.threads}")
 
 
 def read_metrics(path):
@@ -230,6 +231,8 @@ def main():
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--interop", type=int, default=1)
+    parser.add_argument("--timing-from", type=int, default=5,
+                        help="steady_step_ms: the mean step from this iteration on")
     parser.add_argument("--metrics-out")
     parser.add_argument("--log-every", type=int, default=0)
     parser.add_argument("--plot", help="write a PNG of the loss curves of --plot-metrics files")
