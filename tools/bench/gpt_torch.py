@@ -184,22 +184,38 @@ def read_metrics(path):
 
 
 def plot(args):
+    """Loss curves of the --plot-metrics files; with two files, a second
+    panel shows their relative difference per iteration (the curves of a
+    twin lie on top of each other)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    for path, label in zip(args.plot_metrics, args.plot_labels):
-        curves = read_metrics(path)
-        for name, style in (("loss", "-"), ("val_loss", "o--")):
+    runs = [read_metrics(path) for path in args.plot_metrics]
+    two = len(runs) == 2 and "loss" in runs[0] and "loss" in runs[1]
+    fig, axes = plt.subplots(2 if two else 1, 1, figsize=(8, 6.5 if two else 4.5), sharex=True,
+                             gridspec_kw={"height_ratios": [3, 1]} if two else None)
+    ax = axes[0] if two else axes
+    widths = [2.5, 1.0, 1.0, 1.0]
+    for k, (curves, label) in enumerate(zip(runs, args.plot_labels)):
+        for name, style in (("loss", "-" if k == 0 else "--"), ("val_loss", "o-" if k == 0 else "s--")):
             if name in curves:
                 xs, ys = zip(*curves[name])
                 ax.plot([x + 1 for x in xs], ys, style, label=f"{label} {name}",
-                        linewidth=1 if name == "loss" else 1.5, markersize=4)
-    ax.set_xlabel("iteration")
+                        linewidth=widths[k] if name == "loss" else 1.5, markersize=5 - k)
     ax.set_ylabel("cross-entropy (nats/char)")
     ax.set_title(args.plot_title)
     ax.grid(alpha=0.3)
     ax.legend()
+    if two:
+        a, b = dict(runs[0]["loss"]), dict(runs[1]["loss"])
+        xs = sorted(set(a) & set(b))
+        rel = [max(abs(a[x] - b[x]) / abs(b[x]), 1e-9) for x in xs]
+        axes[1].semilogy([x + 1 for x in xs], rel, ",", color="black")
+        axes[1].set_ylabel("relative difference")
+        axes[1].set_xlabel("iteration")
+        axes[1].grid(alpha=0.3)
+    else:
+        ax.set_xlabel("iteration")
     fig.tight_layout()
     fig.savefig(args.plot, dpi=110)
     print(f"plot written to {args.plot}")

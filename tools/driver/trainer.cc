@@ -1,6 +1,7 @@
 #include "tools/driver/trainer.h"
 
 #include <glog/logging.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -305,6 +306,14 @@ int TrainMain(const std::string& name, TrainerConfig config, const ModelFn& mode
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
   const session::Environment env = session::ProcessEnvironment();
+  // Under `bazel run` the program starts in its runfiles tree; relative
+  // paths on its command line (--checkpoint-dir ckpt, --text my.txt) mean
+  // the directory the user typed the command in.
+  const std::string working = env("BUILD_WORKING_DIRECTORY");
+  if (!working.empty() && chdir(working.c_str()) != 0) {
+    std::fprintf(stderr, "%s: note: cannot enter %s; relative paths are taken from %s\n",
+                 name.c_str(), working.c_str(), "the runfiles directory");
+  }
   const int own_argc = OwnArgc(argc, argv);
   std::vector<cli::FlagSpec> specs = {
       {"data-dir", "dataset directory (Fashion-MNIST idx files, or .npy arrays)", false,
