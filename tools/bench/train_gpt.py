@@ -13,16 +13,19 @@ cores. Configurations:
         block 64, batch 12 (0.8 M parameters)
   4x    four times the parameters: 4 layers, 8 heads, 256 channels,
         block 64, batch 12
-Thread settings, all tried on every sample, the best of each side reported:
+Settings: first every setting of both sides runs once (the screen), then the
+best --finalists of each side run --samples more times, interleaved
+(oflite, peer, oflite, peer, ...); medians are of those samples.
   oflite   1 core: one device, 1 thread; 2 cores: one device x 2 threads
            (--cpu-threads 2) and two devices x 1 thread (data parallel)
-  PyTorch  torch.set_num_threads(t) x OPENBLAS_NUM_THREADS=b x
-           OMP_NUM_THREADS=t for t, b in 1..cores (one interop thread)
-Samples interleave the settings (oflite, peer, oflite, ...), medians of
---samples. The step time is the mean over iterations [warmup, iters) (oflite:
-from its progress lines; PyTorch: from the loop's clock), data batch
-included on both sides. Beside it: the whole process's user+sys CPU seconds
-and wall seconds (start-up included: compiling the plan, importing torch),
+  PyTorch  torch.set_num_threads(t) x OPENBLAS_NUM_THREADS=b (t, b in
+           1..cores, OMP_NUM_THREADS=t, one interop thread), each with
+           OpenBLAS's own kernel choice and with OPENBLAS_CORETYPE set to
+           the widest family the CPU has (SkylakeX for AVX-512, Haswell for
+           AVX2), since Debian's OpenBLAS may pick a narrower one
+The step time is the mean over iterations [warmup, iters) (oflite: from its
+progress lines; PyTorch: from the loop's clock), data batch included on
+both sides. Beside it: the whole process's user+sys CPU seconds and wall seconds (start-up included: compiling the plan, importing torch),
 peak RSS, and the load average before and after."""
 import argparse
 import os
@@ -40,6 +43,24 @@ CONFIGS = {
     "nano": dict(layers=4, heads=4, channels=128, block=64, batch=12),
     "4x": dict(layers=4, heads=8, channels=256, block=64, batch=12),
 }
+
+
+def widest_core():
+    """The OpenBLAS kernel family matching the CPU's widest vectors."""
+    flags = open("/proc/cpuinfo").read()
+    if all(f in flags for f in (" avx512f", " avx512cd", " avx512bw", " avx512dq", " avx512vl")):
+        return "SkylakeX"
+    return "Haswell" if " avx2" in flags and " fma" in flags else ""
+
+
+WIDEST_CORE = widest_core()
+
+
+def label_of(side, setting):
+    if side == "oflite":
+        return f"{setting[0]} dev x {setting[1]} thr"
+    t, b, core = setting
+    return f"torch {t} x blas {b}" + (f" {core}" if core else "")
 
 
 def run(cmd, env=None):
@@ -99,6 +120,8 @@ def main():
     parser.add_argument("--samples", type=int, default=5)
     parser.add_argument("--iters", type=int, default=120)
     parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--finalists", type=int, default=2,
+                        help="settings per side sampled after the screen")
     parser.add_argument("--python", default="/usr/bin/python3")
     ARGS = args = parser.parse_args()
     if args.samples < 1 or args.warmup < 1 or args.iters <= args.warmup or \
@@ -127,30 +150,47 @@ def main():
                                       "--compile-only"])
         for cores in cores_list:
             ours = [(1, 1)] if cores == 1 else [(1, cores), (cores, 1)]
-            peers = [(t, b) for t in range(1, cores + 1) for b in range(1, cores + 1)]
-            samples = {}
+            peers = sorted({(t, b, core) for t in range(1, cores + 1)
+                            for b in range(1, cores + 1) for core in ("", WIDEST_CORE)})
+
+            def sample(side, setting):
+                if side == "oflite":
+                    out, wall, cpu, rss = run(ours_cmd(c, data, tmp, cores, setting))
+                    return ours_step_ms(out, args, c["batch"]), cpu, wall, rss
+                t, b, core = setting
+                env = dict(os.environ, OPENBLAS_NUM_THREADS=str(b), OMP_NUM_THREADS=str(t))
+                env.pop("OPENBLAS_CORETYPE", None)
+                if core:
+                    env["OPENBLAS_CORETYPE"] = core
+                out, wall, cpu, rss = run(peer_cmd(c, data, init, cores, t), env)
+                return float(re.search(r"steady_step_ms ([\d.]+)", out).group(1)), cpu, wall, rss
+
+            screen = {}
+            for setting in ours:
+                screen[("oflite", setting)] = sample("oflite", setting)
+            for setting in peers:
+                screen[("torch", setting)] = sample("torch", setting)
+            finalists = []
+            for side in ("oflite", "torch"):
+                ranked = sorted((k for k in screen if k[0] == side), key=lambda k: screen[k][0])
+                finalists += ranked[:args.finalists]
+            samples = {k: [] for k in finalists}
             for _ in range(args.samples):
-                for layout in ours:
-                    out, wall, cpu, rss = run(ours_cmd(c, data, tmp, cores, layout))
-                    samples.setdefault(("oflite", layout), []).append(
-                        (ours_step_ms(out, args, c["batch"]), cpu, wall, rss))
-                for t, b in peers:
-                    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(b), OMP_NUM_THREADS=str(t))
-                    out, wall, cpu, rss = run(peer_cmd(c, data, init, cores, t), env)
-                    m = re.search(r"steady_step_ms ([\d.]+)", out)
-                    samples.setdefault(("torch", (t, b)), []).append(
-                        (float(m.group(1)), cpu, wall, rss))
+                for key in finalists:
+                    samples[key].append(sample(*key))
             medians = {k: [statistics.median(x[i] for x in v) for i in range(4)]
                        for k, v in samples.items()}
             print(f"\n{name} ({c['layers']} layers, {c['heads']} heads, {c['channels']} channels, "
                   f"block {c['block']}, batch {c['batch']}), {cores} core(s):")
-            print(f"  {'side':7} {'setting':22} {'step ms':>8} {'cpu s':>7} {'wall s':>7} "
+            print(f"  {'side':7} {'setting':30} {'step ms':>8} {'cpu s':>7} {'wall s':>7} "
                   f"{'peak MiB':>9}")
             for (side, setting), (step, cpu, wall, rss) in sorted(medians.items(),
                                                                  key=lambda kv: kv[1][0]):
-                label = (f"{setting[0]} dev x {setting[1]} thr" if side == "oflite"
-                         else f"torch {setting[0]} x blas {setting[1]}")
-                print(f"  {side:7} {label:22} {step:8.2f} {cpu:7.2f} {wall:7.2f} {rss:9.1f}")
+                print(f"  {side:7} {label_of(side, setting):30} {step:8.2f} {cpu:7.2f} "
+                      f"{wall:7.2f} {rss:9.1f}")
+            print("  screen (one run each): " + ", ".join(
+                f"{label_of(*k)} {v[0]:.1f}" for k, v in sorted(screen.items(),
+                                                                key=lambda kv: kv[1][0])))
             best_ours = min((v for k, v in medians.items() if k[0] == "oflite"), key=lambda v: v[0])
             best_peer = min((v for k, v in medians.items() if k[0] == "torch"), key=lambda v: v[0])
             speedup = best_peer[0] / best_ours[0]
