@@ -4,13 +4,16 @@
 // memory; the float32 relu, relu_grad, add and broadcast_add loops run the
 // vectorized, ISA-dispatched versions (kernels/cpu/vec/vec.h), which these
 // plain loops are tested against.
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <type_traits>
+#include <vector>
 
 #include "oneflow_lite/kernels/cpu/math/copy_kernel.h"
 #include "oneflow_lite/kernels/cpu/math/elementwise_functors.h"
 #include "oneflow_lite/kernels/cpu/math/strided_loop.h"
+#include "oneflow_lite/kernels/cpu/parallel_rows.h"
 #include "oneflow_lite/kernels/cpu/vec/vec.h"
 #include "oneflow_lite/kernels/kernel.h"
 #include "oneflow_lite/ops/math/math_util.h"
@@ -133,17 +136,26 @@ struct AddFunctor {
 
 // out[o * n + i] = a[o * n + i] + b[i]: `b` repeated over `outer` blocks of
 // n elements (outer 1: equal shapes).
+// The blocks are split over threads (kernels/cpu/parallel_rows.h), or with
+// one block its elements.
 template <typename T>
 void AddRepeated(const T* a, const T* b, T* out, int64_t outer, int64_t n) {
-  for (int64_t o = 0; o < outer; ++o) {
-    const T* p = a + o * n;
-    T* q = out + o * n;
+  auto add = [](const T* p, const T* q, T* o, int64_t count) {
     if constexpr (std::is_same_v<T, float>) {
-      vec::Active().add(p, b, q, n);
+      vec::Active().add(p, q, o, count);
     } else {
-      for (int64_t i = 0; i < n; ++i) q[i] = p[i] + b[i];
+      for (int64_t i = 0; i < count; ++i) o[i] = p[i] + q[i];
     }
+  };
+  if (outer == 1) {
+    ParallelElements(n, [&](int64_t begin, int64_t end) {
+      add(a + begin, b + begin, out + begin, end - begin);
+    });
+    return;
   }
+  ParallelRows(outer, n, [&](int64_t first, int64_t last) {
+    for (int64_t o = first; o < last; ++o) add(a + o * n, b, out + o * n, n);
+  });
 }
 
 // Whether `small` broadcasts against `full` along leading axes only: after
@@ -195,7 +207,9 @@ class BroadcastAddKernel final : public Kernel {
   BroadcastBinaryKernel<T, AddFunctor<T>> general_;
 };
 
-// out = in[0] + in[1] + ... (equal shapes).
+// out = in[0] + in[1] + ... (equal shapes), added left to right per
+// element. Elements are split over threads (kernels/cpu/parallel_rows.h)
+// and walked in blocks that stay in the L1 cache while every input is added.
 template <typename T>
 class AddKernel final : public Kernel {
  public:
@@ -203,31 +217,50 @@ class AddKernel final : public Kernel {
     Blob* out = ctx->Output("out");
     const int64_t n = out->elem_count();
     const int count = ctx->InputCount("in");
+    inputs_.clear();
     for (int k = 0; k < count; ++k) {
       if (ctx->Input("in", k).elem_count() != n) {
         return ctx->Error("blob sizes disagree: in[", k, "] ", ctx->Input("in", k).shape(),
                           ", out ", out->shape());
       }
+      inputs_.push_back(ctx->Input("in", k).data<T>());
     }
     T* o = out->data<T>();
-    const T* first = ctx->Input("in", 0).data<T>();
     if (count == 1) {
-      std::copy_n(first, n, o);
+      CopyBytes(inputs_[0], o, n * sizeof(T));
       return Status::OK();
     }
-    const T* second = ctx->Input("in", 1).data<T>();
-    if constexpr (std::is_same_v<T, float>) {
-      vec::Active().add(first, second, o, n);
-      for (int k = 2; k < count; ++k) vec::Active().add_into(ctx->Input("in", k).data<T>(), o, n);
-      return Status::OK();
-    }
-    for (int64_t i = 0; i < n; ++i) o[i] = first[i] + second[i];
-    for (int k = 2; k < count; ++k) {
-      const T* p = ctx->Input("in", k).data<T>();
-      for (int64_t i = 0; i < n; ++i) o[i] += p[i];
-    }
+    ParallelElements(n, [&](int64_t begin, int64_t end) {
+      for (int64_t block = begin; block < end; block += kBlock) {
+        AddBlock(block, std::min(end - block, kBlock), o);
+      }
+    });
     return Status::OK();
   }
+
+ private:
+  static constexpr int64_t kBlock = 2048;
+
+  // o[begin, begin + n) = sum of the inputs there.
+  void AddBlock(int64_t begin, int64_t n, T* o) const {
+    const int count = static_cast<int>(inputs_.size());
+    T* q = o + begin;
+    if constexpr (std::is_same_v<T, float>) {
+      vec::Active().add(inputs_[0] + begin, inputs_[1] + begin, q, n);
+      for (int k = 2; k < count; ++k) vec::Active().add_into(inputs_[k] + begin, q, n);
+      return;
+    }
+    const T* first = inputs_[0] + begin;
+    const T* second = inputs_[1] + begin;
+    for (int64_t i = 0; i < n; ++i) q[i] = first[i] + second[i];
+    for (int k = 2; k < count; ++k) {
+      const T* p = inputs_[k] + begin;
+      for (int64_t i = 0; i < n; ++i) q[i] += p[i];
+    }
+  }
+
+  // The inputs' data (kept between calls: no allocation once sized).
+  std::vector<const T*> inputs_;
 };
 
 class ZerosLikeKernel final : public Kernel {

@@ -13,6 +13,7 @@
 
 #include "oneflow_lite/kernels/cpu/cpu_library.h"
 #include "oneflow_lite/kernels/cpu/onednn/onednn.h"
+#include "oneflow_lite/kernels/cpu/parallel_rows.h"
 #include "oneflow_lite/kernels/cpu/vec/vec.h"
 #include "oneflow_lite/kernels/kernel.h"
 #include "oneflow_lite/ops/math/math_util.h"
@@ -150,7 +151,9 @@ class MatmulKernel final : public Kernel {
 // bias_add_relu (ops/math/fused_ops.cc, made by the compiler's fusion pass):
 // y = relu(a + b), the same float operations in the same order as bias_add
 // then relu, in one pass over memory (fused_kernels_test.cc runs the chain
-// as the reference).
+// as the reference). Rows (or planes) are split over threads
+// (kernels/cpu/parallel_rows.h); each element is computed alone, so the
+// thread count changes no bit.
 template <typename T, bool kRelu>
 class BiasAddKernel final : public Kernel {
  public:
@@ -172,13 +175,36 @@ class BiasAddKernel final : public Kernel {
     const T* x = a.data<T>();
     const T* bias = b.data<T>();
     T* y = out->data<T>();
+    if (inner == 1) {  // bias along the last axis: rows of `channels`
+      ParallelRows(outer, channels, [&](int64_t first, int64_t last) {
+        const int64_t offset = first * channels;
+        AddToPlanes(x + offset, bias, y + offset, last - first, channels, 1);
+      });
+      return Status::OK();
+    }
+    // Planes of `inner` elements, plane p adding bias[p % channels].
+    ParallelRows(outer * channels, inner, [&](int64_t first, int64_t last) {
+      for (int64_t p = first; p < last;) {
+        const int64_t c = p % channels, count = std::min(last - p, channels - c);
+        AddToPlanes(x + p * inner, bias + c, y + p * inner, 1, count, inner);
+        p += count;
+      }
+    });
+    return Status::OK();
+  }
+
+ private:
+  // y[o, c, i] = x[o, c, i] + bias[c] (then ReLU) over [outer, channels,
+  // inner].
+  static void AddToPlanes(const T* x, const T* bias, T* y, int64_t outer, int64_t channels,
+                          int64_t inner) {
     if constexpr (std::is_same_v<T, float>) {
       if (inner == 1) {
         vec::Active().bias_add_rows(x, bias, y, outer, channels, kRelu);
       } else {
         vec::Active().bias_add_inner(x, bias, y, outer, channels, inner, kRelu);
       }
-      return Status::OK();
+      return;
     }
     for (int64_t o = 0; o < outer; ++o) {
       for (int64_t c = 0; c < channels; ++c) {
@@ -190,7 +216,6 @@ class BiasAddKernel final : public Kernel {
         }
       }
     }
-    return Status::OK();
   }
 };
 

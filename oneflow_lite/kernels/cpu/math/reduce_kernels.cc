@@ -2,8 +2,10 @@
 #include <algorithm>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "oneflow_lite/kernels/cpu/math/strided_loop.h"
+#include "oneflow_lite/kernels/cpu/parallel_rows.h"
 #include "oneflow_lite/kernels/cpu/vec/vec.h"
 #include "oneflow_lite/kernels/kernel.h"
 #include "oneflow_lite/ops/math/math_util.h"
@@ -28,7 +30,8 @@ double SumRow(const T* p, int64_t n) {
 
 // y = sum (or mean) of x over `axis` (empty = all). Walks x once; each inner
 // run either accumulates into one output element (reduced inner axis) or
-// adds a contiguous row (kept inner axis).
+// adds a contiguous row (kept inner axis). Reducing leading axes ([rows,
+// cols] -> [cols], a bias gradient) sums blocks of rows on threads.
 template <typename T, bool kMean>
 class ReduceKernel final : public Kernel {
  public:
@@ -49,11 +52,72 @@ class ReduceKernel final : public Kernel {
     if (kept.elem_count() != y->elem_count()) {
       return ctx->Error("blob shapes disagree: x ", shape, ", y ", y->shape());
     }
-    std::vector<int64_t> out_strides = ContiguousStrides(kept);
-    for (int64_t axis : axes) out_strides[axis] = 0;
     T* out = y->data<T>();
     std::fill_n(out, y->elem_count(), T(0));
     const T* in = x.data<T>();
+    if (IsLeadingPrefix(axes) && kept.elem_count() > 1) {
+      SumLeadingRows(in, out, shape.Count(0, axes.size()), kept.elem_count());
+    } else {
+      SumStrided(in, out, shape, kept, axes);
+    }
+    if (kMean) {
+      const T scale = count > 0 ? T(1) / static_cast<T>(count) : T(0);
+      const int64_t m = y->elem_count();
+      if (count == 0) {
+        std::fill_n(out, m, std::numeric_limits<T>::quiet_NaN());
+      } else {
+        for (int64_t i = 0; i < m; ++i) out[i] *= scale;
+      }
+    }
+    return Status::OK();
+  }
+
+ private:
+  // Whether the reduced axes are 0, 1, ..., k - 1 (x read as [rows, cols],
+  // y as [cols]: a bias gradient).
+  static bool IsLeadingPrefix(const std::vector<int64_t>& axes) {
+    for (size_t i = 0; i < axes.size(); ++i) {
+      if (axes[i] != static_cast<int64_t>(i)) return false;
+    }
+    return !axes.empty();
+  }
+
+  // out[c] = sum over rows of in[r, c]: each fixed block of rows
+  // (FixedBlocks) summed in row order into its own partial row, blocks split
+  // over threads (kernels/cpu/parallel_rows.h), the partials then added in
+  // block order: the same bits for any thread count. One block (up to
+  // kRowsPerBlock rows) sums straight into out.
+  void SumLeadingRows(const T* in, T* out, int64_t rows, int64_t cols) {
+    const FixedBlocks blocks{rows};
+    if (blocks.count() <= 1) {
+      for (int64_t r = 0; r < rows; ++r) AddRow(in + r * cols, out, cols);
+      return;
+    }
+    partials_.assign(blocks.count() * cols, T(0));
+    ParallelRows(blocks.count(), FixedBlocks::kRowsPerBlock * cols,
+                 [&](int64_t first, int64_t last) {
+                   for (int64_t k = first; k < last; ++k) {
+                     T* partial = partials_.data() + k * cols;
+                     for (int64_t r = blocks.begin(k); r < blocks.end(k); ++r) {
+                       AddRow(in + r * cols, partial, cols);
+                     }
+                   }
+                 });
+    for (int64_t k = 0; k < blocks.count(); ++k) AddRow(partials_.data() + k * cols, out, cols);
+  }
+
+  static void AddRow(const T* p, T* o, int64_t n) {
+    if constexpr (std::is_same_v<T, float>) {
+      vec::Active().add_into(p, o, n);
+    } else {
+      for (int64_t i = 0; i < n; ++i) o[i] += p[i];
+    }
+  }
+
+  static void SumStrided(const T* in, T* out, const Shape& shape, const Shape& kept,
+                         const std::vector<int64_t>& axes) {
+    std::vector<int64_t> out_strides = ContiguousStrides(kept);
+    for (int64_t axis : axes) out_strides[axis] = 0;
     StridedLoop loop(shape.dims(), {ContiguousStrides(shape), out_strides});
     const int64_t out_stride = loop.InnerStride(1);
     loop.ForEachRow([&](const int64_t* offsets, int64_t n) {
@@ -71,17 +135,11 @@ class ReduceKernel final : public Kernel {
         for (int64_t i = 0; i < n; ++i) o[i] += p[i];
       }
     });
-    if (kMean) {
-      const T scale = count > 0 ? T(1) / static_cast<T>(count) : T(0);
-      const int64_t m = y->elem_count();
-      if (count == 0) {
-        std::fill_n(out, m, std::numeric_limits<T>::quiet_NaN());
-      } else {
-        for (int64_t i = 0; i < m; ++i) out[i] *= scale;
-      }
-    }
-    return Status::OK();
   }
+
+  // Per block of rows, its partial sums (kept between calls: no allocation
+  // once sized).
+  std::vector<T> partials_;
 };
 
 // y (like's shape) = x broadcast along the listed axes.

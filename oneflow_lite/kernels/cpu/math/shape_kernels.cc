@@ -1,11 +1,15 @@
 // CPU kernels for the layout ops: reshape, reshape_like, flatten (byte
 // copies), transpose, concat, slice and slice_grad. Kernels read extents from
-// the bound blobs, so they run unchanged on split (physical) shapes.
+// the bound blobs, so they run unchanged on split (physical) shapes. The
+// copies and transpose split their work over threads
+// (kernels/cpu/parallel_rows.h); each output element is written once, so
+// results do not depend on the thread count.
 #include <algorithm>
 #include <cstring>
 
 #include "oneflow_lite/kernels/cpu/math/copy_kernel.h"
 #include "oneflow_lite/kernels/cpu/math/strided_loop.h"
+#include "oneflow_lite/kernels/cpu/parallel_rows.h"
 #include "oneflow_lite/kernels/kernel.h"
 #include "oneflow_lite/ops/math/math_util.h"
 
@@ -54,9 +58,7 @@ class TransposeKernel final : public Kernel {
     T* dst = y->data<T>();
     const int64_t stride = loop.InnerStride(1);
     if (stride == 1 || loop.empty() || loop.dims().size() < 2) {
-      loop.ForEachRow([&](const int64_t* offsets, int64_t n) {
-        GatherRow(src + offsets[1], stride, dst + offsets[0], n);
-      });
+      CopyRuns(loop, src, dst);
       return Status::OK();
     }
     TiledTranspose(loop, src, dst);
@@ -65,6 +67,50 @@ class TransposeKernel final : public Kernel {
 
  private:
   static constexpr int64_t kTile = 32;
+
+  // Each output run reads x with one stride: contiguous runs (a perm that
+  // keeps the last axis, e.g. (0, 2, 1, 3) over heads) are block copies.
+  // Runs are split over threads (kernels/cpu/parallel_rows.h).
+  static void CopyRuns(const StridedLoop& loop, const T* src, T* dst) {
+    const int64_t stride = loop.InnerStride(1);
+    const std::vector<int64_t>& dims = loop.dims();
+    if (stride == 1 && dims.size() >= 2) {
+      CopyRunBlocks(loop, src, dst);
+      return;
+    }
+    const int64_t run = dims.empty() ? 1 : dims.back();
+    ParallelRows(loop.RowCount(), run, [&](int64_t first, int64_t last) {
+      loop.ForEachRowIn(first, last, [&](const int64_t* offsets, int64_t n) {
+        GatherRow(src + offsets[1], stride, dst + offsets[0], n);
+      });
+    });
+  }
+
+  // Contiguous runs of n elements, `count` of them along the next outer axis
+  // (x stride in_step, y stride out_step): one block of memcpys per index
+  // of the axes further out.
+  static void CopyRunBlocks(const StridedLoop& loop, const T* src, T* dst) {
+    const std::vector<int64_t>& dims = loop.dims();
+    const size_t rank = dims.size();
+    const int64_t n = dims[rank - 1], count = dims[rank - 2];
+    const int64_t out_step = loop.strides(0)[rank - 2], in_step = loop.strides(1)[rank - 2];
+    const std::vector<int64_t> outer_dims(dims.begin(), dims.end() - 2);
+    const StridedLoop outer(
+        outer_dims, {std::vector<int64_t>(loop.strides(0).begin(), loop.strides(0).end() - 2),
+                     std::vector<int64_t>(loop.strides(1).begin(), loop.strides(1).end() - 2)});
+    const int64_t outer_run = outer.dims().empty() ? 1 : outer.dims().back();
+    ParallelRows(outer.RowCount(), outer_run * count * n, [&](int64_t first, int64_t last) {
+      outer.ForEachRowIn(first, last, [&](const int64_t* offsets, int64_t blocks) {
+        for (int64_t k = 0; k < blocks; ++k) {
+          T* out = dst + offsets[0] + k * outer.InnerStride(0);
+          const T* in = src + offsets[1] + k * outer.InnerStride(1);
+          for (int64_t t = 0; t < count; ++t) {
+            std::memcpy(out + t * out_step, in + t * in_step, n * sizeof(T));
+          }
+        }
+      });
+    });
+  }
 
   // The output's inner axis reads x with a stride; some other axis reads x
   // contiguously. Copy in kTile x kTile tiles over those two axes so that
@@ -79,9 +125,7 @@ class TransposeKernel final : public Kernel {
       if (in_strides[i] == 1) contiguous = i;
     }
     if (contiguous == inner) {  // no axis reads x contiguously: plain strided copy
-      loop.ForEachRow([&](const int64_t* offsets, int64_t n) {
-        GatherRow(src + offsets[1], loop.InnerStride(1), dst + offsets[0], n);
-      });
+      CopyRuns(loop, src, dst);
       return;
     }
     const int64_t rows = dims[contiguous], cols = dims[inner];
@@ -89,23 +133,32 @@ class TransposeKernel final : public Kernel {
     std::vector<int64_t> outer_dims = dims;
     outer_dims[contiguous] = outer_dims[inner] = 1;
     StridedLoop outer(outer_dims, {out_strides, in_strides});
-    outer.ForEachRow([&](const int64_t* offsets, int64_t count) {
-      for (int64_t k = 0; k < count; ++k) {
-        T* out = dst + offsets[0] + k * outer.InnerStride(0);
-        const T* in = src + offsets[1] + k * outer.InnerStride(1);
-        for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
-          const int64_t r1 = std::min(rows, r0 + kTile);
-          for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
-            const int64_t c1 = std::min(cols, c0 + kTile);
-            for (int64_t r = r0; r < r1; ++r) {
-              T* o = out + r * out_row_stride;
-              const T* p = in + r;
-              for (int64_t c = c0; c < c1; ++c) o[c] = p[c * in_col_stride];
-            }
-          }
+    const int64_t outer_run = outer.dims().empty() ? 1 : outer.dims().back();
+    ParallelRows(outer.RowCount(), outer_run * rows * cols, [&](int64_t first, int64_t last) {
+      outer.ForEachRowIn(first, last, [&](const int64_t* offsets, int64_t count) {
+        for (int64_t k = 0; k < count; ++k) {
+          CopyTiles(src + offsets[1] + k * outer.InnerStride(1), in_col_stride,
+                    dst + offsets[0] + k * outer.InnerStride(0), out_row_stride, rows, cols);
+        }
+      });
+    });
+  }
+
+  // out[r * out_row_stride + c] = in[r + c * in_col_stride] for r < rows,
+  // c < cols, tile by tile.
+  static void CopyTiles(const T* in, int64_t in_col_stride, T* out, int64_t out_row_stride,
+                        int64_t rows, int64_t cols) {
+    for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+      const int64_t r1 = std::min(rows, r0 + kTile);
+      for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+        const int64_t c1 = std::min(cols, c0 + kTile);
+        for (int64_t r = r0; r < r1; ++r) {
+          T* o = out + r * out_row_stride;
+          const T* p = in + r;
+          for (int64_t c = c0; c < c1; ++c) o[c] = p[c * in_col_stride];
         }
       }
-    });
+    }
   }
 };
 

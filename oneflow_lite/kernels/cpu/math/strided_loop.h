@@ -39,8 +39,18 @@ class StridedLoop {
   const std::vector<int64_t>& strides(int operand) const { return strides_[operand]; }
   bool empty() const { return empty_; }
 
+  // The innermost runs ForEachRow visits (0 when empty, 1 for rank 0).
+  int64_t RowCount() const;
+
   template <typename RowFn>
-  void ForEachRow(RowFn&& row) const;
+  void ForEachRow(RowFn&& row) const {
+    ForEachRowIn(0, RowCount(), row);
+  }
+
+  // Like ForEachRow, for runs [first, last) of ForEachRow's order only (a
+  // thread's share of the runs: kernels/cpu/parallel_rows.h).
+  template <typename RowFn>
+  void ForEachRowIn(int64_t first, int64_t last, RowFn&& row) const;
 
  private:
   std::vector<int64_t> dims_;                  // merged; last is the inner run
@@ -49,9 +59,16 @@ class StridedLoop {
   bool empty_ = false;
 };
 
+inline int64_t StridedLoop::RowCount() const {
+  if (empty_) return 0;
+  int64_t rows = 1;
+  for (size_t axis = 0; axis + 1 < dims_.size(); ++axis) rows *= dims_[axis];
+  return rows;
+}
+
 template <typename RowFn>
-void StridedLoop::ForEachRow(RowFn&& row) const {
-  if (empty_) return;
+void StridedLoop::ForEachRowIn(int64_t first, int64_t last, RowFn&& row) const {
+  if (empty_ || first >= last) return;
   const int operands = static_cast<int>(strides_.size());
   std::vector<int64_t> offsets(operands, 0);
   const int64_t rank = static_cast<int64_t>(dims_.size());
@@ -60,17 +77,21 @@ void StridedLoop::ForEachRow(RowFn&& row) const {
     return;
   }
   const int64_t inner = dims_[rank - 1];
+  // The outer index of run `first` (row-major over the axes before the last).
   std::vector<int64_t> index(rank - 1, 0);
-  while (true) {
+  for (int64_t axis = rank - 2, rest = first; axis >= 0; --axis) {
+    index[axis] = rest % dims_[axis];
+    rest /= dims_[axis];
+    for (int k = 0; k < operands; ++k) offsets[k] += index[axis] * strides_[k][axis];
+  }
+  for (int64_t run = first; run < last; ++run) {
     row(offsets.data(), inner);
-    int64_t axis = rank - 2;
-    for (; axis >= 0; --axis) {
+    for (int64_t axis = rank - 2; axis >= 0; --axis) {
       for (int k = 0; k < operands; ++k) offsets[k] += strides_[k][axis];
       if (++index[axis] < dims_[axis]) break;
       for (int k = 0; k < operands; ++k) offsets[k] -= strides_[k][axis] * dims_[axis];
       index[axis] = 0;
     }
-    if (axis < 0) return;
   }
 }
 

@@ -5,23 +5,15 @@
 // computed, so a bad label is reported at its first position whatever the
 // thread count.
 //
-// float32 rows run a vectorized softmax written with GCC vector extensions
-// (16 lanes: four SSE2, two AVX2 or one AVX-512 register), compiled for
-// baseline x86-64, AVX2 and AVX-512 and picked at load time
-// (target_clones). Its exp is a Cody-Waite reduction and a degree-6
-// polynomial (relative error below 1.5 ulp over the range used; exp of
-// anything below -87 is 0). BUILD compiles this file without fused
-// multiply-adds and every reduction keeps a fixed lane order, so all three
-// versions give bit-identical results, as the vec library's loops do
-// (kernels/cpu/vec/vec.h). float64 rows use std::exp: they serve the
-// finite-difference gradient checks.
+// float32 rows run a vectorized softmax written with the 16-lane vector
+// extensions of float_lanes.h, compiled for baseline x86-64, AVX2 and
+// AVX-512 and picked at load time (target_clones); all three give the same
+// bits (see float_lanes.h). Exp of anything below -87 is 0. float64 rows use
+// std::exp: they serve the finite-difference gradient checks.
 //
-// Rows are split over the calling thread's OpenMP team sized to the
-// cpu_threads setting (kernels/cpu/cpu_threads.h), as the oneDNN kernels do,
-// once every thread gets at least kMinElementsPerThread elements; smaller
-// calls stay on the stream thread. The result does not depend on the split.
-#include <omp.h>
-
+// Rows are split over threads by ParallelRows (kernels/cpu/parallel_rows.h):
+// with nanoGPT's 768 x 65 logits two threads already pay (53 -> 28 us). The
+// result does not depend on the split.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -29,92 +21,25 @@
 #include <sstream>
 #include <type_traits>
 
-#include "oneflow_lite/kernels/cpu/cpu_threads.h"
 #include "oneflow_lite/kernels/cpu/nn/cpu_nn_util.h"
+#include "oneflow_lite/kernels/cpu/nn/float_lanes.h"
+#include "oneflow_lite/kernels/cpu/parallel_rows.h"
 #include "oneflow_lite/kernels/kernel.h"
 
 namespace oflite {
 namespace nn {
 namespace {
 
-// Below this many elements per thread a row split costs more (the team's
-// fork and join) than it saves: about 15 us of float32 softmax work. With
-// it, nanoGPT's 768 x 65 logits already use two threads (53 -> 28 us).
-constexpr int64_t kMinElementsPerThread = 16 * 1024;
+// ---- float32 rows: vector extensions (float_lanes.h) ----
 
-// Calls fn(begin, end) on contiguous chunks covering [0, rows), on up to
-// cpu_threads threads (see the file comment). Blocks until all are done.
-template <typename Fn>
-void ForRowChunks(int64_t rows, int64_t row_elements, const Fn& fn) {
-  int64_t threads = CpuComputeThreadsSetting();
-  if (threads <= 0) threads = omp_get_max_threads();
-  threads = std::min({threads, rows, rows * row_elements / kMinElementsPerThread});
-  if (threads <= 1) {
-    fn(int64_t{0}, rows);
-    return;
-  }
-  const int team_size = static_cast<int>(threads);
-#pragma omp parallel num_threads(team_size)
-  {
-    const int64_t team = omp_get_num_threads(), t = omp_get_thread_num();
-    fn(rows * t / team, rows * (t + 1) / team);
-  }
-}
-
-// ---- float32 rows: vector extensions ----
-
-constexpr int kLanes = 16;
-typedef float Floats __attribute__((vector_size(kLanes * sizeof(float))));
-typedef int32_t Ints __attribute__((vector_size(kLanes * sizeof(int32_t))));
-typedef uint32_t Bits __attribute__((vector_size(kLanes * sizeof(uint32_t))));
-
-inline Floats Splat(float v) { return Floats{} + v; }
-
-inline Floats Load(const float* p) {
-  Floats v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-inline void Store(float* p, Floats v) { std::memcpy(p, &v, sizeof(v)); }
-
-// exp(x) for x <= 0 (a logit minus the row maximum); 0 below -87 and for
-// -inf, NaN for NaN.
-inline Floats ExpNonPositive(Floats x) {
-  const Floats low = Splat(-87.0f);
-  const Ints underflow = x < low;
-  x = x < low ? low : x;
-  // n = round(x / ln 2) by the 1.5 * 2^23 shifter; r = x - n ln 2 in two parts.
-  const Floats shifter = Splat(12582912.0f);
-  Floats n = x * 1.44269504088896341f + shifter;
-  n = n - shifter;
-  Floats r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  Floats p = Splat(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  // 2^n (n in [-126, 0]) built from its exponent bits.
-  const Bits bits = (reinterpret_cast<Bits>(__builtin_convertvector(n, Ints)) + 127u) << 23;
-  Floats scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  return underflow ? Splat(0.0f) : p * scale;
-}
-
-inline float LaneMax(Floats v) {
-  float m = v[0];
-  for (int l = 1; l < kLanes; ++l) m = v[l] > m ? v[l] : m;
-  return m;
-}
-
-inline float LaneSum(Floats v) {
-  float s = 0.0f;
-  for (int l = 0; l < kLanes; ++l) s += v[l];
-  return s;
-}
+using lanes::ExpNonPositive;
+using lanes::Floats;
+using lanes::kLanes;
+using lanes::LaneMax;
+using lanes::LaneSum;
+using lanes::Load;
+using lanes::Splat;
+using lanes::Store;
 
 // p = softmax(x) over n >= 1 elements; returns the maximum and sets
 // *log_sum = log(sum(exp(x - max))). The last n % 16 elements go through a
@@ -278,7 +203,7 @@ class SparseSoftmaxCrossEntropyKernel final : public Kernel {
     T* prob = ctx->Output("prob")->data<T>();
     T* out = ctx->Output("out")->data<T>();
     const int64_t classes = size.classes;
-    ForRowChunks(size.rows, classes, [&](int64_t begin, int64_t end) {
+    ParallelRows(size.rows, classes, [&](int64_t begin, int64_t end) {
       for (int64_t n = begin; n < end; ++n) {
         const T* row = x + n * classes;
         T log_sum;
@@ -308,7 +233,7 @@ class SparseSoftmaxCrossEntropyGradKernel final : public Kernel {
     const T* dprob = ctx->HasInput("dprob") ? ctx->Input("dprob").data<T>() : nullptr;
     T* dx = ctx->Output("dx")->data<T>();
     const int64_t classes = size.classes;
-    ForRowChunks(size.rows, classes, [&](int64_t begin, int64_t end) {
+    ParallelRows(size.rows, classes, [&](int64_t begin, int64_t end) {
       for (int64_t n = begin; n < end; ++n) {
         const int64_t offset = n * classes;
         XentGradRow(prob + offset, dprob == nullptr ? nullptr : dprob + offset, dy[n],

@@ -1,12 +1,18 @@
 // CPU kernels: softmax, log_softmax, causal_softmax and their grads (sparse
 // softmax cross-entropy: cross_entropy_kernels.cc). All subtract the running
 // maximum before exp.
+//
+// causal_softmax rows are independent: they are split over threads
+// (kernels/cpu/parallel_rows.h), and float32 rows run 16-lane vector code
+// (float_lanes.h) cloned per instruction set, the same bits on each.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "oneflow_lite/kernels/cpu/nn/cpu_nn_util.h"
-#include "oneflow_lite/kernels/cpu/vec/vec.h"
+#include "oneflow_lite/kernels/cpu/nn/float_lanes.h"
+#include "oneflow_lite/kernels/cpu/parallel_rows.h"
 #include "oneflow_lite/kernels/kernel.h"
 
 namespace oflite {
@@ -139,32 +145,112 @@ StatusOr<CausalRows> MakeCausalRows(KernelContext* ctx, const Shape& shape) {
   return l;
 }
 
-// y[0, n) = softmax(scale * x[0, n)); float32 runs the vectorized loop.
+// y[0, n) = softmax(scale * x[0, n)), y[n, keys) = 0.
 template <typename T>
-void ScaledSoftmaxRow(const T* x, T* y, int64_t n, T scale) {
-  T max_value = -std::numeric_limits<T>::infinity();
-  for (int64_t d = 0; d < n; ++d) max_value = std::max(max_value, scale * x[d]);
-  T sum = 0;
-  for (int64_t d = 0; d < n; ++d) sum += (y[d] = std::exp(scale * x[d] - max_value));
-  const T inverse = T(1) / sum;
-  for (int64_t d = 0; d < n; ++d) y[d] *= inverse;
-}
-template <>
-void ScaledSoftmaxRow<float>(const float* x, float* y, int64_t n, float scale) {
-  vec::Active().softmax_row(x, y, n, scale);
+void CausalSoftmaxRow(const T* x, T* y, int64_t n, int64_t keys, T scale) {
+  if (n > 0) {
+    T max_value = -std::numeric_limits<T>::infinity();
+    for (int64_t d = 0; d < n; ++d) max_value = std::max(max_value, scale * x[d]);
+    T sum = 0;
+    for (int64_t d = 0; d < n; ++d) sum += (y[d] = std::exp(scale * x[d] - max_value));
+    const T inverse = T(1) / sum;
+    for (int64_t d = 0; d < n; ++d) y[d] *= inverse;
+  }
+  std::fill(y + n, y + keys, T(0));
 }
 
-// dx[0, n) = scale * y * (dy - sum(dy * y)).
+// float32: 16-lane blocks (float_lanes.h). The last n % 16 values form one
+// more block, padded with -inf (no effect on the maximum, exp 0 in the
+// sum); it is read (and written, with zeros past n) as a whole block when
+// the row has 16 values there, as rows of a causal mask mostly do.
+__attribute__((target_clones("default", "avx2", "avx512f"))) void CausalSoftmaxRowFloat(
+    const float* __restrict x, float* __restrict y, int64_t n, int64_t keys, float scale) {
+  using namespace lanes;  // NOLINT
+  const int64_t full = n / kLanes * kLanes, rest = n - full;
+  const bool whole_tail = full + kLanes <= keys;
+  const Floats minus_inf = Splat(-std::numeric_limits<float>::infinity());
+  Floats tail = minus_inf;
+  if (rest > 0) {
+    const Floats v = whole_tail ? Load(x + full) : LoadPartial(x + full, rest, 0.0f);
+    tail = FirstLanes(rest) ? v * scale : minus_inf;
+  }
+  Floats m = tail;
+  for (int64_t i = 0; i < full; i += kLanes) {
+    const Floats v = Load(x + i) * scale;
+    m = v > m ? v : m;
+  }
+  const Floats shift = Splat(LaneMax(m));
+  Floats sums = Splat(0.0f);
+  if (rest > 0) sums = tail = ExpNonPositive(tail - shift);  // 0 in the padding
+  for (int64_t i = 0; i < full; i += kLanes) {
+    const Floats e = ExpNonPositive(Load(x + i) * scale - shift);
+    Store(y + i, e);
+    sums += e;
+  }
+  const Floats inverse = Splat(1.0f / LaneSum(sums));
+  for (int64_t i = 0; i < full; i += kLanes) Store(y + i, Load(y + i) * inverse);
+  int64_t zeros_from = n;
+  if (rest > 0 && whole_tail) {
+    Store(y + full, tail * inverse);
+    zeros_from = full + kLanes;
+  } else if (rest > 0) {
+    StorePartial(y + full, tail * inverse, rest);
+  }
+  if (keys > zeros_from) std::memset(y + zeros_from, 0, (keys - zeros_from) * sizeof(float));
+}
+
+template <>
+void CausalSoftmaxRow<float>(const float* x, float* y, int64_t n, int64_t keys, float scale) {
+  CausalSoftmaxRowFloat(x, y, n, keys, scale);
+}
+
+// dx[0, n) = scale * y * (dy - sum(dy * y)), dx[n, keys) = 0.
 template <typename T>
-void ScaledSoftmaxGradRow(const T* dy, const T* y, T* dx, int64_t n, T scale) {
+void CausalSoftmaxGradRow(const T* dy, const T* y, T* dx, int64_t n, int64_t keys, T scale) {
   T dot = 0;
   for (int64_t d = 0; d < n; ++d) dot += dy[d] * y[d];
   for (int64_t d = 0; d < n; ++d) dx[d] = scale * y[d] * (dy[d] - dot);
+  std::fill(dx + n, dx + keys, T(0));
 }
+
+// float32: as CausalSoftmaxRowFloat, the tail block padded with zeros.
+__attribute__((target_clones("default", "avx2", "avx512f"))) void CausalSoftmaxGradRowFloat(
+    const float* __restrict dy, const float* __restrict y, float* __restrict dx, int64_t n,
+    int64_t keys, float scale) {
+  using namespace lanes;  // NOLINT
+  const int64_t full = n / kLanes * kLanes, rest = n - full;
+  const bool whole_tail = full + kLanes <= keys;
+  Floats dy_tail = Splat(0.0f), y_tail = Splat(0.0f);
+  if (rest > 0 && whole_tail) {
+    dy_tail = LoadMasked(dy + full, rest, 0.0f);
+    y_tail = LoadMasked(y + full, rest, 0.0f);
+  } else if (rest > 0) {
+    dy_tail = LoadPartial(dy + full, rest, 0.0f);
+    y_tail = LoadPartial(y + full, rest, 0.0f);
+  }
+  Floats dots = dy_tail * y_tail;
+  for (int64_t i = 0; i < full; i += kLanes) dots += Load(dy + i) * Load(y + i);
+  const Floats dot = Splat(LaneSum(dots));
+  for (int64_t i = 0; i < full; i += kLanes) {
+    Store(dx + i, scale * Load(y + i) * (Load(dy + i) - dot));
+  }
+  int64_t zeros_from = n;
+  if (rest > 0) {
+    const Floats tail = FirstLanes(rest) ? scale * y_tail * (dy_tail - dot) : Splat(0.0f);
+    if (whole_tail) {
+      Store(dx + full, tail);
+      zeros_from = full + kLanes;
+    } else {
+      StorePartial(dx + full, tail, rest);
+    }
+  }
+  if (keys > zeros_from) std::memset(dx + zeros_from, 0, (keys - zeros_from) * sizeof(float));
+}
+
 template <>
-void ScaledSoftmaxGradRow<float>(const float* dy, const float* y, float* dx, int64_t n,
-                                 float scale) {
-  vec::Active().softmax_grad_row(dy, y, dx, n, scale);
+void CausalSoftmaxGradRow<float>(const float* dy, const float* y, float* dx, int64_t n,
+                                 int64_t keys, float scale) {
+  CausalSoftmaxGradRowFloat(dy, y, dx, n, keys, scale);
 }
 
 class CausalKernel : public Kernel {
@@ -189,12 +275,13 @@ class CausalSoftmaxKernel final : public CausalKernel {
     ASSIGN_OR_RETURN(CausalRows l, MakeCausalRows(ctx, x.shape()));
     const T* in = x.data<T>();
     T* out = y->data<T>();
-    for (int64_t r = 0; r < l.rows; ++r) {
-      const int64_t visible = l.Visible(r);
-      T* row = out + r * l.keys;
-      if (visible > 0) ScaledSoftmaxRow<T>(in + r * l.keys, row, visible, static_cast<T>(scale_));
-      std::fill(row + visible, row + l.keys, T(0));
-    }
+    const T scale = static_cast<T>(scale_);
+    ParallelRows(l.rows, l.keys, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t offset = r * l.keys;
+        CausalSoftmaxRow<T>(in + offset, out + offset, l.Visible(r), l.keys, scale);
+      }
+    });
     return Status::OK();
   }
 };
@@ -214,11 +301,13 @@ class CausalSoftmaxGradKernel final : public CausalKernel {
     const T* dy = dy_blob.data<T>();
     const T* y = y_blob.data<T>();
     T* dx = dx_blob->data<T>();
-    for (int64_t r = 0; r < l.rows; ++r) {
-      const int64_t visible = l.Visible(r), base = r * l.keys;
-      ScaledSoftmaxGradRow<T>(dy + base, y + base, dx + base, visible, static_cast<T>(scale_));
-      std::fill(dx + base + visible, dx + base + l.keys, T(0));
-    }
+    const T scale = static_cast<T>(scale_);
+    ParallelRows(l.rows, l.keys, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t offset = r * l.keys;
+        CausalSoftmaxGradRow<T>(dy + offset, y + offset, dx + offset, l.Visible(r), l.keys, scale);
+      }
+    });
     return Status::OK();
   }
 };
