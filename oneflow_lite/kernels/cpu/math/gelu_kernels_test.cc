@@ -1,12 +1,15 @@
 // gelu and gelu_grad with approximate "none" (erf) and "tanh": values
 // against the formulas in float32 and float64 at sizes 0, 1 and odd (float32
-// runs the vectorized loop), the grad op against the derivative,
+// runs the vectorized loops), the grad op against the derivative, the
+// float32 erf form's tails, the same bits on any thread count,
 // finite-difference checks of the rule (which keeps `approximate`), the
 // unknown value rejected naming the op, and the SBP signatures.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
+#include "oneflow_lite/kernels/cpu/cpu_threads.h"
 #include "oneflow_lite/kernels/cpu/testing/math_kernel_checks.h"
 #include "oneflow_lite/testing/sbp_checker.h"
 
@@ -100,6 +103,58 @@ TEST(GeluTest, TanhFormTailsInFloat32) {
     EXPECT_NEAR(got_dx[i], x > 10 ? 1.0 : (x < -10 ? 0.0 : GeluDerivative(x, true)), 1e-6)
         << "x = " << x;
   }
+}
+
+// The float32 erf form (a polynomial normal CDF) near exact points and in
+// the far tails: gelu(0) = 0, x for large positive x, 0 for large negative
+// x, and no NaN or inf.
+TEST(GeluTest, ErfFormTailsInFloat32) {
+  const std::vector<float> values = {0.0f,   -0.0f,  1e-20f,  -1e-20f, 20.0f,  -20.0f,
+                                     100.0f, -100.0f, 3e4f,   -3e4f,   5.5f,   -5.5f};
+  const int64_t n = static_cast<int64_t>(values.size());
+  TensorMap env;
+  env.emplace("x", HostTensor::FromVector<float>(Shape({n}), values));
+  env.emplace("dy", HostTensor::FromVector<float>(Shape({n}), std::vector<float>(n, 1.0f)));
+  auto y = RunSingle(GeluOp("none"), &env, "g/y_0");
+  auto dx = RunSingle(GeluGradOp("none"), &env, "gg/dx_0");
+  ASSERT_TRUE(y.ok() && dx.ok()) << y.status() << dx.status();
+  const std::vector<double> got_y = ToDoubles(*y), got_dx = ToDoubles(*dx);
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = values[i];
+    EXPECT_NEAR(got_y[i], Gelu(x, false), 1e-7 * (1 + std::fabs(x))) << "x = " << x;
+    EXPECT_NEAR(got_dx[i], GeluDerivative(x, false), 1e-6) << "x = " << x;
+  }
+}
+
+// Both forms split their elements over threads: the same bits on 1, 2 and
+// 3 threads, at the GPT's MLP size and at an odd one.
+TEST(GeluTest, SameBitsOnAnyThreadCount) {
+  const int before = CpuComputeThreadsSetting();
+  for (const std::string approximate : {"none", "tanh"}) {
+    for (DataType dtype : {DT_FLOAT, DT_DOUBLE}) {
+      for (const Shape& shape : {Shape({768, 512}), Shape({129, 257})}) {
+        TensorMap env;
+        env.emplace("x", RandomTensor(TensorDesc(shape, dtype), 8, -6, 6));
+        env.emplace("dy", RandomTensor(TensorDesc(shape, dtype), 9));
+        std::vector<HostTensor> ys, dxs;
+        for (int threads : {1, 2, 3}) {
+          SetCpuComputeThreads(threads);
+          auto y = RunSingle(GeluOp(approximate), &env, "g/y_0");
+          auto dx = RunSingle(GeluGradOp(approximate), &env, "gg/dx_0");
+          ASSERT_TRUE(y.ok() && dx.ok()) << y.status() << dx.status();
+          ys.push_back(std::move(*y));
+          dxs.push_back(std::move(*dx));
+        }
+        for (size_t run = 1; run < ys.size(); ++run) {
+          EXPECT_EQ(std::memcmp(ys[run].raw(), ys[0].raw(), ys[0].ByteSize()), 0)
+              << approximate << " " << DataTypeName(dtype) << shape << " run " << run;
+          EXPECT_EQ(std::memcmp(dxs[run].raw(), dxs[0].raw(), dxs[0].ByteSize()), 0)
+              << approximate << " grad " << DataTypeName(dtype) << shape << " run " << run;
+        }
+      }
+    }
+  }
+  SetCpuComputeThreads(before > 0 ? before : 1);
 }
 
 TEST(GeluTest, GradientsMatchFiniteDifferences) {

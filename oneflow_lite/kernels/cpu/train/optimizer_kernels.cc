@@ -9,13 +9,24 @@
 //             t = iteration + 1;  m^ = m / (1 - beta1^t);  v^ = v / (1 - beta2^t)
 //             model -= lr * (m^ / (sqrt(v^) + epsilon) + [AdamW] weight_decay * model)
 // The float32 loops run the vectorized, ISA-dispatched versions
-// (kernels/cpu/vec/vec.h, tested against these plain loops).
+// (kernels/cpu/vec/vec.h, tested against these plain loops). Elements are
+// split over the cpu_threads OpenMP team (ParallelElements,
+// kernels/cpu/parallel_rows.h); each is updated on its own, so the result
+// does not depend on the thread count.
+//
+// clip_scale sums the squares of its inputs over fixed blocks of
+// kNormBlock elements (a block never spans two inputs), the blocks spread
+// over the team, each block vectorized (16 partial sums in double, every
+// square exact), and adds the block sums in input order: the same bits on
+// any thread count and instruction set.
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
 #include <string>
 #include <type_traits>
+#include <vector>
 
+#include "oneflow_lite/kernels/cpu/parallel_rows.h"
 #include "oneflow_lite/kernels/cpu/vec/vec.h"
 #include "oneflow_lite/kernels/kernel.h"
 #include "oneflow_lite/ops/train/lr_schedule.h"
@@ -72,14 +83,16 @@ class SgdUpdateKernel final : public UpdateKernelBase<T> {
     Blob* model_blob = ctx->MutableInput("model");
     T* model = model_blob->data<T>();
     const T* diff = ctx->Input("model_diff").data<T>();
-    if constexpr (std::is_same_v<T, float>) {
-      vec::Active().sgd(model, diff, model_blob->elem_count(), scale, lr, decay);
-      return Status::OK();
-    }
-    for (int64_t i = 0; i < model_blob->elem_count(); ++i) {
-      const T grad = scale * diff[i] + decay * model[i];
-      model[i] -= lr * grad;
-    }
+    ParallelElements(model_blob->elem_count(), [&](int64_t begin, int64_t end) {
+      if constexpr (std::is_same_v<T, float>) {
+        vec::Active().sgd(model + begin, diff + begin, end - begin, scale, lr, decay);
+      } else {
+        for (int64_t i = begin; i < end; ++i) {
+          const T grad = scale * diff[i] + decay * model[i];
+          model[i] -= lr * grad;
+        }
+      }
+    });
     return Status::OK();
   }
 };
@@ -97,16 +110,18 @@ class MomentumUpdateKernel final : public UpdateKernelBase<T> {
     T* model = model_blob->data<T>();
     T* momentum = ctx->MutableInput("momentum")->data<T>();
     const T* diff = ctx->Input("model_diff").data<T>();
-    if constexpr (std::is_same_v<T, float>) {
-      vec::Active().momentum(model, momentum, diff, model_blob->elem_count(), scale, lr, decay,
-                             beta);
-      return Status::OK();
-    }
-    for (int64_t i = 0; i < model_blob->elem_count(); ++i) {
-      const T grad = scale * diff[i] + decay * model[i];
-      momentum[i] = beta * momentum[i] + grad;
-      model[i] -= lr * momentum[i];
-    }
+    ParallelElements(model_blob->elem_count(), [&](int64_t begin, int64_t end) {
+      if constexpr (std::is_same_v<T, float>) {
+        vec::Active().momentum(model + begin, momentum + begin, diff + begin, end - begin, scale,
+                               lr, decay, beta);
+      } else {
+        for (int64_t i = begin; i < end; ++i) {
+          const T grad = scale * diff[i] + decay * model[i];
+          momentum[i] = beta * momentum[i] + grad;
+          model[i] -= lr * momentum[i];
+        }
+      }
+    });
     return Status::OK();
   }
 };
@@ -132,25 +147,54 @@ class AdamUpdateKernel final : public UpdateKernelBase<T> {
     T* m = ctx->MutableInput("m")->data<T>();
     T* v = ctx->MutableInput("v")->data<T>();
     const T* diff = ctx->Input("model_diff").data<T>();
-    if constexpr (std::is_same_v<T, float>) {
-      vec::Active().adam(model, m, v, diff, model_blob->elem_count(), scale, lr, beta1, beta2,
-                         epsilon, correction1, correction2, coupled_decay, decoupled_decay);
-      return Status::OK();
-    }
-    for (int64_t i = 0; i < model_blob->elem_count(); ++i) {
-      const T grad = scale * diff[i] + coupled_decay * model[i];
-      m[i] = beta1 * m[i] + (T(1) - beta1) * grad;
-      v[i] = beta2 * v[i] + (T(1) - beta2) * grad * grad;
-      const T m_hat = m[i] / correction1;
-      const T v_hat = v[i] / correction2;
-      model[i] -= lr * (m_hat / (std::sqrt(v_hat) + epsilon) + decoupled_decay * model[i]);
-    }
+    ParallelElements(model_blob->elem_count(), [&](int64_t begin, int64_t end) {
+      if constexpr (std::is_same_v<T, float>) {
+        vec::Active().adam(model + begin, m + begin, v + begin, diff + begin, end - begin, scale,
+                           lr, beta1, beta2, epsilon, correction1, correction2, coupled_decay,
+                           decoupled_decay);
+      } else {
+        for (int64_t i = begin; i < end; ++i) {
+          const T grad = scale * diff[i] + coupled_decay * model[i];
+          m[i] = beta1 * m[i] + (T(1) - beta1) * grad;
+          v[i] = beta2 * v[i] + (T(1) - beta2) * grad * grad;
+          const T m_hat = m[i] / correction1;
+          const T v_hat = v[i] / correction2;
+          model[i] -= lr * (m_hat / (std::sqrt(v_hat) + epsilon) + decoupled_decay * model[i]);
+        }
+      }
+    });
     return Status::OK();
   }
 };
 
+// Elements per block of clip_scale's sum (see the file comment): about 2 us
+// of work, and few enough blocks that adding their sums costs nothing.
+constexpr int64_t kNormBlock = 4096;
+
+// sum(x[i]^2) over [0, n) in double. float32: the vec loop (16 lanes);
+// float64: the same lanes here.
+template <typename T>
+double SumOfSquares(const T* x, int64_t n) {
+  constexpr int kLanes = 16;
+  double lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int k = 0; k < kLanes; ++k) lanes[k] += static_cast<double>(x[i + k]) * x[i + k];
+  }
+  for (int k = 0; i + k < n; ++k) lanes[k] += static_cast<double>(x[i + k]) * x[i + k];
+  for (int width = kLanes / 2; width >= 1; width /= 2) {
+    for (int k = 0; k < width; ++k) lanes[k] += lanes[k + width];
+  }
+  return lanes[0];
+}
+template <>
+double SumOfSquares<float>(const float* x, int64_t n) {
+  return vec::Active().sum_of_squares(x, n);
+}
+
 // out = min(1, max_norm / (global_norm + 1e-6)), the norm over every input
-// accumulated in double. A non-finite norm is an error (training diverged).
+// accumulated in double. A non-finite norm is an error (training diverged)
+// naming the first input after which the running sum is not finite.
 template <typename T>
 class ClipScaleKernel final : public Kernel {
  public:
@@ -163,13 +207,30 @@ class ClipScaleKernel final : public Kernel {
   }
 
   Status Forward(KernelContext* ctx) override {
-    double sum_of_squares = 0.0;
-    for (int k = 0; k < ctx->InputCount("in"); ++k) {
+    // The blocks of this call's inputs; the vectors keep their capacity, so
+    // steady-state iterations allocate nothing.
+    const int inputs = ctx->InputCount("in");
+    data_.resize(inputs);
+    blocks_.clear();
+    for (int k = 0; k < inputs; ++k) {
       const Blob& in = ctx->Input("in", k);
-      const T* data = in.data<T>();
-      for (int64_t i = 0; i < in.elem_count(); ++i) {
-        sum_of_squares += static_cast<double>(data[i]) * static_cast<double>(data[i]);
+      data_[k] = in.data<T>();
+      for (int64_t begin = 0; begin < in.elem_count(); begin += kNormBlock) {
+        blocks_.push_back({k, begin, std::min(in.elem_count(), begin + kNormBlock)});
       }
+    }
+    sums_.resize(blocks_.size());
+    const int64_t block_count = static_cast<int64_t>(blocks_.size());
+    ParallelRows(block_count, kNormBlock, [&](int64_t first, int64_t last) {
+      for (int64_t b = first; b < last; ++b) {
+        const Block& block = blocks_[b];
+        sums_[b] = SumOfSquares<T>(data_[block.input] + block.begin, block.end - block.begin);
+      }
+    });
+    double sum_of_squares = 0.0;
+    int64_t b = 0;
+    for (int k = 0; k < inputs; ++k) {
+      for (; b < block_count && blocks_[b].input == k; ++b) sum_of_squares += sums_[b];
       if (!std::isfinite(sum_of_squares)) {
         return ctx->Error("gradient global norm is not finite (input in[", k, "])");
       }
@@ -180,7 +241,15 @@ class ClipScaleKernel final : public Kernel {
   }
 
  private:
+  struct Block {
+    int input;
+    int64_t begin, end;
+  };
+
   double max_norm_ = 1.0;
+  std::vector<const T*> data_;
+  std::vector<Block> blocks_;
+  std::vector<double> sums_;
 };
 
 REGISTER_KERNEL("sgd_update", DEVICE_CPU, DT_FLOAT, SgdUpdateKernel<float>);

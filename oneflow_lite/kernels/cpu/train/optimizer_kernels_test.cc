@@ -1,10 +1,14 @@
-// Update kernels against hand-computed values over several steps.
+// Update kernels against hand-computed values over several steps; the
+// threaded kernels (adam, clip_scale) give the same bits on any thread count.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "oneflow_lite/kernels/cpu/cpu_threads.h"
 #include "oneflow_lite/ops/op_builder.h"
 #include "oneflow_lite/testing/op_runner.h"
 
@@ -221,6 +225,102 @@ TEST(ClipScaleTest, NonFiniteNormIsAnErrorNamingTheInput) {
   StatusOr<TensorMap> out = RunOp(ClipScale(2, 1.0), &env);
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().message().find("in[1]"), std::string::npos) << out.status();
+}
+
+// Random values in [-1, 1) as a float or double tensor.
+HostTensor RandomTensor(int64_t n, DataType dtype, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::vector<double> values(n);
+  for (double& v : values) v = dist(rng);
+  if (dtype == DT_FLOAT) {
+    return HostTensor::FromVector<float>(Shape{n}, std::vector<float>(values.begin(), values.end()));
+  }
+  return HostTensor::FromVector<double>(Shape{n}, values);
+}
+
+std::vector<double> Doubles(const HostTensor& t) {
+  if (t.desc().dtype == DT_DOUBLE) return t.ToVector<double>();
+  const std::vector<float> values = t.ToVector<float>();
+  return std::vector<double>(values.begin(), values.end());
+}
+
+// Inputs of GPT-like sizes (blocks of 4096 elements, partial last blocks,
+// an empty input) over 1, 2 and 3 threads: the same bits, and the norm of a
+// long double sum.
+TEST(ClipScaleTest, BlockedSumIsTheSameOnAnyThreadCountAndExact) {
+  const std::vector<int64_t> sizes = {65536, 128, 0, 49152, 1, 4097, 16385, 4095};
+  const int before = CpuComputeThreadsSetting();
+  for (DataType dtype : {DT_FLOAT, DT_DOUBLE}) {
+    TensorMap env;
+    long double sum = 0;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      env["g" + std::to_string(k)] = RandomTensor(sizes[k], dtype, 30 + k);
+      for (double v : Doubles(env.at("g" + std::to_string(k)))) {
+        sum += static_cast<long double>(v) * v;
+      }
+    }
+    const double want = 1.0 / (std::sqrt(static_cast<double>(sum)) + 1e-6);
+    std::vector<double> got;
+    for (int threads : {1, 2, 3}) {
+      SetCpuComputeThreads(threads);
+      StatusOr<TensorMap> out = RunOp(ClipScale(static_cast<int>(sizes.size()), 1.0), &env);
+      ASSERT_TRUE(out.ok()) << out.status();
+      got.push_back(Doubles(out->at("clip/out_0"))[0]);
+    }
+    EXPECT_EQ(got[1], got[0]) << DataTypeName(dtype);
+    EXPECT_EQ(got[2], got[0]) << DataTypeName(dtype);
+    EXPECT_NEAR(got[0], want, (dtype == DT_FLOAT ? 1e-7 : 1e-14) * want) << DataTypeName(dtype);
+  }
+  SetCpuComputeThreads(before > 0 ? before : 1);
+}
+
+TEST(ClipScaleTest, NonFiniteValueDeepInAnInputNamesThatInput) {
+  for (DataType dtype : {DT_FLOAT, DT_DOUBLE}) {
+    TensorMap env;
+    env["g0"] = RandomTensor(9000, dtype, 40);
+    env["g1"] = RandomTensor(20000, dtype, 41);
+    env["g2"] = RandomTensor(10, dtype, 42);
+    std::vector<double> values = Doubles(env.at("g1"));
+    values[12345] = std::numeric_limits<double>::infinity();
+    env["g1"] = dtype == DT_FLOAT
+                    ? HostTensor::FromVector<float>(
+                          Shape{20000}, std::vector<float>(values.begin(), values.end()))
+                    : HostTensor::FromVector<double>(Shape{20000}, values);
+    StatusOr<TensorMap> out = RunOp(ClipScale(3, 1.0), &env);
+    ASSERT_FALSE(out.ok());
+    EXPECT_NE(out.status().message().find("in[1]"), std::string::npos) << out.status();
+  }
+}
+
+// Adam over the GPT's largest weights and an odd size on 1, 2 and 3
+// threads: the same model and moments, bit for bit.
+TEST(AdamUpdateTest, SameBitsOnAnyThreadCount) {
+  const int before = CpuComputeThreadsSetting();
+  for (int64_t n : {int64_t{65536}, int64_t{70001}}) {
+    std::vector<TensorMap> results;
+    for (int threads : {1, 2, 3}) {
+      SetCpuComputeThreads(threads);
+      TensorMap env;
+      env["w"] = RandomTensor(n, DT_FLOAT, 50);
+      env["m"] = HostTensor(TensorDesc(Shape{n}, DT_FLOAT));
+      env["v"] = HostTensor(TensorDesc(Shape{n}, DT_FLOAT));
+      for (int64_t step = 0; step < 2; ++step) {
+        env["g"] = RandomTensor(n, DT_FLOAT, 60 + step);
+        RunOpOptions options;
+        options.iteration = step;
+        ASSERT_TRUE(RunOp(Adam(0.01, true), &env, options).ok());
+      }
+      results.push_back(std::move(env));
+    }
+    for (size_t run = 1; run < results.size(); ++run) {
+      for (const char* lbn : {"w", "m", "v"}) {
+        EXPECT_EQ(results[run].at(lbn).ToVector<float>(), results[0].at(lbn).ToVector<float>())
+            << lbn << " n=" << n << " run " << run;
+      }
+    }
+  }
+  SetCpuComputeThreads(before > 0 ? before : 1);
 }
 
 }  // namespace

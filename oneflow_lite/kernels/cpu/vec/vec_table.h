@@ -51,6 +51,21 @@ struct Table {
   void (*softmax_row)(const float* x, float* y, int64_t n, float scale);
   // dx[0, n) = scale * y * (dy - sum(dy * y)), the sum as in softmax_row.
   void (*softmax_grad_row)(const float* dy, const float* y, float* dx, int64_t n, float scale);
+  // GELU, erf form: y = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2 the
+  // standard normal CDF, by a branch-free approximation (NormalCdf in
+  // vec_impl.inc, the same bits on every table): Phi within 8e-8 absolute
+  // of the exact value (so erf within 1.6e-7); in the left tail relative
+  // error below 2e-6 down to x = -6 and 6e-6 down to -12.6, 0 below.
+  void (*gelu_erf)(const float* x, float* y, int64_t n);
+  // dx = dy * (Phi(x) + x phi(x)), phi the normal density (its exp is a
+  // polynomial too, relative error about 1e-7 plus the rounding of x^2 / 2).
+  void (*gelu_erf_grad)(const float* dy, const float* x, float* dx, int64_t n);
+  // y = Phi(x), the function gelu_erf uses (NaN stays NaN).
+  void (*normal_cdf)(const float* x, float* y, int64_t n);
+  // sum(x[i]^2) over [0, n): each square is exact in double; 16 double
+  // partial sums combined pairwise in a fixed order (the same bits on every
+  // table; the order differs from a plain sequential loop).
+  double (*sum_of_squares)(const float* x, int64_t n);
 };
 
 }  // namespace vec

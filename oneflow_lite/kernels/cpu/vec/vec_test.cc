@@ -2,6 +2,9 @@
 // sizes that exercise empty input, the scalar tail and several vector widths.
 // Tolerance: none. Every table must be bit-identical to the scalar loops
 // (float32, no fused multiply-add: vec.h), also for the optimizer updates.
+// The loops with polynomial approximations (exp, the normal CDF) have no
+// scalar twin: each table must give the baseline table's bits and stay
+// within stated bounds of a double-precision reference.
 #include "oneflow_lite/kernels/cpu/vec/vec.h"
 
 #include <cmath>
@@ -210,6 +213,81 @@ TEST_P(VecTest, SoftmaxRowsMatchBaselineBitsAndTheFormula) {
     for (int64_t i = 0; i < n; ++i) dot += double(dy[i]) * y[i];
     for (int64_t i = 0; i < n; ++i) want_dx[i] = scale * double(y[i]) * (dy[i] - dot);
     ExpectNear(dx, want_dx, Name("softmax_grad_row", n));
+  }
+}
+
+double ExactNormalCdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
+
+// Phi against double erfc every 1e-4 over [-14, 14] and at the special
+// points: absolute error at most 8e-8 (erf's at most 1.6e-7), and relative
+// error in the left tail, where 1 + erf would have cancelled.
+TEST_P(VecTest, NormalCdfIsCloseToErfOverADenseRangeAndInTheTails) {
+  const Table& baseline = *SupportedTables().front();
+  std::vector<float> x;
+  for (int64_t k = -140000; k <= 140000; ++k) x.push_back(static_cast<float>(k * 1e-4));
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<float> y(n), base_y(n);
+  table().normal_cdf(x.data(), y.data(), n);
+  baseline.normal_cdf(x.data(), base_y.data(), n);
+  ExpectSame(y, base_y, Name("normal_cdf vs baseline", n));
+  for (int64_t i = 0; i < n; ++i) {
+    const double want = ExactNormalCdf(x[i]);
+    ASSERT_NEAR(y[i], want, 8e-8) << Name("normal_cdf", n) << " at x = " << x[i];
+    if (x[i] < -1.0f && x[i] > -12.6f) {
+      const double relative = x[i] > -6.0f ? 2e-6 : 6e-6;
+      ASSERT_NEAR(y[i], want, relative * want) << Name("normal_cdf tail", n) << " at x = " << x[i];
+    }
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> special = {0.0f, -0.0f, inf, -inf, 40.0f, -40.0f, 1e-30f, -1e-30f};
+  const std::vector<float> want = {0.5f, 0.5f, 1.0f, 0.0f, 1.0f, 0.0f, 0.5f, 0.5f};
+  std::vector<float> got(special.size());
+  table().normal_cdf(special.data(), got.data(), special.size());
+  ExpectSame(got, want, Name("normal_cdf special points", special.size()));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  table().normal_cdf(&nan, got.data(), 1);
+  EXPECT_TRUE(std::isnan(got[0])) << Name("normal_cdf NaN", 1);
+}
+
+TEST_P(VecTest, GeluErfMatchesBaselineBitsAndTheFormula) {
+  const Table& baseline = *SupportedTables().front();
+  for (int64_t n : kSizes) {
+    std::vector<float> x = Random(n, 25, -12.0f, 12.0f), dy = Random(n, 26);
+    if (n > 4) x[3] = 0.0f;
+    std::vector<float> y(n), dx(n), base_y(n), base_dx(n), phi(n);
+    std::vector<double> want_y(n), want_dx(n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = x[i], cdf = ExactNormalCdf(v);
+      want_y[i] = v * cdf;
+      want_dx[i] = dy[i] * (cdf + v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI));
+    }
+    table().gelu_erf(x.data(), y.data(), n);
+    table().gelu_erf_grad(dy.data(), x.data(), dx.data(), n);
+    baseline.gelu_erf(x.data(), base_y.data(), n);
+    baseline.gelu_erf_grad(dy.data(), x.data(), base_dx.data(), n);
+    ExpectSame(y, base_y, Name("gelu_erf vs baseline", n));
+    ExpectSame(dx, base_dx, Name("gelu_erf_grad vs baseline", n));
+    ExpectNear(y, want_y, Name("gelu_erf", n));
+    ExpectNear(dx, want_dx, Name("gelu_erf_grad", n));
+    // gelu_erf is x times normal_cdf, bit for bit.
+    table().normal_cdf(x.data(), phi.data(), n);
+    for (int64_t i = 0; i < n; ++i) phi[i] = x[i] * phi[i];
+    ExpectSame(y, phi, Name("gelu_erf vs x * normal_cdf", n));
+  }
+}
+
+// The sum against a long double one (each square is exact in double, so
+// only the additions round), and the same bits on every table.
+TEST_P(VecTest, SumOfSquaresMatchesBaselineBitsAndALongDoubleSum) {
+  const Table& baseline = *SupportedTables().front();
+  for (int64_t n : kSizes) {
+    const std::vector<float> x = Random(n, 27, -3.0f, 3.0f);
+    long double want = 0;
+    for (float v : x) want += static_cast<long double>(v) * v;
+    const double got = table().sum_of_squares(x.data(), n);
+    EXPECT_EQ(got, baseline.sum_of_squares(x.data(), n)) << Name("sum_of_squares", n);
+    EXPECT_NEAR(got, static_cast<double>(want), 1e-15 * static_cast<double>(want))
+        << Name("sum_of_squares", n);
   }
 }
 
