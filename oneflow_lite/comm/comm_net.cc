@@ -1,5 +1,9 @@
 #include "oneflow_lite/comm/comm_net.h"
 
+#include <memory>
+#include <mutex>
+#include <thread>
+
 #include "oneflow_lite/comm/control/connect.h"
 #include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/comm/tcp/tcp_transport.h"
@@ -13,7 +17,31 @@ CommNet::~CommNet() {
   server_.reset();
 }
 
-StatusOr<std::unique_ptr<CommNet>> CommNet::Start(const CommNetOptions& options) {
+namespace {
+
+// The first peer whose connection failed while the transport was coming up.
+struct FirstPeerError {
+  std::mutex mutex;
+  int peer = -1;
+  int Get() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return peer;
+  }
+};
+
+// How long a failed join waits for the transport to report the peer behind
+// it (e.g. a barrier failed because a rank died after connecting).
+constexpr std::chrono::milliseconds kCulpritGrace{1000};
+// Between a control client's heartbeats (control_client.h).
+constexpr std::chrono::milliseconds kHeartbeatInterval{1000};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<CommNet>> CommNet::Start(const CommNetOptions& options,
+                                                  int* failed_peer) {
+  int ignored = -1;
+  if (failed_peer == nullptr) failed_peer = &ignored;
+  *failed_peer = -1;
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
     return InvalidArgumentError("rank ", options.rank, " outside a world of ",
                                 options.world_size);
@@ -34,6 +62,7 @@ StatusOr<std::unique_ptr<CommNet>> CommNet::Start(const CommNetOptions& options)
     server.world_size = options.world_size;
     server.job_token = token;
     server.refused_rank_grace = options.refused_rank_grace;
+    server.silent_rank_timeout = options.peer_timeout + kHeartbeatInterval;
     ASSIGN_OR_RETURN(net->server_, control::RendezvousServer::Start(server));
   }
   control::ControlClientOptions client;
@@ -42,14 +71,36 @@ StatusOr<std::unique_ptr<CommNet>> CommNet::Start(const CommNetOptions& options)
   client.world_size = options.world_size;
   client.job_token = token;
   client.connect_timeout = options.connect_timeout;
-  ASSIGN_OR_RETURN(net->control_, control::ControlClient::Connect(client));
+  client.heartbeat_interval = kHeartbeatInterval;
+  {
+    StatusOr<std::unique_ptr<control::ControlClient>> control =
+        control::ControlClient::Connect(client);
+    if (!control.ok()) {
+      // Refused (a wrong token) is this rank's fault; otherwise the master
+      // never answered.
+      if (control.status().code() != StatusCode::kPermissionDenied && options.rank != 0) {
+        *failed_peer = 0;
+      }
+      return control.status();
+    }
+    net->control_ = std::move(*control);
+  }
+  if (options.after_join) options.after_join();
 
   TransportOptions transport = options.transport;
   transport.rank = options.rank;
   transport.world_size = options.world_size;
   transport.peer_timeout = options.peer_timeout;
   transport.on_message = net->router_.AsHandler();
-  transport.on_peer_error = options.on_peer_error;
+  auto first_error = std::make_shared<FirstPeerError>();
+  transport.on_peer_error = [first_error, forward = options.on_peer_error](
+                                int peer, const Status& status) {
+    {
+      std::lock_guard<std::mutex> lock(first_error->mutex);
+      if (first_error->peer < 0) first_error->peer = peer;
+    }
+    if (forward) forward(peer, status);
+  };
   if (options.provider) {
     ASSIGN_OR_RETURN(net->transport_, options.provider(transport));
   } else {
@@ -58,8 +109,18 @@ StatusOr<std::unique_ptr<CommNet>> CommNet::Start(const CommNetOptions& options)
     tcp_options.job_token = token;
     ASSIGN_OR_RETURN(net->transport_, tcp::CreateTcpTransport(transport, tcp_options));
   }
-  RETURN_IF_ERROR(control::ConnectTransport(net->transport_.get(), net->control_.get(),
-                                            "commnet", options.connect_timeout));
+  Status connected = control::ConnectTransport(net->transport_.get(), net->control_.get(),
+                                               "commnet", options.connect_timeout,
+                                               failed_peer);
+  if (!connected.ok()) {
+    const Deadline give_up = DeadlineAfter(kCulpritGrace);
+    while (*failed_peer < 0 && first_error->Get() < 0 && Clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (*failed_peer < 0) *failed_peer = first_error->Get();
+    if (*failed_peer < 0 && net->control_->master_lost()) *failed_peer = 0;
+    return connected;
+  }
   ASSIGN_OR_RETURN(net->pool_, RegisteredPool::Create(net->transport_.get(), options.pool,
                                                       &net->stats_.pool));
   return net;

@@ -47,6 +47,9 @@ struct CommNetOptions {
   RegisteredPoolOptions pool;
   ProviderFactory provider;  // empty: the TCP provider
   PeerErrorHandler on_peer_error;
+  // Fault injection for tests: called after this rank joined the control
+  // plane, before it publishes its endpoints. Empty in production.
+  std::function<void()> after_join;
 };
 
 // Router channels reserved by CommNet users.
@@ -55,7 +58,14 @@ constexpr uint32_t kCollectiveChannel = 0x100;
 
 class CommNet {
  public:
-  static StatusOr<std::unique_ptr<CommNet>> Start(const CommNetOptions& options);
+  // Joins the job: the rendezvous (rank 0 serves it; ranks that go silent
+  // are declared lost after peer_timeout plus a heartbeat), the control
+  // client, the transport's connections. On failure `failed_peer` (may be
+  // null) is set to the rank to blame (one that left, went silent, never
+  // published or could not be connected, 0 when the master is gone), or -1
+  // when this rank's own setup failed or no single peer is known.
+  static StatusOr<std::unique_ptr<CommNet>> Start(const CommNetOptions& options,
+                                                  int* failed_peer = nullptr);
   ~CommNet();
 
   int rank() const { return rank_; }

@@ -13,10 +13,24 @@
 // before anything starts: every error is InvalidArgument naming the flag or
 // the environment variable (exit 2). The process environment is read only
 // through the `Environment` it is given (ProcessEnvironment() in a main):
+// Flags first, then OFLITE_* (and `oflite launch`'s RANK/WORLD_SIZE), then
+// the launcher's variables (cluster_env.h: Slurm inside a step, OpenMPI):
 //   rank        --rank, else RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK, else
 //               0; it must name a machine of the plan;
-//   master      --master HOST:PORT, required by a multi-machine plan;
-//   job token   OFLITE_JOB_TOKEN, required by a multi-machine plan;
+//   world       WORLD_SIZE, SLURM_STEP_NUM_TASKS/SLURM_NTASKS or
+//               OMPI_COMM_WORLD_SIZE when set: must equal the plan's machine
+//               count (an error names both numbers and the variable);
+//   master      --master HOST:PORT, else OFLITE_MASTER, else Slurm's first
+//               node of the step with a port from the job and step ids, else
+//               the first host of --hostfile / OFLITE_HOSTFILE (OpenMPI
+//               syntax) with port kDefaultMasterPort; required by a
+//               multi-machine plan;
+//   local rank  SLURM_LOCALID or OMPI_COMM_WORLD_LOCAL_RANK: when the
+//               launcher did not bind this process's CPUs, it is bound to
+//               its local rank's share (comm/launch/cpu_binding.h, the rule
+//               of `oflite launch --bind auto`);
+//   job token   OFLITE_JOB_TOKEN, required by a multi-machine plan (under
+//               Slurm or mpirun the error says how to export it);
 //   address     OFLITE_HOST (what peers dial), default 127.0.0.1;
 //   host id     --host_id, else OFLITE_HOST_ID, else this host's identity
 //               (comm/per_peer_transport.h): --comm auto puts peers with
@@ -35,14 +49,12 @@
 #include "oneflow_lite/comm/ibverbs/ibverbs_transport.h"
 #include "oneflow_lite/common/env.h"
 #include "oneflow_lite/common/status.h"
+#include "oneflow_lite/session/cluster_env.h"
 #include "oneflow_lite/session/flags.h"
 #include "proto/plan.pb.h"
 
 namespace oflite {
 namespace session {
-
-// The value of an environment variable, "" when unset or empty.
-using Environment = std::function<std::string(const std::string& name)>;
 
 // The process's environment (getenv); for a program's main, not libraries.
 Environment ProcessEnvironment();
@@ -57,6 +69,14 @@ struct NodeOptions {
   Env* env = Env::Default();
   int64_t rank = 0;
   std::string master;  // HOST:PORT; multi-machine plans only
+  // Where rank, world and master came from, one line for the log ("rank 1
+  // of 4 from Slurm (SLURM_PROCID), master node01:23456 from
+  // SLURM_STEP_NODELIST"); printed when a multi-machine session starts.
+  std::string placement;
+  int64_t local_rank = -1;  // from the launcher; -1 when not given
+  // CPUs to bind this process to before any thread starts (empty: leave
+  // the affinity as it is).
+  std::vector<int> bind_cpus;
   std::string comm = "auto";
   std::string host_id;
   std::string listen_host = "127.0.0.1";
@@ -73,7 +93,8 @@ struct NodeOptions {
   bool graph_replay = true;
   bool allow_tf32 = false;
   bool print_stats = false;
-  // Fault injection for tests: a point name ("train-finish", "eval-finish")
+  // Fault injection for tests: a point name ("join", "train-finish",
+  // "eval-finish")
   // at which this rank stops itself with SIGSTOP, as a rank frozen by the
   // operator or the OS would. Empty in production.
   std::string freeze_at;

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "oneflow_lite/comm/builtin_providers.h"
+#include "oneflow_lite/comm/launch/cpu_binding.h"
 #include "oneflow_lite/common/proto_io.h"
 #include "oneflow_lite/kernels/cpu/cpu_library.h"
 #include "oneflow_lite/plan/plan_verifier.h"
@@ -74,6 +75,15 @@ StatusOr<std::unique_ptr<NodeSession>> NodeSession::Start(const Plan& plan,
   }
   std::unique_ptr<NodeSession> node(new NodeSession(options));
   if (plan.machine_size() <= 1) return node;
+  std::string binding;
+  if (!options.bind_cpus.empty()) {
+    // Before any runtime thread exists, so every thread inherits it.
+    RETURN_IF_ERROR(comm::BindToCpus(0, options.bind_cpus));
+    binding = "; local rank " + std::to_string(options.local_rank) + " on CPUs " +
+              comm::DescribeCpus(options.bind_cpus);
+  }
+  std::fprintf(stderr, "%s: %s%s\n", options.command.c_str(), options.placement.c_str(),
+               binding.c_str());
   comm::BuiltinProviderOptions providers;
   providers.listen_host = options.listen_host;
   providers.job_token = options.job_token;
@@ -100,6 +110,7 @@ StatusOr<std::unique_ptr<NodeSession>> NodeSession::Start(const Plan& plan,
   multi.program = options.command;
   NodeSession* self = node.get();
   multi.on_fatal = [self](const JobFailure& failure) { self->ExitForJobFailure(failure); };
+  multi.after_join = [self] { self->FreezeIfAsked("join"); };
   ASSIGN_OR_RETURN(node->multi_, MultiMachineSession::Start(plan, multi));
   return node;
 }

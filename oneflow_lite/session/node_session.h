@@ -2,7 +2,10 @@
 // Every program that runs a plan (`oflite run`, `eval`, `predict`, the
 // training driver) goes through it, so the sequence below is written once:
 //
-//   Start   joins the job of a multi-machine plan (providers chosen per
+//   Start   for a multi-machine plan prints where rank, world and master
+//           came from (NodeOptions::placement), binds this process to
+//           NodeOptions::bind_cpus (a launcher's local rank), then
+//           joins the job of a multi-machine plan (providers chosen per
 //           peer from NodeOptions: --comm, host identity, ibverbs options,
 //           job token, master, join grace; MultiMachineSession::Start);
 //           nothing to join for a one-machine plan. Applies --cpu-kernels.

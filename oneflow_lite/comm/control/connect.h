@@ -16,10 +16,13 @@ namespace control {
 // Publishes this rank's endpoint for every peer, fetches every peer's
 // endpoint for this rank, connects, then waits at a barrier so that no
 // traffic starts before every rank is connected. `scope` separates
-// several transports in one job (e.g. "comm").
+// several transports in one job (e.g. "comm"). On failure, `culprit` (may
+// be null) is set to the peer whose endpoint never came or whose
+// connection failed, or -1 when no single peer is to blame (e.g. the
+// closing barrier failed).
 Status ConnectTransport(Transport* transport, ControlClient* control,
                         const std::string& scope,
-                        std::chrono::milliseconds timeout);
+                        std::chrono::milliseconds timeout, int* culprit = nullptr);
 
 // Memory keys under "<name>@<owner rank>".
 Status PublishRemoteKey(ControlClient* control, const std::string& name,

@@ -37,7 +37,29 @@ std::string GenerateJobToken() {
 ControlClient::ControlClient(const ControlClientOptions& options, int fd)
     : options_(options), fd_(fd) {}
 
-ControlClient::~ControlClient() { ::close(fd_); }
+ControlClient::~ControlClient() {
+  {
+    std::lock_guard<std::mutex> lock(heartbeat_mutex_);
+    heartbeat_stop_ = true;
+  }
+  heartbeat_wake_.notify_all();
+  if (heartbeat_.joinable()) heartbeat_.join();
+  ::close(fd_);
+}
+
+void ControlClient::HeartbeatLoop() {
+  ControlMessage ping;
+  ping.type = ControlType::kPing;
+  std::unique_lock<std::mutex> wait_lock(heartbeat_mutex_);
+  while (!heartbeat_wake_.wait_for(wait_lock, options_.heartbeat_interval,
+                                   [this] { return heartbeat_stop_; })) {
+    // A call in progress keeps the master's view of this rank fresh.
+    std::unique_lock<std::mutex> call(mutex_, std::try_to_lock);
+    if (!call.owns_lock() || !aborted().ok()) continue;
+    // A failure here shows again on the next call, which reports it.
+    (void)CallLocked(ping, std::chrono::milliseconds(0));
+  }
+}
 
 StatusOr<std::unique_ptr<ControlClient>> ControlClient::Connect(
     const ControlClientOptions& options) {
@@ -74,6 +96,10 @@ StatusOr<std::unique_ptr<ControlClient>> ControlClient::Connect(
                     "rank " + std::to_string(options.rank) +
                         " was refused by the master: " + answer->message);
     }
+    if (options.heartbeat_interval.count() > 0) {
+      ControlClient* self = client.get();
+      client->heartbeat_ = std::thread([self] { self->HeartbeatLoop(); });
+    }
     return client;
   }
 }
@@ -109,8 +135,17 @@ StatusOr<std::string> ControlClient::CallLocked(const ControlMessage& request,
                                                 std::chrono::milliseconds wait) {
   const std::string master = "the master (rank 0)";
   const Deadline deadline = DeadlineAfter(wait + kAnswerSlack);
-  RETURN_IF_ERROR(SendControl(fd_, request, deadline, master));
-  ASSIGN_OR_RETURN(ControlMessage answer, ReceiveControl(fd_, deadline, master));
+  Status sent = SendControl(fd_, request, deadline, master);
+  StatusOr<ControlMessage> received =
+      sent.ok() ? ReceiveControl(fd_, deadline, master) : StatusOr<ControlMessage>(sent);
+  if (!received.ok()) {
+    // A deadline is the master being slow; anything else is the link gone.
+    if (received.status().code() != StatusCode::kDeadlineExceeded && aborted().ok()) {
+      master_lost_ = true;
+    }
+    return received.status();
+  }
+  ControlMessage answer = std::move(*received);
   if (answer.type != ControlType::kResponse) {
     return DataLossError(master, " sent an unexpected message");
   }

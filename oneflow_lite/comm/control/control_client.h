@@ -10,14 +10,20 @@
 // Abort(reason) ends the call in progress and every later one with
 // `reason` (e.g. "rank 2 lost": a peer-loss handler wakes a rank waiting at
 // a barrier instead of letting it wait for the barrier's deadline).
+// Between calls a background thread sends PING every heartbeat_interval
+// (skipped while a call is in progress), so the master can tell a rank that
+// is frozen from one that is busy (rendezvous_server.h, silent ranks).
 // Thread-safe: calls are serialized on the one connection; Abort may be
 // called from any thread, also while a call is blocked.
 #ifndef ONEFLOW_LITE_COMM_CONTROL_CONTROL_CLIENT_H_
 #define ONEFLOW_LITE_COMM_CONTROL_CONTROL_CLIENT_H_
 
+#include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "oneflow_lite/comm/control/control_wire.h"
 #include "oneflow_lite/comm/transport.h"
@@ -32,6 +38,8 @@ struct ControlClientOptions {
   int world_size = 1;
   std::string job_token;
   std::chrono::milliseconds connect_timeout{30000};
+  // Between calls, a PING this often; 0 sends none.
+  std::chrono::milliseconds heartbeat_interval{1000};
 };
 
 class ControlClient {
@@ -56,6 +64,9 @@ class ControlClient {
   // (not OK; the first reason is kept). Never blocks; the connection to the
   // master is shut down (the master sees this rank leave).
   void Abort(const Status& reason);
+  // True once a call failed because the connection to the master broke
+  // (not an error the master answered, not an Abort): rank 0 is gone.
+  bool master_lost() const { return master_lost_.load(); }
 
  private:
   ControlClient(const ControlClientOptions& options, int fd);
@@ -64,10 +75,17 @@ class ControlClient {
   StatusOr<std::string> CallLocked(const ControlMessage& request,
                                    std::chrono::milliseconds wait);
   Status aborted() const;
+  // The heartbeat thread: a PING whenever no call holds mutex_.
+  void HeartbeatLoop();
 
   const ControlClientOptions options_;
   const int fd_;
-  std::mutex mutex_;
+  std::mutex mutex_;  // held for a whole call (request and answer)
+  std::mutex heartbeat_mutex_;
+  std::condition_variable heartbeat_wake_;
+  bool heartbeat_stop_ = false;  // guarded by heartbeat_mutex_
+  std::thread heartbeat_;
+  std::atomic<bool> master_lost_{false};
   int barrier_count_ = 0;
   mutable std::mutex abort_mutex_;
   Status aborted_;  // guarded by abort_mutex_

@@ -27,6 +27,8 @@ std::string EncodeControlMessage(const ControlMessage& message) {
       wire::AppendBytes(&payload, message.key);
       wire::AppendU32(&payload, message.timeout_ms);
       break;
+    case ControlType::kPing:
+      break;
     case ControlType::kResponse:
       wire::AppendU32(&payload, message.status);
       wire::AppendBytes(&payload, message.message);
@@ -53,7 +55,7 @@ Status DecodeControlHeader(const uint8_t* header, ControlType* type,
                                 " (this build speaks ", kControlVersion, ")");
   }
   const uint16_t raw_type = wire::LoadU16(header + 6);
-  if ((raw_type < 1 || raw_type > 4) && raw_type != 100) {
+  if ((raw_type < 1 || raw_type > 5) && raw_type != 100) {
     return InvalidArgumentError("unknown control message type ", raw_type);
   }
   *payload_length = wire::LoadU32(header + 8);
@@ -88,6 +90,8 @@ StatusOr<ControlMessage> DecodeControlPayload(ControlType type,
     case ControlType::kBarrier:
       reader.ReadBytes(&message.key, kMaxControlKey);
       reader.ReadU32(&message.timeout_ms);
+      break;
+    case ControlType::kPing:
       break;
     case ControlType::kResponse:
       reader.ReadU32(&message.status);

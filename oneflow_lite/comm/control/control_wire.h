@@ -36,6 +36,7 @@ enum class ControlType : uint16_t {
   kPut = 2,        // key bytes, value bytes
   kGet = 3,        // key bytes, timeout_ms u32, expected_rank u32 (kNoRank)
   kBarrier = 4,    // name bytes, timeout_ms u32
+  kPing = 5,       // empty: the sender is alive (heartbeat between calls)
   kResponse = 100, // status u32, message bytes, value bytes
 };
 

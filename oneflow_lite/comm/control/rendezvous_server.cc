@@ -256,6 +256,7 @@ Status RendezvousServer::Admit(const Pending& p, const ControlMessage& join,
                                    departed_[*rank]);
   }
   joined_.insert(*rank);
+  last_heard_[*rank] = Clock::now();
   refused_claims_.erase(*rank);
   open_fds_.push_back(p.fd);
   rank_threads_.emplace_back([this, fd = p.fd, r = *rank] { ServeRank(fd, r); });
@@ -291,8 +292,15 @@ void RendezvousServer::ServeRank(int fd, int rank) {
       lost = request.status();
       break;
     }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      in_request_.insert(rank);
+    }
     ControlMessage response = Handle(fd, rank, *request);
     lost = SendControl(fd, response, DeadlineAfter(kFrameTimeout), peer);
+    std::lock_guard<std::mutex> lock(mutex_);
+    in_request_.erase(rank);
+    last_heard_[rank] = Clock::now();
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -321,6 +329,8 @@ ControlMessage RendezvousServer::Handle(int fd, int rank, const ControlMessage& 
       return HandleGet(fd, rank, request);
     case ControlType::kBarrier:
       return HandleBarrier(fd, rank, request);
+    case ControlType::kPing:
+      return Response(Status::OK());
     default:
       return Response(InvalidArgumentError("rank ", rank, " sent request type ",
                                            static_cast<int>(request.type),
@@ -363,7 +373,25 @@ void RendezvousServer::WaitWatching(std::unique_lock<std::mutex>* lock, int fd,
       changed_.notify_all();
       return;
     }
+    if (MarkSilentRanksLocked()) changed_.notify_all();
   }
+}
+
+bool RendezvousServer::MarkSilentRanksLocked() {
+  if (options_.silent_rank_timeout.count() <= 0) return false;
+  const Clock::time_point now = Clock::now();
+  bool marked = false;
+  for (const auto& [rank, heard] : last_heard_) {
+    if (in_request_.count(rank) != 0 || departed_.count(rank) != 0) continue;
+    const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - heard);
+    if (silent < options_.silent_rank_timeout) continue;
+    departed_[rank] = "rank " + std::to_string(rank) + " sent nothing for " +
+                      std::to_string(silent.count()) +
+                      " ms (no heartbeat: frozen or hung)";
+    LOG(ERROR) << "rendezvous: " << departed_[rank];
+    marked = true;
+  }
+  return marked;
 }
 
 std::string RendezvousServer::DescribeRanks(const std::set<int>& ranks) const {

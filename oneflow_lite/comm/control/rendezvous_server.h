@@ -33,6 +33,12 @@
 // connection from killing a job outright; the trade-off is that such a
 // connection can still end a job whose rank R is more than the grace late.
 //
+// Silent ranks: clients send PING between calls (control_client.h). A rank
+// that is joined, has no request in progress and has sent nothing for
+// `silent_rank_timeout` (frozen, or its process hung) is marked departed
+// ("rank R sent nothing for N ms"), so every GET expecting it and every
+// barrier it has not reached fails naming it, as for a closed connection.
+//
 // Thread-safe. The destructor stops and joins every thread (bounded) and
 // closes every socket.
 #ifndef ONEFLOW_LITE_COMM_CONTROL_RENDEZVOUS_SERVER_H_
@@ -70,6 +76,9 @@ struct RendezvousOptions {
   // How long a wrong-token JOIN claiming a missing rank waits for the
   // genuine rank before that rank is declared lost (see above).
   std::chrono::milliseconds refused_rank_grace{5000};
+  // A joined rank idle (no request in progress) and silent this long is
+  // departed (see above); 0 never declares a silent rank departed.
+  std::chrono::milliseconds silent_rank_timeout{0};
 };
 
 // Counters of the front door (a snapshot).
@@ -126,6 +135,8 @@ class RendezvousServer {
                     std::chrono::milliseconds timeout,
                     const std::function<bool()>& done);
   std::string DescribeRanks(const std::set<int>& ranks) const;
+  // Marks every silent rank departed (mutex_ held); true if one was.
+  bool MarkSilentRanksLocked();
 
   const RendezvousOptions options_;
   int listen_fd_ = -1;
@@ -141,6 +152,10 @@ class RendezvousServer {
   RendezvousStats stats_;
   std::set<int> joined_;
   std::map<int, std::string> departed_;  // rank -> why
+  // Per joined rank: when its last frame arrived or its last answer left,
+  // and whether a request of it is being handled (both guarded by mutex_).
+  std::map<int, Clock::time_point> last_heard_;
+  std::set<int> in_request_;
   std::map<std::string, std::string> store_;
   std::map<std::string, std::set<int>> barriers_;  // name -> arrived ranks
 };

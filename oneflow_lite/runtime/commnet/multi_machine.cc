@@ -78,8 +78,20 @@ StatusOr<std::unique_ptr<MultiMachineSession>> MultiMachineSession::Start(
   net.transport.message_slot_size = kRuntimeMessageSlotSize;
   net.on_peer_error = [self](int peer, const Status& status) { self->OnPeerLost(peer, status); };
   net.provider = options.provider;
+  net.after_join = options.after_join;
   session->fatal_thread_ = std::thread([self] { self->FatalLoop(); });
-  ASSIGN_OR_RETURN(session->net_, comm::CommNet::Start(net));
+  int failed_peer = -1;
+  StatusOr<std::unique_ptr<comm::CommNet>> started = comm::CommNet::Start(net, &failed_peer);
+  if (!started.ok()) {
+    if (failed_peer < 0 || failed_peer == options.rank) return started.status();
+    JobFailure failure;
+    failure.rank = failed_peer;
+    failure.reason = UnavailableError("lost rank ", failed_peer,
+                                      " while joining: ", started.status().message());
+    if (options.on_fatal) options.on_fatal(failure);
+    return failure.reason;
+  }
+  session->net_ = std::move(*started);
   session->provider_ = !options.provider_name.empty()
                            ? options.provider_name
                            : comm::DescribePeerProviders(*session->net_->transport());

@@ -26,6 +26,11 @@
 // Detach as for the first run. GatherToRoot collects one value per rank at
 // rank 0 (e.g. each rank's evaluation metrics) before that run's Finish.
 //
+// A join that fails because of a peer (one that died, went silent at the
+// control plane, never published its endpoint or could not be connected;
+// the master gone) is that peer's failure: Start calls on_fatal with it
+// ("lost rank R while joining: ...") before returning the error, so the
+// CLI exits 4 naming R within about the peer timeout.
 // Peer loss is armed from Start to the end of the last run's Finish
 // barrier (Finish(/*last=*/true)), including every barrier, the gap
 // between runs and the evaluation: a lost peer (its connection fails: it
@@ -114,6 +119,9 @@ struct MultiMachineOptions {
   // session's thread; may end the process. Empty: waiters are woken and
   // the session's calls return the failure.
   std::function<void(const JobFailure&)> on_fatal;
+  // Fault injection for tests (comm::CommNetOptions::after_join): called
+  // once joined to the control plane, before the data connections.
+  std::function<void()> after_join;
 };
 
 class MultiMachineSession {
