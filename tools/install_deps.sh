@@ -24,6 +24,9 @@ PACKAGES=(
   # Benchmark peers: Gloo (all-reduce), PyTorch (training), OpenMPI's
   # shared-memory transport (the shm provider's peer).
   libgloo-dev python3-torch openmpi-bin libopenmpi-dev
+  # A real Slurm over the network-namespace hosts (tests/netns/
+  # slurm_netns_test): slurmctld, slurmd, srun and the munge daemon.
+  slurm-wlm munge
   # The PyTorch twin's loss-curve plots (PNG).
   python3-matplotlib
   # A single TCP stream (iperf3), the point-to-point bench's second peer.

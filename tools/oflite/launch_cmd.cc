@@ -2,8 +2,8 @@
 //
 // Local (--nproc N): N processes `oflite run --plan P --rank R --master
 // 127.0.0.1:PORT`, machine R advertising 127.0.0.(R+1). Remote (--hosts
-// a,b,...): one `ssh HOST oflite run ...` per host, rank = position, master =
-// the first host. N (or the host count) must equal the plan's machine count
+// a,b,...): one `RSH HOST 'sh -c CONTROL ... oflite run ...'` per host (RSH:
+// --rsh, default ssh), rank = position, master = the first host. N (or the host count) must equal the plan's machine count
 // (checked before anything starts: exit 2 naming both). Every child gets the
 // job token in OFLITE_JOB_TOKEN (a fresh random one unless --job_token is
 // given), plus RANK, WORLD_SIZE and OFLITE_HOST. --command eval|predict
@@ -30,6 +30,19 @@
 // SIGINT or SIGTERM to launch is forwarded to every rank (SIGKILL after
 // --grace_ms); launch then exits 128 + the signal with "oflite launch:
 // interrupted by signal ...".
+// Remote ranks: ssh forwards no signal (without a terminal) and killing
+// the local ssh leaves the remote rank running. So each remote rank runs
+// under a small controlling shell on its host (kRemoteControl below) that
+// reads one line from its stdin, which the remote shell carries from
+// launch (RankProcess::signal_by_stdin): launch writes the signal's name
+// ("TERM", "INT") and closes it; the controller sends that signal to the
+// rank, and SIGKILL if it outlives --grace_ms. End-of-file without a line
+// (launch killed, the connection broken) counts as TERM, so a remote rank
+// never outlives its launcher for long. The rank's exit code comes back
+// through the remote shell (128 + N when the rank died of signal N). Any
+// remote shell that runs `RSH [OPTIONS] HOST COMMAND` with COMMAND through
+// the host's sh and stdin passed on works: ssh, or `ip netns exec` behind
+// a wrapper (tests/netns).
 // With "-- --trace DIR" every rank writes DIR/rank-R.json and launch, once
 // all succeeded, merges them into DIR/trace.json (docs/tracing.md).
 #include <unistd.h>
@@ -65,6 +78,24 @@ std::string SelfPath() {
   return path;
 }
 
+// The controlling shell of a remote rank (file comment), run as `sh -c
+// kRemoteControl oflite-rank GRACE_TENTHS RANK_COMMAND...`: it starts a
+// watcher in the background and then becomes the rank (exec: same pid, same
+// start time, and SIGINT not ignored as it would be in a background job).
+// The watcher reads the controller's stdin (saved on fd 3; a background
+// job's own stdin is /dev/null) and signals the rank only while that pid
+// still has the rank's start time, so a reused pid is never hit. It keeps
+// no output open, so the remote shell's session ends with the rank.
+constexpr const char kRemoteControl[] =
+    "exec 3<&0 </dev/null; grace=$1; shift; rank=$$; "
+    "started() { s=$(cat /proc/$rank/stat 2>/dev/null) || return 0; s=${s##*) }; set -- $s; "
+    "echo \"$20\"; }; me=$(started); "
+    "{ read -r sig || sig=TERM; case $sig in INT|TERM|HUP|QUIT) ;; *) sig=TERM ;; esac; "
+    "[ \"$(started)\" = \"$me\" ] && kill -s \"$sig\" $rank; t=0; "
+    "while [ \"$(started)\" = \"$me\" ] && [ $t -lt \"$grace\" ]; do sleep 0.1; t=$((t+1)); done; "
+    "[ \"$(started)\" = \"$me\" ] && kill -s KILL $rank; } <&3 >/dev/null 2>&1 & "
+    "exec \"$@\" 3<&-";
+
 // Single-quotes `text` for a POSIX shell (the remote side of ssh).
 std::string ShellQuote(const std::string& text) {
   std::string quoted = "'";
@@ -76,6 +107,21 @@ std::string ShellQuote(const std::string& text) {
     }
   }
   return quoted + "'";
+}
+
+// The words of --rsh (split at blanks; no quoting).
+std::vector<std::string> SplitWords(const std::string& text) {
+  std::vector<std::string> words;
+  std::string word;
+  for (char c : text + " ") {
+    if (c == ' ' || c == '\t') {
+      if (!word.empty()) words.push_back(word);
+      word.clear();
+    } else {
+      word += c;
+    }
+  }
+  return words;
 }
 
 std::vector<std::string> SplitHosts(const std::string& text) {
@@ -94,6 +140,8 @@ int Fail(int code, const Status& status) {
   std::fprintf(stderr, "oflite launch: %s\n", status.message().c_str());
   return code;
 }
+
+constexpr const char kDefaultRsh[] = "ssh -o BatchMode=yes -o ConnectTimeout=10";
 
 // SIGINT/SIGTERM received by launch, for RunProcessGroup to forward.
 std::atomic<int> g_interrupt{0};
@@ -187,10 +235,13 @@ struct LaunchSpec {
   std::string comm;  // empty: the nodes' default
   std::vector<std::string> passthrough;  // after "--", "{rank}" replaced
   std::string command = "run";  // the subcommand every rank runs
+  std::vector<std::string> rsh;  // the remote shell command before the host
+  int64_t grace_ms = 5000;       // the remote controller's SIGKILL delay
 };
 
-// One command per rank: `oflite run ...` locally, or over ssh with the
-// environment passed on the remote command line.
+// One command per rank: `oflite run ...` locally, or through the remote
+// shell under the controlling shell, with the environment passed on the
+// remote command line.
 std::vector<comm::RankProcess> RankCommands(const LaunchSpec& spec) {
   std::vector<comm::RankProcess> ranks(spec.world);
   for (int rank = 0; rank < spec.world; ++rank) {
@@ -216,10 +267,17 @@ std::vector<comm::RankProcess> RankCommands(const LaunchSpec& spec) {
       ranks[rank].environment = environment;
       continue;
     }
-    std::string remote = "env ";
+    // "; exit $?": the host's shell waits, so a rank killed by signal N
+    // comes back as exit code 128 + N (ssh itself would exit 255).
+    std::string remote = "sh -c " + ShellQuote(kRemoteControl) + " oflite-rank " +
+                         std::to_string((spec.grace_ms + 99) / 100) + " env ";
     for (const auto& entry : environment) remote += ShellQuote(entry) + " ";
     for (const auto& arg : run) remote += ShellQuote(arg) + " ";
-    ranks[rank].argv = {"ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", host, remote};
+    remote += "; exit $?";
+    ranks[rank].argv = spec.rsh;
+    ranks[rank].argv.push_back(host);
+    ranks[rank].argv.push_back(remote);
+    ranks[rank].signal_by_stdin = true;
   }
   return ranks;
 }
@@ -256,7 +314,11 @@ int RunLaunch(int argc, char** argv) {
   FlagSet flags("oflite launch", "--plan PLAN.pb (--nproc N | --hosts a,b,...) [-- RUN ARGS]",
                 {{"plan", "the Plan file"},
                  {"nproc", "number of local processes (machines)"},
-                 {"hosts", "comma-separated hosts to start nodes on over ssh"},
+                 {"hosts", "comma-separated hosts to start nodes on through --rsh"},
+                 {"rsh",
+                  "remote shell for --hosts, run as `RSH HOST COMMAND` (COMMAND for the host's "
+                  "sh; stdin passed on: it carries launch's signals to the rank's controller)",
+                  false, kDefaultRsh},
                  {"port", "master (rank 0) port; default: a free port", false, "0"},
                  {"comm", "transport passed to every node: " + comm::BuiltinProviders({}).NameList(),
                   false, ""},
@@ -330,12 +392,16 @@ int RunLaunch(int argc, char** argv) {
                                  : flags.Get("oflite");
   auto bind = comm::ParseBindPolicy(flags.Get("bind"), "--bind");
   if (!bind.ok()) return Fail(kExitBadInput, bind.status());
+  const std::vector<std::string> rsh = SplitWords(flags.Get("rsh"));
+  if (!hosts.empty() && rsh.empty()) {
+    return Fail(kExitBadInput, InvalidArgumentError("--rsh is empty: give a remote shell command"));
+  }
   const std::string master_host = hosts.empty() ? "127.0.0.1" : hosts[0];
   const std::string master = master_host + ":" + std::to_string(port);
 
   std::vector<comm::RankProcess> ranks =
       RankCommands({plan, hosts, world, oflite, master, token, flags.Get("comm"), passthrough,
-                    command});
+                    command, rsh, *grace});
   std::string binding;
   if (hosts.empty()) {  // one rank per remote host: its machine is its own
     const auto cores = comm::AllowedCores();

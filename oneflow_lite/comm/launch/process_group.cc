@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
@@ -22,6 +23,7 @@ using Clock = std::chrono::steady_clock;
 struct Child {
   pid_t pid = -1;
   int output_fd = -1;  // read end of the merged stdout/stderr pipe
+  int control_fd = -1;  // write end of its stdin pipe (RankProcess::signal_by_stdin)
   std::string partial_line;
   std::string last_line;
   std::string last_error_line;
@@ -37,6 +39,19 @@ StatusOr<Child> StartChild(int rank, const RankProcess& process) {
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
     return UnavailableError("rank ", rank, ": pipe: ", strerror(errno));
   }
+  // Close-on-exec on both ends: no other child may hold this one's stdin
+  // open, or its end-of-file would never come.
+  int control_fds[2] = {-1, -1};
+  if (process.signal_by_stdin && ::pipe2(control_fds, O_CLOEXEC) != 0) {
+    ::close(pipe_fds[0]);
+    ::close(pipe_fds[1]);
+    return UnavailableError("rank ", rank, ": pipe: ", strerror(errno));
+  }
+  auto close_all = [&] {
+    for (int fd : {pipe_fds[0], pipe_fds[1], control_fds[0], control_fds[1]}) {
+      if (fd >= 0) ::close(fd);
+    }
+  };
   std::vector<char*> argv;
   for (const auto& arg : process.argv) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
@@ -45,16 +60,19 @@ StatusOr<Child> StartChild(int rank, const RankProcess& process) {
   CPU_ZERO(&cpus);
   for (int cpu : process.cpus) {
     if (cpu < 0 || cpu >= CPU_SETSIZE) {
-      ::close(pipe_fds[0]);
-      ::close(pipe_fds[1]);
+      close_all();
       return InvalidArgumentError("rank ", rank, ": CPU ", cpu, " is out of range");
     }
     CPU_SET(cpu, &cpus);
   }
   pid_t pid = ::fork();
-  if (pid < 0) return UnavailableError("rank ", rank, ": fork: ", strerror(errno));
+  if (pid < 0) {
+    close_all();
+    return UnavailableError("rank ", rank, ": fork: ", strerror(errno));
+  }
   if (pid == 0) {
     ::setpgid(0, 0);
+    if (control_fds[0] >= 0) ::dup2(control_fds[0], STDIN_FILENO);
     ::dup2(pipe_fds[1], STDOUT_FILENO);
     ::dup2(pipe_fds[1], STDERR_FILENO);
     for (const auto& entry : process.environment) {
@@ -70,9 +88,11 @@ StatusOr<Child> StartChild(int rank, const RankProcess& process) {
   }
   ::setpgid(pid, pid);  // also here: no race with the child's own call
   ::close(pipe_fds[1]);
+  if (control_fds[0] >= 0) ::close(control_fds[0]);
   Child child;
   child.pid = pid;
   child.output_fd = pipe_fds[0];
+  child.control_fd = control_fds[1];
   return child;
 }
 
@@ -141,6 +161,38 @@ void PumpOutput(std::vector<Child>* children, FILE* out) {
   }
 }
 
+// Writes `text` into a pipe whose reader may be gone, without the SIGPIPE
+// that would kill the launcher: blocked in this thread around the write,
+// and taken off the pending set if the write raised it.
+void WriteIgnoringPipe(int fd, const std::string& text) {
+  sigset_t pipe_only, previous, pending;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  sigemptyset(&pending);
+  ::sigpending(&pending);
+  const bool was_pending = sigismember(&pending, SIGPIPE) == 1;
+  ::pthread_sigmask(SIG_BLOCK, &pipe_only, &previous);
+  ssize_t written;
+  do {
+    written = ::write(fd, text.data(), text.size());
+  } while (written < 0 && errno == EINTR);
+  if (written < 0 && errno == EPIPE && !was_pending) {
+    const timespec no_wait = {0, 0};
+    ::sigtimedwait(&pipe_only, nullptr, &no_wait);
+  }
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+}
+
+// The name `kill -s` takes for a signal forwarded through a control pipe.
+std::string SignalName(int signal_number) {
+  switch (signal_number) {
+    case SIGINT: return "INT";
+    case SIGHUP: return "HUP";
+    case SIGQUIT: return "QUIT";
+    default: return "TERM";
+  }
+}
+
 // How long the group waits after a rank fails before stopping the others.
 constexpr std::chrono::milliseconds kSettle{200};
 
@@ -163,6 +215,10 @@ class GroupRunner {
       PumpOutput(&children_, options_.output);
       Reap();
       Stop(Clock::now());
+    }
+    for (Child& child : children_) {
+      if (child.control_fd >= 0) ::close(child.control_fd);
+      child.control_fd = -1;
     }
     return Result();
   }
@@ -188,6 +244,10 @@ class GroupRunner {
         continue;
       }
       child.exited = true;
+      if (child.control_fd >= 0) {  // its far side is done: let its watcher go
+        ::close(child.control_fd);
+        child.control_fd = -1;
+      }
       RankOutcome& outcome = child.outcome;
       outcome.signaled = WIFSIGNALED(status);
       outcome.exit_code = outcome.signaled ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
@@ -237,6 +297,12 @@ class GroupRunner {
       if (child->frozen) signal_number = SIGKILL;
       if (child == LoneHoldout()) child->holdout = true;
       child->signal_sent = signal_number;
+    }
+    if (child->control_fd >= 0 && signal_number != SIGKILL) {
+      WriteIgnoringPipe(child->control_fd, SignalName(signal_number) + "\n");
+      ::close(child->control_fd);
+      child->control_fd = -1;
+      return;
     }
     ::kill(-child->pid, signal_number);
   }
@@ -364,7 +430,12 @@ StatusOr<ProcessGroupResult> RunProcessGroup(const std::vector<RankProcess>& ran
     auto child = StartChild(static_cast<int>(rank), ranks[rank]);
     if (!child.ok()) {
       for (Child& started : children) ::kill(-started.pid, SIGKILL);
-      for (Child& started : children) ::waitpid(started.pid, nullptr, 0);
+      for (Child& started : children) {
+        ::waitpid(started.pid, nullptr, 0);
+        for (int fd : {started.output_fd, started.control_fd}) {
+          if (fd >= 0) ::close(fd);
+        }
+      }
       return child.status();
     }
     children.push_back(std::move(*child));

@@ -58,6 +58,16 @@ struct RankProcess {
   // CPUs the child is bound to before it execs (cpu_binding.h); empty: it
   // inherits the launcher's affinity.
   std::vector<int> cpus;
+  // For a child that runs the rank elsewhere (`oflite launch --hosts`: ssh
+  // or another remote shell, which forward no signal): its stdin is a pipe
+  // the group holds, and every signal but SIGKILL reaches it as one line
+  // naming the signal ("TERM\n", "INT\n") written into that pipe, which the
+  // group then closes. The far side's controlling shell passes the signal
+  // to the rank, and ends the rank when the pipe reaches end-of-file for
+  // any other reason (the launcher died, the connection broke). SIGKILL
+  // still goes to the local process group (the remote shell, ssh...).
+  // Otherwise the child inherits the launcher's stdin.
+  bool signal_by_stdin = false;
 };
 
 struct ProcessGroupOptions {

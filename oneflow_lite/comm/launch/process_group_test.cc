@@ -411,6 +411,68 @@ TEST(ProcessGroupInterruptTest, ForwardsTheSignalAndKillsWhatIgnoresIt) {
   std::fclose(out);
 }
 
+// RankProcess::signal_by_stdin (a remote rank behind ssh): an interrupt
+// reaches the child as a line naming the signal on its stdin, not as a
+// signal, and the child's stdin then ends; a child that fails stops such a
+// sibling the same way with TERM. Each child reports what it read and exits
+// on its own.
+TEST(ProcessGroupInterruptTest, SignalByStdinWritesTheSignalNameAndCloses) {
+  FILE* out = std::tmpfile();
+  char ready_file[] = "/tmp/process_group_stdinXXXXXX";
+  const int fd = ::mkstemp(ready_file);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  std::atomic<int> interrupt{0};
+  ProcessGroupOptions options;
+  options.output = out;
+  options.grace = milliseconds(20000);
+  options.interrupt = &interrupt;
+  const std::string ready_path = ready_file;
+  std::thread interrupter([&interrupt, ready_path] {
+    for (int i = 0; i < 400; ++i) {  // until both children wait on stdin
+      FILE* file = std::fopen(ready_path.c_str(), "r");
+      int lines = 0;
+      for (int c; file != nullptr && (c = std::fgetc(file)) != EOF;) lines += c == '\n';
+      if (file != nullptr) std::fclose(file);
+      if (lines >= 2) break;
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+    interrupt.store(SIGINT);
+  });
+  // Ignoring INT and TERM: a signal would not end them, only stdin does.
+  const std::string reader = "trap '' INT TERM; echo >> " + ready_path +
+                             "; read -r line; echo \"read [$line]\"; "
+                             "read -r more || echo end; exit 3";
+  RankProcess remote0 = Shell(reader), remote1 = Shell(reader);
+  remote0.signal_by_stdin = remote1.signal_by_stdin = true;
+  auto result = RunProcessGroup({remote0, remote1}, options);
+  interrupter.join();
+  ::unlink(ready_file);
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->interrupted_by, SIGINT);
+  const std::string text = Capture(out);
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string prefix = "[rank " + std::to_string(rank) + "] ";
+    EXPECT_NE(text.find(prefix + "read [INT]\n" + prefix + "end\n"), std::string::npos) << text;
+    EXPECT_FALSE(result->ranks[rank].signaled) << rank;
+    EXPECT_EQ(result->ranks[rank].exit_code, 3) << rank;
+  }
+
+  // A failing rank stops a stdin-controlled sibling with TERM.
+  ProcessGroupOptions failing;
+  failing.output = std::tmpfile();
+  failing.grace = milliseconds(20000);
+  RankProcess waiter = Shell("read -r line; echo \"read [$line]\"; exit 5");
+  waiter.signal_by_stdin = true;
+  auto stopped = RunProcessGroup({Shell("sleep 0.2; exit 1"), waiter}, failing);
+  ASSERT_TRUE(stopped.ok());
+  EXPECT_EQ(stopped->failed_rank, 0) << stopped->message;
+  EXPECT_TRUE(stopped->ranks[1].stopped_by_us);
+  EXPECT_NE(Capture(failing.output).find("[rank 1] read [TERM]\n"), std::string::npos);
+  std::fclose(failing.output);
+  std::fclose(out);
+}
+
 }  // namespace
 }  // namespace comm
 }  // namespace oflite
