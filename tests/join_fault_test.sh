@@ -7,9 +7,10 @@
 #    lost rank 1 while joining: ... sent nothing ...") within the peer timeout
 #    (5 s) plus a heartbeat and slack, not at the 60 s connect timeout;
 #  - then killed -9: ranks 0 and 2 exit 4 naming rank 1 within a few seconds.
-# Not covered: the master killed before it answered the others' JOIN (they
-# cannot tell it from a master not started yet and redial until the
-# connect timeout).
+# Not covered: the master killed before it answered the others' JOIN, or
+# ending the job (rank 1 lost) while another rank is still dialing it: that
+# rank cannot tell it from a master not started yet and redials until the
+# connect timeout.
 # Every wait is bounded; leftover processes are killed.
 set -u
 source "${TEST_SRCDIR}/oneflow_lite/tests/test_env.sh"
@@ -94,7 +95,11 @@ scenario() {
   if ! wait_for_log "$TMP/r$victim.log" "freezing at join" 60; then
     echo "FAIL: $what: rank $victim never reached join"; tail -3 "$TMP/r$victim.log"; fail=1
   fi
-  (( kill )) && kill -9 "${PID[$victim]}"
+  # Killed: first let the other ranks reach the master (the victim froze
+  # when it joined; the others may still be dialing). A rank still dialing
+  # when the master ends the job waits for its connect timeout (see the
+  # header: the same as a master lost before it answered).
+  if (( kill )); then sleep 2; kill -9 "${PID[$victim]}"; fi
   local since; since=$(date +%s%N)
   await_others "$victim" 70
   check_blamed "$what" "$victim" "$since" "$bound" "$pattern"

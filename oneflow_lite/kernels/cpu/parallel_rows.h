@@ -28,9 +28,14 @@
 
 namespace oflite {
 
-// Elements of work below which a thread is not worth adding: about 5 to 15
-// us of vectorized float32 work (a copy, a softmax row pass).
-constexpr int64_t kMinWorkPerThread = 16 * 1024;
+// Elements of work below which a thread is not worth adding: about 10 to 30
+// us of vectorized float32 work (a copy, a softmax row pass). Not lower: a
+// team's threads spin after the region (libgomp's default wait policy),
+// and where ranks share cores unbound (two ranks of cpu_threads 2 on 2
+// cores, tests/flood_test.sh) every small region's spinning steals the
+// other rank's core: at 16K elements a 2-rank MLP with a [784, 64] weight
+// ran 3,000 steps in 20.7 s, at 32K in 2.8 s.
+constexpr int64_t kMinWorkPerThread = 32 * 1024;
 
 // The threads ParallelRows(rows, work_per_row, ...) runs on (>= 1).
 int RowThreads(int64_t rows, int64_t work_per_row);
