@@ -62,12 +62,7 @@ class MetricsFile : public MetricsObserver {
                  const std::vector<std::pair<std::string, double>>& metrics) override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      for (const auto& [name, value] : metrics) {
-        char line[256];
-        std::snprintf(line, sizeof(line), "%lld %s %.9g\n", static_cast<long long>(iteration),
-                      name.c_str(), value);
-        if (status_.ok()) status_ = file_->Append(line);
-      }
+      for (const auto& [name, value] : metrics) AppendLocked(iteration, name, value);
     }
     inner_->OnMetrics(iteration, metrics);
   }
@@ -75,10 +70,7 @@ class MetricsFile : public MetricsObserver {
   // validation metrics of --eval-every).
   void Append(int64_t iteration, const std::string& name, double value) {
     std::lock_guard<std::mutex> lock(mutex_);
-    char line[256];
-    std::snprintf(line, sizeof(line), "%lld %s %.9g\n", static_cast<long long>(iteration),
-                  name.c_str(), value);
-    if (status_.ok()) status_ = file_->Append(line);
+    AppendLocked(iteration, name, value);
   }
   Status Close() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -87,6 +79,13 @@ class MetricsFile : public MetricsObserver {
   }
 
  private:
+  void AppendLocked(int64_t iteration, const std::string& name, double value) {
+    char line[256];
+    std::snprintf(line, sizeof(line), "%lld %s %.9g\n", static_cast<long long>(iteration),
+                  name.c_str(), value);
+    if (status_.ok()) status_ = file_->Append(line);
+  }
+
   MetricsObserver* inner_;
   std::mutex mutex_;
   std::unique_ptr<WritableFile> file_;  // guarded by mutex_
