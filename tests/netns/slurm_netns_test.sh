@@ -208,6 +208,19 @@ node_ranks() {
     tr '\0' ' ' 2> /dev/null < "/proc/$pid/cmdline" | grep -q "^$OFLITE run " && echo "$pid"
   done
 }
+# rank_pid R: "NODE PID" of the `oflite run` of rank R (its SLURM_PROCID),
+# on whichever node Slurm put it (after scancel, n0 may still be completing
+# and the next job land on n1-n2).
+rank_pid() {
+  local j pid
+  for ((j = 0; j < NODES; ++j)); do
+    for pid in $(node_ranks "$j"); do
+      tr '\0' '\n' 2> /dev/null < "/proc/$pid/environ" | grep -qx "SLURM_PROCID=$1" &&
+        { echo "$j $pid"; return 0; }
+    done
+  done
+  return 1
+}
 # start_long NAME: the endless job under srun -N 2 in the background
 # (SRUN: its pid), waiting up to 60 s until rank 0 trains.
 start_long() {
@@ -216,7 +229,7 @@ start_long() {
     --plan "$TMP/long/mlp.plan.pb" --eval=false --log-every 100 > "$TMP/$1.log" 2>&1 &
   SRUN=$!
   for ((i = 0; i < 600; ++i)); do
-    grep -q "iter " "$TMP/$1.log" && [[ -n $(node_ranks 1) ]] && return 0
+    grep -q "iter " "$TMP/$1.log" && rank_pid 1 > /dev/null && return 0
     kill -0 "$SRUN" 2> /dev/null || break
     sleep 0.1
   done
@@ -253,18 +266,18 @@ if start_long scancel; then
   nothing_left "scancel"
 fi
 if start_long kill9; then
-  victim=$(node_ranks 1 | head -1)
+  read -r vnode victim < <(rank_pid 1)
   start=$(date +%s%N)
   kill -9 "$victim"
   wait "$SRUN"; rc=$?
   elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
   if [[ $rc == 0 ]]; then
     echo "FAIL: kill -9 of rank 1: srun exit 0"; tail -5 "$TMP/kill9.log"; fail=1
-  elif ! grep -q "n1: task 1: Killed" "$TMP/kill9.log" || ! grep -q "lost rank 1" "$TMP/kill9.log"; then
+  elif ! grep -q "n$vnode: task 1: Killed" "$TMP/kill9.log" || ! grep -q "lost rank 1" "$TMP/kill9.log"; then
     echo "FAIL: kill -9 of rank 1: srun and rank 0 do not both name it"; tail -5 "$TMP/kill9.log"; fail=1
   else
-    echo "ok: kill -9 of rank 1 on n1: srun exit $rc after $elapsed ms:"
-    grep "n1: task 1: Killed\|lost rank 1" "$TMP/kill9.log" | sed 's/^/    /'
+    echo "ok: kill -9 of rank 1 on n$vnode: srun exit $rc after $elapsed ms:"
+    grep "n$vnode: task 1: Killed\|lost rank 1" "$TMP/kill9.log" | sed 's/^/    /'
   fi
   nothing_left "kill -9 of rank 1"
 fi
