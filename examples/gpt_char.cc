@@ -16,6 +16,13 @@
 // starts from them). After `--` come `oflite run`'s flags (--metrics-out,
 // --save-every, --checkpoint-dir, --resume, --eval-every, --trace, ...).
 //
+// Layouts (docs/examples.md): --tp T splits every block Megatron-style over
+// T devices (one all-reduce per attention and per MLP sub-block forward),
+// --stages K puts the blocks in K pipeline stages (stage s on its own
+// machines, or devices when the machines do not split), and the devices of
+// --machines x --devices left over, --dp D = M x D / (T x K), take the batch
+// (data parallel; with T > 1 a [D, T] hierarchy and 2-D hints).
+//
 // Generation compiles a forward-only plan over a [1, block] window fed
 // from this process (HostInput): the window holds the last `block` tokens,
 // left-aligned; the logits at the last real token give the next one, so a
@@ -24,6 +31,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -39,8 +47,19 @@ namespace {
 using oflite::driver::ModelFlag;
 using oflite::driver::TrainerConfig;
 
+// Where the model runs: the parallel degrees and each pipeline stage's
+// placement (empty: the driver's placement, data parallel over it).
+struct GptLayout {
+  int64_t data_parallel = 1;
+  int64_t tensor_parallel = 1;
+  std::vector<oflite::Placement> stages;
+
+  bool two_dimensional() const { return data_parallel > 1 && tensor_parallel > 1; }
+};
+
 // The model's shape from the flags (validated in Prepare).
 struct GptFlags {
+  GptLayout layout;
   oflite::GptConfig model;
   int64_t block = 64;
   std::string tokens_path;
@@ -52,6 +71,88 @@ struct GptFlags {
   double weight_decay = 0.1;
   double grad_clip = 1.0;
 };
+
+// The largest divisor of `n` that is at most `limit` (at least 1).
+int64_t DivisorAtMost(int64_t n, int64_t limit) {
+  for (int64_t d = std::min(n, limit); d > 1; --d) {
+    if (n % d == 0) return d;
+  }
+  return 1;
+}
+
+std::string Range(int64_t first, int64_t count) {
+  return count == 1 ? std::to_string(first)
+                    : std::to_string(first) + "-" + std::to_string(first + count - 1);
+}
+
+// Stage s's placement: its share of the machines when they split into
+// `stages`, else its share of every machine's devices; a [data, tensor]
+// hierarchy when both degrees exceed 1.
+oflite::StatusOr<std::vector<oflite::Placement>> StagePlacements(const TrainerConfig& c,
+                                                                 const GptLayout& layout,
+                                                                 int64_t stages) {
+  std::vector<oflite::Placement> placements;
+  const bool by_machine = c.machines % stages == 0;
+  if (!by_machine && c.devices % stages != 0) {
+    return oflite::InvalidArgumentError(
+        "--stages ", stages, " splits neither --machines ", c.machines, " nor --devices ",
+        c.devices, " into equal stages; e.g. --machines ", stages * c.machines, " (one stage per ",
+        c.machines, " machines) or --devices ", stages * c.devices);
+  }
+  const int64_t machines = by_machine ? c.machines / stages : c.machines;
+  const int64_t devices = by_machine ? c.devices : c.devices / stages;
+  for (int64_t s = 0; s < stages; ++s) {
+    std::string text = Range(by_machine ? s * machines : 0, machines) + ":cpu:" +
+                       Range(by_machine ? 0 : s * devices, devices);
+    if (layout.two_dimensional()) {
+      text += "@" + std::to_string(layout.data_parallel) + "x" +
+              std::to_string(layout.tensor_parallel);
+    }
+    ASSIGN_OR_RETURN(oflite::Placement placement, oflite::Placement::Parse(text));
+    placements.push_back(placement);
+  }
+  return placements;
+}
+
+// --tp, --stages and --dp against the model and --machines x --devices.
+oflite::StatusOr<GptLayout> ReadLayout(const TrainerConfig& c, const oflite::GptConfig& model) {
+  ASSIGN_OR_RETURN(int64_t tp, c.IntFlag("tp"));
+  ASSIGN_OR_RETURN(int64_t stages, c.IntFlag("stages"));
+  ASSIGN_OR_RETURN(int64_t dp, c.IntFlag("dp"));
+  if (tp < 1 || stages < 1 || dp < 0) {
+    return oflite::InvalidArgumentError("--tp and --stages must be positive and --dp >= 0 (0: "
+                                        "the devices left over); got --tp ", tp, ", --stages ",
+                                        stages, ", --dp ", dp);
+  }
+  if (model.heads % tp != 0) {
+    return oflite::InvalidArgumentError(
+        "--tp ", tp, " does not divide --heads ", model.heads, " (each device takes whole heads, "
+        "and so ", model.channels, " / ", tp, " channels and ", 4 * model.channels, " / ", tp,
+        " MLP units); e.g. --tp ", DivisorAtMost(model.heads, tp));
+  }
+  if (stages > model.layers || model.layers % stages != 0) {
+    return oflite::InvalidArgumentError(
+        "--stages ", stages, " does not split --layers ", model.layers, " into equal stages; "
+        "e.g. --stages ", DivisorAtMost(model.layers, stages), ", or --layers ",
+        stages * ((model.layers + stages - 1) / stages));
+  }
+  const int64_t devices = c.machines * c.devices;
+  if (devices % (tp * stages) != 0 || (dp > 0 && dp * tp * stages != devices)) {
+    const int64_t want = std::max<int64_t>(dp, 1) * tp * stages;
+    const std::string asked = dp > 0 ? "--dp " + std::to_string(dp) + " x " : "";
+    return oflite::InvalidArgumentError(
+        asked, "--tp ", tp, " x --stages ", stages, " (", want, " devices) does not fit the ",
+        devices, " devices of --machines ", c.machines, " x --devices ", c.devices,
+        "; e.g. --machines ", stages, " --devices ", want / stages);
+  }
+  GptLayout layout;
+  layout.tensor_parallel = tp;
+  layout.data_parallel = devices / (tp * stages);
+  if (tp > 1 || stages > 1) {
+    ASSIGN_OR_RETURN(layout.stages, StagePlacements(c, layout, stages));
+  }
+  return layout;
+}
 
 oflite::StatusOr<GptFlags> ReadGptFlags(const TrainerConfig& c) {
   GptFlags f;
@@ -91,6 +192,7 @@ oflite::StatusOr<GptFlags> ReadGptFlags(const TrainerConfig& c) {
                                         "positive; got ", f.val_fraction, " and ",
                                         f.eval_batches);
   }
+  ASSIGN_OR_RETURN(f.layout, ReadLayout(c, f.model));
   return f;
 }
 
@@ -100,14 +202,36 @@ void Model(const TrainerConfig& c, oflite::Graph* g) {
     g->RecordError(f.status());
     return;
   }
+  const GptLayout& layout = f->layout;
+  auto stage = [&](size_t s) -> std::unique_ptr<oflite::Graph::PlacementScope> {
+    if (layout.stages.empty()) return nullptr;
+    return std::make_unique<oflite::Graph::PlacementScope>(g->WithPlacement(layout.stages[s]));
+  };
   oflite::TokenWindowOptions data_options;
   data_options.val_fraction = f->val_fraction;
   data_options.eval_batches = f->eval_batches;
-  data_options.sbp = oflite::Split(0);
+  // The batch splits over the data-parallel devices; a tensor-parallel
+  // group reads all of it.
+  data_options.sbp = layout.tensor_parallel > 1 ? oflite::Broadcast() : oflite::Split(0);
   data_options.seed = c.seed;  // the PyTorch twin draws the same windows from --seed
-  oflite::TokenWindowData data =
-      oflite::TokenWindows(g, f->tokens_path, c.batch, f->block, c.classes, data_options);
-  oflite::GptModel gpt = oflite::Gpt(g, data.input, f->model);
+  oflite::TokenWindowData data;
+  {
+    auto scope = stage(0);
+    data = oflite::TokenWindows(g, f->tokens_path, c.batch, f->block, c.classes, data_options);
+    if (layout.two_dimensional()) {  // (S(0), B): batch over the data axis, whole in a group
+      oflite::NdSbp batch_split;
+      *batch_split.add_sbp() = oflite::Split(0);
+      *batch_split.add_sbp() = oflite::Broadcast();
+      g->HintSbp(data.input, batch_split);
+      g->HintSbp(data.target, batch_split);
+    }
+  }
+  oflite::GptConfig model = f->model;
+  model.tensor_parallel = {.degree = layout.tensor_parallel,
+                           .data_axis = layout.two_dimensional()};
+  model.stages = layout.stages;
+  oflite::GptModel gpt = oflite::Gpt(g, data.input, model);
+  auto scope = stage(layout.stages.empty() ? 0 : layout.stages.size() - 1);
   g->Minimize(g->SparseSoftmaxCrossEntropy(gpt.logits, data.target),
               oflite::AdamW{.learning_rate = c.lr,
                             .beta1 = 0.9,
@@ -246,6 +370,11 @@ int main(int argc, char** argv) {
       {"block", "context length in characters", "64"},
       {"activation", "MLP activation: gelu, gelu_tanh or relu", "gelu"},
       {"tie-weights", "output logits through the token embedding table", "false", true},
+      {"tp", "tensor-parallel degree: each block split Megatron-style over this many devices",
+       "1"},
+      {"stages", "pipeline stages: the blocks in this many contiguous groups, one per stage",
+       "1"},
+      {"dp", "data-parallel degree (0: --machines x --devices / (--tp x --stages))", "0"},
       {"val-fraction", "the last fraction of the text that is the validation split", "0.1"},
       {"eval-batches", "validation batches per evaluation", "20"},
       {"warmup", "linear learning-rate warm-up iterations", "100"},

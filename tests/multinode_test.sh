@@ -31,18 +31,8 @@ DATA=/usr/share/datasets/fashion-mnist
 MLP=(--batch 32 --features 784 --hidden 64 --classes 10 --iterations 20 --accuracy
      --fashion_mnist "$DATA")
 
-cluster() {  # cluster FILE MACHINES DEVICES
-  : > "$1"
-  for ((m = 0; m < $2; ++m)); do
-    echo "machine { id: $m address: \"127.0.0.$((m + 1))\" cpu_devices: $3 }" >> "$1"
-  done
-}
-compile() {  # compile NAME CLUSTER WRITE_JOB_ARGS...
-  local name=$1 cl=$2; shift 2
-  "$WRITE_JOB" "$TMP/$name.job.pb" "${MLP[@]}" "$@" > "$TMP/out" 2>&1 &&
-    "$OFLITE" compile --job "$TMP/$name.job.pb" --cluster "$cl" -o "$TMP/$name.plan.pb" --quiet \
-        > "$TMP/out" 2>&1 || { echo "FAIL: compile $name"; tail -20 "$TMP/out"; fail=1; }
-}
+cluster() { loopback_cluster "$@"; }  # cluster FILE MACHINES DEVICES
+compile() { compile_mlp "$@"; }   # compile NAME CLUSTER WRITE_JOB_ARGS...
 # compare and compare_eval: the metric comparisons shared with the namespace
 # variant of this test.
 # shellcheck source=tests/netns/compare_lib.sh

@@ -25,12 +25,7 @@ export OFLITE_JOB_TOKEN=peer-loss-test
 # threads it never joined are by design, not a leak to report.
 if [[ -n ${TSAN_OPTIONS:-} ]]; then export TSAN_OPTIONS="$TSAN_OPTIONS:report_thread_leaks=0"; fi
 
-cluster() {  # cluster FILE MACHINES
-  : > "$1"
-  for ((m = 0; m < $2; ++m)); do
-    echo "machine { id: $m address: \"127.0.0.$((m + 1))\" cpu_devices: 1 }" >> "$1"
-  done
-}
+cluster() { loopback_cluster "$@"; }  # cluster FILE MACHINES
 compile() {  # compile NAME MACHINES WRITE_JOB_ARGS...
   local name=$1 n=$2; shift 2
   cluster "$TMP/$name.pbtxt" "$n"

@@ -72,7 +72,8 @@ class GradContextImpl final : public GradContext {
 
 class AutodiffPass {
  public:
-  explicit AutodiffPass(const Job& job) : job_(job), descs_(BlobDescsOf(job)) {
+  AutodiffPass(const Job& job, const AutodiffOptions& options)
+      : job_(job), descs_(BlobDescsOf(job)), options_(options) {
     for (const OpConf& op : job.op()) used_names_.insert(op.name());
     forward_op_count_ = job.op_size();
   }
@@ -90,14 +91,29 @@ class AutodiffPass {
 
  private:
   Status MarkBlobsDependingOnVariables(const std::vector<int>& order);
-  Status SeedLoss(const std::string& loss_lbn);
+  // Seeds d(loss)/d(loss_lbn) = weight.
+  Status SeedLoss(const std::string& loss_lbn, double weight);
   Status Differentiate(const OpConf& forward);
   // The gradient of `lbn`: its single contribution or the sum of all.
   StatusOr<std::string> SumGrads(const std::string& lbn);
+  // The micro_batch tag of the op producing `lbn`; -1 when untagged.
+  int64_t MicroBatchOf(const std::string& lbn) const;
+  // Gradient accumulation over micro-batches: the contributions to a shared
+  // blob's gradient (a variable's) summed one micro-batch at a time, in
+  // micro-batch order, each `add` tagged with its newer part's micro-batch so
+  // that it runs in that micro-batch's backward unit (pipeline_schedule.h)
+  // and frees the part at once, instead of one sum of all M after the last.
+  StatusOr<std::string> AccumulateByMicroBatch(
+      const std::string& lbn, std::vector<std::pair<int64_t, std::string>> parts);
   void PruneUnusedBackwardOps(const std::map<std::string, std::string>& variable_grads);
+  // Graph::HintGradSbp: the gradient of every forward output with an
+  // OpConf.output_grad_sbp_hint becomes an input hint of each backward op
+  // reading it (the other input slots get empty entries: unhinted).
+  Status ApplyGradHints();
 
   Job job_;
   BlobDescMap descs_;
+  const AutodiffOptions options_;
   std::set<std::string> used_names_;
   int forward_op_count_ = 0;
   std::set<std::string> needs_grad_;                       // lbns depending on variables
@@ -128,6 +144,7 @@ StatusOr<std::string> AutodiffPass::AddBackwardOp(OpConf op, const OpConf& forwa
   }
   if (!op.has_placement() && forward.has_placement()) *op.mutable_placement() = forward.placement();
   op.set_is_backward(true);
+  if (forward.has_micro_batch()) op.set_micro_batch(forward.micro_batch());
   ASSIGN_OR_RETURN(const OpDef* def, LookupOpDef(op.op_type(), name));
   for (const std::string& arg : def->mutable_inputs) op.add_mutable_input(arg);
   RETURN_IF_ERROR(InferAndRecord(op, &descs_));
@@ -152,7 +169,7 @@ Status AutodiffPass::MarkBlobsDependingOnVariables(const std::vector<int>& order
   return Status::OK();
 }
 
-Status AutodiffPass::SeedLoss(const std::string& loss_lbn) {
+Status AutodiffPass::SeedLoss(const std::string& loss_lbn, double weight) {
   std::string producer_name, arg;
   if (!SplitLbn(loss_lbn, &producer_name, &arg) || !descs_.count(loss_lbn)) {
     return NotFoundError("autodiff: loss blob '", loss_lbn, "' is not produced by any op of job '",
@@ -175,7 +192,7 @@ Status AutodiffPass::SeedLoss(const std::string& loss_lbn) {
                    AddBackwardOp(OpConfBuilder("scalar_add", forward.name() + "-loss_grad_ones")
                                      .Input("in", OutputLbn(zeros, "out"))
                                      .Output("out")
-                                     .Attr("value", 1.0)
+                                     .Attr("value", weight)
                                      .Build(),
                                  forward));
   grads_[loss_lbn].push_back(OutputLbn(ones, "out"));
@@ -187,9 +204,18 @@ StatusOr<std::string> AutodiffPass::SumGrads(const std::string& lbn) {
   if (done != summed_.end()) return done->second;
   const std::vector<std::string>& parts = grads_.at(lbn);
   std::string result = parts.front();
+  std::string producer_name, arg;
+  CHECK(SplitLbn(lbn, &producer_name, &arg));
+  if (parts.size() > 1 && !FindOp(job_, producer_name)->has_micro_batch()) {
+    std::vector<std::pair<int64_t, std::string>> tagged;  // micro-batch (-1: none), part
+    for (const std::string& part : parts) tagged.emplace_back(MicroBatchOf(part), part);
+    if (std::any_of(tagged.begin(), tagged.end(), [](const auto& t) { return t.first >= 0; })) {
+      ASSIGN_OR_RETURN(result, AccumulateByMicroBatch(lbn, std::move(tagged)));
+      summed_[lbn] = result;
+      return result;
+    }
+  }
   if (parts.size() > 1) {
-    std::string producer_name, arg;
-    CHECK(SplitLbn(lbn, &producer_name, &arg));
     const OpConf forward = *FindOp(job_, producer_name);
     ASSIGN_OR_RETURN(std::string name,
                      AddBackwardOp(OpConfBuilder("add", producer_name + "-" + arg + "-grad_sum")
@@ -251,6 +277,38 @@ Status AutodiffPass::Differentiate(const OpConf& forward) {
   return Status::OK();
 }
 
+int64_t AutodiffPass::MicroBatchOf(const std::string& lbn) const {
+  std::string producer_name, arg;
+  CHECK(SplitLbn(lbn, &producer_name, &arg));
+  const OpConf* producer = FindOp(job_, producer_name);
+  return producer != nullptr && producer->has_micro_batch() ? producer->micro_batch() : -1;
+}
+
+StatusOr<std::string> AutodiffPass::AccumulateByMicroBatch(
+    const std::string& lbn, std::vector<std::pair<int64_t, std::string>> parts) {
+  std::stable_sort(parts.begin(), parts.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string producer_name, arg;
+  CHECK(SplitLbn(lbn, &producer_name, &arg));
+  OpConf like = *FindOp(job_, producer_name);
+  std::string sum = parts.front().second;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    if (parts[i].first >= 0) {
+      like.set_micro_batch(parts[i].first);
+    } else {
+      like.clear_micro_batch();
+    }
+    ASSIGN_OR_RETURN(std::string name,
+                     AddBackwardOp(OpConfBuilder("add", producer_name + "-" + arg + "-grad_acc")
+                                       .Input("in", std::vector<std::string>{sum, parts[i].second})
+                                       .Output("out")
+                                       .Build(),
+                                   like));
+    sum = OutputLbn(name, "out");
+  }
+  return sum;
+}
+
 void AutodiffPass::PruneUnusedBackwardOps(
     const std::map<std::string, std::string>& variable_grads) {
   std::set<std::string> needed;
@@ -281,6 +339,49 @@ void AutodiffPass::PruneUnusedBackwardOps(
   job_.mutable_op()->Swap(&kept);
 }
 
+Status AutodiffPass::ApplyGradHints() {
+  std::map<std::string, std::pair<NdSbp, std::string>> hints;  // grad lbn -> hint, forward lbn
+  for (int i = 0; i < forward_op_count_ && i < job_.op_size(); ++i) {
+    const OpConf& op = job_.op(i);
+    if (op.output_grad_sbp_hint_size() == 0) continue;
+    int flat = 0;
+    for (const ArgProto& arg : op.output()) {
+      for (const std::string& lbn : arg.lbn()) {
+        const int index = flat++;
+        if (index >= op.output_grad_sbp_hint_size()) continue;
+        const NdSbp& hint = op.output_grad_sbp_hint(index);
+        auto grad = summed_.find(lbn);
+        if (hint.sbp_size() == 0 || grad == summed_.end()) continue;
+        auto [it, inserted] = hints.emplace(grad->second, std::make_pair(hint, lbn));
+        if (!inserted && it->second.first.SerializeAsString() != hint.SerializeAsString()) {
+          return InvalidArgumentError(
+              "autodiff: blobs '", it->second.second, "' and '", lbn, "' share the gradient '",
+              grad->second, "' but their gradient SBP hints differ (HintGradSbp); hint one of "
+              "them, or both alike");
+        }
+      }
+    }
+  }
+  if (hints.empty()) return Status::OK();
+  for (OpConf& op : *job_.mutable_op()) {
+    if (!op.is_backward()) continue;
+    int flat = 0;
+    for (const ArgProto& arg : op.input()) {
+      for (const std::string& lbn : arg.lbn()) {
+        const int index = flat++;
+        auto it = hints.find(lbn);
+        if (it == hints.end()) continue;
+        while (op.input_sbp_hint_size() <= index) op.add_input_sbp_hint();
+        *op.mutable_input_sbp_hint(index) = it->second.first;
+      }
+    }
+    while (op.input_sbp_hint_size() > 0 && op.input_sbp_hint_size() < flat) {
+      op.add_input_sbp_hint();
+    }
+  }
+  return Status::OK();
+}
+
 StatusOr<AutodiffResult> AutodiffPass::Run() {
   const std::string& loss_lbn = job_.conf().train().loss_lbn();
   if (loss_lbn.empty()) {
@@ -288,7 +389,12 @@ StatusOr<AutodiffResult> AutodiffPass::Run() {
   }
   ASSIGN_OR_RETURN(std::vector<int> order, TopologicalOrder(job_));
   RETURN_IF_ERROR(MarkBlobsDependingOnVariables(order));
-  RETURN_IF_ERROR(SeedLoss(loss_lbn));
+  if (options_.loss_parts.empty()) {
+    RETURN_IF_ERROR(SeedLoss(loss_lbn, 1.0));
+  } else {
+    const double weight = 1.0 / static_cast<double>(options_.loss_parts.size());
+    for (const std::string& part : options_.loss_parts) RETURN_IF_ERROR(SeedLoss(part, weight));
+  }
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const OpConf forward = job_.op(*it);  // a copy: AddOp appends to job_
     RETURN_IF_ERROR(Differentiate(forward));
@@ -306,6 +412,7 @@ StatusOr<AutodiffResult> AutodiffPass::Run() {
     ASSIGN_OR_RETURN(result.variable_grads[op.name()], SumGrads(lbn));
   }
   PruneUnusedBackwardOps(result.variable_grads);
+  RETURN_IF_ERROR(ApplyGradHints());
   SetBlobDescs(descs_, &job_);
   result.job = std::move(job_);
   return result;
@@ -313,6 +420,8 @@ StatusOr<AutodiffResult> AutodiffPass::Run() {
 
 }  // namespace
 
-StatusOr<AutodiffResult> Autodiff(const Job& job) { return AutodiffPass(job).Run(); }
+StatusOr<AutodiffResult> Autodiff(const Job& job, const AutodiffOptions& options) {
+  return AutodiffPass(job, options).Run();
+}
 
 }  // namespace oflite

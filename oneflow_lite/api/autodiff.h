@@ -20,6 +20,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "oneflow_lite/common/status.h"
 #include "proto/job.pb.h"
@@ -33,8 +34,19 @@ struct AutodiffResult {
   std::map<std::string, std::string> variable_grads;
 };
 
-// `job` must carry blob descs (Job.blob) and a loss lbn.
-StatusOr<AutodiffResult> Autodiff(const Job& job);
+struct AutodiffOptions {
+  // Micro-batches (micro_batches.h): the losses of the micro-batches, whose
+  // mean is the job's loss. When not empty, each part is seeded with
+  // 1 / loss_parts.size() instead of seeding the loss with 1, so that the
+  // backward of micro-batch k needs only its own forward; the job's loss
+  // (their mean) is then not differentiated. The seed ops of part k get
+  // the part's producer's micro_batch tag like every backward op.
+  std::vector<std::string> loss_parts;
+};
+
+// `job` must carry blob descs (Job.blob) and a loss lbn. Backward ops made
+// for a forward op with OpConf.micro_batch carry the same tag.
+StatusOr<AutodiffResult> Autodiff(const Job& job, const AutodiffOptions& options = {});
 
 }  // namespace oflite
 

@@ -254,5 +254,60 @@ TEST(AutodiffTest, JobWithoutLossIsRejected) {
   EXPECT_THAT(result.status().message(), HasSubstr("has no loss"));
 }
 
+// HintGradSbp on a tensor read twice: the backward op reading its summed
+// gradient (the matmul's gradient of its input a) gets the hint in that
+// input slot, its other slot empty; no other op is hinted.
+TEST(AutodiffTest, GradientSbpHintBecomesAnInputHintOfItsReaders) {
+  Graph g("gradhint");
+  auto scope = g.WithPlacement(Placement::Parse("0:cpu:0-1"));
+  Tensor w = g.Variable("w", Shape{3, 4});
+  Tensor v = g.Variable("v", Shape{4, 2});
+  Tensor h = g.Tanh(g.MatMul(w, g.Variable("u", Shape{4, 4})));
+  g.HintGradSbp(h, Broadcast());
+  Tensor loss = g.ReduceSum(g.Add(g.MatMul(h, v), g.MatMul(h, v)));
+  g.Minimize(loss, Sgd{});
+  StatusOr<Job> job = g.Build();
+  ASSERT_TRUE(job.ok()) << job.status();
+  std::string grad_of_h;
+  int hinted = 0;
+  const std::string h_op = h.lbn.substr(0, h.lbn.find('/'));
+  for (const OpConf& op : job->op()) {
+    if (op.name().rfind(h_op + "-", 0) == 0 && op.name().find("grad_sum") != std::string::npos) {
+      grad_of_h = OutputLbn(op.name(), "out");
+    }
+  }
+  ASSERT_FALSE(grad_of_h.empty());
+  for (const OpConf& op : job->op()) {
+    if (op.input_sbp_hint_size() == 0) continue;
+    ++hinted;
+    EXPECT_TRUE(op.is_backward()) << op.name();
+    int flat = 0;
+    for (const ArgProto& arg : op.input()) {
+      for (const std::string& lbn : arg.lbn()) {
+        ASSERT_LT(flat, op.input_sbp_hint_size()) << op.name();
+        const NdSbp& hint = op.input_sbp_hint(flat++);
+        if (lbn == grad_of_h) {
+          ASSERT_EQ(hint.sbp_size(), 1) << op.name();
+          EXPECT_EQ(SbpToString(hint.sbp(0)), "B") << op.name();
+        } else {
+          EXPECT_EQ(hint.sbp_size(), 0) << op.name() << " input " << lbn;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(hinted, 1);  // tanh's gradient op
+  // Two tensors sharing one gradient (add passes it through) hinted apart.
+  Graph clash("clash");
+  Tensor a = clash.Tanh(clash.Variable("a", Shape{3}));
+  Tensor sum = clash.Add(a, clash.Tanh(clash.Variable("b", Shape{3})));
+  clash.HintGradSbp(a, Broadcast());
+  clash.HintGradSbp(sum, Split(0));
+  clash.Minimize(clash.ReduceSum(clash.Tanh(sum)), Sgd{});
+  StatusOr<Job> bad = clash.Build();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("gradient SBP hints differ"));
+  EXPECT_THAT(bad.status().message(), HasSubstr(a.lbn));
+}
+
 }  // namespace
 }  // namespace oflite

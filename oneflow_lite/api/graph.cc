@@ -4,6 +4,7 @@
 
 #include "oneflow_lite/api/autodiff.h"
 #include "oneflow_lite/api/job_util.h"
+#include "oneflow_lite/api/micro_batches.h"
 #include "oneflow_lite/common/attr.h"
 #include "oneflow_lite/common/version.h"
 #include "oneflow_lite/ops/op_builder.h"
@@ -92,22 +93,49 @@ void Graph::HintSbp(const Tensor& tensor, const SbpParallel& sbp) {
 }
 
 void Graph::HintSbp(const Tensor& tensor, const NdSbp& sbp) {
-  if (!ok() || !CheckInputs("HintSbp", {&tensor})) return;
+  int index = 0, outputs = 0;
+  OpConf* op = HintedOutput("HintSbp", tensor, &index, &outputs);
+  if (op == nullptr) return;
+  while (op->output_sbp_hint_size() < outputs) op->add_output_sbp_hint();
+  *op->mutable_output_sbp_hint(index) = sbp;
+}
+
+void Graph::HintGradSbp(const Tensor& tensor, const SbpParallel& sbp) {
+  NdSbp nd;
+  *nd.add_sbp() = sbp;
+  HintGradSbp(tensor, nd);
+}
+
+void Graph::HintGradSbp(const Tensor& tensor, const NdSbp& sbp) {
+  int index = 0, outputs = 0;
+  OpConf* op = HintedOutput("HintGradSbp", tensor, &index, &outputs);
+  if (op == nullptr) return;
+  if (sbp.sbp_size() == 0) {
+    return RecordError(InvalidArgumentError("HintGradSbp: empty SBP for tensor '", tensor.lbn,
+                                            "'; give one SBP, e.g. B"));
+  }
+  while (op->output_grad_sbp_hint_size() < outputs) op->add_output_grad_sbp_hint();
+  *op->mutable_output_grad_sbp_hint(index) = sbp;
+}
+
+OpConf* Graph::HintedOutput(const char* what, const Tensor& tensor, int* index, int* outputs) {
+  if (!ok() || !CheckInputs(what, {&tensor})) return nullptr;
   std::string op_name, arg;
   OpConf* op = SplitLbn(tensor.lbn, &op_name, &arg) ? FindMutableOp(&job_, op_name) : nullptr;
   if (op == nullptr) {
-    return RecordError(NotFoundError("HintSbp: tensor '", tensor.lbn, "' is not in this graph"));
+    RecordError(NotFoundError(what, ": tensor '", tensor.lbn, "' is not in this graph"));
+    return nullptr;
   }
-  int flat_index = 0, found = -1;
+  *index = -1;
+  *outputs = 0;
   for (const ArgProto& output : op->output()) {
     for (const std::string& lbn : output.lbn()) {
-      if (lbn == tensor.lbn) found = flat_index;
-      ++flat_index;
+      if (lbn == tensor.lbn) *index = *outputs;
+      ++*outputs;
     }
   }
-  CHECK_GE(found, 0) << tensor.lbn;
-  while (op->output_sbp_hint_size() < flat_index) op->add_output_sbp_hint();
-  *op->mutable_output_sbp_hint(found) = sbp;
+  CHECK_GE(*index, 0) << tensor.lbn;
+  return op;
 }
 
 void Graph::SetIterations(int64_t iterations) {
@@ -355,11 +383,38 @@ StatusOr<Job> Graph::BuildForward() const {
   return job;
 }
 
+void Graph::SetMicroBatches(int64_t count, PipelineSchedule schedule) {
+  if (count < 1) {
+    return RecordError(InvalidArgumentError("SetMicroBatches: micro-batches ", count,
+                                            " must be at least 1 (1: no micro-batches)"));
+  }
+  if (schedule != PIPELINE_GPIPE && schedule != PIPELINE_1F1B) {
+    return RecordError(InvalidArgumentError("SetMicroBatches: pipeline schedule ",
+                                            PipelineSchedule_Name(schedule),
+                                            "; use PIPELINE_GPIPE or PIPELINE_1F1B"));
+  }
+  micro_batches_ = count;
+  pipeline_schedule_ = schedule;
+}
+
 StatusOr<Job> Graph::Build() const {
   ASSIGN_OR_RETURN(Job job, BuildForward());
-  if (!is_train_) return job;
   const std::string where = "graph '" + name_ + "'";
-  StatusOr<AutodiffResult> autodiff = Autodiff(job);
+  if (!is_train_) {
+    if (micro_batches_ > 1) {
+      return FailedPreconditionError(where, ": micro-batches ", micro_batches_,
+                                     " need a training graph (Minimize)");
+    }
+    return job;
+  }
+  AutodiffOptions autodiff_options;
+  if (micro_batches_ > 1) {
+    StatusOr<MicroBatchedJob> unrolled = UnrollMicroBatches(job, micro_batches_, pipeline_schedule_);
+    if (!unrolled.ok()) return unrolled.status().WithContext(where);
+    job = std::move(unrolled->job);
+    autodiff_options.loss_parts = std::move(unrolled->loss_parts);
+  }
+  StatusOr<AutodiffResult> autodiff = Autodiff(job, autodiff_options);
   if (!autodiff.ok()) return autodiff.status().WithContext(where);
   StatusOr<Job> trained = AddOptimizerOps(autodiff->job, autodiff->variable_grads);
   if (!trained.ok()) return trained.status().WithContext(where);

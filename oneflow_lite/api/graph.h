@@ -133,6 +133,14 @@ class Graph {
   // SBP hint on the op producing `tensor`, for that output blob.
   void HintSbp(const Tensor& tensor, const SbpParallel& sbp);
   void HintSbp(const Tensor& tensor, const NdSbp& sbp);
+  // Layout of the gradient of `tensor` (OpConf.output_grad_sbp_hint), as
+  // OneFlow's to_global(grad_sbp=...): autodiff hints every backward op
+  // that reads the gradient with it as an input hint, so the compiler
+  // converts the gradient to it once, where it is consumed, however the
+  // producers of its parts chose (e.g. P partial sums all-reduced to B).
+  // Only a training graph reads it; a tensor with no gradient ignores it.
+  void HintGradSbp(const Tensor& tensor, const SbpParallel& sbp);
+  void HintGradSbp(const Tensor& tensor, const NdSbp& sbp);
 
   // How long to train: a fixed iteration count, or epochs of the training
   // data source (epochs * split size / batch size, rounded down). Unset:
@@ -305,11 +313,30 @@ class Graph {
   void Minimize(const Tensor& loss, const Optimizer& optimizer,
                 const MinimizeOptions& options = {});
 
+  // ---- Micro-batches and pipeline schedules -----------------------------------
+  // Splits each training iteration into `count` micro-batches whose
+  // gradients accumulate before one optimizer update (api/micro_batches.h):
+  // Build clones the batch-dependent forward ops per micro-batch (micro-batch
+  // k = rows k, k + count, ... of the batch), makes the loss and metrics the
+  // mean over the micro-batches and the compiler orders each pipeline stage
+  // (a placement of the forward ops) by `schedule`: PIPELINE_GPIPE
+  // (fill-drain) or PIPELINE_1F1B (docs/compiler.md, "Micro-batches and
+  // pipeline schedules"). count 1 (the default) is no micro-batching and
+  // leaves the Job exactly as without the call. Errors, recorded as the
+  // graph's: count < 1 or an UNSET schedule here; at Build, a count that does
+  // not divide a data source's batch (or its per-device share under an S(0)
+  // hint), a graph without Minimize, an op updating a variable from the batch
+  // (batch_norm). The training driver's --micro-batches and
+  // --pipeline-schedule call it.
+  void SetMicroBatches(int64_t count, PipelineSchedule schedule = PIPELINE_1F1B);
+  int64_t micro_batches() const { return micro_batches_; }
+
   // ---- Build -----------------------------------------------------------------
   // The forward Job only (no autodiff / optimizer ops); conf filled.
   [[nodiscard]] StatusOr<Job> BuildForward() const;
-  // The full Job: forward, then (if Minimize was called) Autodiff and the
-  // optimizer pass. Ops carry mutable_input; Job.blob holds every desc.
+  // The full Job: forward, then (if Minimize was called) the micro-batch
+  // unroll (SetMicroBatches), Autodiff and the optimizer pass. Ops carry
+  // mutable_input; Job.blob holds every desc.
   [[nodiscard]] StatusOr<Job> Build() const;
 
  private:
@@ -324,6 +351,9 @@ class Graph {
   Tensor Reduce(const std::string& op_type, const std::string& name, const Tensor& x,
                 const std::vector<int64_t>& axes, bool keepdims);
   StatusOr<int64_t> TotalIterations() const;
+  // The op producing `tensor` (its flat output `index` of `outputs`), or
+  // null with an error recorded naming `what`.
+  OpConf* HintedOutput(const char* what, const Tensor& tensor, int* index, int* outputs);
 
   std::string name_;
   int64_t seed_;
@@ -344,6 +374,8 @@ class Graph {
   std::vector<std::pair<std::string, std::string>> metrics_;  // name, lbn
   std::vector<std::pair<std::string, std::string>> outputs_;  // name, lbn
   bool is_train_ = false;
+  int64_t micro_batches_ = 1;
+  PipelineSchedule pipeline_schedule_ = PIPELINE_1F1B;
   std::string loss_lbn_;
   OptimizerConf optimizer_;
 };

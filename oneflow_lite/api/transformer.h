@@ -28,9 +28,34 @@
 
 #include "oneflow_lite/api/graph.h"
 #include "oneflow_lite/api/layers.h"
+#include "oneflow_lite/api/placement.h"
 #include "oneflow_lite/api/variable.h"
 
 namespace oflite {
+
+// Megatron-LM tensor parallelism, said with SBP hints only (no op of its
+// own): in each attention and MLP sub-block the first projections (query,
+// key, value, MLP fc: weights [in, out] hinted S(1), biases S(0)) are split
+// by output column, so the heads and the MLP's hidden units are spread over
+// the group (the head axis of the reshape / transpose / batched matmul /
+// causal_softmax chain is split); the second projection (attention proj,
+// MLP proj: weight S(0)) is split by input row and leaves a partial sum P,
+// its bias added once (B -> P keeps it on one device), and the residual sum
+// is hinted B: one all-reduce per sub-block in the forward pass. LayerNorm
+// outputs and the residual stream are replicated (B) over the group. Each
+// activation's gradient is hinted alike (Graph::HintGradSbp; P's gradient
+// B), so the backward is Megatron's too: the partial sums of dX from the
+// column-split projections all-reduced once before LayerNorm's backward.
+//
+// The group is the devices of the ops' placement (flat hints), or, with
+// `data_axis`, the second axis of a [data, tensor] placement hierarchy
+// (e.g. "0-1:cpu:0-1@2x2"): every hint is then the pair (data, tensor),
+// B on the data axis for parameters and S(0) (the batch) for activations.
+// The compiler must accept the 2-D hints for that (docs/graph_api.md).
+struct TensorParallelOptions {
+  int64_t degree = 1;      // 1: no hints; must divide the heads and the MLP's hidden units
+  bool data_axis = false;  // hints are (data, tensor) pairs for a [data, tensor] hierarchy
+};
 
 struct LinearOptions {
   bool use_bias = true;
@@ -51,6 +76,7 @@ struct AttentionOptions {
   // sqrt(2 layers).
   double init_std = 0.02;
   double proj_init_std = 0.02;
+  TensorParallelOptions tensor_parallel;  // degree must divide heads
   std::string name;
 };
 
@@ -75,6 +101,7 @@ struct MlpOptions {
   bool use_bias = true;
   double init_std = 0.02;
   double proj_init_std = 0.02;
+  TensorParallelOptions tensor_parallel;  // degree must divide hidden
   std::string name;
 };
 
@@ -95,6 +122,9 @@ struct TransformerBlockOptions {
   double layer_norm_epsilon = 1e-5;
   double init_std = 0.02;
   double proj_init_std = 0.02;
+  // Attention and MLP split over a tensor-parallel group; the LayerNorm
+  // outputs and both residual sums are hinted B (replicated in the group).
+  TensorParallelOptions tensor_parallel;
   std::string name;
 };
 
@@ -122,6 +152,17 @@ struct GptConfig {
   // lm_head [C, V].
   bool tie_weights = false;
   DataType dtype = DT_FLOAT;
+  // Every block tensor parallel (TransformerBlockOptions); the embeddings,
+  // ln_f and lm_head stay replicated over the group (hinted B).
+  TensorParallelOptions tensor_parallel;
+  // Pipeline stages: empty puts every op on the graph's placement; K
+  // placements split the blocks into K contiguous groups in order (layers
+  // / K each, the first layers % K stages one more; K <= layers), the
+  // embeddings on the first stage and ln_f / lm_head on the last. Tensor
+  // parallelism applies inside each stage's placement. The caller puts the
+  // loss on stages.back() (Graph::WithPlacement). Variable names do not
+  // depend on the stages or the tensor parallelism.
+  std::vector<Placement> stages;
   std::string name;  // default "gpt"
 };
 
@@ -137,6 +178,9 @@ struct GptModel {
 // tokens [B, T] (int32/int64, T <= block_size) -> logits [B, T, V].
 // Variables: "<name>-wte-weight", "<name>-wpe", "<name>-h<i>-..." per block,
 // "<name>-ln_f-gamma/beta", "<name>-lm_head-weight" (untied).
+// The stage of block `index` among `layers` blocks split into `stages`
+// (GptConfig::stages): contiguous, the first layers % stages one longer.
+int64_t GptBlockStage(int64_t index, int64_t layers, int64_t stages);
 GptModel Gpt(Graph* g, const Tensor& tokens, const GptConfig& config);
 
 }  // namespace oflite

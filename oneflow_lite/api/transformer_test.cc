@@ -152,5 +152,130 @@ TEST(TransformerTest, BadArgumentsNameTheLayer) {
   }
 }
 
+// The hint on `op`'s output number `index` ("" when none), e.g. "S(1)" or
+// "B,S(1)".
+std::string HintOf(const Job& job, const std::string& op, int index = 0) {
+  for (const OpConf& conf : job.op()) {
+    if (conf.name() != op || conf.output_sbp_hint_size() <= index) continue;
+    std::string text;
+    for (const SbpParallel& sbp : conf.output_sbp_hint(index).sbp()) {
+      text += (text.empty() ? "" : ",") + SbpToString(sbp);
+    }
+    return text;
+  }
+  return "";
+}
+
+Job TensorParallelJob(int64_t degree, bool data_axis, std::vector<Placement> stages = {}) {
+  Graph g("tp", /*seed=*/5);
+  Tensor tokens = HostInput(&g, "tp", Shape{kBatch, kTime}, DT_INT32);
+  GptConfig config = TinyGpt();
+  config.tensor_parallel = {.degree = degree, .data_axis = data_axis};
+  config.stages = std::move(stages);
+  GptModel gpt = Gpt(&g, tokens, config);
+  g.AddOutput("logits", gpt.logits);
+  StatusOr<Job> job = g.BuildForward();
+  EXPECT_TRUE(job.ok()) << job.status();
+  return job.ok() ? *job : Job();
+}
+
+TEST(TransformerTest, TensorParallelHintsAreMegatronLm) {
+  const Job job = TensorParallelJob(2, false);
+  for (const std::string part : {"attn-query", "attn-key", "attn-value", "mlp-fc"}) {
+    EXPECT_EQ(HintOf(job, "gpt-h1-" + part + "-weight"), "S(1)") << part;
+    EXPECT_EQ(HintOf(job, "gpt-h1-" + part + "-bias"), "S(0)") << part;
+    EXPECT_EQ(HintOf(job, "gpt-h1-" + part + "-bias_add"), "S(2)") << part;
+  }
+  for (const std::string part : {"attn-proj", "mlp-proj"}) {
+    EXPECT_EQ(HintOf(job, "gpt-h1-" + part + "-weight"), "S(0)") << part;
+    EXPECT_EQ(HintOf(job, "gpt-h1-" + part + "-bias"), "B") << part;
+    EXPECT_EQ(HintOf(job, "gpt-h1-" + part + "-bias_add"), "P") << part;
+  }
+  EXPECT_EQ(HintOf(job, "gpt-h1-attn-merge"), "S(2)");
+  for (const std::string op : {"gpt-h1-residual_1", "gpt-h1-residual_2", "gpt-embed"}) {
+    EXPECT_EQ(HintOf(job, op), "B") << op;
+  }
+  for (int output = 0; output < 3; ++output) {  // y, mean, inv_variance
+    EXPECT_EQ(HintOf(job, "gpt-h0-ln_2-norm", output), "B");
+    EXPECT_EQ(HintOf(job, "gpt-ln_f-norm", output), "B");
+  }
+  // On a [data, tensor] hierarchy: pairs, parameters B and activations S(0)
+  // on the data axis.
+  const Job two_d = TensorParallelJob(2, true);
+  EXPECT_EQ(HintOf(two_d, "gpt-h0-attn-query-weight"), "B,S(1)");
+  EXPECT_EQ(HintOf(two_d, "gpt-h0-mlp-proj-bias_add"), "S(0),P");
+  EXPECT_EQ(HintOf(two_d, "gpt-h0-residual_2"), "S(0),B");
+}
+
+TEST(TransformerTest, DegreeOneAddsNoHint) {
+  const Job plain = TensorParallelJob(1, false);
+  for (const OpConf& op : plain.op()) {
+    if (op.op_type() != "host_feed") EXPECT_EQ(op.output_sbp_hint_size(), 0) << op.name();
+  }
+}
+
+TEST(TransformerTest, StagesPlaceContiguousBlocks) {
+  EXPECT_EQ(GptBlockStage(0, 4, 2), 0);
+  EXPECT_EQ(GptBlockStage(1, 4, 2), 0);
+  EXPECT_EQ(GptBlockStage(2, 4, 2), 1);
+  EXPECT_EQ(GptBlockStage(3, 4, 2), 1);
+  // 5 blocks in 3 stages: 2, 2, 1.
+  std::vector<int64_t> stages;
+  for (int64_t i = 0; i < 5; ++i) stages.push_back(GptBlockStage(i, 5, 3));
+  EXPECT_EQ(stages, (std::vector<int64_t>{0, 0, 1, 1, 2}));
+
+  const Job job = TensorParallelJob(1, false, {*Placement::Parse("0:cpu:0"),
+                                               *Placement::Parse("1:cpu:0")});
+  auto machine_of = [&](const std::string& name) -> int64_t {
+    for (const OpConf& op : job.op()) {
+      if (op.name() != name) continue;
+      if (!op.has_placement() || op.placement().machine_id_size() != 1) return -1;
+      return op.placement().machine_id(0);
+    }
+    return -2;
+  };
+  EXPECT_EQ(machine_of("gpt-wte-weight"), 0);
+  EXPECT_EQ(machine_of("gpt-wpe"), 0);
+  EXPECT_EQ(machine_of("gpt-h0-attn-query-weight"), 0);
+  EXPECT_EQ(machine_of("gpt-h1-attn-query-weight"), 1);
+  EXPECT_EQ(machine_of("gpt-ln_f-norm"), 1);
+  EXPECT_EQ(machine_of("gpt-lm_head-weight"), 1);
+  // The names do not depend on the layout.
+  std::set<std::string> plain, staged;
+  const Job unstaged = TensorParallelJob(1, false);
+  for (const OpConf& op : unstaged.op()) plain.insert(op.name());
+  for (const OpConf& op : job.op()) staged.insert(op.name());
+  EXPECT_EQ(plain, staged);
+}
+
+TEST(TransformerTest, LayoutErrorsNameTheNumbers) {
+  auto error = [](int64_t degree, int64_t heads, int64_t stages) {
+    Graph g("bad_layout", 1);
+    Tensor tokens = HostInput(&g, "bad_layout", Shape{kBatch, kTime}, DT_INT32);
+    GptConfig config = TinyGpt();
+    config.heads = heads;
+    config.tensor_parallel.degree = degree;
+    config.stages.assign(stages, Placement());
+    Gpt(&g, tokens, config);
+    return g.status().ToString();
+  };
+  EXPECT_NE(error(3, 2, 0).find("tensor-parallel degree 3 does not divide the 2 heads"),
+            std::string::npos)
+      << error(3, 2, 0);
+  EXPECT_NE(error(1, 2, 3).find("3 pipeline stages for 2 layers"), std::string::npos)
+      << error(1, 2, 3);
+  // The MLP's hidden units.
+  Graph g("bad_mlp", 1);
+  Tensor x = HostInput(&g, "bad_mlp", Shape{kBatch, kTime, 8}, DT_FLOAT);
+  MlpOptions mlp;
+  mlp.hidden = 10;
+  mlp.tensor_parallel.degree = 4;
+  MlpBlock(&g, x, mlp);
+  EXPECT_NE(g.status().ToString().find("mlp 'mlp': tensor-parallel degree 4 does not divide the "
+                                       "10 hidden units"),
+            std::string::npos)
+      << g.status();
+}
+
 }  // namespace
 }  // namespace oflite

@@ -14,6 +14,7 @@
 #include "oneflow_lite/compiler/gradient_buckets.h"
 #include "oneflow_lite/compiler/graph_merge.h"
 #include "oneflow_lite/compiler/logical_graph.h"
+#include "oneflow_lite/compiler/pipeline_schedule.h"
 #include "oneflow_lite/compiler/placement.h"
 
 namespace oflite {
@@ -163,6 +164,7 @@ class Emitter {
     p.set_stream_id(t.stream);
     p.mutable_parallel_ctx()->set_parallel_id(t.parallel_id);
     p.mutable_parallel_ctx()->set_parallel_num(t.parallel_num);
+    for (int64_t h : t.hierarchy) p.mutable_parallel_ctx()->mutable_hierarchy()->add_dim(h);
     for (const KernelConf& k : t.kernels) *p.add_kernel() = k;
     for (int r : t.produced) *p.add_produced() = regsts[r];
     for (const auto& [name, ids] : t.consumed) {
@@ -213,7 +215,15 @@ StatusOr<Plan> Compile(const Job& job, const ClusterProto& cluster, const Compil
   }
   FusionResult fusion;
   if (options.fuse) fusion = FuseElementwiseChains(job);
-  return CompileJob(options.fuse ? fusion.job : job, cluster, options);
+  const Job* input = options.fuse ? &fusion.job : &job;
+  if (!input->conf().has_pipeline()) return CompileJob(*input, cluster, options);
+  // A micro-batched job: its pipeline schedule as control edges
+  // (pipeline_schedule.h), recorded in Plan.pipeline.
+  Job scheduled = *input;
+  ASSIGN_OR_RETURN(PipelinePlan pipeline, SchedulePipeline(&scheduled));
+  ASSIGN_OR_RETURN(Plan plan, CompileJob(scheduled, cluster, options));
+  *plan.mutable_pipeline() = std::move(pipeline);
+  return plan;
 }
 
 namespace {

@@ -60,6 +60,8 @@ OpConf BiasAddRelu(const OpConf& bias_add, const OpConf& relu) {
   from->set_key("fused_from");
   from->mutable_value()->set_s(bias_add.name() + "+" + relu.name());
   if (relu.has_placement()) *fused.mutable_placement() = relu.placement();
+  // Both ops belong to the same micro-batch (pipeline_schedule.h).
+  if (relu.has_micro_batch()) fused.set_micro_batch(relu.micro_batch());
   return fused;
 }
 

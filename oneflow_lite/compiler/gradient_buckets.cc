@@ -186,6 +186,22 @@ class Bucketer {
     return false;
   }
 
+  // Whether ring `ring` reads a register that a ring of `group` reads too: a
+  // fused task lists each input once, so such rings stay apart (the lowering
+  // shares a conversion's prefix, so two reductions of one register are
+  // not expected; this keeps the plan valid if one appears).
+  bool SharesInput(int ring, int group) const {
+    for (int other : groups_[group]) {
+      for (size_t rank = 0; rank < rings_[ring].tasks.size(); ++rank) {
+        if (g_->tasks[rings_[ring].tasks[rank]].boxing.in_regst_desc_id(0) ==
+            g_->tasks[rings_[other].tasks[rank]].boxing.in_regst_desc_id(0)) {
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+
   void Merge(int ring, int group) {
     const int old = rings_[ring].group;
     groups_[old].clear();
@@ -206,7 +222,8 @@ class Bucketer {
       int64_t bytes = 0;
       for (const auto& [order, first_task, r] : candidates) {
         const int group = rings_[r].group;
-        if (current >= 0 && bytes + rings_[r].bytes <= max_bytes_ && !Reaches(current, group) &&
+        if (current >= 0 && bytes + rings_[r].bytes <= max_bytes_ &&
+            !SharesInput(static_cast<int>(r), current) && !Reaches(current, group) &&
             !Reaches(group, current)) {
           Merge(r, current);
           bytes += rings_[r].bytes;

@@ -101,10 +101,26 @@ bool PlacementEqual(const PlacementProto& a, const PlacementProto& b) {
          std::equal(a.machine_id().begin(), a.machine_id().end(), b.machine_id().begin(),
                     b.machine_id().end()) &&
          std::equal(a.device_id().begin(), a.device_id().end(), b.device_id().begin(),
-                    b.device_id().end());
+                    b.device_id().end()) &&
+         PlacementHierarchy(a) == PlacementHierarchy(b);
 }
 
 bool IsSingleMachine(const PlacementProto& p) { return p.machine_id_size() == 1; }
+
+bool IsHierarchical(const PlacementProto& p) { return p.hierarchy().dim_size() >= 2; }
+
+std::vector<int64_t> PlacementHierarchy(const PlacementProto& p) {
+  if (!IsHierarchical(p)) return {ParallelNum(p)};
+  return {p.hierarchy().dim().begin(), p.hierarchy().dim().end()};
+}
+
+std::string HierarchyToString(const std::vector<int64_t>& hierarchy) {
+  std::string text;
+  for (size_t k = 0; k < hierarchy.size(); ++k) {
+    text += (k == 0 ? "" : "x") + std::to_string(hierarchy[k]);
+  }
+  return text;
+}
 
 }  // namespace compiler
 }  // namespace oflite

@@ -54,9 +54,19 @@ Status ValidatePlacement(const PlacementProto& placement, const ClusterProto& cl
 // Devices in parallel-id order.
 std::vector<DeviceRef> PlacementDevices(const PlacementProto& placement);
 int64_t ParallelNum(const PlacementProto& placement);
+// Same devices in the same order and the same hierarchy (a 1-axis hierarchy
+// equals none).
 bool PlacementEqual(const PlacementProto& a, const PlacementProto& b);
 // True when every device of the placement is on one machine.
 bool IsSingleMachine(const PlacementProto& placement);
+// True when the placement carries a hierarchy of 2 or more axes (n-D SBP,
+// docs/compiler.md); a 1-axis hierarchy is the flat placement.
+bool IsHierarchical(const PlacementProto& placement);
+// The hierarchy axes: the placement's hierarchy when it is hierarchical,
+// else one axis of ParallelNum devices.
+std::vector<int64_t> PlacementHierarchy(const PlacementProto& placement);
+// "2x2" (or "4" for a flat placement of 4).
+std::string HierarchyToString(const std::vector<int64_t>& hierarchy);
 
 }  // namespace compiler
 }  // namespace oflite

@@ -27,7 +27,63 @@ std::string DeviceText(const TaskProto& t) {
          std::to_string(t.device_index());
 }
 
+std::string HierarchyText(const ShapeProto& hierarchy) {
+  std::string text;
+  for (int k = 0; k < hierarchy.dim_size(); ++k) {
+    text += (k ? "x" : "") + std::to_string(hierarchy.dim(k));
+  }
+  return text;
+}
+
+// The n-D facts of one task of an n-D boxing step (every task of the step
+// adds its sub-group once).
+void AddNdFacts(const BoxingConf& b, BoxingConversion* c) {
+  c->hierarchy = HierarchyText(b.hierarchy());
+  c->axis = b.hierarchy_axis();
+  c->nd_in_sbp = NdSbpText(b.nd_in_sbp());
+  c->nd_out_sbp = NdSbpText(b.nd_out_sbp());
+  std::string group = "{";
+  for (int i = 0; i < b.group_parallel_id_size(); ++i) {
+    group += (i ? "," : "") + std::to_string(b.group_parallel_id(i));
+  }
+  group += "}";
+  if (std::find(c->groups.begin(), c->groups.end(), group) == c->groups.end()) {
+    c->groups.push_back(group);
+    std::sort(c->groups.begin(), c->groups.end(), [](const std::string& a, const std::string& z) {
+      return std::stoll(a.substr(1)) < std::stoll(z.substr(1));
+    });
+  }
+}
+
+// The outputs of an op task on a hierarchical placement, by lbn.
+void AddNdTensors(const TaskProto& t, std::map<std::string, NdTensorLayout>* layouts) {
+  for (const KernelConf& k : t.kernel()) {
+    for (int i = 0; i < k.output_size() && i < k.output_sbp_size(); ++i) {
+      const RegstDescProto* regst = nullptr;
+      for (const RegstDescProto& r : t.produced()) {
+        if (r.regst_desc_id() == k.output(i).regst_desc_id()) regst = &r;
+      }
+      if (regst == nullptr || regst->blob_size() == 0) continue;
+      NdTensorLayout& layout = (*layouts)[regst->blob(0).lbn()];
+      layout.lbn = regst->blob(0).lbn();
+      layout.hierarchy = HierarchyText(t.parallel_ctx().hierarchy());
+      layout.sbp = NdSbpText(k.output_sbp(i));
+    }
+  }
+}
+
 }  // namespace
+
+std::string NdSbpText(const NdSbp& sbp) {
+  if (sbp.sbp_size() == 1) return SbpText(sbp);
+  std::string text = "(";
+  for (int k = 0; k < sbp.sbp_size(); ++k) {
+    NdSbp one;
+    *one.add_sbp() = sbp.sbp(k);
+    text += (k ? ", " : "") + SbpText(one);
+  }
+  return text + ")";
+}
 
 std::string ZoneName(const MemZoneId& zone) {
   std::string m = "m" + std::to_string(zone.machine_id()) + "/";
@@ -100,6 +156,7 @@ const TaskProto* FindTask(const Plan& plan, int64_t task_id) {
 PlanSummary Summarize(const Plan& plan) {
   PlanSummary s;
   std::map<std::tuple<std::string, int, std::string, std::string>, BoxingConversion> boxing;
+  std::map<std::string, NdTensorLayout> nd_tensors;
   for (const MachinePlan& m : plan.machine()) {
     MachineSummary ms;
     ms.machine_id = m.machine_id();
@@ -113,7 +170,13 @@ PlanSummary Summarize(const Plan& plan) {
       }
       if (t.type() == TASK_BOXING || t.type() == TASK_COLLECTIVE) {
         const BoxingConf& b = t.boxing();
-        auto key = std::make_tuple(b.lbn(), static_cast<int>(b.kind()), SbpText(b.in_sbp()),
+        // n-D steps: one conversion per (axis, whole layouts), all sub-groups.
+        std::string in_key = SbpText(b.in_sbp());
+        if (b.hierarchy().dim_size() > 0) {
+          in_key += "|" + std::to_string(b.hierarchy_axis()) + "|" + NdSbpText(b.nd_in_sbp()) +
+                    "|" + NdSbpText(b.nd_out_sbp());
+        }
+        auto key = std::make_tuple(b.lbn(), static_cast<int>(b.kind()), in_key,
                                    SbpText(b.out_sbp()));
         BoxingConversion& c = boxing[key];
         c.kind = b.kind();
@@ -121,6 +184,7 @@ PlanSummary Summarize(const Plan& plan) {
         c.in_sbp = SbpText(b.in_sbp());
         c.out_sbp = SbpText(b.out_sbp());
         c.spans_machines = c.spans_machines || t.type() == TASK_COLLECTIVE;
+        if (b.hierarchy().dim_size() > 0) AddNdFacts(b, &c);
         if (t.type() == TASK_COLLECTIVE) {
           c.algorithm = t.collective().algorithm();
           c.buffer_bytes = t.collective().buffer_bytes();
@@ -129,6 +193,7 @@ PlanSummary Summarize(const Plan& plan) {
         }
         c.tasks++;
       }
+      if (t.parallel_ctx().hierarchy().dim_size() > 0) AddNdTensors(t, &nd_tensors);
       if (t.type() == TASK_COMMNET) {
         CrossMachineEdge e;
         e.src_machine = t.commnet().src_machine_id();
@@ -143,7 +208,15 @@ PlanSummary Summarize(const Plan& plan) {
       }
     }
     for (const MemBlockProto& b : m.mem_block()) {
-      ms.memory.push_back({b.zone(), b.size(), b.bytes_without_reuse(), b.regst_count()});
+      ZoneMemory zone{b.zone(), b.size(), b.bytes_without_reuse(), b.regst_count()};
+      for (const TaskProto& t : m.task()) {
+        for (const RegstDescProto& r : t.produced()) {
+          if (r.is_persistent() && r.zone().SerializeAsString() == b.zone().SerializeAsString()) {
+            zone.variable_bytes += r.bytes_per_regst() * r.regst_num();
+          }
+        }
+      }
+      ms.memory.push_back(zone);
     }
     ms.actor_count = m.task_size();
     s.actor_count += ms.actor_count;
@@ -151,6 +224,7 @@ PlanSummary Summarize(const Plan& plan) {
     s.machines.push_back(std::move(ms));
   }
   for (auto& [key, c] : boxing) s.boxing.push_back(c);
+  for (auto& [lbn, layout] : nd_tensors) s.nd_tensors.push_back(layout);
   return s;
 }
 

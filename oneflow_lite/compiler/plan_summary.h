@@ -33,6 +33,9 @@ struct ZoneMemory {
   int64_t size = 0;
   int64_t bytes_without_reuse = 0;
   int64_t regst_count = 0;
+  // Bytes of the zone's persistent registers (variables: model and
+  // optimizer state), every copy counted; part of `size`.
+  int64_t variable_bytes = 0;
 };
 
 struct MachineSummary {
@@ -59,6 +62,23 @@ struct BoxingConversion {
   // logical blobs it all-reduces, in buffer order. Empty otherwise.
   std::vector<std::string> members;
   int tasks = 0;
+  // n-D SBP (BoxingConf.hierarchy set; empty otherwise): the hierarchy
+  // ("2x2"), the axis converted, the whole layouts before and after
+  // ("(S(0), P)") and the sub-groups the step ran on ("{0,2}"), in order of
+  // their first parallel id.
+  std::string hierarchy;
+  int64_t axis = 0;
+  std::string nd_in_sbp;
+  std::string nd_out_sbp;
+  std::vector<std::string> groups;
+};
+
+// The n-D SBP of one tensor on a hierarchical placement, as its producing
+// op's kernels record it (KernelConf.output_sbp).
+struct NdTensorLayout {
+  std::string lbn;
+  std::string hierarchy;  // "2x2"
+  std::string sbp;        // "(S(0), B)"
 };
 
 struct PlanSummary {
@@ -68,6 +88,7 @@ struct PlanSummary {
   int regst_count = 0;
   std::vector<BoxingConversion> boxing;  // sorted by (lbn, kind)
   std::vector<CrossMachineEdge> cross_machine_edges;  // sorted by commnet task id
+  std::vector<NdTensorLayout> nd_tensors;  // sorted by lbn; empty in flat plans
 };
 
 PlanSummary Summarize(const Plan& plan);
@@ -78,6 +99,8 @@ std::string ZoneName(const MemZoneId& zone);
 std::string TaskTypeShortName(TaskType type);
 // "all_reduce", ...
 std::string BoxingKindName(BoxingKind kind);
+// "(S(0), B)"; a single entry prints flat: "S(0)".
+std::string NdSbpText(const NdSbp& sbp);
 // "all_to_all", "ring_all_reduce", ... ("unset" for COLLECTIVE_UNSET).
 std::string CollectiveAlgorithmName(CollectiveAlgorithm algorithm);
 // "zero-copy", "bounce", "-".

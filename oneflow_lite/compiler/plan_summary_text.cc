@@ -5,6 +5,8 @@
 #include <set>
 #include <tuple>
 
+#include "oneflow_lite/common/placement_text.h"
+#include "oneflow_lite/compiler/pipeline_schedule.h"
 #include "oneflow_lite/compiler/plan_summary.h"
 
 namespace oflite {
@@ -80,6 +82,31 @@ std::string AlgorithmText(const BoxingConversion& b) {
   return text;
 }
 
+// The second line of an n-D boxing step: "    all_reduce axis 0 of 2x2
+// groups {0,2} {1,3}: (S(0), P) -> (S(0), B)".
+std::string NdStepText(const BoxingConversion& b) {
+  std::string groups;
+  for (const std::string& g : b.groups) groups += " " + g;
+  std::string text = "    " + BoxingKindName(b.kind) + " axis " + std::to_string(b.axis) +
+                     " of " + b.hierarchy + (b.groups.size() == 1 ? " group" : " groups") + groups;
+  // A fused bucket's members have layouts of their own.
+  if (b.members.empty()) text += ": " + b.nd_in_sbp + " -> " + b.nd_out_sbp;
+  return text + "\n";
+}
+
+// Tensors on hierarchical placements with their n-D SBP.
+void PrintNdTensors(std::FILE* out, const PlanSummary& s) {
+  if (s.nd_tensors.empty()) return;
+  std::fprintf(out, "\nn-D SBP (%zu tensor(s) on hierarchical placements):\n", s.nd_tensors.size());
+  for (size_t i = 0; i < s.nd_tensors.size() && i < kListLimit; ++i) {
+    const NdTensorLayout& t = s.nd_tensors[i];
+    std::fprintf(out, "  %-18s on %-5s %s\n", t.sbp.c_str(), t.hierarchy.c_str(), t.lbn.c_str());
+  }
+  if (s.nd_tensors.size() > kListLimit) {
+    std::fprintf(out, "  ... %zu more (--json lists all)\n", s.nd_tensors.size() - kListLimit);
+  }
+}
+
 // Fused all-reduce buckets (CollectiveConf.member): how many, and each one's
 // members.
 void PrintBuckets(std::FILE* out, const PlanSummary& s) {
@@ -111,6 +138,30 @@ std::string GraphText(const Plan& plan) {
     replayed += (replayed.empty() ? "" : ", ") + ("'" + t->name() + "'");
   }
   return text + "; replayed: " + (replayed.empty() ? "none (one task per op)" : replayed);
+}
+
+// The schedule of a micro-batched plan (Plan.pipeline): one line of
+// figures, then each stage's order of forward (F k) and backward (B k)
+// units.
+void PrintPipeline(std::FILE* out, const PipelinePlan& p) {
+  const int64_t stages = p.stage_size();
+  std::fprintf(out,
+               "\npipeline schedule: %s, %lld micro-batches, %lld stage(s), %lld control edge(s); "
+               "bubble (S-1)/(M+S-1) = %lld/%lld = %.1f%%\n",
+               PipelineScheduleName(p.schedule()).c_str(),
+               static_cast<long long>(p.micro_batches()), static_cast<long long>(stages),
+               static_cast<long long>(p.control_edges()), static_cast<long long>(stages - 1),
+               static_cast<long long>(p.micro_batches() + stages - 1),
+               100.0 * p.bubble_fraction());
+  for (int64_t s = 0; s < stages; ++s) {
+    const PipelineStage& stage = p.stage(s);
+    std::string order;
+    for (const PipelineUnit& unit : stage.unit()) {
+      order += " " + std::string(unit.backward() ? "B" : "F") + std::to_string(unit.micro_batch());
+    }
+    std::fprintf(out, "  stage %lld (%s):%s\n", static_cast<long long>(s),
+                 PlacementToString(stage.placement()).c_str(), order.c_str());
+  }
 }
 
 }  // namespace
@@ -155,14 +206,14 @@ void PrintPlanSummary(std::FILE* out, const Plan& plan) {
     }
     std::fprintf(out, " %7d\n", total);
   }
-  std::fprintf(out, "\nmemory per zone:\n  %-12s %12s %14s %12s %10s\n", "zone", "peak",
-               "without reuse", "saved", "registers");
+  std::fprintf(out, "\nmemory per zone:\n  %-12s %12s %14s %12s %10s %12s\n", "zone", "peak",
+               "without reuse", "saved", "registers", "variables");
   for (const auto& m : s.machines) {
     for (const ZoneMemory& z : m.memory) {
-      std::fprintf(out, "  %-12s %12s %14s %12s %10lld\n", ZoneName(z.zone).c_str(),
+      std::fprintf(out, "  %-12s %12s %14s %12s %10lld %12s\n", ZoneName(z.zone).c_str(),
                    HumanBytes(z.size).c_str(), HumanBytes(z.bytes_without_reuse).c_str(),
                    HumanBytes(z.bytes_without_reuse - z.size).c_str(),
-                   static_cast<long long>(z.regst_count));
+                   static_cast<long long>(z.regst_count), HumanBytes(z.variable_bytes).c_str());
     }
   }
   if (!s.boxing.empty()) {
@@ -186,11 +237,13 @@ void PrintPlanSummary(std::FILE* out, const Plan& plan) {
       std::fprintf(out, "  %-15s %-5s -> %-5s %3d task(s)  %-24s %s\n",
                    BoxingKindName(b.kind).c_str(), b.in_sbp.c_str(), b.out_sbp.c_str(), b.tasks,
                    AlgorithmText(b).c_str(), b.lbn.c_str());
+      if (!b.hierarchy.empty()) std::fprintf(out, "%s", NdStepText(b).c_str());
     }
     if (s.boxing.size() > kListLimit) {
       std::fprintf(out, "  ... %zu more (--json lists all)\n", s.boxing.size() - kListLimit);
     }
   }
+  PrintNdTensors(out, s);
   if (!s.cross_machine_edges.empty()) {
     std::map<std::tuple<int64_t, int64_t, std::string>, std::pair<int, int64_t>> groups;
     for (const auto& e : s.cross_machine_edges) {
@@ -217,6 +270,7 @@ void PrintPlanSummary(std::FILE* out, const Plan& plan) {
                    s.cross_machine_edges.size() - kListLimit);
     }
   }
+  if (plan.has_pipeline()) PrintPipeline(out, plan.pipeline());
 }
 
 }  // namespace compiler

@@ -9,9 +9,26 @@
 // cross-machine weight; a transfer
 // between placements adds the bytes copied from device to device (0 on the
 // same device). User hints (OpConf.output_sbp_hint / input_sbp_hint) filter
-// the candidates; a hint no signature satisfies is an error naming the op.
+// the candidates (an empty NdSbp entry leaves that blob free); a hint no
+// signature satisfies is an error naming the op.
 // Ops are visited in topological order (greedy); ties keep the op's own
 // signature order (variables prefer broadcast, other ops try broadcast last).
+//
+// Hierarchical placements (n-D SBP, nd_sbp.h, docs/compiler.md): every
+// layout is an NdSbp with one entry per hierarchy axis. The candidates are
+// the product of the op's 1-D signatures per axis: axis k asks the op's SBP
+// rule with parallel_num h_k on the descs as split by the axes before it,
+// so divisibility and fit are checked per level. Signatures that split one
+// tensor axis on two hierarchy axes are refused (with the reason), and so
+// are variables and sources split on two axes (their kernels cut a 1-D
+// part). A hint has one entry per axis, or one entry meaning that SBP on
+// every axis; another length is an InvalidArgument naming the op and both
+// lengths. A conversion costs the sum of its per-axis steps (NdBoxingPath),
+// each the 1-D cost of every sub-group over the tensor as split by the other
+// axes, weighted cross-machine when the sub-group spans machines. Between
+// different placements where either is hierarchical, the producer converts
+// to all-B, each consumer device copies one whole replica, then cuts
+// locally. Flat placements are the 1-axis case and cost exactly as before.
 // Pure functions; thread-safe.
 #ifndef ONEFLOW_LITE_COMPILER_SBP_DEDUCTION_H_
 #define ONEFLOW_LITE_COMPILER_SBP_DEDUCTION_H_
@@ -61,15 +78,18 @@ TensorDesc PhysicalDesc(const TensorDesc& logical, const SbpParallel& sbp,
 // at least one row per device).
 bool SbpFits(const TensorDesc& logical, const SbpParallel& sbp, int64_t parallel_num);
 
-// Weighted bytes to turn (producer placement, from) into (consumer placement, to).
+// Weighted bytes to turn (producer placement, from) into (consumer placement,
+// to); each layout has one entry per hierarchy axis of its placement (one
+// for a flat placement).
 double TransferCost(const TensorDesc& logical, const PlacementProto& producer,
-                    const SbpParallel& from, const PlacementProto& consumer,
-                    const SbpParallel& to, const CostWeights& weights);
+                    const NdSbp& from, const PlacementProto& consumer, const NdSbp& to,
+                    const CostWeights& weights);
 
-// The chosen signature of one op (normalized to its placement).
+// The chosen signature of one op, normalized to its placement: one entry per
+// hierarchy axis (a single entry on a flat placement).
 struct OpSbp {
-  std::vector<SbpParallel> inputs;
-  std::vector<SbpParallel> outputs;
+  std::vector<NdSbp> inputs;
+  std::vector<NdSbp> outputs;
   double cost = 0;  // weighted bytes of the chosen signature's input transfers
 };
 

@@ -5,6 +5,8 @@
 #include <set>
 #include <tuple>
 
+#include "oneflow_lite/compiler/nd_sbp.h"
+
 namespace oflite {
 namespace compiler {
 namespace {
@@ -14,12 +16,6 @@ int64_t AlignUp(int64_t bytes) {
 }
 
 DeviceRef HostOf(int64_t machine) { return {machine, DEVICE_CPU, 0}; }
-
-NdSbp ToNdSbp(const SbpParallel& sbp) {
-  NdSbp nd;
-  *nd.add_sbp() = sbp;
-  return nd;
-}
 
 class Builder {
  public:
@@ -198,17 +194,30 @@ class Builder {
     return part.type == DEVICE_CPU ? part : HostOf(part.machine);
   }
 
+  // One step of an n-D conversion on one sub-group (boxing tasks of a
+  // hierarchical placement).
+  struct SubGroupStep {
+    const NdBoxingStep* step = nullptr;
+    Hierarchy hierarchy;
+    std::vector<int64_t> group;  // parallel ids in the whole placement
+    TensorDesc logical;          // the tensor as split by the other axes
+  };
+
+  // `nd` null: a flat conversion over the whole logical tensor.
   int AddBoxingTask(TaskType type, const BoxingStep& step, const std::string& lbn,
                     int64_t parallel_num, int64_t j, const DeviceRef& part,
-                    const std::vector<int>& inputs, const std::vector<int64_t>& input_ids) {
+                    const std::vector<int>& inputs, const std::vector<int64_t>& input_ids,
+                    const SubGroupStep* nd = nullptr) {
     const bool collective = type == TASK_COLLECTIVE;
     std::string name = std::string(collective ? "collective:" : "boxing:") +
-                       BoxingKindShortName(step.kind) + ":" + lbn + "@" + std::to_string(j);
+                       BoxingKindShortName(step.kind) + ":" + lbn + "@" +
+                       std::to_string(nd ? nd->group[j] : j);
+    if (nd) name += "/axis" + std::to_string(nd->step->axis);
     int task = NewTask(type, name, BoxingDevice(part),
                        collective ? kCollectiveStream : kBoxingStream);
     g_.tasks[task].parallel_id = j;
     g_.tasks[task].parallel_num = parallel_num;
-    const TensorDesc& logical = graph_.blob(lbn).desc;
+    const TensorDesc& logical = nd ? nd->logical : graph_.blob(lbn).desc;
     BoxingConf* conf = &g_.tasks[task].boxing;
     conf->set_kind(step.kind);
     conf->set_lbn(lbn);
@@ -217,6 +226,13 @@ class Builder {
     *conf->mutable_logical_desc() = logical.ToProto();
     conf->set_out_parallel_id(j);
     conf->set_parallel_num(parallel_num);
+    if (nd) {
+      for (int64_t h : nd->hierarchy) conf->mutable_hierarchy()->add_dim(h);
+      conf->set_hierarchy_axis(nd->step->axis);
+      for (int64_t id : nd->group) conf->add_group_parallel_id(id);
+      *conf->mutable_nd_in_sbp() = nd->step->before;
+      *conf->mutable_nd_out_sbp() = nd->step->after;
+    }
     for (size_t k = 0; k < inputs.size(); ++k) {
       int in = Deliver(inputs[k], task);
       Consume(task, "in", in);
@@ -261,43 +277,145 @@ class Builder {
     return out;
   }
 
+  // Turns the ring tasks of one collective into a ring (ring rank = index).
+  void MakeRing(const std::vector<int>& outputs) {
+    std::vector<int> ring;
+    for (int out : outputs) {
+      RegstNode& r = g_.regsts[out];
+      r.cross_machine_strategy = r.is_dynamic ? CM_BOUNCE_BUFFER : CM_STATIC_ZERO_COPY;
+      ring.push_back(r.producer);
+    }
+    for (size_t j = 0; j < ring.size(); ++j) {
+      TaskNode& t = g_.tasks[ring[j]];
+      t.ring_tasks = ring;
+      t.boxing.set_ring_rank(static_cast<int64_t>(j));
+    }
+  }
+
+  // One step of an n-D conversion: the 1-D step on every sub-group of its
+  // axis, lowered like LowerStep over the sub-group's parts.
+  std::vector<int> LowerNdStep(const NdBoxingStep& step, const std::string& lbn,
+                               const PlacementProto& placement, const std::vector<int>& parts) {
+    const Hierarchy hierarchy = PlacementHierarchy(placement);
+    const std::vector<DeviceRef> devices = PlacementDevices(placement);
+    const int64_t n = hierarchy[step.axis];
+    std::vector<int> out(parts.size());
+    for (const std::vector<int64_t>& group : SubGroups(hierarchy, step.axis)) {
+      SubGroupStep nd;
+      nd.step = &step;
+      nd.hierarchy = hierarchy;
+      nd.group = group;
+      nd.logical = SubGroupLogicalDesc(graph_.blob(lbn).desc, step.before, hierarchy, step.axis,
+                                       group[0]);
+      std::vector<int> group_parts;
+      std::vector<int64_t> ids;
+      bool one_machine = true;
+      for (int64_t j = 0; j < n; ++j) {
+        group_parts.push_back(parts[group[j]]);
+        ids.push_back(j);
+        one_machine = one_machine && devices[group[j]].machine == devices[group[0]].machine;
+      }
+      std::vector<int> group_out;
+      for (int64_t j = 0; j < n; ++j) {
+        const DeviceRef& device = devices[group[j]];
+        int regst;
+        if (!BoxingCommunicates(step.step.kind)) {
+          regst = AddBoxingTask(TASK_BOXING, step.step, lbn, n, j, device, {group_parts[j]}, {j},
+                                &nd);
+        } else if (one_machine) {
+          regst = AddBoxingTask(TASK_BOXING, step.step, lbn, n, j, device, group_parts, ids, &nd);
+        } else {
+          regst = AddBoxingTask(TASK_COLLECTIVE, step.step, lbn, n, j, device, {group_parts[j]},
+                                {j}, &nd);
+        }
+        group_out.push_back(regst);
+        out[group[j]] = regst;
+      }
+      if (!one_machine && BoxingCommunicates(step.step.kind)) MakeRing(group_out);
+    }
+    return out;
+  }
+
+  std::vector<int> LowerNdPath(const std::string& lbn, const PlacementProto& placement,
+                               const std::vector<int>& parts, const NdSbp& from, const NdSbp& to) {
+    std::vector<int> cur = parts;
+    for (const NdBoxingStep& step : NdBoxingPath(from, to, PlacementHierarchy(placement))) {
+      cur = LowerNdStep(step, lbn, placement, cur);
+    }
+    return cur;
+  }
+
   // Converts the parts of `lbn` (layout `from` on `placement`) to `to`.
   std::vector<int> Box(const std::string& lbn, const PlacementProto& placement,
-                       const std::vector<int>& parts, const SbpParallel& from,
-                       const SbpParallel& to) {
-    const int64_t n = ParallelNum(placement);
-    std::string key = lbn + "|" + PlacementToString(placement) + "|" + SbpToString(NormalizeSbp(to, n));
+                       const std::vector<int>& parts, const NdSbp& from, const NdSbp& to) {
+    const Hierarchy hierarchy = PlacementHierarchy(placement);
+    std::string key = lbn + "|" + PlacementToString(placement) + "|" +
+                      NdSbpToString(NormalizeNdSbp(to, hierarchy));
     auto it = box_.find(key);
     if (it != box_.end()) return it->second;
     std::vector<int> cur = parts;
-    for (const BoxingStep& step : BoxingPath(from, to, n)) cur = LowerStep(step, lbn, placement, cur);
+    if (IsHierarchical(placement)) {
+      // Every intermediate layout is cached too: two conversions of one
+      // tensor that start alike (a gradient read as (B, S(1)) by its update
+      // and as (B, B) by the norm clip: both all-reduce axis 0 first) share
+      // that prefix instead of running the same collective twice.
+      for (const NdBoxingStep& step : NdBoxingPath(from, to, hierarchy)) {
+        const std::string step_key = lbn + "|" + PlacementToString(placement) + "|" +
+                                     NdSbpToString(NormalizeNdSbp(step.after, hierarchy));
+        auto done = box_.find(step_key);
+        cur = done != box_.end() ? done->second : LowerNdStep(step, lbn, placement, cur);
+        box_[step_key] = cur;
+      }
+    } else {
+      const int64_t n = ParallelNum(placement);
+      for (const BoxingStep& step : BoxingPath(from.sbp(0), to.sbp(0), n)) {
+        cur = LowerStep(step, lbn, placement, cur);
+      }
+    }
     return box_[key] = cur;
   }
 
   // Registers holding part j (of layout `to` on `consumer`) of `lbn`, for
   // every parallel id j of the consumer placement.
   std::vector<int> InputParts(const std::string& lbn, const PlacementProto& consumer,
-                              const SbpParallel& to_raw) {
+                              const NdSbp& to_raw) {
     const int64_t nc = ParallelNum(consumer);
-    const SbpParallel to = NormalizeSbp(to_raw, nc);
-    std::string key = lbn + "|" + PlacementToString(consumer) + "|" + SbpToString(to);
+    const NdSbp to = NormalizeNdSbp(to_raw, PlacementHierarchy(consumer));
+    std::string key = lbn + "|" + PlacementToString(consumer) + "|" + NdSbpToString(to);
     auto it = parts_.find(key);
     if (it != parts_.end()) return it->second;
     const BlobInfo& blob = graph_.blob(lbn);
     const PlacementProto& producer = graph_.node(blob.producer).placement();
-    const SbpParallel& from = sbp_[blob.producer].outputs[blob.producer_slot];
+    const NdSbp& from = sbp_[blob.producer].outputs[blob.producer_slot];
     const std::vector<int>& parts = op_parts_[blob.producer][blob.producer_slot];
     const int64_t np = ParallelNum(producer);
     std::vector<int> result;
     if (PlacementEqual(producer, consumer)) {
       result = Box(lbn, producer, parts, from, to);
+    } else if (IsHierarchical(producer) || IsHierarchical(consumer)) {
+      // All-B on the producer, a whole replica to each consumer device,
+      // then local cuts there.
+      const NdSbp producer_b = AllBroadcastNdSbp(PlacementHierarchy(producer).size());
+      std::vector<int> boxed = Box(lbn, producer, parts, from, producer_b);
+      for (int64_t j = 0; j < nc; ++j) result.push_back(boxed[j % np]);
+      if (IsHierarchical(consumer)) {
+        result = LowerNdPath(lbn, consumer, result,
+                             AllBroadcastNdSbp(PlacementHierarchy(consumer).size()), to);
+      } else {
+        std::vector<DeviceRef> devices = PlacementDevices(consumer);
+        for (int64_t j = 0; j < nc; ++j) {
+          for (const BoxingStep& step : BoxingPath(BroadcastSbp(), to.sbp(0), nc)) {
+            result[j] = AddBoxingTask(TASK_BOXING, step, lbn, nc, j, devices[j], {result[j]}, {j});
+          }
+        }
+      }
     } else {
-      SbpParallel mid = np == nc ? to : BroadcastSbp();
-      std::vector<int> boxed = Box(lbn, producer, parts, from, mid);
+      const SbpParallel mid = np == nc ? to.sbp(0) : BroadcastSbp();
+      std::vector<int> boxed = Box(lbn, producer, parts, from, ToNdSbp(mid));
       std::vector<DeviceRef> devices = PlacementDevices(consumer);
       for (int64_t j = 0; j < nc; ++j) {
         int src = boxed[j % np];
-        std::vector<BoxingStep> local = BoxingPath(mid, to, nc);
+        std::vector<BoxingStep> local = BoxingPath(mid, to.sbp(0), nc);
         for (const BoxingStep& step : local) {
           src = AddBoxingTask(TASK_BOXING, step, lbn, nc, j, devices[j], {src}, {j});
         }
@@ -335,6 +453,9 @@ class Builder {
       g_.tasks[task].op_name = node.op.name();
       g_.tasks[task].parallel_id = j;
       g_.tasks[task].parallel_num = n;
+      if (IsHierarchical(node.placement())) {
+        g_.tasks[task].hierarchy = PlacementHierarchy(node.placement());
+      }
       op_tasks_[node.id].push_back(task);
       RETURN_IF_ERROR(BindOp(node, j, task, input_parts));
     }
@@ -369,13 +490,16 @@ class Builder {
       b->set_arg(in.arg);
       b->set_index(in.index);
       b->set_regst_desc_id(regst);
-      *kernel.add_input_sbp() = ToNdSbp(sbp.inputs[i]);
+      *kernel.add_input_sbp() = sbp.inputs[i];
     }
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       const ArgSlot& out = node.outputs[i];
       const TensorDesc& logical = graph_.blob(out.lbn).desc;
-      int regst = NewRegst(task, out.SlotName(),
-                           {{out.lbn, PhysicalDesc(logical, sbp.outputs[i], n, j)}});
+      const TensorDesc part =
+          IsHierarchical(node.placement())
+              ? NdPhysicalDesc(logical, sbp.outputs[i], PlacementHierarchy(node.placement()), j)
+              : PhysicalDesc(logical, sbp.outputs[i].sbp(0), n, j);
+      int regst = NewRegst(task, out.SlotName(), {{out.lbn, part}});
       if (node.is_variable) g_.regsts[regst].is_persistent = true;
       if (op_parts_[node.id].size() <= i) op_parts_[node.id].resize(i + 1);
       op_parts_[node.id][i].push_back(regst);
@@ -383,7 +507,7 @@ class Builder {
       b->set_arg(out.arg);
       b->set_index(out.index);
       b->set_regst_desc_id(regst);
-      *kernel.add_output_sbp() = ToNdSbp(sbp.outputs[i]);
+      *kernel.add_output_sbp() = sbp.outputs[i];
     }
     if (!node.inputs.empty()) {
       kernel.set_dtype(graph_.blob(node.inputs[0].lbn).desc.dtype);
@@ -457,7 +581,7 @@ class Builder {
     int sink = NewTask(TASK_SINK, "sink", HostOf(0), kSinkStream);
     for (size_t i = 0; i < metrics.size(); ++i) {
       const auto& [name, lbn] = metrics[i];
-      std::vector<int> parts = InputParts(lbn, sink_placement, BroadcastSbp());
+      std::vector<int> parts = InputParts(lbn, sink_placement, ToNdSbp(BroadcastSbp()));
       std::string consumed = Consume(sink, name, Deliver(parts[0], sink));
       SinkMetric* m = g_.tasks[sink].sink.add_metric();
       m->set_name(name);

@@ -6,7 +6,12 @@
 //   - boxing where a consumer needs another layout than its producer made:
 //     TASK_BOXING tasks when the placement is on one machine (or the step
 //     needs no communication), TASK_COLLECTIVE ring ranks when it spans
-//     machines;
+//     machines; on a hierarchical placement, one 1-D step per hierarchy
+//     axis (NdBoxingPath, nd_sbp.h), lowered the same way on each
+//     sub-group of that axis over the tensor as split by the other axes
+//     (BoxingConf.group_parallel_id and friends); between different
+//     placements where either is hierarchical: all-B on the producer, a
+//     whole replica copied to each consumer device, local cuts there;
 //   - TASK_COPY_D2H / TASK_COPY_H2D around CUDA devices (host-side registers
 //     in pinned memory), TASK_COMMNET on the consumer's machine for every
 //     register read by another machine (one per register and machine);
@@ -72,6 +77,9 @@ struct TaskNode {
   int stream = 0;
   int64_t parallel_id = 0;
   int64_t parallel_num = 1;
+  // An op task on a hierarchical placement: its hierarchy
+  // (ParallelContext.hierarchy); empty otherwise.
+  std::vector<int64_t> hierarchy;
   std::vector<KernelConf> kernels;  // bindings hold regst ids
   std::vector<int> produced;        // regst ids
   std::vector<std::pair<std::string, std::vector<int>>> consumed;

@@ -55,4 +55,11 @@ SbpSignature AllBroadcastSignature(int num_inputs, int num_outputs) {
   return sig;
 }
 
+int64_t ShardAxis(const Shape& shape, int64_t parallel_num) {
+  for (int64_t axis = 0; axis < shape.rank(); ++axis) {
+    if (shape.dim(axis) >= parallel_num) return axis;
+  }
+  return -1;
+}
+
 }  // namespace oflite

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "oneflow_lite/common/shape.h"
 #include "proto/common.pb.h"
 
 namespace oflite {
@@ -35,6 +36,11 @@ struct SbpSignature {
 
 // Every input and output broadcast: always valid for any op.
 SbpSignature AllBroadcastSignature(int num_inputs, int num_outputs);
+
+// The axis a sharded optimizer lays a variable of `shape` out on over n
+// devices (docs/compiler.md, "Sharded optimizer states"): the first axis
+// with at least n rows, or -1 when none has (the variable stays B).
+int64_t ShardAxis(const Shape& shape, int64_t parallel_num);
 
 }  // namespace oflite
 

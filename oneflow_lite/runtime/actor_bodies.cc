@@ -3,6 +3,8 @@
 #include <cstring>
 #include <string>
 
+#include "oneflow_lite/common/nd_sbp_view.h"
+
 namespace oflite {
 namespace {
 
@@ -72,6 +74,22 @@ StatusOr<std::unique_ptr<ActBody>> VariableBody::Create(const TaskProto& task,
   body->part_.parallel_id = task.parallel_ctx().parallel_id();
   body->part_.parallel_num = std::max<int64_t>(1, task.parallel_ctx().parallel_num());
   if (task.kernel(0).output_sbp_size() > 0) body->part_.sbp = task.kernel(0).output_sbp(0);
+  // A hierarchical placement: the part as its 1-D view (common/nd_sbp_view.h),
+  // which is what checkpoints and restores cut. Replicas of one part (the
+  // devices that differ only on axes that do not split, e.g. the two rows
+  // of a (B, S(1)) weight on 2x2) all restore it, but only the first saves
+  // it: the same owner session/checkpoint_gather.h picks across machines.
+  const ShapeProto& hierarchy = task.parallel_ctx().hierarchy();
+  OneDimView view;
+  if (hierarchy.dim_size() >= 2 && task.kernel(0).output_sbp_size() > 0 &&
+      NdSbpOneDimView({hierarchy.dim().begin(), hierarchy.dim().end()},
+                      body->part_.parallel_id, task.kernel(0).output_sbp(0), &view)) {
+    body->part_.parallel_id = view.parallel_id;
+    body->part_.parallel_num = view.parallel_num;
+    body->part_.sbp.Clear();
+    *body->part_.sbp.add_sbp() = view.sbp;
+    body->owns_save_ = view.first_replica;
+  }
   body->regst_ = env.regsts->Get(outputs[0]->regst_desc_id(), 0);
   return std::unique_ptr<ActBody>(std::move(body));
 }
@@ -117,8 +135,8 @@ Status VariableBody::Act(ActContext* context) {
   // The register is free again: every reader and the update of the previous
   // iteration returned it, so it holds the value after piece_id iterations.
   const int64_t completed = context->piece_id;
-  if (env_->save_every > 0 && env_->variables != nullptr && completed % env_->save_every == 0 &&
-      completed != last_saved_) {
+  if (env_->save_every > 0 && env_->variables != nullptr && owns_save_ &&
+      completed % env_->save_every == 0 && completed != last_saved_) {
     std::vector<char> staging;
     ASSIGN_OR_RETURN(Blob value, HostValue(*ValueBlob(context), &staging));
     RETURN_IF_ERROR(env_->variables->Save(part_, completed, value));
@@ -128,7 +146,7 @@ Status VariableBody::Act(ActContext* context) {
 }
 
 Status VariableBody::OnFinish(int64_t end_piece) {
-  if (env_->variables == nullptr || !initialized_ || end_piece == last_saved_) {
+  if (env_->variables == nullptr || !initialized_ || !owns_save_ || end_piece == last_saved_) {
     return Status::OK();
   }
   last_saved_ = end_piece;

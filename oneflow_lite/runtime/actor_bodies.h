@@ -56,6 +56,10 @@ class VariableBody final : public ActBody {
   const ActorEnv* env_;
   std::unique_ptr<KernelRunner> initializer_;
   VariablePart part_;
+  // Whether this task hands its part to the store on saves: false for the
+  // replicas of an n-D layout but the first (every distinct part is saved
+  // by exactly one task, so a checkpoint is assembled and written once).
+  bool owns_save_ = true;
   Regst* regst_ = nullptr;
   bool initialized_ = false;
   int64_t last_saved_ = -1;

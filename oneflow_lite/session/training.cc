@@ -6,9 +6,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 
 #include "oneflow_lite/runtime/variable_stores.h"
 #include "oneflow_lite/session/checkpoint_choice.h"
+#include "oneflow_lite/session/checkpoint_gather.h"
 #include "oneflow_lite/session/eval_support.h"
 #include "oneflow_lite/session/exit_codes.h"
 #include "oneflow_lite/session/trace_support.h"
@@ -312,9 +314,34 @@ StatusOr<TrainingRequest> ReadTrainingRequest(const cli::FlagSet& flags, const P
   return request;
 }
 
+// A multi-machine checkpoint is assembled on machine 0 (checkpoint_gather.h),
+// whose first save of an iteration starts the gathering: machine 0 must
+// hold a variable. Empty when it does; else the machines that do.
+static std::string MachinesWithVariables(const Plan& plan) {
+  std::set<int64_t> machines;
+  for (const MachinePlan& machine : plan.machine()) {
+    for (const TaskProto& task : machine.task()) {
+      if (task.type() == TASK_VARIABLE) machines.insert(task.machine_id());
+    }
+  }
+  if (machines.empty() || machines.count(0) > 0) return "";
+  std::string list;
+  for (int64_t id : machines) list += (list.empty() ? "" : ", ") + std::to_string(id);
+  return list;
+}
+
 Status CheckTrainingRequest(const TrainingRequest& request, const Plan& plan, Env* env) {
   if (request.save_every > 0 && request.checkpoint_dir.empty()) {
     return InvalidArgumentError("--save-every needs --checkpoint-dir");
+  }
+  if (request.save_every > 0 && plan.machine_size() > 1) {
+    const std::string holders = MachinesWithVariables(plan);
+    if (!holders.empty()) {
+      return InvalidArgumentError(
+          "--save-every: machine 0 holds no variable (machines ", holders, " do), and a "
+          "multi-machine checkpoint is assembled on machine 0 as its variables are saved "
+          "(place a variable on machine 0, or train without --save-every)");
+    }
   }
   RETURN_IF_ERROR(CheckCheckpointDir(env, request.checkpoint_dir));
   RETURN_IF_ERROR(CheckOutputFile(env, request.metrics_out, "--metrics-out"));
@@ -345,7 +372,9 @@ int Train(NodeSession* node, const Plan& plan, const TrainingRequest& request,
   Env* env = node->options().env;
   StatusOr<std::map<std::string, TensorDesc>> variables = PlanVariables(plan);
   if (!variables.ok()) return node->Fail(variables.status(), cli::kExitBadInput);
-  if (request.save_every > 0) {
+  // Several machines: rank 0 alone writes checkpoints (checkpoint_gather.h).
+  const bool gather_saves = request.save_every > 0 && node->multi() != nullptr;
+  if (request.save_every > 0 && (!gather_saves || node->rank() == 0)) {
     Status made = env->CreateDirectories(request.checkpoint_dir);
     if (!made.ok()) return node->Fail(made.WithContext("--checkpoint-dir"), cli::kExitBadInput);
   }
@@ -365,8 +394,29 @@ int Train(NodeSession* node, const Plan& plan, const TrainingRequest& request,
     std::printf("resuming from %s at iteration %lld\n", resume->dir.c_str(),
                 static_cast<long long>(resume->iteration));
   }
+  if (gather_saves) store_options.save_root.clear();  // the gathered store writes
   CheckpointVariableStore store(store_options);
-  CarriedPartsStore carried(&store, node->rank());  // --eval-every segments
+  std::unique_ptr<ControlKeyValue> channel;
+  std::unique_ptr<GatheredCheckpointStore> gathered;
+  if (gather_saves) {
+    StatusOr<std::map<PartKey, OwnedPart>> owners = CheckpointPartOwners(plan);
+    if (!owners.ok()) return node->Fail(owners.status(), cli::kExitBadInput);
+    channel = std::make_unique<ControlKeyValue>(node->multi()->control());
+    GatheredCheckpointStore::Options gather;
+    gather.save_root = request.checkpoint_dir;
+    gather.variables = *variables;
+    gather.owners = std::move(*owners);
+    gather.rank = node->rank();
+    gather.channel = channel.get();
+    if (node->options().watchdog.count() > 0) gather.timeout = node->options().watchdog;
+    gather.env = env;
+    gathered = std::make_unique<GatheredCheckpointStore>(&store, std::move(gather));
+  }
+  // After each run, before the job's finish barrier: this rank's parts are
+  // sent, or (rank 0) gathered and written.
+  auto flush_saves = [&gathered]() { return gathered ? gathered->Flush() : Status::OK(); };
+  CarriedPartsStore carried(gathered ? static_cast<VariableStore*>(gathered.get()) : &store,
+                            node->rank());  // --eval-every segments
   PartCapturingStore capture(&carried, end);  // this machine's trained parts
   options.variables = &capture;
   ProgressPrinter progress(env, options.start_iter, end, request.log_every,
@@ -407,6 +457,7 @@ int Train(NodeSession* node, const Plan& plan, const TrainingRequest& request,
     PlanRun segment_run;
     segment_run.name = "train";
     segment_run.last = false;
+    segment_run.before_finish = flush_saves;
     StatusOr<RunStats> trained = node->RunPlan(plan, segment, segment_run);
     if (!trained.ok()) return node->Fail(trained.status(), cli::kExitFailure);
     segment_seconds += trained->seconds;
@@ -433,6 +484,7 @@ int Train(NodeSession* node, const Plan& plan, const TrainingRequest& request,
   PlanRun run;
   run.name = "train";
   run.last = !(evaluate && plan.eval_state() == EVAL_COMPILED);
+  run.before_finish = flush_saves;
   StatusOr<RunStats> stats = node->RunPlan(plan, options, run);
   if (stats.ok()) stats->seconds += segment_seconds;
   if (tracer != nullptr) {

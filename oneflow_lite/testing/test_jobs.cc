@@ -10,6 +10,16 @@
 namespace oflite {
 namespace compiler {
 
+namespace {
+
+NdSbp NdSbpOf(std::initializer_list<SbpParallel> axes) {
+  NdSbp nd;
+  for (const SbpParallel& s : axes) *nd.add_sbp() = s;
+  return nd;
+}
+
+}  // namespace
+
 StatusOr<Job> BuildMlpJob(const MlpSpec& spec) {
   Graph g("mlp", /*seed=*/7);
   g.SetPlacement(Placement::Parse(spec.placement));
@@ -33,7 +43,12 @@ StatusOr<Job> BuildMlpJob(const MlpSpec& spec) {
       data = FashionMnist(&g, spec.fashion_mnist_dir, spec.batch, Split(0), options);
     }
     x = data.image;
+    if (spec.model_parallel == ModelParallel::kDataTensor2d) {
+      g.HintSbp(data.image, NdSbpOf({Split(0), Broadcast()}));
+      g.HintSbp(data.label, NdSbpOf({Split(0), Broadcast()}));
+    }
   }
+  if (!g.ok()) return g.Build();  // e.g. a bad placement: no shapes to build on
   for (size_t i = 0; i < layers; ++i) {
     auto scope = stage(i);
     const int64_t units = i + 1 < layers ? spec.hidden[i] : spec.classes;
@@ -45,9 +60,17 @@ StatusOr<Job> BuildMlpJob(const MlpSpec& spec) {
       if (spec.model_parallel == ModelParallel::kSplitColumns) {
         g.HintSbp(options.weight, Split(1));
         g.HintSbp(options.bias, Split(0));
-      } else {
+      } else if (spec.model_parallel == ModelParallel::kSplitRows) {
         g.HintSbp(options.weight, Split(0));
+      } else {
+        g.HintSbp(options.weight, NdSbpOf({Broadcast(), Split(1)}));
+        g.HintSbp(options.bias, NdSbpOf({Broadcast(), Split(0)}));
       }
+    }
+    if (i == 1 && spec.model_parallel == ModelParallel::kDataTensor2d) {
+      options.weight = g.Variable("w1", Shape{x.shape().dim(1), units},
+                                  {Initializer::XavierUniform(), DT_FLOAT, true});
+      g.HintSbp(options.weight, NdSbpOf({Broadcast(), Split(0)}));
     }
     x = Dense(&g, x, units, options);
     if (i + 1 < layers) x = g.Relu(x);
@@ -57,15 +80,17 @@ StatusOr<Job> BuildMlpJob(const MlpSpec& spec) {
     Tensor loss = g.SparseSoftmaxCrossEntropy(x, data.label);
     if (spec.accuracy_metric) g.AddMetric("accuracy", g.Accuracy(x, data.label));
     if (spec.train) {
+      MinimizeOptions minimize;
+      minimize.clip_global_norm = spec.clip_global_norm;
       switch (spec.optimizer) {
         case MlpOptimizer::kSgd:
-          g.Minimize(loss, Sgd{0.1, 0.0});
+          g.Minimize(loss, Sgd{0.1, 0.0}, minimize);
           break;
         case MlpOptimizer::kMomentum:
-          g.Minimize(loss, Momentum{0.1, 0.9});
+          g.Minimize(loss, Momentum{0.1, 0.9}, minimize);
           break;
         case MlpOptimizer::kAdam:
-          g.Minimize(loss, Adam{0.1});
+          g.Minimize(loss, Adam{0.1}, minimize);
           break;
       }
     } else {
@@ -73,6 +98,7 @@ StatusOr<Job> BuildMlpJob(const MlpSpec& spec) {
     }
   }
   g.SetIterations(spec.iterations);
+  if (spec.micro_batches != 1) g.SetMicroBatches(spec.micro_batches, spec.schedule);
   return g.Build();
 }
 

@@ -18,6 +18,11 @@ enum class ModelParallel {
   kNone,
   kSplitColumns,  // first Dense weight S(1): B input -> S(1) output
   kSplitRows,     // first Dense weight S(0): S(1) input -> P output
+  // Data x tensor parallel on a 2-axis hierarchy (n-D SBP): data (S(0), B),
+  // first Dense weight (B, S(1)) and bias (B, S(0)), second Dense weight
+  // (B, S(0)), whose output is (S(0), P): Megatron's MLP under data
+  // parallel. Needs at least one hidden layer.
+  kDataTensor2d,
 };
 
 // The optimizer of a training MlpSpec (learning rate 0.1, constant).
@@ -41,11 +46,17 @@ struct MlpSpec {
   bool train = true;
   bool accuracy_metric = false;
   MlpOptimizer optimizer = MlpOptimizer::kSgd;
+  // > 0: clip the global gradient norm (a second reader of every gradient).
+  double clip_global_norm = 0.0;
   int64_t iterations = 5;
   // Non-empty: the data source is Fashion-MNIST from this directory
   // (flattened images, features must be 784, classes 10) instead of the
   // synthetic random batch (so that evaluation has a test split).
   std::string fashion_mnist_dir;
+  // Graph::SetMicroBatches: > 1 splits each iteration into micro-batches
+  // ordered per stage by `schedule` (api/micro_batches.h).
+  int64_t micro_batches = 1;
+  PipelineSchedule schedule = PIPELINE_1F1B;
 };
 
 StatusOr<Job> BuildMlpJob(const MlpSpec& spec);

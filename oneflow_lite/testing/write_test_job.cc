@@ -1,10 +1,15 @@
 // Writes an MLP Job file for CLI tests and documentation examples:
 //   write_test_job OUT.job.pb [--placement 0:cpu:0-1] [--stages 0:cpu:0,1:cpu:0]
-//                  [--model_parallel columns|rows] [--batch 64] [--features 784]
+//                  [--model_parallel columns|rows|dp_tp] [--batch 64] [--features 784]
 //                  [--hidden 256,128] [--classes 10] [--iterations 100]
-//                  [--accuracy] [--fashion_mnist DIR]
+//                  [--accuracy] [--fashion_mnist DIR] [--optimizer sgd|momentum|adam]
+//                  [--micro_batches 4 [--schedule gpipe|1f1b]]
 // Test-only tool (the synthetic random_batch source, or Fashion-MNIST from
 // DIR with --fashion_mnist so that the job can be evaluated).
+// --model_parallel dp_tp: data x tensor parallel (n-D SBP) on a placement
+// with a 2-axis hierarchy, e.g. --placement 0-1:cpu:0-1@2x2 (data (S(0), B),
+// first weight (B, S(1)), second weight (B, S(0))); on one device (the
+// reference run, --placement 0:cpu:0) every hint means the whole tensor.
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -37,8 +42,18 @@ int main(int argc, char** argv) {
       spec.stages = SplitList(value());
     } else if (arg == "--model_parallel") {
       std::string v = value();
-      spec.model_parallel = v == "rows" ? oflite::compiler::ModelParallel::kSplitRows
-                                        : oflite::compiler::ModelParallel::kSplitColumns;
+      if (v == "rows") {
+        spec.model_parallel = oflite::compiler::ModelParallel::kSplitRows;
+      } else if (v == "columns") {
+        spec.model_parallel = oflite::compiler::ModelParallel::kSplitColumns;
+      } else if (v == "dp_tp") {
+        spec.model_parallel = oflite::compiler::ModelParallel::kDataTensor2d;
+      } else {
+        std::fprintf(stderr,
+                     "write_test_job: --model_parallel '%s': want columns, rows or dp_tp\n",
+                     v.c_str());
+        return 2;
+      }
     } else if (arg == "--batch") {
       spec.batch = std::stoll(value());
     } else if (arg == "--features") {
@@ -52,6 +67,15 @@ int main(int argc, char** argv) {
       spec.iterations = std::stoll(value());
     } else if (arg == "--fashion_mnist") {
       spec.fashion_mnist_dir = value();
+    } else if (arg == "--micro_batches") {
+      spec.micro_batches = std::stoll(value());
+    } else if (arg == "--schedule") {
+      spec.schedule = value() == "gpipe" ? oflite::PIPELINE_GPIPE : oflite::PIPELINE_1F1B;
+    } else if (arg == "--optimizer") {
+      const std::string v = value();
+      spec.optimizer = v == "adam"       ? oflite::compiler::MlpOptimizer::kAdam
+                       : v == "momentum" ? oflite::compiler::MlpOptimizer::kMomentum
+                                         : oflite::compiler::MlpOptimizer::kSgd;
     } else if (arg == "--accuracy") {
       spec.accuracy_metric = true;
     } else if (out.empty() && arg.rfind("--", 0) != 0) {
@@ -68,7 +92,7 @@ int main(int argc, char** argv) {
   oflite::StatusOr<oflite::Job> job = oflite::compiler::BuildMlpJob(spec);
   if (!job.ok()) {
     std::fprintf(stderr, "write_test_job: %s\n", job.status().ToString().c_str());
-    return 1;
+    return job.status().code() == oflite::StatusCode::kInvalidArgument ? 2 : 1;
   }
   oflite::Status s = oflite::SaveJob(out, *job);
   if (!s.ok()) {

@@ -15,11 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "oneflow_lite/api/micro_batches.h"
 #include "oneflow_lite/api/node_plan.h"
+#include "oneflow_lite/api/shard_optimizer.h"
 #include "oneflow_lite/common/attr.h"
 #include "oneflow_lite/checkpoint/checkpoint.h"
 #include "oneflow_lite/common/env.h"
 #include "oneflow_lite/common/proto_io.h"
+#include "oneflow_lite/compiler/pipeline_schedule.h"
 #include "oneflow_lite/compiler/plan_summary_text.h"
 #include "oneflow_lite/data/npy.h"
 #include "oneflow_lite/kernels/cpu/train/initial_values.h"
@@ -117,6 +120,39 @@ Status CheckInferencePlan(const Plan& plan, int64_t iterations) {
   return Status::OK();
 }
 
+std::string Divisors(int64_t n, int64_t wanted) {
+  std::string out;
+  for (int64_t d : NearestDivisors(n, wanted)) out += (out.empty() ? "" : " or ") + std::to_string(d);
+  return out;
+}
+
+// --micro-batches against --batch and, for the flags' data parallelism
+// (when --machines or --devices is given), the per-device batch. The graph
+// checks each data source's own batch and split again at Build.
+Status CheckMicroBatches(const TrainerConfig& config, bool data_parallel_flags) {
+  const int64_t m = config.micro_batches;
+  if (m < 1) {
+    return InvalidArgumentError("flag '--micro-batches': ", m,
+                                " must be at least 1 (1: no micro-batches)");
+  }
+  if (m == 1) return Status::OK();
+  if (config.batch % m != 0) {
+    return InvalidArgumentError("flag '--micro-batches': ", m, " does not divide --batch ",
+                                config.batch, "; use ", Divisors(config.batch, m),
+                                ", or a batch divisible by ", m);
+  }
+  const int64_t ranks = config.machines * config.devices;
+  if (data_parallel_flags && ranks > 1 && config.batch % ranks == 0 &&
+      (config.batch / ranks) % m != 0) {
+    return InvalidArgumentError("flag '--micro-batches': ", m,
+                                " does not divide the per-device batch ", config.batch / ranks,
+                                " (--batch ", config.batch, " over ", ranks, " devices); use ",
+                                Divisors(config.batch / ranks, m), ", or a --batch that is a multiple of ",
+                                ranks * m);
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 ClusterProto LoopbackCluster(int64_t machines, int64_t cpu_devices) {
@@ -157,6 +193,9 @@ StatusOr<Job> BuildTrainingJob(const std::string& name, const TrainerConfig& con
                                const ModelFn& model, std::vector<std::string>* model_choices) {
   Graph g(name, config.seed);
   model(config, &g);
+  if (config.micro_batches != 1 && g.micro_batches() == 1) {
+    g.SetMicroBatches(config.micro_batches, config.pipeline_schedule);
+  }
   // The config applies only where the model chose nothing itself.
   const Placement flags_placement = ConfigPlacement(config);
   const bool own_placement = g.placement_set();
@@ -170,7 +209,14 @@ StatusOr<Job> BuildTrainingJob(const std::string& name, const TrainerConfig& con
     }
   }
   ASSIGN_OR_RETURN(Job job, g.Build());
+  ShardOptimizerReport sharding;
+  if (config.shard_optimizer) {
+    ASSIGN_OR_RETURN(job, ShardOptimizerStates(job, &sharding));
+  }
   if (model_choices != nullptr) {
+    for (const std::string& kept : sharding.kept) {
+      model_choices->push_back("--shard-optimizer leaves a variable whole: " + kept);
+    }
     const std::string placement = PlacementText(job.conf().default_placement());
     if (own_placement && placement != flags_placement.ToString()) {
       model_choices->push_back("the model places itself on " + placement + " (flags: " +
@@ -330,6 +376,15 @@ int TrainMain(const std::string& name, TrainerConfig config, const ModelFn& mode
        {"seed", "job seed", false, std::to_string(config.seed)},
        {"classes", "classes of the labels (models on .npy data)", false,
         std::to_string(config.classes)},
+       {"micro-batches",
+        "micro-batches per iteration; gradients accumulate before one update (1: none)", false,
+        std::to_string(config.micro_batches)},
+       {"pipeline-schedule", "order of the micro-batches on each pipeline stage: gpipe or 1f1b",
+        false, compiler::PipelineScheduleName(config.pipeline_schedule)},
+       {"shard-optimizer",
+        "shard variables and optimizer state over the data-parallel devices (ZeRO: "
+        "gradients reduce-scattered, parameters all-gathered; docs/compiler.md)",
+        true, "false"},
        {"out-dir", "where to write the job and plan files", false, DefaultOutDir(env)},
        {"compile-only", "write the job and plan, do not train", true, "false"}};
   for (const ModelFlag& flag : options.flags) {
@@ -347,7 +402,8 @@ int TrainMain(const std::string& name, TrainerConfig config, const ModelFn& mode
   Status parsed = run_flags.Parse(static_cast<int>(run_argv.size()), run_argv.data());
   if (!parsed.ok()) return Fail(name, parsed, cli::kExitBadInput);
 
-  for (const char* key : {"batch", "epochs", "iters", "devices", "machines", "seed", "classes"}) {
+  for (const char* key :
+       {"batch", "epochs", "iters", "devices", "machines", "seed", "classes", "micro-batches"}) {
     if (!flags.GetInt(key).ok()) return Fail(name, flags.GetInt(key).status(), cli::kExitBadInput);
   }
   config.data_dir = flags.Get("data-dir");
@@ -358,6 +414,17 @@ int TrainMain(const std::string& name, TrainerConfig config, const ModelFn& mode
   config.machines = *flags.GetInt("machines");
   config.seed = *flags.GetInt("seed");
   config.classes = *flags.GetInt("classes");
+  config.shard_optimizer = flags.GetBool("shard-optimizer");
+  config.micro_batches = *flags.GetInt("micro-batches");
+  StatusOr<PipelineSchedule> schedule =
+      compiler::ParsePipelineSchedule(flags.Get("pipeline-schedule"));
+  if (!schedule.ok()) {
+    return Fail(name, schedule.status().WithContext("flag '--pipeline-schedule'"),
+                cli::kExitBadInput);
+  }
+  config.pipeline_schedule = *schedule;
+  Status micro = CheckMicroBatches(config, flags.Has("machines") || flags.Has("devices"));
+  if (!micro.ok()) return Fail(name, micro, cli::kExitBadInput);
   StatusOr<double> lr = flags.GetPositiveDouble("lr");
   if (!lr.ok()) return Fail(name, lr.status(), cli::kExitBadInput);
   config.lr = *lr;
@@ -388,6 +455,10 @@ int TrainMain(const std::string& name, TrainerConfig config, const ModelFn& mode
   const bool placement_flags = flags.Has("machines") || flags.Has("devices");
   const bool duration_flags = flags.Has("iters") || flags.Has("epochs");
   for (const std::string& choice : model_choices) {
+    if (choice.rfind("--shard-optimizer", 0) == 0) {
+      std::fprintf(stderr, "%s: note: %s\n", name.c_str(), choice.c_str());
+      continue;
+    }
     const bool placement = choice.rfind("the model places", 0) == 0;
     if (placement ? placement_flags : duration_flags) {
       std::fprintf(stderr, "%s: note: %s; %s not used\n", name.c_str(), choice.c_str(),

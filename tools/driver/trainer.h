@@ -41,7 +41,8 @@
 // the model sets nothing (placement: machines 0..M-1, CPU devices 0..D-1,
 // data parallel when the model hints Split(0) on its data).
 // Flags: --data-dir, --batch (global), --epochs, --iters, --lr, --devices,
-// --machines, --seed, --classes, --out-dir (default $BUILD_WORKSPACE_DIRECTORY/out
+// --machines, --seed, --classes, --shard-optimizer, --micro-batches, --pipeline-schedule
+// (docs/graph_api.md, "Micro-batches"), --out-dir (default $BUILD_WORKSPACE_DIRECTORY/out
 // under `bazel run`, else .), --compile-only; after `--`, the flags of
 // `oflite run` (session/training.h, session/node_options.h). Returns the
 // exit code (session/exit_codes.h: 2 for a bad flag or a graph/compile
@@ -79,6 +80,15 @@ struct TrainerConfig {
   int64_t machines = 1;  // machines of the cluster (127.0.0.1, 127.0.0.2, ...)
   int64_t seed = 1;
   int64_t classes = 10;  // for models whose data does not fix it (e.g. .npy)
+  // Shard the variables and their optimizer state over the data-parallel
+  // devices (ZeRO; api/shard_optimizer.h, docs/compiler.md): BuildTrainingJob
+  // runs ShardOptimizerStates on the built job. --shard-optimizer.
+  bool shard_optimizer = false;
+  // Micro-batches per iteration (Graph::SetMicroBatches; 1: none) and the
+  // pipeline schedule ordering them on each stage (--micro-batches,
+  // --pipeline-schedule gpipe|1f1b).
+  int64_t micro_batches = 1;
+  PipelineSchedule pipeline_schedule = PIPELINE_1F1B;
   // The values of the program's own flags (TrainMainOptions::flags) as
   // given on the command line or their defaults, by name (no "--").
   std::map<std::string, std::string> model_flags;
@@ -138,9 +148,12 @@ Status WriteInitialVariables(const Job& job, const std::string& dir);
 //
 // The Job of `model` under `config`: config's placement and duration are
 // the graph's defaults, set before the model runs, so the model's own
-// choices win. `model_choices` (may be null) gets one line per choice of
+// choices win; config's micro-batches apply after it runs (unless the model
+// called SetMicroBatches itself). `model_choices` (may be null) gets one line per choice of
 // the model that differs from config's, e.g. "the model places itself on
-// 0-1:cpu:0 (flags: 0:cpu:0)".
+// 0-1:cpu:0 (flags: 0:cpu:0)". With config.shard_optimizer, the job is
+// sharded (ShardOptimizerStates; its errors are this call's) and
+// `model_choices` also gets one line per variable left whole and why.
 StatusOr<Job> BuildTrainingJob(const std::string& name, const TrainerConfig& config,
                                const ModelFn& model,
                                std::vector<std::string>* model_choices = nullptr);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "oneflow_lite/api/node_plan.h"
+#include "oneflow_lite/api/shard_optimizer.h"
 #include "oneflow_lite/common/env.h"
 #include "oneflow_lite/common/proto_io.h"
 #include "oneflow_lite/compiler/compiler.h"
@@ -56,6 +57,11 @@ int RunCompile(int argc, char** argv) {
                   "task the runtime may capture as a CUDA graph and replay (docs/compiler.md); "
                   "--graph-replay=false keeps one task per op",
                   true, "true"},
+                 {"shard-optimizer",
+                  "shard the job's variables and optimizer state over its data-parallel "
+                  "devices (ZeRO, docs/compiler.md): gradients reduce-scattered, parameters "
+                  "all-gathered",
+                  true},
                  {"quiet", "print nothing on success", true}});
   // Accept the conventional short "-o FILE" next to "--o FILE".
   std::vector<char*> args(argv, argv + argc);
@@ -97,6 +103,17 @@ int RunCompile(int argc, char** argv) {
 
   StatusOr<Job> job = LoadJob(flags.Get("job"));
   if (!job.ok()) return Fail(kExitBadInput, job.status());
+  if (flags.GetBool("shard-optimizer")) {
+    ShardOptimizerReport report;
+    job = ShardOptimizerStates(*job, &report);
+    if (!job.ok()) {
+      return Fail(kExitBadInput, job.status().WithContext("job '" + flags.Get("job") + "'"));
+    }
+    for (const std::string& kept : report.kept) {
+      std::fprintf(stderr, "oflite compile: note: --shard-optimizer leaves a variable whole: %s\n",
+                   kept.c_str());
+    }
+  }
   StatusOr<ClusterProto> cluster = compiler::LoadCluster(flags.Get("cluster"));
   if (!cluster.ok()) return Fail(kExitBadInput, cluster.status());
   StatusOr<Plan> plan = CompileNodePlan(*job, *cluster, options);

@@ -130,6 +130,7 @@ std::string TaskLabel(const Plan& plan, int64_t id) {
 }
 
 std::string SbpText(const NdSbp& nd) {
+  if (nd.sbp_size() >= 2) return compiler::NdSbpText(nd);  // "(S(0), B)"
   std::string out;
   for (const SbpParallel& s : nd.sbp()) {
     if (!out.empty()) out += ",";
@@ -205,6 +206,15 @@ void PrintActor(const Plan& plan, const TaskProto& t) {
                 compiler::BoxingKindName(b.kind()).c_str(), b.lbn().c_str(),
                 SbpText(b.in_sbp()).c_str(), SbpText(b.out_sbp()).c_str(),
                 static_cast<long long>(b.out_parallel_id()), static_cast<long long>(b.parallel_num()));
+    if (b.hierarchy().dim_size() > 0) {
+      std::string group;
+      for (int64_t id : b.group_parallel_id()) group += (group.empty() ? "" : ",") + std::to_string(id);
+      std::string hierarchy;
+      for (int64_t h : b.hierarchy().dim()) hierarchy += (hierarchy.empty() ? "" : "x") + std::to_string(h);
+      std::printf("  n-D step: axis %lld of %s, group {%s}: %s -> %s\n",
+                  static_cast<long long>(b.hierarchy_axis()), hierarchy.c_str(), group.c_str(),
+                  SbpText(b.nd_in_sbp()).c_str(), SbpText(b.nd_out_sbp()).c_str());
+    }
     for (int64_t r : b.ring_task_id()) std::printf("    ring: %s\n", TaskLabel(plan, r).c_str());
   }
   if (t.type() == TASK_COLLECTIVE) {
@@ -296,7 +306,8 @@ void PrintJson(const Plan& plan, const PlanSummary& s, bool actors) {
       os << (z ? "," : "") << "{\"zone\":" << Q(compiler::ZoneName(zm.zone))
          << ",\"peak_bytes\":" << zm.size << ",\"bytes_without_reuse\":" << zm.bytes_without_reuse
          << ",\"saved_bytes\":" << zm.bytes_without_reuse - zm.size
-         << ",\"registers\":" << zm.regst_count << "}";
+         << ",\"registers\":" << zm.regst_count << ",\"variable_bytes\":" << zm.variable_bytes
+         << "}";
     }
     os << "]}";
   }
@@ -306,6 +317,12 @@ void PrintJson(const Plan& plan, const PlanSummary& s, bool actors) {
     os << (i ? "," : "") << "{\"kind\":" << Q(compiler::BoxingKindName(b.kind))
        << ",\"lbn\":" << Q(b.lbn) << ",\"in\":" << Q(b.in_sbp) << ",\"out\":" << Q(b.out_sbp)
        << ",\"tasks\":" << b.tasks << ",\"ring\":" << (b.spans_machines ? "true" : "false");
+    if (!b.hierarchy.empty()) {
+      os << ",\"hierarchy\":" << Q(b.hierarchy) << ",\"axis\":" << b.axis
+         << ",\"nd_in\":" << Q(b.nd_in_sbp) << ",\"nd_out\":" << Q(b.nd_out_sbp) << ",\"groups\":[";
+      for (size_t g = 0; g < b.groups.size(); ++g) os << (g ? "," : "") << Q(b.groups[g]);
+      os << "]";
+    }
     if (b.spans_machines) {
       os << ",\"algorithm\":" << Q(compiler::CollectiveAlgorithmName(b.algorithm))
          << ",\"buffer_bytes\":" << b.buffer_bytes;
@@ -317,7 +334,17 @@ void PrintJson(const Plan& plan, const PlanSummary& s, bool actors) {
     }
     os << "}";
   }
-  os << "],\"cross_machine_edges\":[";
+  os << "]";
+  if (!s.nd_tensors.empty()) {
+    os << ",\"nd_sbp\":[";
+    for (size_t i = 0; i < s.nd_tensors.size(); ++i) {
+      const auto& t = s.nd_tensors[i];
+      os << (i ? "," : "") << "{\"lbn\":" << Q(t.lbn) << ",\"hierarchy\":" << Q(t.hierarchy)
+         << ",\"sbp\":" << Q(t.sbp) << "}";
+    }
+    os << "]";
+  }
+  os << ",\"cross_machine_edges\":[";
   for (size_t i = 0; i < s.cross_machine_edges.size(); ++i) {
     const auto& e = s.cross_machine_edges[i];
     os << (i ? "," : "") << "{\"from\":" << e.src_machine << ",\"to\":" << e.dst_machine

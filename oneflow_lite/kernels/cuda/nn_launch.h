@@ -120,6 +120,9 @@ cudaError_t LaunchSumSquares(const float* x, int64_t n, double* acc, cudaStream_
 // reported through slot (out is then left unchanged).
 cudaError_t LaunchClipScaleFinish(const double* acc, float* out, double max_norm, ErrorSlot* slot,
                                   cudaStream_t stream);
+// acc[0] += x[0] for one float64 scalar (square_sum results; acc zeroed by
+// the caller).
+cudaError_t LaunchAddScalar(const double* x, double* acc, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace oflite

@@ -78,6 +78,8 @@ __global__ void ClipFinishKernel(const double* acc, float* out, double max_norm,
   out[0] = static_cast<float>(ratio < 1.0 ? ratio : 1.0);
 }
 
+__global__ void AddScalarKernel(const double* x, double* acc) { acc[0] += x[0]; }
+
 }  // namespace
 
 cudaError_t LaunchSgdUpdate(float* model, const float* diff, const float* scale, int64_t n,
@@ -113,6 +115,11 @@ cudaError_t LaunchSumSquares(const float* x, int64_t n, double* acc, cudaStream_
 cudaError_t LaunchClipScaleFinish(const double* acc, float* out, double max_norm, ErrorSlot* slot,
                                   cudaStream_t stream) {
   ClipFinishKernel<<<1, 1, 0, stream>>>(acc, out, max_norm, slot);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAddScalar(const double* x, double* acc, cudaStream_t stream) {
+  AddScalarKernel<<<1, 1, 0, stream>>>(x, acc);
   return cudaGetLastError();
 }
 

@@ -1,5 +1,6 @@
-// CUDA kernels of the train family: fused optimizer updates, clip_scale, and
-// the variable initializer. Float32 (variable also float64).
+// CUDA kernels of the train family: fused optimizer updates, clip_scale (and
+// its two halves for sharded gradients, square_sum and
+// clip_scale_from_square_sum), and the variable initializer. Float32 (variable also float64).
 //
 // variable: the values are computed on the host by the CPU variable kernel
 // (the counter-based initializers are defined bit-exactly there, with
@@ -80,15 +81,18 @@ class UpdateKernel final : public KernelWithErrorSlot {
   OptimizerAttrs attrs_;
 };
 
-class ClipScaleKernel final : public KernelWithErrorSlot {
+// The clipping factor's common part: the max_norm attribute and a device
+// float64 accumulator for the sum of squares.
+class ClipKernelBase : public KernelWithErrorSlot {
  public:
-  ~ClipScaleKernel() override {
+  ~ClipKernelBase() override {
     if (accumulator_ != nullptr) cudaFree(accumulator_);
   }
   Status Init(const KernelInitContext& ctx) override {
     ASSIGN_OR_RETURN(max_norm_, ctx.attrs().GetFloat("max_norm"));
     if (!(max_norm_ > 0.0)) {
-      return InvalidArgumentError("op '", ctx.op->name(), "' (clip_scale): max_norm must be > 0");
+      return InvalidArgumentError("op '", ctx.op->name(), "' (", ctx.op->op_type(),
+                                  "): max_norm must be > 0");
     }
     if (ctx.device != nullptr) {
       CUDA_RETURN_IF_ERROR(cudaSetDevice(ctx.device->device_index()));
@@ -96,6 +100,22 @@ class ClipScaleKernel final : public KernelWithErrorSlot {
     CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&accumulator_), sizeof(double)));
     return slot_.Init("gradient global norm is not finite");
   }
+
+ protected:
+  // Writes the factor from the accumulated sum to out.
+  Status Finish(KernelContext* ctx, const CudaDeviceContext* cuda) {
+    CUDA_LAUNCH_RETURN_IF_ERROR(
+        *ctx, LaunchClipScaleFinish(accumulator_, ctx->Output("out")->data<float>(), max_norm_,
+                                    slot_.device(), cuda->stream()));
+    return Status::OK();
+  }
+
+  double max_norm_ = 1.0;
+  double* accumulator_ = nullptr;
+};
+
+class ClipScaleKernel final : public ClipKernelBase {
+ public:
   Status Forward(KernelContext* ctx) override {
     RETURN_IF_ERROR(slot_.TakeError(*ctx));
     ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
@@ -105,15 +125,51 @@ class ClipScaleKernel final : public KernelWithErrorSlot {
       CUDA_LAUNCH_RETURN_IF_ERROR(
           *ctx, LaunchSumSquares(in.data<float>(), in.elem_count(), accumulator_, cuda->stream()));
     }
-    CUDA_LAUNCH_RETURN_IF_ERROR(
-        *ctx, LaunchClipScaleFinish(accumulator_, ctx->Output("out")->data<float>(), max_norm_,
-                                    slot_.device(), cuda->stream()));
+    return Finish(ctx, cuda);
+  }
+};
+
+// square_sum: the float64 sum of squares of every input (a device holding
+// slices: the partial sum of its slices), accumulated in the output itself.
+class SquareSumKernel final : public Kernel {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
+    double* out = ctx->Output("out")->data<double>();
+    CUDA_RETURN_IF_ERROR(cudaMemsetAsync(out, 0, sizeof(double), cuda->stream()));
+    for (int k = 0; k < ctx->InputCount("in"); ++k) {
+      const Blob& in = ctx->Input("in", k);
+      CUDA_LAUNCH_RETURN_IF_ERROR(
+          *ctx, LaunchSumSquares(in.data<float>(), in.elem_count(), out, cuda->stream()));
+    }
     return Status::OK();
   }
+};
 
- private:
-  double max_norm_ = 1.0;
-  double* accumulator_ = nullptr;
+// clip_scale_from_square_sum: the clipping factor from square_sum results
+// (added in input order, as on the CPU), float32 out.
+class ClipScaleFromSquareSumKernel final : public ClipKernelBase {
+ public:
+  Status Init(const KernelInitContext& ctx) override {
+    if (ctx.Output("out").dtype != DT_FLOAT) {
+      return InvalidArgumentError("op '", ctx.op->name(),
+                                  "' (clip_scale_from_square_sum): the CUDA kernel writes a "
+                                  "float32 factor, the op asks for ",
+                                  DataTypeName(ctx.Output("out").dtype));
+    }
+    return ClipKernelBase::Init(ctx);
+  }
+  Status Forward(KernelContext* ctx) override {
+    RETURN_IF_ERROR(slot_.TakeError(*ctx));
+    ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
+    CUDA_RETURN_IF_ERROR(cudaMemsetAsync(accumulator_, 0, sizeof(double), cuda->stream()));
+    for (int k = 0; k < ctx->InputCount("square_sum"); ++k) {
+      CUDA_LAUNCH_RETURN_IF_ERROR(
+          *ctx, LaunchAddScalar(ctx->Input("square_sum", k).data<double>(), accumulator_,
+                                cuda->stream()));
+    }
+    return Finish(ctx, cuda);
+  }
 };
 
 // Runs the CPU variable kernel into a host buffer and copies it over.
@@ -156,6 +212,9 @@ REGISTER_KERNEL("sgd_update", DEVICE_CUDA, DT_FLOAT, UpdateKernel<Optimizer::kSg
 REGISTER_KERNEL("momentum_update", DEVICE_CUDA, DT_FLOAT, UpdateKernel<Optimizer::kMomentum>);
 REGISTER_KERNEL("adam_update", DEVICE_CUDA, DT_FLOAT, UpdateKernel<Optimizer::kAdam>);
 REGISTER_KERNEL("clip_scale", DEVICE_CUDA, DT_FLOAT, ClipScaleKernel);
+REGISTER_KERNEL("square_sum", DEVICE_CUDA, DT_FLOAT, SquareSumKernel);
+REGISTER_KERNEL("clip_scale_from_square_sum", DEVICE_CUDA, DT_DOUBLE,
+                ClipScaleFromSquareSumKernel);
 REGISTER_KERNEL("variable", DEVICE_CUDA, DT_FLOAT, VariableKernel);
 REGISTER_KERNEL("variable", DEVICE_CUDA, DT_DOUBLE, VariableKernel);
 

@@ -3,6 +3,8 @@
 // included) with the kernels on physical shards.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "oneflow_lite/ops/op_builder.h"
 #include "oneflow_lite/testing/sbp_checker.h"
 
@@ -222,6 +224,53 @@ TEST(SbpTest, LayoutOps) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.op.DebugString());
     ExpectAllConsistent(c);
+  }
+}
+
+// Micro-batch row selections (api/micro_batches.h): rows k, k + M, ... of a
+// batch split S(0) stay S(0) when every part holds a multiple of M rows, on
+// 2 and 3 devices, for the slice and its gradient; not otherwise.
+TEST(SbpTest, StridedRowSelectionKeepsTheBatchSplit) {
+  const int64_t end = std::numeric_limits<int64_t>::max();
+  auto has_split0 = [](const SbpCheckResult& result, const std::string& prefix) {
+    for (const SbpSignature& sig : result.signatures) {
+      if (sig.ToString().rfind(prefix, 0) == 0) return true;
+    }
+    return false;
+  };
+  for (int64_t k : {0, 1}) {
+    const OpConf slice = OpConfBuilder("slice", "mb")
+                             .Input("x", "x")
+                             .Output("y")
+                             .Attr("start", std::vector<int64_t>{k, 0})
+                             .Attr("stop", std::vector<int64_t>{end, end})
+                             .Attr("step", std::vector<int64_t>{2, 1})
+                             .Build();
+    const OpConf grad = OpConfBuilder("slice_grad", "mbg")
+                            .Input("dy", "dy")
+                            .Input("like", "x")
+                            .Output("dx")
+                            .Attr("start", std::vector<int64_t>{k, 0})
+                            .Attr("stop", std::vector<int64_t>{end, end})
+                            .Attr("step", std::vector<int64_t>{2, 1})
+                            .Build();
+    TensorMap env;
+    env.emplace("x", Random(Shape({12, 5}), 3));
+    env.emplace("dy", Random(Shape({6, 5}), 4));
+    for (int64_t n : {2, 3}) {
+      auto result = CheckSbpSignatures(slice, env, n);
+      ASSERT_TRUE(result.ok()) << result.status();
+      EXPECT_TRUE(has_split0(*result, "S(0) -> S(0)")) << "n=" << n << " k=" << k;
+      auto grad_result = CheckSbpSignatures(grad, env, n);
+      ASSERT_TRUE(grad_result.ok()) << grad_result.status();
+      EXPECT_TRUE(has_split0(*grad_result, "S(0), S(0) -> S(0)")) << "n=" << n << " k=" << k;
+    }
+    // 10 rows over 2 devices: 5 each, not a multiple of 2.
+    TensorMap odd;
+    odd.emplace("x", Random(Shape({10, 5}), 3));
+    auto result = CheckSbpSignatures(slice, odd, 2);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_FALSE(has_split0(*result, "S(0) -> S(0)"));
   }
 }
 

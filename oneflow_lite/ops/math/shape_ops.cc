@@ -268,13 +268,35 @@ Status InferSliceGrad(InferContext* ctx) {
   return Status::OK();
 }
 
-// Axes taken whole stay split; everything is linear in the data.
+// Whether axis i keeps a split under the slice: taken whole, or every
+// step-th element from start < step to the end when each of n parts holds a
+// multiple of step elements (then part p's slice, the same start and step
+// on its own elements, is part p of the output: micro-batches,
+// api/micro_batches.h). Records why not for a strided selection otherwise.
+bool SliceKeepsSplit(SbpContext* ctx, const SliceSpec& spec, const Shape& in, int64_t i) {
+  if (spec.IsFullAxis(i, in)) return true;
+  const int64_t start = spec.start[i], step = spec.step[i], dim = in.dim(i);
+  const int64_t n = ctx->parallel_num();
+  if (step <= 1 || start >= step || spec.out_shape.dim(i) != (dim - start + step - 1) / step) {
+    return false;
+  }
+  if (n <= 1) return false;
+  if (dim % (n * step) == 0) return true;
+  ctx->Withhold("slice '" + ctx->op().name() + "' keeps S(" + std::to_string(i) +
+                ") only when axis " + std::to_string(i) + " (" + std::to_string(dim) +
+                ") divides by devices x step (" + std::to_string(n) + " x " +
+                std::to_string(step) + ")");
+  return false;
+}
+
+// Axes taken whole (or strided row selections, above) stay split;
+// everything is linear in the data.
 Status SliceSbp(SbpContext* ctx, const std::string& data_arg, const std::string& shape_arg,
                 const std::string& out_arg) {
   const Shape& in = SbpInput(*ctx, shape_arg).shape;
   ASSIGN_OR_RETURN(SliceSpec spec, NormalizeSlice(ctx->op(), in));
   for (int64_t i = 0; i < in.rank(); ++i) {
-    if (!spec.IsFullAxis(i, in)) continue;
+    if (!SliceKeepsSplit(ctx, spec, in, i)) continue;
     std::map<std::string, SbpParallel> inputs{{data_arg, SplitSbp(i)}, {shape_arg, SplitSbp(i)}};
     ctx->Add(MakeSignature(ctx->op(), inputs, {{out_arg, SplitSbp(i)}}));
   }

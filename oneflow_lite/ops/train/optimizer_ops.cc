@@ -1,6 +1,8 @@
-// Optimizer update ops (sgd_update, momentum_update, adam_update) and
-// clip_scale (docs/ops.md, "train family"). Update ops write their mutable
-// inputs in place and have no outputs.
+// Optimizer update ops (sgd_update, momentum_update, adam_update),
+// clip_scale, and the two halves of clip_scale for sharded gradients
+// (square_sum, clip_scale_from_square_sum) (docs/ops.md, "train family").
+// Update ops write their mutable inputs in place and have no outputs.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -70,6 +72,76 @@ Status InferClipScale(InferContext* ctx) {
   return Status::OK();
 }
 
+// Every "in" of one float dtype; out is a float64 scalar.
+Status InferSquareSum(InferContext* ctx) {
+  const DataType dtype = ctx->Input("in").dtype;
+  if (dtype != DT_FLOAT && dtype != DT_DOUBLE) {
+    return ctx->Error("in must be float32 or float64, got ", DataTypeName(dtype));
+  }
+  for (int i = 1; i < ctx->InputCount("in"); ++i) {
+    if (ctx->Input("in", i).dtype != dtype) {
+      return ctx->Error("in[", i, "] is ", DataTypeName(ctx->Input("in", i).dtype), ", in[0] is ",
+                        DataTypeName(dtype));
+    }
+  }
+  *ctx->Output("out") = TensorDesc(Shape{}, DT_DOUBLE);
+  return Status::OK();
+}
+
+// A sum of squares over split inputs is a partial sum: each device adds the
+// squares of its slices. Offered: every input on its ShardAxis (the layout
+// the sharded optimizer gives gradients), and every input on one common
+// axis; both -> P. (B -> B is the compiler's all-broadcast.)
+Status SquareSumSbp(SbpContext* ctx) {
+  const int64_t n = ctx->parallel_num();
+  SbpSignature shard;
+  for (const TensorDesc& in : ctx->inputs()) {
+    const int64_t axis = ShardAxis(in.shape, n);
+    if (axis < 0) {
+      ctx->Withhold("inputs on their shard axes: input " + in.ToString() + " has no axis of " +
+                    std::to_string(n) + " or more rows");
+      shard.inputs.clear();
+      break;
+    }
+    shard.inputs.push_back(SplitSbp(axis));
+  }
+  if (!shard.inputs.empty()) {
+    shard.outputs = {PartialSumSbp()};
+    ctx->Add(std::move(shard));
+  }
+  int64_t max_rank = 0;
+  for (const TensorDesc& in : ctx->inputs()) max_rank = std::max(max_rank, in.shape.rank());
+  for (int64_t axis = 0; axis < max_rank; ++axis) {
+    SbpSignature sig;
+    for (const TensorDesc& in : ctx->inputs()) {
+      if (axis >= in.shape.rank() || in.shape.dim(axis) < n) break;
+      sig.inputs.push_back(SplitSbp(axis));
+    }
+    if (sig.inputs.size() != ctx->inputs().size()) continue;
+    sig.outputs = {PartialSumSbp()};
+    ctx->Add(std::move(sig));
+  }
+  return Status::OK();
+}
+
+// square_sum: float64 scalars; out: one scalar of the `dtype` attribute.
+Status InferClipScaleFromSquareSum(InferContext* ctx) {
+  for (int i = 0; i < ctx->InputCount("square_sum"); ++i) {
+    const TensorDesc& in = ctx->Input("square_sum", i);
+    if (in.dtype != DT_DOUBLE || in.shape.elem_count() != 1) {
+      return ctx->Error("square_sum[", i, "] must be a float64 scalar, got ", in.ToString());
+    }
+  }
+  ASSIGN_OR_RETURN(double max_norm, ctx->attrs().GetFloat("max_norm"));
+  if (!(max_norm > 0.0)) return ctx->Error("max_norm must be > 0, got ", max_norm);
+  ASSIGN_OR_RETURN(DataType dtype, ctx->attrs().GetDataType("dtype"));
+  if (dtype != DT_FLOAT && dtype != DT_DOUBLE) {
+    return ctx->Error("dtype must be float32 or float64, got ", DataTypeName(dtype));
+  }
+  *ctx->Output("out") = TensorDesc(Shape{}, dtype);
+  return Status::OK();
+}
+
 REGISTER_OP("sgd_update")
     .MutableInput("model")
     .Input("model_diff")
@@ -100,6 +172,19 @@ REGISTER_OP("adam_update")
     .Sbp(UpdateSbp);
 
 REGISTER_OP("clip_scale").VariadicInput("in").Output("out").NoGrad().Infer(InferClipScale);
+
+REGISTER_OP("square_sum")
+    .VariadicInput("in")
+    .Output("out")
+    .NoGrad()
+    .Infer(InferSquareSum)
+    .Sbp(SquareSumSbp);
+
+REGISTER_OP("clip_scale_from_square_sum")
+    .VariadicInput("square_sum")
+    .Output("out")
+    .NoGrad()
+    .Infer(InferClipScaleFromSquareSum);
 
 }  // namespace
 }  // namespace oflite

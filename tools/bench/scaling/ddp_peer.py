@@ -28,11 +28,8 @@ def build_model(torch, name):
                          nn.Flatten(), nn.Linear(32 * 7 * 7, 10))
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
-    parser.add_argument("--global-batch", type=int, default=128)
+def add_ddp_arguments(parser):
+    """The flags of a DDP rank shared by this peer and gpt_ddp_peer.py."""
     parser.add_argument("--world", type=int, default=1)
     parser.add_argument("--rank", type=int, default=0)
     parser.add_argument("--master", default="127.0.0.1:29500", help="HOST:PORT of rank 0's store")
@@ -40,9 +37,29 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--measure", type=int, default=50)
-    parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb")
     parser.add_argument("--timeout", type=int, default=300, help="process group timeout, s")
+
+
+def wrap_ddp(torch, model, args):
+    """`model` under DistributedDataParallel over Gloo (the plain model when
+    --world is 1)."""
+    if args.world <= 1:
+        return model
+    import torch.distributed as dist
+    os.environ["GLOO_SOCKET_IFNAME"] = args.ifname
+    dist.init_process_group("gloo", init_method="tcp://" + args.master, rank=args.rank,
+                            world_size=args.world, timeout=datetime.timedelta(seconds=args.timeout))
+    return torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
+    parser.add_argument("--global-batch", type=int, default=128)
+    add_ddp_arguments(parser)
+    parser.add_argument("--lr", type=float, default=0.01)
     args = parser.parse_args()
 
     import torch  # after argparse: --help runs nothing
@@ -50,13 +67,7 @@ def main():
     torch.set_num_interop_threads(1)
     torch.manual_seed(1 + args.rank)
     model = build_model(torch, args.model)
-    if args.world > 1:
-        import torch.distributed as dist
-        os.environ["GLOO_SOCKET_IFNAME"] = args.ifname
-        dist.init_process_group("gloo", init_method="tcp://" + args.master, rank=args.rank,
-                                world_size=args.world,
-                                timeout=datetime.timedelta(seconds=args.timeout))
-        model = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb)
+    model = wrap_ddp(torch, model, args)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
     loss_fn = torch.nn.CrossEntropyLoss()
     batch = args.global_batch // args.world

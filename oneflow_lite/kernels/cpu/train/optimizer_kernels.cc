@@ -14,7 +14,8 @@
 // kernels/cpu/parallel_rows.h); each is updated on its own, so the result
 // does not depend on the thread count.
 //
-// clip_scale sums the squares of its inputs over fixed blocks of
+// clip_scale (and square_sum, its first half for sharded gradients) sums
+// the squares of its inputs over fixed blocks of
 // kNormBlock elements (a block never spans two inputs), the blocks spread
 // over the team, each block vectorized (16 partial sums in double, every
 // square exact), and adds the block sums in input order: the same bits on
@@ -192,23 +193,15 @@ double SumOfSquares<float>(const float* x, int64_t n) {
   return vec::Active().sum_of_squares(x, n);
 }
 
-// out = min(1, max_norm / (global_norm + 1e-6)), the norm over every input
-// accumulated in double. A non-finite norm is an error (training diverged)
-// naming the first input after which the running sum is not finite.
+// The sum of the squares of every "in" of a kernel, in double: blocks of
+// kNormBlock elements spread over the team, block sums added in input order
+// (the same bits on any thread count). A non-finite running sum is an error
+// naming the first input after which it is not finite.
 template <typename T>
-class ClipScaleKernel final : public Kernel {
+class BlockedSquareSum {
  public:
-  Status Init(const KernelInitContext& ctx) override {
-    ASSIGN_OR_RETURN(max_norm_, ctx.attrs().GetFloat("max_norm"));
-    if (!(max_norm_ > 0.0)) {
-      return InvalidArgumentError("op '", ctx.op->name(), "' (clip_scale): max_norm must be > 0");
-    }
-    return Status::OK();
-  }
-
-  Status Forward(KernelContext* ctx) override {
-    // The blocks of this call's inputs; the vectors keep their capacity, so
-    // steady-state iterations allocate nothing.
+  StatusOr<double> Sum(KernelContext* ctx) {
+    // The vectors keep their capacity: steady-state iterations allocate nothing.
     const int inputs = ctx->InputCount("in");
     data_.resize(inputs);
     blocks_.clear();
@@ -235,9 +228,7 @@ class ClipScaleKernel final : public Kernel {
         return ctx->Error("gradient global norm is not finite (input in[", k, "])");
       }
     }
-    const double norm = std::sqrt(sum_of_squares);
-    ctx->Output("out")->data<T>()[0] = static_cast<T>(std::min(1.0, max_norm_ / (norm + 1e-6)));
-    return Status::OK();
+    return sum_of_squares;
   }
 
  private:
@@ -246,10 +237,90 @@ class ClipScaleKernel final : public Kernel {
     int64_t begin, end;
   };
 
-  double max_norm_ = 1.0;
   std::vector<const T*> data_;
   std::vector<Block> blocks_;
   std::vector<double> sums_;
+};
+
+// min(1, max_norm / (sqrt(sum_of_squares) + 1e-6)): the clipping factor.
+double ClipFactor(double max_norm, double sum_of_squares) {
+  return std::min(1.0, max_norm / (std::sqrt(sum_of_squares) + 1e-6));
+}
+
+StatusOr<double> MaxNormAttr(const KernelInitContext& ctx) {
+  ASSIGN_OR_RETURN(double max_norm, ctx.attrs().GetFloat("max_norm"));
+  if (!(max_norm > 0.0)) {
+    return InvalidArgumentError("op '", ctx.op->name(), "' (", ctx.op->op_type(),
+                                "): max_norm must be > 0");
+  }
+  return max_norm;
+}
+
+// out = min(1, max_norm / (global_norm + 1e-6)), the norm over every input
+// accumulated in double.
+template <typename T>
+class ClipScaleKernel final : public Kernel {
+ public:
+  Status Init(const KernelInitContext& ctx) override {
+    ASSIGN_OR_RETURN(max_norm_, MaxNormAttr(ctx));
+    return Status::OK();
+  }
+
+  Status Forward(KernelContext* ctx) override {
+    ASSIGN_OR_RETURN(const double sum_of_squares, sum_.Sum(ctx));
+    ctx->Output("out")->data<T>()[0] = static_cast<T>(ClipFactor(max_norm_, sum_of_squares));
+    return Status::OK();
+  }
+
+ private:
+  double max_norm_ = 1.0;
+  BlockedSquareSum<T> sum_;
+};
+
+// square_sum: clip_scale's sum of squares alone, as a float64 scalar (on a
+// device holding slices of the inputs: the partial sum of its slices).
+template <typename T>
+class SquareSumKernel final : public Kernel {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    ASSIGN_OR_RETURN(const double sum_of_squares, sum_.Sum(ctx));
+    ctx->Output("out")->data<double>()[0] = sum_of_squares;
+    return Status::OK();
+  }
+
+ private:
+  BlockedSquareSum<T> sum_;
+};
+
+// clip_scale_from_square_sum: the clipping factor from square_sum results
+// (added in input order), in the op's `dtype`.
+class ClipScaleFromSquareSumKernel final : public Kernel {
+ public:
+  Status Init(const KernelInitContext& ctx) override {
+    ASSIGN_OR_RETURN(max_norm_, MaxNormAttr(ctx));
+    return Status::OK();
+  }
+
+  Status Forward(KernelContext* ctx) override {
+    double sum_of_squares = 0.0;
+    for (int k = 0; k < ctx->InputCount("square_sum"); ++k) {
+      sum_of_squares += ctx->Input("square_sum", k).data<double>()[0];
+    }
+    if (!std::isfinite(sum_of_squares)) {
+      return ctx->Error("gradient global norm is not finite (sum of squares ", sum_of_squares, ")");
+    }
+    const double factor = ClipFactor(max_norm_, sum_of_squares);
+    Blob* out = ctx->Output("out");
+    if (out->dtype() == DT_DOUBLE) {
+      out->data<double>()[0] = factor;
+    } else {
+      out->data<float>()[0] = static_cast<float>(factor);
+    }
+    return Status::OK();
+  }
+
+ private:
+  double max_norm_ = 1.0;
 };
 
 REGISTER_KERNEL("sgd_update", DEVICE_CPU, DT_FLOAT, SgdUpdateKernel<float>);
@@ -260,6 +331,11 @@ REGISTER_KERNEL("adam_update", DEVICE_CPU, DT_FLOAT, AdamUpdateKernel<float>);
 REGISTER_KERNEL("adam_update", DEVICE_CPU, DT_DOUBLE, AdamUpdateKernel<double>);
 REGISTER_KERNEL("clip_scale", DEVICE_CPU, DT_FLOAT, ClipScaleKernel<float>);
 REGISTER_KERNEL("clip_scale", DEVICE_CPU, DT_DOUBLE, ClipScaleKernel<double>);
+REGISTER_KERNEL("square_sum", DEVICE_CPU, DT_FLOAT, SquareSumKernel<float>);
+REGISTER_KERNEL("square_sum", DEVICE_CPU, DT_DOUBLE, SquareSumKernel<double>);
+// Keyed by its first input's dtype, float64; it writes the `dtype` attribute's.
+REGISTER_KERNEL("clip_scale_from_square_sum", DEVICE_CPU, DT_DOUBLE,
+                ClipScaleFromSquareSumKernel);
 
 }  // namespace
 }  // namespace oflite

@@ -293,6 +293,60 @@ TEST(ClipScaleTest, NonFiniteValueDeepInAnInputNamesThatInput) {
   }
 }
 
+// The sharded form of clip_scale (docs/compiler.md, "Sharded optimizer
+// states"): square_sum of each device's slices, the partial sums added,
+// clip_scale_from_square_sum; the factor equals clip_scale's over the whole
+// tensors (to the last bits of a double sum in another order), for float
+// and double gradients and an empty slice.
+TEST(ClipScaleTest, SquareSumsOfSlicesGiveClipScalesFactor) {
+  for (DataType dtype : {DT_FLOAT, DT_DOUBLE}) {
+    TensorMap env;
+    env["g0"] = RandomTensor(10000, dtype, 50);
+    env["g1"] = RandomTensor(7, dtype, 51);
+    StatusOr<TensorMap> whole = RunOp(ClipScale(2, 0.5), &env);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    const double want = Doubles(whole->at("clip/out_0"))[0];
+    // Three devices: g0 in slices of 3334, 3333, 3333; g1 in 3, 2, 2.
+    const std::vector<std::vector<int64_t>> bounds = {{0, 3334, 6667, 10000}, {0, 3, 5, 7}};
+    TensorMap sums;
+    std::vector<std::string> partials;
+    for (int device = 0; device < 3; ++device) {
+      TensorMap part;
+      for (int k = 0; k < 2; ++k) {
+        const std::vector<double> all = Doubles(env.at("g" + std::to_string(k)));
+        std::vector<double> slice(all.begin() + bounds[k][device],
+                                  all.begin() + bounds[k][device + 1]);
+        const int64_t n = static_cast<int64_t>(slice.size());
+        part["s" + std::to_string(k)] =
+            dtype == DT_FLOAT
+                ? HostTensor::FromVector<float>(Shape{n},
+                                                std::vector<float>(slice.begin(), slice.end()))
+                : HostTensor::FromVector<double>(Shape{n}, slice);
+      }
+      OpConf square = OpConfBuilder("square_sum", "sq")
+                          .Input("in", std::vector<std::string>{"s0", "s1"})
+                          .Output("out")
+                          .Build();
+      StatusOr<TensorMap> out = RunOp(square, &part);
+      ASSERT_TRUE(out.ok()) << out.status();
+      ASSERT_EQ(out->at("sq/out_0").desc().dtype, DT_DOUBLE);
+      partials.push_back("p" + std::to_string(device));
+      sums[partials.back()] = out->at("sq/out_0").Clone();
+    }
+    OpConf clip = OpConfBuilder("clip_scale_from_square_sum", "c")
+                      .Input("square_sum", partials)
+                      .Output("out")
+                      .Attr("max_norm", 0.5)
+                      .Attr("dtype", dtype)
+                      .Build();
+    StatusOr<TensorMap> out = RunOp(clip, &sums);
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(out->at("c/out_0").desc().dtype, dtype);
+    EXPECT_NEAR(Doubles(out->at("c/out_0"))[0], want, (dtype == DT_FLOAT ? 1e-7 : 1e-14) * want);
+    EXPECT_LT(want, 1.0);  // it clips
+  }
+}
+
 // Adam over the GPT's largest weights and an odd size on 1, 2 and 3
 // threads: the same model and moments, bit for bit.
 TEST(AdamUpdateTest, SameBitsOnAnyThreadCount) {
