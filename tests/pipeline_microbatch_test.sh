@@ -92,7 +92,7 @@ if [[ $COMM == tcp ]]; then
   expect_exit2 "flag '--micro-batches': 3 does not divide --batch 64; use 2 or 4" \
     --micro-batches 3
   expect_exit2 "flag '--micro-batches': 0 must be at least 1" --micro-batches 0
-  expect_exit2 "flag '--micro-batches': 32 does not divide the per-device batch 16 (--batch 64 over 4 devices); use 16" \
+  expect_exit2 "do not divide the per-device batch 16 of data source" \
     --micro-batches 32 --devices 4
   expect_exit2 "flag '--pipeline-schedule': unknown pipeline schedule 'zigzag'; use gpipe" \
     --micro-batches 2 --pipeline-schedule zigzag

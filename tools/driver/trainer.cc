@@ -126,10 +126,11 @@ std::string Divisors(int64_t n, int64_t wanted) {
   return out;
 }
 
-// --micro-batches against --batch and, for the flags' data parallelism
-// (when --machines or --devices is given), the per-device batch. The graph
-// checks each data source's own batch and split again at Build.
-Status CheckMicroBatches(const TrainerConfig& config, bool data_parallel_flags) {
+// --micro-batches against --batch. The per-device batch is checked by the
+// graph at Build, against each data source's own placement and split: a
+// model may place itself (pipeline stages, tensor parallelism), so the
+// flags' machines x devices are not its data-parallel degree.
+Status CheckMicroBatches(const TrainerConfig& config) {
   const int64_t m = config.micro_batches;
   if (m < 1) {
     return InvalidArgumentError("flag '--micro-batches': ", m,
@@ -140,15 +141,6 @@ Status CheckMicroBatches(const TrainerConfig& config, bool data_parallel_flags) 
     return InvalidArgumentError("flag '--micro-batches': ", m, " does not divide --batch ",
                                 config.batch, "; use ", Divisors(config.batch, m),
                                 ", or a batch divisible by ", m);
-  }
-  const int64_t ranks = config.machines * config.devices;
-  if (data_parallel_flags && ranks > 1 && config.batch % ranks == 0 &&
-      (config.batch / ranks) % m != 0) {
-    return InvalidArgumentError("flag '--micro-batches': ", m,
-                                " does not divide the per-device batch ", config.batch / ranks,
-                                " (--batch ", config.batch, " over ", ranks, " devices); use ",
-                                Divisors(config.batch / ranks, m), ", or a --batch that is a multiple of ",
-                                ranks * m);
   }
   return Status::OK();
 }
@@ -423,7 +415,7 @@ int TrainMain(const std::string& name, TrainerConfig config, const ModelFn& mode
                 cli::kExitBadInput);
   }
   config.pipeline_schedule = *schedule;
-  Status micro = CheckMicroBatches(config, flags.Has("machines") || flags.Has("devices"));
+  Status micro = CheckMicroBatches(config);
   if (!micro.ok()) return Fail(name, micro, cli::kExitBadInput);
   StatusOr<double> lr = flags.GetPositiveDouble("lr");
   if (!lr.ok()) return Fail(name, lr.status(), cli::kExitBadInput);

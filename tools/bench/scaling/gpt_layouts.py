@@ -64,7 +64,7 @@ def parse_args():
     p.add_argument("--layouts", default="dp,zero,tp,pp,dp_tp,dp_pp,tp_pp")
     p.add_argument("--hosts", default="2,4", help="comma list of host counts")
     p.add_argument("--rates", default="1gbit,10gbit", help="link rates (tc syntax)")
-    p.add_argument("--global-batch", type=int, default=24, help="sequences per step over all ranks")
+    p.add_argument("--global-batch", type=int, default=32, help="sequences per step over all ranks")
     p.add_argument("--micro-batches", type=int, default=4, help="of the pipelined layouts")
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--heads", type=int, default=4)
@@ -122,7 +122,7 @@ class Bench:
         a = self.args
         return ["--layers", str(a.layers), "--heads", str(a.heads), "--channels", str(a.channels),
                 "--block", str(a.block), "--batch", str(a.global_batch),
-                "--iters", str(2 * a.warmup + a.measure)]
+                "--iters", str(2 * a.warmup + a.measure), "--warmup", "0"]
 
     def plan(self, layout, nhosts):
         """Compiles the layout's plan for the namespace hosts; returns its path."""
