@@ -77,6 +77,9 @@ in_process dp2_tp2_devices --devices 4 --tp 2 --dp 2
 SAVE=()
 launched dp2_tp2_processes 2 --machines 2 --devices 2 --tp 2
 launched dp2_tp2 4 --machines 4 --tp 2
+# All three: 2 stages, each a 2 x 2 (DP x TP) group of 2 processes x 2
+# devices, 1F1B over 2 micro-batches.
+launched dp2_tp2_pp2 4 --machines 4 --devices 2 --dp 2 --tp 2 --stages 2 --micro-batches 2
 
 # The 2 x 2 checkpoint on one device: each distinct part saved by one
 # replica, the assembled tensors those of one machine.
