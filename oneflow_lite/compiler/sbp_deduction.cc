@@ -245,25 +245,23 @@ class OpSbpChooser {
                                   " input SBP hints for ", node_.inputs.size(), " inputs");
     }
     // An empty entry leaves its blob to the cost model.
-    for (int i = 0; i < op.output_sbp_hint_size(); ++i) {
-      if (op.output_sbp_hint(i).sbp_size() == 0) {
-        output_hints_.emplace_back();
-        continue;
+    auto read = [&](const NdSbp& hint, const std::string& what,
+                    std::vector<NdSbp>* hints) -> Status {
+      if (hint.sbp_size() == 0) {
+        hints->emplace_back();
+        return Status::OK();
       }
-      ASSIGN_OR_RETURN(NdSbp s, ExpandHint(op.output_sbp_hint(i), op,
-                                           "output '" + node_.outputs[i].lbn + "'",
-                                           node_.placement()));
-      output_hints_.push_back(NormalizeNdSbp(s, hierarchy_));
+      ASSIGN_OR_RETURN(NdSbp s, ExpandHint(hint, op, what, node_.placement()));
+      hints->push_back(NormalizeNdSbp(s, hierarchy_));
+      return Status::OK();
+    };
+    for (int i = 0; i < op.output_sbp_hint_size(); ++i) {
+      RETURN_IF_ERROR(read(op.output_sbp_hint(i), "output '" + node_.outputs[i].lbn + "'",
+                           &output_hints_));
     }
     for (int i = 0; i < op.input_sbp_hint_size(); ++i) {
-      if (op.input_sbp_hint(i).sbp_size() == 0) {
-        input_hints_.emplace_back();
-        continue;
-      }
-      ASSIGN_OR_RETURN(NdSbp s, ExpandHint(op.input_sbp_hint(i), op,
-                                           "input '" + node_.inputs[i].arg + "'",
-                                           node_.placement()));
-      input_hints_.push_back(NormalizeNdSbp(s, hierarchy_));
+      RETURN_IF_ERROR(read(op.input_sbp_hint(i), "input '" + node_.inputs[i].arg + "'",
+                           &input_hints_));
     }
     return Status::OK();
   }

@@ -55,7 +55,8 @@ Status UpdateSbp(SbpContext* ctx) {
   return Status::OK();
 }
 
-Status InferClipScale(InferContext* ctx) {
+// Every "in" of one float dtype (float32 or float64), returned.
+StatusOr<DataType> CommonFloatInputDtype(InferContext* ctx) {
   const DataType dtype = ctx->Input("in").dtype;
   if (dtype != DT_FLOAT && dtype != DT_DOUBLE) {
     return ctx->Error("in must be float32 or float64, got ", DataTypeName(dtype));
@@ -66,6 +67,11 @@ Status InferClipScale(InferContext* ctx) {
                         DataTypeName(dtype));
     }
   }
+  return dtype;
+}
+
+Status InferClipScale(InferContext* ctx) {
+  ASSIGN_OR_RETURN(const DataType dtype, CommonFloatInputDtype(ctx));
   ASSIGN_OR_RETURN(double max_norm, ctx->attrs().GetFloat("max_norm"));
   if (!(max_norm > 0.0)) return ctx->Error("max_norm must be > 0, got ", max_norm);
   *ctx->Output("out") = TensorDesc(Shape{}, dtype);
@@ -74,16 +80,7 @@ Status InferClipScale(InferContext* ctx) {
 
 // Every "in" of one float dtype; out is a float64 scalar.
 Status InferSquareSum(InferContext* ctx) {
-  const DataType dtype = ctx->Input("in").dtype;
-  if (dtype != DT_FLOAT && dtype != DT_DOUBLE) {
-    return ctx->Error("in must be float32 or float64, got ", DataTypeName(dtype));
-  }
-  for (int i = 1; i < ctx->InputCount("in"); ++i) {
-    if (ctx->Input("in", i).dtype != dtype) {
-      return ctx->Error("in[", i, "] is ", DataTypeName(ctx->Input("in", i).dtype), ", in[0] is ",
-                        DataTypeName(dtype));
-    }
-  }
+  RETURN_IF_ERROR(CommonFloatInputDtype(ctx).status());
   *ctx->Output("out") = TensorDesc(Shape{}, DT_DOUBLE);
   return Status::OK();
 }
