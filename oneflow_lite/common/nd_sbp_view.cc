@@ -49,4 +49,19 @@ bool NdSbpOneDimView(const std::vector<int64_t>& hierarchy, int64_t parallel_id,
   return true;
 }
 
+void KernelOneDimView(const TaskProto& task, const KernelConf& conf, int64_t* parallel_id,
+                      int64_t* parallel_num) {
+  const ShapeProto& hierarchy = task.parallel_ctx().hierarchy();
+  if (hierarchy.dim_size() < 2) return;
+  const NdSbp* sbp = conf.output_sbp_size() > 0  ? &conf.output_sbp(0)
+                     : conf.input_sbp_size() > 0 ? &conf.input_sbp(0)
+                                                 : nullptr;
+  OneDimView view;
+  if (sbp != nullptr && NdSbpOneDimView({hierarchy.dim().begin(), hierarchy.dim().end()},
+                                        *parallel_id, *sbp, &view)) {
+    *parallel_id = view.parallel_id;
+    *parallel_num = view.parallel_num;
+  }
+}
+
 }  // namespace oflite

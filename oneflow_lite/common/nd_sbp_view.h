@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "proto/common.pb.h"
+#include "proto/plan.pb.h"
 
 namespace oflite {
 
@@ -44,6 +45,15 @@ struct OneDimView {
 // (parallel_id, product, B), first_replica only for parallel id 0.
 bool NdSbpOneDimView(const std::vector<int64_t>& hierarchy, int64_t parallel_id, const NdSbp& nd,
                      OneDimView* view);
+
+// The 1-D view a kernel of `task` gets (the runtime's KernelRunner and the
+// profiler build kernels alike): on a hierarchical placement, the view of
+// the kernel's first output's (else first input's) n-D layout, so kernels
+// that cut a logical tensor themselves (variables, data sources) cut the
+// right part; `parallel_id` / `parallel_num` unchanged when two axes split
+// or the task's placement is flat.
+void KernelOneDimView(const TaskProto& task, const KernelConf& conf, int64_t* parallel_id,
+                      int64_t* parallel_num);
 
 }  // namespace oflite
 

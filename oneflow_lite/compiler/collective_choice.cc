@@ -96,5 +96,41 @@ CollectiveConf ChooseCollective(const BoxingConf& boxing, int64_t machine_count,
   return conf;
 }
 
+CollectiveConf ChooseCollective(const BoxingConf& boxing, int64_t machine_count,
+                                int64_t exchange_max_bytes, const CollectiveTimeFn& time_of) {
+  CollectiveConf rule = ChooseCollective(boxing, machine_count, exchange_max_bytes);
+  if (!time_of || rule.algorithm() == COLLECTIVE_ALL_TO_ALL) return rule;
+  if (!FirstSbp(boxing.in_sbp()).has_partial_sum()) return rule;
+  const TensorDesc logical(boxing.logical_desc());
+  const int64_t n = boxing.ring_task_id_size();
+  const int64_t bytes = logical.ByteSize();
+  const CollectiveAlgorithm ring = RingAlgorithm(boxing, logical, n);
+  std::vector<CollectiveAlgorithm> candidates = {ring, COLLECTIVE_EXCHANGE_ALL_REDUCE};
+  if (n >= 4 && (n & (n - 1)) == 0) candidates.push_back(COLLECTIVE_DOUBLING_ALL_REDUCE);
+  if (n >= 3 && ring == COLLECTIVE_RING_ALL_REDUCE) {
+    candidates.push_back(COLLECTIVE_SCATTER_GATHER_ALL_REDUCE);
+  }
+  CollectiveAlgorithm best = COLLECTIVE_UNSET;
+  double best_us = 0;
+  for (CollectiveAlgorithm a : candidates) {
+    double us = time_of(a, n, bytes);
+    if (us < 0) continue;
+    if (best == COLLECTIVE_UNSET || us < best_us) {
+      best = a;
+      best_us = us;
+    }
+  }
+  if (best == COLLECTIVE_UNSET) return rule;
+  CollectiveConf conf;
+  conf.set_algorithm(best);
+  conf.set_buffer_bytes(bytes);
+  conf.set_element_count(logical.shape.elem_count());
+  if (best == COLLECTIVE_RING_ALL_REDUCE || best == COLLECTIVE_RING_REDUCE_SCATTER) {
+    conf.set_chunk_bytes(static_cast<int64_t>(kDefaultRingChunkBytes));
+    conf.set_slots(kDefaultRingSlots);
+  }
+  return conf;
+}
+
 }  // namespace compiler
 }  // namespace oflite

@@ -21,6 +21,7 @@
 #define ONEFLOW_LITE_COMPILER_COLLECTIVE_CHOICE_H_
 
 #include <cstdint>
+#include <functional>
 
 #include "oneflow_lite/common/tensor.h"
 #include "proto/plan.pb.h"
@@ -37,6 +38,18 @@ namespace compiler {
 // 0: never).
 CollectiveConf ChooseCollective(const BoxingConf& boxing, int64_t machine_count,
                                 int64_t exchange_max_bytes = 0);
+
+// Predicted microseconds of one collective of `algorithm` over `ranks`
+// ranks on a tensor of `bytes`, or < 0 when unknown (a calibration's
+// curves, cost/calibration.h: PredictCollectiveUs).
+using CollectiveTimeFn = std::function<double(CollectiveAlgorithm, int64_t ranks, int64_t bytes)>;
+
+// As above, but a partial-sum conversion takes whichever algorithm that can
+// run it `time_of` predicts fastest (the ring, the exchange, recursive
+// doubling on power-of-2 rings of 4 or more, scatter-gather from 3 ranks);
+// the size rule decides when `time_of` knows none of them.
+CollectiveConf ChooseCollective(const BoxingConf& boxing, int64_t machine_count,
+                                int64_t exchange_max_bytes, const CollectiveTimeFn& time_of);
 
 // True when, for every rank r of `ring_size`, r's balanced axis-0 range of
 // `logical` is the ring's flat segment r.

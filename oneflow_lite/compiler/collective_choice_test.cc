@@ -7,6 +7,8 @@
 #include "oneflow_lite/common/ring_segments.h"
 #include "oneflow_lite/common/id.h"
 
+#include <set>
+
 namespace oflite {
 namespace compiler {
 namespace {
@@ -202,6 +204,57 @@ TEST(CollectiveChoiceTest, SmallPartialSumsUseTheExchange) {
   EXPECT_EQ(ChooseCollective(Conf(PartialSum(), Broadcast(), {5}, DT_INT8, {0, 1}), 2, 1024)
                 .algorithm(),
             COLLECTIVE_ALL_TO_ALL);
+}
+
+}  // namespace
+}  // namespace compiler
+}  // namespace oflite
+
+namespace oflite {
+namespace compiler {
+namespace {
+
+TEST(CollectiveChoiceTest, ACalibratedModelPicksItsFastestAlgorithm) {
+  const std::vector<int64_t> two = {0, 1};
+  const std::vector<int64_t> four = {0, 1, 2, 3};
+  // 1 MiB of floats: the size rule says ring.
+  auto big = Conf(PartialSum(), Broadcast(), {512, 512}, DT_FLOAT, two);
+  ASSERT_EQ(ChooseCollective(big, 2, 65536).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
+  // A model in which the exchange is faster at this size (as shm measured
+  // at 2 processes): the exchange, with no ring buffers.
+  CollectiveTimeFn exchange_wins = [](CollectiveAlgorithm a, int64_t, int64_t) {
+    return a == COLLECTIVE_EXCHANGE_ALL_REDUCE ? 100.0 : 200.0;
+  };
+  CollectiveConf chosen = ChooseCollective(big, 2, 65536, exchange_wins);
+  EXPECT_EQ(chosen.algorithm(), COLLECTIVE_EXCHANGE_ALL_REDUCE);
+  EXPECT_EQ(chosen.buffer_bytes(), 1 << 20);
+  EXPECT_EQ(chosen.chunk_bytes(), 0);
+  // A model in which the ring is faster keeps the ring with its chunks.
+  CollectiveTimeFn ring_wins = [](CollectiveAlgorithm a, int64_t, int64_t) {
+    return a == COLLECTIVE_RING_ALL_REDUCE ? 1.0 : 9.0;
+  };
+  CollectiveConf ring = ChooseCollective(big, 2, 65536, ring_wins);
+  EXPECT_EQ(ring.algorithm(), COLLECTIVE_RING_ALL_REDUCE);
+  EXPECT_GT(ring.chunk_bytes(), 0);
+  // Doubling only on power-of-2 rings of 4 or more; scatter-gather from 3.
+  std::set<CollectiveAlgorithm> asked;
+  CollectiveTimeFn record = [&](CollectiveAlgorithm a, int64_t, int64_t) {
+    asked.insert(a);
+    return a == COLLECTIVE_DOUBLING_ALL_REDUCE ? 1.0 : 5.0;
+  };
+  ChooseCollective(big, 2, 65536, record);
+  EXPECT_FALSE(asked.count(COLLECTIVE_DOUBLING_ALL_REDUCE));
+  EXPECT_FALSE(asked.count(COLLECTIVE_SCATTER_GATHER_ALL_REDUCE));
+  auto big4 = Conf(PartialSum(), Broadcast(), {512, 512}, DT_FLOAT, four);
+  EXPECT_EQ(ChooseCollective(big4, 4, 65536, record).algorithm(), COLLECTIVE_DOUBLING_ALL_REDUCE);
+  EXPECT_TRUE(asked.count(COLLECTIVE_SCATTER_GATHER_ALL_REDUCE));
+  // A model that knows nothing leaves the size rule; non-reducing
+  // conversions are never asked about.
+  CollectiveTimeFn unknown = [](CollectiveAlgorithm, int64_t, int64_t) { return -1.0; };
+  EXPECT_EQ(ChooseCollective(big, 2, 65536, unknown).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
+  auto gather = Conf(Split(0), Broadcast(), {512, 512}, DT_FLOAT, two);
+  EXPECT_EQ(ChooseCollective(gather, 2, 65536, exchange_wins).algorithm(),
+            COLLECTIVE_RING_ALL_GATHER);
 }
 
 }  // namespace

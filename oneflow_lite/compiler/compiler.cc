@@ -39,11 +39,12 @@ int64_t SamplesPerIteration(const Job& job) {
 class Emitter {
  public:
   Emitter(const TaskGraph& g, const std::vector<MemBlockProto>& blocks, int64_t machine_count,
-          int64_t exchange_max_bytes)
+          int64_t exchange_max_bytes, CollectiveTimeFn collective_time)
       : g_(g),
         blocks_(blocks),
         machine_count_(machine_count),
-        exchange_max_bytes_(exchange_max_bytes) {}
+        exchange_max_bytes_(exchange_max_bytes),
+        collective_time_(std::move(collective_time)) {}
 
   Status Emit(const Job& job, const ClusterProto& cluster, const LogicalGraph& logical,
               Plan* plan) {
@@ -177,7 +178,8 @@ class Emitter {
       for (int ring : t.ring_tasks) p.mutable_boxing()->add_ring_task_id(ids_[ring]);
     }
     if (t.type == TASK_COLLECTIVE) {
-      *p.mutable_collective() = ChooseCollective(p.boxing(), machine_count_, exchange_max_bytes_);
+      *p.mutable_collective() =
+          ChooseCollective(p.boxing(), machine_count_, exchange_max_bytes_, collective_time_);
       for (const CollectiveMember& m : t.bucket) *p.mutable_collective()->add_member() = m;
     }
     if (t.type == TASK_COMMNET) {
@@ -199,6 +201,7 @@ class Emitter {
   const std::vector<MemBlockProto>& blocks_;
   const int64_t machine_count_;  // of the cluster: a ring must span them all
   const int64_t exchange_max_bytes_;
+  const CollectiveTimeFn collective_time_;
   std::vector<int64_t> ids_;  // task index -> task id
   std::map<int64_t, TaskType> type_of_id_;
 };
@@ -247,7 +250,8 @@ StatusOr<Plan> CompileJob(const Job& job, const ClusterProto& cluster,
   }
   ASSIGN_OR_RETURN(std::vector<MemBlockProto> blocks, PlanMemory(&tasks, options.memory));
   Plan plan;
-  Emitter emitter(tasks, blocks, cluster.machine_size(), options.exchange_max_bytes);
+  Emitter emitter(tasks, blocks, cluster.machine_size(), options.exchange_max_bytes,
+                  options.collective_time);
   RETURN_IF_ERROR(emitter.Emit(job, cluster, logical, &plan));
   plan.set_graph_capturable(blocker.empty());
   plan.set_graph_note(graph_note);

@@ -23,6 +23,7 @@
 
 #include "oneflow_lite/common/ring_segments.h"
 #include "oneflow_lite/common/status.h"
+#include "oneflow_lite/compiler/collective_choice.h"
 #include "oneflow_lite/compiler/memory_planner.h"
 #include "oneflow_lite/compiler/sbp_deduction.h"
 #include "oneflow_lite/compiler/task_graph.h"
@@ -55,6 +56,10 @@ struct CompileOptions {
   // graph_replay) the runtime may capture and replay; false: one task per
   // op, as before the pass. `oflite compile --graph-replay`.
   bool merge_gpu_compute = true;
+  // When set, each partial-sum collective takes the algorithm this model
+  // predicts fastest (a calibration's curves of the transport that will
+  // carry it: `oflite compile --calibration`); unset: the size rule.
+  CollectiveTimeFn collective_time;
   CostWeights weights;
   TaskGraphOptions tasks;
   MemoryPlanOptions memory;

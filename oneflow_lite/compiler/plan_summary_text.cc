@@ -164,6 +164,26 @@ void PrintPipeline(std::FILE* out, const PipelinePlan& p) {
   }
 }
 
+void PrintAutoParallel(std::FILE* out, const AutoParallelReport& r) {
+  std::fprintf(out, "\nlayout chosen by --auto-parallel: %s (of %lld compiled and simulated; "
+                    "calibration %s, transport %s",
+               r.chosen().c_str(), static_cast<long long>(r.evaluated()), r.calibration().c_str(),
+               r.transport().c_str());
+  if (r.memory_limit_bytes() > 0) {
+    std::fprintf(out, ", memory limit %s per machine", HumanBytes(r.memory_limit_bytes()).c_str());
+  }
+  std::fprintf(out, ")\n");
+  for (const LayoutCandidate& c : r.candidate()) {
+    std::string note = c.name() == r.chosen() ? "chosen: " + c.description() : c.description();
+    if (!c.error().empty()) note = "not possible: " + c.error().substr(0, 120);
+    if (c.over_memory_limit()) note = "over the memory limit";
+    char time[32] = "-";
+    if (c.error().empty()) std::snprintf(time, sizeof(time), "%.2f ms", c.predicted_step_us() / 1e3);
+    std::fprintf(out, "  %-26s %11s predicted  %10s/machine  %s\n", c.name().c_str(), time,
+                 HumanBytes(c.peak_machine_bytes()).c_str(), note.c_str());
+  }
+}
+
 }  // namespace
 
 void PrintPlanSummary(std::FILE* out, const Plan& plan) {
@@ -271,6 +291,7 @@ void PrintPlanSummary(std::FILE* out, const Plan& plan) {
     }
   }
   if (plan.has_pipeline()) PrintPipeline(out, plan.pipeline());
+  if (plan.has_auto_parallel()) PrintAutoParallel(out, plan.auto_parallel());
 }
 
 }  // namespace compiler

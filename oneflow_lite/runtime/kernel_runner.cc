@@ -52,29 +52,6 @@ StatusOr<Blob*> ResolveBinding(const BlobBinding& binding, ActContext* context) 
   return &regst->blobs[binding.blob_index()];
 }
 
-namespace {
-
-// On a hierarchical placement a kernel sees the 1-D view of its first
-// output's (else first input's) n-D layout (common/nd_sbp_view.h), so
-// kernels that cut a logical tensor themselves (variables, data sources)
-// cut the right part; unchanged when two axes split or the plan is flat.
-void UseOneDimView(const TaskProto& task, const KernelConf& conf, int64_t* parallel_id,
-                   int64_t* parallel_num) {
-  const ShapeProto& hierarchy = task.parallel_ctx().hierarchy();
-  if (hierarchy.dim_size() < 2) return;
-  const NdSbp* sbp = conf.output_sbp_size() > 0  ? &conf.output_sbp(0)
-                     : conf.input_sbp_size() > 0 ? &conf.input_sbp(0)
-                                                 : nullptr;
-  OneDimView view;
-  if (sbp != nullptr && NdSbpOneDimView({hierarchy.dim().begin(), hierarchy.dim().end()},
-                                        *parallel_id, *sbp, &view)) {
-    *parallel_id = view.parallel_id;
-    *parallel_num = view.parallel_num;
-  }
-}
-
-}  // namespace
-
 StatusOr<std::unique_ptr<KernelRunner>> KernelRunner::Create(const TaskProto& task,
                                                              const ActorEnv& env) {
   std::unique_ptr<KernelRunner> runner(new KernelRunner(task, env));
@@ -84,7 +61,7 @@ StatusOr<std::unique_ptr<KernelRunner>> KernelRunner::Create(const TaskProto& ta
     init.op = &conf.op();
     init.parallel_id = task.parallel_ctx().parallel_id();
     init.parallel_num = std::max<int64_t>(1, task.parallel_ctx().parallel_num());
-    UseOneDimView(task, conf, &init.parallel_id, &init.parallel_num);
+    KernelOneDimView(task, conf, &init.parallel_id, &init.parallel_num);
     init.seed = env.seed;
     init.device = env.device;
     for (const BlobBinding& binding : conf.input()) {

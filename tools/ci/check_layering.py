@@ -28,9 +28,11 @@ LAYERS = [
     ("kernels", ["oneflow_lite/kernels"], ["common", "device", "data", "ops"]),
     ("comm", ["oneflow_lite/comm"], ["common"]),
     ("checkpoint", ["oneflow_lite/checkpoint"], ["common"]),
-    ("compiler", ["oneflow_lite/compiler"], ["common", "ops"]),
+    # cost: the plan simulator and calibrations (reads plans only).
+    ("cost", ["oneflow_lite/cost"], ["common"]),
+    ("compiler", ["oneflow_lite/compiler"], ["common", "ops", "cost"]),
     # data: the data sources read a .npy dataset's headers (api/data_sources.h: NpyData).
-    ("api", ["oneflow_lite/api"], ["common", "data", "ops", "compiler"]),
+    ("api", ["oneflow_lite/api"], ["common", "data", "ops", "compiler", "cost"]),
     ("plan", ["oneflow_lite/plan"], ["common", "ops"]),
     ("runtime", ["oneflow_lite/runtime"],
      ["common", "device", "data", "ops", "kernels", "checkpoint", "plan"]),
@@ -42,11 +44,16 @@ LAYERS = [
     ("session", ["oneflow_lite/session"],
      ["common", "device", "data", "ops", "kernels", "comm", "checkpoint", "plan", "runtime",
       "runtime_commnet"]),
+    # profile: `oflite profile` measures kernels, the runtime and the
+    # transports for the cost model.
+    ("profile", ["oneflow_lite/profile"],
+     ["common", "device", "data", "ops", "kernels", "comm", "checkpoint", "plan", "runtime",
+      "runtime_commnet", "session", "cost"]),
     ("driver", ["tools/driver"],
      ["common", "device", "data", "ops", "kernels", "comm", "checkpoint", "compiler", "api",
       "plan", "runtime", "runtime_commnet", "session"]),
     ("testing", ["oneflow_lite/testing"],
-     ["common", "device", "data", "ops", "kernels", "comm", "checkpoint", "compiler", "api",
+     ["common", "device", "data", "ops", "kernels", "comm", "checkpoint", "cost", "compiler", "api",
       "plan", "runtime", "runtime_commnet", "reference"]),
 ]
 # Top-level code no library may depend on (build settings in //tools:BUILD

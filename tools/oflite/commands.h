@@ -16,6 +16,8 @@ int RunLaunch(int argc, char** argv);
 int RunTrace(int argc, char** argv);
 int RunEval(int argc, char** argv);     // eval_cmd.cc
 int RunPredict(int argc, char** argv);  // eval_cmd.cc
+int RunProfile(int argc, char** argv);  // profile_cmd.cc
+int RunSimulate(int argc, char** argv);  // simulate_cmd.cc
 
 }  // namespace cli
 }  // namespace oflite

@@ -9,16 +9,23 @@
 // written. The plan is written atomically (SavePlan), so a failed compile
 // never leaves a partial or stale-looking output file behind.
 #include <cstdio>
+#include <memory>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "oneflow_lite/api/auto_parallel.h"
 #include "oneflow_lite/api/node_plan.h"
 #include "oneflow_lite/api/shard_optimizer.h"
 #include "oneflow_lite/common/env.h"
 #include "oneflow_lite/common/proto_io.h"
 #include "oneflow_lite/compiler/compiler.h"
 #include "oneflow_lite/compiler/plan_summary.h"
+#include "oneflow_lite/cost/calibration.h"
+#include "oneflow_lite/cost/kernel_key.h"
+#include "oneflow_lite/kernels/cpu/cpu_threads.h"
+#include "oneflow_lite/profile/kernel_profiler.h"
+#include "proto/calibration.pb.h"
 #include "tools/oflite/commands.h"
 #include "oneflow_lite/session/flags.h"
 
@@ -29,6 +36,49 @@ namespace {
 int Fail(int code, const Status& status) {
   std::fprintf(stderr, "oflite compile: %s\n", status.message().c_str());
   return code;
+}
+
+// "8G", "512M", "1048576": bytes; 0 or negative is an error.
+StatusOr<int64_t> ParseBytes(const std::string& text, const std::string& flag) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  double scale = 1;
+  std::string unit = end ? std::string(end) : "";
+  if (unit == "K" || unit == "KiB") scale = 1024.0;
+  else if (unit == "M" || unit == "MiB") scale = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB") scale = 1024.0 * 1024 * 1024;
+  else if (!unit.empty()) v = -1;
+  if (text.empty() || end == text.c_str() || !(v > 0) || v * scale > 9e18) {
+    return InvalidArgumentError("flag '--", flag, "': '", text,
+                                "' is not a positive size (bytes, or with K, M, G)");
+  }
+  return static_cast<int64_t>(v * scale);
+}
+
+std::string Ms(double us) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f ms", us / 1e3);
+  return buf;
+}
+
+void PrintChoice(const AutoParallelReport& report) {
+  std::printf("auto-parallel: %lld layout(s) compiled and simulated (transport %s)\n",
+              static_cast<long long>(report.evaluated()), report.transport().c_str());
+  std::printf("  %-28s %12s %12s  %s\n", "layout", "predicted", "memory/mach", "");
+  int shown = 0;
+  for (const LayoutCandidate& c : report.candidate()) {
+    if (shown++ >= 12) break;
+    std::string mark = c.name() == report.chosen() ? "<- chosen" : "";
+    if (!c.error().empty()) mark = "not possible: " + c.error().substr(0, 100);
+    if (c.over_memory_limit()) mark = "over the memory limit";
+    std::printf("  %-28s %12s %9.1f MiB  %s\n", c.name().c_str(),
+                c.error().empty() ? Ms(c.predicted_step_us()).c_str() : "-",
+                c.peak_machine_bytes() / 1048576.0, mark.c_str());
+  }
+  if (report.candidate_size() > 12) {
+    std::printf("  ... %d more (oflite inspect PLAN lists them all)\n",
+                report.candidate_size() - 12);
+  }
 }
 
 }  // namespace
@@ -62,6 +112,26 @@ int RunCompile(int argc, char** argv) {
                   "devices (ZeRO, docs/compiler.md): gradients reduce-scattered, parameters "
                   "all-gathered",
                   true},
+                 {"auto-parallel",
+                  "choose the layout (data, tensor, pipeline parallel, hybrids, micro-batches) "
+                  "by simulated step time (docs/simulate.md); needs --calibration",
+                  true},
+                 {"calibration",
+                  "the calibration of `oflite profile`: each partial-sum collective takes the "
+                  "algorithm its curves predict fastest on --transport (and --auto-parallel "
+                  "simulates with it)"},
+                 {"memory-limit",
+                  "with --auto-parallel: the most memory a machine's plan may take (bytes, or "
+                  "with K, M, G)"},
+                 {"ignore-hints",
+                  "with --auto-parallel: the job's SBP hints and placements are free to change",
+                  true},
+                 {"transport", "with --calibration: the transport whose calibrated costs apply "
+                  "between machines", false, "tcp"},
+                 {"measure",
+                  "with --auto-parallel: time the kernels the calibration lacks on this host "
+                  "and add them to the calibration file",
+                  true, "true"},
                  {"quiet", "print nothing on success", true}});
   // Accept the conventional short "-o FILE" next to "--o FILE".
   std::vector<char*> args(argv, argv + argc);
@@ -116,7 +186,104 @@ int RunCompile(int argc, char** argv) {
   }
   StatusOr<ClusterProto> cluster = compiler::LoadCluster(flags.Get("cluster"));
   if (!cluster.ok()) return Fail(kExitBadInput, cluster.status());
-  StatusOr<Plan> plan = CompileNodePlan(*job, *cluster, options);
+  // With a calibration, collectives are chosen from its curves.
+  const std::string calibration_path = flags.Has("calibration") ? flags.Get("calibration") : "";
+  Calibration calibration;
+  std::shared_ptr<cost::CostTables> tables;
+  const std::string transport_name = flags.Get("transport");
+  if (transport_name != "tcp" && transport_name != "shm" && transport_name != "ibverbs") {
+    std::fprintf(stderr, "oflite compile: flag '--transport': '%s' is not tcp, shm or ibverbs\n",
+                 transport_name.c_str());
+    return kExitBadInput;
+  }
+  if (!calibration_path.empty()) {
+    Status read = ReadTextProto(calibration_path, &calibration);
+    if (read.ok()) read = cost::ValidateCalibration(calibration, calibration_path);
+    if (!read.ok()) {
+      return Fail(kExitBadInput, read.WithContext("calibration '" + calibration_path + "'"));
+    }
+    tables = std::make_shared<cost::CostTables>(calibration);
+    const TransportCost* transport = tables->transport(transport_name);
+    if (transport == nullptr) {
+      std::fprintf(stderr, "oflite compile: note: calibration '%s' has no transport '%s': "
+                           "collectives follow the size rule\n",
+                   calibration_path.c_str(), transport_name.c_str());
+    } else {
+      LinkSpec link = cost::SlowestLink(*cluster);
+      TransportCost transport_copy = *transport;
+      options.collective_time = [tables, transport_copy, link](CollectiveAlgorithm a, int64_t n,
+                                                               int64_t bytes) {
+        return cost::PredictCollectiveUs(*tables, &transport_copy, link, a, static_cast<int>(n),
+                                         bytes);
+      };
+    }
+  }
+  StatusOr<Plan> plan = InternalError("not compiled");
+  if (flags.GetBool("auto-parallel")) {
+    if (flags.GetBool("shard-optimizer")) {
+      std::fprintf(stderr, "oflite compile: --shard-optimizer with --auto-parallel: the search "
+                           "compares the sharded layout ('zero') itself\n");
+      return kExitBadInput;
+    }
+    if (calibration_path.empty()) {
+      std::fprintf(stderr, "oflite compile: --auto-parallel needs --calibration (write one with "
+                           "`oflite profile --plan P --out C.pbtxt`)\n");
+      return kExitBadInput;
+    }
+    AutoParallelOptions auto_options;
+    auto_options.compile = options;
+    auto_options.ignore_hints = flags.GetBool("ignore-hints");
+    auto_options.sim.transport = transport_name;
+    auto_options.sim.host_cores = AvailableCpuCores();
+    if (flags.Has("memory-limit")) {
+      StatusOr<int64_t> limit = ParseBytes(flags.Get("memory-limit"), "memory-limit");
+      if (!limit.ok()) return Fail(kExitBadInput, limit.status());
+      auto_options.memory_limit_bytes = *limit;
+    }
+    const std::string measure = flags.Get("measure");
+    bool measured_any = false;
+    if (measure == "true" || measure == "1") {
+      auto_options.measure_missing = [&measured_any](const Plan& candidate,
+                                                      Calibration* into) -> Status {
+        profile::KernelProfileOptions kernel_options;
+        for (const KernelCost& k : into->kernel()) kernel_options.known_keys.insert(k.key());
+        profile::KernelProfileReport kernel_report;
+        ASSIGN_OR_RETURN(std::vector<KernelCost> costs,
+                         profile::ProfilePlanKernels(candidate, kernel_options, &kernel_report));
+        for (KernelCost& k : costs) *into->add_kernel() = std::move(k);
+        measured_any = measured_any || !costs.empty();
+        return Status::OK();
+      };
+    }
+    bool quiet = flags.GetBool("quiet");
+    auto_options.log = [quiet](const std::string& line) {
+      if (!quiet) std::fprintf(stderr, "oflite compile: %s\n", line.c_str());
+    };
+    StatusOr<AutoParallelResult> chosen = ChooseLayout(*job, *cluster, calibration, auto_options);
+    if (!chosen.ok()) {
+      return Fail(kExitBadInput, chosen.status().WithContext("job '" + flags.Get("job") + "'"));
+    }
+    chosen->plan.mutable_auto_parallel()->set_calibration(calibration_path + " (" +
+                                                          calibration.host() + ")");
+    if (measured_any) {
+      Status wrote = WriteTextProto(calibration_path, chosen->calibration);
+      if (!wrote.ok()) return Fail(kExitFailure, wrote.WithContext("calibration"));
+      if (!quiet) {
+        std::printf("added the kernels the calibration lacked to %s (%d kernels now)\n",
+                    calibration_path.c_str(), chosen->calibration.kernel_size());
+      }
+    }
+    if (!quiet) PrintChoice(chosen->plan.auto_parallel());
+    plan = std::move(chosen->plan);
+  } else {
+    for (const char* name : {"memory-limit", "ignore-hints"}) {
+      if (flags.Has(name)) {
+        std::fprintf(stderr, "oflite compile: flag '--%s' needs --auto-parallel\n", name);
+        return kExitBadInput;
+      }
+    }
+    plan = CompileNodePlan(*job, *cluster, options);
+  }
   if (!plan.ok()) {
     return Fail(kExitBadInput, plan.status().WithContext("job '" + flags.Get("job") + "'"));
   }

@@ -62,6 +62,7 @@
 #include "oneflow_lite/comm/socket_util.h"
 #include "oneflow_lite/common/proto_io.h"
 #include "tools/oflite/commands.h"
+#include "tools/oflite/interrupt_catcher.h"
 #include "oneflow_lite/session/flags.h"
 #include "tools/oflite/trace_file.h"
 #include "oneflow_lite/session/trace_support.h"
@@ -146,26 +147,6 @@ constexpr const char kDefaultRsh[] = "ssh -o BatchMode=yes -o ConnectTimeout=10"
 // SIGINT/SIGTERM received by launch, for RunProcessGroup to forward.
 std::atomic<int> g_interrupt{0};
 
-void OnInterrupt(int signal_number) { g_interrupt.store(signal_number); }
-
-// Catches SIGINT and SIGTERM while alive (no SA_RESTART: a blocked poll
-// returns at once); restores the previous handlers on destruction.
-class InterruptCatcher {
- public:
-  InterruptCatcher() {
-    struct sigaction action = {};
-    action.sa_handler = OnInterrupt;
-    sigemptyset(&action.sa_mask);
-    for (int i = 0; i < 2; ++i) ::sigaction(kSignals[i], &action, &previous_[i]);
-  }
-  ~InterruptCatcher() {
-    for (int i = 0; i < 2; ++i) ::sigaction(kSignals[i], &previous_[i], nullptr);
-  }
-
- private:
-  static constexpr int kSignals[2] = {SIGINT, SIGTERM};
-  struct sigaction previous_[2];
-};
 
 // The plan's machine count must equal the number of processes. A remote
 // plan that is not readable here is checked by the nodes instead.
@@ -418,7 +399,7 @@ int RunLaunch(int argc, char** argv) {
   options.grace = std::chrono::milliseconds(*grace);
   options.peer_failed_exit_code = kExitPeerFailed;
   options.interrupt = &g_interrupt;
-  InterruptCatcher catcher;
+  InterruptCatcher catcher(&g_interrupt);
   auto result = comm::RunProcessGroup(ranks, options);
   if (!result.ok()) return Fail(kExitFailure, result.status());
   if (!result->ok) return ReportFailure(*result);

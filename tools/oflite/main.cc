@@ -8,6 +8,7 @@
 
 #include "oneflow_lite/common/version.h"
 #include "oneflow_lite/kernels/cpu/cpu_library.h"
+#include "oneflow_lite/profile/transport_profiler.h"
 #include "tools/oflite/commands.h"
 #include "tools/oflite/openblas_core.h"
 
@@ -37,6 +38,10 @@ const Command kCommands[] = {
      oflite::cli::RunEval},
     {"predict", "write a named output of every sample to a .npy file, from a checkpoint",
      oflite::cli::RunPredict},
+    {"profile", "measure this host's kernels, runtime and transports into a calibration",
+     oflite::cli::RunProfile},
+    {"simulate", "predict a Plan's step time, busy shares and critical path from a calibration",
+     oflite::cli::RunSimulate},
     {"version", "print the oflite version and file format versions", RunVersion},
 };
 
@@ -71,6 +76,11 @@ int main(int argc, char** argv) {
       return oflite::cli::kExitBadInput;
     }
     oflite::SetCpuKernelLibrary(*parsed);
+  }
+  // Hidden: one rank of `oflite profile`'s transport runs, which start this
+  // program again (oneflow_lite/profile/transport_profiler.h).
+  if (!std::strcmp(argv[1], oflite::profile::kProfileRankCommand)) {
+    return oflite::profile::RunTransportProfileRank(argc - 1, argv + 1);
   }
   for (const Command& c : kCommands) {
     if (!std::strcmp(argv[1], c.name)) return c.run(argc - 1, argv + 1);

@@ -1,0 +1,204 @@
+// The layout search: coordinate descent finds the optimum of small cost
+// tables; candidates of an MLP over 2 machines; the choice follows the
+// link (a slow link moves it off data parallelism, a free one keeps the
+// fastest at or below it), the memory limit, and is the same twice.
+#include "oneflow_lite/api/auto_parallel.h"
+
+#include <cmath>
+
+#include "gtest/gtest.h"
+#include "oneflow_lite/api/data_sources.h"
+#include "oneflow_lite/api/graph.h"
+#include "oneflow_lite/api/layers.h"
+#include "oneflow_lite/cost/kernel_key.h"
+
+namespace oflite {
+namespace {
+
+TEST(CoordinateDescentTest, FindsTheOptimumOfASeparableTable) {
+  // cost = sum_i table[i][x_i]; optimum (2, 0, 1) = 1 + 0 + 2.
+  const std::vector<std::vector<double>> table = {{5, 4, 1}, {0, 3, 9}, {7, 2, 8}};
+  auto cost = [&](const std::vector<int>& p) -> StatusOr<double> {
+    double c = 0;
+    for (size_t i = 0; i < p.size(); ++i) c += table[i][p[i]];
+    return c;
+  };
+  DescentResult r = CoordinateDescent({0, 0, 0}, {3, 3, 3}, cost, 100);
+  EXPECT_EQ(r.point, (std::vector<int>{2, 0, 1}));
+  EXPECT_DOUBLE_EQ(r.cost, 3);
+}
+
+TEST(CoordinateDescentTest, FailedPointsCountAsInfiniteAndTheBudgetHolds) {
+  // Pairs (a, b): only a == b compiles ("consistent layouts"); best (1, 1).
+  auto cost = [](const std::vector<int>& p) -> StatusOr<double> {
+    if (p[0] != p[1]) return InvalidArgumentError("inconsistent");
+    return p[0] == 1 ? 1.0 : 10.0;
+  };
+  DescentResult r = CoordinateDescent({0, 0}, {2, 2}, cost, 50);
+  // One coordinate at a time cannot leave (0, 0): every neighbour fails.
+  EXPECT_EQ(r.point, (std::vector<int>{0, 0}));
+  EXPECT_DOUBLE_EQ(r.cost, 10);
+  DescentResult capped = CoordinateDescent({0, 0}, {2, 2}, cost, 2);
+  EXPECT_LE(capped.evaluations, 2);
+}
+
+Job MlpJob() {
+  Graph g("mlp", /*seed=*/1);
+  g.SetPlacement(Placement::Parse("0-1:cpu:0"));
+  Batch data = RandomBatch(&g, Shape{32, 64}, 10);
+  Tensor h = g.Relu(Dense(&g, data.image, 256));
+  h = g.Relu(Dense(&g, h, 256));
+  Tensor logits = Dense(&g, h, 10);
+  g.Minimize(g.SparseSoftmaxCrossEntropy(logits, data.label), Sgd{0.01, 0.0});
+  g.SetIterations(10);
+  StatusOr<Job> job = g.Build();
+  EXPECT_TRUE(job.ok()) << job.status();
+  return *job;
+}
+
+ClusterProto TwoMachines(double gbit) {
+  ClusterProto cluster;
+  for (int m = 0; m < 2; ++m) {
+    MachineProto* machine = cluster.add_machine();
+    machine->set_id(m);
+    machine->set_address("10.0.0." + std::to_string(m + 1));
+    machine->set_cpu_devices(1);
+    machine->set_cpu_threads(1);
+    machine->mutable_nic()->set_gbit_per_s(gbit);
+    machine->mutable_nic()->set_latency_us(20);
+  }
+  return cluster;
+}
+
+// A synthetic calibration: every kernel takes 1 ns per element it touches,
+// filled in as the search meets new kernels.
+Status Synthetic(const Plan& plan, Calibration* calibration) {
+  cost::PlanIndex index(plan);
+  std::set<std::string> known;
+  for (const KernelCost& k : calibration->kernel()) known.insert(k.key());
+  for (const TaskProto* task : index.tasks()) {
+    for (const KernelConf& kernel : task->kernel()) {
+      ASSIGN_OR_RETURN(std::string key, cost::KernelKey(kernel, DEVICE_CPU, 1, index));
+      if (!known.insert(key).second) continue;
+      ASSIGN_OR_RETURN(cost::KernelShapes shapes, cost::ShapesOfKernel(kernel, index));
+      KernelCost* k = calibration->add_kernel();
+      k->set_key(key);
+      k->set_op_type(kernel.op().op_type());
+      k->set_device_type(DEVICE_CPU);
+      k->set_threads(1);
+      k->set_elements(cost::KernelElements(shapes));
+      k->set_us(1e-3 * static_cast<double>(k->elements()));
+    }
+  }
+  return Status::OK();
+}
+
+AutoParallelOptions SyntheticOptions() {
+  AutoParallelOptions options;
+  options.measure_missing = Synthetic;
+  options.min_split_elements = 1024;
+  return options;
+}
+
+Calibration EmptyCalibration() {
+  Calibration c;
+  c.set_version(1);
+  c.mutable_runtime()->set_act_us(2);
+  c.mutable_runtime()->set_message_us(1);
+  c.mutable_runtime()->set_copy_gbyte_per_s(5);
+  return c;
+}
+
+double PredictedOf(const AutoParallelReport& report, const std::string& name) {
+  for (const LayoutCandidate& c : report.candidate()) {
+    if (c.name() == name) return c.predicted_step_us();
+  }
+  return -1;
+}
+
+TEST(AutoParallelTest, ForwardJobDropsBackwardAndOptimizerOps) {
+  Job trained = MlpJob();
+  StatusOr<Job> forward = ForwardJobOf(trained);
+  ASSERT_TRUE(forward.ok()) << forward.status();
+  EXPECT_LT(forward->op_size(), trained.op_size());
+  for (const OpConf& op : forward->op()) EXPECT_FALSE(op.is_backward() || op.is_optimizer());
+  Job inference = trained;
+  inference.mutable_conf()->set_is_train(false);
+  EXPECT_FALSE(ForwardJobOf(inference).ok());
+}
+
+TEST(AutoParallelTest, CandidatesOfAnMlpOverTwoMachines) {
+  StatusOr<Job> forward = ForwardJobOf(MlpJob());
+  ASSERT_TRUE(forward.ok());
+  std::vector<LayoutSpec> layouts = CandidateLayouts(*forward, TwoMachines(1), SyntheticOptions());
+  std::set<std::string> names;
+  for (const LayoutSpec& l : layouts) names.insert(l.name);
+  EXPECT_TRUE(names.count("dp"));
+  EXPECT_TRUE(names.count("zero"));
+  EXPECT_TRUE(names.count("tp"));
+  int pipelines = 0;
+  for (const LayoutSpec& l : layouts) pipelines += l.stages == 2;
+  EXPECT_GT(pipelines, 0);
+  // Every candidate compiles into a training job.
+  for (const LayoutSpec& l : layouts) {
+    StatusOr<Job> job = ApplyLayout(*forward, l, TwoMachines(1), /*ignore_hints=*/false);
+    EXPECT_TRUE(job.ok()) << l.name << ": " << job.status();
+  }
+}
+
+TEST(AutoParallelTest, ASlowLinkMovesTheChoiceOffDataParallelism) {
+  StatusOr<AutoParallelResult> slow =
+      ChooseLayout(MlpJob(), TwoMachines(0.01), EmptyCalibration(), SyntheticOptions());
+  ASSERT_TRUE(slow.ok()) << slow.status();
+  const AutoParallelReport& report = slow->plan.auto_parallel();
+  EXPECT_NE(report.chosen(), "dp");
+  double dp = PredictedOf(report, "dp");
+  double chosen = PredictedOf(report, report.chosen());
+  ASSERT_GT(dp, 0);
+  EXPECT_LT(chosen, dp / 2) << report.chosen();
+  // The report is sorted, fastest first, and the chosen one is first.
+  EXPECT_EQ(report.candidate(0).name(), report.chosen());
+  // The plan is the chosen layout's, compiled for both machines.
+  EXPECT_EQ(slow->plan.machine_size(), 2);
+
+  StatusOr<AutoParallelResult> fast =
+      ChooseLayout(MlpJob(), TwoMachines(0), EmptyCalibration(), SyntheticOptions());
+  ASSERT_TRUE(fast.ok()) << fast.status();
+  EXPECT_LE(PredictedOf(fast->report, fast->report.chosen()), PredictedOf(fast->report, "dp"));
+}
+
+TEST(AutoParallelTest, TheMemoryLimitBindsAndTooSmallALimitIsAnError) {
+  StatusOr<AutoParallelResult> free_choice =
+      ChooseLayout(MlpJob(), TwoMachines(0.01), EmptyCalibration(), SyntheticOptions());
+  ASSERT_TRUE(free_choice.ok());
+  int64_t chosen_bytes = free_choice->report.candidate(0).peak_machine_bytes();
+  AutoParallelOptions limited = SyntheticOptions();
+  limited.memory_limit_bytes = chosen_bytes - 1;
+  StatusOr<AutoParallelResult> bound =
+      ChooseLayout(MlpJob(), TwoMachines(0.01), EmptyCalibration(), limited);
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  EXPECT_NE(bound->report.chosen(), free_choice->report.chosen());
+  for (const LayoutCandidate& c : bound->report.candidate()) {
+    if (c.name() == bound->report.chosen()) {
+      EXPECT_LT(c.peak_machine_bytes(), chosen_bytes);
+    }
+  }
+  limited.memory_limit_bytes = 1;
+  StatusOr<AutoParallelResult> none =
+      ChooseLayout(MlpJob(), TwoMachines(0.01), EmptyCalibration(), limited);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("no layout fits"), std::string::npos) << none.status();
+}
+
+TEST(AutoParallelTest, SameInputsSameChoice) {
+  StatusOr<AutoParallelResult> a =
+      ChooseLayout(MlpJob(), TwoMachines(1), EmptyCalibration(), SyntheticOptions());
+  StatusOr<AutoParallelResult> b =
+      ChooseLayout(MlpJob(), TwoMachines(1), EmptyCalibration(), SyntheticOptions());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->report.SerializeAsString(), b->report.SerializeAsString());
+  EXPECT_EQ(a->plan.SerializeAsString(), b->plan.SerializeAsString());
+}
+
+}  // namespace
+}  // namespace oflite

@@ -1,0 +1,103 @@
+// A calibration (proto/calibration.proto) as the simulator reads it: kernel
+// times by key, the runtime's own costs, each transport's software costs and
+// collective curves, and the link model of a cluster. docs/simulate.md.
+#ifndef ONEFLOW_LITE_COST_CALIBRATION_H_
+#define ONEFLOW_LITE_COST_CALIBRATION_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "oneflow_lite/common/status.h"
+#include "proto/calibration.pb.h"
+#include "proto/cluster.pb.h"
+#include "proto/plan.pb.h"
+
+namespace oflite {
+namespace cost {
+
+// Checks a calibration read from a file (named `source` in errors): version
+// 1, no negative or non-finite time, no duplicate kernel key, curves
+// ascending. A user edits these files by hand, so every field is checked.
+Status ValidateCalibration(const Calibration& calibration, const std::string& source);
+
+// How a kernel's time was found.
+enum class KernelTimeSource { kMeasured, kEstimated, kMissing };
+
+struct KernelTime {
+  double us = 0;
+  KernelTimeSource source = KernelTimeSource::kMissing;
+};
+
+// Bytes one rank sends and the number of message latencies on its path, for
+// one collective of `algorithm` over `ranks` ranks on a tensor of `bytes`
+// (the logical tensor: all-reduce input; for all-to-all, `part_bytes` is what
+// each rank holds).
+struct CollectiveTraffic {
+  double bytes_sent_per_rank = 0;
+  int latencies = 0;
+};
+CollectiveTraffic TrafficOf(CollectiveAlgorithm algorithm, int ranks, int64_t bytes,
+                            int64_t part_bytes);
+
+class CostTables {
+ public:
+  explicit CostTables(const Calibration& calibration);
+
+  // Measured time of `key`; else an estimate from the measured kernel of the
+  // same op type, device and threads whose element count is nearest
+  // (scaled by elements); else missing (0).
+  KernelTime Kernel(const std::string& key, const std::string& op_type, DeviceType device,
+                    int threads, int64_t elements) const;
+
+  const RuntimeCost& runtime() const { return runtime_; }
+  // The transport named `name`, or nullptr.
+  const TransportCost* transport(const std::string& name) const;
+  // The software's time of one collective on `transport` (its measured
+  // curve for the algorithm at the nearest rank count, interpolated in
+  // log-log and scaled beyond the measured range), or -1 when there is no
+  // curve for the algorithm.
+  double CollectiveFloorUs(const TransportCost& transport, CollectiveAlgorithm algorithm,
+                           int ranks, int64_t bytes) const;
+  // Host copy time of `bytes` on one thread.
+  double CopyUs(int64_t bytes) const;
+
+ private:
+  struct Measured {
+    int64_t elements;
+    double us;
+  };
+  RuntimeCost runtime_;
+  std::map<std::string, double> by_key_;
+  // (op type | device | threads) -> measured kernels.
+  std::map<std::string, std::vector<Measured>> by_op_;
+  std::vector<TransportCost> transports_;
+};
+
+// The link model between two machines of `cluster`: its LinkProto entry if
+// any, else the slower NIC and larger latency of the two (0 gbit: none
+// stated, no link limit). `override_gbit` / `override_latency_us` >= 0
+// replace every link's figure (what-if runs).
+LinkSpec LinkBetween(const ClusterProto& cluster, int64_t a, int64_t b, double override_gbit,
+                     double override_latency_us);
+
+// The time of one collective with nothing else on the links: the later of
+// the transport's measured floor (its curve for the algorithm, else its
+// latency and stream rate) and the link's share (each rank's bytes at the
+// link rate plus a link latency per step). -1 without `transport`.
+double PredictCollectiveUs(const CostTables& tables, const TransportCost* transport,
+                           const LinkSpec& link, CollectiveAlgorithm algorithm, int ranks,
+                           int64_t bytes);
+
+// The slowest link between any two machines of `cluster` (the one a ring
+// over all of them waits for).
+LinkSpec SlowestLink(const ClusterProto& cluster);
+
+// Cores of a cpu list ("0-1,3"); InvalidArgument naming `what` if malformed.
+StatusOr<std::vector<int>> ParseCpuSet(const std::string& text, const std::string& what);
+
+}  // namespace cost
+}  // namespace oflite
+
+#endif  // ONEFLOW_LITE_COST_CALIBRATION_H_

@@ -1,0 +1,358 @@
+// The simulator on plans whose step time is known by hand: chains on one
+// and on several threads, back-pressure with regst_num 1 and 2, a ring
+// all-reduce under the link model, a 1F1B pipeline with its weights'
+// updates, CPU sharing between machines, and the same result twice.
+#include "oneflow_lite/cost/simulator.h"
+
+#include <map>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "oneflow_lite/common/id.h"
+#include "oneflow_lite/cost/kernel_key.h"
+
+namespace oflite {
+namespace cost {
+namespace {
+
+// Builds small plans by hand: every compute task runs one kernel of its own
+// op type ("work_<name>") whose time the calibration states.
+class PlanBuilder {
+ public:
+  explicit PlanBuilder(int machines = 1) {
+    for (int m = 0; m < machines; ++m) {
+      MachineProto* machine = plan_.mutable_cluster()->add_machine();
+      machine->set_id(m);
+      machine->set_cpu_devices(1);
+      machine->set_cpu_threads(1);
+      plan_.add_machine()->set_machine_id(m);
+    }
+    plan_.set_total_iters(10);
+    calibration_.set_version(1);
+  }
+
+  // A task on `stream` of machine `machine`; `us`: its kernel's time (< 0:
+  // a task without kernels of `type`).
+  int64_t Task(const std::string& name, int machine, int stream, double us,
+               TaskType type = TASK_COMPUTE) {
+    TaskIdParts parts;
+    parts.stream.machine = machine;
+    parts.stream.device_type = DEVICE_CPU;
+    parts.stream.device_index = 0;
+    parts.stream.stream = stream;
+    parts.task_index = next_index_++;
+    int64_t id = EncodeTaskId(parts).value();
+    TaskProto* task = plan_.mutable_machine(machine)->add_task();
+    task->set_task_id(id);
+    task->set_name(name);
+    task->set_type(type);
+    task->set_machine_id(machine);
+    task->set_device_type(DEVICE_CPU);
+    if (us >= 0) {
+      KernelConf* kernel = task->add_kernel();
+      kernel->mutable_op()->set_name(name);
+      kernel->mutable_op()->set_op_type("work_" + name);
+      kernel->set_dtype(DT_FLOAT);
+      times_[id] = us;
+    }
+    return id;
+  }
+
+  // producer -> consumer through a register desc of `regst_num` copies.
+  int64_t Edge(int64_t producer, int64_t consumer, int regst_num = 2, int64_t bytes = 0,
+               bool mutator = false) {
+    TaskProto* p = FindTask(producer);
+    RegstDescProto* regst = p->add_produced();
+    regst->set_regst_desc_id(next_regst_++);
+    regst->set_producer_task_id(producer);
+    regst->add_consumer_task_id(consumer);
+    if (mutator) regst->add_mutator_task_id(consumer);
+    regst->set_regst_num(regst_num);
+    regst->set_bytes_per_regst(bytes);
+    ConsumedRegst* c = FindTask(consumer)->add_consumed();
+    c->set_name("in_" + std::to_string(regst->regst_desc_id()));
+    c->add_regst_desc_id(regst->regst_desc_id());
+    return regst->regst_desc_id();
+  }
+
+  // Adds another consumer to an existing register desc.
+  void AlsoConsumes(int64_t regst_desc_id, int64_t consumer, bool mutator = false) {
+    for (MachinePlan& m : *plan_.mutable_machine()) {
+      for (TaskProto& t : *m.mutable_task()) {
+        for (RegstDescProto& r : *t.mutable_produced()) {
+          if (r.regst_desc_id() != regst_desc_id) continue;
+          r.add_consumer_task_id(consumer);
+          if (mutator) r.add_mutator_task_id(consumer);
+          ConsumedRegst* c = FindTask(consumer)->add_consumed();
+          c->set_name("in_" + std::to_string(regst_desc_id));
+          c->add_regst_desc_id(regst_desc_id);
+        }
+      }
+    }
+  }
+
+  Plan& plan() { return plan_; }
+
+  // The calibration with every kernel's time (keys as the simulator
+  // computes them) and the runtime's costs.
+  Calibration MakeCalibration(double act_us = 0, double message_us = 0) {
+    Calibration c = calibration_;
+    c.mutable_runtime()->set_act_us(act_us);
+    c.mutable_runtime()->set_message_us(message_us);
+    c.mutable_runtime()->set_copy_gbyte_per_s(1e6);
+    PlanIndex index(plan_);
+    for (const TaskProto* task : index.tasks()) {
+      for (const KernelConf& kernel : task->kernel()) {
+        KernelCost* k = c.add_kernel();
+        k->set_key(KernelKey(kernel, DEVICE_CPU, 1, index).value());
+        k->set_op_type(kernel.op().op_type());
+        k->set_device_type(DEVICE_CPU);
+        k->set_threads(1);
+        k->set_us(times_.at(task->task_id()));
+        k->set_samples(5);
+      }
+    }
+    return c;
+  }
+
+  TaskProto* FindTask(int64_t id) {
+    for (MachinePlan& m : *plan_.mutable_machine()) {
+      for (TaskProto& t : *m.mutable_task()) {
+        if (t.task_id() == id) return &t;
+      }
+    }
+    return nullptr;
+  }
+
+ private:
+  Plan plan_;
+  Calibration calibration_;
+  std::map<int64_t, double> times_;
+  int64_t next_index_ = 0;
+  int64_t next_regst_ = 1;
+};
+
+SimResult Simulate(PlanBuilder& b, double act_us = 0, double message_us = 0,
+                   SimOptions options = {}) {
+  StatusOr<SimResult> r = SimulatePlan(b.plan(), b.MakeCalibration(act_us, message_us), options);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? std::move(r).value() : SimResult{};
+}
+
+TEST(SimulatorTest, ChainOnOneThreadIsTheSumOfItsActs) {
+  PlanBuilder b;
+  int64_t a = b.Task("a", 0, 0, 10);
+  int64_t c = b.Task("b", 0, 0, 20);
+  int64_t d = b.Task("c", 0, 0, 30);
+  b.Edge(a, c);
+  b.Edge(c, d);
+  SimResult r = Simulate(b);
+  EXPECT_DOUBLE_EQ(r.step_time_us, 60);
+  EXPECT_EQ(r.kernels_measured, 3);
+  EXPECT_EQ(r.kernels_missing, 0);
+  // With the runtime's act cost: 3 acts per step.
+  SimResult with_cost = Simulate(b, /*act_us=*/1);
+  EXPECT_DOUBLE_EQ(with_cost.step_time_us, 63);
+}
+
+TEST(SimulatorTest, ChainOverThreadsPipelinesByRegstNum) {
+  for (int regst_num : {1, 2}) {
+    PlanBuilder b;
+    int64_t a = b.Task("a", 0, 0, 10);
+    int64_t c = b.Task("b", 0, 1, 20);
+    int64_t d = b.Task("c", 0, 2, 30);
+    b.Edge(a, c, regst_num);
+    b.Edge(c, d, regst_num);
+    SimResult r = Simulate(b);
+    // regst_num 2: the slowest stage sets the pace. regst_num 1: b cannot
+    // write its next output until c returned the one copy, so b and c take
+    // turns: 20 + 30.
+    EXPECT_DOUBLE_EQ(r.step_time_us, regst_num == 2 ? 30 : 50) << "regst_num " << regst_num;
+    double busiest = 0;
+    for (const SimThreadStat& t : r.threads) busiest = std::max(busiest, t.busy_share);
+    EXPECT_NEAR(busiest, regst_num == 2 ? 1.0 : 0.6, 1e-9);
+  }
+}
+
+TEST(SimulatorTest, MessagesBetweenThreadsCostTheRuntimesMessageTime) {
+  PlanBuilder b;
+  int64_t a = b.Task("a", 0, 0, 10);
+  int64_t c = b.Task("b", 0, 1, 10);
+  b.Edge(a, c, 1);
+  // regst_num 1: a's next act waits for b's "returned": a (10) + message
+  // (3) + b (10) + message back (3).
+  SimResult r = Simulate(b, 0, /*message_us=*/3);
+  EXPECT_DOUBLE_EQ(r.step_time_us, 26);
+}
+
+// One collective task per machine over a ring, fed by a source.
+Plan RingPlan(PlanBuilder& b, int machines, int64_t bytes, CollectiveAlgorithm algorithm) {
+  std::vector<int64_t> ring;
+  std::vector<int64_t> sources;
+  for (int m = 0; m < machines; ++m) {
+    sources.push_back(b.Task("src" + std::to_string(m), m, 0, 0, TASK_COMPUTE));
+    ring.push_back(b.Task("ring" + std::to_string(m), m, 1, -1, TASK_COLLECTIVE));
+  }
+  for (int m = 0; m < machines; ++m) {
+    b.Edge(sources[m], ring[m], 2, bytes);
+    TaskProto* task = b.FindTask(ring[m]);
+    task->mutable_boxing()->set_kind(BOXING_ALL_REDUCE);
+    task->mutable_boxing()->set_lbn("g/out_0");
+    task->mutable_boxing()->set_ring_rank(m);
+    for (int64_t id : ring) task->mutable_boxing()->add_ring_task_id(id);
+    task->mutable_collective()->set_algorithm(algorithm);
+    task->mutable_collective()->set_buffer_bytes(bytes);
+    MachineProto* machine = b.plan().mutable_cluster()->mutable_machine(m);
+    machine->mutable_nic()->set_gbit_per_s(1);   // 125 bytes per us
+    machine->mutable_nic()->set_latency_us(10);
+  }
+  return b.plan();
+}
+
+TEST(SimulatorTest, RingAllReduceFollowsTheAlphaBetaModel) {
+  for (int n : {2, 4}) {
+    PlanBuilder b(n);
+    const int64_t bytes = 1000000;
+    RingPlan(b, n, bytes, COLLECTIVE_RING_ALL_REDUCE);
+    SimResult r = Simulate(b);
+    // Each rank sends 2 (n - 1) / n of the tensor at 125 bytes/us, plus
+    // 2 (n - 1) link latencies; one collective at a time per ring.
+    double expected = 2.0 * (n - 1) / n * bytes / 125.0 + 2 * (n - 1) * 10;
+    EXPECT_NEAR(r.step_time_us, expected, 1e-3 * expected) << n << " machines";
+    for (const SimMachineStat& m : r.machines) {
+      EXPECT_NEAR(m.egress_bytes_per_step, 2.0 * (n - 1) / n * bytes, 1e-6);
+      // Nothing computes: all of it is exposed.
+      EXPECT_NEAR(m.exposed_comm_us_per_step, expected, 1e-3 * expected);
+    }
+    ASSERT_FALSE(r.critical_path.empty());
+    EXPECT_EQ(r.critical_path[0].kind, "collective");
+  }
+}
+
+TEST(SimulatorTest, ExchangeSendsTheWholeTensorToEveryPeerInOneLatency) {
+  PlanBuilder b(4);
+  const int64_t bytes = 100000;
+  RingPlan(b, 4, bytes, COLLECTIVE_EXCHANGE_ALL_REDUCE);
+  SimResult r = Simulate(b);
+  EXPECT_NEAR(r.step_time_us, 3.0 * bytes / 125.0 + 10, 1e-2);
+}
+
+TEST(SimulatorTest, TransportCurveIsTheFloorOfACollective) {
+  PlanBuilder b(2);
+  RingPlan(b, 2, 1000, COLLECTIVE_RING_ALL_REDUCE);
+  Calibration c = b.MakeCalibration();
+  TransportCost* t = c.add_transport();
+  t->set_name("tcp");
+  t->set_latency_us(5);
+  t->set_gbyte_per_s(1);
+  CollectiveCurve* curve = t->add_collective();
+  curve->set_algorithm(COLLECTIVE_RING_ALL_REDUCE);
+  curve->set_ranks(2);
+  CurvePoint* p = curve->add_point();
+  p->set_bytes(4096);
+  p->set_us(500);
+  StatusOr<SimResult> r = SimulatePlan(b.plan(), c, SimOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Link: 1000 / 125 + 2 x 10 = 28 us; the measured curve says 500 us at
+  // its smallest size, which bounds the time from below.
+  EXPECT_NEAR(r->step_time_us, 500, 1e-3);
+}
+
+// A two-stage pipeline of two micro-batches per iteration: per stage a
+// variable whose readers are the stage's forward and backward acts and
+// whose mutator is its update, 1F1B order by control edges.
+TEST(SimulatorTest, OneFOneBPipelineTakesMPlusSMinusOneSlots) {
+  PlanBuilder b;
+  const double tf = 10, tb = 20;
+  int64_t src = b.Task("src", 0, 0, 0);
+  int64_t f[2][2], bw[2][2], var[2], upd[2];
+  for (int s = 0; s < 2; ++s) {
+    var[s] = b.Task("var" + std::to_string(s), 0, 10 + s, -1, TASK_VARIABLE);
+    upd[s] = b.Task("upd" + std::to_string(s), 0, 10 + s, 0);
+    for (int k = 0; k < 2; ++k) {
+      f[s][k] = b.Task("f" + std::to_string(s) + std::to_string(k), 0, 10 + s, tf);
+      bw[s][k] = b.Task("b" + std::to_string(s) + std::to_string(k), 0, 10 + s, tb);
+    }
+  }
+  for (int s = 0; s < 2; ++s) {
+    int64_t w = b.Edge(var[s], f[s][0], 1);
+    b.AlsoConsumes(w, f[s][1]);
+    b.AlsoConsumes(w, bw[s][0]);
+    b.AlsoConsumes(w, bw[s][1]);
+    b.AlsoConsumes(w, upd[s], /*mutator=*/true);
+    b.Edge(bw[s][0], upd[s], 1);
+    b.Edge(bw[s][1], upd[s], 1);
+  }
+  for (int k = 0; k < 2; ++k) {
+    b.Edge(src, f[0][k], 1);
+    b.Edge(f[0][k], f[1][k], 1);
+    b.Edge(f[1][k], bw[1][k], 1);
+    b.Edge(bw[1][k], bw[0][k], 1);
+    b.Edge(f[0][k], bw[0][k], 1);  // activations kept for the backward
+  }
+  // 1F1B: stage 0 runs f00 f01 b00 b01, stage 1 f10 b10 f11 b11.
+  b.Edge(f[0][0], f[0][1], 1);
+  b.Edge(f[0][1], bw[0][0], 1);
+  b.Edge(bw[0][0], bw[0][1], 1);
+  b.Edge(f[1][0], bw[1][0], 1);
+  b.Edge(bw[1][0], f[1][1], 1);
+  b.Edge(f[1][1], bw[1][1], 1);
+  SimResult r = Simulate(b);
+  // (M + S - 1) (tf + tb) = 3 x 30: the next iteration's forwards wait for
+  // the updates.
+  EXPECT_DOUBLE_EQ(r.step_time_us, 90);
+}
+
+TEST(SimulatorTest, MachinesSharingACoreRunAtHalfSpeed) {
+  PlanBuilder b(2);
+  b.Task("a", 0, 0, 100);
+  b.Task("b", 1, 0, 100);
+  SimResult alone = Simulate(b);
+  EXPECT_DOUBLE_EQ(alone.step_time_us, 100);
+  b.plan().mutable_cluster()->mutable_machine(0)->set_cpu_set("0");
+  b.plan().mutable_cluster()->mutable_machine(1)->set_cpu_set("0");
+  SimResult shared = Simulate(b);
+  EXPECT_DOUBLE_EQ(shared.step_time_us, 200);
+  b.plan().mutable_cluster()->mutable_machine(1)->set_cpu_set("1");
+  SimResult apart = Simulate(b);
+  EXPECT_DOUBLE_EQ(apart.step_time_us, 100);
+}
+
+TEST(SimulatorTest, SameInputsSameOutput) {
+  PlanBuilder b(4);
+  RingPlan(b, 4, 123457, COLLECTIVE_RING_ALL_REDUCE);
+  SimOptions options;
+  options.record_timeline = true;
+  SimResult r1 = Simulate(b, 0.5, 0.25, options);
+  SimResult r2 = Simulate(b, 0.5, 0.25, options);
+  EXPECT_EQ(SimResultJson(r1), SimResultJson(r2));
+  EXPECT_EQ(SimChromeTrace(r1), SimChromeTrace(r2));
+  EXPECT_NE(SimChromeTrace(r1).find("\"predicted\": true"), std::string::npos);
+}
+
+TEST(SimulatorTest, MissingKernelTimesAreCountedAndNamed) {
+  PlanBuilder b;
+  b.Task("a", 0, 0, 10);
+  Calibration empty;
+  empty.set_version(1);
+  StatusOr<SimResult> r = SimulatePlan(b.plan(), empty, SimOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->kernels_missing, 1);
+  ASSERT_FALSE(r->notes.empty());
+  EXPECT_NE(r->notes[0].find("work_a"), std::string::npos) << r->notes[0];
+}
+
+TEST(SimulatorTest, ADeadlockedPlanIsAnErrorNamingTheWaitingTask) {
+  PlanBuilder b;
+  int64_t a = b.Task("a", 0, 0, 10);
+  int64_t c = b.Task("b", 0, 0, 10);
+  b.Edge(a, c);
+  b.Edge(c, a);  // a cycle: neither ever acts
+  StatusOr<SimResult> r = SimulatePlan(b.plan(), b.MakeCalibration(), SimOptions{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("task 'a'"), std::string::npos) << r.status();
+}
+
+}  // namespace
+}  // namespace cost
+}  // namespace oflite
