@@ -1,6 +1,7 @@
 #include "oneflow_lite/api/auto_parallel.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -266,23 +267,31 @@ std::vector<LayoutSpec> CandidateLayouts(const Job& forward, const ClusterProto&
   std::vector<WeightedMatmul> matmuls = WeightedMatmuls(forward);
   for (int stages = 2; stages <= machines && stages <= static_cast<int>(matmuls.size()); ++stages) {
     if (machines % stages != 0) continue;
+    // Balanced by weight elements (contiguous groups of matmuls, each
+    // closing once it holds its share); for 2 stages also the cuts one
+    // matmul before and after the balanced one.
+    int64_t total = 0;
+    for (const auto& m : matmuls) total += m.elements;
+    std::vector<size_t> cut_at;  // index into matmuls where a stage begins
+    int64_t acc = 0;
+    for (size_t c = 0; c + 1 < matmuls.size() && static_cast<int>(cut_at.size()) < stages - 1; ++c) {
+      acc += matmuls[c].elements;
+      if (acc * stages >= total * static_cast<int64_t>(cut_at.size() + 1) ||
+          matmuls.size() - c - 1 == static_cast<size_t>(stages - 1 - cut_at.size())) {
+        cut_at.push_back(c + 1);
+      }
+    }
+    if (static_cast<int>(cut_at.size()) != stages - 1) continue;
     std::vector<std::vector<int>> cut_sets;
     if (stages == 2) {
-      for (size_t c = 1; c < matmuls.size(); ++c) cut_sets.push_back({matmuls[c].op_index});
-    } else {
-      // Balanced by weight elements: contiguous groups, greedy.
-      int64_t total = 0;
-      for (const auto& m : matmuls) total += m.elements;
-      std::vector<int> cuts;
-      int64_t acc = 0;
-      for (size_t c = 0; c + 1 < matmuls.size() && static_cast<int>(cuts.size()) < stages - 1; ++c) {
-        acc += matmuls[c].elements;
-        if (acc * stages >= total * static_cast<int64_t>(cuts.size() + 1) ||
-            matmuls.size() - c - 1 == static_cast<size_t>(stages - 1 - cuts.size())) {
-          cuts.push_back(matmuls[c + 1].op_index);
-        }
+      for (int delta : {0, -1, 1}) {
+        long c = static_cast<long>(cut_at[0]) + delta;
+        if (c >= 1 && c < static_cast<long>(matmuls.size())) cut_sets.push_back({matmuls[c].op_index});
       }
-      if (static_cast<int>(cuts.size()) == stages - 1) cut_sets.push_back(cuts);
+    } else {
+      std::vector<int> cuts;
+      for (size_t c : cut_at) cuts.push_back(matmuls[c].op_index);
+      cut_sets.push_back(cuts);
     }
     int64_t stage_devices = devices / stages;
     for (const std::vector<int>& cuts : cut_sets) {
@@ -437,6 +446,16 @@ StatusOr<AutoParallelResult> ChooseLayout(const Job& trained, const ClusterProto
   };
   std::vector<Evaluated> evaluated;
   int evaluations = 0;
+  cost::SimOptions sim_options = options.sim;
+  if (sim_options.iterations <= 0) sim_options.iterations = 12;
+  const auto started = std::chrono::steady_clock::now();
+  bool out_of_time = false;
+  auto budget_left = [&]() {
+    if (options.time_budget_seconds <= 0) return true;
+    double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (spent > options.time_budget_seconds) out_of_time = true;
+    return !out_of_time;
+  };
   auto evaluate = [&](const LayoutSpec& spec) -> Evaluated {
     Evaluated e;
     e.spec = spec;
@@ -459,7 +478,7 @@ StatusOr<AutoParallelResult> ChooseLayout(const Job& trained, const ClusterProto
         return e;
       }
     }
-    StatusOr<cost::SimResult> sim = cost::SimulatePlan(*plan, result.calibration, options.sim);
+    StatusOr<cost::SimResult> sim = cost::SimulatePlan(*plan, result.calibration, sim_options);
     if (!sim.ok()) {
       e.error = sim.status().message();
       return e;
@@ -472,7 +491,7 @@ StatusOr<AutoParallelResult> ChooseLayout(const Job& trained, const ClusterProto
     return e.error.empty() && (options.memory_limit_bytes <= 0 || e.peak <= options.memory_limit_bytes);
   };
   for (const LayoutSpec& spec : CandidateLayouts(forward, cluster, options)) {
-    if (evaluations >= options.max_evaluations) break;
+    if (evaluations >= options.max_evaluations || !budget_left()) break;
     Evaluated e = evaluate(spec);
     log(spec.name + ": " + (e.error.empty() ? Short(e.step_us) : "not possible: " + e.error));
     evaluated.push_back(std::move(e));
@@ -486,7 +505,8 @@ StatusOr<AutoParallelResult> ChooseLayout(const Job& trained, const ClusterProto
       seed = &e;
     }
   }
-  if (seed != nullptr && DevicesOf(cluster) > 1 && evaluations < options.max_evaluations) {
+  if (seed != nullptr && DevicesOf(cluster) > 1 && evaluations < options.max_evaluations &&
+      budget_left()) {
     LayoutSpec base = seed->spec;
     BlobDescMap descs = BlobDescsOf(forward);
     std::vector<std::string> vars;
@@ -526,6 +546,7 @@ StatusOr<AutoParallelResult> ChooseLayout(const Job& trained, const ClusterProto
       if (p == start) return seed->step_us;
       auto m = memo.find(p);
       if (m != memo.end()) return m->second;
+      if (!budget_left()) return DeadlineExceededError("search budget spent");
       Evaluated e = evaluate(spec_of(p));
       double c = fits(e) ? e.step_us : kInf;
       memo[p] = c;
@@ -551,6 +572,11 @@ StatusOr<AutoParallelResult> ChooseLayout(const Job& trained, const ClusterProto
   report.set_memory_limit_bytes(options.memory_limit_bytes);
   report.set_transport(options.sim.transport);
   report.set_evaluated(evaluations);
+  if (out_of_time) {
+    report.set_note("the search's budget of " + std::to_string(static_cast<int>(options.time_budget_seconds)) +
+                    " s ran out after " + std::to_string(evaluations) + " plan(s); later candidates were not compared");
+    log(report.note());
+  }
   for (const Evaluated* e : order) {
     LayoutCandidate* c = report.add_candidate();
     c->set_name(e->spec.name);

@@ -50,8 +50,13 @@ struct AutoParallelOptions {
   bool ignore_hints = false;
   std::vector<int64_t> micro_batches = {2, 4, 8};  // pipelined candidates
   int max_evaluations = 64;        // plans compiled and simulated, at most
+  // Wall-clock budget of the search: once spent, no further candidate is
+  // compiled (the report says how many were); 0: none.
+  double time_budget_seconds = 300;
   int64_t min_split_elements = 16384;  // smaller variables stay whole
   compiler::CompileOptions compile;
+  // sim.iterations 0: 12 for the search (a steady state is reached well
+  // before; the chosen plan's own simulation is the user's to run).
   cost::SimOptions sim;
   // Called with each candidate's plan before it is simulated: adds to the
   // calibration what it lacks (the CLI measures the plan's new kernels).

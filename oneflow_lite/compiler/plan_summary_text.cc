@@ -173,6 +173,7 @@ void PrintAutoParallel(std::FILE* out, const AutoParallelReport& r) {
     std::fprintf(out, ", memory limit %s per machine", HumanBytes(r.memory_limit_bytes()).c_str());
   }
   std::fprintf(out, ")\n");
+  if (!r.note().empty()) std::fprintf(out, "  note: %s\n", r.note().c_str());
   for (const LayoutCandidate& c : r.candidate()) {
     std::string note = c.name() == r.chosen() ? "chosen: " + c.description() : c.description();
     if (!c.error().empty()) note = "not possible: " + c.error().substr(0, 120);

@@ -37,6 +37,10 @@ Status ValidateCalibration(const Calibration& calibration, const std::string& so
       return InvalidArgumentError("calibration '", source, "': kernel '", k.key(),
                                   "' has time ", k.us(), " us");
     }
+    if (BadTime(k.in_situ_us())) {
+      return InvalidArgumentError("calibration '", source, "': kernel '", k.key(),
+                                  "' has in-situ time ", k.in_situ_us(), " us");
+    }
     if (k.elements() < 0) {
       return InvalidArgumentError("calibration '", source, "': kernel '", k.key(),
                                   "' has negative elements");
@@ -46,7 +50,17 @@ Status ValidateCalibration(const Calibration& calibration, const std::string& so
                                   "' appears twice");
     }
   }
+  for (const InSituFactor& f : calibration.in_situ_factor()) {
+    if (!std::isfinite(f.factor()) || f.factor() <= 0) {
+      return InvalidArgumentError("calibration '", source, "': in-situ factor of '", f.op_type(),
+                                  "' is ", f.factor(), " (must be > 0)");
+    }
+  }
   for (const TransportCost& t : calibration.transport()) {
+    if (BadTime(t.cpu_ns_per_byte())) {
+      return InvalidArgumentError("calibration '", source, "': transport '", t.name(),
+                                  "' has cpu_ns_per_byte ", t.cpu_ns_per_byte());
+    }
     if (t.name().empty()) {
       return InvalidArgumentError("calibration '", source, "': a transport has no name");
     }
@@ -115,8 +129,12 @@ CollectiveTraffic TrafficOf(CollectiveAlgorithm algorithm, int ranks, int64_t by
 }
 
 CostTables::CostTables(const Calibration& calibration) : runtime_(calibration.runtime()) {
+  for (const InSituFactor& f : calibration.in_situ_factor()) {
+    if (f.factor() > 0) factor_[OpKey(f.op_type(), f.device_type(), f.threads())] = f.factor();
+  }
   for (const KernelCost& k : calibration.kernel()) {
     by_key_[k.key()] = k.us();
+    if (k.in_situ_us() > 0) in_situ_by_key_[k.key()] = k.in_situ_us();
     by_op_[OpKey(k.op_type(), k.device_type(), k.threads())].push_back({k.elements(), k.us()});
   }
   transports_.assign(calibration.transport().begin(), calibration.transport().end());
@@ -124,8 +142,12 @@ CostTables::CostTables(const Calibration& calibration) : runtime_(calibration.ru
 
 KernelTime CostTables::Kernel(const std::string& key, const std::string& op_type,
                               DeviceType device, int threads, int64_t elements) const {
+  auto in_situ = in_situ_by_key_.find(key);
+  if (in_situ != in_situ_by_key_.end()) return {in_situ->second, KernelTimeSource::kMeasured};
+  auto f = factor_.find(OpKey(op_type, device, threads));
+  const double factor = f == factor_.end() ? 1.0 : f->second;
   auto exact = by_key_.find(key);
-  if (exact != by_key_.end()) return {exact->second, KernelTimeSource::kMeasured};
+  if (exact != by_key_.end()) return {exact->second * factor, KernelTimeSource::kMeasured};
   auto same = by_op_.find(OpKey(op_type, device, threads));
   if (same == by_op_.end() || same->second.empty()) return {};
   // Nearest in log(elements); time scales with elements (bandwidth-bound
@@ -142,7 +164,7 @@ KernelTime CostTables::Kernel(const std::string& key, const std::string& op_type
   }
   double scale = static_cast<double>(std::max<int64_t>(1, elements)) /
                  static_cast<double>(std::max<int64_t>(1, best->elements));
-  return {best->us * scale, KernelTimeSource::kEstimated};
+  return {best->us * scale * factor, KernelTimeSource::kEstimated};
 }
 
 const TransportCost* CostTables::transport(const std::string& name) const {
@@ -194,6 +216,11 @@ double CostTables::CollectiveFloorUs(const TransportCost& transport,
   return us * rank_scale;
 }
 
+double CostTables::TransportCpuNsPerByte(const TransportCost& transport) {
+  if (transport.cpu_ns_per_byte() > 0) return transport.cpu_ns_per_byte();
+  return transport.gbyte_per_s() > 0 ? 1.0 / transport.gbyte_per_s() : 0.0;
+}
+
 double CostTables::CopyUs(int64_t bytes) const {
   double gbs = runtime_.copy_gbyte_per_s() > 0 ? runtime_.copy_gbyte_per_s() : 5.0;
   return static_cast<double>(bytes) / (gbs * 1e3);
@@ -226,6 +253,8 @@ LinkSpec LinkBetween(const ClusterProto& cluster, int64_t a, int64_t b, double o
       spec.set_gbit_per_s(std::max(ga, gb));
     }
     spec.set_latency_us(std::max(ma ? ma->nic().latency_us() : 0.0, mb ? mb->nic().latency_us() : 0.0));
+    spec.set_cpu_ns_per_byte(std::max(ma ? ma->nic().cpu_ns_per_byte() : 0.0,
+                                      mb ? mb->nic().cpu_ns_per_byte() : 0.0));
   }
   if (override_gbit >= 0) spec.set_gbit_per_s(override_gbit);
   if (override_latency_us >= 0) spec.set_latency_us(override_latency_us);

@@ -45,9 +45,11 @@ class CostTables {
  public:
   explicit CostTables(const Calibration& calibration);
 
-  // Measured time of `key`; else an estimate from the measured kernel of the
-  // same op type, device and threads whose element count is nearest
-  // (scaled by elements); else missing (0).
+  // Measured time of `key` (its in-situ time when the calibration has one,
+  // else its isolated time times its op type's in-situ factor); else an
+  // estimate from the measured kernel of the same op type, device and
+  // threads whose element count is nearest (scaled by elements, and by the
+  // factor); else missing (0).
   KernelTime Kernel(const std::string& key, const std::string& op_type, DeviceType device,
                     int threads, int64_t elements) const;
 
@@ -62,6 +64,9 @@ class CostTables {
                            int ranks, int64_t bytes) const;
   // Host copy time of `bytes` on one thread.
   double CopyUs(int64_t bytes) const;
+  // CPU nanoseconds per byte `transport` spends at each end: its
+  // cpu_ns_per_byte, else one core per its stream rate.
+  static double TransportCpuNsPerByte(const TransportCost& transport);
 
  private:
   struct Measured {
@@ -70,6 +75,9 @@ class CostTables {
   };
   RuntimeCost runtime_;
   std::map<std::string, double> by_key_;
+  std::map<std::string, double> in_situ_by_key_;
+  // (op type | device | threads) -> in-situ factor.
+  std::map<std::string, double> factor_;
   // (op type | device | threads) -> measured kernels.
   std::map<std::string, std::vector<Measured>> by_op_;
   std::vector<TransportCost> transports_;

@@ -263,6 +263,7 @@ class Simulation {
   void StartCollective(const std::string& key, int64_t piece, double now);
   void AddFlow(int64_t from_machine, int64_t to_machine, double bytes, double now,
                std::function<void(double)> done);
+  SharedResource* CoresOf(int64_t machine);
   void NotePiece(int64_t piece, double end) {
     if (piece >= 0 && piece < static_cast<int64_t>(piece_end_.size())) {
       piece_end_[piece] = std::max(piece_end_[piece], end);
@@ -300,6 +301,7 @@ class Simulation {
   std::vector<std::unique_ptr<SharedResource>> cpu_groups_;
   std::vector<std::unique_ptr<SharedResource>> own_cores_;  // per thread without a group
   std::map<int64_t, std::unique_ptr<SharedResource>> nics_;
+  std::map<int64_t, std::unique_ptr<SharedResource>> machine_cores_;  // machines without cpu_set
   std::map<int64_t, int> group_cores_;
   std::map<int64_t, int> machine_group_;
   std::vector<Node> nodes_;
@@ -701,12 +703,44 @@ void Simulation::OnReturned(int r, int copy, int node, double now) {
   TryReady(regst.producer, now);
 }
 
+SharedResource* Simulation::CoresOf(int64_t machine) {
+  auto g = machine_group_.find(machine);
+  if (g != machine_group_.end()) return cpu_groups_[g->second].get();
+  auto& own = machine_cores_[machine];
+  if (!own) own = std::make_unique<SharedResource>(kInf);
+  return own.get();
+}
+
 void Simulation::AddFlow(int64_t from_machine, int64_t to_machine, double bytes, double now,
                          std::function<void(double)> done) {
   LinkSpec link = Link(from_machine, to_machine);
   double cap = link.gbit_per_s() > 0 ? link.gbit_per_s() * 125.0 : kInf;  // bytes per us
-  if (from_machine == to_machine || bytes <= 0 || std::isinf(cap)) {
+  if (from_machine == to_machine || bytes <= 0) {
     Schedule(now, std::move(done));
+    return;
+  }
+  egress_bytes_[from_machine] += bytes;
+  // The bytes cross the link (the sender's NIC, shared fairly) and cost CPU
+  // at both ends (the transport's and the path's per byte, on the
+  // machines' cores, shared with compute); the flow is through when all
+  // three are.
+  const double cpu_ns = (transport_ ? CostTables::TransportCpuNsPerByte(*transport_) : 0.0) +
+                        link.cpu_ns_per_byte();
+  auto pending = std::make_shared<int>(1);
+  auto join = [pending, done = std::move(done)](double t) {
+    if (--*pending == 0) done(t);
+  };
+  auto schedule = [this](double at, std::function<void(double)> fn) {
+    Schedule(at, std::move(fn));
+  };
+  if (cpu_ns > 0) {
+    const double cpu_us = bytes * cpu_ns / 1e3;
+    *pending += 2;
+    CoresOf(from_machine)->Add(now, cpu_us, 1.0, 1.0, join, schedule);
+    CoresOf(to_machine)->Add(now, cpu_us, 1.0, 1.0, join, schedule);
+  }
+  if (std::isinf(cap)) {
+    Schedule(now, join);
     return;
   }
   auto& nic = nics_[from_machine];
@@ -720,9 +754,7 @@ void Simulation::AddFlow(int64_t from_machine, int64_t to_machine, double bytes,
     }
     nic = std::make_unique<SharedResource>(rate);
   }
-  egress_bytes_[from_machine] += bytes;
-  nic->Add(now, bytes, cap, 1.0, std::move(done),
-           [this](double at, std::function<void(double)> fn) { Schedule(at, std::move(fn)); });
+  nic->Add(now, bytes, cap, 1.0, join, schedule);
 }
 
 void Simulation::StartRead(int a, double now) {

@@ -229,6 +229,45 @@ TEST(SimulatorTest, RingAllReduceFollowsTheAlphaBetaModel) {
   }
 }
 
+TEST(SimulatorTest, BytesCostCpuAtBothEndsOnTheMachinesCores) {
+  PlanBuilder b(2);
+  const int64_t bytes = 1000000;
+  RingPlan(b, 2, bytes, COLLECTIVE_RING_ALL_REDUCE);
+  for (int m = 0; m < 2; ++m) {
+    b.plan().mutable_cluster()->mutable_machine(m)->mutable_nic()->set_cpu_ns_per_byte(20);
+  }
+  // Each rank sends and receives 1e6 bytes at 20 ns each: 20 ms of CPU per
+  // side, more than the link's 8 ms; on cores of their own both sides run
+  // at once.
+  SimResult own = Simulate(b);
+  EXPECT_NEAR(own.step_time_us, 20000 + 2 * 10, 1.0);
+  // Both machines on one core: four such loads share it.
+  b.plan().mutable_cluster()->mutable_machine(0)->set_cpu_set("0");
+  b.plan().mutable_cluster()->mutable_machine(1)->set_cpu_set("0");
+  SimResult shared = Simulate(b);
+  EXPECT_NEAR(shared.step_time_us, 80000 + 2 * 10, 1.0);
+}
+
+TEST(SimulatorTest, InSituTimesAndFactorsReplaceIsolatedOnes) {
+  PlanBuilder b;
+  int64_t a = b.Task("a", 0, 0, 10);
+  int64_t c = b.Task("b", 0, 0, 20);
+  b.Edge(a, c);
+  Calibration cal = b.MakeCalibration();
+  // a: measured inside a run at 15 us; b's op type runs 1.5x slower in situ.
+  for (KernelCost& k : *cal.mutable_kernel()) {
+    if (k.op_type() == "work_a") k.set_in_situ_us(15);
+  }
+  InSituFactor* f = cal.add_in_situ_factor();
+  f->set_op_type("work_b");
+  f->set_device_type(DEVICE_CPU);
+  f->set_threads(1);
+  f->set_factor(1.5);
+  StatusOr<SimResult> r = SimulatePlan(b.plan(), cal, SimOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(r->step_time_us, 15 + 30, 1e-9);
+}
+
 TEST(SimulatorTest, ExchangeSendsTheWholeTensorToEveryPeerInOneLatency) {
   PlanBuilder b(4);
   const int64_t bytes = 100000;

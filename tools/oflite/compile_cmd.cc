@@ -128,6 +128,9 @@ int RunCompile(int argc, char** argv) {
                   true},
                  {"transport", "with --calibration: the transport whose calibrated costs apply "
                   "between machines", false, "tcp"},
+                 {"search-seconds",
+                  "with --auto-parallel: stop compiling further candidates after this long",
+                  false, "300"},
                  {"measure",
                   "with --auto-parallel: time the kernels the calibration lacks on this host "
                   "and add them to the calibration file",
@@ -235,6 +238,9 @@ int RunCompile(int argc, char** argv) {
     auto_options.ignore_hints = flags.GetBool("ignore-hints");
     auto_options.sim.transport = transport_name;
     auto_options.sim.host_cores = AvailableCpuCores();
+    StatusOr<int64_t> seconds = flags.GetInt("search-seconds", 1, 86400);
+    if (!seconds.ok()) return Fail(kExitBadInput, seconds.status());
+    auto_options.time_budget_seconds = static_cast<double>(*seconds);
     if (flags.Has("memory-limit")) {
       StatusOr<int64_t> limit = ParseBytes(flags.Get("memory-limit"), "memory-limit");
       if (!limit.ok()) return Fail(kExitBadInput, limit.status());

@@ -4,6 +4,7 @@
 //
 //   oflite profile --plan P[,P2...] [--plan P3] --out C.pbtxt [--update]
 //                  [--threads N] [--samples N] [--eval]
+//                  [--run-plan P[,P2...] [--run-iters N] [--run-timeout S]]
 //                  [--kernels-only | --transports tcp,shm --ranks 2,3,4]
 //
 // Kernels: every distinct kernel key of the plans' CPU compute and source
@@ -13,29 +14,51 @@
 // the given rank counts (profile/transport_profiler.h); --kernels-only
 // leaves them out.
 //
+// In situ (--run-plan, one-machine plans): besides its kernels measured
+// alone like a --plan's, each such plan is run on this host by a child
+// `oflite run --trace` (this binary; it inherits the CPU affinity, so a
+// taskset'd profile pins the run too), and its trace gives every kernel
+// key's median time inside the run (KernelCost.in_situ_us, in_situ.h);
+// per op type, device and thread count, the total in-situ time over the
+// total time alone of its kernels is its InSituFactor. A run that fails or
+// outlasts --run-timeout (then killed) is an error naming the plan, with
+// the tail of its output.
+//
 // --update reads --out first and keeps everything in it: only kernel keys
 // it lacks are measured (and the runtime or a transport it lacks), so a
 // calibration grows plan by plan; a --out that does not exist yet is
-// started afresh. A kernel that cannot run here (a data
+// started afresh. The runs of --run-plan always happen; the keys they
+// measure get a fresh in_situ_us, the file's other keys keep theirs, and
+// the factors are recomputed over every kernel of the file with both
+// times. A kernel that cannot run here (a data
 // loader whose dataset is missing) is a note, not a failure.
 //
 // Exit codes (commands.h): 0 success (notes included), 2 bad input (a
 // flag, a plan that cannot be read or verified, an --out of --update that
 // does not parse, an output folder that does not exist: all checked before
-// anything is measured), 1 a measurement or the write failed.
+// anything is measured; also a --run-plan of several machines), 1 a
+// measurement, a run or the write failed (what was measured is still
+// written).
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
+#include <deque>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "oneflow_lite/comm/launch/process_group.h"
 #include "oneflow_lite/common/env.h"
 #include "oneflow_lite/common/proto_io.h"
 #include "oneflow_lite/kernels/cpu/cpu_threads.h"
@@ -45,7 +68,9 @@
 #include "oneflow_lite/session/flags.h"
 #include "proto/calibration.pb.h"
 #include "tools/oflite/commands.h"
+#include "tools/oflite/in_situ.h"
 #include "tools/oflite/interrupt_catcher.h"
+#include "tools/oflite/trace_file.h"
 
 namespace oflite {
 namespace cli {
@@ -76,20 +101,21 @@ std::vector<std::string> SplitCommas(const std::string& text) {
   }
 }
 
-// The flag layer keeps the last value of a flag given twice; --plan may be
-// repeated, so its values are taken out of the command line here (the rest
-// goes to the flag layer). A "--plan" with no value after it is left for
-// the flag layer to report.
-std::vector<char*> TakePlanFlags(int argc, char** argv, std::vector<std::string>* values) {
+// The flag layer keeps the last value of a flag given twice; --plan and
+// --run-plan may be repeated, so the values of `flag` ("--plan") are taken
+// out of the command line here (the rest goes to the flag layer). A flag
+// with no value after it is left for the flag layer to report.
+std::vector<char*> TakeRepeatedFlag(const std::vector<char*>& args, const std::string& flag,
+                                    std::vector<std::string>* values) {
   std::vector<char*> rest;
-  for (int i = 0; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (i > 0 && arg == "--plan" && i + 1 < argc) {
-      values->push_back(argv[++i]);
-    } else if (i > 0 && arg.rfind("--plan=", 0) == 0) {
-      values->push_back(arg.substr(7));
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string arg = args[i];
+    if (i > 0 && arg == flag && i + 1 < args.size()) {
+      values->push_back(args[++i]);
+    } else if (i > 0 && arg.rfind(flag + "=", 0) == 0) {
+      values->push_back(arg.substr(flag.size() + 1));
     } else {
-      rest.push_back(argv[i]);
+      rest.push_back(args[i]);
     }
   }
   return rest;
@@ -141,9 +167,11 @@ void PrintNote(const std::string& note) {
 // stop (and reap) them.
 std::atomic<int> g_interrupt{0};
 
-
 struct ProfileFlags {
   std::vector<std::string> plans;
+  std::vector<std::string> run_plans;
+  int64_t run_iters = 30;
+  int64_t run_timeout_s = 300;
   std::string out;
   bool update = false;
   bool kernels_only = false;
@@ -157,13 +185,29 @@ struct ProfileFlags {
 // Checks every flag before anything is read or measured; "" when fine,
 // else the message of exit 2.
 std::string CheckFlags(const FlagSet& flags, const std::vector<std::string>& plan_values,
-                       ProfileFlags* parsed) {
+                       const std::vector<std::string>& run_plan_values, ProfileFlags* parsed) {
   for (const std::string& value : plan_values) {
     for (const std::string& path : SplitCommas(value)) {
       if (path.empty()) return "flag '--plan': empty file name in '" + value + "'";
       parsed->plans.push_back(path);
     }
   }
+  for (const std::string& value : run_plan_values) {
+    for (const std::string& path : SplitCommas(value)) {
+      if (path.empty()) return "flag '--run-plan': empty file name in '" + value + "'";
+      if (std::find(parsed->run_plans.begin(), parsed->run_plans.end(), path) ==
+          parsed->run_plans.end()) {
+        parsed->run_plans.push_back(path);
+      }
+    }
+  }
+  // A run of fewer iterations leaves no step after the warm-up third.
+  StatusOr<int64_t> run_iters = flags.GetInt("run-iters", 3, 1000000);
+  if (!run_iters.ok()) return run_iters.status().message();
+  parsed->run_iters = *run_iters;
+  StatusOr<int64_t> run_timeout = flags.GetInt("run-timeout", 1, 7 * 24 * 3600);
+  if (!run_timeout.ok()) return run_timeout.status().message();
+  parsed->run_timeout_s = *run_timeout;
   parsed->out = flags.Get("out");
   if (parsed->out.empty()) return "--out is required (the calibration to write; see --help)";
   Status writable = Env::Default()->CheckParentDirectory(parsed->out);
@@ -171,8 +215,9 @@ std::string CheckFlags(const FlagSet& flags, const std::vector<std::string>& pla
   parsed->update = flags.GetBool("update");
   parsed->kernels_only = flags.GetBool("kernels-only");
   parsed->eval = flags.GetBool("eval");
-  if (parsed->kernels_only && parsed->plans.empty()) {
-    return "--kernels-only measures the kernels of --plan, and no --plan was given";
+  if (parsed->kernels_only && parsed->plans.empty() && parsed->run_plans.empty()) {
+    return "--kernels-only measures the kernels of --plan and --run-plan, and no --plan or "
+           "--run-plan was given";
   }
   StatusOr<int64_t> threads = flags.GetInt("threads", 0, kMaxCpuThreads);
   if (!threads.ok()) return threads.status().message();
@@ -207,6 +252,183 @@ std::string CheckFlags(const FlagSet& flags, const std::vector<std::string>& pla
   return "";
 }
 
+// A directory for one run's trace and output, removed with its contents
+// when it goes.
+class TempDirectory {
+ public:
+  TempDirectory() = default;
+  TempDirectory(const TempDirectory&) = delete;
+  TempDirectory& operator=(const TempDirectory&) = delete;
+  ~TempDirectory() {
+    if (path_.empty()) return;
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  Status Create() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern =
+        std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/oflite-profile-run-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      return UnavailableError("cannot create a directory like '", pattern,
+                              "': ", std::strerror(errno));
+    }
+    path_ = pattern;
+    return Status::OK();
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// This program's own file: the runs use the same oflite as the profile.
+StatusOr<std::string> SelfExecutable() {
+  std::string path(4096, '\0');
+  const ssize_t n = ::readlink("/proc/self/exe", path.data(), path.size() - 1);
+  if (n <= 0) return UnavailableError("cannot read /proc/self/exe: ", std::strerror(errno));
+  path.resize(static_cast<size_t>(n));
+  return path;
+}
+
+// The last `count` lines of the file at `path` (a child's output, each
+// line "[rank 0] ..." from the process group: the prefix is dropped),
+// indented, for an error message.
+std::string TailOf(const std::string& path, size_t count) {
+  std::ifstream in(path);
+  std::deque<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("[rank 0] ", 0) == 0) line.erase(0, 9);
+    lines.push_back(line);
+    if (lines.size() > count) lines.pop_front();
+  }
+  if (lines.empty()) return "  (no output)";
+  std::string text;
+  for (const std::string& kept : lines) text += (text.empty() ? "  " : "\n  ") + kept;
+  return text;
+}
+
+// Runs the one-machine plan at `path` here for `flags.run_iters`
+// iterations, traced (`oflite run --trace`), and reads its kernels' times
+// from the trace. The child's output goes to a file (shown on failure);
+// it is bounded by --run-timeout (SIGTERM, then SIGKILL, always reaped).
+// An interrupt (g_interrupt) stops it and returns an error; the caller
+// checks g_interrupt.
+StatusOr<InSituTrace> MeasureInSitu(const std::string& path, const Plan& plan,
+                                    const ProfileFlags& flags) {
+  const std::string where = "--run-plan: plan '" + path + "'";
+  ASSIGN_OR_RETURN(const std::string self, SelfExecutable());
+  TempDirectory dir;
+  RETURN_IF_ERROR(dir.Create().WithContext(where));
+  const std::string trace_path = dir.path() + "/t.json";
+  const std::string log_path = dir.path() + "/run.log";
+  comm::RankProcess run;
+  // Quiet: no evaluation after training, one progress line at most every
+  // run_iters iterations (into the log file anyway).
+  run.argv = {self,          "run",
+              "--plan",      path,
+              "--trace",     trace_path,
+              "--iters",     std::to_string(flags.run_iters),
+              "--log-every", std::to_string(flags.run_iters),
+              "--eval=false"};
+  if (flags.threads > 0) {
+    run.argv.push_back("--cpu-threads");
+    run.argv.push_back(std::to_string(flags.threads));
+  }
+  FILE* log = std::fopen(log_path.c_str(), "w");
+  if (log == nullptr) {
+    return UnavailableError(where, ": cannot write '", log_path, "': ", std::strerror(errno));
+  }
+  comm::ProcessGroupOptions options;
+  options.output = log;
+  options.grace = std::chrono::seconds(5);
+  options.timeout = std::chrono::seconds(flags.run_timeout_s);
+  options.interrupt = &g_interrupt;
+  const auto start = std::chrono::steady_clock::now();
+  StatusOr<comm::ProcessGroupResult> ran = [&] {
+    InterruptCatcher catcher(&g_interrupt);
+    return comm::RunProcessGroup({run}, options);
+  }();
+  std::fclose(log);
+  if (!ran.ok()) return ran.status().WithContext(where + ": cannot start '" + self + " run'");
+  if (ran->interrupted_by != 0) {
+    return CancelledError(where, ": interrupted by signal ", ran->interrupted_by);
+  }
+  if (!ran->ok) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::string how;
+    if (seconds >= static_cast<double>(flags.run_timeout_s)) {
+      how = "did not finish within --run-timeout " + std::to_string(flags.run_timeout_s) +
+            " s (killed)";
+    } else if (!ran->ranks.empty() && ran->ranks[0].signaled) {
+      how = "was killed by signal " + std::to_string(ran->ranks[0].exit_code - 128);
+    } else {
+      how = "exited with code " + std::to_string(ran->exit_code);
+    }
+    return UnavailableError(where, ": its run (oflite run --iters ", flags.run_iters, ") ", how,
+                            "; the end of its output:\n", TailOf(log_path, 15));
+  }
+  StatusOr<TraceFile> trace = ReadTraceFile(trace_path);
+  if (!trace.ok()) return trace.status().WithContext(where);
+  InSituOptions in_situ;
+  in_situ.threads = flags.threads;
+  in_situ.host_cores = AvailableCpuCores();
+  StatusOr<InSituTrace> times = KernelTimesFromTrace(*trace, plan, in_situ);
+  if (!times.ok()) return times.status().WithContext(where);
+  return times;
+}
+
+std::string DeviceName(DeviceType type) { return type == DEVICE_CPU ? "cpu" : "cuda"; }
+
+// For people: the run's step against the sum of its kernels per
+// iteration, in situ and alone (over the keys that have both times).
+void PrintRunSummary(const std::string& path, const InSituTrace& run,
+                     const Calibration& calibration) {
+  std::map<std::string, double> isolated;
+  for (const KernelCost& kernel : calibration.kernel()) isolated[kernel.key()] = kernel.us();
+  double in_situ_us = 0, alone_us = 0;
+  int64_t calls = 0, keys = 0, without = 0;
+  for (const auto& [key, kernel] : run.kernels) {
+    auto it = isolated.find(key);
+    if (it == isolated.end() || !(it->second > 0)) {
+      ++without;
+      continue;
+    }
+    ++keys;
+    calls += static_cast<int64_t>(kernel.durations_us.size());
+    for (double us : kernel.durations_us) in_situ_us += us;
+    alone_us += it->second * static_cast<double>(kernel.durations_us.size());
+  }
+  std::printf("in situ: plan '%s': ", path.c_str());
+  if (run.iterations > 0) {
+    const double n = static_cast<double>(run.iterations);
+    std::printf("iterations %lld..%lld counted (%lld warm-up)",
+                static_cast<long long>(run.first_counted),
+                static_cast<long long>(run.end_iteration - 1),
+                static_cast<long long>(run.first_counted - run.first_iteration));
+    if (run.step_us > 0) std::printf(", step %.3f ms", run.step_us / 1000);
+    std::printf("; kernels per iteration: %.3f ms in situ, %.3f ms alone", in_situ_us / n / 1000,
+                alone_us / n / 1000);
+  } else {
+    std::printf(
+        "no iterations in the trace; kernels after the warm-up: %.3f ms in situ, %.3f ms "
+        "alone",
+        in_situ_us / 1000, alone_us / 1000);
+  }
+  std::printf(" (%lld keys, %lld calls", static_cast<long long>(keys),
+              static_cast<long long>(calls));
+  if (without > 0) {
+    std::printf("; %lld key(s) with no time alone left out", static_cast<long long>(without));
+  }
+  if (run.other_slices + run.unmatched_slices > 0) {
+    std::printf("; %lld slice(s) of other tasks, %lld not attributed",
+                static_cast<long long>(run.other_slices),
+                static_cast<long long>(run.unmatched_slices));
+  }
+  std::printf(")\n");
+}
+
 }  // namespace
 
 int RunProfile(int argc, char** argv) {
@@ -226,29 +448,60 @@ int RunProfile(int argc, char** argv) {
         false, "0"},
        {"samples", "timed samples per kernel (the median is kept)", false, "5"},
        {"eval", "also measure the kernels of each plan's evaluation plan", true},
+       {"run-plan",
+        "a one-machine compiled plan to also run here (oflite run --trace) for its kernels' "
+        "times inside a run (in_situ_us, in_situ_factor); its kernels are measured alone too; "
+        "repeat the flag or give a comma list for several"},
+       {"run-iters", "iterations of each --run-plan run (the first third is warm-up)", false, "30"},
+       {"run-timeout", "seconds each --run-plan run may take before it is killed", false, "300"},
        {"kernels-only", "measure kernels only, not the runtime or the transports", true},
        {"transports", "the transports to measure, a comma list of tcp, shm, ibverbs", false,
         "tcp,shm"},
        {"ranks", "rank counts of the collective curves, a comma list", false, "2,3,4"}});
   std::vector<std::string> plan_values;
-  std::vector<char*> args = TakePlanFlags(argc, argv, &plan_values);
+  std::vector<std::string> run_plan_values;
+  std::vector<char*> args =
+      TakeRepeatedFlag(std::vector<char*>(argv, argv + argc), "--plan", &plan_values);
+  args = TakeRepeatedFlag(args, "--run-plan", &run_plan_values);
   if (std::optional<int> done =
           flags.ParseCommandLine(static_cast<int>(args.size()), args.data(), kProgram)) {
     return *done;
   }
   ProfileFlags parsed;
-  if (std::string bad = CheckFlags(flags, plan_values, &parsed); !bad.empty()) {
+  if (std::string bad = CheckFlags(flags, plan_values, run_plan_values, &parsed); !bad.empty()) {
     return BadInput(bad);
   }
 
-  // Every input is read and checked before the first measurement.
+  // Every input is read and checked before the first measurement. The
+  // --run-plan plans are measured alone too (once, if also a --plan).
+  std::vector<std::string> profiled = parsed.plans;
+  for (const std::string& path : parsed.run_plans) {
+    if (std::find(profiled.begin(), profiled.end(), path) == profiled.end()) {
+      profiled.push_back(path);
+    }
+  }
   std::vector<Plan> plans;
-  for (const std::string& path : parsed.plans) {
+  for (const std::string& path : profiled) {
+    const bool run_only =
+        std::find(parsed.plans.begin(), parsed.plans.end(), path) == parsed.plans.end();
+    const std::string flag = run_only ? "--run-plan" : "--plan";
     StatusOr<Plan> plan = LoadPlan(path);
-    if (!plan.ok()) return BadInput("--plan: " + plan.status().message());
+    if (!plan.ok()) return BadInput(flag + ": " + plan.status().message());
     Status verified = VerifyPlan(*plan);
-    if (!verified.ok()) return BadInput("--plan: plan '" + path + "': " + verified.message());
+    if (!verified.ok()) return BadInput(flag + ": plan '" + path + "': " + verified.message());
     plans.push_back(*std::move(plan));
+  }
+  // A run here is one process: a plan of several machines needs a launch.
+  std::vector<const Plan*> run_plans;
+  for (const std::string& path : parsed.run_plans) {
+    const Plan& plan = plans[std::find(profiled.begin(), profiled.end(), path) - profiled.begin()];
+    if (plan.machine_size() != 1) {
+      return BadInput("--run-plan: plan '" + path + "' runs on " +
+                      std::to_string(plan.machine_size()) +
+                      " machines; --run-plan runs one-machine plans on this host only (give it "
+                      "to --plan for its kernels alone)");
+    }
+    run_plans.push_back(&plan);
   }
   Calibration calibration;
   if (parsed.update && Env::Default()->FileExists(parsed.out)) {
@@ -290,7 +543,9 @@ int RunProfile(int argc, char** argv) {
     StatusOr<std::vector<KernelCost>> costs =
         profile::ProfilePlanKernels(plans[p], options, &report);
     if (!costs.ok()) {
-      return BadInput("--plan: plan '" + parsed.plans[p] + "': " + costs.status().message());
+      const bool run_only = p >= parsed.plans.size();  // profiled: the --plan plans first
+      return BadInput(std::string(run_only ? "--run-plan" : "--plan") + ": plan '" + profiled[p] +
+                      "': " + costs.status().message());
     }
     for (KernelCost& cost : *costs) {
       options.known_keys.insert(cost.key());
@@ -299,19 +554,57 @@ int RunProfile(int argc, char** argv) {
     measured += static_cast<int>(costs->size());
     unmeasured += report.unmeasured;
     for (const std::string& note : report.notes) {
-      std::fprintf(stderr, "%s: note: plan '%s': %s\n", kProgram, parsed.plans[p].c_str(),
+      std::fprintf(stderr, "%s: note: plan '%s': %s\n", kProgram, profiled[p].c_str(),
                    note.c_str());
     }
   }
   std::sort(calibration.mutable_kernel()->begin(), calibration.mutable_kernel()->end(),
             [](const KernelCost& a, const KernelCost& b) { return a.key() < b.key(); });
 
+  // In situ: each --run-plan run once, its kernels' calls pooled by key
+  // (a key two plans share gets the median of both runs' calls). A run
+  // that fails is reported; the others and everything measured alone are
+  // still written, then exit 1.
+  int exit_code = kExitOk;
+  std::vector<std::pair<std::string, InSituTrace>> runs;
+  std::map<std::string, std::vector<double>> in_situ_calls;
+  for (size_t r = 0; r < run_plans.size(); ++r) {
+    StatusOr<InSituTrace> run = MeasureInSitu(parsed.run_plans[r], *run_plans[r], parsed);
+    if (g_interrupt.load() != 0) {
+      std::fprintf(stderr, "%s: interrupted by signal %d; nothing written\n", kProgram,
+                   g_interrupt.load());
+      return 128 + g_interrupt.load();
+    }
+    if (!run.ok()) {
+      std::fprintf(stderr, "%s: %s\n", kProgram, run.status().message().c_str());
+      exit_code = kExitFailure;
+      continue;
+    }
+    for (const auto& [key, kernel] : run->kernels) {
+      std::vector<double>& calls = in_situ_calls[key];
+      calls.insert(calls.end(), kernel.durations_us.begin(), kernel.durations_us.end());
+    }
+    runs.emplace_back(parsed.run_plans[r], *std::move(run));
+  }
+  std::vector<InSituFactor> factors;
+  if (!runs.empty()) {
+    std::map<std::string, double> medians;
+    for (auto& [key, calls] : in_situ_calls) medians[key] = MedianOf(std::move(calls));
+    const std::vector<std::string> alone_missing = SetInSituTimes(medians, &calibration);
+    if (!alone_missing.empty()) {
+      PrintNote(std::to_string(alone_missing.size()) +
+                " kernel key(s) timed in a run have no time alone (see the notes above), so "
+                "their in-situ time is not written, e.g. [" +
+                alone_missing.front() + "]");
+    }
+    factors = UpdateInSituFactors(&calibration);
+  }
+
   // The runtime and the transports (profile/transport_profiler.h); with
   // --update only what the file lacks. A failure here still writes what
   // was measured, then exits 1.
   int transports_measured = 0;
   bool runtime_measured = false;
-  int exit_code = kExitOk;
   if (!parsed.kernels_only && !(parsed.update && calibration.has_runtime())) {
     profile::RuntimeProfileOptions runtime_options;
     runtime_options.samples = parsed.samples;
@@ -383,6 +676,15 @@ int RunProfile(int argc, char** argv) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("kernels: %d measured, %d kept, %d not measured%s over %zu plan(s)\n", measured, kept,
               unmeasured, unmeasured > 0 ? " (see the notes)" : "", plans.size());
+  for (const auto& [path, run] : runs) PrintRunSummary(path, run, calibration);
+  if (!factors.empty()) {
+    std::printf("in-situ factors (an op type's kernels: total time in situ / total alone):\n");
+    for (const InSituFactor& factor : factors) {
+      std::printf("  %-36s %s/t%d  %6.3f  (%d kernel%s)\n", factor.op_type().c_str(),
+                  DeviceName(factor.device_type()).c_str(), factor.threads(), factor.factor(),
+                  factor.kernels(), factor.kernels() == 1 ? "" : "s");
+    }
+  }
   if (!parsed.kernels_only) {
     std::printf("runtime: %s; transports: %d measured, %d in the file\n",
                 runtime_measured            ? "measured"

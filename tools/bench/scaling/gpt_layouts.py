@@ -124,13 +124,10 @@ class Bench:
                 "--block", str(a.block), "--batch", str(a.global_batch),
                 "--iters", str(2 * a.warmup + a.measure), "--warmup", "0"]
 
-    def plan(self, layout, nhosts):
-        """Compiles the layout's plan for the namespace hosts; returns its path."""
+    def job(self, layout, nhosts, out):
+        """Writes the layout's Job for `nhosts` machines into folder `out`
+        (gpt_char --compile-only); returns its path."""
         a = self.args
-        key = (layout, nhosts)
-        if key in self.plans:
-            return self.plans[key]
-        out = os.path.join(self.tmp, "%s.%d" % (layout, nhosts))
         os.makedirs(out, exist_ok=True)
         flags = [] if layout == "1host" else LAYOUTS[layout][1](nhosts, a)
         machines = 1 if layout == "1host" else nhosts
@@ -139,21 +136,34 @@ class Bench:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             raise RuntimeError("gpt_char %s: %s" % (" ".join(flags), done.stderr.strip()[-300:]))
+        return os.path.join(out, "gpt_char.job.pb")
+
+    def plan(self, layout, nhosts):
+        """Compiles the layout's plan for the namespace hosts; returns its path."""
+        a = self.args
+        key = (layout, nhosts)
+        if key in self.plans:
+            return self.plans[key]
+        out = os.path.join(self.tmp, "%s.%d" % (layout, nhosts))
+        job = self.job(layout, nhosts, out)
+        machines = 1 if layout == "1host" else nhosts
         cluster = os.path.join(out, "cluster.pbtxt")
-        with open(cluster, "w") as f:
-            for m in range(machines):
-                f.write('machine { id: %d address: "%s" cpu_devices: 1 }\n' % (m, self.hosts.addr[m]))
+        scaling.write_cluster(cluster, self.hosts.addr[:machines])
         plan = os.path.join(out, "ns.plan.pb")
-        subprocess.run([a.oflite, "compile", "--job", os.path.join(out, "gpt_char.job.pb"),
-                        "--cluster", cluster, "-o", plan, "--quiet"], check=True, timeout=300)
+        subprocess.run([a.oflite, "compile", "--job", job, "--cluster", cluster, "-o", plan, "--quiet"],
+                       check=True, timeout=300)
         self.plans[key] = plan
         return plan
 
     def oflite(self, layout, nhosts):
+        return self.run_plan(self.plan(layout, nhosts), 1 if layout == "1host" else nhosts)
+
+    def run_plan(self, plan, machines, log_prefix=None):
+        """One sample of `plan` over its `machines` namespace hosts: the
+        (wall, CPU, last line) of scaling.run_ranks; the ranks' logs go to
+        LOG_PREFIX.rR.log (default TMP/oflite)."""
         a = self.args
         self.port += 1
-        plan = self.plan(layout, nhosts)
-        machines = 1 if layout == "1host" else nhosts
         total = 2 * a.warmup + a.measure
         commands = []
         for r in range(machines):
@@ -163,7 +173,7 @@ class Bench:
                 "--comm", "tcp", "--log-every", str(math.gcd(a.warmup, a.measure)), "--eval=false"])
         return scaling.run_ranks(commands, "iter %d/%d" % (a.warmup, total),
                                  "iter %d/%d" % (a.warmup + a.measure, total), a.timeout,
-                                 os.path.join(self.tmp, "oflite"))
+                                 log_prefix or os.path.join(self.tmp, "oflite"))
 
     def ddp(self, layout, nhosts):
         a = self.args

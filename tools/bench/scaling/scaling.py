@@ -130,6 +130,18 @@ class Hosts:
             self.id = None
 
 
+def write_cluster(path, addresses, machine_fields=None):
+    """Writes the cluster file (text ClusterProto) of one machine of one CPU
+    device per address; `machine_fields(m)`, when given, returns more fields
+    of machine m as text (the simulator's nic and cpu_set:
+    tools/bench/simulate/validate.py)."""
+    with open(path, "w") as f:
+        for m, address in enumerate(addresses):
+            more = machine_fields(m) if machine_fields else ""
+            f.write('machine { id: %d address: "%s" cpu_devices: 1%s }\n' % (
+                m, address, " " + more if more else ""))
+
+
 def cpu_seconds(pid):
     try:
         with open("/proc/%d/stat" % pid) as f:
@@ -214,9 +226,7 @@ class Bench:
         iterations = 2 * a.warmup + a.measure
         subprocess.run([a.write_job, path + ".job.pb", "--model", model, "--batch", str(batch),
                         "--machines", str(nhosts), "--iterations", str(iterations)], check=True)
-        with open(path + ".cluster", "w") as f:
-            for m in range(nhosts):
-                f.write('machine { id: %d address: "%s" cpu_devices: 1 }\n' % (m, self.hosts.addr[m]))
+        write_cluster(path + ".cluster", self.hosts.addr[:nhosts])
         subprocess.run([a.oflite, "compile", "--job", path + ".job.pb", "--cluster", path + ".cluster",
                         "-o", path + ".plan.pb", "--quiet"], check=True)
         return path + ".plan.pb"

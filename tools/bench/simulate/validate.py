@@ -1,0 +1,697 @@
+#!/usr/bin/python3
+"""Validation of the cost model (docs/simulate.md): the step time `oflite
+simulate` predicts for a plan against the step time the plan takes on
+network-namespace hosts with shaped links, for two models in several
+layouts, host counts and link rates.
+
+Configurations, named MODEL-LAYOUT-Nh-RATE (--list prints them; --configs
+picks some by name or shell pattern, e.g. 'gpt-*-4h-*'):
+  mlp  MLP 784-2048-2048-10 of tools/bench/scaling/scaling.py
+         dp     data parallel (scaling.py's own job, write_scaling_job)
+         tp     first weight split by columns over the hosts
+                (write_test_job --model_parallel columns)
+         pp     2 stages (layer 1 | layers 2-3), 1F1B over --micro-batches (2 hosts)
+         dp_pp  the same 2 stages, each data parallel over 2 hosts (4 hosts)
+         dp_tp  2x2: data parallel x Megatron MLP (write_test_job dp_tp, 4 hosts)
+  gpt  the GPT of tools/bench/scaling/gpt_layouts.py, in its layouts
+         dp, tp, pp (one stage per host), dp_tp and tp_pp (4 hosts)
+on every --hosts count a layout fits and every --rates link rate.
+
+Every plan is compiled for a cluster file that states what the simulator
+needs: each machine's nic (the --rates link rate; the one-way latency the
+namespace link adds to loopback, measured with latency_probe.py, or
+--latency-us), its cpu_set (the core its rank is pinned to, rank r on
+--cores[r mod len]: with more hosts than cores, machines share a core and
+their cpu_set says so) and cpu_threads 1 (one compute thread per rank).
+Then, unless --measure-only:
+  1. one `oflite profile --threads 1 --transports tcp` over the plans (one
+     per model, layout and host count: the link rate changes no kernel),
+     pinned like rank 0, writes OUT/calibration.pbtxt (or --calibration
+     reuses one),
+  2. `oflite simulate --json` predicts every plan's step time
+     (OUT/NAME.simulate.json; its "step_time_ms").
+Measured: samples interleaved (repeat r runs every configuration once, in
+reverse order on odd repeats), medians over --repeats; one sample is the
+wall time on rank 0 between the end of step WARMUP and the end of step
+WARMUP+MEASURE divided by MEASURE (gpt_layouts.py's Bench.run_plan, each
+rank pinned to its core with one compute thread).
+
+Printed: per configuration the measured and predicted step time and the
+error (predicted - measured) / measured; the median |error| and the worst;
+per setting (model, hosts, rate) the layouts ordered by measured and by
+predicted step time and whether the two orders are the same. Everything
+lands in --out-dir (default a fresh temp dir, kept and printed) so that a
+prediction can be rerun by hand:
+  oflite simulate --plan OUT/NAME.plan.pb --calibration OUT/calibration.pbtxt --json
+
+Needs root (ip netns, tc) and the binaries:
+  bazel build //tools/oflite:oflite //examples:gpt_char \\
+    //tools/bench/scaling:write_scaling_job //oneflow_lite/testing:write_test_job
+  sudo tools/bench/simulate/validate.py --smoke --measure-only  # quick, figures meaningless
+  sudo tools/bench/simulate/validate.py --json rows.json        # the real figures
+Exit: 0 the measurement ran (whatever the accuracy), 1 a compile, the
+profile, a prediction or a sample failed, 2 bad arguments, or namespaces,
+binaries or the oflite profile/simulate commands unavailable.
+"""
+import argparse
+import copy
+import fnmatch
+import json
+import os
+import re
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True  # no __pycache__ left in the source tree
+sys.path.insert(0, os.path.join(HERE, "..", "scaling"))
+import scaling  # noqa: E402  (Hosts, measure_link, write_cluster, load, openblas_core_for_cpu)
+import gpt_layouts  # noqa: E402  (LAYOUTS, Bench: the GPT's jobs, run_plan)
+
+WORKSPACE = scaling.WORKSPACE
+LATENCY_PROBE = os.path.join(HERE, "latency_probe.py")
+
+# MLP layout -> (host counts it runs on, write_test_job flags for N hosts;
+# None: scaling.py's data-parallel job from write_scaling_job).
+MLP_LAYOUTS = {
+    "dp": (lambda n: n >= 2, None),
+    "tp": (lambda n: n >= 2,
+           lambda n, a: ["--placement", "0-%d:cpu:0" % (n - 1), "--model_parallel", "columns"]),
+    # 3 Dense layers: the second stage takes the two later ones (4.2M of the
+    # 5.8M weights; the first stage's input is the widest activation).
+    "pp": (lambda n: n == 2,
+           lambda n, a: ["--stages", "0:cpu:0,1:cpu:0,1:cpu:0", "--micro_batches",
+                         str(a.micro_batches), "--schedule", "1f1b"]),
+    "dp_pp": (lambda n: n == 4,
+              lambda n, a: ["--stages", "0-1:cpu:0,2-3:cpu:0,2-3:cpu:0", "--micro_batches",
+                            str(a.micro_batches), "--schedule", "1f1b"]),
+    "dp_tp": (lambda n: n == 4,
+              lambda n, a: ["--placement", "0-3:cpu:0@2x2", "--model_parallel", "dp_tp"]),
+}
+GPT_LAYOUTS = ("dp", "tp", "pp", "dp_tp", "tp_pp")
+MODELS = ("mlp", "gpt")
+RATE_UNITS = {"kbit": 1e-6, "mbit": 1e-3, "gbit": 1.0, "tbit": 1e3}
+
+
+class Config:
+    def __init__(self, model, layout, hosts, rate):
+        self.model, self.layout, self.hosts, self.rate = model, layout, hosts, rate
+        self.name = "%s-%s-%dh-%s" % (model, layout, hosts, rate)
+        self.cluster = None    # its cluster file (path)
+        self.plan = None       # compiled plan (path)
+        self.predicted = None  # ms
+        self.samples = []      # ms
+
+
+def gbit_per_s(rate):
+    """tc's rate ("1gbit", "100mbit") in Gbit/s, or None."""
+    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)(kbit|mbit|gbit|tbit)", rate.lower())
+    return float(match.group(1)) * RATE_UNITS[match.group(2)] if match else None
+
+
+def layouts_of(model):
+    if model == "mlp":
+        return [(name, fits) for name, (fits, _) in MLP_LAYOUTS.items()]
+    return [(name, gpt_layouts.LAYOUTS[name][0]) for name in GPT_LAYOUTS]
+
+
+def all_configs(args):
+    return [Config(model, layout, nhosts, rate) for model in MODELS for nhosts in args.hosts
+            for rate in args.rates for layout, fits in layouts_of(model) if fits(nhosts)]
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--configs", default="*",
+                   help="comma list of configuration names or shell patterns (default: all; --list)")
+    p.add_argument("--list", action="store_true", help="print the configuration names and exit")
+    p.add_argument("--hosts", default="2,4", help="comma list of host counts")
+    p.add_argument("--rates", default="1gbit,10gbit", help="link rates (tc syntax: 1gbit, 100mbit)")
+    p.add_argument("--repeats", type=int, default=3, help="samples per configuration (median; >= 3)")
+    p.add_argument("--warmup", type=int, default=5, help="steps before (and after) the window")
+    p.add_argument("--measure", type=int, default=20, help="steps in the timed window")
+    p.add_argument("--mlp-batch", type=int, default=128, help="the MLP's global batch")
+    p.add_argument("--gpt-batch", type=int, default=32, help="the GPT's global batch (sequences)")
+    p.add_argument("--micro-batches", type=int, default=4, help="of the pipelined layouts")
+    p.add_argument("--layers", type=int, default=4, help="the GPT's blocks")
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--channels", type=int, default=128)
+    p.add_argument("--block", type=int, default=64)
+    p.add_argument("--cores", default="0,1", help="cores; rank r runs on cores[r mod len]")
+    p.add_argument("--no-in-situ", dest="in_situ", action="store_false",
+                   help="profile kernels in isolation only (no one-host reference run)")
+    p.add_argument("--no-link-cpu", dest="link_cpu", action="store_false",
+                   help="do not measure the CPU the namespace path costs per byte")
+    p.add_argument("--latency-us", default="measure",
+                   help="one-way link latency written to each machine's nic (microseconds), or "
+                        "'measure': 1-byte TCP ping-pong over the namespace link minus the same "
+                        "on loopback (the transport's own share, which the calibration holds)")
+    p.add_argument("--out-dir", default="", help="plans, cluster files, calibration, predictions and "
+                                                 "logs (default: a new temp dir, kept)")
+    p.add_argument("--calibration", default="", help="reuse this calibration instead of profiling")
+    p.add_argument("--profile-args", default="",
+                   help="more flags for oflite profile (one string, shell words)")
+    p.add_argument("--measure-only", action="store_true",
+                   help="measure only: no profile, no predictions")
+    p.add_argument("--json", default="", help="write every row and the summary to this file")
+    p.add_argument("--smoke", action="store_true",
+                   help="tiny GPT, MLP batch 16, 1 repeat, 2+3+2 steps: checks that everything runs")
+    p.add_argument("--oflite", default=os.path.join(WORKSPACE, "bazel-bin/tools/oflite/oflite"))
+    p.add_argument("--gpt-char", default=os.path.join(WORKSPACE, "bazel-bin/examples/gpt_char"))
+    p.add_argument("--write-job",
+                   default=os.path.join(WORKSPACE, "bazel-bin/tools/bench/scaling/write_scaling_job"))
+    p.add_argument("--write-test-job",
+                   default=os.path.join(WORKSPACE, "bazel-bin/oneflow_lite/testing/write_test_job"))
+    p.add_argument("--probe-mb", type=int, default=100, help="MB sent to measure each link rate")
+    p.add_argument("--timeout", type=int, default=900, help="bound of one sample, seconds")
+    p.add_argument("--profile-timeout", type=int, default=3600, help="bound of oflite profile, seconds")
+    p.add_argument("--simulate-timeout", type=int, default=300, help="bound of one oflite simulate")
+    p.add_argument("--openblas-coretype", default="auto",
+                   help="OPENBLAS_CORETYPE of the ranks and the profile (see scaling.py --help)")
+    args = p.parse_args()
+    if args.smoke:
+        args.repeats, args.warmup, args.measure, args.probe_mb = 1, 2, 3, 20
+        args.mlp_batch, args.gpt_batch = 16, 16
+        args.layers, args.heads, args.channels, args.block = 4, 4, 32, 16
+    errors = []
+    try:
+        args.hosts = [int(n) for n in args.hosts.split(",")]
+        args.cores = [int(c) for c in args.cores.split(",")]
+    except ValueError:
+        p.error("--hosts and --cores want comma lists of integers")
+    args.rates = args.rates.split(",")
+    errors += ["--rates: '%s' is not a tc rate such as 1gbit or 100mbit" % r
+               for r in args.rates if gbit_per_s(r) is None]
+    if min(args.hosts) < 2:
+        errors.append("--hosts: every count must be >= 2")
+    if args.repeats < 3 and not args.smoke:
+        errors.append("--repeats must be >= 3 (a median of fewer says little; --smoke runs 1)")
+    if args.warmup < 1 or args.measure < 1:
+        errors.append("--warmup and --measure must be >= 1")
+    if args.latency_us != "measure":
+        try:
+            if float(args.latency_us) < 0:
+                raise ValueError
+        except ValueError:
+            errors.append("--latency-us must be 'measure' or microseconds >= 0, got '%s'" % args.latency_us)
+    for batch, flag in ((args.mlp_batch, "--mlp-batch"), (args.gpt_batch, "--gpt-batch")):
+        if any(batch % (n * args.micro_batches) for n in args.hosts):
+            errors.append("%s %d: want a multiple of every host count x --micro-batches" % (flag, batch))
+    if args.measure_only and args.calibration:
+        errors.append("--calibration with --measure-only: nothing would read it")
+    if errors:
+        p.error("; ".join(errors))
+    if args.openblas_coretype == "auto":
+        args.openblas_coretype = scaling.openblas_core_for_cpu()
+    elif args.openblas_coretype == "none":
+        args.openblas_coretype = ""
+    configs = all_configs(args)
+    chosen, unmatched = [], []
+    for pattern in args.configs.split(","):
+        hits = [c for c in configs if fnmatch.fnmatchcase(c.name, pattern)]
+        if not hits:
+            unmatched.append(pattern)
+        chosen += [c for c in hits if c not in chosen]
+    if unmatched:
+        p.error("--configs: no configuration named like '%s' (--list prints the names)"
+                % "', '".join(unmatched))
+    args.chosen = [c for c in configs if c in chosen]  # in grid order
+    return args
+
+
+def tools_missing(args):
+    """Why the tools this run needs are not there, or ""."""
+    needed = [args.oflite]
+    models = {c.model for c in args.chosen}
+    if "gpt" in models:
+        needed.append(args.gpt_char)
+    if "mlp" in models:
+        needed += [args.write_job, args.write_test_job]
+    for path in needed:
+        if not os.access(path, os.X_OK):
+            return ("%s is not built (bazel build //tools/oflite:oflite //examples:gpt_char "
+                    "//tools/bench/scaling:write_scaling_job //oneflow_lite/testing:write_test_job)"
+                    % path)
+    if args.measure_only:
+        return ""
+    commands = ["simulate"] + ([] if args.calibration else ["profile"])
+    for command in commands:
+        done = subprocess.run([args.oflite, command, "--help"], capture_output=True, text=True,
+                              timeout=60)
+        if done.returncode != 0:
+            said = (done.stderr or done.stdout).strip().splitlines()
+            return ("`oflite %s` is unavailable in %s (%s): build an oflite that has it, or pass "
+                    "--measure-only" % (command, args.oflite, said[0] if said else "exit %d"
+                                        % done.returncode))
+    if args.calibration and not os.path.isfile(args.calibration):
+        return "--calibration %s: no such file" % args.calibration
+    return ""
+
+
+def link_latency_us(hosts, rate, port, cores):
+    """One-way latency the namespace link adds to loopback, microseconds
+    (never below 0), and the two medians of 3 probes it comes from. The
+    two ends are pinned to the first two cores as ranks 0 and 1 are:
+    unpinned, whether they share a core swings the figure between ~3 and
+    ~40 us."""
+    hosts.shape(rate)
+
+    def one_way(server_prefix, client_prefix, address):
+        server = subprocess.Popen(server_prefix + [sys.executable, LATENCY_PROBE, "serve", str(port),
+                                                   "--timeout", "30"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            done = subprocess.run(client_prefix + [sys.executable, LATENCY_PROBE, "ping", address,
+                                                   str(port), "--timeout", "30"],
+                                  capture_output=True, text=True, timeout=60)
+            server.wait(timeout=30)
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.wait()
+        words = done.stdout.split()
+        if done.returncode != 0 or len(words) < 6:
+            raise RuntimeError("latency_probe ping %s: %s" % (address, done.stderr.strip()[-200:]))
+        return float(words[5])
+
+    ns = lambda i, rank: ["ip", "netns", "exec", hosts.ns[i], "taskset", "-c", str(cores[rank % len(cores)])]
+    links, loopbacks = [], []
+    for _ in range(3):  # interleaved; medians: one probe now and then lands on a busy core
+        links.append(one_way(ns(0, 0), ns(1, 1), hosts.addr[0]))
+        loopbacks.append(one_way(ns(0, 0), ns(0, 1), "127.0.0.1"))
+    link, loopback = statistics.median(links), statistics.median(loopbacks)
+    return max(0.0, link - loopback), link, loopback
+
+
+def busy_seconds_per_cpu():
+    """cpuN -> seconds it spent busy (user, nice, system, irq, softirq)."""
+    hz = os.sysconf("SC_CLK_TCK")
+    out = {}
+    with open("/proc/stat") as f:
+        for line in f:
+            words = line.split()
+            if words[0].startswith("cpu") and words[0][3:].isdigit():
+                v = [int(x) for x in words[1:8]]
+                out[words[0]] = (v[0] + v[1] + v[2] + v[5] + v[6]) / hz
+    return out
+
+
+def link_cpu_ns_per_byte(hosts, rate, port, cores, nbytes):
+    """CPU nanoseconds per byte the namespace path (veth, the shaping qdisc)
+    costs each end beyond loopback: one TCP stream of `nbytes` between
+    hosts 0 and 1 pinned to the first two cores as ranks 0 and 1, the two
+    cores' busy time from /proc/stat, minus the same stream over loopback
+    (whose cost the calibration's transport figures hold); per end, the
+    larger of the two cores; median of 3, interleaved. Needs a quiet host:
+    other load on those cores counts."""
+    hosts.shape(rate)
+    c0, c1 = "cpu%d" % cores[0], "cpu%d" % cores[1 % len(cores)]
+
+    def one(server_ns, client_ns, address):
+        server = subprocess.Popen(["ip", "netns", "exec", server_ns, "taskset", "-c", str(cores[0]),
+                                   sys.executable, scaling.PROBE, "serve", str(port), "--timeout", "60"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            before = busy_seconds_per_cpu()
+            subprocess.run(["ip", "netns", "exec", client_ns, "taskset", "-c", str(cores[1 % len(cores)]),
+                            sys.executable, scaling.PROBE, "send", address, str(port), str(nbytes),
+                            "--timeout", "60"], capture_output=True, timeout=120)
+            server.communicate(timeout=120)
+            after = busy_seconds_per_cpu()
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.wait()
+        return max(after[c0] - before[c0], after[c1] - before[c1]) * 1e9 / nbytes
+
+    links, loops = [], []
+    for _ in range(3):
+        links.append(one(hosts.ns[0], hosts.ns[1], hosts.addr[0]))
+        loops.append(one(hosts.ns[0], hosts.ns[0], "127.0.0.1"))
+    link, loop = statistics.median(links), statistics.median(loops)
+    return max(0.0, link - loop), link, loop
+
+
+class Validation:
+    def __init__(self, args, hosts, out):
+        self.args, self.hosts, self.out = args, hosts, out
+        gpt_args = copy.copy(args)
+        gpt_args.global_batch = args.gpt_batch
+        # The GPT's jobs and every sample (both models) go through
+        # gpt_layouts.py's Bench: the same ranks, pinning and step marks.
+        self.bench = gpt_layouts.Bench(gpt_args, hosts, out)
+        self.bench.port = 29700
+        self.bench.token = "validate-%d" % os.getpid()
+        self.jobs = {}
+        self.latency = {}  # rate -> one-way µs of the nic
+        self.link_cpu = {}  # rate -> CPU ns per byte the namespace path adds per end
+        self.link_gbit = {}  # rate -> what one TCP stream carries over it, Gbit/s
+        for sub in ("jobs", "logs"):
+            os.makedirs(os.path.join(out, sub), exist_ok=True)
+
+    def job(self, c):
+        """The Job of c's model, layout and host count (written once)."""
+        key = (c.model, c.layout, c.hosts)
+        if key in self.jobs:
+            return self.jobs[key]
+        a = self.args
+        folder = os.path.join(self.out, "jobs", "%s-%s-%dh" % key)
+        if c.model == "gpt":
+            path = self.bench.job(c.layout, c.hosts, folder)
+        else:
+            os.makedirs(folder, exist_ok=True)
+            path = os.path.join(folder, "mlp.job.pb")
+            iterations = str(2 * a.warmup + a.measure)
+            flags = MLP_LAYOUTS[c.layout][1]
+            if flags is None:
+                cmd = [a.write_job, path, "--model", "mlp", "--batch", str(a.mlp_batch),
+                       "--machines", str(c.hosts), "--iterations", iterations]
+            else:
+                cmd = [a.write_test_job, path, "--batch", str(a.mlp_batch), "--features", "784",
+                       "--hidden", "2048,2048", "--classes", "10",
+                       "--iterations", iterations] + flags(c.hosts, a)
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            if done.returncode != 0:
+                raise RuntimeError("%s: %s" % (" ".join(cmd[:1] + cmd[2:]), done.stderr.strip()[-300:]))
+        self.jobs[key] = path
+        return path
+
+    def cluster(self, c):
+        """Writes OUT/NAME.cluster.pbtxt for c's hosts and link rate (the
+        measured link model of measure_network); returns its path."""
+        a = self.args
+        nic = 'nic { gbit_per_s: %.4g latency_us: %.1f cpu_ns_per_byte: %.3f }' % (
+            self.link_gbit.get(c.rate, gbit_per_s(c.rate)), self.latency[c.rate],
+            self.link_cpu.get(c.rate, 0.0))
+        cluster = os.path.join(self.out, c.name + ".cluster.pbtxt")
+        # cpu_threads 1: what each pinned rank computes with anyway (the
+        # runtime gives BLAS the cores of its affinity, one), stated so that
+        # the simulator looks up the kernel times profiled with --threads 1.
+        scaling.write_cluster(cluster, self.hosts.addr[:c.hosts],
+                              lambda m: 'cpu_threads: 1 %s cpu_set: "%d"' % (nic, a.cores[m % len(a.cores)]))
+        return cluster
+
+    def compile(self, c):
+        a = self.args
+        cluster = self.cluster(c)
+        plan = os.path.join(self.out, c.name + ".plan.pb")
+        done = subprocess.run([a.oflite, "compile", "--job", self.job(c), "--cluster", cluster,
+                               "-o", plan, "--quiet"], capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            raise RuntimeError("oflite compile: " + done.stderr.strip()[-300:])
+        c.cluster, c.plan = cluster, plan
+
+    def reference_plan(self, model):
+        """A one-host plan of `model` whose device batch equals the 2-host
+        data-parallel one (half the global batch): `oflite profile
+        --run-plan` runs it to measure its kernels inside a real run."""
+        a = self.args
+        folder = os.path.join(self.out, "jobs", "%s-reference-1h" % model)
+        os.makedirs(folder, exist_ok=True)
+        if model == "gpt":
+            saved = self.bench.args.global_batch
+            self.bench.args.global_batch = max(1, a.gpt_batch // 2)
+            try:
+                job = self.bench.job("1host", 1, folder)
+            finally:
+                self.bench.args.global_batch = saved
+        else:
+            job = os.path.join(folder, "mlp.job.pb")
+            cmd = [a.write_job, job, "--model", "mlp", "--batch", str(max(1, a.mlp_batch // 2)),
+                   "--machines", "1", "--iterations", str(2 * a.warmup + a.measure)]
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            if done.returncode != 0:
+                raise RuntimeError("write_scaling_job: " + done.stderr.strip()[-300:])
+        cluster = os.path.join(folder, "cluster.pbtxt")
+        scaling.write_cluster(cluster, ["127.0.0.1"], lambda m: "cpu_threads: 1")
+        plan = os.path.join(folder, "reference.plan.pb")
+        done = subprocess.run([a.oflite, "compile", "--job", job, "--cluster", cluster, "-o", plan,
+                               "--quiet"], capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            raise RuntimeError("oflite compile (reference): " + done.stderr.strip()[-300:])
+        return plan
+
+    def profile(self, configs):
+        """One oflite profile over one plan per (model, layout, hosts) and,
+        unless --no-in-situ, a one-host reference plan per model that it
+        also runs; returns the calibration's path."""
+        a = self.args
+        plans, seen = [], set()
+        for c in configs:
+            if (c.model, c.layout, c.hosts) not in seen:
+                seen.add((c.model, c.layout, c.hosts))
+                plans.append(c.plan)
+        out = os.path.join(self.out, "calibration.pbtxt")
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+        if a.openblas_coretype:
+            env["OPENBLAS_CORETYPE"] = a.openblas_coretype
+        # Pinned like rank 0, one compute thread: the kernels' conditions in the runs.
+        run_plans = []
+        if a.in_situ:
+            run_plans = [self.reference_plan(m) for m in dict.fromkeys(c.model for c in configs)]
+            plans += run_plans
+        cmd = ["taskset", "-c", str(a.cores[0]), a.oflite, "profile", "--plan", ",".join(plans),
+               "--out", out, "--threads", "1", "--transports", "tcp"] + shlex.split(a.profile_args)
+        if run_plans:
+            cmd += ["--run-plan", ",".join(run_plans)]
+        log = os.path.join(self.out, "logs", "profile.log")
+        print("profile: %s (log %s)" % (" ".join(cmd), log), flush=True)
+        with open(log, "w") as f:
+            try:
+                rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env,
+                                    timeout=a.profile_timeout).returncode
+            except subprocess.TimeoutExpired:
+                raise RuntimeError("oflite profile ran past --profile-timeout %d s (log %s)"
+                                   % (a.profile_timeout, log))
+        if rc != 0 or not os.path.isfile(out):
+            with open(log) as f:
+                tail = " | ".join(f.read().strip().splitlines()[-3:])
+            raise RuntimeError("oflite profile exited %d: %s (log %s)" % (rc, tail, log))
+        return out
+
+    def predict(self, c, calibration):
+        a = self.args
+        done = subprocess.run([a.oflite, "simulate", "--plan", c.plan, "--calibration", calibration,
+                               "--json"], capture_output=True, text=True, timeout=a.simulate_timeout)
+        path = os.path.join(self.out, c.name + ".simulate.json")
+        with open(path, "w") as f:
+            f.write(done.stdout)
+        if done.returncode != 0:
+            raise RuntimeError("oflite simulate exited %d: %s" % (
+                done.returncode, " | ".join(done.stderr.strip().splitlines()[-3:])))
+        try:
+            step = json.loads(done.stdout)["step_time_ms"]
+        except (ValueError, KeyError, TypeError) as error:
+            raise RuntimeError("oflite simulate --json gave no \"step_time_ms\" (%s; %s)" % (error, path))
+        c.predicted = float(step)
+
+    def sample(self, c):
+        wall, _, last = self.bench.run_plan(c.plan, c.hosts, os.path.join(self.out, "logs", c.name))
+        c.samples.append(wall / self.args.measure * 1e3)
+        return last
+
+
+def median(c):
+    return statistics.median(c.samples) if c.samples else None
+
+
+def error_pct(c):
+    m = median(c)
+    return (c.predicted - m) / m * 100 if m and c.predicted is not None else None
+
+
+def summarize(args, configs):
+    """Prints the table and the orders; returns the JSON document."""
+    print("\n%-22s %9s %9s %9s %8s" % ("config", "measured", "spread", "predicted", "error"))
+    for c in configs:
+        m, e = median(c), error_pct(c)
+        spread = "%.1f%%" % ((max(c.samples) - min(c.samples)) / m * 100) if len(c.samples) > 1 else "-"
+        print("%-22s %9s %9s %9s %8s" % (
+            c.name, "%.2f" % m if m else "failed", spread,
+            "%.2f" % c.predicted if c.predicted is not None else "-",
+            "%+.1f%%" % e if e is not None else "-"))
+    print("step times in ms: measured = median of %d samples (spread: max - min over the median), "
+          "predicted = oflite simulate's step_time_ms, error = (predicted - measured) / measured"
+          % args.repeats)
+    doc = {"repeats": args.repeats, "warmup": args.warmup, "measure": args.measure,
+           "rows": [], "settings": []}
+    errors = [(abs(error_pct(c)), c) for c in configs if error_pct(c) is not None]
+    if errors:
+        worst = max(errors, key=lambda x: x[0])
+        doc["median_abs_error_pct"] = statistics.median(e for e, _ in errors)
+        doc["worst"] = {"config": worst[1].name, "error_pct": error_pct(worst[1])}
+        print("median |error| %.1f%% over %d configurations; worst %+.1f%% (%s)" % (
+            doc["median_abs_error_pct"], len(errors), error_pct(worst[1]), worst[1].name))
+    print("\nlayouts by step time, fastest first (per model, hosts, rate):")
+    settings = []
+    for c in configs:
+        if (c.model, c.hosts, c.rate) not in settings:
+            settings.append((c.model, c.hosts, c.rate))
+    for model, nhosts, rate in settings:
+        group = [c for c in configs if (c.model, c.hosts, c.rate) == (model, nhosts, rate)
+                 and median(c) is not None]
+        measured = [c.layout for c in sorted(group, key=median)]
+        line = "%-3s %dh %-7s measured  %s" % (model, nhosts, rate, " < ".join(measured) or "-")
+        entry = {"model": model, "hosts": nhosts, "rate": rate, "measured_order": measured}
+        scored = [c for c in group if c.predicted is not None]
+        if len(scored) == len(group) and len(group) > 1:
+            predicted = [c.layout for c in sorted(group, key=lambda c: c.predicted)]
+            pairs = [(x, y) for i, x in enumerate(group) for y in group[i + 1:]]
+            agree = sum((median(x) < median(y)) == (x.predicted < y.predicted) for x, y in pairs)
+            entry.update(predicted_order=predicted, same_order=predicted == measured,
+                         pairs_agreeing=agree, pairs=len(pairs))
+            line += "\n%-14s predicted %s  -> same order: %s (%d of %d pairs agree)" % (
+                "", " < ".join(predicted), "yes" if predicted == measured else "NO", agree, len(pairs))
+        elif not args.measure_only and len(group) > 1:
+            line += "\n%-14s predicted (incomplete: a prediction failed)" % ""
+        print(line)
+        doc["settings"].append(entry)
+    for c in configs:
+        doc["rows"].append({
+            "config": c.name, "model": c.model, "layout": c.layout, "hosts": c.hosts, "rate": c.rate,
+            "cluster": c.cluster, "plan": c.plan, "samples_ms": c.samples, "measured_ms": median(c),
+            "predicted_ms": c.predicted, "error_pct": error_pct(c)})
+    return doc
+
+
+def measure_network(args, hosts, v, rate):
+    """Measures the link model of `rate` that v's cluster files state (the
+    rate one TCP stream carries, the one-way latency, the CPU the path
+    costs per byte) into v.link_gbit, v.latency and v.link_cpu, printing
+    each figure; False (said) when the latency probe failed. Uses ports
+    5001-5003 inside the namespaces and needs args.probe_mb, latency_us,
+    link_cpu and cores."""
+    mbit = scaling.measure_link(hosts, rate, args.probe_mb)
+    if mbit == mbit and mbit > 0:  # not NaN: the rate the link really carries
+        v.link_gbit[rate] = min(gbit_per_s(rate), mbit / 1000.0)
+    if args.latency_us == "measure":
+        try:
+            v.latency[rate], link, loopback = link_latency_us(hosts, rate, 5002, args.cores)
+        except (RuntimeError, subprocess.SubprocessError, OSError) as error:
+            print("link %s: latency FAILED: %s" % (rate, error), flush=True)
+            return False
+        how = "measured: ping-pong %.1f us - loopback %.1f us" % (link, loopback)
+    else:
+        v.latency[rate] = float(args.latency_us)
+        how = "--latency-us"
+    print("link %s: %.0f Mbit/s measured (one TCP stream, host 1 -> host 0); nic latency %.1f us "
+          "(%s)" % (rate, mbit, v.latency[rate], how), flush=True)
+    if args.link_cpu:
+        v.link_cpu[rate], link, loop = link_cpu_ns_per_byte(
+            hosts, rate, 5003, args.cores, int(min(500, 50 * gbit_per_s(rate))) * 1000000)
+        print("link %s: the path costs %.3f CPU ns per byte per end beyond loopback (%.3f - %.3f)"
+              % (rate, v.link_cpu[rate], link, loop), flush=True)
+    return True
+
+
+def run(args, hosts, out):
+    """Everything between the hosts' start and their teardown; returns the
+    exit status."""
+    v = Validation(args, hosts, out)
+    failed = False
+    configs = args.chosen
+    print("validate: %d configuration(s), out dir %s, steps %d+%d+%d, %d repeat(s), cores %s, "
+          "OPENBLAS_CORETYPE=%s, %s" % (len(configs), out, args.warmup, args.measure, args.warmup,
+                                        args.repeats, args.cores, args.openblas_coretype or "unset",
+                                        scaling.load()), flush=True)
+    if "mlp" in {c.model for c in configs}:
+        print("mlp: 784-2048-2048-10, global batch %d, micro-batches %d (pp, dp_pp)"
+              % (args.mlp_batch, args.micro_batches))
+    if "gpt" in {c.model for c in configs}:
+        print("gpt: %d layers, %d heads, %d channels, block %d, global batch %d, micro-batches %d "
+              "(pp, tp_pp)" % (args.layers, args.heads, args.channels, args.block, args.gpt_batch,
+                               args.micro_batches))
+    if max(c.hosts for c in configs) > len(args.cores):
+        print("more hosts than cores: machines that share a core say so in their cpu_set")
+    for rate in dict.fromkeys(c.rate for c in configs):
+        if not measure_network(args, hosts, v, rate):
+            return 1
+    ok = []
+    for c in configs:
+        try:
+            v.compile(c)
+            ok.append(c)
+        except (RuntimeError, subprocess.SubprocessError, OSError) as error:
+            print("compile %s FAILED: %s" % (c.name, error), flush=True)
+            failed = True
+    doc = {"out_dir": out}
+    if not args.measure_only and ok:
+        try:
+            calibration = args.calibration or v.profile(ok)
+        except (RuntimeError, subprocess.SubprocessError, OSError) as error:
+            print("profile FAILED: %s" % error, flush=True)
+            return 1
+        doc["calibration"] = calibration
+        print("calibration: %s" % calibration, flush=True)
+        for c in ok:
+            try:
+                v.predict(c, calibration)
+                print("predict %-22s %9.2f ms" % (c.name, c.predicted), flush=True)
+            except (RuntimeError, subprocess.SubprocessError, OSError) as error:
+                print("predict %s FAILED: %s" % (c.name, error), flush=True)
+                failed = True
+    for rep in range(args.repeats):
+        for c in ok if rep % 2 == 0 else ok[::-1]:
+            hosts.shape(c.rate)
+            try:
+                last = v.sample(c)
+            except (RuntimeError, subprocess.SubprocessError, OSError) as error:
+                print("rep %d %-22s FAILED: %s" % (rep, c.name, error), flush=True)
+                failed = True
+                continue
+            print("rep %d %-22s step %8.2f ms  (%s)" % (rep, c.name, c.samples[-1], last[:50]),
+                  flush=True)
+        print("after rep %d: %s" % (rep, scaling.load()), flush=True)
+    doc.update(summarize(args, configs))
+    doc["latency_us"] = v.latency
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=1)
+        print("rows: %s" % args.json)
+    if not args.measure_only and "calibration" in doc:
+        print("rerun a prediction: %s simulate --plan %s/NAME.plan.pb --calibration %s --json"
+              % (args.oflite, out, doc["calibration"]))
+    print("out dir: %s" % out)
+    return 1 if failed else 0
+
+
+def main():
+    args = parse_args()
+    if args.list:
+        for c in args.chosen:
+            print(c.name)
+        return 0
+    if os.geteuid() != 0:
+        print("validate: needs root (ip netns, tc)", file=sys.stderr)
+        return 2
+    check = subprocess.run([scaling.NETNS, "check"], capture_output=True, text=True)
+    if check.returncode != 0:
+        print("validate: network namespaces unavailable: " + check.stdout.strip(), file=sys.stderr)
+        return 2
+    why = tools_missing(args)
+    if why:
+        print("validate: " + why, file=sys.stderr)
+        return 2
+    if args.calibration:
+        args.calibration = os.path.abspath(args.calibration)
+    out = os.path.abspath(args.out_dir) if args.out_dir else tempfile.mkdtemp(prefix="validate.")
+    os.makedirs(out, exist_ok=True)
+    print("validate: out dir %s" % out, flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        hosts = scaling.Hosts(max(c.hosts for c in args.chosen))
+    except (RuntimeError, subprocess.SubprocessError, OSError) as error:
+        print("validate: %s" % error, file=sys.stderr)
+        return 1
+    try:
+        return run(args, hosts, out)
+    finally:
+        hosts.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
