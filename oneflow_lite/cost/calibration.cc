@@ -23,7 +23,8 @@ Status ValidateCalibration(const Calibration& calibration, const std::string& so
                                 ", expected 1 (write it again with `oflite profile`)");
   }
   const RuntimeCost& rt = calibration.runtime();
-  if (BadTime(rt.act_us()) || BadTime(rt.message_us()) || BadTime(rt.copy_gbyte_per_s())) {
+  if (BadTime(rt.act_us()) || BadTime(rt.message_us()) || BadTime(rt.copy_gbyte_per_s()) ||
+      BadTime(rt.in_situ_act_us())) {
     return InvalidArgumentError("calibration '", source,
                                 "': runtime has a negative or non-finite figure");
   }

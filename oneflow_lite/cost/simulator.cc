@@ -249,6 +249,12 @@ class Simulation {
     return LinkBetween(plan_.cluster(), a, b, options_.link_gbit_per_s, options_.link_latency_us);
   }
   double TransportLatency() const { return transport_ ? transport_->latency_us() : 0; }
+  // The runtime's cost of one act beyond its kernels: measured inside a
+  // real run when the calibration has it, else on empty actors.
+  double ActCost() const {
+    const RuntimeCost& rt = tables_.runtime();
+    return rt.in_situ_act_us() > 0 ? rt.in_situ_act_us() : rt.act_us();
+  }
   void TryReady(int a, double now);
   void TryRunThread(int t, double now);
   void StartWork(int t, const Work& work, double now);
@@ -425,7 +431,6 @@ Status Simulation::Build() {
     actor.inbox.resize(actor.consumed.size());
   }
   // Act costs.
-  const RuntimeCost& rt = tables_.runtime();
   std::map<int64_t, int> threads_of_machine;
   for (const MachineProto& m : plan_.cluster().machine()) {
     threads_of_machine[m.id()] = CpuThreadsOf(m, std::max(1, options_.host_cores));
@@ -442,7 +447,7 @@ Status Simulation::Build() {
     int64_t in_bytes = 0, out_bytes = 0;
     for (int r : actor.consumed) in_bytes += regsts_[r].bytes;
     for (int r : actor.produced) out_bytes += regsts_[r].bytes;
-    double us = rt.act_us();
+    double us = ActCost();
     switch (task.type()) {
       case TASK_COMPUTE:
       case TASK_SOURCE:
@@ -581,7 +586,7 @@ void Simulation::StartWork(int t, const Work& work, double now) {
     us = actor.act_us;
   } else {
     piece = actor.held_piece;
-    us = work.kind == kCutOut ? actor.cutout_us : tables_.runtime().act_us();
+    us = work.kind == kCutOut ? actor.cutout_us : ActCost();
   }
   int node = AddNode(now, now, pred, actor.label, 0, piece);
   int a = work.actor;

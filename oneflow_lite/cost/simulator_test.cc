@@ -266,6 +266,13 @@ TEST(SimulatorTest, InSituTimesAndFactorsReplaceIsolatedOnes) {
   StatusOr<SimResult> r = SimulatePlan(b.plan(), cal, SimOptions{});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_NEAR(r->step_time_us, 15 + 30, 1e-9);
+  // The runtime's cost per act measured inside a run replaces the one of
+  // empty actors: two acts per step.
+  cal.mutable_runtime()->set_act_us(0.5);
+  cal.mutable_runtime()->set_in_situ_act_us(2);
+  StatusOr<SimResult> with_runtime = SimulatePlan(b.plan(), cal, SimOptions{});
+  ASSERT_TRUE(with_runtime.ok());
+  EXPECT_NEAR(with_runtime->step_time_us, 15 + 30 + 2 * 2, 1e-9);
 }
 
 TEST(SimulatorTest, ExchangeSendsTheWholeTensorToEveryPeerInOneLatency) {

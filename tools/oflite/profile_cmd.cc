@@ -599,6 +599,28 @@ int RunProfile(int argc, char** argv) {
     }
     factors = UpdateInSituFactors(&calibration);
   }
+  // The runtime's cost per act inside the runs: each run's step less its
+  // kernels' in-situ time per iteration, over its acts per iteration (one
+  // per task), pooled over the runs.
+  double residual_us = 0, acts = 0;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    const InSituTrace& run = runs[r].second;
+    if (run.iterations <= 0 || !(run.step_us > 0)) continue;
+    double kernels_us = 0;
+    for (const auto& [key, kernel] : run.kernels) {
+      for (double us : kernel.durations_us) kernels_us += us;
+    }
+    int64_t tasks = 0;
+    for (size_t q = 0; q < parsed.run_plans.size(); ++q) {
+      if (parsed.run_plans[q] != runs[r].first) continue;
+      for (const MachinePlan& m : run_plans[q]->machine()) tasks += m.task_size();
+      break;
+    }
+    if (tasks <= 0) continue;
+    residual_us += std::max(0.0, run.step_us - kernels_us / static_cast<double>(run.iterations));
+    acts += static_cast<double>(tasks);
+  }
+  const double in_situ_act_us = acts > 0 ? residual_us / acts : 0;
 
   // The runtime and the transports (profile/transport_profiler.h); with
   // --update only what the file lacks. A failure here still writes what
@@ -611,7 +633,9 @@ int RunProfile(int argc, char** argv) {
     runtime_options.note = PrintNote;
     StatusOr<RuntimeCost> runtime = profile::ProfileRuntime(runtime_options);
     if (runtime.ok()) {
+      const double kept = calibration.runtime().in_situ_act_us();
       *calibration.mutable_runtime() = *runtime;
+      calibration.mutable_runtime()->set_in_situ_act_us(kept);
       runtime_measured = true;
     } else {
       std::fprintf(stderr, "%s: runtime: %s\n", kProgram, runtime.status().message().c_str());
@@ -663,6 +687,7 @@ int RunProfile(int argc, char** argv) {
   std::sort(calibration.mutable_transport()->begin(), calibration.mutable_transport()->end(),
             [](const TransportCost& a, const TransportCost& b) { return a.name() < b.name(); });
 
+  if (in_situ_act_us > 0) calibration.mutable_runtime()->set_in_situ_act_us(in_situ_act_us);
   calibration.set_version(kCalibrationVersion);
   calibration.set_host(HostName());
   calibration.set_cpu(cpu);
@@ -677,6 +702,11 @@ int RunProfile(int argc, char** argv) {
   std::printf("kernels: %d measured, %d kept, %d not measured%s over %zu plan(s)\n", measured, kept,
               unmeasured, unmeasured > 0 ? " (see the notes)" : "", plans.size());
   for (const auto& [path, run] : runs) PrintRunSummary(path, run, calibration);
+  if (in_situ_act_us > 0) {
+    std::printf("runtime inside the runs: %.2f us per act beyond the kernels (step less kernels, "
+                "over the acts per step)\n",
+                in_situ_act_us);
+  }
   if (!factors.empty()) {
     std::printf("in-situ factors (an op type's kernels: total time in situ / total alone):\n");
     for (const InSituFactor& factor : factors) {

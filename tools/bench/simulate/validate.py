@@ -18,16 +18,21 @@ picks some by name or shell pattern, e.g. 'gpt-*-4h-*'):
 on every --hosts count a layout fits and every --rates link rate.
 
 Every plan is compiled for a cluster file that states what the simulator
-needs: each machine's nic (the --rates link rate; the one-way latency the
-namespace link adds to loopback, measured with latency_probe.py, or
---latency-us), its cpu_set (the core its rank is pinned to, rank r on
---cores[r mod len]: with more hosts than cores, machines share a core and
-their cpu_set says so) and cpu_threads 1 (one compute thread per rank).
+needs: each machine's nic (the rate one TCP stream measured over the
+--rates link; the one-way latency the namespace link adds to loopback,
+measured with latency_probe.py, or --latency-us; the CPU per byte the
+namespace path costs each end beyond loopback, from the cores' busy time
+during a stream, unless --no-link-cpu), its cpu_set (the core its rank is
+pinned to, rank r on --cores[r mod len]: with more hosts than cores,
+machines share a core and their cpu_set says so) and cpu_threads 1 (one
+compute thread per rank).
 Then, unless --measure-only:
   1. one `oflite profile --threads 1 --transports tcp` over the plans (one
      per model, layout and host count: the link rate changes no kernel),
      pinned like rank 0, writes OUT/calibration.pbtxt (or --calibration
-     reuses one),
+     reuses one); unless --no-in-situ it also runs (--run-plan) a one-host
+     plan of each model at the 2-host data-parallel device batch, for the
+     kernels' times inside a real run and the runtime's cost per act there,
   2. `oflite simulate --json` predicts every plan's step time
      (OUT/NAME.simulate.json; its "step_time_ms").
 Measured: samples interleaved (repeat r runs every configuration once, in
@@ -348,7 +353,11 @@ class Validation:
         self.bench.token = "validate-%d" % os.getpid()
         self.jobs = {}
         self.latency = {}  # rate -> one-way µs of the nic
-        self.link_cpu = {}  # rate -> CPU ns per byte the namespace path adds per end
+        # CPU ns per byte the namespace path adds per end: measured once, at
+        # the fastest rate (the most bytes per second of probe, so other
+        # load on the cores weighs least), and stated for every rate (the
+        # path's per-byte work does not depend on the shaping rate).
+        self.link_cpu = {}
         self.link_gbit = {}  # rate -> what one TCP stream carries over it, Gbit/s
         for sub in ("jobs", "logs"):
             os.makedirs(os.path.join(out, sub), exist_ok=True)
@@ -386,7 +395,7 @@ class Validation:
         a = self.args
         nic = 'nic { gbit_per_s: %.4g latency_us: %.1f cpu_ns_per_byte: %.3f }' % (
             self.link_gbit.get(c.rate, gbit_per_s(c.rate)), self.latency[c.rate],
-            self.link_cpu.get(c.rate, 0.0))
+            self.link_cpu.get("path", 0.0))
         cluster = os.path.join(self.out, c.name + ".cluster.pbtxt")
         # cpu_threads 1: what each pinned rank computes with anyway (the
         # runtime gives BLAS the cores of its affinity, one), stated so that
@@ -580,11 +589,12 @@ def measure_network(args, hosts, v, rate):
         how = "--latency-us"
     print("link %s: %.0f Mbit/s measured (one TCP stream, host 1 -> host 0); nic latency %.1f us "
           "(%s)" % (rate, mbit, v.latency[rate], how), flush=True)
-    if args.link_cpu:
-        v.link_cpu[rate], link, loop = link_cpu_ns_per_byte(
+    fastest = max(args.rates, key=gbit_per_s) if getattr(args, "rates", None) else rate
+    if args.link_cpu and rate == fastest:
+        v.link_cpu["path"], link, loop = link_cpu_ns_per_byte(
             hosts, rate, 5003, args.cores, int(min(500, 50 * gbit_per_s(rate))) * 1000000)
-        print("link %s: the path costs %.3f CPU ns per byte per end beyond loopback (%.3f - %.3f)"
-              % (rate, v.link_cpu[rate], link, loop), flush=True)
+        print("link %s: the path costs %.3f CPU ns per byte per end beyond loopback (%.3f - %.3f); "
+              "stated for every rate" % (rate, v.link_cpu["path"], link, loop), flush=True)
     return True
 
 
