@@ -166,11 +166,6 @@ int64_t DevicesOf(const ClusterProto& cluster) {
   return static_cast<int64_t>(cluster.machine_size()) * per;
 }
 
-bool HasHints(const OpConf& op) {
-  return op.output_sbp_hint_size() > 0 || op.input_sbp_hint_size() > 0 ||
-         op.output_grad_sbp_hint_size() > 0;
-}
-
 std::string Short(double us) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.2f ms", us / 1e3);
@@ -470,6 +465,13 @@ StatusOr<AutoParallelResult> ChooseLayout(const Job& trained, const ClusterProto
     if (!plan.ok()) {
       e.error = plan.status().message();
       return e;
+    }
+    if (options.verify) {
+      Status verified = options.verify(*plan);
+      if (!verified.ok()) {
+        e.error = "the compiled plan fails verification: " + verified.message();
+        return e;
+      }
     }
     if (options.measure_missing) {
       Status measured = options.measure_missing(*plan, &result.calibration);

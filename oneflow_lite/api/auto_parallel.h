@@ -62,6 +62,10 @@ struct AutoParallelOptions {
   // calibration what it lacks (the CLI measures the plan's new kernels).
   // May be empty.
   std::function<Status(const Plan&, Calibration*)> measure_missing;
+  // Called with each candidate's plan first: a plan it refuses (the CLI
+  // passes the plan verifier every loader runs) is not a candidate, with
+  // the error in its report entry. May be empty.
+  std::function<Status(const Plan&)> verify;
   // Progress lines for people; may be empty.
   std::function<void(const std::string&)> log;
 };

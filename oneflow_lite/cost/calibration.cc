@@ -178,17 +178,15 @@ const TransportCost* CostTables::transport(const std::string& name) const {
 double CostTables::CollectiveFloorUs(const TransportCost& transport,
                                      CollectiveAlgorithm algorithm, int ranks,
                                      int64_t bytes) const {
+  // Only a curve measured at this rank count: a curve of fewer ranks does
+  // not say how the transport's software grows with more (a ring's bytes
+  // per rank stay about twice the tensor while its steps grow), so other
+  // counts fall back to the latency and stream-rate model.
   const CollectiveCurve* best = nullptr;
   for (const CollectiveCurve& c : transport.collective()) {
-    if (c.algorithm() != algorithm || c.point_size() == 0) continue;
-    if (best == nullptr || std::abs(c.ranks() - ranks) < std::abs(best->ranks() - ranks)) best = &c;
+    if (c.algorithm() == algorithm && c.ranks() == ranks && c.point_size() > 0) best = &c;
   }
   if (best == nullptr) return -1;
-  // Curves at another rank count scale with the ranks' share of the work
-  // (a ring's steps grow with N - 1).
-  double rank_scale = best->ranks() == ranks
-                          ? 1.0
-                          : static_cast<double>(std::max(1, ranks - 1)) / std::max(1, best->ranks() - 1);
   const auto& p = best->point();
   double x = static_cast<double>(std::max<int64_t>(1, bytes));
   double us;
@@ -214,7 +212,7 @@ double CostTables::CollectiveFloorUs(const TransportCost& transport,
     double f = (std::log(x) - lx0) / (lx1 - lx0);
     us = std::exp(ly0 + f * (ly1 - ly0));
   }
-  return us * rank_scale;
+  return us;
 }
 
 double CostTables::TransportCpuNsPerByte(const TransportCost& transport) {

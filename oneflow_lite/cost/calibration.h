@@ -57,9 +57,9 @@ class CostTables {
   // The transport named `name`, or nullptr.
   const TransportCost* transport(const std::string& name) const;
   // The software's time of one collective on `transport` (its measured
-  // curve for the algorithm at the nearest rank count, interpolated in
-  // log-log and scaled beyond the measured range), or -1 when there is no
-  // curve for the algorithm.
+  // curve for the algorithm at this rank count, interpolated in log-log and
+  // extended linearly beyond the measured sizes), or -1 when there is no
+  // such curve (callers then use the transport's latency and stream rate).
   double CollectiveFloorUs(const TransportCost& transport, CollectiveAlgorithm algorithm,
                            int ranks, int64_t bytes) const;
   // Host copy time of `bytes` on one thread.

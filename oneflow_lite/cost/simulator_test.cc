@@ -302,6 +302,17 @@ TEST(SimulatorTest, TransportCurveIsTheFloorOfACollective) {
   // Link: 1000 / 125 + 2 x 10 = 28 us; the measured curve says 500 us at
   // its smallest size, which bounds the time from below.
   EXPECT_NEAR(r->step_time_us, 500, 1e-3);
+
+  // A curve of 2 ranks says nothing of 4: the ring over 4 machines falls
+  // back to the transport's latency (6 steps x 5 us) and stream rate, and
+  // the link's time (1500 / 125 + 6 x 10 = 72 us) is the larger.
+  PlanBuilder four(4);
+  RingPlan(four, 4, 1000, COLLECTIVE_RING_ALL_REDUCE);
+  Calibration c4 = four.MakeCalibration();
+  *c4.add_transport() = *t;
+  StatusOr<SimResult> r4 = SimulatePlan(four.plan(), c4, SimOptions{});
+  ASSERT_TRUE(r4.ok()) << r4.status();
+  EXPECT_NEAR(r4->step_time_us, 72, 1.0);
 }
 
 // A two-stage pipeline of two micro-batches per iteration: per stage a

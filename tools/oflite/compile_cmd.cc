@@ -24,6 +24,7 @@
 #include "oneflow_lite/cost/calibration.h"
 #include "oneflow_lite/cost/kernel_key.h"
 #include "oneflow_lite/kernels/cpu/cpu_threads.h"
+#include "oneflow_lite/plan/plan_verifier.h"
 #include "oneflow_lite/profile/kernel_profiler.h"
 #include "proto/calibration.pb.h"
 #include "tools/oflite/commands.h"
@@ -261,6 +262,7 @@ int RunCompile(int argc, char** argv) {
         return Status::OK();
       };
     }
+    auto_options.verify = [](const Plan& candidate) { return VerifyPlan(candidate); };
     bool quiet = flags.GetBool("quiet");
     auto_options.log = [quiet](const std::string& line) {
       if (!quiet) std::fprintf(stderr, "oflite compile: %s\n", line.c_str());

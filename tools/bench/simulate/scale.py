@@ -33,7 +33,9 @@ up to --auto-max-nodes, default 8: the search compiles and simulates up to
 64 layouts, ~3 minutes for the GPT on 16 nodes, over ten on 64) and the chosen layout's
 simulated step time beside data parallel's. The search adds the kernels of
 its layouts to a copy of the calibration (OUT/calibration.auto.pbtxt); the
-data-parallel rows use the calibration unchanged.
+data-parallel rows use the calibration unchanged. Those kernels are timed
+during the search, minutes after the profile: on a busy host the auto/dp
+ratio mixes figures taken under different loads.
 
 Printed: a table headed PREDICTED (model, network, nodes, step ms,
 samples/s, efficiency, communication and exposed communication ms per
