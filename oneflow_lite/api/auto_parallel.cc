@@ -326,17 +326,11 @@ StatusOr<Job> ApplyLayout(const Job& forward, const LayoutSpec& layout,
     stage_placement.push_back(StagePlacement(cluster, s, layout.stages, layout.hierarchy));
   }
   *job.mutable_conf()->mutable_default_placement() = stage_placement[0];
-  if (layout.stages == 1 && !layout.hierarchy.empty()) {
-    *job.mutable_conf()->mutable_default_placement() = stage_placement[0];
-  }
-  // Stage of each op: by the cuts; a variable goes with its first reader.
+  // Stage of each op: the cuts it is at or past (they ascend); a variable
+  // goes with its first reader.
   std::vector<int> stage(job.op_size(), 0);
   for (int i = 0; i < job.op_size(); ++i) {
-    for (int c : layout.cuts) {
-      if (i >= c) stage[i] = std::max(stage[i], 1 + static_cast<int>(
-                                                     std::find(layout.cuts.begin(), layout.cuts.end(), c) -
-                                                     layout.cuts.begin()));
-    }
+    while (stage[i] < static_cast<int>(layout.cuts.size()) && i >= layout.cuts[stage[i]]) ++stage[i];
   }
   std::map<std::string, int> index_of;
   for (int i = 0; i < job.op_size(); ++i) index_of[job.op(i).name()] = i;

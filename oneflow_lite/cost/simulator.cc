@@ -273,7 +273,6 @@ class Simulation {
   void NotePiece(int64_t piece, double end) {
     if (piece >= 0 && piece < static_cast<int64_t>(piece_end_.size())) {
       piece_end_[piece] = std::max(piece_end_[piece], end);
-      piece_last_node_end_[piece] = std::max(piece_last_node_end_[piece], end);
     }
   }
   void Record(int64_t machine, const std::string& track, const std::string& name,
@@ -314,7 +313,6 @@ class Simulation {
   std::vector<std::string> labels_;
   std::unordered_map<std::string, int> label_ids_;
   std::vector<double> piece_end_;
-  std::vector<double> piece_last_node_end_;
   std::vector<int> piece_final_node_;
   std::map<int64_t, std::vector<Interval>> comm_intervals_;
   std::map<int64_t, double> egress_bytes_;
@@ -902,7 +900,6 @@ StatusOr<SimResult> Simulation::Run() {
   }
   RETURN_IF_ERROR(Build());
   piece_end_.assign(iterations_, 0);
-  piece_last_node_end_.assign(iterations_, 0);
   piece_final_node_.assign(iterations_, -1);
   for (size_t a = 0; a < actors_.size(); ++a) TryReady(static_cast<int>(a), 0);
   int64_t events = 0;

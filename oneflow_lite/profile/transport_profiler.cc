@@ -1,4 +1,5 @@
 #include "oneflow_lite/profile/transport_profiler.h"
+#include "oneflow_lite/profile/temp_directory.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -1020,30 +1021,6 @@ Status ProbeTransport(const std::string& transport) {
   return Status::OK();
 }
 
-class TempDirectory {
- public:
-  ~TempDirectory() {
-    if (path_.empty()) return;
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  Status Create() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern =
-        std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/oflite-profile-XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      return UnavailableError("cannot create a directory like '", pattern,
-                              "': ", std::strerror(errno));
-    }
-    path_ = pattern;
-    return Status::OK();
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 }  // namespace
 
 // ------------------------------------------------------------ public API
@@ -1205,7 +1182,7 @@ StatusOr<std::vector<TransportCost>> ProfileTransports(const TransportProfileOpt
     for (int world : worlds) runs.push_back({transport, world, world == 2, true});
   }
   TempDirectory directory;
-  RETURN_IF_ERROR(directory.Create());
+  RETURN_IF_ERROR(directory.Create("oflite-profile"));
 
   std::map<std::string, RunFigures> by_transport;
   std::vector<std::string> failures;

@@ -22,7 +22,6 @@
 #include "oneflow_lite/compiler/compiler.h"
 #include "oneflow_lite/compiler/plan_summary.h"
 #include "oneflow_lite/cost/calibration.h"
-#include "oneflow_lite/cost/kernel_key.h"
 #include "oneflow_lite/kernels/cpu/cpu_threads.h"
 #include "oneflow_lite/plan/plan_verifier.h"
 #include "oneflow_lite/profile/kernel_profiler.h"

@@ -64,6 +64,7 @@
 #include "oneflow_lite/kernels/cpu/cpu_threads.h"
 #include "oneflow_lite/plan/plan_verifier.h"
 #include "oneflow_lite/profile/kernel_profiler.h"
+#include "oneflow_lite/profile/temp_directory.h"
 #include "oneflow_lite/profile/transport_profiler.h"
 #include "oneflow_lite/session/flags.h"
 #include "proto/calibration.pb.h"
@@ -252,35 +253,6 @@ std::string CheckFlags(const FlagSet& flags, const std::vector<std::string>& pla
   return "";
 }
 
-// A directory for one run's trace and output, removed with its contents
-// when it goes.
-class TempDirectory {
- public:
-  TempDirectory() = default;
-  TempDirectory(const TempDirectory&) = delete;
-  TempDirectory& operator=(const TempDirectory&) = delete;
-  ~TempDirectory() {
-    if (path_.empty()) return;
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  Status Create() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern =
-        std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/oflite-profile-run-XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      return UnavailableError("cannot create a directory like '", pattern,
-                              "': ", std::strerror(errno));
-    }
-    path_ = pattern;
-    return Status::OK();
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 // This program's own file: the runs use the same oflite as the profile.
 StatusOr<std::string> SelfExecutable() {
   std::string path(4096, '\0');
@@ -318,8 +290,8 @@ StatusOr<InSituTrace> MeasureInSitu(const std::string& path, const Plan& plan,
                                     const ProfileFlags& flags) {
   const std::string where = "--run-plan: plan '" + path + "'";
   ASSIGN_OR_RETURN(const std::string self, SelfExecutable());
-  TempDirectory dir;
-  RETURN_IF_ERROR(dir.Create().WithContext(where));
+  profile::TempDirectory dir;
+  RETURN_IF_ERROR(dir.Create("oflite-profile-run").WithContext(where));
   const std::string trace_path = dir.path() + "/t.json";
   const std::string log_path = dir.path() + "/run.log";
   comm::RankProcess run;

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "oneflow_lite/common/proto_io.h"
+#include "oneflow_lite/compiler/plan_summary.h"
 #include "oneflow_lite/cost/calibration.h"
 #include "oneflow_lite/cost/simulator.h"
 #include "oneflow_lite/plan/plan_verifier.h"
@@ -41,18 +42,6 @@ std::string Ms(double us) {
   return buf;
 }
 
-std::string HumanBytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 4) {
-    bytes /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
-  return buf;
-}
-
 void PrintText(const std::string& plan_path, const cost::SimResult& r) {
   std::printf("predicted step time: %s  (iterations %lld simulated, steady state over %lld; "
               "first iteration %s)\n",
@@ -68,8 +57,9 @@ void PrintText(const std::string& plan_path, const cost::SimResult& r) {
   for (const cost::SimMachineStat& m : r.machines) {
     std::printf("  %-8lld %11.1f%% %14s %16s %14s %12s\n", static_cast<long long>(m.machine),
                 100 * m.compute_busy_share, Ms(m.comm_us_per_step).c_str(),
-                Ms(m.exposed_comm_us_per_step).c_str(), HumanBytes(m.egress_bytes_per_step).c_str(),
-                HumanBytes(static_cast<double>(m.memory_bytes)).c_str());
+                Ms(m.exposed_comm_us_per_step).c_str(),
+                compiler::HumanBytes(static_cast<int64_t>(m.egress_bytes_per_step)).c_str(),
+                compiler::HumanBytes(m.memory_bytes).c_str());
   }
   std::printf("\nthreads:\n");
   for (const cost::SimThreadStat& t : r.threads) {

@@ -101,42 +101,24 @@ class Setting:
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    validate.add_shared_arguments(p)
     p.add_argument("--calibration", required=True,
                    help="the calibration to search with (e.g. OUT/calibration.pbtxt of validate.py); "
                         "copied into --out-dir, the copy is what the compiles use and extend")
     p.add_argument("--hand", default="", help="the --json of a validate.py run: its fastest layout "
                                               "per setting is printed beside (another run)")
     p.add_argument("--models", default="mlp,gpt", help="comma list of mlp, gpt")
-    p.add_argument("--hosts", default="2,4", help="comma list of host counts")
-    p.add_argument("--rates", default="1gbit,10gbit", help="link rates (tc syntax: 1gbit, 100mbit)")
     p.add_argument("--repeats", type=int, default=3, help="samples per framework and setting (median)")
-    p.add_argument("--warmup", type=int, default=5, help="steps before (and after) the window")
-    p.add_argument("--measure", type=int, default=20, help="steps in the timed window")
-    p.add_argument("--mlp-batch", type=int, default=128, help="the MLP's global batch")
-    p.add_argument("--gpt-batch", type=int, default=32, help="the GPT's global batch (sequences)")
-    p.add_argument("--layers", type=int, default=4, help="the GPT's blocks")
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--channels", type=int, default=128)
-    p.add_argument("--block", type=int, default=64)
-    p.add_argument("--cores", default="0,1", help="cores; rank r runs on cores[r mod len]")
     p.add_argument("--search-seconds", type=int, default=0,
                    help="oflite compile --search-seconds (default: the compile's own budget)")
     p.add_argument("--latency-us", default="measure",
                    help="one-way link latency of the cluster files' nic, or 'measure' (validate.py)")
-    p.add_argument("--no-link-cpu", dest="link_cpu", action="store_false",
-                   help="do not measure the CPU the namespace path costs per byte")
-    p.add_argument("--probe-mb", type=int, default=100, help="MB sent to measure each link rate")
     p.add_argument("--out-dir", default="", help="jobs, cluster files, plans, the calibration copy "
                                                  "and logs (default: a new temp dir, kept)")
     p.add_argument("--json", default="", help="write every row to this file")
     p.add_argument("--smoke", action="store_true",
                    help="tiny GPT, MLP batch 16, 1 repeat, 2+3+2 steps: checks that everything runs")
-    p.add_argument("--oflite", default=os.path.join(WORKSPACE, "bazel-bin/tools/oflite/oflite"))
-    p.add_argument("--gpt-char", default=os.path.join(WORKSPACE, "bazel-bin/examples/gpt_char"))
-    p.add_argument("--write-job",
-                   default=os.path.join(WORKSPACE, "bazel-bin/tools/bench/scaling/write_scaling_job"))
     p.add_argument("--python", default="/usr/bin/python3", help="interpreter with torch (the DDP peers)")
-    p.add_argument("--timeout", type=int, default=900, help="bound of one sample, seconds")
     p.add_argument("--compile-timeout", type=int, default=1800,
                    help="bound of one oflite compile --auto-parallel, seconds")
     p.add_argument("--openblas-coretype", default="auto",

@@ -129,28 +129,40 @@ def all_configs(args):
             for rate in args.rates for layout, fits in layouts_of(model) if fits(nhosts)]
 
 
-def parse_args():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--configs", default="*",
-                   help="comma list of configuration names or shell patterns (default: all; --list)")
-    p.add_argument("--list", action="store_true", help="print the configuration names and exit")
+def add_shared_arguments(p):
+    """The flags validate.py and auto_vs_ddp.py share: hosts and links, the
+    two models' sizes, steps, pinning and the binaries."""
     p.add_argument("--hosts", default="2,4", help="comma list of host counts")
     p.add_argument("--rates", default="1gbit,10gbit", help="link rates (tc syntax: 1gbit, 100mbit)")
-    p.add_argument("--repeats", type=int, default=3, help="samples per configuration (median; >= 3)")
     p.add_argument("--warmup", type=int, default=5, help="steps before (and after) the window")
     p.add_argument("--measure", type=int, default=20, help="steps in the timed window")
     p.add_argument("--mlp-batch", type=int, default=128, help="the MLP's global batch")
     p.add_argument("--gpt-batch", type=int, default=32, help="the GPT's global batch (sequences)")
-    p.add_argument("--micro-batches", type=int, default=4, help="of the pipelined layouts")
     p.add_argument("--layers", type=int, default=4, help="the GPT's blocks")
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--channels", type=int, default=128)
     p.add_argument("--block", type=int, default=64)
     p.add_argument("--cores", default="0,1", help="cores; rank r runs on cores[r mod len]")
-    p.add_argument("--no-in-situ", dest="in_situ", action="store_false",
-                   help="profile kernels in isolation only (no one-host reference run)")
     p.add_argument("--no-link-cpu", dest="link_cpu", action="store_false",
                    help="do not measure the CPU the namespace path costs per byte")
+    p.add_argument("--oflite", default=os.path.join(WORKSPACE, "bazel-bin/tools/oflite/oflite"))
+    p.add_argument("--gpt-char", default=os.path.join(WORKSPACE, "bazel-bin/examples/gpt_char"))
+    p.add_argument("--write-job",
+                   default=os.path.join(WORKSPACE, "bazel-bin/tools/bench/scaling/write_scaling_job"))
+    p.add_argument("--probe-mb", type=int, default=100, help="MB sent to measure each link rate")
+    p.add_argument("--timeout", type=int, default=900, help="bound of one sample, seconds")
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_shared_arguments(p)
+    p.add_argument("--configs", default="*",
+                   help="comma list of configuration names or shell patterns (default: all; --list)")
+    p.add_argument("--list", action="store_true", help="print the configuration names and exit")
+    p.add_argument("--repeats", type=int, default=3, help="samples per configuration (median; >= 3)")
+    p.add_argument("--micro-batches", type=int, default=4, help="of the pipelined layouts")
+    p.add_argument("--no-in-situ", dest="in_situ", action="store_false",
+                   help="profile kernels in isolation only (no one-host reference run)")
     p.add_argument("--latency-us", default="measure",
                    help="one-way link latency written to each machine's nic (microseconds), or "
                         "'measure': 1-byte TCP ping-pong over the namespace link minus the same "
@@ -165,14 +177,8 @@ def parse_args():
     p.add_argument("--json", default="", help="write every row and the summary to this file")
     p.add_argument("--smoke", action="store_true",
                    help="tiny GPT, MLP batch 16, 1 repeat, 2+3+2 steps: checks that everything runs")
-    p.add_argument("--oflite", default=os.path.join(WORKSPACE, "bazel-bin/tools/oflite/oflite"))
-    p.add_argument("--gpt-char", default=os.path.join(WORKSPACE, "bazel-bin/examples/gpt_char"))
-    p.add_argument("--write-job",
-                   default=os.path.join(WORKSPACE, "bazel-bin/tools/bench/scaling/write_scaling_job"))
     p.add_argument("--write-test-job",
                    default=os.path.join(WORKSPACE, "bazel-bin/oneflow_lite/testing/write_test_job"))
-    p.add_argument("--probe-mb", type=int, default=100, help="MB sent to measure each link rate")
-    p.add_argument("--timeout", type=int, default=900, help="bound of one sample, seconds")
     p.add_argument("--profile-timeout", type=int, default=3600, help="bound of oflite profile, seconds")
     p.add_argument("--simulate-timeout", type=int, default=300, help="bound of one oflite simulate")
     p.add_argument("--openblas-coretype", default="auto",
