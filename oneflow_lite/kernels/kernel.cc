@@ -32,35 +32,57 @@ const TensorDesc& KernelInitContext::Output(const std::string& arg, int index) c
   return DescAt(outputs, arg, index, op);
 }
 
-int KernelContext::InputCount(const std::string& arg) const {
-  auto it = inputs_.find(arg);
-  return it == inputs_.end() ? 0 : static_cast<int>(it->second.size());
+void KernelContext::Bind(const std::string& arg, Blob* blob, std::vector<Binding>* bindings) {
+  bindings->push_back(Binding{arg, Count(*bindings, arg), blob});
 }
 
+const KernelContext::Binding* KernelContext::Find(const std::vector<Binding>& bindings,
+                                                  const std::string& arg, int index) {
+  for (size_t i = 0; i < bindings.size(); ++i) {
+    if (bindings[i].arg != arg) continue;
+    // The bindings of one arg are usually made one after another.
+    const size_t guess = i + static_cast<size_t>(index);
+    if (index >= 0 && guess < bindings.size() && bindings[guess].index == index &&
+        bindings[guess].arg == arg) {
+      return &bindings[guess];
+    }
+    for (size_t j = i; j < bindings.size(); ++j) {
+      if (bindings[j].index == index && bindings[j].arg == arg) return &bindings[j];
+    }
+    return nullptr;
+  }
+  return nullptr;
+}
+
+int KernelContext::Count(const std::vector<Binding>& bindings, const std::string& arg) {
+  int count = 0;
+  for (const Binding& binding : bindings) count += binding.arg == arg ? 1 : 0;
+  return count;
+}
+
+int KernelContext::InputCount(const std::string& arg) const { return Count(inputs_, arg); }
+
 const Blob& KernelContext::Input(const std::string& arg, int index) const {
-  auto it = inputs_.find(arg);
-  CHECK(it != inputs_.end() && index < static_cast<int>(it->second.size()))
+  const Binding* binding = Find(inputs_, arg, index);
+  CHECK(binding != nullptr && binding->blob != nullptr)
       << "op '" << op_->name() << "': input " << arg << "[" << index << "] not bound";
-  return *it->second[index];
+  return *binding->blob;
 }
 
 Blob* KernelContext::MutableInput(const std::string& arg, int index) {
-  auto it = inputs_.find(arg);
-  CHECK(it != inputs_.end() && index < static_cast<int>(it->second.size()))
+  const Binding* binding = Find(inputs_, arg, index);
+  CHECK(binding != nullptr && binding->blob != nullptr)
       << "op '" << op_->name() << "': input " << arg << "[" << index << "] not bound";
-  return it->second[index];
+  return binding->blob;
 }
 
-int KernelContext::OutputCount(const std::string& arg) const {
-  auto it = outputs_.find(arg);
-  return it == outputs_.end() ? 0 : static_cast<int>(it->second.size());
-}
+int KernelContext::OutputCount(const std::string& arg) const { return Count(outputs_, arg); }
 
 Blob* KernelContext::Output(const std::string& arg, int index) {
-  auto it = outputs_.find(arg);
-  CHECK(it != outputs_.end() && index < static_cast<int>(it->second.size()))
+  const Binding* binding = Find(outputs_, arg, index);
+  CHECK(binding != nullptr && binding->blob != nullptr)
       << "op '" << op_->name() << "': output " << arg << "[" << index << "] not bound";
-  return it->second[index];
+  return binding->blob;
 }
 
 StatusOr<std::unique_ptr<Kernel>> CreateKernel(const OpConf& op, DeviceType device,

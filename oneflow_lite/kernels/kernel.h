@@ -67,10 +67,18 @@ class KernelContext {
   int OutputCount(const std::string& arg) const;
   Blob* Output(const std::string& arg, int index = 0);
 
-  // Binding, used by the runtime / executor before each call.
-  void BindInput(const std::string& arg, Blob* blob) { inputs_[arg].push_back(blob); }
-  void BindOutput(const std::string& arg, Blob* blob) { outputs_[arg].push_back(blob); }
+  // Binding, used by the runtime / executor before each call: the k-th
+  // BindInput of `arg` is Input(arg, k).
+  void BindInput(const std::string& arg, Blob* blob) { Bind(arg, blob, &inputs_); }
+  void BindOutput(const std::string& arg, Blob* blob) { Bind(arg, blob, &outputs_); }
   void set_iteration(int64_t it) { iteration_ = it; }
+  // A context kept from call to call (the runtime binds once, at plan load)
+  // only swaps the blobs: the k-th binding in the order they were made.
+  int bound_input_count() const { return static_cast<int>(inputs_.size()); }
+  int bound_output_count() const { return static_cast<int>(outputs_.size()); }
+  void RebindInput(int k, Blob* blob) { inputs_[static_cast<size_t>(k)].blob = blob; }
+  void RebindOutput(int k, Blob* blob) { outputs_[static_cast<size_t>(k)].blob = blob; }
+  Blob* bound_output(int k) const { return outputs_[static_cast<size_t>(k)].blob; }
 
   template <typename... Args>
   Status Error(const Args&... args) const {
@@ -79,11 +87,24 @@ class KernelContext {
   }
 
  private:
+  // One bound blob: the `index`-th of `arg`. Ops have a handful of args, so
+  // a flat list searched in order beats a map, and a kept context reuses it.
+  struct Binding {
+    std::string arg;
+    int index = 0;
+    Blob* blob = nullptr;
+  };
+  static void Bind(const std::string& arg, Blob* blob, std::vector<Binding>* bindings);
+  // The binding of (arg, index), or null.
+  static const Binding* Find(const std::vector<Binding>& bindings, const std::string& arg,
+                             int index);
+  static int Count(const std::vector<Binding>& bindings, const std::string& arg);
+
   const OpConf* op_;
   const DeviceContext* device_;
   int64_t iteration_;
-  std::map<std::string, std::vector<Blob*>> inputs_;
-  std::map<std::string, std::vector<Blob*>> outputs_;
+  std::vector<Binding> inputs_;
+  std::vector<Binding> outputs_;
 };
 
 class Kernel {

@@ -11,9 +11,11 @@
 #ifndef ONEFLOW_LITE_RUNTIME_ACTOR_H_
 #define ONEFLOW_LITE_RUNTIME_ACTOR_H_
 
+#include <algorithm>
 #include <cstdint>
-#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "oneflow_lite/common/status.h"
 #include "oneflow_lite/runtime/actor_message.h"
@@ -45,11 +47,67 @@ class Actor {
   virtual Status ReportDeferredErrors() { return Status::OK(); }
 };
 
+// Registers by regst desc id, in ascending id order: a sorted vector, since
+// an act has a handful of registers and is built on every act. Once its
+// capacity has grown, filling it again after clear() allocates nothing.
+class RegstMap {
+ public:
+  using value_type = std::pair<int64_t, Regst*>;
+  using const_iterator = std::vector<value_type>::const_iterator;
+
+  // The slot of `desc_id`, inserted (null) in id order when absent.
+  Regst*& operator[](int64_t desc_id) {
+    // Acts fill it in id order: appending is the common case.
+    if (entries_.empty() || entries_.back().first < desc_id) {
+      entries_.emplace_back(desc_id, nullptr);
+      return entries_.back().second;
+    }
+    auto it = LowerBound(desc_id);
+    if (it == entries_.end() || it->first != desc_id) it = entries_.insert(it, {desc_id, nullptr});
+    return it->second;
+  }
+  const_iterator find(int64_t desc_id) const {
+    auto it = LowerBound(desc_id);
+    return it != entries_.end() && it->first == desc_id ? it : entries_.end();
+  }
+  // CHECK-fails when absent (like std::map::at's throw, a caller's bug).
+  Regst* at(int64_t desc_id) const {
+    auto it = find(desc_id);
+    CHECK(it != entries_.end()) << "no register " << desc_id << " in this act";
+    return it->second;
+  }
+  size_t count(int64_t desc_id) const { return find(desc_id) != entries_.end() ? 1 : 0; }
+  size_t size() const { return entries_.size(); }
+  bool empty() const { return entries_.empty(); }
+  void clear() { entries_.clear(); }
+  const_iterator begin() const { return entries_.begin(); }
+  const_iterator end() const { return entries_.end(); }
+
+ private:
+  std::vector<value_type>::iterator LowerBound(int64_t desc_id) {
+    return std::lower_bound(entries_.begin(), entries_.end(), desc_id,
+                            [](const value_type& e, int64_t id) { return e.first < id; });
+  }
+  const_iterator LowerBound(int64_t desc_id) const {
+    return std::lower_bound(entries_.begin(), entries_.end(), desc_id,
+                            [](const value_type& e, int64_t id) { return e.first < id; });
+  }
+
+  std::vector<value_type> entries_;
+};
+
 // The registers of one act, by regst desc id.
 struct ActContext {
-  int64_t piece_id = 0;                  // the iteration being computed
-  std::map<int64_t, Regst*> consumed;    // front readable register per desc
-  std::map<int64_t, Regst*> produced;    // the copy being written per desc
+  int64_t piece_id = 0;  // the iteration being computed
+  RegstMap consumed;     // front readable register per desc
+  RegstMap produced;     // the copy being written per desc
+
+  // For reuse from act to act without allocating.
+  void Reset() {
+    piece_id = 0;
+    consumed.clear();
+    produced.clear();
+  }
 };
 
 // What an actor does when it acts; one per task type (compute, source,

@@ -77,7 +77,15 @@ StatusOr<std::unique_ptr<KernelRunner>> KernelRunner::Create(const TaskProto& ta
     StatusOr<std::unique_ptr<Kernel>> kernel =
         CreateAndInitKernel(init, task.device_type(), conf.dtype());
     if (!kernel.ok()) return kernel.status().WithContext(where);
-    runner->entries_.push_back(Entry{&conf, std::move(kernel).value()});
+    Entry entry{&conf, std::move(kernel).value()};
+    if (env.device == nullptr || !env.device->IsAsync()) {
+      entry.context = std::make_unique<KernelContext>(conf.op(), env.device, 0);
+      for (const BlobBinding& binding : conf.input()) entry.context->BindInput(binding.arg(), nullptr);
+      for (const BlobBinding& binding : conf.output()) {
+        entry.context->BindOutput(binding.arg(), nullptr);
+      }
+    }
+    runner->entries_.push_back(std::move(entry));
   }
   if (!task.graph_replay()) return runner;
   // A device without graphs (the CPU) runs such a task kernel by kernel as
@@ -183,7 +191,39 @@ Status KernelRunner::ReportDeferredErrors() const {
   return Status::OK();
 }
 
+Status KernelRunner::RunInline(const Entry& entry, ActContext* context) {
+  KernelContext* call = entry.context.get();
+  const KernelConf& conf = *entry.conf;
+  for (int k = 0; k < conf.input_size(); ++k) {
+    ASSIGN_OR_RETURN(Blob * blob, ResolveBinding(conf.input(k), context));
+    call->RebindInput(k, blob);
+  }
+  for (int k = 0; k < conf.output_size(); ++k) {
+    ASSIGN_OR_RETURN(Blob * blob, ResolveBinding(conf.output(k), context));
+    call->RebindOutput(k, blob);
+  }
+  const int64_t piece = context->piece_id;
+  call->set_iteration(piece);
+  const OpConf& op = conf.op();
+  Status status;
+  {
+    trace::Slice traced("kernel", op.name(), &entry.trace_name);
+    status = entry.kernel->Forward(call);
+  }
+  if (!status.ok()) {
+    // Kernels name their op and iteration through ctx.Error; add it if not.
+    if (status.message().find("'" + op.name() + "'") != std::string::npos) return status;
+    return status.WithContext("op '" + op.name() + "' (" + op.op_type() + ") at iteration " +
+                              std::to_string(piece));
+  }
+  if (!env_->check_nan) return Status::OK();
+  std::vector<const Blob*> outputs;
+  for (int k = 0; k < call->bound_output_count(); ++k) outputs.push_back(call->bound_output(k));
+  return CheckFinite(entry, outputs, piece);
+}
+
 Status KernelRunner::RunOne(const Entry& entry, ActContext* context) {
+  if (entry.context != nullptr) return RunInline(entry, context);
   // Bindings resolve on the actor's thread; the kernel runs in stream order
   // (now, or later on the stream's own thread: DeviceContext::Launch).
   auto bound = std::make_shared<BoundBlobs>();
@@ -219,15 +259,17 @@ Status KernelRunner::RunOne(const Entry& entry, ActContext* context) {
   } else {
     RETURN_IF_ERROR(device->Launch(std::move(work)));
   }
-  if (env_->check_nan) RETURN_IF_ERROR(CheckFinite(entry, *bound, piece));
-  return Status::OK();
+  if (!env_->check_nan) return Status::OK();
+  std::vector<const Blob*> outputs;
+  for (const auto& [arg, blob] : bound->outputs) outputs.push_back(blob);
+  return CheckFinite(entry, outputs, piece);
 }
 
-Status KernelRunner::CheckFinite(const Entry& entry, const BoundBlobs& bound,
+Status KernelRunner::CheckFinite(const Entry& entry, const std::vector<const Blob*>& outputs,
                                  int64_t piece) const {
   const KernelContext names(entry.conf->op(), env_->device, piece);  // for Error()
-  for (size_t k = 0; k < bound.outputs.size(); ++k) {
-    const Blob* output = bound.outputs[k].second;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const Blob* output = outputs[k];
     const BlobBinding& binding = entry.conf->output(static_cast<int>(k));
     if (output->dtype() != DT_FLOAT && output->dtype() != DT_DOUBLE) continue;
     // An asynchronous device's output is read through its stream, once done.

@@ -67,6 +67,11 @@ class KernelRunner {
   struct Entry {
     const KernelConf* conf = nullptr;
     std::unique_ptr<Kernel> kernel;
+    // On a synchronous device (kernels run inside Launch's call) the call's
+    // context is built once, bound in the conf's order, and each act only
+    // swaps its blobs: no allocation per act. Null on an asynchronous device,
+    // whose queued work needs a context of its own per call.
+    std::unique_ptr<KernelContext> context;
     // The op's name as interned on the trace track of the thread that runs
     // the kernel (only a stream thread has one).
     mutable trace::InternedName trace_name;
@@ -90,7 +95,10 @@ class KernelRunner {
   Status RunReplayed(ActContext* context);
   void StopReplay(const std::string& why);
   Status RunOne(const Entry& entry, ActContext* context);
-  Status CheckFinite(const Entry& entry, const BoundBlobs& bound, int64_t piece) const;
+  // RunOne on a synchronous device, through entry.context.
+  Status RunInline(const Entry& entry, ActContext* context);
+  Status CheckFinite(const Entry& entry, const std::vector<const Blob*>& outputs,
+                     int64_t piece) const;
 
   const TaskProto* task_;
   const ActorEnv* env_;

@@ -22,6 +22,8 @@
 #include <atomic>
 #include <cstdint>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "oneflow_lite/common/status.h"
 #include "oneflow_lite/runtime/actor_message.h"
@@ -53,7 +55,7 @@ class LocalMessageBus final : public MessageBus {
   // `stream_key` is StreamKeyOfTaskId of the actors the inbox serves.
   // Only while no other thread can send: before any sender exists, or
   // between BeginBuild and EndBuild.
-  void RegisterInbox(int64_t stream_key, Inbox* inbox) { inboxes_[stream_key] = inbox; }
+  void RegisterInbox(int64_t stream_key, Inbox* inbox);
   // The runtime registers its inboxes between these. A send from another
   // thread meanwhile (an abort listener that an actor under construction
   // registered, run by a transport's progress thread when a peer is lost) is
@@ -68,15 +70,24 @@ class LocalMessageBus final : public MessageBus {
   Status DeliverLocal(const ActorMessage& message);
 
   int64_t machine_id() const { return machine_id_; }
-  // Messages routed so far (local and remote); for benchmarks.
-  int64_t sent_count() const { return sent_.load(std::memory_order_relaxed); }
+  // Messages Send routed so far (local and remote; refused ones do not
+  // count); for benchmarks.
+  // Counted where they land (by each inbox, and here for remote ones), so
+  // that no counter is shared by the threads on every message.
+  int64_t sent_count() const;
 
  private:
+  Status Deliver(const ActorMessage& message, bool counted);
+
   const int64_t machine_id_;
   std::unordered_map<int64_t, Inbox*> inboxes_;
+  // The same, for a scan: a machine has a handful of streams, and comparing
+  // a few keys is cheaper than hashing one on every message. Empty when
+  // there are too many streams (then the hash map answers).
+  std::vector<std::pair<int64_t, Inbox*>> few_inboxes_;
   std::atomic<bool> building_{false};
   RemoteRoute* remote_ = nullptr;
-  std::atomic<int64_t> sent_{0};
+  std::atomic<int64_t> sent_remote_{0};
 };
 
 }  // namespace oflite

@@ -7,6 +7,7 @@
 namespace oflite {
 
 void ConsumedSlots::AddDesc(int64_t regst_desc_id, int64_t producer_id) {
+  if (slots_.count(regst_desc_id) == 0) ++empty_slots_;
   slots_[regst_desc_id];
   producer_[regst_desc_id] = producer_id;
   ended_[regst_desc_id] = false;
@@ -18,6 +19,7 @@ Status ConsumedSlots::OnProduced(Regst* regst) {
     return InvalidArgumentError("register ", regst->desc->regst_desc_id(),
                                 " produced to an actor that does not consume it");
   }
+  if (it->second.empty()) --empty_slots_;
   it->second.push_back(regst);
   return Status::OK();
 }
@@ -32,12 +34,7 @@ Status ConsumedSlots::OnEndOfData(int64_t regst_desc_id) {
   return Status::OK();
 }
 
-bool ConsumedSlots::AllReadable() const {
-  for (const auto& [id, queue] : slots_) {
-    if (queue.empty()) return false;
-  }
-  return true;
-}
+bool ConsumedSlots::AllReadable() const { return empty_slots_ == 0; }
 
 Regst* ConsumedSlots::Front(int64_t regst_desc_id) const {
   auto it = slots_.find(regst_desc_id);
@@ -47,11 +44,16 @@ Regst* ConsumedSlots::Front(int64_t regst_desc_id) const {
 
 std::vector<Regst*> ConsumedSlots::PopFronts() {
   std::vector<Regst*> fronts;
-  for (auto& [id, queue] : slots_) {
-    fronts.push_back(queue.front());
-    queue.pop_front();
-  }
+  PopFronts(&fronts);
   return fronts;
+}
+
+void ConsumedSlots::PopFronts(std::vector<Regst*>* fronts) {
+  for (auto& [id, queue] : slots_) {
+    fronts->push_back(queue.front());
+    queue.pop_front();
+    if (queue.empty()) ++empty_slots_;
+  }
 }
 
 bool ConsumedSlots::AllDrained() const {
@@ -83,20 +85,18 @@ void ProducedSlots::AddDesc(int64_t regst_desc_id, std::vector<Regst*> regsts,
   slots.mutating.assign(slots.regsts.size(), false);
   slots.readers = std::move(readers);
   slots.mutators = std::move(mutators);
+  descs_without_free_ = 0;
+  for (const auto& [id, desc] : free_) descs_without_free_ += desc.free.empty() ? 1 : 0;
 }
 
-bool ProducedSlots::AllHaveFree() const {
-  for (const auto& [id, slots] : free_) {
-    if (slots.free.empty()) return false;
-  }
-  return true;
-}
+bool ProducedSlots::AllHaveFree() const { return descs_without_free_ == 0; }
 
 Regst* ProducedSlots::Acquire(int64_t regst_desc_id) {
   DescSlots& slots = free_.at(regst_desc_id);
   CHECK(!slots.free.empty()) << "no free copy of register " << regst_desc_id;
   Regst* regst = slots.free.front();
   slots.free.pop_front();
+  if (slots.free.empty()) ++descs_without_free_;
   return regst;
 }
 
@@ -105,6 +105,7 @@ const std::vector<int64_t>& ProducedSlots::MarkProduced(Regst* regst) {
   const bool readers_first = !slots.readers.empty();
   const std::vector<int64_t>& send_to = readers_first ? slots.readers : slots.mutators;
   if (send_to.empty()) {
+    if (slots.free.empty()) --descs_without_free_;
     slots.free.push_back(regst);
   } else {
     slots.outstanding[regst->index] = static_cast<int>(send_to.size());
@@ -132,6 +133,7 @@ Status ProducedSlots::OnReturned(int64_t regst_desc_id, int32_t index,
     return Status::OK();
   }
   slots.mutating[index] = false;
+  if (slots.free.empty()) --descs_without_free_;
   slots.free.push_back(slots.regsts[index]);
   return Status::OK();
 }

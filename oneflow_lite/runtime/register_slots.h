@@ -36,6 +36,8 @@ class ConsumedSlots {
   Regst* Front(int64_t regst_desc_id) const;
   // Removes the front register of every desc; returns them (desc order).
   std::vector<Regst*> PopFronts();
+  // The same, appended to `*fronts` (which a caller may reuse: no allocation).
+  void PopFronts(std::vector<Regst*>* fronts);
   // Every producer sent end-of-data and nothing is left to read.
   bool AllDrained() const;
   // "waiting for regst 7 from m0/cpu0/s0/t1; ..." for the watchdog.
@@ -47,6 +49,9 @@ class ConsumedSlots {
   std::map<int64_t, std::deque<Regst*>> slots_;
   std::map<int64_t, int64_t> producer_;
   std::map<int64_t, bool> ended_;
+  // Slots with no readable register: AllReadable without a scan, which an
+  // actor with many inputs would otherwise pay on every message.
+  int empty_slots_ = 0;
 };
 
 class ProducedSlots {
@@ -83,6 +88,7 @@ class ProducedSlots {
     std::vector<int64_t> mutators;
   };
   std::map<int64_t, DescSlots> free_;
+  int descs_without_free_ = 0;  // AllHaveFree without a scan
 };
 
 }  // namespace oflite

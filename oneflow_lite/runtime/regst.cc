@@ -1,5 +1,7 @@
 #include "oneflow_lite/runtime/regst.h"
 
+#include <algorithm>
+
 namespace oflite {
 
 StatusOr<std::unique_ptr<RegstStore>> RegstStore::Create(const MachinePlan& plan,
@@ -10,7 +12,35 @@ StatusOr<std::unique_ptr<RegstStore>> RegstStore::Create(const MachinePlan& plan
       RETURN_IF_ERROR(store->AddDesc(desc, zones).WithContext("task '" + task.name() + "'"));
     }
   }
+  store->BuildDenseIndex();
   return store;
+}
+
+void RegstStore::BuildDenseIndex() {
+  dense_.clear();
+  if (regsts_.empty()) return;
+  int64_t low = regsts_.begin()->first;
+  int64_t high = low;
+  for (const auto& [id, copies] : regsts_) {
+    low = std::min(low, id);
+    high = std::max(high, id);
+  }
+  // A table at most a few times the number of descs (plans number their
+  // registers densely; anything else keeps the hash map).
+  const int64_t span = high - low + 1;
+  if (span > 4 * static_cast<int64_t>(regsts_.size()) + 1024) return;
+  dense_base_ = low;
+  dense_.assign(static_cast<size_t>(span), nullptr);
+  for (const auto& [id, copies] : regsts_) dense_[static_cast<size_t>(id - low)] = &copies;
+}
+
+const std::vector<std::unique_ptr<Regst>>* RegstStore::CopiesOf(int64_t regst_desc_id) const {
+  if (!dense_.empty()) {
+    const uint64_t slot = static_cast<uint64_t>(regst_desc_id - dense_base_);
+    return slot < dense_.size() ? dense_[slot] : nullptr;
+  }
+  auto it = regsts_.find(regst_desc_id);
+  return it == regsts_.end() ? nullptr : &it->second;
 }
 
 Status RegstStore::AddDesc(const RegstDescProto& desc, const MemoryZones& zones) {
@@ -64,11 +94,11 @@ const RegstDescProto* RegstStore::FindDesc(int64_t regst_desc_id) const {
 }
 
 StatusOr<Regst*> RegstStore::Find(int64_t regst_desc_id, int32_t index) const {
-  auto it = regsts_.find(regst_desc_id);
-  if (it == regsts_.end() || index < 0 || index >= static_cast<int32_t>(it->second.size())) {
+  const std::vector<std::unique_ptr<Regst>>* copies = CopiesOf(regst_desc_id);
+  if (copies == nullptr || index < 0 || index >= static_cast<int32_t>(copies->size())) {
     return NotFoundError("no register ", regst_desc_id, "[", index, "] on this machine");
   }
-  return it->second[index].get();
+  return (*copies)[static_cast<size_t>(index)].get();
 }
 
 Regst* RegstStore::Get(int64_t regst_desc_id, int32_t index) const {

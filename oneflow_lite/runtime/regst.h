@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "oneflow_lite/common/status.h"
@@ -49,9 +50,18 @@ class RegstStore {
 
  private:
   Status AddDesc(const RegstDescProto& desc, const MemoryZones& zones);
+  // After the last AddDesc: the direct table below, when the ids are dense.
+  void BuildDenseIndex();
+  const std::vector<std::unique_ptr<Regst>>* CopiesOf(int64_t regst_desc_id) const;
 
-  std::map<int64_t, const RegstDescProto*> descs_;
-  std::map<int64_t, std::vector<std::unique_ptr<Regst>>> regsts_;
+  // Hashed: every message names its register, and a plan has hundreds.
+  std::unordered_map<int64_t, const RegstDescProto*> descs_;
+  std::unordered_map<int64_t, std::vector<std::unique_ptr<Regst>>> regsts_;
+  // The copies of desc id dense_base_ + i at dense_[i] (null: no such desc):
+  // an index instead of a hash on every message. Empty when the ids are
+  // too sparse for a table (then the hash map answers).
+  int64_t dense_base_ = 0;
+  std::vector<const std::vector<std::unique_ptr<Regst>>*> dense_;
 };
 
 }  // namespace oflite

@@ -63,14 +63,17 @@ bool RegstActor::ReadyToAct() const {
 }
 
 Status RegstActor::ActOnce() {
-  ActContext context;
+  ActContext& context = act_;  // reused: no allocation per act once warm
+  context.Reset();
   if (is_source()) {
     context.piece_id = next_piece_++;
   } else {
     RETURN_IF_ERROR(protocol_.ReadInputs(&context));
   }
   protocol_.AcquireOutputs(context.piece_id, &context);
-  RETURN_IF_ERROR(body_->Act(&context).WithContext("actor '" + name() + "'"));
+  Status acted = body_->Act(&context);
+  // The context only on failure: no string per act on the hot path.
+  if (!acted.ok()) return acted.WithContext("actor '" + name() + "'");
   outbox_.clear();  // reused: no allocation per act once warm
   protocol_.CompleteAct(context, &outbox_);
   return SendOrDefer(outbox_, context.piece_id);

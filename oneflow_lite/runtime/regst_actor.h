@@ -110,6 +110,7 @@ class RegstActor final : public Actor {
   int64_t next_piece_ = 0;  // sources only
   bool finished_ = false;
   std::vector<ActorMessage> outbox_;  // the messages of the act being completed
+  ActContext act_;                    // the registers of the act being run
   std::deque<Deferred> in_flight_;  // deferral order
   int64_t next_tag_ = 0;
   std::shared_ptr<CompletionErrors> completion_errors_ = std::make_shared<CompletionErrors>();

@@ -111,8 +111,9 @@ void RegstProtocol::AcquireOutputs(int64_t piece, ActContext* context) {
 
 void RegstProtocol::CompleteAct(const ActContext& context, std::vector<ActorMessage>* send) {
   ++act_count_;
-  std::vector<Regst*> consumed;
-  if (has_local_inputs()) consumed = consumed_.PopFronts();
+  std::vector<Regst*>& consumed = popped_;  // kept: no allocation per act
+  consumed.clear();
+  if (has_local_inputs()) consumed_.PopFronts(&consumed);
   for (const auto& [desc_id, regst] : context.produced) {
     for (int64_t consumer : produced_.MarkProduced(regst)) {
       send->push_back(

@@ -126,6 +126,7 @@ class RegstProtocol {
   std::set<std::pair<int64_t, int64_t>> stream_ordered_;
   bool end_of_data_sent_ = false;
   int64_t act_count_ = 0;
+  std::vector<Regst*> popped_;  // CompleteAct's scratch
 };
 
 }  // namespace oflite

@@ -1,6 +1,7 @@
 #include "oneflow_lite/runtime/runtime.h"
 
 #include <map>
+#include <vector>
 #include <sstream>
 #include <thread>
 
@@ -35,12 +36,17 @@ class Runtime::StreamThread {
   }
   const std::map<int64_t, Hosted>& actors() const { return actors_; }
 
-  void Start() { thread_ = std::thread([this] { Loop(); }); }
+  void Start() {
+    BuildLookup();
+    thread_ = std::thread([this] { Loop(); });
+  }
   void Join() {
     if (thread_.joinable()) thread_.join();
   }
   void Close() { inbox_.Close(); }
   void SetTraceTrack(trace::Track* track) { trace_track_ = track; }
+  // Messages handled so far (for the watchdog; any thread may read).
+  int64_t handled() const { return handled_.load(std::memory_order_relaxed); }
   // After Join: destroys the context, which first runs (or cancels) every
   // completion callback it accepted, while the actors still exist.
   void ReleaseDevice() {
@@ -51,15 +57,42 @@ class Runtime::StreamThread {
  private:
   void Loop();
   int CountUnfinished() const;
+  // The actor a message is for, or null.
+  Hosted* Lookup(int64_t actor_id) {
+    const uint64_t slot = static_cast<uint64_t>(actor_id - lookup_base_);
+    if (slot < lookup_.size()) {
+      Hosted* hosted = lookup_[slot];
+      return hosted != nullptr && hosted->actor->id() == actor_id ? hosted : nullptr;
+    }
+    if (!lookup_.empty()) return nullptr;
+    auto it = actors_.find(actor_id);
+    return it == actors_.end() ? nullptr : &it->second;
+  }
+  // Task ids of one stream differ in their task index only, which the
+  // compiler numbers densely: a table indexed by id answers each message
+  // without a search. Ids too sparse for a table leave it empty.
+  void BuildLookup() {
+    lookup_.clear();
+    if (actors_.empty()) return;
+    const int64_t low = actors_.begin()->first;
+    const int64_t span = actors_.rbegin()->first - low + 1;
+    if (span > 4 * static_cast<int64_t>(actors_.size()) + 1024) return;
+    lookup_base_ = low;
+    lookup_.assign(static_cast<size_t>(span), nullptr);
+    for (auto& [id, hosted] : actors_) lookup_[static_cast<size_t>(id - low)] = &hosted;
+  }
 
   Runtime* runtime_;
   const int64_t key_;
   Inbox inbox_;
   std::unique_ptr<DeviceContext> device_;
   ActorEnv env_;
-  std::map<int64_t, Hosted> actors_;
+  std::map<int64_t, Hosted> actors_;  // in id order, for starting and reports
+  int64_t lookup_base_ = 0;            // Lookup's table: id lookup_base_ + i at [i]
+  std::vector<Hosted*> lookup_;
   std::thread thread_;
   trace::Track* trace_track_ = nullptr;  // owned by the tracer; null: untraced
+  std::atomic<int64_t> handled_{0};
 };
 
 int Runtime::StreamThread::CountUnfinished() const {
@@ -75,19 +108,23 @@ void Runtime::StreamThread::Loop() {
   }
   int unfinished = CountUnfinished();
   trace::ScopedCurrentTrack traced(trace_track_);
+  inbox_.BindOwner();
+  int64_t handled = 0;
   while (unfinished > 0 && !runtime_->aborted_.load(std::memory_order_acquire)) {
     std::optional<ActorMessage> message = inbox_.Pop(std::chrono::milliseconds(50));
     if (!message) continue;
-    runtime_->progress_.fetch_add(1, std::memory_order_relaxed);
-    auto it = actors_.find(message->dst_actor_id);
-    if (it == actors_.end()) {
+    // Only this thread writes its count (no shared counter bounced between
+    // threads on every message); the watchdog reads the sum.
+    handled_.store(++handled, std::memory_order_relaxed);
+    Hosted* hosted = Lookup(message->dst_actor_id);
+    if (hosted == nullptr) {
       runtime_->Abort(InternalError("thread ", key_, ": message for unknown actor: ",
                                     message->ToString()));
       break;
     }
-    Actor* actor = it->second.actor.get();
+    Actor* actor = hosted->actor.get();
     const bool was_finished = actor->finished();
-    HandleTrace handle_trace(*message, actor->name(), &it->second.trace_name,
+    HandleTrace handle_trace(*message, actor->name(), &hosted->trace_name,
                              actor->RecordsActs());
     Status status = actor->Handle(*message);
     if (!status.ok()) {
@@ -115,6 +152,7 @@ void Runtime::StreamThread::Loop() {
       }
     }
   }
+  inbox_.UnbindOwner();
   std::vector<std::string> waiting;
   for (const auto& [id, hosted] : actors_) {
     if (!hosted.actor->finished()) waiting.push_back(hosted.actor->DescribeWaiting());
@@ -315,16 +353,22 @@ void Runtime::ThreadDone(const std::vector<std::string>& waiting) {
   changed_.notify_all();
 }
 
+int64_t Runtime::Progress() const {
+  int64_t sum = 0;
+  for (const auto& thread : threads_) sum += thread->handled();
+  return sum;
+}
+
 void Runtime::Watch() {
   const int total = static_cast<int>(threads_.size());
-  int64_t last_progress = progress_.load();
+  int64_t last_progress = Progress();
   auto last_change = std::chrono::steady_clock::now();
   const auto tick = std::min(options_.watchdog_timeout / 4 + std::chrono::milliseconds(1),
                              std::chrono::milliseconds(100));
   std::unique_lock<std::mutex> lock(mutex_);
   while (threads_done_ < total && !aborted_.load()) {
     changed_.wait_for(lock, tick);
-    const int64_t progress = progress_.load();
+    const int64_t progress = Progress();
     const auto now = std::chrono::steady_clock::now();
     if (progress != last_progress) {
       last_progress = progress;

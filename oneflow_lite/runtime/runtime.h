@@ -141,6 +141,8 @@ class Runtime {
   void Abort(const Status& status);
   void ThreadDone(const std::vector<std::string>& waiting);
   void Watch();
+  // Messages handled by every thread so far (the watchdog's sign of life).
+  int64_t Progress() const;
 
   const MachinePlan* plan_;
   RuntimeOptions options_;
@@ -155,7 +157,6 @@ class Runtime {
   bool ran_ = false;
 
   std::atomic<bool> aborted_{false};
-  std::atomic<int64_t> progress_{0};
   std::mutex mutex_;
   std::condition_variable changed_;
   Status first_error_;                // guarded by mutex_

@@ -44,7 +44,7 @@ void FormatActArgs(const trace::EventRecord& record, std::string* /*name*/, std:
   if (numbers[2] >= 0) *out += ",\"idle_before_us\":" + std::to_string(numbers[2] / 1000);
 }
 
-int64_t* AppendRegsts(const std::map<int64_t, Regst*>& regsts, int64_t* out) {
+int64_t* AppendRegsts(const RegstMap& regsts, int64_t* out) {
   for (const auto& [desc_id, regst] : regsts) {
     *out++ = desc_id;
     *out++ = regst->index;

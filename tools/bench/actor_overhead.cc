@@ -10,9 +10,12 @@
 //       [--iters 2000] [--repeats 5] [--threads 1] [--help]
 // --threads T spreads the actors over T device streams (T threads),
 // round-robin; 1 keeps the protocol cost apart from cross-thread wake-ups.
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -77,6 +80,7 @@ Plan DiamondPlan(int actors, int threads, int64_t iters) {
 
 struct Figures {
   double us_per_act = 0;
+  double cpu_us_per_act = 0;  // the process's CPU time (all threads) per act
   double messages_per_second = 0;
   double loop_us_per_call = 0;
 };
@@ -114,18 +118,28 @@ double PlainLoopSeconds(const Plan& plan, int64_t iters) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
 }
 
+double ProcessCpuSeconds() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
 Figures Measure(const Plan& plan, int64_t iters, int repeats) {
-  std::vector<double> us_per_act, messages_per_second, loop_us;
+  std::vector<double> us_per_act, cpu_us_per_act, messages_per_second, loop_us;
   for (int r = 0; r < repeats; ++r) {
     auto runtime = Runtime::Create(plan, RuntimeOptions{}).value();
+    const double cpu_before = ProcessCpuSeconds();
     CHECK_OK(runtime->Run());
+    const double cpu = ProcessCpuSeconds() - cpu_before;
     const RunStats& stats = runtime->stats();
     us_per_act.push_back(stats.seconds * 1e6 / stats.acts);
+    cpu_us_per_act.push_back(cpu * 1e6 / stats.acts);
     messages_per_second.push_back(stats.messages / stats.seconds);
     const double loop = PlainLoopSeconds(plan, iters);
     loop_us.push_back(loop * 1e6 / stats.acts);
   }
-  return Figures{Median(us_per_act), Median(messages_per_second), Median(loop_us)};
+  return Figures{Median(us_per_act), Median(cpu_us_per_act), Median(messages_per_second),
+                 Median(loop_us)};
 }
 
 struct Options {
@@ -158,16 +172,20 @@ int Run(const Options& options) {
   const int threads = options.threads;
   std::printf("actor_overhead: %lld iterations, %d threads, median of %d runs\n",
               static_cast<long long>(iters), threads, repeats);
-  std::printf("%-8s %7s %12s %14s %16s\n", "shape", "actors", "us/act", "messages/s",
-              "plain loop us/call");
+  std::printf("%-8s %7s %12s %12s %14s %16s\n", "shape", "actors", "us/act", "cpu us/act",
+              "messages/s", "plain loop us/call");
   for (const char* shape : {"chain", "diamond"}) {
     for (int actors : options.actor_counts) {
       const Plan plan = !std::strcmp(shape, "chain") ? ChainPlan(actors, threads, iters)
                                                      : DiamondPlan(actors, threads, iters);
       const Figures f = Measure(plan, iters, repeats);
-      std::printf("%-8s %7d %12.3f %14.0f %16.4f\n", shape, actors, f.us_per_act,
-                  f.messages_per_second, f.loop_us_per_call);
+      std::printf("%-8s %7d %12.3f %12.3f %14.0f %16.4f\n", shape, actors, f.us_per_act,
+                  f.cpu_us_per_act, f.messages_per_second, f.loop_us_per_call);
     }
+  }
+  double load[3] = {0, 0, 0};
+  if (getloadavg(load, 3) == 3) {
+    std::printf("load average %.2f %.2f %.2f (at the end)\n", load[0], load[1], load[2]);
   }
   return 0;
 }
