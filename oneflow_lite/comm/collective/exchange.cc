@@ -1,9 +1,9 @@
 #include "oneflow_lite/comm/collective/exchange.h"
 
 #include <cstring>
-#include <thread>
 #include <vector>
 
+#include "oneflow_lite/comm/spin_wait.h"
 #include "oneflow_lite/comm/wire.h"
 #include "oneflow_lite/common/data_type.h"
 #include "oneflow_lite/common/partition.h"
@@ -246,13 +246,16 @@ void ExchangeCommunicator::FailLocked(const Status& status) {
 Status ExchangeCommunicator::WaitFor(const std::vector<int>& peers, uint64_t key,
                                      const std::vector<size_t>& bytes, Deadline deadline,
                                      std::unique_lock<std::mutex>* lock) {
-  // The peers' pieces usually follow within microseconds: poll for wait_spin
-  // before sleeping on the condition variable, whose wake-up would cost
-  // about as much as the whole exchange. Polling drives the transport from
-  // this thread where the provider can (Transport::Poll: shm reads its
+  // The peers' pieces usually follow within microseconds: poll for up to
+  // wait_spin before sleeping on the condition variable, whose wake-up would
+  // cost about as much as the whole exchange. Polling drives the transport
+  // from this thread where the provider can (Transport::Poll: shm reads its
   // rings and runs OnPiece here, without the progress thread's hop), else
-  // yields. Done, the transport's progress thread resumes by itself.
-  const Clock::time_point spin_until = Clock::now() + options_.wait_spin;
+  // yields as SpinWait says, which stops early while the host is
+  // oversubscribed (comm/spin_wait.h). Done, the transport's progress
+  // thread resumes by itself.
+  SpinWait spin(options_.wait_spin);
+  bool spinning = true;
   bool polled = false;
   while (true) {
     RETURN_IF_ERROR(HealthLocked());
@@ -280,10 +283,10 @@ Status ExchangeCommunicator::WaitFor(const std::vector<int>& peers, uint64_t key
       return DeadlineExceededError("exchange all-reduce: rank ", rank_, " still waits for rank ",
                                    missing, "'s data of call ", key / 2);
     }
-    if (Clock::now() < spin_until) {
+    if (spinning) {
       lock->unlock();  // OnPiece takes it, also inside Poll
       polled = true;
-      if (!transport_->Poll()) std::this_thread::yield();
+      spinning = transport_->Poll() ? !spin.Expired() : spin.Idle();
       lock->lock();
       continue;
     }

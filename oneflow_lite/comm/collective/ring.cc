@@ -1,8 +1,7 @@
 #include "oneflow_lite/comm/collective/ring.h"
 
-#include <thread>
-
 #include "oneflow_lite/comm/memory/bounce_buffers.h"  // kReplyBit
+#include "oneflow_lite/comm/spin_wait.h"
 #include "oneflow_lite/comm/wire.h"
 #include "oneflow_lite/common/data_type.h"
 #include "oneflow_lite/common/partition.h"
@@ -14,27 +13,28 @@ namespace {
 
 constexpr std::chrono::milliseconds kStatusPoll{20};
 
-// Yields, or with `poll` polls `transport` (Transport::Poll: shm runs the
-// neighbour's READY and the WRITEs' completions on this thread, yielding
-// only when it found nothing), with `lock` released, until `done()`
-// (checked under the lock) or `spin` passes (CollectiveOptions::wait_spin,
-// wait_poll); true when done. Before returning false (the caller sleeps
-// next) it ends polling, so the transport's progress thread takes over at
-// once.
+// Polls until `done()` (checked under `lock`) for at most `spin`
+// (CollectiveOptions::wait_spin), yielding between checks as SpinWait says
+// (comm/spin_wait.h: not at all while the host is oversubscribed), or with
+// `poll` (wait_poll) driving `transport` (Transport::Poll: shm runs the
+// neighbour's READY and the WRITEs' completions on this thread) and
+// yielding only when that found nothing. `lock` is released while it
+// waits. True when done; before returning false (the caller sleeps next)
+// it ends polling, so the transport's progress thread takes over at once.
 template <typename Done>
 bool SpinBriefly(Transport* transport, bool poll, std::unique_lock<std::mutex>* lock,
                  std::chrono::microseconds spin, Done done) {
-  const Clock::time_point until = Clock::now() + spin;
+  SpinWait wait(spin);
   bool polled = false;
   while (!done()) {
-    if (Clock::now() >= until) {
-      if (polled) transport->EndPolling();
-      return false;
-    }
     lock->unlock();  // the handlers and callbacks take it
-    polled = poll;
-    if (!poll || !transport->Poll()) std::this_thread::yield();
+    polled |= poll;
+    const bool again = poll && transport->Poll() ? !wait.Expired() : wait.Idle();
     lock->lock();
+    if (!again) {
+      if (polled) transport->EndPolling();
+      return done();
+    }
   }
   return true;
 }

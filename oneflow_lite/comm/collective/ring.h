@@ -66,7 +66,8 @@ struct CollectiveOptions {
   // core halted). 0: sleep at once. 200 us rather than 50: with ranks bound
   // to cores, a neighbour a little late no longer costs a sleep and a
   // wake-up (docs/benchmarks.md, "Spin bounds"); the polls yield, so a
-  // runnable thread of the core goes first.
+  // runnable thread of the core goes first, and stop early while the host
+  // is oversubscribed (comm/spin_wait.h).
   std::chrono::microseconds wait_spin{200};
   // While it polls, drive the transport (Transport::Poll: shm then runs the
   // WRITEs, their completions and the READY handlers on this thread) instead

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "oneflow_lite/comm/ibverbs/ibverbs_transport_impl.h"
+#include "oneflow_lite/comm/spin_wait.h"
 #include "oneflow_lite/comm/verbs_api/verbs_library.h"
 
 namespace oflite {
@@ -290,7 +291,9 @@ void IbverbsTransport::RunProgress() {
     for (auto& call : deferred) call();
     if (count > 0) {
       idle_rounds = 0;
-    } else if (++idle_rounds < ibverbs_options_.busy_poll_rounds) {
+    } else if (++idle_rounds < ibverbs_options_.busy_poll_rounds && !HostOversubscribed()) {
+      // Yields while the host has a CPU to spare; on an oversubscribed one
+      // it goes straight to waiting (comm/spin_wait.h).
       std::this_thread::yield();
     } else if (channel_ != nullptr) {
       WaitForCompletion(std::chrono::milliseconds(10));

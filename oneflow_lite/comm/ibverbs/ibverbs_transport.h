@@ -67,7 +67,8 @@ struct IbverbsOptions {
   std::chrono::milliseconds shutdown_timeout{2000};
   // Call ibv_fork_init() before opening the device (--ib_fork_safe).
   bool fork_safe = true;
-  // Idle progress thread: after `busy_poll_rounds` empty polls it arms the
+  // Idle progress thread: after `busy_poll_rounds` empty polls (yielding
+  // in between; none on an oversubscribed host, comm/spin_wait.h) it arms the
   // CQ and sleeps on a completion channel (no CPU while idle), waking at
   // least every 10 ms for heartbeats. false, or an api without completion
   // channels: poll with a back-off up to 640 us instead.

@@ -14,6 +14,7 @@
 
 #include "oneflow_lite/comm/caller_progress.h"
 #include "oneflow_lite/comm/shm/shm_transport_impl.h"
+#include "oneflow_lite/comm/spin_wait.h"
 
 namespace oflite {
 namespace comm {
@@ -21,10 +22,6 @@ namespace shm {
 namespace {
 
 constexpr int kMaxSleepMs = 100;  // bounds how late a credit timeout is seen
-// A yield that keeps the spinning progress thread off the CPU this long
-// means other threads wait for the cores (an oversubscribed host): it then
-// stops spinning and sleeps.
-constexpr auto kOffCpuGap = std::chrono::microseconds(20);
 constexpr auto kHandshakeTimeout = std::chrono::milliseconds(2000);
 
 class ShmRegion : public MemoryRegion {
@@ -445,14 +442,18 @@ bool ShmTransportImpl::CallersPolling(Clock::time_point now) const {
 
 void ShmTransportImpl::ProgressLoop() {
   ::prctl(PR_SET_TIMERSLACK, kCallerProgressTimerSlackNs, 0, 0, 0);
-  Clock::time_point idle_since = Clock::now(), last_events = idle_since;
-  bool off_cpu = false;  // the last yield kept us off the CPU for long
+  Clock::time_point last_events = Clock::now();
+  // Between polls that found nothing it yields (so a thread of ours or the
+  // peer's can run), for at most `spin`, and not at all while the host is
+  // oversubscribed (comm/spin_wait.h): polling would then take the CPU from
+  // whoever must produce our next event.
+  SpinWait spin(shm_.spin);
   while (!stopping_.load()) {
     Clock::time_point now = Clock::now();
     if (CallersPolling(now)) {
       NapWhilePolled();
-      idle_since = last_events = Clock::now();
-      off_cpu = false;
+      last_events = Clock::now();
+      spin.Reset();
       continue;
     }
     bool worked;
@@ -461,8 +462,7 @@ void ShmTransportImpl::ProgressLoop() {
       worked = PollOnceLocked(now);
     }
     if (worked) {
-      idle_since = now;
-      off_cpu = false;
+      spin.Reset();
       // Busy: still look at the sockets now and then (a peer may be gone).
       if (now - last_events > std::chrono::milliseconds(5)) {
         HandleEvents(0);
@@ -470,18 +470,10 @@ void ShmTransportImpl::ProgressLoop() {
       }
       continue;
     }
-    // Spin (yielding, so a thread of ours or the peer's can run) unless the
-    // last yield kept us off the CPU for long: then the host has more
-    // runnable threads than cores, and spinning would take the CPU from
-    // whoever must produce our next event.
-    if (now - idle_since < shm_.spin && !off_cpu) {
-      std::this_thread::yield();
-      off_cpu = Clock::now() - now > kOffCpuGap;
-      continue;
-    }
+    if (spin.Idle()) continue;
     SleepUntilWoken();
-    idle_since = last_events = Clock::now();
-    off_cpu = false;
+    last_events = Clock::now();
+    spin.Reset();
   }
 }
 

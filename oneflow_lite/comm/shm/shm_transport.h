@@ -11,9 +11,9 @@
 //     read from the shared tail); only messages beyond the credits wait in
 //     the backlog for the progress thread.
 //   * Wake-ups: each transport has one progress thread and one eventfd
-//     doorbell, passed to every peer. The thread spins (yielding) for
-//     `spin` before it sleeps in epoll, less when a yield kept it off the
-//     CPU for long (an oversubscribed host); before sleeping it raises its
+//     doorbell, passed to every peer. The thread polls (yielding) for
+//     `spin` before it sleeps in epoll, not at all while the host is
+//     oversubscribed (comm/spin_wait.h); before sleeping it raises its
 //     `sleeping` word in each segment, and a peer that publishes a message
 //     or returns credits rings the doorbell only then (no system call per
 //     message under load).
@@ -64,7 +64,8 @@ namespace shm {
 struct ShmOptions {
   // Regions registered at once, at most (a power of two).
   uint32_t region_table_capacity = 1u << 16;
-  // How long the progress thread polls the rings before it sleeps.
+  // How long the progress thread polls the rings (yielding in between,
+  // comm/spin_wait.h) before it sleeps.
   std::chrono::microseconds spin{50};
   // READ/WRITE of at most this many bytes are copied by the posting thread
   // inside Post* (the completion, and the connection failure a bad copy

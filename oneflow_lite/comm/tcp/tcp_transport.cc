@@ -20,6 +20,7 @@
 
 #include "oneflow_lite/comm/caller_progress.h"
 #include "oneflow_lite/comm/socket_util.h"
+#include "oneflow_lite/comm/spin_wait.h"
 #include "oneflow_lite/comm/tcp/tcp_transport_impl.h"
 #include "oneflow_lite/comm/wire.h"
 
@@ -466,7 +467,11 @@ void TcpTransportImpl::ProgressLoop() {
     if (away > kGrace) stalled += away;
     mark = now;
   };
-  Clock::time_point last_event = mark - tcp_.busy_poll;
+  // After events, poll without sleeping for up to busy_poll, yielding in
+  // between (SpinWait: not at all while the host is oversubscribed,
+  // comm/spin_wait.h); then block in epoll_wait.
+  SpinWait spin(tcp_.busy_poll);
+  bool polling = false;
   while (!stopping_) {
     const Clock::time_point wait_begin = Clock::now();
     account(wait_begin, Clock::duration::zero());
@@ -478,18 +483,18 @@ void TcpTransportImpl::ProgressLoop() {
       const Clock::duration napped = NapWhilePolled(next_tick);
       const Clock::time_point woke = Clock::now();
       account(woke, napped);
-      last_event = woke;  // busy-poll a while when the callers are done
+      spin.Reset();  // busy-poll a while when the callers are done
+      polling = true;
       if (woke >= next_tick) count = epoll_wait(epoll_fd_, events, 64, 0);
     } else {
-      const bool polling = wait_begin - last_event < tcp_.busy_poll;
       const int wait_ms = polling ? 0 : kTickMilliseconds;
       count = epoll_wait(epoll_fd_, events, 64, wait_ms);
-      const Clock::time_point woke = Clock::now();
-      account(woke, std::chrono::milliseconds(wait_ms));
+      account(Clock::now(), std::chrono::milliseconds(wait_ms));
       if (count > 0) {
-        last_event = woke;
+        spin.Reset();
+        polling = true;
       } else if (polling) {
-        std::this_thread::yield();  // a runnable thread of this host goes first
+        polling = spin.Idle();  // yields first; false: block next round
       }
     }
     // A caller's Poll may have handled these events meanwhile: handled

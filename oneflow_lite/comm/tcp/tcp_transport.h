@@ -53,8 +53,9 @@ struct TcpOptions {
   // this long before it blocks in epoll_wait again: a reply that follows
   // soon is picked up without a wake-up (5-10 us each on a loaded host,
   // ~45 us when the core halted on this VM). The polls yield, so runnable
-  // threads of the core go first; costs at most this much CPU per burst of
-  // traffic; 0 disables. 200 us, measured against 50 (docs/benchmarks.md,
+  // threads of the core go first, and stop early while the host is
+  // oversubscribed (comm/spin_wait.h); costs at most this much CPU per
+  // burst of traffic; 0 disables. 200 us, measured against 50 (docs/benchmarks.md,
   // "Spin bounds").
   std::chrono::microseconds busy_poll{200};
   // Caller progress (transport.h, Transport::Poll): a thread waiting for a

@@ -8,8 +8,15 @@ RingWorker::~RingWorker() {
   if (!thread_.joinable()) return;
   // Destroyed with a collective in flight: the runtime aborted. The peers
   // may never finish this ring; do not wait for its deadline.
-  options_.cancel->Cancel(AbortedError("collective actor '", options_.actor_name,
-                                       "' destroyed with its ring collective in flight"));
+  if (busy_) {
+    options_.cancel->Cancel(AbortedError("collective actor '", options_.actor_name,
+                                         "' destroyed with its ring collective in flight"));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
   thread_.join();
 }
 
@@ -19,14 +26,46 @@ Status RingWorker::Allocate(int64_t bytes) {
 }
 
 void RingWorker::Start(int64_t piece, std::function<void()> done) {
-  if (thread_.joinable()) thread_.join();
   busy_ = true;
   piece_ = piece;
-  thread_ = std::thread([this, piece, done = std::move(done)] {
-    trace::ScopedCurrentTrack traced(options_.track, piece);
-    status_ = Run();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_ = std::move(done);
+    posted_ = true;
+    finished_ = false;
+  }
+  if (!thread_.joinable()) {
+    thread_ = std::thread([this] { Loop(); });
+  } else {
+    changed_.notify_all();
+  }
+}
+
+void RingWorker::Loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    // Idle until the next Start or the destructor (a posted collective
+    // still runs first: cancelled, it ends at once and `done` is called as
+    // for any other outcome).
+    changed_.wait(lock, [this] { return posted_ || stopping_; });
+    if (!posted_) return;
+    posted_ = false;
+    const int64_t piece = piece_;
+    std::function<void()> done = std::move(done_);
+    lock.unlock();
+    Status status;
+    {
+      trace::ScopedCurrentTrack traced(options_.track, piece);
+      status = Run();
+    }
+    lock.lock();
+    status_ = std::move(status);
+    finished_ = true;
+    lock.unlock();
+    changed_.notify_all();
     done();
-  });
+    lock.lock();
+  }
 }
 
 Status RingWorker::Finish(int64_t piece) {
@@ -34,7 +73,10 @@ Status RingWorker::Finish(int64_t piece) {
     return InternalError("ring completion of piece ", piece,
                          " without a collective of it in flight");
   }
-  thread_.join();
+  // `done` came after `finished_` was set, so this does not wait; the
+  // collective itself was bounded by its deadline.
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [this] { return finished_; });
   busy_ = false;
   return status_;
 }

@@ -7,10 +7,13 @@
 // by `timeout`, and cancelled within a status poll by `cancel`). When the
 // collective ends, whatever its outcome, the worker calls `done` (on the
 // worker thread; it must only post a message); the actor then calls Finish
-// on its own thread, which joins the worker and returns the outcome.
-// Destroying the worker with a collective in flight cancels it (the runtime
-// aborted; the peers may never finish this ring, so teardown does not wait
-// for its deadline) and joins.
+// on its own thread, which returns the outcome. The thread is started by
+// the first Start and then waits for the next one: a thread per collective
+// cost a clone, an exit and a join every step, and on a host whose ranks
+// are not bound to cores a new thread may start on any CPU. Destroying the
+// worker with a collective in flight cancels it (the runtime aborted; the
+// peers may never finish this ring, so teardown does not wait for its
+// deadline); then it stops the thread and joins it.
 //
 // Thread safety: Start, Finish, busy, piece and the destructor on the
 // actor's thread only; `cancel` may be set from any thread. `net`,
@@ -19,9 +22,11 @@
 #define ONEFLOW_LITE_RUNTIME_COMMNET_RING_WORKER_H_
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -64,13 +69,14 @@ class RingWorker {
 
   // Runs the collective on buffer() for `piece` on the worker thread.
   void Start(int64_t piece, std::function<void()> done);
-  // After `done`: joins the worker; the collective's outcome. Internal error
-  // when no collective of `piece` is in flight.
+  // After `done`: the collective's outcome. Internal error when no
+  // collective of `piece` is in flight.
   Status Finish(int64_t piece);
   bool busy() const { return busy_; }
   int64_t piece() const { return piece_; }
 
  private:
+  void Loop();    // the worker thread: each posted collective in turn
   Status Run();  // on the worker thread
   Status RunExchange(comm::Deadline deadline);
 
@@ -83,6 +89,12 @@ class RingWorker {
   std::unique_ptr<comm::RingCommunicator> communicator_;  // used by the worker only
   std::unique_ptr<comm::ExchangeCommunicator> exchange_;  // likewise (kExchangeAllReduce)
   std::thread thread_;
+  std::mutex mutex_;  // guards the hand-over below
+  std::condition_variable changed_;
+  bool posted_ = false;    // Start posted a collective the worker has not taken
+  bool finished_ = false;  // the worker ended the collective of `piece_`
+  bool stopping_ = false;  // the destructor: the worker exits when idle
+  std::function<void()> done_;
   Status status_;  // written by the worker before it calls `done`
   bool busy_ = false;
   int64_t piece_ = -1;
