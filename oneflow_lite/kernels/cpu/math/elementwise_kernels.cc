@@ -3,7 +3,10 @@
 // zeros_like and cast. Every hot loop is a plain indexed loop over contiguous
 // memory; the float32 relu, relu_grad, add and broadcast_add loops run the
 // vectorized, ISA-dispatched versions (kernels/cpu/vec/vec.h), which these
-// plain loops are tested against.
+// plain loops are tested against. The activations, their gradients, the
+// scalar ops, add and broadcast_add split their elements over threads
+// (kernels/cpu/parallel_rows.h); every element is computed alone, so the
+// thread count changes no bit.
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -21,6 +24,18 @@
 namespace oflite {
 namespace math {
 namespace {
+
+// Work of one element of F, in units of one float32 add: the
+// transcendental functions cost about ten, so smaller tensors are worth
+// splitting over threads (kernels/cpu/parallel_rows.h).
+template <typename F>
+constexpr int64_t kElementWork = 1;
+template <typename T>
+constexpr int64_t kElementWork<SigmoidFunctor<T>> = 8;
+template <typename T>
+constexpr int64_t kElementWork<TanhFunctor<T>> = 8;
+template <typename T>
+constexpr int64_t kElementWork<ScalarPowFunctor<T>> = 8;
 
 // y = F(x) elementwise; `in`/`out` are the op's argument names.
 template <typename T, typename F>
@@ -41,13 +56,17 @@ class UnaryKernel final : public Kernel {
     }
     const T* in = x.data<T>();
     T* out = y->data<T>();
-    const int64_t n = x.elem_count();
-    if constexpr (std::is_same_v<F, ReluFunctor<float>>) {
-      vec::Active().relu(in, out, n);
-      return Status::OK();
-    }
     const F f = *functor_;
-    for (int64_t i = 0; i < n; ++i) out[i] = f(in[i]);
+    ParallelElements(
+        x.elem_count(),
+        [&](int64_t begin, int64_t end) {
+          if constexpr (std::is_same_v<F, ReluFunctor<float>>) {
+            vec::Active().relu(in + begin, out + begin, end - begin);
+          } else {
+            for (int64_t i = begin; i < end; ++i) out[i] = f(in[i]);
+          }
+        },
+        kElementWork<F>);
     return Status::OK();
   }
 
@@ -75,12 +94,14 @@ class GradKernel final : public Kernel {
     const T* g = dy.data<T>();
     const T* s = saved.data<T>();
     T* out = dx->data<T>();
-    if constexpr (std::is_same_v<F, ReluGradFunctor<float>>) {
-      vec::Active().relu_grad(g, s, out, n);
-      return Status::OK();
-    }
     const F f;
-    for (int64_t i = 0; i < n; ++i) out[i] = f(g[i], s[i]);
+    ParallelElements(n, [&](int64_t begin, int64_t end) {
+      if constexpr (std::is_same_v<F, ReluGradFunctor<float>>) {
+        vec::Active().relu_grad(g + begin, s + begin, out + begin, end - begin);
+      } else {
+        for (int64_t i = begin; i < end; ++i) out[i] = f(g[i], s[i]);
+      }
+    });
     return Status::OK();
   }
 

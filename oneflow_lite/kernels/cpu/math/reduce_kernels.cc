@@ -31,7 +31,10 @@ double SumRow(const T* p, int64_t n) {
 // y = sum (or mean) of x over `axis` (empty = all). Walks x once; each inner
 // run either accumulates into one output element (reduced inner axis) or
 // adds a contiguous row (kept inner axis). Reducing leading axes ([rows,
-// cols] -> [cols], a bias gradient) sums blocks of rows on threads.
+// cols] -> [cols], a dense layer's bias gradient) sums blocks of rows on
+// threads; other reductions (an NCHW bias gradient, [N, C, H, W] -> [C])
+// split the output over threads, so each output element is summed by one
+// thread in the one-thread order.
 template <typename T, bool kMean>
 class ReduceKernel final : public Kernel {
  public:
@@ -114,13 +117,67 @@ class ReduceKernel final : public Kernel {
     }
   }
 
+  // The strided walk, its output split over threads: along the outermost
+  // kept axis (of the loop's merged axes) other than the inner run, each
+  // thread walking x in the one-thread order restricted to its range of
+  // that axis; else, when only the inner run is kept, its columns. Either
+  // way every output element receives its terms from one thread in the
+  // one-thread order, so the thread count changes no bit. A full reduction
+  // (one output element) stays on one thread.
   static void SumStrided(const T* in, T* out, const Shape& shape, const Shape& kept,
                          const std::vector<int64_t>& axes) {
     std::vector<int64_t> out_strides = ContiguousStrides(kept);
     for (int64_t axis : axes) out_strides[axis] = 0;
-    StridedLoop loop(shape.dims(), {ContiguousStrides(shape), out_strides});
+    const StridedLoop loop(shape.dims(), {ContiguousStrides(shape), out_strides});
+    if (loop.empty()) return;  // no terms: y stays 0
+    const std::vector<int64_t>& dims = loop.dims();
+    const int64_t rank = static_cast<int64_t>(dims.size());
+    const int64_t inner = rank > 0 ? dims[rank - 1] : 1;
+    const int64_t runs = loop.RowCount();
+    int64_t split = -1;
+    for (int64_t axis = 0; axis + 1 < rank && split < 0; ++axis) {
+      if (loop.strides(1)[axis] != 0) split = axis;
+    }
+    const int64_t split_size = split >= 0 ? dims[split] : 1;
+    if (split >= 0 && RowThreads(split_size, runs / split_size * inner) > 1) {
+      // Index i of the split axis owns y[i * stride, (i + 1) * stride) (it
+      // is the outermost kept axis). Each thread sums its share into a
+      // buffer of its own, then copies it out: threads adding to
+      // neighbouring elements of one cache line (an NCHW bias gradient's
+      // few channels) would fight over that line on every add.
+      const int64_t in_stride = loop.strides(0)[split], stride = loop.strides(1)[split];
+      ParallelRows(split_size, runs / split_size * inner, [&](int64_t first, int64_t last) {
+        // The same walk over indices [first, last) of the split axis. No
+        // new merges: x is contiguous, and a shorter axis is contiguous
+        // with neither neighbour, so the inner run stays the same.
+        std::vector<int64_t> part = dims;
+        part[split] = last - first;
+        const StridedLoop share(part, {loop.strides(0), loop.strides(1)});
+        std::vector<T> sums((last - first) * stride, T(0));
+        AddRuns(share, in + first * in_stride, sums.data(), 0, share.RowCount(), 0, inner);
+        std::copy(sums.begin(), sums.end(), out + first * stride);
+      });
+    } else if (split < 0 && rank > 0 && loop.InnerStride(1) != 0) {
+      ParallelElements(
+          inner,
+          [&](int64_t begin, int64_t end) { AddRuns(loop, in, out, 0, runs, begin, end); },
+          runs);
+    } else {
+      AddRuns(loop, in, out, 0, runs, 0, inner);
+    }
+  }
+
+  // Runs [first, last) of `loop` (x's and y's strides), columns [begin, end)
+  // of each (a column range only where y's inner stride is not 0): each
+  // inner run is summed into its one output element (in double), or added
+  // to its output row.
+  static void AddRuns(const StridedLoop& loop, const T* in, T* out, int64_t first, int64_t last,
+                      int64_t begin, int64_t end) {
     const int64_t out_stride = loop.InnerStride(1);
-    loop.ForEachRow([&](const int64_t* offsets, int64_t n) {
+    const int64_t n = end - begin;
+    in += begin;
+    out += begin * out_stride;
+    loop.ForEachRowIn(first, last, [&](const int64_t* offsets, int64_t) {
       const T* p = in + offsets[0];
       T* o = out + offsets[1];
       if (out_stride == 0) {
@@ -163,13 +220,35 @@ class BroadcastLikeKernel final : public Kernel {
     for (int64_t i = 0; i < shape.rank(); ++i) {
       if (x_axis_of[i] >= 0) x_strides[i] = x_contiguous[x_axis_of[i]];
     }
-    StridedLoop loop(shape.dims(), {ContiguousStrides(shape), x_strides});
+    const StridedLoop loop(shape.dims(), {ContiguousStrides(shape), x_strides});
     const T* in = x.data<T>();
     T* out = y->data<T>();
+    const int64_t runs = loop.RowCount();
+    const int64_t inner = loop.dims().empty() ? 1 : loop.dims().back();
+    // Every output element is written once: any split of the runs (or of
+    // one run's columns) over threads gives the same bits.
+    if (runs == 1) {
+      ParallelElements(inner, [&](int64_t begin, int64_t end) {
+        CopyRuns(loop, in, out, 0, 1, begin, end);
+      });
+    } else {
+      ParallelRows(runs, inner, [&](int64_t first, int64_t last) {
+        CopyRuns(loop, in, out, first, last, 0, inner);
+      });
+    }
+    return Status::OK();
+  }
+
+ private:
+  // Runs [first, last) of `loop` (y's and x's strides), columns [begin, end)
+  // of each.
+  static void CopyRuns(const StridedLoop& loop, const T* in, T* out, int64_t first, int64_t last,
+                       int64_t begin, int64_t end) {
     const int64_t in_stride = loop.InnerStride(1);
-    loop.ForEachRow([&](const int64_t* offsets, int64_t n) {
-      T* o = out + offsets[0];
-      const T* p = in + offsets[1];
+    const int64_t n = end - begin;
+    loop.ForEachRowIn(first, last, [&](const int64_t* offsets, int64_t) {
+      T* o = out + offsets[0] + begin;
+      const T* p = in + offsets[1] + begin * in_stride;
       if (in_stride == 0) {
         const T v = *p;
         for (int64_t i = 0; i < n; ++i) o[i] = v;
@@ -179,7 +258,6 @@ class BroadcastLikeKernel final : public Kernel {
         for (int64_t i = 0; i < n; ++i) o[i] = p[i * in_stride];
       }
     });
-    return Status::OK();
   }
 };
 

@@ -1,10 +1,16 @@
 // The math kernels that split their work over threads
 // (kernels/cpu/parallel_rows.h): bias_add (rows and NCHW planes),
-// reduce_sum over leading axes, add of 2 and 3 inputs, broadcast_add,
-// transpose (block copies and tiles) and reshape give the same bits on 1, 2
-// and 3 threads at GPT sizes and at odd ones, and the right values.
+// reduce_sum over leading axes and over others (split by output: an NCHW
+// bias gradient, a last axis, a middle axis, columns), reduce_mean,
+// broadcast_like, relu, relu_grad, sigmoid (and its grad), add of 2 and 3
+// inputs, broadcast_add, transpose (block copies and tiles) and reshape give
+// the same bits on 1, 2 and 3 threads at GPT and CNN sizes and at odd ones,
+// and the right values. Every case is large enough for 3 threads
+// (kMinWorkPerThread each).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 
@@ -85,6 +91,98 @@ Case ReduceSumCase(const Shape& shape, std::vector<int64_t> axes) {
       }};
 }
 
+// reduce_sum (or reduce_mean) of x over any `axes` (sorted).
+Case ReduceCase(const Shape& shape, std::vector<int64_t> axes, bool mean = false) {
+  const char* type = mean ? "reduce_mean" : "reduce_sum";
+  std::vector<int64_t> kept_dims = shape.dims();
+  int64_t count = 1;
+  for (int64_t axis : axes) {
+    count *= shape.dim(axis);
+    kept_dims[axis] = 1;
+  }
+  const Shape kept(kept_dims);
+  return {std::string(type) + " " + shape.ToString() + " axes " + Shape(axes).ToString(),
+          OpConfBuilder(type, "op").Input("x", "in0").Output("y").Attr("axis", axes).Build(),
+          {{"in0", shape}},
+          "op/y_0",
+          [shape, axes, kept, count, mean](const std::vector<std::vector<double>>& in) {
+            std::vector<double> y(kept.elem_count(), 0.0);
+            for (size_t i = 0; i < in[0].size(); ++i) {
+              std::vector<int64_t> index = Unravel(static_cast<int64_t>(i), shape);
+              for (int64_t axis : axes) index[axis] = 0;
+              y[Ravel(index, kept)] += in[0][i];
+            }
+            if (mean) {
+              for (double& v : y) v /= static_cast<double>(count);
+            }
+            return y;
+          }};
+}
+
+// broadcast_like of x (`like` without the listed axes) to `like`.
+Case BroadcastLikeCase(const Shape& like, std::vector<int64_t> axes) {
+  std::vector<int64_t> x_dims;
+  for (int64_t i = 0; i < like.rank(); ++i) {
+    if (std::find(axes.begin(), axes.end(), i) == axes.end()) x_dims.push_back(like.dim(i));
+  }
+  const Shape x(x_dims);
+  return {"broadcast_like " + x.ToString() + " to " + like.ToString(),
+          OpConfBuilder("broadcast_like", "op")
+              .Input("x", "in0")
+              .Input("like", "in1")
+              .Output("y")
+              .Attr("axis", axes)
+              .Build(),
+          {{"in0", x}, {"in1", like}},
+          "op/y_0",
+          [like, axes, x](const std::vector<std::vector<double>>& in) {
+            std::vector<double> y(like.elem_count());
+            for (int64_t i = 0; i < like.elem_count(); ++i) {
+              const std::vector<int64_t> index = Unravel(i, like);
+              std::vector<int64_t> x_index;
+              for (int64_t d = 0; d < like.rank(); ++d) {
+                if (std::find(axes.begin(), axes.end(), d) == axes.end()) {
+                  x_index.push_back(index[d]);
+                }
+              }
+              y[i] = in[0][Ravel(x_index, x)];
+            }
+            return y;
+          }};
+}
+
+// An activation y = f(x).
+Case ActivationCase(const std::string& type, const Shape& shape, double (*f)(double)) {
+  return {type + " " + shape.ToString(),
+          OpConfBuilder(type, "op").Input("x", "in0").Output("y").Build(),
+          {{"in0", shape}},
+          "op/y_0",
+          [f](const std::vector<std::vector<double>>& in) {
+            std::vector<double> y(in[0].size());
+            for (size_t i = 0; i < y.size(); ++i) y[i] = f(in[0][i]);
+            return y;
+          }};
+}
+
+// An activation's gradient dx = g(dy, y) (y: the forward output, random
+// here).
+Case GradCase(const std::string& type, const Shape& shape, double (*g)(double, double)) {
+  return {type + " " + shape.ToString(),
+          OpConfBuilder(type, "op").Input("dy", "in0").Input("y", "in1").Output("dx").Build(),
+          {{"in0", shape}, {"in1", shape}},
+          "op/dx_0",
+          [g](const std::vector<std::vector<double>>& in) {
+            std::vector<double> dx(in[0].size());
+            for (size_t i = 0; i < dx.size(); ++i) dx[i] = g(in[0][i], in[1][i]);
+            return dx;
+          }};
+}
+
+double Relu(double x) { return x > 0 ? x : 0; }
+double ReluGrad(double dy, double y) { return y > 0 ? dy : 0; }
+double Sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+double SigmoidGrad(double dy, double y) { return dy * y * (1 - y); }
+
 Case AddCase(const Shape& shape, int count) {
   std::vector<std::string> lbns;
   std::vector<std::pair<std::string, Shape>> inputs;
@@ -158,6 +256,27 @@ std::vector<Case> Cases() {
       AddCase(Shape({3, 33339}), 4),
       BroadcastAddCase(Shape({41, 33, 29}), 1),
       ReshapeCase(Shape({3, 70001})),
+      // CNN sizes (LeNet-5's first convolution at batch 32): activations,
+      // their gradients, the bias gradient over batch and space, its mean.
+      ActivationCase("relu", Shape({32, 6, 28, 28}), Relu),
+      GradCase("relu_grad", Shape({32, 6, 28, 28}), ReluGrad),
+      ReduceCase(Shape({32, 6, 28, 28}), {0, 2, 3}),
+      ReduceCase(Shape({32, 6, 28, 28}), {0, 2, 3}, /*mean=*/true),
+      BroadcastLikeCase(Shape({32, 6, 28, 28}), {0, 2, 3}),
+      // Odd sizes: partial 64-element blocks, a transcendental activation,
+      // fewer channels than threads would like, a last axis, a middle axis,
+      // only the inner run kept (its columns split), one long run broadcast.
+      ActivationCase("relu", Shape({3, 70001}), Relu),
+      ActivationCase("sigmoid", Shape({7, 4099}), Sigmoid),
+      GradCase("relu_grad", Shape({3, 70001}), ReluGrad),
+      GradCase("sigmoid_grad", Shape({3, 70001}), SigmoidGrad),
+      ReduceCase(Shape({13, 5, 37, 41}), {0, 2, 3}),
+      ReduceCase(Shape({301, 513}), {1}),
+      ReduceCase(Shape({33, 65, 47}), {1}, /*mean=*/true),
+      ReduceCase(Shape({1, 501, 259}), {1}),
+      ReduceCase(Shape({3, 5, 7, 997}), {0, 2}),
+      BroadcastLikeCase(Shape({301, 513}), {1}),
+      BroadcastLikeCase(Shape({1, 100003}), {0}),
   };
 }
 

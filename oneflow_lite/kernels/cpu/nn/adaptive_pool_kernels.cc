@@ -1,7 +1,13 @@
 // CPU adaptive_avg_pool2d and its grad (float32/float64). Bins from
 // oneflow_lite/ops/nn/adaptive_pool.h; extents from the bound blobs, so
-// batch/channel shards run unchanged.
+// batch/channel shards run unchanged. Planes are split over threads
+// (kernels/cpu/parallel_rows.h), each computed alone: the thread count
+// changes no bit.
+#include <algorithm>
+#include <vector>
+
 #include "oneflow_lite/kernels/cpu/nn/cpu_nn_util.h"
+#include "oneflow_lite/kernels/cpu/parallel_rows.h"
 #include "oneflow_lite/kernels/kernel.h"
 #include "oneflow_lite/ops/nn/adaptive_pool.h"
 
@@ -38,6 +44,10 @@ void ForBins(const PoolDims& d, Fn&& fn) {
   }
 }
 
+// Elements of work per plane: every input element is read (bins may
+// overlap, but by at most one row or column), every output written.
+int64_t PlaneWork(const PoolDims& d) { return d.h * d.w + d.oh * d.ow; }
+
 template <typename T>
 class AdaptiveAvgPoolKernel final : public Kernel {
  public:
@@ -45,14 +55,16 @@ class AdaptiveAvgPoolKernel final : public Kernel {
     const Blob& x = ctx->Input("x");
     Blob* y = ctx->Output("y");
     ASSIGN_OR_RETURN(PoolDims d, DimsOf(ctx, x.shape(), y->shape()));
-    std::vector<double> acc(d.oh * d.ow);
-    for (int64_t p = 0; p < d.planes; ++p) {
-      const T* in = x.data<T>() + p * d.h * d.w;
-      std::fill(acc.begin(), acc.end(), 0.0);
-      ForBins(d, [&](int64_t src, int64_t dst, double scale) { acc[dst] += in[src] * scale; });
-      T* out = y->data<T>() + p * d.oh * d.ow;
-      for (size_t k = 0; k < acc.size(); ++k) out[k] = static_cast<T>(acc[k]);
-    }
+    ParallelRows(d.planes, PlaneWork(d), [&](int64_t first, int64_t last) {
+      std::vector<double> acc(d.oh * d.ow);
+      for (int64_t p = first; p < last; ++p) {
+        const T* in = x.data<T>() + p * d.h * d.w;
+        std::fill(acc.begin(), acc.end(), 0.0);
+        ForBins(d, [&](int64_t src, int64_t dst, double scale) { acc[dst] += in[src] * scale; });
+        T* out = y->data<T>() + p * d.oh * d.ow;
+        for (size_t k = 0; k < acc.size(); ++k) out[k] = static_cast<T>(acc[k]);
+      }
+    });
     return Status::OK();
   }
 };
@@ -64,14 +76,16 @@ class AdaptiveAvgPoolGradKernel final : public Kernel {
     const Blob& dy = ctx->Input("dy");
     Blob* dx = ctx->Output("dx");
     ASSIGN_OR_RETURN(PoolDims d, DimsOf(ctx, dx->shape(), dy.shape()));
-    std::vector<double> acc(d.h * d.w);
-    for (int64_t p = 0; p < d.planes; ++p) {
-      const T* g = dy.data<T>() + p * d.oh * d.ow;
-      std::fill(acc.begin(), acc.end(), 0.0);
-      ForBins(d, [&](int64_t src, int64_t dst, double scale) { acc[src] += g[dst] * scale; });
-      T* out = dx->data<T>() + p * d.h * d.w;
-      for (size_t k = 0; k < acc.size(); ++k) out[k] = static_cast<T>(acc[k]);
-    }
+    ParallelRows(d.planes, PlaneWork(d), [&](int64_t first, int64_t last) {
+      std::vector<double> acc(d.h * d.w);
+      for (int64_t p = first; p < last; ++p) {
+        const T* g = dy.data<T>() + p * d.oh * d.ow;
+        std::fill(acc.begin(), acc.end(), 0.0);
+        ForBins(d, [&](int64_t src, int64_t dst, double scale) { acc[src] += g[dst] * scale; });
+        T* out = dx->data<T>() + p * d.h * d.w;
+        for (size_t k = 0; k < acc.size(); ++k) out[k] = static_cast<T>(acc[k]);
+      }
+    });
     return Status::OK();
   }
 };

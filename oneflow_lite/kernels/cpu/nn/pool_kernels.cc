@@ -4,12 +4,16 @@
 // within the window), in the forward and the backward pass alike.
 // Max pooling with 2x2 windows at stride 2 and no padding (every window in
 // bounds) takes a direct path with the same comparisons in the same order.
+// Planes (one image's channel) are split over threads
+// (kernels/cpu/parallel_rows.h); each plane is computed alone, so the thread
+// count changes no bit.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
 #include "oneflow_lite/kernels/cpu/nn/cpu_nn_util.h"
+#include "oneflow_lite/kernels/cpu/parallel_rows.h"
 #include "oneflow_lite/kernels/kernel.h"
 #include "oneflow_lite/ops/nn/nn_util.h"
 
@@ -104,6 +108,82 @@ void Max2x2GradPlane(const Window2d& w, const T* plane, const T* dy, T* grad) {
   }
 }
 
+// The pooling of planes [first, last) (x, y: whole blobs).
+template <typename T>
+void MaxPoolPlanes(const Window2d& w, const T* x, T* y, int64_t first, int64_t last) {
+  for (int64_t p = first; p < last; ++p) {
+    const T* plane = x + p * w.InSpatial();
+    if (IsPlain2x2(w)) {
+      Max2x2Plane(w, plane, y + p * w.OutSpatial());
+      continue;
+    }
+    for (int64_t oh = 0; oh < w.out_h; ++oh) {
+      for (int64_t ow = 0; ow < w.out_w; ++ow) {
+        const int64_t best = ArgMaxIn(w, plane, WindowAt(w, oh, ow));
+        y[(p * w.out_h + oh) * w.out_w + ow] = best < 0 ? T(0) : plane[best];
+      }
+    }
+  }
+}
+
+// dx of planes [first, last) at each window's first maximum (recomputed
+// from x) += dy, after zeroing them unless `covered` (the 2x2 path then
+// writes every element).
+template <typename T>
+void MaxPoolGradPlanes(const Window2d& w, const T* x, const T* dy, T* dx, bool covered,
+                       int64_t first, int64_t last) {
+  if (!covered) std::fill(dx + first * w.InSpatial(), dx + last * w.InSpatial(), T(0));
+  for (int64_t p = first; p < last; ++p) {
+    const T* plane = x + p * w.InSpatial();
+    T* grad = dx + p * w.InSpatial();
+    if (IsPlain2x2(w)) {
+      Max2x2GradPlane(w, plane, dy + p * w.OutSpatial(), grad);
+      continue;
+    }
+    for (int64_t oh = 0; oh < w.out_h; ++oh) {
+      for (int64_t ow = 0; ow < w.out_w; ++ow) {
+        const int64_t best = ArgMaxIn(w, plane, WindowAt(w, oh, ow));
+        if (best >= 0) grad[best] += dy[(p * w.out_h + oh) * w.out_w + ow];
+      }
+    }
+  }
+}
+
+template <typename T>
+void AvgPoolPlanes(const Window2d& w, const T* x, T* y, int64_t first, int64_t last) {
+  for (int64_t p = first; p < last; ++p) {
+    const T* plane = x + p * w.InSpatial();
+    for (int64_t oh = 0; oh < w.out_h; ++oh) {
+      for (int64_t ow = 0; ow < w.out_w; ++ow) {
+        const Span s = WindowAt(w, oh, ow);
+        T sum = 0;
+        for (int64_t h = s.h0; h < s.h1; ++h) {
+          for (int64_t c = s.w0; c < s.w1; ++c) sum += plane[h * w.width + c];
+        }
+        y[(p * w.out_h + oh) * w.out_w + ow] = s.Count() > 0 ? sum / T(s.Count()) : T(0);
+      }
+    }
+  }
+}
+
+template <typename T>
+void AvgPoolGradPlanes(const Window2d& w, const T* dy, T* dx, int64_t first, int64_t last) {
+  std::fill(dx + first * w.InSpatial(), dx + last * w.InSpatial(), T(0));
+  for (int64_t p = first; p < last; ++p) {
+    T* grad = dx + p * w.InSpatial();
+    for (int64_t oh = 0; oh < w.out_h; ++oh) {
+      for (int64_t ow = 0; ow < w.out_w; ++ow) {
+        const Span s = WindowAt(w, oh, ow);
+        if (s.Count() == 0) continue;
+        const T share = dy[(p * w.out_h + oh) * w.out_w + ow] / T(s.Count());
+        for (int64_t h = s.h0; h < s.h1; ++h) {
+          for (int64_t c = s.w0; c < s.w1; ++c) grad[h * w.width + c] += share;
+        }
+      }
+    }
+  }
+}
+
 class PoolKernelBase : public Kernel {
  protected:
   Status InitWindow(const KernelInitContext& ctx, const Shape& image) {
@@ -115,8 +195,15 @@ class PoolKernelBase : public Kernel {
     window_ = *window;
     return Status::OK();
   }
-  // Planes (N * C) of the blob's actual batch.
-  int64_t Planes(const Shape& image) const { return image.dim(0) * image.dim(1); }
+
+  // fn(first, last) over the planes (N * C of the blob's actual batch) of
+  // `image`, on threads.
+  template <typename Fn>
+  void ForPlanes(const Shape& image, const Fn& fn) const {
+    const Window2d& w = window_;
+    const int64_t work = std::max(w.InSpatial(), w.OutSpatial() * w.kernel_h * w.kernel_w);
+    ParallelRows(image.dim(0) * image.dim(1), work, fn);
+  }
 
   Window2d window_;
 };
@@ -129,26 +216,15 @@ class MaxPoolKernel final : public PoolKernelBase {
   }
   Status Forward(KernelContext* ctx) override {
     const Blob& x = ctx->Input("x");
-    const Window2d& w = window_;
+    const T* in = x.data<T>();
     T* y = ctx->Output("y")->data<T>();
-    for (int64_t p = 0; p < Planes(x.shape()); ++p) {
-      const T* plane = x.data<T>() + p * w.InSpatial();
-      if (IsPlain2x2(w)) {
-        Max2x2Plane(w, plane, y + p * w.OutSpatial());
-        continue;
-      }
-      for (int64_t oh = 0; oh < w.out_h; ++oh) {
-        for (int64_t ow = 0; ow < w.out_w; ++ow) {
-          const int64_t best = ArgMaxIn(w, plane, WindowAt(w, oh, ow));
-          y[(p * w.out_h + oh) * w.out_w + ow] = best < 0 ? T(0) : plane[best];
-        }
-      }
-    }
+    ForPlanes(x.shape(), [&](int64_t first, int64_t last) {
+      MaxPoolPlanes(window_, in, y, first, last);
+    });
     return Status::OK();
   }
 };
 
-// dx at each window's first maximum (recomputed from x) += dy.
 template <typename T>
 class MaxPoolGradKernel final : public PoolKernelBase {
  public:
@@ -157,27 +233,14 @@ class MaxPoolGradKernel final : public PoolKernelBase {
   }
   Status Forward(KernelContext* ctx) override {
     const Blob& x = ctx->Input("x");
+    const T* in = x.data<T>();
     const T* dy = ctx->Input("dy").data<T>();
-    Blob* dx_blob = ctx->Output("dx");
-    T* dx = dx_blob->data<T>();
+    T* dx = ctx->Output("dx")->data<T>();
     const Window2d& w = window_;
-    // The 2x2 path writes every element its windows cover.
     const bool covered = IsPlain2x2(w) && 2 * w.out_h == w.height && 2 * w.out_w == w.width;
-    if (!covered) std::fill(dx, dx + dx_blob->elem_count(), T(0));
-    for (int64_t p = 0; p < Planes(x.shape()); ++p) {
-      const T* plane = x.data<T>() + p * w.InSpatial();
-      T* grad = dx + p * w.InSpatial();
-      if (IsPlain2x2(w)) {
-        Max2x2GradPlane(w, plane, dy + p * w.OutSpatial(), grad);
-        continue;
-      }
-      for (int64_t oh = 0; oh < w.out_h; ++oh) {
-        for (int64_t ow = 0; ow < w.out_w; ++ow) {
-          const int64_t best = ArgMaxIn(w, plane, WindowAt(w, oh, ow));
-          if (best >= 0) grad[best] += dy[(p * w.out_h + oh) * w.out_w + ow];
-        }
-      }
-    }
+    ForPlanes(x.shape(), [&](int64_t first, int64_t last) {
+      MaxPoolGradPlanes(window_, in, dy, dx, covered, first, last);
+    });
     return Status::OK();
   }
 };
@@ -190,21 +253,11 @@ class AvgPoolKernel final : public PoolKernelBase {
   }
   Status Forward(KernelContext* ctx) override {
     const Blob& x = ctx->Input("x");
-    const Window2d& w = window_;
+    const T* in = x.data<T>();
     T* y = ctx->Output("y")->data<T>();
-    for (int64_t p = 0; p < Planes(x.shape()); ++p) {
-      const T* plane = x.data<T>() + p * w.InSpatial();
-      for (int64_t oh = 0; oh < w.out_h; ++oh) {
-        for (int64_t ow = 0; ow < w.out_w; ++ow) {
-          const Span s = WindowAt(w, oh, ow);
-          T sum = 0;
-          for (int64_t h = s.h0; h < s.h1; ++h) {
-            for (int64_t c = s.w0; c < s.w1; ++c) sum += plane[h * w.width + c];
-          }
-          y[(p * w.out_h + oh) * w.out_w + ow] = s.Count() > 0 ? sum / T(s.Count()) : T(0);
-        }
-      }
-    }
+    ForPlanes(x.shape(), [&](int64_t first, int64_t last) {
+      AvgPoolPlanes(window_, in, y, first, last);
+    });
     return Status::OK();
   }
 };
@@ -217,23 +270,11 @@ class AvgPoolGradKernel final : public PoolKernelBase {
   }
   Status Forward(KernelContext* ctx) override {
     const T* dy = ctx->Input("dy").data<T>();
-    Blob* dx_blob = ctx->Output("dx");
-    T* dx = dx_blob->data<T>();
-    std::fill(dx, dx + dx_blob->elem_count(), T(0));
-    const Window2d& w = window_;
-    for (int64_t p = 0; p < Planes(dx_blob->shape()); ++p) {
-      T* grad = dx + p * w.InSpatial();
-      for (int64_t oh = 0; oh < w.out_h; ++oh) {
-        for (int64_t ow = 0; ow < w.out_w; ++ow) {
-          const Span s = WindowAt(w, oh, ow);
-          if (s.Count() == 0) continue;
-          const T share = dy[(p * w.out_h + oh) * w.out_w + ow] / T(s.Count());
-          for (int64_t h = s.h0; h < s.h1; ++h) {
-            for (int64_t c = s.w0; c < s.w1; ++c) grad[h * w.width + c] += share;
-          }
-        }
-      }
-    }
+    Blob* dx = ctx->Output("dx");
+    T* out = dx->data<T>();
+    ForPlanes(dx->shape(), [&](int64_t first, int64_t last) {
+      AvgPoolGradPlanes(window_, dy, out, first, last);
+    });
     return Status::OK();
   }
 };
