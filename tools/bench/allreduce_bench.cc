@@ -3,7 +3,9 @@
 // transport) in the same run, for 2, 3 and 4 processes on this host, float32
 // sums from 4 KiB to 64 MiB. OpenMPI (over vader, the peer of shm, and over
 // TCP) joins with --mpi_bench=PATH (the program mpi_allreduce_bench.sh
-// --compile_to=PATH builds), one mpirun per sample. The samples of one size
+// --compile_to=PATH builds), one mpirun per sample timing both MPI_Allreduce
+// variants (in place and out of place; --mpi_variant for one), each row
+// holding ours against OpenMPI's better one. The samples of one size
 // alternate between all algorithms (ours, Gloo's, OpenMPI's, then again).
 //
 //   bazel run -c opt //tools/bench:allreduce_bench -- [--nproc=0 (2,3,4)]
@@ -23,13 +25,15 @@
 // busbw = 2 (N - 1) / N * bytes / time (the nccl-tests convention): the bytes
 // each rank moves per unit time. Each sample times `iterations` back-to-back
 // all-reduces on rank 0, after a barrier; figures are medians over --repeats
-// samples. All libraries reduce the same registered buffer in place; each
-// one's first result is checked. (Timed repeats grow the values: floats may
+// samples. All libraries reduce the same registered buffer in place
+// (OpenMPI also out of place, in its program's own buffers); each one's
+// first result is checked. (Timed repeats grow the values: floats may
 // reach inf, which costs the same.) Beside busbw, each CommNet provider gets a table of
 // rank 0's CPU time per all-reduce (user + system, all threads of the
 // process, median of the samples): a figure that load from other jobs
 // disturbs far less than wall time. --gloo=0 leaves Gloo out (for CPU
 // profiles and callgrind of CommNet alone).
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -71,7 +75,9 @@ constexpr char kUsage[] =
     "processes), rd (recursive doubling, 4 processes), sg (scatter-gather, 3 and 4\n"
     "processes) and plan (what the compiler records for the size). The\n"
     "<provider>/peer column: the plan's figure against the best peer (tcp: Gloo's two\n"
-    "and OpenMPI over TCP; shm: OpenMPI over vader).";
+    "and OpenMPI over TCP; shm: OpenMPI over vader). OpenMPI's column per transport:\n"
+    "the better of MPI_Allreduce in place (ip) and out of place (oop), then which won;\n"
+    "a table below gives both.";
 
 struct Config {
   int world = 0;
@@ -91,6 +97,9 @@ struct Config {
   // run sample by sample over each of `mpi_btls`; empty: no OpenMPI.
   std::string mpi_bench;
   std::vector<std::string> mpi_btls;
+  // --mpi_variant: which MPI_Allreduce variants each OpenMPI sample times
+  // (kMpiInPlace, kMpiOutOfPlace).
+  std::vector<int> mpi_variants;
 };
 
 void Check(const Status& status, const char* what) {
@@ -164,8 +173,21 @@ struct Row {
   // limit).
   std::vector<Timing> ring, exchange, doubling, scatter_gather;
   Timing gloo_ring, gloo_chunked;
-  std::vector<double> mpi_busbw;  // per Config::mpi_btls; negative: no good sample
+  // Per Config::mpi_btls, the median per variant; negative: not run, or no
+  // good sample.
+  std::vector<MpiSample> mpi_busbw;
 };
+
+// OpenMPI's better variant over btl `b` of `row`: its index, or -1 when
+// neither has a figure.
+int MpiWinner(const Row& row, size_t b) {
+  const MpiSample& busbw = row.mpi_busbw[b];
+  int winner = -1;
+  for (int variant = 0; variant < kMpiVariants; ++variant) {
+    if (busbw[variant] > 0 && (winner < 0 || busbw[variant] > busbw[winner])) winner = variant;
+  }
+  return winner;
+}
 
 // The algorithm the compiler records for a P -> B of this size
 // (common/ring_segments.h, UseDoublingAllReduce, UseScatterGatherAllReduce,
@@ -195,7 +217,10 @@ double PeerBest(const Config& config, const Row& row, const std::string& provide
   }
   const std::string btl = provider == "shm" ? "vader" : "tcp";
   for (size_t b = 0; b < config.mpi_btls.size(); ++b) {
-    if (config.mpi_btls[b] == btl) best = std::max(best, row.mpi_busbw[b]);
+    const int winner = MpiWinner(row, b);
+    if (config.mpi_btls[b] == btl && winner >= 0) {
+      best = std::max(best, row.mpi_busbw[b][winner]);
+    }
   }
   return best;
 }
@@ -221,7 +246,9 @@ void PrintRows(int world, const Config& config, const std::vector<Row>& rows) {
     std::printf(" %11s", (provider + " plan").c_str());
   }
   if (config.gloo) std::printf(" %10s %13s", "Gloo ring", "Gloo chunked");
-  for (const std::string& btl : config.mpi_btls) std::printf(" %10s", ("OMPI " + btl).c_str());
+  for (const std::string& btl : config.mpi_btls) {
+    std::printf(" %10s %-3s", ("OMPI " + btl).c_str(), "won");
+  }
   for (const std::string& provider : config.providers) {
     std::printf(" %10s", (provider + "/peer").c_str());
   }
@@ -248,11 +275,12 @@ void PrintRows(int world, const Config& config, const std::vector<Row>& rows) {
       std::printf(" %10.0f %13.0f", BusBandwidth(world, row.bytes, row.gloo_ring.seconds),
                   BusBandwidth(world, row.bytes, row.gloo_chunked.seconds));
     }
-    for (double busbw : row.mpi_busbw) {
-      if (busbw > 0) {
-        std::printf(" %10.0f", busbw);
+    for (size_t b = 0; b < row.mpi_busbw.size(); ++b) {
+      const int winner = MpiWinner(row, b);
+      if (winner >= 0) {
+        std::printf(" %10.0f %-3s", row.mpi_busbw[b][winner], MpiVariantShort(winner));
       } else {
-        std::printf(" %10s", "-");
+        std::printf(" %10s %-3s", "-", "-");
       }
     }
     for (size_t i = 0; i < row.ring.size(); ++i) {
@@ -279,6 +307,30 @@ void PrintRows(int world, const Config& config, const std::vector<Row>& rows) {
       std::printf(" %14.1f", Planned(row, i, world).cpu_seconds * 1e6);
     }
     std::printf("\n");
+  }
+  if (!config.mpi_btls.empty()) {
+    std::printf("OpenMPI MPI_Allreduce per variant: in place (ip, MPI_IN_PLACE) and out of "
+                "place (oop, separate send and receive buffers) (MB/s, medians)\n");
+    std::printf("%-8s", "size");
+    for (const std::string& btl : config.mpi_btls) {
+      for (int variant : config.mpi_variants) {
+        std::printf(" %10s", (btl + " " + MpiVariantShort(variant)).c_str());
+      }
+    }
+    std::printf("\n");
+    for (const Row& row : rows) {
+      std::printf("%-8s", SizeName(row.bytes).c_str());
+      for (const MpiSample& busbw : row.mpi_busbw) {
+        for (int variant : config.mpi_variants) {
+          if (busbw[variant] > 0) {
+            std::printf(" %10.0f", busbw[variant]);
+          } else {
+            std::printf(" %10s", "-");
+          }
+        }
+      }
+      std::printf("\n");
+    }
   }
   std::fflush(stdout);
 }
@@ -365,7 +417,8 @@ Row MeasureSize(int rank, const Config& config, size_t bytes, float* buffer,
     Verify(buffer, count, world, contender.name.c_str());
     contender.run();
   }
-  std::vector<std::vector<double>> mpi(config.mpi_btls.size());
+  // Per btl, per variant: the busbw of each good sample.
+  std::vector<std::array<std::vector<double>, kMpiVariants>> mpi(config.mpi_btls.size());
   for (int repeat = 0; repeat < config.repeats; ++repeat) {
     for (Contender& contender : contenders) {
       Check(control->Barrier("sample", milliseconds(120000)), "barrier");
@@ -382,9 +435,13 @@ Row MeasureSize(int rank, const Config& config, size_t bytes, float* buffer,
     }
     if (!config.mpi_bench.empty()) {
       // The other ranks wait at the barrier while rank 0 runs OpenMPI.
+      // Its variants take turns sampling first, as ours follow each other.
       for (size_t b = 0; rank == 0 && b < config.mpi_btls.size(); ++b) {
-        const double busbw = MpiAllReduceSample(config.mpi_bench, config.mpi_btls[b], world, bytes);
-        if (busbw > 0) mpi[b].push_back(busbw);
+        const MpiSample busbw = MpiAllReduceSample(config.mpi_bench, config.mpi_btls[b], world,
+                                                   bytes, config.mpi_variants, repeat % 2 == 1);
+        for (int variant = 0; variant < kMpiVariants; ++variant) {
+          if (busbw[variant] > 0) mpi[b][variant].push_back(busbw[variant]);
+        }
       }
       Check(control->Barrier("mpi", milliseconds(600000)), "barrier");
     }
@@ -406,7 +463,13 @@ Row MeasureSize(int rank, const Config& config, size_t bytes, float* buffer,
     row.gloo_ring = contenders[next++].Median();
     row.gloo_chunked = contenders[next++].Median();
   }
-  for (const auto& samples : mpi) row.mpi_busbw.push_back(samples.empty() ? -1 : bench::Median(samples));
+  for (const auto& variants : mpi) {
+    MpiSample busbw;
+    for (int variant = 0; variant < kMpiVariants; ++variant) {
+      busbw[variant] = variants[variant].empty() ? -1 : bench::Median(variants[variant]);
+    }
+    row.mpi_busbw.push_back(busbw);
+  }
   return row;
 }
 
@@ -522,6 +585,10 @@ std::vector<cli::FlagSpec> FlagSpecs() {
        "OpenMPI's program (tools/bench/mpi_allreduce_bench.sh --compile_to=PATH), run by "
        "mpirun sample by sample between ours (default: none)"},
       {"mpi_btl", "its transports (vader, tcp: the shm and tcp peers)", false, "vader,tcp"},
+      {"mpi_variant",
+       "its MPI_Allreduce variants: both (each sample times in place and out of place; "
+       "the better counts), in_place or out_of_place",
+       false, "both"},
       {"addrs", "one rank per host: every rank's address, comma-separated (world = their count)"},
       {"rank",
        "with --addrs: this process's rank; listens on its address (rank 0 serves "
@@ -558,7 +625,16 @@ StatusOr<Options> ReadOptions(const cli::FlagSet& flags) {
   config.ring.wait_spin = std::chrono::microseconds(spin);
   config.ring.wait_poll = flags.GetBool("ring_poll");
   config.mpi_bench = flags.Get("mpi_bench");
-  if (!config.mpi_bench.empty()) config.mpi_btls = SplitList(flags.Get("mpi_btl"));
+  ASSIGN_OR_RETURN(config.mpi_variants, ParseMpiVariants(flags.Get("mpi_variant")));
+  if (!config.mpi_bench.empty()) {
+    config.mpi_btls = SplitList(flags.Get("mpi_btl"));
+    for (const std::string& btl : config.mpi_btls) {
+      if (MpiBtlOptions(btl).empty()) {
+        return InvalidArgumentError("flag '--mpi_btl' names an unknown transport '", btl,
+                                    "' (vader or tcp)");
+      }
+    }
+  }
   if (!flags.Has("addrs")) {
     ASSIGN_OR_RETURN(int64_t nproc, flags.GetInt("nproc", 0, 64));
     options.worlds =

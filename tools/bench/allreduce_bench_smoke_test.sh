@@ -3,12 +3,34 @@
 # and shm: the bench checks every algorithm's first sum itself (exit 3 on a
 # wrong one). With OpenMPI installed (tools/install_deps.sh) its program is
 # compiled and run sample by sample between ours: every OpenMPI cell and
-# every <provider>/peer cell must hold a figure, not "-".
+# every <provider>/peer cell must hold a figure, not "-"; each OpenMPI cell
+# names the variant that won (ip: in place, oop: out of place), and the
+# per-variant table holds both variants' figures. --mpi_variant narrows the
+# peer to one variant; the standalone script prints both columns. Bad
+# --mpi_variant / --mpi_btl values exit 2.
 set -euo pipefail
 bench=tools/bench/allreduce_bench
 args=(--repeats=2 --min_bytes=4096 --max_bytes=16384 --comm=tcp,shm)
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/allreduce-smoke-XXXXXX")
 trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# Bad flag values: exit 2 before any process starts.
+for bad in --mpi_variant=sideways "--mpi_bench=/nonexistent --mpi_btl=ib"; do
+  status=0
+  # shellcheck disable=SC2086
+  "$bench" --nproc=2 $bad > "$work/bad.txt" 2>&1 || status=$?
+  [ $status = 2 ] || { cat "$work/bad.txt"; fail "$bad: exit $status, expected 2"; }
+  grep -q -- "--mpi_" "$work/bad.txt" || { cat "$work/bad.txt"; fail "$bad: error names no flag"; }
+done
+
+# The rows of the table headed by the line matching $1 in file $2, up to
+# the next line that is not a size row.
+table_rows() {
+  awk -v head="$1" 'index($0, head) {on = 1; getline; next}
+                    on && /^[0-9]+ [KM]iB / {print; next} on {exit}' "$2"
+}
+
 with_mpi=0
 if command -v mpicc > /dev/null && command -v mpirun > /dev/null; then
   tools/bench/mpi_allreduce_bench.sh --compile_to="$work/mpi_allreduce_bench"
@@ -21,18 +43,54 @@ for n in 2 3; do
   "$bench" --nproc=$n "${args[@]}" > "$work/out.txt"
   cat "$work/out.txt"
   for size in "4 KiB" "16 KiB"; do
-    row=$(grep -m1 "^$size " "$work/out.txt") ||
-      { echo "FAIL: no row for $size with $n processes"; exit 1; }
+    row=$(grep -m1 "^$size " "$work/out.txt") || fail "no row for $size with $n processes"
     # size(2 words) + 3 per provider x 2 (4 from 3 processes: the sg
-    # column) + Gloo 2 [+ OMPI 2] + ratios 2.
+    # column) + Gloo 2 [+ OMPI (figure, winner) x 2 transports] + ratios 2.
     fields=$(echo "$row" | awk '{print NF}')
     per_provider=$((n >= 3 ? 4 : 3))
-    expected=$((2 + 2 * per_provider + 2 + 2 * with_mpi + 2))
+    expected=$((2 + 2 * per_provider + 2 + 4 * with_mpi + 2))
     [ "$fields" = "$expected" ] ||
-      { echo "FAIL: $n processes, $size: $fields fields, expected $expected: $row"; exit 1; }
-    if [ $with_mpi = 1 ] && echo "$row" | grep -q -- " - \| -$"; then
-      echo "FAIL: $n processes, $size: a cell without a figure: $row"; exit 1
+      fail "$n processes, $size: $fields fields, expected $expected: $row"
+    [ $with_mpi = 1 ] || continue
+    if echo "$row" | grep -q -- " - \| -$"; then
+      fail "$n processes, $size: a cell without a figure: $row"
     fi
+    # The winners: the words after each OpenMPI figure (fields before the
+    # two ratios, every second from the first OpenMPI figure).
+    first=$((2 + 2 * per_provider + 2 + 1))
+    for at in $((first + 1)) $((first + 3)); do
+      won=$(echo "$row" | awk -v at=$at '{print $at}')
+      [ "$won" = ip ] || [ "$won" = oop ] ||
+        fail "$n processes, $size: OpenMPI winner '$won' is not ip or oop: $row"
+    done
+    # Both variants over both transports, each a figure.
+    variants=$(table_rows "OpenMPI MPI_Allreduce per variant" "$work/out.txt" | grep "^$size ") ||
+      fail "$n processes, $size: no per-variant row"
+    echo "$variants" | awk '{exit !(NF == 6 && $3 > 0 && $4 > 0 && $5 > 0 && $6 > 0)}' ||
+      fail "$n processes, $size: per-variant row without 4 figures: $variants"
   done
 done
+
+if [ $with_mpi = 1 ]; then
+  # One variant only: every winner is it, one per-variant column.
+  "$bench" --nproc=2 --repeats=1 --min_bytes=4096 --max_bytes=4096 --comm=tcp --gloo=0 \
+    --mpi_bench="$work/mpi_allreduce_bench" --mpi_btl=tcp --mpi_variant=out_of_place \
+    > "$work/one.txt"
+  cat "$work/one.txt"
+  row=$(grep -m1 "^4 KiB " "$work/one.txt") || fail "--mpi_variant=out_of_place: no row"
+  # size 2 + tcp 3 + OMPI tcp (figure, winner) 2 + ratio 1.
+  echo "$row" | awk '{exit !(NF == 8 && $6 > 0 && $7 == "oop")}' ||
+    fail "--mpi_variant=out_of_place: expected an oop figure: $row"
+  grep -q "^size  *tcp oop$" "$work/one.txt" ||
+    fail "--mpi_variant=out_of_place: per-variant table not only 'tcp oop'"
+
+  # The standalone script: both variants' columns and the winner's name.
+  tools/bench/mpi_allreduce_bench.sh --nproc=2 --btl=vader --repeats=1 --min_bytes=4096 \
+    --max_bytes=4096 --p2p=0 > "$work/script.txt"
+  cat "$work/script.txt"
+  grep -q "^size  *in-place  *out-of-place  *best$" "$work/script.txt" ||
+    fail "mpi_allreduce_bench.sh: no in-place/out-of-place header"
+  grep -q "^4 KiB  *[0-9][0-9]*  *[0-9][0-9]*  *\(in-place\|out-of-place\)$" "$work/script.txt" ||
+    fail "mpi_allreduce_bench.sh: no 4 KiB row with both figures and a winner"
+fi
 echo PASS

@@ -1,12 +1,17 @@
 /* OpenMPI's figures beside tools/bench/allreduce_bench and comm_p2p_bench:
  * the comparison peer of CommNet's shm provider. Same sizes, same sample
  * rule (iterations = clamp(8 MiB / size, 1, 32) back-to-back ops per sample,
- * median of --repeats samples, one warm-up), same busbw = 2(N-1)/N x bytes /
- * time. MPI_Allreduce of float32 sums in place; with 2 ranks also a
- * windowed MPI_Isend/MPI_Irecv bandwidth and an 8-byte ping-pong (--p2p=0
- * leaves them out). Built and started by mpi_allreduce_bench.sh (mpicc,
- * mpirun), or compiled by it (--compile_to) and started by allreduce_bench
- * once per sample (tools/bench/mpi_peer.h). */
+ * each sample after MPI_Barrier and one untimed op, median of --repeats
+ * samples), same busbw = 2(N-1)/N x bytes / time. MPI_Allreduce of float32
+ * sums in two variants, their samples interleaved: in place (MPI_IN_PLACE)
+ * and out of place (a separate send buffer: the common call, which OpenMPI
+ * may run faster, as its algorithms need not copy the input aside first);
+ * --variant=in_place or --variant=out_of_place times only one. With 2 ranks
+ * also a windowed MPI_Isend/MPI_Irecv bandwidth and an 8-byte ping-pong
+ * (--p2p=0 leaves them out). Built and started by mpi_allreduce_bench.sh
+ * (mpicc, mpirun), or compiled by it (--compile_to) and started by
+ * allreduce_bench once per sample (tools/bench/mpi_peer.h), which reads the
+ * table's "size" header to find each variant's column. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,23 +51,43 @@ static void verify(const float* data, size_t count, int world) {
   }
 }
 
-static double time_allreduce(float* buffer, size_t count, int repeats) {
-  int iterations = iterations_for(count * sizeof(float));
-  double* samples = malloc(sizeof(double) * repeats);
-  MPI_Allreduce(MPI_IN_PLACE, buffer, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-  for (int r = 0; r < repeats; ++r) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    double start = MPI_Wtime();
-    for (int i = 0; i < iterations; ++i) {
-      MPI_Allreduce(MPI_IN_PLACE, buffer, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    }
-    samples[r] = (MPI_Wtime() - start) / iterations;
+/* The variants, in the order of their columns; the column names are what
+ * tools/bench/mpi_peer.h looks for. */
+enum { kInPlace = 0, kOutOfPlace = 1, kVariants = 2 };
+static const char* const kColumn[kVariants] = {"in-place", "out-of-place"};
+
+/* --variant=both|in_place|out_of_place (default both) as a bit set of the
+ * variants; 0 for any other value. */
+static int variant_flag(int argc, char** argv) {
+  const char* value = "both";
+  for (int i = 1; i < argc; ++i) {
+    if (strncmp(argv[i], "--variant=", 10) == 0) value = argv[i] + 10;
   }
-  double result = median(samples, repeats);
-  free(samples);
-  /* Rank 0's figure decides, like allreduce_bench. */
-  MPI_Bcast(&result, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-  return result;
+  if (strcmp(value, "both") == 0) return 1 << kInPlace | 1 << kOutOfPlace;
+  if (strcmp(value, "in_place") == 0) return 1 << kInPlace;
+  if (strcmp(value, "out_of_place") == 0) return 1 << kOutOfPlace;
+  return 0;
+}
+
+/* One MPI_Allreduce of `count` floats: `send` into `receive` (out of place),
+ * or `receive` onto itself (in place). */
+static void allreduce(int variant, const float* send, float* receive, size_t count) {
+  MPI_Allreduce(variant == kInPlace ? MPI_IN_PLACE : send, receive, (int)count, MPI_FLOAT,
+                MPI_SUM, MPI_COMM_WORLD);
+}
+
+/* One sample: seconds per op of `iterations` back-to-back all-reduces, after
+ * a barrier and one untimed op (as allreduce_bench's samples start). Rank
+ * 0's clock decides, like allreduce_bench: broadcast to every rank. */
+static double sample_allreduce(int variant, const float* send, float* receive, size_t count) {
+  int iterations = iterations_for(count * sizeof(float));
+  MPI_Barrier(MPI_COMM_WORLD);
+  allreduce(variant, send, receive, count);
+  double start = MPI_Wtime();
+  for (int i = 0; i < iterations; ++i) allreduce(variant, send, receive, count);
+  double seconds = (MPI_Wtime() - start) / iterations;
+  MPI_Bcast(&seconds, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  return seconds;
 }
 
 /* Rank 0 sends `total` bytes to rank 1 in messages of `size`, a window of
@@ -121,22 +146,71 @@ int main(int argc, char** argv) {
   const int repeats = (int)bench_flag(argc, argv, "repeats", 5);
   const size_t min_bytes = (size_t)bench_flag(argc, argv, "min_bytes", 4096);
   const size_t max_bytes = (size_t)bench_flag(argc, argv, "max_bytes", 64 << 20);
+  const int variants = variant_flag(argc, argv);
+  /* Which variant samples first: swapped every repeat, so neither always
+   * follows the other; allreduce_bench (--repeats=1 per mpirun) alternates
+   * it by sample with --out_of_place_first=1. */
+  const int first = bench_flag(argc, argv, "out_of_place_first", 0) != 0 ? kOutOfPlace : kInPlace;
+  /* Every rank reads the same argv, so all of them stop here alike. */
+  if (variants == 0 || repeats < 1 || repeats > 1000 || min_bytes < 16 || max_bytes < min_bytes) {
+    if (rank == 0) {
+      fprintf(stderr,
+              "mpi_allreduce_bench: bad flags: --variant must be both, in_place or out_of_place; "
+              "--repeats in [1, 1000]; 16 <= --min_bytes <= --max_bytes\n");
+    }
+    MPI_Finalize();
+    return 2;
+  }
   float* buffer = malloc(max_bytes);
+  float* send = (variants & 1 << kOutOfPlace) ? malloc(max_bytes) : NULL;
+  if (buffer == NULL || ((variants & 1 << kOutOfPlace) && send == NULL)) {
+    fprintf(stderr, "mpi_allreduce_bench: rank %d: cannot allocate 2 x %zu bytes\n", rank,
+            max_bytes);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  double* timings[kVariants];  /* per variant, seconds per op of each repeat */
+  for (int v = 0; v < kVariants; ++v) timings[v] = malloc(sizeof(double) * repeats);
   if (rank == 0) {
-    printf("\nOpenMPI MPI_Allreduce busbw, %d processes, float32 sum (MB/s, medians of %d)\n",
+    printf("\nOpenMPI MPI_Allreduce busbw, %d processes, float32 sum (MB/s, medians of %d, "
+           "variants' samples interleaved)\n",
            world, repeats);
-    printf("%-8s %14s\n", "size", "OpenMPI");
+    printf("%-8s", "size");
+    for (int v = 0; v < kVariants; ++v) {
+      if (variants & 1 << v) printf(" %14s", kColumn[v]);
+    }
+    if (variants == (1 << kInPlace | 1 << kOutOfPlace)) printf("  %s", "best");
+    printf("\n");
   }
   for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4) {
     size_t count = bytes / sizeof(float);
-    fill(buffer, count, rank);
-    MPI_Allreduce(MPI_IN_PLACE, buffer, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    verify(buffer, count, world);
-    double seconds = time_allreduce(buffer, count, repeats);
+    /* Each variant's first result is checked; the send buffer keeps rank + 1
+     * for good (out of place never writes it). */
+    for (int v = 0; v < kVariants; ++v) {
+      if (!(variants & 1 << v)) continue;
+      fill(v == kInPlace ? buffer : send, count, rank);
+      allreduce(v, send, buffer, count);
+      verify(buffer, count, world);
+    }
+    for (int r = 0; r < repeats; ++r) {
+      for (int k = 0; k < kVariants; ++k) {
+        int v = (first + r + k) % kVariants;
+        if (variants & 1 << v) timings[v][r] = sample_allreduce(v, send, buffer, count);
+      }
+    }
     if (rank == 0) {
       char name[32];
       size_name(bytes, name, sizeof(name));
-      printf("%-8s %14.0f\n", name, 2.0 * (world - 1) / world * bytes / seconds / 1e6);
+      printf("%-8s", name);
+      double best = 0;
+      int winner = kInPlace;
+      for (int v = 0; v < kVariants; ++v) {
+        if (!(variants & 1 << v)) continue;
+        double busbw = 2.0 * (world - 1) / world * bytes / median(timings[v], repeats) / 1e6;
+        printf(" %14.0f", busbw);
+        if (busbw > best) best = busbw, winner = v;
+      }
+      if (variants == (1 << kInPlace | 1 << kOutOfPlace)) printf("  %s", kColumn[winner]);
+      printf("\n");
       fflush(stdout);
     }
   }
@@ -155,6 +229,8 @@ int main(int argc, char** argv) {
     double rtt = pingpong_us(rank, (int)bench_flag(argc, argv, "latency_iterations", 20000));
     if (rank == 0) printf("8-byte round trip: OpenMPI %.1f us\n", rtt);
   }
+  for (int v = 0; v < kVariants; ++v) free(timings[v]);
+  free(send);
   free(buffer);
   MPI_Finalize();
   return 0;

@@ -8,6 +8,10 @@
 #
 #   tools/bench/mpi_allreduce_bench.sh [--nproc=N] [--btl=vader,tcp]
 #       [--repeats=5] [--min_bytes=4096] [--max_bytes=67108864]
+#       [--variant=both|in_place|out_of_place] [--p2p=0]
+#       MPI_Allreduce in place (MPI_IN_PLACE) and out of place (separate
+#       send and receive buffers), their samples interleaved, a column each
+#       and the better named per row; --variant=... times only one.
 #   tools/bench/mpi_allreduce_bench.sh --compile_to=PATH
 #       only compiles the MPI program to PATH, for allreduce_bench
 #       --mpi_bench=PATH, which runs it sample by sample between its own

@@ -1,14 +1,16 @@
 // train_mlp: training throughput of the 784-256-256-10 MLP (ReLU, softmax
 // cross-entropy, SGD lr 0.1) through compiler + actor runtime at batch 64
-// and 256 with 1 and 2 computing threads, next to PyTorch running the same
-// model with the same thread count in the same run, samples interleaved
-// (tools/bench/train_bench_util.h says how threads are counted).
+// and 256 within 1 and 2 cores, next to PyTorch running the same model on
+// the same cores in the same run at its best thread setting (torch x
+// OpenBLAS threads, swept), samples interleaved (tools/bench/
+// train_bench_util.h says how threads are counted).
 //
 // Data: synthetic (the random_batch source, regenerated every step; the peer
 // draws torch.rand/randint every step too).
 //
 //   bazel build //tools/bench:train_mlp
-//   bazel-bin/tools/bench/train_mlp [--samples 5] [--iters 100] [--help]
+//   bazel-bin/tools/bench/train_mlp [--samples 5] [--iters 100]
+//       [--peer_configs all|diag|auto] [--help]
 #include <optional>
 
 #include "oneflow_lite/api/data_sources.h"
@@ -22,7 +24,7 @@ int main(int argc, char** argv) {
   if (std::optional<int> done =
           bench::ParseBenchFlags(argc, argv, "train_mlp",
                                  "train_mlp: 784-256-256-10 MLP training steps, oflite next to "
-                                 "PyTorch with equal computing threads",
+                                 "PyTorch at its best thread setting on the same cores",
                                  &options)) {
     return *done;
   }
