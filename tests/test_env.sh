@@ -14,14 +14,40 @@ fresh_tmp() {
   mkdir -p "$TMP"
 }
 
-# free_port: prints a TCP port that is free on 127.0.0.1 right now (the
-# kernel picks it: a bound-then-closed socket), so concurrent tests do not
-# collide the way random picks from a fixed range did.
+# free_port [COUNT]: prints a TCP port P such that P .. P+COUNT-1 (COUNT
+# defaults to 8: tests step to P+1, P+2 for later jobs) can all be bound on
+# every interface right now. The ports come from below the kernel's
+# ephemeral range, so no outgoing connection of a concurrent test takes one
+# between this check and the job's listen (a port the kernel handed out for
+# a bind to port 0 could be reused that way), and each is checked, so two
+# tests do not collide the way unchecked random picks did.
 free_port() {
-  /usr/bin/python3 -c 'import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])'
+  /usr/bin/python3 - "${1:-8}" <<'PY'
+import random, socket, sys
+count = int(sys.argv[1])
+try:
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    low = 32768
+low = min(low, 32768)
+rng = random.SystemRandom()
+for _ in range(2000):
+    start = rng.randrange(10000, low - count)
+    held = []
+    try:
+        for port in range(start, start + count):
+            s = socket.socket()
+            held.append(s)
+            s.bind(("0.0.0.0", port))
+    except OSError:
+        continue
+    finally:
+        for s in held:
+            s.close()
+    print(start)
+    sys.exit(0)
+sys.exit("free_port: no %d free consecutive ports below %d" % (count, low))
+PY
 }
 
 # loopback_cluster FILE MACHINES [DEVICES]: a cluster of MACHINES machines at

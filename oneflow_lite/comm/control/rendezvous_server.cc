@@ -22,6 +22,8 @@ constexpr std::chrono::milliseconds kMaxRequestWait{10 * 60 * 1000};
 constexpr std::chrono::milliseconds kFrameTimeout{10000};
 // How often a waiting request checks whether its own client went away.
 constexpr std::chrono::milliseconds kDepartureCheck{100};
+// How long the destructor lets requests in progress send their answers.
+constexpr std::chrono::milliseconds kShutdownDrain{2000};
 
 ControlMessage Response(const Status& status, std::string value = "") {
   ControlMessage response;
@@ -89,7 +91,11 @@ RendezvousServer::~RendezvousServer() {
   if (front_door_thread_.joinable()) front_door_thread_.join();
   std::vector<std::thread> threads;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    // Requests being answered finish first (bounded): a rank waiting on a
+    // key of a lost rank must read "will never come: <culprit>", not a
+    // closed connection that would blame the master.
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait_for(lock, kShutdownDrain, [&] { return in_request_.empty(); });
     for (int fd : open_fds_) ::shutdown(fd, SHUT_RDWR);
     threads.swap(rank_threads_);
   }
@@ -301,6 +307,7 @@ void RendezvousServer::ServeRank(int fd, int rank) {
     std::lock_guard<std::mutex> lock(mutex_);
     in_request_.erase(rank);
     last_heard_[rank] = Clock::now();
+    if (stopping_) changed_.notify_all();  // the destructor drains answers
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
