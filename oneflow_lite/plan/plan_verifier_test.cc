@@ -8,12 +8,15 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "oneflow_lite/common/id.h"
+#include "oneflow_lite/compiler/compiler.h"
 #include "oneflow_lite/plan/testing/plan_mutations.h"
 #include "oneflow_lite/plan/testing/test_plans.h"
+#include "oneflow_lite/testing/test_jobs.h"
 
 namespace oflite {
 namespace {
@@ -292,6 +295,44 @@ TEST(PlanVerifierTest, RingThatDoesNotHoldTheTaskIsRefused) {
   ASSERT_NE(ring, nullptr);
   ring->mutable_boxing()->set_ring_rank(ring->boxing().ring_rank() == 0 ? 1 : 0);
   ExpectRefused(plan, {Label(*ring), "boxing.ring_rank", "does not hold this task"});
+}
+
+// An uneven split: 10 classes column-split over 3 machines gives the last
+// weight parts of 4, 3 and 3 columns, so a ring's parts differ in size and
+// the bound on its logical blob is their sum, not n times this task's part
+// (this once refused every tensor-parallel plan whose split was uneven).
+TEST(PlanVerifierTest, RingOfUnevenPartsIsAcceptedAndStillBounded) {
+  compiler::MlpSpec spec;
+  spec.batch = 6;
+  spec.classes = 10;
+  spec.placement = "0-2:cpu:0";
+  spec.model_parallel = compiler::ModelParallel::kSplitColumns;
+  StatusOr<Job> job = compiler::BuildMlpJob(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  StatusOr<Plan> compiled = compiler::Compile(*job, compiler::MakeCluster(3, 1));
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  Plan plan = std::move(compiled).value();
+  ASSERT_TRUE(VerifyPlan(plan).ok()) << VerifyPlan(plan);
+  // Find a ring whose members' input parts differ in size.
+  std::map<int64_t, int64_t> part_bytes;  // regst id -> bytes
+  for (const auto& machine : plan.machine()) {
+    for (const auto& task : machine.task()) {
+      for (const auto& regst : task.produced()) {
+        if (regst.blob_size() > 0) {
+          part_bytes[regst.regst_desc_id()] = TensorDesc(regst.blob(0).desc()).ByteSize();
+        }
+      }
+    }
+  }
+  TaskProto* uneven = FindTask(&plan, [&](const TaskProto& t) {
+    if (t.type() != TASK_COLLECTIVE || t.boxing().in_regst_desc_id_size() != 1) return false;
+    const int64_t own = part_bytes[t.boxing().in_regst_desc_id(0)];
+    return own * t.boxing().ring_task_id_size() <
+           TensorDesc(t.boxing().logical_desc()).ByteSize();
+  });
+  ASSERT_NE(uneven, nullptr) << "no ring with a part smaller than an even share";
+  uneven->mutable_boxing()->mutable_logical_desc()->mutable_shape()->set_dim(0, 1 << 20);
+  ExpectRefused(plan, {Label(*uneven), "boxing.logical_desc", "larger than the ring's parts"});
 }
 
 TEST(PlanVerifierTest, RingLogicalBlobLargerThanItsPartsIsRefused) {

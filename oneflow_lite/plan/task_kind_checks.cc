@@ -323,7 +323,10 @@ Status CheckCollective(const TaskProto& task, const PlanIndex& index) {
                      "consumes");
   }
   // Parts hold the logical dtype; the logical blob (the actor's whole-tensor
-  // buffer) is no larger than the ring's parts together or the output.
+  // buffer) is no larger than the ring's parts together or the output. The
+  // parts of an uneven split differ in size (a [2048, 10] weight split S(1)
+  // over 8 ranks holds 2 columns on ranks 0-1 and 1 on the others), so the
+  // sum is taken over every ring task's own input register.
   const DataType dtype = conf.logical_desc().dtype();
   int64_t in_bytes = 0, out_bytes = 0;
   RETURN_IF_ERROR(CheckBoxingPart(task, "boxing.in_regst_desc_id[0]",
@@ -331,10 +334,31 @@ Status CheckCollective(const TaskProto& task, const PlanIndex& index) {
                                   &in_bytes));
   RETURN_IF_ERROR(CheckBoxingPart(task, "produced", *DataOutputs(task)[0], dtype, &out_bytes));
   int64_t ring_bytes = 0;
-  if (__builtin_mul_overflow(in_bytes, n, &ring_bytes)) ring_bytes = kMaxZoneBytes;
+  for (int r = 0; r < n; ++r) {
+    const BoxingConf& peer = index.FindTask(conf.ring_task_id(r))->boxing();
+    int64_t part = in_bytes;
+    if (r != conf.ring_rank()) {
+      const auto* regst = peer.in_regst_desc_id_size() == 1
+                              ? index.FindRegst(peer.in_regst_desc_id(0))
+                              : nullptr;
+      if (regst == nullptr) {
+        return TaskError(task, "boxing.ring_task_id[" + std::to_string(r) + "]",
+                         TaskIdToString(conf.ring_task_id(r)),
+                         " names no input register of its own");
+      }
+      // Another task's register: its own checks name its problems; an
+      // unreadable size here counts as nothing, which can only refuse.
+      std::string problem;
+      part = regst->desc->blob_size() < 1
+                 ? 0
+                 : std::max<int64_t>(0, CheckedByteSize(regst->desc->blob(0).desc(), &problem));
+    }
+    if (__builtin_add_overflow(ring_bytes, part, &ring_bytes)) ring_bytes = kMaxZoneBytes;
+  }
   if (TensorDesc(conf.logical_desc()).ByteSize() > std::max(ring_bytes, out_bytes)) {
-    return TaskError(task, "boxing.logical_desc", "larger than the ring's parts (", n, " x ",
-                     in_bytes, " bytes) and the output (", out_bytes, " bytes)");
+    return TaskError(task, "boxing.logical_desc", "larger than the ring's parts (",
+                     ring_bytes, " bytes over ", n, " tasks) and the output (", out_bytes,
+                     " bytes)");
   }
   return Status::OK();
 }
