@@ -44,7 +44,7 @@ using lanes::Store;
 // p = softmax(x) over n >= 1 elements; returns the maximum and sets
 // *log_sum = log(sum(exp(x - max))). The last n % 16 elements go through a
 // padded block (padding -inf: it neither wins the max nor adds to the sum).
-__attribute__((target_clones("default", "avx2", "avx512f"))) float SoftmaxRowFloat(
+OFLITE_CPU_CLONES float SoftmaxRowFloat(
     const float* __restrict x, float* __restrict p, int64_t n, float* log_sum) {
   const int64_t full = n / kLanes * kLanes;
   float tail[kLanes];
@@ -76,7 +76,7 @@ __attribute__((target_clones("default", "avx2", "avx512f"))) float SoftmaxRowFlo
 }
 
 // g = dy (p - onehot(target)) [+ p (dp - sum(dp p)) when dp is given].
-__attribute__((target_clones("default", "avx2", "avx512f"))) void XentGradRowFloat(
+OFLITE_CPU_CLONES void XentGradRowFloat(
     const float* __restrict p, const float* __restrict dp, float dy, int64_t target,
     float* __restrict g, int64_t n) {
   if (dp == nullptr) {

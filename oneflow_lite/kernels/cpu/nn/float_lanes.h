@@ -24,6 +24,17 @@ typedef uint32_t Bits __attribute__((vector_size(kLanes * sizeof(uint32_t))));
 
 #define OFLITE_LANES_INLINE inline __attribute__((always_inline))
 
+// The row functions' per-instruction-set clones, picked at load time by an
+// ifunc resolver. Under ThreadSanitizer the resolver is instrumented and
+// runs during relocation, before the sanitizer's runtime has started, and
+// crashes every binary that links these kernels; a tsan build therefore
+// compiles the default clone only (the bits are the same: see above).
+#if defined(__SANITIZE_THREAD__)
+#define OFLITE_CPU_CLONES
+#else
+#define OFLITE_CPU_CLONES __attribute__((target_clones("default", "avx2", "avx512f")))
+#endif
+
 OFLITE_LANES_INLINE Floats Splat(float v) { return Floats{} + v; }
 
 OFLITE_LANES_INLINE Floats Load(const float* p) {

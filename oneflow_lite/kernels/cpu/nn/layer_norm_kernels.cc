@@ -44,7 +44,7 @@ void NormRow(const T* in, const T* gamma, const T* beta, T* out, int64_t cols, T
 
 // float32: 16-lane blocks (float_lanes.h); the last cols % 16 values, if
 // any, form one more block padded with zeros.
-__attribute__((target_clones("default", "avx2", "avx512f"))) void NormRowFloat(
+OFLITE_CPU_CLONES void NormRowFloat(
     const float* __restrict in, const float* __restrict gamma, const float* __restrict beta,
     float* __restrict out, int64_t cols, float epsilon, float* mean, float* inv_variance) {
   using namespace lanes;  // NOLINT
@@ -114,7 +114,7 @@ void NormGradRow(const T* in, const T* g_out, const T* gamma, const GradRowArgs<
 
 // float32: 16-lane blocks; the last cols % 16 values, if any, form one more
 // block whose padding holds dy = 0, gamma = 0 and xhat = 0.
-__attribute__((target_clones("default", "avx2", "avx512f"))) void NormGradRowFloat(
+OFLITE_CPU_CLONES void NormGradRowFloat(
     const float* __restrict in, const float* __restrict g_out, const float* __restrict gamma,
     const GradRowArgs<float>& a, float* __restrict g_in, float* __restrict dgamma,
     float* __restrict dbeta, int64_t cols) {

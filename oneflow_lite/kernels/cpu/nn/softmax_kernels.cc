@@ -163,7 +163,7 @@ void CausalSoftmaxRow(const T* x, T* y, int64_t n, int64_t keys, T scale) {
 // more block, padded with -inf (no effect on the maximum, exp 0 in the
 // sum); it is read (and written, with zeros past n) as a whole block when
 // the row has 16 values there, as rows of a causal mask mostly do.
-__attribute__((target_clones("default", "avx2", "avx512f"))) void CausalSoftmaxRowFloat(
+OFLITE_CPU_CLONES void CausalSoftmaxRowFloat(
     const float* __restrict x, float* __restrict y, int64_t n, int64_t keys, float scale) {
   using namespace lanes;  // NOLINT
   const int64_t full = n / kLanes * kLanes, rest = n - full;
@@ -214,7 +214,7 @@ void CausalSoftmaxGradRow(const T* dy, const T* y, T* dx, int64_t n, int64_t key
 }
 
 // float32: as CausalSoftmaxRowFloat, the tail block padded with zeros.
-__attribute__((target_clones("default", "avx2", "avx512f"))) void CausalSoftmaxGradRowFloat(
+OFLITE_CPU_CLONES void CausalSoftmaxGradRowFloat(
     const float* __restrict dy, const float* __restrict y, float* __restrict dx, int64_t n,
     int64_t keys, float scale) {
   using namespace lanes;  // NOLINT
