@@ -1,13 +1,14 @@
 // cpu_kernel_bench: one CPU kernel call at a time, on 1, 2, ... compute
 // threads (cpu_threads, kernels/cpu/cpu_threads.h), at the sizes of the
-// CNN, LeNet-5 and MLP training benchmarks (train_cnn, train_mlp):
+// CNN, LeNet-5, ResNet and MLP training benchmarks (train_cnn, train_mlp):
 // activations and their gradients, bias_add and the bias gradient
 // (reduce_sum over the batch and the spatial axes), pooling forward and
-// backward. Each kernel is created once and its Forward called repeatedly
-// on the same blobs, so the figures are the kernel's own, without the
-// runtime. Samples of the thread counts are interleaved (the order rotates
-// every sample) so load drifts hit each of them; each figure is the median
-// of --samples samples, a sample being as many calls as take --sample_ms.
+// backward, batch_norm (training mode) and its gradient. Each kernel is
+// created once and its Forward called repeatedly on the same blobs, so the
+// figures are the kernel's own, without the runtime. Samples of the thread
+// counts are interleaved (the order rotates every sample) so load drifts
+// hit each of them; each figure is the median of --samples samples, a
+// sample being as many calls as take --sample_ms.
 // Prints wall time per call (median and the fastest sample: on a loaded
 // machine the fastest is the nearest to an idle one's) and process CPU time
 // per call (it includes OpenMP workers spinning after a region), the
@@ -43,8 +44,9 @@ namespace {
 
 // After "usage: ... <program>" in --help.
 constexpr char kUsage[] =
-    "[flags]\n\nTime per call of the CPU kernels of the CNN, LeNet-5 and MLP benchmarks "
-    "(activations,\nbias_add and its gradient, pooling) on each compute thread count.";
+    "[flags]\n\nTime per call of the CPU kernels of the CNN, LeNet-5, ResNet and MLP "
+    "benchmarks\n(activations, bias_add and its gradient, pooling, batch_norm and its gradient) "
+    "on each\ncompute thread count.";
 
 struct Case {
   std::string name;  // "<op> <model blob> <shape>"
@@ -98,6 +100,35 @@ OpConf Pool(const std::string& type) {
       .Build();
 }
 
+// Training mode, as the ResNet example runs it. The running statistics are
+// updated in place on every call (they converge; the timing does not care).
+OpConf BatchNorm() {
+  return OpConfBuilder("batch_norm", "op")
+      .Input("x", "in/a_0")
+      .Input("gamma", "in/b_0")
+      .Input("beta", "in/c_0")
+      .Input("moving_mean", "in/d_0")
+      .Input("moving_variance", "in/e_0")
+      .Output("y")
+      .Output("mean")
+      .Output("inv_variance")
+      .Build();
+}
+
+// Without dmean/dinv_variance, as the ResNet step's gradient runs it.
+OpConf BatchNormGrad() {
+  return OpConfBuilder("batch_norm_grad", "op")
+      .Input("dy", "in/b_0")
+      .Input("x", "in/a_0")
+      .Input("mean", "in/c_0")
+      .Input("inv_variance", "in/d_0")
+      .Input("gamma", "in/e_0")
+      .Output("dx")
+      .Output("dgamma")
+      .Output("dbeta")
+      .Build();
+}
+
 Shape Pooled(const Shape& x) { return Shape({x.dim(0), x.dim(1), x.dim(2) / 2, x.dim(3) / 2}); }
 
 std::vector<Case> Cases() {
@@ -143,6 +174,30 @@ std::vector<Case> Cases() {
     cases.push_back({label("avg_pool2d", blob, s), Pool("avg_pool2d"), {{"in/a_0", s}}});
     cases.push_back({label("avg_pool2d_grad", blob, s), Pool("avg_pool2d_grad"),
                      {{"in/a_0", s}, {"in/b_0", Pooled(s)}}});
+  }
+  // BatchNorm at the ResNet bench's blobs (batch 128: stem, block 1, block
+  // 2) and at CNN-like sizes of batch 64 with more channels.
+  const std::vector<std::pair<std::string, Shape>> bn_inputs = {
+      {"resnet.stem", Shape({128, 8, 28, 28})},  {"resnet.block1", Shape({128, 8, 14, 14})},
+      {"resnet.block2", Shape({128, 16, 7, 7})}, {"b64.c16", Shape({64, 16, 28, 28})},
+      {"b64.c32", Shape({64, 32, 14, 14})},      {"b64.c64", Shape({64, 64, 7, 7})},
+  };
+  for (const auto& [blob, s] : bn_inputs) {
+    const Shape channel({s.dim(1)});
+    cases.push_back({label("batch_norm", blob, s),
+                     BatchNorm(),
+                     {{"in/a_0", s},
+                      {"in/b_0", channel},
+                      {"in/c_0", channel},
+                      {"in/d_0", channel},
+                      {"in/e_0", channel}}});
+    cases.push_back({label("batch_norm_grad", blob, s),
+                     BatchNormGrad(),
+                     {{"in/a_0", s},
+                      {"in/b_0", s},
+                      {"in/c_0", channel},
+                      {"in/d_0", channel},
+                      {"in/e_0", channel}}});
   }
   return cases;
 }
@@ -199,7 +254,7 @@ class BoundKernel {
     }
     for (const ArgProto& arg : c.op.output()) {
       bound->tensors_.emplace_back(out_descs.at(arg.name()).at(0));
-      bound->output_ = bound->tensors_.size() - 1;
+      bound->outputs_.push_back(bound->tensors_.size() - 1);
       bound->blobs_.push_back(bound->tensors_.back().AsBlob());
       bound->ctx_.BindOutput(arg.name(), &bound->blobs_.back());
     }
@@ -207,7 +262,12 @@ class BoundKernel {
   }
 
   Status Call() { return kernel_->Forward(&ctx_); }
-  const HostTensor& output() const { return tensors_[output_]; }
+  // Copies of every output (for the same-bits check).
+  std::vector<HostTensor> CloneOutputs() const {
+    std::vector<HostTensor> copies;
+    for (size_t i : outputs_) copies.push_back(tensors_[i].Clone());
+    return copies;
+  }
 
  private:
   explicit BoundKernel(const OpConf& op) : op_(op), ctx_(op_, &device_, 0) {}
@@ -225,7 +285,7 @@ class BoundKernel {
   std::unique_ptr<Kernel> kernel_;
   std::vector<HostTensor> tensors_;
   std::vector<Blob> blobs_;
-  size_t output_ = 0;
+  std::vector<size_t> outputs_;  // indices into tensors_
 };
 
 struct Options {
@@ -257,7 +317,7 @@ int Run(const Options& options) {
               static_cast<long long>(options.sample_ms));
   for (int64_t t : threads) std::printf(" %lld", static_cast<long long>(t));
   std::printf("; %d CPUs available; %s\n", AvailableCpuCores(), CpuComputeDescription().c_str());
-  std::printf("%-44s", "kernel blob shape");
+  std::printf("%-50s", "kernel blob shape");
   for (int64_t t : threads) {
     std::printf("  %3lldT us  (best)  cpu us", static_cast<long long>(t));
   }
@@ -282,7 +342,7 @@ int Run(const Options& options) {
     const int64_t calls =
         std::max<int64_t>(3, static_cast<int64_t>(options.sample_ms * 1e-3 / std::max(one, 1e-7)));
     std::vector<std::vector<double>> wall(threads.size()), cpu(threads.size());
-    std::vector<HostTensor> outputs(threads.size());
+    std::vector<std::vector<HostTensor>> outputs(threads.size());
     for (int s = 0; status.ok() && s < options.samples; ++s) {
       for (size_t j = 0; status.ok() && j < threads.size(); ++j) {
         const size_t t = (j + s) % threads.size();
@@ -295,7 +355,7 @@ int Run(const Options& options) {
             std::chrono::duration<double>(std::chrono::steady_clock::now() - before).count();
         cpu[t].push_back((ProcessCpuSeconds() - cpu_before) * 1e6 / calls);
         wall[t].push_back(seconds * 1e6 / calls);
-        if (s == 0) outputs[t] = k.output().Clone();
+        if (s == 0) outputs[t] = k.CloneOutputs();
       }
     }
     if (!status.ok()) {
@@ -305,9 +365,12 @@ int Run(const Options& options) {
     }
     bool same = true;
     for (size_t t = 1; t < threads.size(); ++t) {
-      same = same && std::memcmp(outputs[t].raw(), outputs[0].raw(), outputs[0].ByteSize()) == 0;
+      for (size_t o = 0; o < outputs[0].size(); ++o) {
+        same = same &&
+               std::memcmp(outputs[t][o].raw(), outputs[0][o].raw(), outputs[0][o].ByteSize()) == 0;
+      }
     }
-    std::printf("%-44s", c.name.c_str());
+    std::printf("%-50s", c.name.c_str());
     for (size_t t = 0; t < threads.size(); ++t) {
       std::printf("  %8.1f %7.1f %7.1f", Median(wall[t]),
                   *std::min_element(wall[t].begin(), wall[t].end()), Median(cpu[t]));

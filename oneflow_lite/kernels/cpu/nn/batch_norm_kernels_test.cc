@@ -1,11 +1,18 @@
 // batch_norm / batch_norm_grad: CPU kernels against a double reference in
 // training and inference mode (including the in-place running-statistics
 // update) at sizes 0, 1 and odd; finite-difference checks of the gradient
-// rule (through y, mean and inv_variance); the exact SBP signatures.
+// rule (through y, mean and inv_variance); the exact SBP signatures. The
+// float32 kernels (blocks summed in float lanes, combined in double) against
+// the double reference at ResNet and odd sizes, data far from zero included,
+// and the same bits on 1, 2 and 3 threads.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
 
+#include "oneflow_lite/kernels/cpu/cpu_threads.h"
 #include "oneflow_lite/kernels/cpu/testing/nn_kernel_checks.h"
 #include "oneflow_lite/testing/sbp_checker.h"
 
@@ -31,6 +38,18 @@ OpConf BatchNorm(bool training, double momentum = 0.8, double epsilon = 1e-3) {
       .Attr("momentum", momentum)
       .Attr("epsilon", epsilon)
       .Build();
+}
+
+// dmean/dinv_variance from the lbns "dmean" and "dinv" when stats_grads.
+OpConf BatchNormGrad(bool training, bool stats_grads) {
+  OpConfBuilder b("batch_norm_grad", "g");
+  b.Input("dy", "dy")
+      .Input("x", "x")
+      .Input("mean", "bn/mean_0")
+      .Input("inv_variance", "bn/inv_variance_0")
+      .Input("gamma", "gamma");
+  if (stats_grads) b.Input("dmean", "dmean").Input("dinv_variance", "dinv");
+  return b.Output("dx").Output("dgamma").Output("dbeta").Attr("training", training).Build();
 }
 
 TensorMap Env(const Shape& x, DataType dtype, uint64_t seed) {
@@ -165,20 +184,217 @@ TEST(BatchNormGradTest, EmptyBatchGivesZeroParameterGradients) {
   TensorMap forward = MustRun(BatchNorm(true), &env);
   for (auto& [lbn, t] : forward) env.emplace(lbn, std::move(t));
   env.emplace("dy", HostTensor(TensorDesc(Shape({0, 3, 2}), DT_DOUBLE)));
-  OpConf grad = OpConfBuilder("batch_norm_grad", "g")
-                    .Input("dy", "dy")
-                    .Input("x", "x")
-                    .Input("mean", "bn/mean_0")
-                    .Input("inv_variance", "bn/inv_variance_0")
-                    .Input("gamma", "gamma")
-                    .Output("dx")
-                    .Output("dgamma")
-                    .Output("dbeta")
-                    .Build();
+  const OpConf grad = BatchNormGrad(true, false);
   TensorMap out = MustRun(grad, &env);
   EXPECT_EQ(ToDoubles(out.at("g/dgamma_0")), std::vector<double>(3, 0.0));
   EXPECT_EQ(ToDoubles(out.at("g/dbeta_0")), std::vector<double>(3, 0.0));
   EXPECT_EQ(out.at("g/dx_0").elem_count(), 0);
+}
+
+// ---- float32 accuracy and thread counts ----
+
+// Shapes that reach every case of the float32 kernel: ResNet's stem and
+// blocks (runs of 784, 196 and 49 values: whole lanes, and 4 or 1 values
+// left over), S = 1 (one value per run), N = 1, S longer than one block
+// (5000 values: a run cut into 3 blocks, the last partial), C prime (no
+// thread count divides it), S not a multiple of 16 (17, 33).
+std::vector<Shape> FloatShapes() {
+  return {Shape({32, 8, 28, 28}), Shape({32, 8, 14, 14}), Shape({64, 16, 7, 7}),
+          Shape({301, 7}),        Shape({1, 5, 17}),      Shape({2, 3, 5000}),
+          Shape({37, 11, 3, 11}), Shape({9, 13, 33, 1})};
+}
+
+// x uniform in [offset - 2, offset + 3]: an offset 1000 times the spread
+// is where a sum-of-squares variance would lose every digit in float.
+TensorMap FloatEnv(const Shape& shape, double offset, uint64_t seed, bool grads) {
+  TensorMap env = Env(shape, DT_FLOAT, seed);
+  env["x"] = RandomTensor(TensorDesc(shape, DT_FLOAT), seed + 10, offset - 2, offset + 3);
+  if (grads) {
+    const Shape channel{shape.dim(1)};
+    env.emplace("dy", RandomTensor(TensorDesc(shape, DT_FLOAT), seed + 11));
+    env.emplace("dmean", RandomTensor(TensorDesc(channel, DT_FLOAT), seed + 12));
+    env.emplace("dinv", RandomTensor(TensorDesc(channel, DT_FLOAT), seed + 13));
+  }
+  return env;
+}
+
+TensorMap ToDoubleEnv(const TensorMap& env) {
+  TensorMap doubles;
+  for (const auto& [lbn, t] : env)
+    doubles.emplace(lbn, HostTensor::FromVector(t.shape(), ToDoubles(t)));
+  return doubles;
+}
+
+// Largest |got - want| / scale over the elements.
+double MaxError(const std::vector<double>& got, const std::vector<double>& want, double scale) {
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    worst = std::max(worst, std::fabs(got[i] - want[i]) / scale);
+  return worst;
+}
+
+double MaxAbs(const std::vector<double>& v) {
+  double m = 0;
+  for (double e : v) m = std::max(m, std::fabs(e));
+  return m;
+}
+
+// The largest error / bound ratio seen per quantity (printed, so the
+// margin under each bound is on record).
+class Worst {
+ public:
+  // Expects error <= bound and records the ratio under `quantity`.
+  bool Check(const std::string& quantity, double error, double bound, const std::string& what) {
+    double& worst = ratios_[quantity];
+    worst = std::max(worst, error / bound);
+    EXPECT_LE(error, bound) << what << " " << quantity;
+    return error <= bound;
+  }
+  void Print() const {
+    for (const auto& [quantity, ratio] : ratios_) {
+      std::printf("  %-16s worst error / bound %.3f\n", quantity.c_str(), ratio);
+    }
+  }
+
+ private:
+  std::map<std::string, double> ratios_;
+};
+
+// The float32 forward against the double reference of the same (float)
+// inputs. Bounds asserted, with the offset data included (x in
+// [o - 2, o + 3], o = 0 or 5000; ulp = ulp of |mean| as a float):
+//   mean:  |error| <= 1e-6 * 5 (the spread) + ulp / 2 (the rounding of the
+//          float output alone; at offset 5000 it is nearly all the error);
+//   moving_mean: |error| <= 1e-6 * 5 + 6e-8 * |moving_mean|;
+//   inv_variance, moving_variance: relative error <= 2e-6 (the variance
+//          comes from deviations, not from sums of squares: no loss at the
+//          offset; observed 2.5e-7);
+//   y:     |error| <= 2e-5 * max(1, |y|) + |gamma| * inv * ulp (x - mean in
+//          float carries the rounding of mean itself).
+TEST(BatchNormFloatTest, StatisticsAndOutputsStayCloseToDoubleEvenFarFromZero) {
+  Worst worst;
+  for (const Shape& shape : FloatShapes()) {
+    for (double offset : {0.0, 5000.0}) {
+      TensorMap env = FloatEnv(shape, offset, 7, false);
+      const Expected want = Reference(env, true, 0.8, 1e-3);
+      TensorMap out = MustRun(BatchNorm(true), &env);
+      const std::string what = shape.ToString() + " offset " + std::to_string(offset);
+      const std::vector<double> mean = ToDoubles(out.at("bn/mean_0"));
+      const std::vector<double> inv = ToDoubles(out.at("bn/inv_variance_0"));
+      const std::vector<double> y = ToDoubles(out.at("bn/y_0"));
+      const std::vector<double> gamma = ToDoubles(env.at("gamma"));
+      const std::vector<double> moving_mean = ToDoubles(env.at("mm"));
+      const std::vector<double> moving_var = ToDoubles(env.at("mv"));
+      const int64_t c = shape.dim(1), s = shape.elem_count() / (shape.dim(0) * c);
+      for (int64_t k = 0; k < c; ++k) {
+        const std::string channel = what + " channel " + std::to_string(k);
+        const double ulp = std::ldexp(1.0, std::ilogb(std::fabs(want.mean[k])) - 23);
+        worst.Check("mean", std::fabs(mean[k] - want.mean[k]), 5e-6 + ulp / 2, channel);
+        worst.Check("moving_mean", std::fabs(moving_mean[k] - want.moving_mean[k]),
+                    5e-6 + 6e-8 * std::fabs(want.moving_mean[k]), channel);
+        worst.Check("inv_variance", std::fabs(inv[k] / want.inv[k] - 1), 2e-6, channel);
+        worst.Check("moving_variance", std::fabs(moving_var[k] / want.moving_var[k] - 1), 2e-6,
+                    channel);
+        const double y_slack = std::fabs(gamma[k]) * want.inv[k] * ulp;
+        for (int64_t b = 0; b < shape.dim(0); ++b) {
+          for (int64_t i = 0; i < s; ++i) {
+            const int64_t at = (b * c + k) * s + i;
+            const double bound = 2e-5 * std::max(1.0, std::fabs(want.y[at])) + y_slack;
+            if (!worst.Check("y", std::fabs(y[at] - want.y[at]), bound,
+                             channel + " element " + std::to_string(at))) {
+              return;
+            }
+          }
+        }
+      }
+    }
+  }
+  worst.Print();
+}
+
+// The float32 gradient against the float64 kernel (itself checked by finite
+// differences above) on the same inputs and statistics. Bounds: dbeta and
+// dgamma within 1e-7 of sum |dy| (the float lanes add ~2048 values per
+// block; observed 2e-8), dx within 1e-6 of max |dx| (observed 1.2e-7).
+TEST(BatchNormFloatTest, GradMatchesTheFloat64Kernel) {
+  Worst worst;
+  for (const Shape& shape : FloatShapes()) {
+    for (bool training : {true, false}) {
+      for (bool stats_grads : {false, true}) {
+        if (stats_grads && !training) continue;
+        const std::string what = shape.ToString() + (training ? " training" : " inference") +
+                                 (stats_grads ? " with dmean" : "");
+        TensorMap env = FloatEnv(shape, 3.0, 17, true);
+        TensorMap forward = MustRun(BatchNorm(training), &env);
+        for (auto& [lbn, t] : forward) env[lbn] = t.Clone();
+        TensorMap doubles = ToDoubleEnv(env);
+        const TensorMap got = MustRun(BatchNormGrad(training, stats_grads), &env);
+        const TensorMap want = MustRun(BatchNormGrad(training, stats_grads), &doubles);
+        double dy_abs = 0;
+        for (double v : ToDoubles(env.at("dy"))) dy_abs += std::fabs(v);
+        for (const char* lbn : {"g/dbeta_0", "g/dgamma_0"}) {
+          worst.Check(lbn, MaxError(ToDoubles(got.at(lbn)), ToDoubles(want.at(lbn)), 1.0),
+                      1e-7 * std::max(1.0, dy_abs), what);
+        }
+        const std::vector<double> dx = ToDoubles(want.at("g/dx_0"));
+        worst.Check("g/dx_0", MaxError(ToDoubles(got.at("g/dx_0")), dx, 1.0), 1e-6 * MaxAbs(dx),
+                    what);
+      }
+    }
+  }
+  worst.Print();
+}
+
+// Runs `op` on a copy of env per thread count 1, 2, 3 (the running
+// statistics are updated in place, so each run starts from the same ones)
+// and expects every output, and the updated running statistics, to have
+// the first run's bytes.
+void ExpectSameBitsOnThreads(const OpConf& op, const TensorMap& env, const std::string& what) {
+  const int before = CpuComputeThreadsSetting();
+  std::vector<TensorMap> outs;
+  for (int threads : {1, 2, 3}) {
+    SetCpuComputeThreads(threads);
+    TensorMap copy;
+    for (const auto& [lbn, t] : env) copy.emplace(lbn, t.Clone());
+    TensorMap out = MustRun(op, &copy);
+    for (const char* lbn : {"mm", "mv"})
+      out.emplace(std::string("updated ") + lbn, copy.at(lbn).Clone());
+    outs.push_back(std::move(out));
+  }
+  SetCpuComputeThreads(before > 0 ? before : 1);
+  for (size_t run = 1; run < outs.size(); ++run) {
+    ASSERT_EQ(outs[run].size(), outs[0].size()) << what;
+    for (const auto& [lbn, first] : outs[0]) {
+      const HostTensor& other = outs[run].at(lbn);
+      ASSERT_EQ(other.ByteSize(), first.ByteSize()) << what << " " << lbn;
+      EXPECT_EQ(std::memcmp(other.raw(), first.raw(), first.ByteSize()), 0)
+          << what << " " << lbn << ": " << run + 1 << " threads differ from one";
+    }
+  }
+}
+
+TEST(BatchNormFloatTest, SameBitsOnOneTwoAndThreeThreads) {
+  // Large enough to be split: C = 8 goes by channels on 2 threads and by
+  // blocks on 3; C = 3 the other way round; rows of under 1024 values per
+  // thread ([., 11, 7, 7], [20000, 5]) by blocks on both.
+  for (const Shape& shape : {Shape({32, 8, 28, 28}), Shape({16, 3, 40, 41}), Shape({64, 11, 7, 7}),
+                             Shape({4, 3, 9000}), Shape({20000, 5})}) {
+    for (DataType dtype : FloatTypes()) {
+      for (bool training : {true, false}) {
+        const std::string what = std::string(DataTypeName(dtype)) + " " + shape.ToString() +
+                                 (training ? " training" : " inference");
+        TensorMap env = FloatEnv(shape, 1.0, 3, true);
+        if (dtype == DT_DOUBLE) env = ToDoubleEnv(env);
+        ExpectSameBitsOnThreads(BatchNorm(training), env, "batch_norm " + what);
+        TensorMap forward = MustRun(BatchNorm(training), &env);
+        for (auto& [lbn, t] : forward) env[lbn] = t.Clone();
+        for (bool stats_grads : {false, true}) {
+          ExpectSameBitsOnThreads(BatchNormGrad(training, stats_grads), env,
+                                  "batch_norm_grad " + what + (stats_grads ? " with dmean" : ""));
+        }
+      }
+    }
+  }
 }
 
 // The first `leading` inputs S(1), the other inputs S(0); y/dx S(1), the
