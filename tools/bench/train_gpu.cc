@@ -6,8 +6,14 @@
 //                per op: merge_gpu_compute off) through the actor runtime,
 //                stream-ordered: each step loads a fresh batch on the CPU
 //                and copies it to the device (H2D copy actor), as training
-//                does. Wall clock: (run of warmup+iters steps - run of
-//                warmup steps) / iters, so start-up cancels.
+//                does. One run of warmup+iters steps; the host clock at
+//                each iteration's metrics (the sink, once the step's loss
+//                reached the host) after the warmup, in 5 windows of
+//                iters/5 steps: the median window's milliseconds per step.
+//                Start-up (lazy module loading, cuDNN algorithm choice,
+//                graph capture) and teardown stay outside. (It was the
+//                difference of two runs, which went negative when the first
+//                run of the process paid the one-time start-up: 0.000.)
 //   rt_graph_ms  the same through the actor runtime with the default plan:
 //                the GPU's compute tasks merged into one task whose act is
 //                captured as a CUDA graph and replayed (docs/gpu.md "Graph
@@ -22,9 +28,17 @@
 //   torch_eager_ms, torch_graph_ms   tools/bench/train_gpu_torch.py: PyTorch
 //                eager and CUDA-graph replay of the same step, fixed device
 //                batch.
+// After each row, "kernel_profile" lines: the executor with per-op timing
+// (SingleGpuOptions::time_ops, every step waits for the stream, so the sum
+// is a serialized step), the host's time to make one batch (the CPU source
+// the runtime columns run every step, overlapped with compute), its H2D
+// copy, and the ops taking the most device time (--profile_top; 0: none).
+// Convolutions print their cuDNN algorithm choice (OFLITE_CUDNN_NOTES) to
+// stderr.
 //
 //   train_gpu [--iters 200] [--warmup 30] [--budget_s 0] [--python python3]
-//             [--torch_script tools/bench/train_gpu_torch.py] [--help]
+//             [--torch_script tools/bench/train_gpu_torch.py] [--profile_top 6]
+//             [--help]
 // Large configurations (batch >= 4096) run a quarter of --iters. With
 // --budget_s > 0, a configuration that would start after the budget is
 // reported "skipped: budget". Exit 0 when every configuration that ran
@@ -44,6 +58,7 @@
 #include "oneflow_lite/runtime/runtime.h"
 #include "oneflow_lite/session/flags.h"
 #include "tools/bench/bench_flags.h"
+#include "tools/bench/train_gpu_clock.h"
 #include "tools/gpu/gpu_jobs.h"
 #include "tools/gpu/single_gpu_executor.h"
 
@@ -55,11 +70,6 @@ constexpr char kUsage[] =
     "[flags]\n\nPer-step time of training on one GPU, ours (actor runtime, executor, CUDA "
     "graph replay)\nnext to PyTorch eager and CUDA-graph replay in the same run (exit 77 "
     "without a GPU).";
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 // Median step milliseconds and the final loss of the executor, eager or
 // replaying a captured graph (`graph`); `note` says why it did not replay.
@@ -99,12 +109,15 @@ StatusOr<std::pair<double, double>> TimeOurs(const Job& job, int64_t warmup, int
   return std::make_pair(Median(steps), after.at("loss"));
 }
 
-// Wall seconds of one runtime run of `iters` steps of `plan`; with
-// `want_replay`, Unavailable unless a task replayed captured graphs.
-StatusOr<double> RunSeconds(const Plan& plan, int64_t iters, bool want_replay) {
+// Milliseconds per step of one runtime run of warmup+iters steps of `plan`
+// (IterationClock); with `want_replay`, Unavailable unless a task replayed
+// captured graphs.
+StatusOr<double> RunStepMs(const Plan& plan, int64_t warmup, int64_t iters, bool want_replay) {
+  IterationClock clock(warmup + iters);
   RuntimeOptions options;
-  options.total_iters = iters;
+  options.total_iters = warmup + iters;
   options.watchdog_timeout = std::chrono::milliseconds(60000);
+  options.metrics = &clock;
   ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(plan, options));
   RETURN_IF_ERROR(runtime->Run());
   const RunStats& stats = runtime->stats();
@@ -112,7 +125,7 @@ StatusOr<double> RunSeconds(const Plan& plan, int64_t iters, bool want_replay) {
     return UnavailableError("the runtime replayed no graph: ",
                             stats.graph_note.empty() ? plan.graph_note() : stats.graph_note);
   }
-  return runtime->stats().seconds;
+  return clock.StepMs(warmup, 5);
 }
 
 ClusterProto OneGpuCluster() {
@@ -128,9 +141,42 @@ ClusterProto OneGpuCluster() {
 // Milliseconds per step of the compiled plan through the actor runtime.
 StatusOr<double> TimeRuntime(const Plan& plan, int64_t warmup, int64_t iters, bool want_replay) {
   if (iters <= 0) return InvalidArgumentError("--iters must be positive");
-  ASSIGN_OR_RETURN(double short_run, RunSeconds(plan, warmup, false));
-  ASSIGN_OR_RETURN(double long_run, RunSeconds(plan, warmup + iters, want_replay));
-  return std::max(0.0, long_run - short_run) * 1000.0 / static_cast<double>(iters);
+  return RunStepMs(plan, warmup, iters, want_replay);
+}
+
+// The "kernel_profile" lines of a configuration (see the file comment).
+Status ProfileOps(const Job& job, const char* model, int64_t batch, int top) {
+  constexpr int kWarmup = 3, kSteps = 10;
+  SingleGpuOptions options;
+  options.time_ops = true;  // sources every step: their host time is the loading cost
+  ASSIGN_OR_RETURN(auto executor, SingleGpuExecutor::Create(job, options));
+  for (int i = 0; i < kWarmup; ++i) RETURN_IF_ERROR(executor->Step());
+  executor->ResetOpTimes();
+  for (int i = 0; i < kSteps; ++i) RETURN_IF_ERROR(executor->Step());
+  RETURN_IF_ERROR(executor->Metrics().status());
+  std::vector<OpTime> device_ops;
+  double device = 0, host = 0, copy = 0;
+  for (const OpTime& t : executor->OpTimes()) {
+    if (t.on_host) {
+      host += t.ms;
+      copy += t.copy_ms;
+    } else {
+      device += t.ms;
+      device_ops.push_back(t);
+    }
+  }
+  std::printf("kernel_profile %-6s %6ld: device ops %.3f ms/step (serialized), host source "
+              "%.3f ms/batch, H2D copy %.3f ms/batch\n",
+              model, static_cast<long>(batch), device / kSteps, host / kSteps, copy / kSteps);
+  std::stable_sort(device_ops.begin(), device_ops.end(),
+                   [](const OpTime& a, const OpTime& b) { return a.ms > b.ms; });
+  for (size_t i = 0; i < device_ops.size() && static_cast<int>(i) < top; ++i) {
+    const OpTime& t = device_ops[i];
+    std::printf("kernel_profile %-6s %6ld:   %8.3f ms %5.1f%%  %s (%s)\n", model,
+                static_cast<long>(batch), t.ms / kSteps, device > 0 ? 100.0 * t.ms / device : 0.0,
+                t.name.c_str(), t.type.c_str());
+  }
+  return Status::OK();
 }
 
 // The peer's last line: "eager_ms X graph_ms Y loss Z".
@@ -178,7 +224,7 @@ std::string Ms(const StatusOr<double>& ms) {
 
 // One row; false when one of our paths failed to train.
 bool RunConfig(const Config& c, int64_t warmup, int64_t iters, const std::string& python,
-               const std::string& script) {
+               const std::string& script, int profile_top) {
   StatusOr<Job> job = JobOf(c, warmup + iters);
   if (!job.ok()) {
     std::printf("%-8s %6ld FAILED: %s\n", c.model, static_cast<long>(c.batch),
@@ -222,6 +268,15 @@ bool RunConfig(const Config& c, int64_t warmup, int64_t iters, const std::string
                                  plan.ok() && !plan->graph_capturable();
     if (std::strcmp(what, "torch") != 0 && !graph_not_asked) ok = false;
   }
+  if (profile_top > 0) {
+    // Explains the row; a failure here does not fail the benchmark.
+    Status profiled = ProfileOps(*job, c.model, c.batch, profile_top);
+    if (!profiled.ok()) {
+      std::printf("kernel_profile %-6s %6ld: n/a: %s\n", c.model, static_cast<long>(c.batch),
+                  profiled.ToString().c_str());
+    }
+  }
+  std::fflush(stdout);
   return ok;
 }
 
@@ -232,6 +287,8 @@ std::vector<cli::FlagSpec> FlagSpecs() {
            "seconds after which configurations not yet started are reported "
            "\"skipped: budget\" (0: no budget)",
            false, "0"},
+          {"profile_top", "ops listed per configuration in the kernel_profile lines (0: no profile)",
+           false, "6"},
           {"python", "the PyTorch peer's interpreter", false, "python3"},
           {"torch_script", "the PyTorch peer", false, "tools/bench/train_gpu_torch.py"}};
 }
@@ -239,6 +296,7 @@ std::vector<cli::FlagSpec> FlagSpecs() {
 struct Options {
   int64_t iters = 0, warmup = 0;
   int64_t budget_s = 0;  // 0: no budget
+  int64_t profile_top = 6;
   std::string python, script;
 };
 
@@ -247,6 +305,7 @@ StatusOr<Options> ReadOptions(const cli::FlagSet& flags) {
   ASSIGN_OR_RETURN(options.iters, flags.GetInt("iters", 1, 1000 * 1000 * 1000));
   ASSIGN_OR_RETURN(options.warmup, flags.GetInt("warmup", 1, 1000 * 1000 * 1000));
   ASSIGN_OR_RETURN(options.budget_s, flags.GetInt("budget_s", 0, cli::kMaxDurationSeconds));
+  ASSIGN_OR_RETURN(options.profile_top, flags.GetInt("profile_top", 0, 1000));
   options.python = flags.Get("python");
   options.script = flags.Get("torch_script");
   return options;
@@ -260,6 +319,9 @@ int Run(const Options& options) {
     std::printf("train_gpu SKIPPED: no CUDA device\n");
     return 77;
   }
+  // Each convolution's cuDNN algorithm choice, with the measured candidates,
+  // on stderr (the first kernel of each geometry; blas_kernels.cc).
+  setenv("OFLITE_CUDNN_NOTES", "1", /*overwrite=*/0);
   const auto begin = std::chrono::steady_clock::now();
   std::printf("%-8s %6s %11s %11s %9s %9s %14s %14s %10s\n", "model", "batch", "runtime_ms",
               "rt_graph_ms", "exec_ms", "graph_ms", "torch_eager_ms", "torch_graph_ms", "exec_loss");
@@ -275,7 +337,8 @@ int Run(const Options& options) {
     }
     const bool large = c.batch >= 4096;
     ok = RunConfig(c, large ? std::max<int64_t>(5, warmup / 4) : warmup,
-                   large ? std::max<int64_t>(20, iters / 4) : iters, python, script) && ok;
+                   large ? std::max<int64_t>(20, iters / 4) : iters, python, script,
+                   static_cast<int>(options.profile_top)) && ok;
   }
   return ok ? 0 : 1;
 }

@@ -14,7 +14,12 @@
 //            order) against the CPU reference executor, within 1e-3.
 //
 // FP32 summation order differs between cuBLAS/cuDNN and the CPU kernels, so
-// the bounds are looser than the per-kernel ones.
+// the bounds are looser than the per-kernel ones. The convolutions keep to
+// cuDNN's GEMM-like algorithms here (OFLITE_CUDNN_ALGOS=direct, unless the
+// environment says otherwise): the FFT and Winograd ones, which training
+// picks when they are faster, round differently enough that 20 momentum
+// steps move a small bias's momentum by 19 % (first GPU run, 2026-12-04);
+// cuda_kernels_test checks each convolution with the fastest algorithms.
 //
 //   gpu_check [--iters 20]   exit 0 = pass, 1 = fail, 77 = no CUDA device;
 //                            one line per check, starting "gpu_check ".
@@ -218,6 +223,9 @@ int Main(int argc, char** argv) {
     std::printf("gpu_check SKIPPED: no CUDA device\n");
     return 77;
   }
+  setenv("OFLITE_CUDNN_ALGOS", "direct", /*overwrite=*/0);  // before any kernel's Init
+  std::printf("gpu_check: cuDNN convolution algorithms: %s (OFLITE_CUDNN_ALGOS)\n",
+              std::getenv("OFLITE_CUDNN_ALGOS"));
   bool all = true;
   for (const char* model : {"mlp", "lenet5"}) {
     const bool lenet = !std::strcmp(model, "lenet5");

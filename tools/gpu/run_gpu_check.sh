@@ -191,6 +191,8 @@ run_step train_gpu 300 60 bin/train_gpu --iters "$iters" --warmup "$warmup" \
   cat "$check_lines"
   echo "--- step time (ms), FP32, median per step (see docs/gpu.md, \"Benchmark\") ---"
   grep -E '^(model|mlp|mlp4k|lenet5) ' "$log" || echo "(no benchmark table)"
+  # Where each row's time goes (train_gpu's per-op timing of the executor).
+  grep -E '^kernel_profile ' "$log" || true
   echo "elapsed $((SECONDS - start_time))s of ${budget}s; full log: $log"
 } | tee "$summary_file"
 rm -f "$check_lines"

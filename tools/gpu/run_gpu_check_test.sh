@@ -56,7 +56,7 @@ stage() {  # stage DIR: every binary passes
   done
   gtest_skip "needs 2 CUDA devices" > "$dir/bin/cuda_runtime_test"
   printf '#!/usr/bin/env bash\necho "gpu_check plan_mlp PASS"\n' > "$dir/bin/gpu_check"
-  printf '#!/usr/bin/env bash\necho "model batch x"\necho "mlp 64 0.1"\n' > "$dir/bin/train_gpu"
+  printf '#!/usr/bin/env bash\necho "model batch x"\necho "mlp 64 0.1"\necho "kernel_profile mlp 64: device ops 0.1 ms/step"\n' > "$dir/bin/train_gpu"
   printf '#!/usr/bin/env bash\necho "NVIDIA H200, 1, 141 GiB"\n' > "$dir/fakebin/nvidia-smi"
   chmod +x "$dir"/bin/* "$dir/fakebin/nvidia-smi"
 }
@@ -79,6 +79,8 @@ grep -qE '^runtime_on_gpu +PASS .*1 passed, 1 skipped \(1 explained\)' "$work/ok
 [[ -s "$work/ok/OUT/gpu_check.log" && -s "$work/ok/OUT/gpu_check_summary.txt" ]] ||
   fail "no log or summary under \$OUT"
 grep -q 'gpu_check plan_mlp PASS' "$work/ok/OUT/gpu_check_summary.txt" || fail "summary lacks gpu_check lines"
+grep -q '^kernel_profile mlp 64: device ops' "$work/ok/OUT/gpu_check_summary.txt" ||
+  fail "summary lacks the benchmark's kernel_profile lines"
 
 # 2. Everything skipped for want of a device: SKIPPED, exit 1.
 stage "$work/skip"

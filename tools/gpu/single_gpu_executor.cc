@@ -1,6 +1,7 @@
 #include "tools/gpu/single_gpu_executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <deque>
 
@@ -19,6 +20,10 @@ int64_t Aligned(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; 
 
 StatusOr<std::unique_ptr<SingleGpuExecutor>> SingleGpuExecutor::Create(
     const Job& job, const SingleGpuOptions& options) {
+  if (options.time_ops && options.graph_replay) {
+    return InvalidArgumentError("single-GPU executor: time_ops and graph_replay exclude each other "
+                                "(a replayed graph has no per-op events)");
+  }
   std::unique_ptr<SingleGpuExecutor> executor(new SingleGpuExecutor(job, options));
   RETURN_IF_ERROR(executor->Prepare().WithContext("single-GPU executor, job '" +
                                                   job.conf().name() + "'"));
@@ -80,6 +85,13 @@ Status SingleGpuExecutor::Prepare() {
     ASSIGN_OR_RETURN(state.kernel,
                      CreateAndInitKernel(init, state.on_host ? DEVICE_CPU : DEVICE_CUDA,
                                          KernelDtypeOf(op, descs)));
+    state.time.name = op.name();
+    state.time.type = op.op_type();
+    state.time.on_host = state.on_host;
+    if (options_.time_ops) {
+      CUDA_RETURN_IF_ERROR(cudaEventCreate(&state.begin));
+      CUDA_RETURN_IF_ERROR(cudaEventCreate(&state.end));
+    }
   }
   return Status::OK();
 }
@@ -102,7 +114,16 @@ Status SingleGpuExecutor::RunOp(OpState* state) {
     // The pinned staging buffer is reused: wait until its previous copy left.
     RETURN_IF_ERROR(cuda_->Synchronize());
   }
+  const bool timed = options_.time_ops;
+  if (timed && !state->on_host) CUDA_RETURN_IF_ERROR(cudaEventRecord(state->begin, cuda_->stream()));
+  const auto host_begin = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(state->kernel->Forward(&context));
+  if (timed && state->on_host) {
+    state->time.ms +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host_begin)
+            .count();
+    CUDA_RETURN_IF_ERROR(cudaEventRecord(state->begin, cuda_->stream()));
+  }
   if (state->on_host) {
     for (const ArgProto& arg : op.output()) {
       for (const std::string& lbn : arg.lbn()) {
@@ -112,11 +133,45 @@ Status SingleGpuExecutor::RunOp(OpState* state) {
       }
     }
   }
+  if (timed) {
+    CUDA_RETURN_IF_ERROR(cudaEventRecord(state->end, cuda_->stream()));
+    state->recorded = true;
+    ++state->time.calls;
+  }
   return Status::OK();
+}
+
+Status SingleGpuExecutor::CollectOpTimes() {
+  RETURN_IF_ERROR(cuda_->Synchronize());
+  for (OpState& state : ops_) {
+    if (!state.recorded) continue;
+    float ms = 0;
+    CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, state.begin, state.end));
+    (state.on_host ? state.time.copy_ms : state.time.ms) += ms;
+    state.recorded = false;
+  }
+  return Status::OK();
+}
+
+std::vector<OpTime> SingleGpuExecutor::OpTimes() const {
+  std::vector<OpTime> times;
+  for (const OpState& state : ops_) times.push_back(state.time);
+  return times;
+}
+
+void SingleGpuExecutor::ResetOpTimes() {
+  for (OpState& state : ops_) {
+    const OpTime kept{state.time.name, state.time.type, state.time.on_host};
+    state.time = kept;
+  }
 }
 
 SingleGpuExecutor::~SingleGpuExecutor() {
   if (graph_exec_ != nullptr) cudaGraphExecDestroy(graph_exec_);
+  for (OpState& state : ops_) {
+    if (state.begin != nullptr) cudaEventDestroy(state.begin);
+    if (state.end != nullptr) cudaEventDestroy(state.end);
+  }
 }
 
 Status SingleGpuExecutor::RunDeviceOps() {
@@ -176,6 +231,7 @@ Status SingleGpuExecutor::Step() {
   } else {
     RETURN_IF_ERROR(RunDeviceOps());
   }
+  if (options_.time_ops) RETURN_IF_ERROR(CollectOpTimes());
   ++iteration_;
   return Status::OK();
 }

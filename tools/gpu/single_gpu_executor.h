@@ -44,6 +44,21 @@ struct SingleGpuOptions {
   // launching the ops (graph_note() says why). Device-side error reports of
   // replayed iterations are read by Metrics / ReportDeferredErrors.
   bool graph_replay = false;
+  // Time every op of every Step (benchmarks, to name the kernels a step's
+  // time goes to): a device op by a pair of CUDA events around its launches
+  // on the stream, a host op (a source) by the host clock around its Forward
+  // and its H2D copy by events. Step then waits for the stream, so steps do
+  // not overlap. Not with graph_replay.
+  bool time_ops = false;
+};
+
+// One op's accumulated time (SingleGpuOptions::time_ops).
+struct OpTime {
+  std::string name, type;
+  bool on_host = false;   // a source run on the CPU
+  double ms = 0;          // device time of its launches; host time of a source's Forward
+  double copy_ms = 0;     // a source's H2D copy (device time)
+  int64_t calls = 0;
 };
 
 class SingleGpuExecutor {
@@ -72,6 +87,10 @@ class SingleGpuExecutor {
   // Whether Step replays a captured graph, and why not when it does not.
   bool replaying() const { return graph_exec_ != nullptr; }
   const std::string& graph_note() const { return graph_note_; }
+  // With time_ops: each op's time since creation or the last ResetOpTimes,
+  // in execution order.
+  std::vector<OpTime> OpTimes() const;
+  void ResetOpTimes();
   ~SingleGpuExecutor();
   int64_t iteration() const { return iteration_; }
 
@@ -81,6 +100,11 @@ class SingleGpuExecutor {
     std::unique_ptr<Kernel> kernel;
     bool on_host = false;      // no CUDA kernel: a CPU source
     bool is_variable = false;
+    // time_ops: events around the launches (a source: around its copy),
+    // whether they were recorded this step, and the totals.
+    cudaEvent_t begin = nullptr, end = nullptr;
+    bool recorded = false;
+    OpTime time;
   };
   struct BlobSlot {
     TensorDesc desc;
@@ -96,6 +120,8 @@ class SingleGpuExecutor {
   // Captures RunDeviceOps into graph_exec_; on failure leaves it null and
   // explains in graph_note_ (the stream is usable again either way).
   Status TryCapture();
+  // time_ops: waits for the stream and adds this step's event intervals.
+  Status CollectOpTimes();
 
   Job job_;
   SingleGpuOptions options_;

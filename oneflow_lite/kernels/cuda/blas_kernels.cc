@@ -7,11 +7,24 @@
 // sets it from OFLITE_CUDA_ALLOW_TF32=1) for every matmul of the run.
 //
 // The convolutions build their cuDNN descriptors and pick an algorithm once
-// in Init (heuristics, FMA math only: no TF32, so results stay within FP32
-// rounding of the CPU kernel), then allocate that algorithm's workspace once;
-// Forward only launches. Blob shapes must equal the planned ones.
+// in Init (FMA math only: no TF32, so results stay within FP32 rounding of
+// the CPU kernel), then allocate that algorithm's workspace once; Forward
+// only launches. Blob shapes must equal the planned ones. The algorithm is
+// the fastest deterministic one cuDNN measures (cudnnFind*Ex on scratch
+// buffers; the heuristics' first deterministic candidate if measuring
+// fails), chosen once per process for each convolution geometry, so every
+// kernel of one convolution (two runs of a plan) uses the same algorithm.
+// OFLITE_CUDNN_NOTES=1 prints each choice with the measured times to stderr;
+// OFLITE_CUDNN_ALGOS=direct leaves out the FFT and Winograd algorithms
+// (closer to the CPU kernel's rounding, often slower).
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string>
 
 #include "oneflow_lite/kernels/cuda/cuda_kernel_util.h"
 #include "oneflow_lite/ops/math/matmul_util.h"
@@ -153,6 +166,93 @@ bool NoTensorCores(cudnnMathType_t type) {
   return type == CUDNN_FMA_MATH || type == CUDNN_DEFAULT_MATH;
 }
 
+// FFT and Winograd algorithms transform the operands and round differently
+// from a direct convolution (about 1e-5 relative per call, more after many
+// momentum steps); the GEMM-like ones sum the products as the CPU kernel
+// does, to FP32 rounding.
+bool TransformAlgorithm(cudnnConvolutionFwdAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+bool TransformAlgorithm(cudnnConvolutionBwdDataAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+bool TransformAlgorithm(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+}
+
+// OFLITE_CUDNN_ALGOS=direct keeps to the GEMM-like algorithms (the GPU
+// check's comparison with the CPU plan uses it); unset or "fastest": any
+// deterministic algorithm, the fastest measured.
+bool DirectAlgorithmsOnly() {
+  static const bool direct = [] {
+    const char* mode = std::getenv("OFLITE_CUDNN_ALGOS");
+    return mode != nullptr && std::string(mode) == "direct";
+  }();
+  return direct;
+}
+
+const char* ConvKindName(ConvKind kind) {
+  switch (kind) {
+    case ConvKind::kForward: return "forward";
+    case ConvKind::kGradData: return "grad_data";
+    case ConvKind::kGradFilter: return "grad_filter";
+  }
+  return "?";
+}
+
+// The algorithm chosen for a convolution geometry (see the file comment).
+struct ConvChoice {
+  int algo = 0;
+  std::string note;
+};
+
+std::mutex& ConvChoicesMutex() {
+  static std::mutex* mutex = new std::mutex;
+  return *mutex;
+}
+
+std::map<std::string, ConvChoice>& ConvChoices() {
+  static auto* choices = new std::map<std::string, ConvChoice>;
+  return *choices;
+}
+
+bool ConvNotesWanted() {
+  const char* notes = std::getenv("OFLITE_CUDNN_NOTES");
+  return notes != nullptr && notes[0] == '1';
+}
+
+// Device scratch buffers for measuring algorithms, freed on scope exit.
+class Scratch {
+ public:
+  ~Scratch() {
+    for (void* p : buffers_) cudaFree(p);
+  }
+  // Zeroed (finite inputs: no NaN or denormal slow paths while timing).
+  void* Get(size_t bytes, cudaStream_t stream) {
+    void* p = nullptr;
+    if (cudaMalloc(&p, bytes > 0 ? bytes : 1) != cudaSuccess) {
+      cudaGetLastError();
+      ok_ = false;
+      return nullptr;
+    }
+    buffers_.push_back(p);
+    if (cudaMemsetAsync(p, 0, bytes, stream) != cudaSuccess) ok_ = false;
+    return p;
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  std::vector<void*> buffers_;
+  bool ok_ = true;
+};
+
 template <ConvKind kKind>
 class ConvKernel final : public Kernel {
  public:
@@ -223,6 +323,7 @@ class ConvKernel final : public Kernel {
     x_shape_ = ctx.Input(image_arg).shape;
     w_shape_ = ctx.Input(weight_arg).shape;
     ASSIGN_OR_RETURN(nn::Window2d w, nn::MakeConvWindow(ctx.attrs(), x_shape_, w_shape_));
+    window_ = w;
     y_shape_ = Shape({w.batch, w_shape_.dim(0), w.out_h, w.out_w});
     const auto i = [](int64_t v) { return static_cast<int>(v); };
     CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&x_desc_));
@@ -245,21 +346,23 @@ class ConvKernel final : public Kernel {
     if (x_shape_.elem_count() == 0 || y_shape_.elem_count() == 0) {
       return InvalidArgumentError("empty convolution (x ", x_shape_, ") is not supported on CUDA");
     }
-    RETURN_IF_ERROR(ChooseAlgorithm(cuda->cudnn()));
+    RETURN_IF_ERROR(ChooseAlgorithm(*cuda));
     if (workspace_bytes_ > 0) CUDA_RETURN_IF_ERROR(cudaMalloc(&workspace_, workspace_bytes_));
     return Status::OK();
   }
 
-  // The first heuristic candidate without tensor cores that fits, preferring
+  // The first candidate without tensor cores that fits, preferring
   // deterministic ones (cuDNN's perf[k].determinism): a non-deterministic
   // algorithm (atomics) makes two runs of one plan differ, and the GPU check
-  // compares runs. -1 when none fits.
+  // compares runs. -1 when none fits. Candidates come sorted (by expected
+  // time from the heuristics, by measured time from cudnnFind*).
   template <typename Perf>
   static int PickAlgorithm(const Perf* perf, int found) {
     for (bool need_deterministic : {true, false}) {
       for (int k = 0; k < found; ++k) {
         if (perf[k].status != CUDNN_STATUS_SUCCESS || !NoTensorCores(perf[k].mathType) ||
-            perf[k].memory > kMaxWorkspaceBytes) {
+            perf[k].memory > kMaxWorkspaceBytes ||
+            (DirectAlgorithmsOnly() && TransformAlgorithm(perf[k].algo))) {
           continue;
         }
         if (need_deterministic && perf[k].determinism != CUDNN_DETERMINISTIC) continue;
@@ -269,60 +372,180 @@ class ConvKernel final : public Kernel {
     return -1;
   }
 
-  // The algorithm of this convolution direction (see PickAlgorithm).
-  Status ChooseAlgorithm(cudnnHandle_t handle) {
-    constexpr int kWant = 16;
-    int found = 0;
-    bool chosen = false;
-    if (kKind == ConvKind::kForward) {
-      cudnnConvolutionFwdAlgoPerf_t perf[kWant];
-      CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardAlgorithm_v7(
-          handle, x_desc_, filter_, conv_, y_desc_, kWant, &found, perf));
-      const int k = PickAlgorithm(perf, found);
-      if (k >= 0) {
-        forward_algo_ = perf[k].algo;
-        chosen = true;
-      }
-      if (chosen) {
-        CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardWorkspaceSize(
-            handle, x_desc_, filter_, conv_, y_desc_, forward_algo_, &workspace_bytes_));
-      }
-    } else if (kKind == ConvKind::kGradData) {
-      cudnnConvolutionBwdDataAlgoPerf_t perf[kWant];
-      CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-          handle, filter_, y_desc_, conv_, x_desc_, kWant, &found, perf));
-      const int k = PickAlgorithm(perf, found);
-      if (k >= 0) {
-        data_algo_ = perf[k].algo;
-        chosen = true;
-      }
-      if (chosen) {
-        CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataWorkspaceSize(
-            handle, filter_, y_desc_, conv_, x_desc_, data_algo_, &workspace_bytes_));
-      }
-    } else {
-      cudnnConvolutionBwdFilterAlgoPerf_t perf[kWant];
-      CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-          handle, x_desc_, y_desc_, conv_, filter_, kWant, &found, perf));
-      const int k = PickAlgorithm(perf, found);
-      if (k >= 0) {
-        filter_algo_ = perf[k].algo;
-        chosen = true;
-      }
-      if (chosen) {
-        CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-            handle, x_desc_, y_desc_, conv_, filter_, filter_algo_, &workspace_bytes_));
+  // The largest workspace a usable heuristic candidate asks for.
+  template <typename Perf>
+  static size_t LargestWorkspace(const Perf* perf, int found) {
+    size_t bytes = 0;
+    for (int k = 0; k < found; ++k) {
+      if (perf[k].status == CUDNN_STATUS_SUCCESS && perf[k].memory <= kMaxWorkspaceBytes) {
+        bytes = std::max(bytes, perf[k].memory);
       }
     }
-    if (!chosen) {
-      return InternalError("cuDNN offered no algorithm without tensor cores for x ", x_shape_, ", weight ",
-                           w_shape_, " within ", kMaxWorkspaceBytes >> 20, " MiB of workspace (",
-                           found, " candidates)");
+    return bytes;
+  }
+
+  // "algo A det 0.123 ms, ..." for the notes.
+  template <typename Perf>
+  static std::string Candidates(const Perf* perf, int found) {
+    std::ostringstream os;
+    for (int k = 0; k < found; ++k) {
+      if (perf[k].status != CUDNN_STATUS_SUCCESS) continue;
+      os << (os.tellp() > 0 ? ", " : "") << "algo " << static_cast<int>(perf[k].algo)
+         << (perf[k].determinism == CUDNN_DETERMINISTIC ? " det " : " nondet ") << perf[k].time
+         << " ms" << (NoTensorCores(perf[k].mathType) ? "" : " (tensor cores)")
+         << (perf[k].memory > kMaxWorkspaceBytes ? " (workspace too large)" : "");
+    }
+    return os.str();
+  }
+
+  std::string GeometryKey(int device) const {
+    std::ostringstream os;
+    os << "cuda:" << device << " " << ConvKindName(kKind) << " x" << x_shape_ << " w" << w_shape_
+       << " pad " << window_.pad_h << "," << window_.pad_w << " stride " << window_.stride_h << ","
+       << window_.stride_w << " dilation " << window_.dilation_h << "," << window_.dilation_w;
+    return os.str();
+  }
+
+  // Heuristic candidates, then (unless that fails) measured ones; picks with
+  // PickAlgorithm. Returns the algorithm index, -1 if none fits.
+  template <typename Perf, typename Heuristic, typename Find>
+  static int Choose(const char* what, Heuristic heuristic, Find find, std::string* note,
+                    Status* error) {
+    constexpr int kWant = 16;
+    Perf perf[kWant];
+    int found = 0;
+    cudnnStatus_t st = heuristic(kWant, &found, perf);
+    if (st != CUDNN_STATUS_SUCCESS) {
+      *error = InternalError(what, ": ", cudnnGetErrorString(st));
+      return -1;
+    }
+    const int k = PickAlgorithm(perf, found);
+    if (k < 0) return -1;
+    Perf measured[kWant];
+    int measured_found = 0;
+    std::string why;
+    st = find(LargestWorkspace(perf, found), kWant, &measured_found, measured, &why);
+    const int m = st == CUDNN_STATUS_SUCCESS ? PickAlgorithm(measured, measured_found) : -1;
+    if (m >= 0) {
+      *note = std::string("measured: ") + Candidates(measured, measured_found);
+      return static_cast<int>(measured[m].algo);
+    }
+    *note = "heuristic (measuring failed: " +
+            (why.empty() ? std::string(cudnnGetErrorString(st)) : why) +
+            "): " + Candidates(perf, found);
+    return static_cast<int>(perf[k].algo);
+  }
+
+  // The algorithm of this convolution direction (see the file comment).
+  Status ChooseAlgorithm(const CudaDeviceContext& cuda) {
+    cudnnHandle_t handle = cuda.cudnn();
+    cudaStream_t stream = cuda.stream();
+    const std::string key = GeometryKey(cuda.device_index());
+    std::lock_guard<std::mutex> lock(ConvChoicesMutex());
+    auto cached = ConvChoices().find(key);
+    int algo = -1;
+    if (cached != ConvChoices().end()) {
+      algo = cached->second.algo;
+    } else {
+      std::string note;
+      Status error;
+      const size_t x_bytes = x_shape_.elem_count() * sizeof(float);
+      const size_t y_bytes = y_shape_.elem_count() * sizeof(float);
+      const size_t w_bytes = w_shape_.elem_count() * sizeof(float);
+      // Measures into scratch buffers; `why` explains a failure outside cuDNN.
+      auto measure = [&](auto run) {
+        return [&, run](size_t workspace, int want, int* found, auto* perf, std::string* why) {
+          Scratch scratch;
+          void* x = scratch.Get(x_bytes, stream);
+          void* y = scratch.Get(y_bytes, stream);
+          void* w = scratch.Get(w_bytes, stream);
+          void* ws = scratch.Get(workspace, stream);
+          if (!scratch.ok() || cudaStreamSynchronize(stream) != cudaSuccess) {
+            cudaGetLastError();
+            *why = "no device memory for the scratch buffers";
+            return CUDNN_STATUS_ALLOC_FAILED;
+          }
+          return run(x, y, w, ws, workspace, want, found, perf);
+        };
+      };
+      if (kKind == ConvKind::kForward) {
+        algo = Choose<cudnnConvolutionFwdAlgoPerf_t>(
+            "cudnnGetConvolutionForwardAlgorithm_v7",
+            [&](int want, int* found, cudnnConvolutionFwdAlgoPerf_t* perf) {
+              return cudnnGetConvolutionForwardAlgorithm_v7(handle, x_desc_, filter_, conv_,
+                                                            y_desc_, want, found, perf);
+            },
+            measure([&](void* x, void* y, void* w, void* ws, size_t ws_bytes, int want,
+                        int* found, cudnnConvolutionFwdAlgoPerf_t* perf) {
+              return cudnnFindConvolutionForwardAlgorithmEx(handle, x_desc_, x, filter_, w, conv_,
+                                                            y_desc_, y, want, found, perf, ws,
+                                                            ws_bytes);
+            }),
+            &note, &error);
+      } else if (kKind == ConvKind::kGradData) {
+        algo = Choose<cudnnConvolutionBwdDataAlgoPerf_t>(
+            "cudnnGetConvolutionBackwardDataAlgorithm_v7",
+            [&](int want, int* found, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
+              return cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, filter_, y_desc_, conv_,
+                                                                 x_desc_, want, found, perf);
+            },
+            measure([&](void* x, void* y, void* w, void* ws, size_t ws_bytes, int want,
+                        int* found, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
+              return cudnnFindConvolutionBackwardDataAlgorithmEx(handle, filter_, w, y_desc_, y,
+                                                                 conv_, x_desc_, x, want, found,
+                                                                 perf, ws, ws_bytes);
+            }),
+            &note, &error);
+      } else {
+        algo = Choose<cudnnConvolutionBwdFilterAlgoPerf_t>(
+            "cudnnGetConvolutionBackwardFilterAlgorithm_v7",
+            [&](int want, int* found, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
+              return cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, x_desc_, y_desc_,
+                                                                   conv_, filter_, want, found,
+                                                                   perf);
+            },
+            measure([&](void* x, void* y, void* w, void* ws, size_t ws_bytes, int want,
+                        int* found, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
+              return cudnnFindConvolutionBackwardFilterAlgorithmEx(handle, x_desc_, x, y_desc_, y,
+                                                                   conv_, filter_, w, want, found,
+                                                                   perf, ws, ws_bytes);
+            }),
+            &note, &error);
+      }
+      RETURN_IF_ERROR(error);
+      if (algo < 0) {
+        return InternalError("cuDNN offered no algorithm without tensor cores for x ", x_shape_,
+                             ", weight ", w_shape_, " within ", kMaxWorkspaceBytes >> 20,
+                             " MiB of workspace");
+      }
+      cudaGetLastError();  // a failed scratch allocation is not this kernel's error
+      ConvChoices()[key] = ConvChoice{algo, note};
+      if (ConvNotesWanted()) {
+        std::fprintf(stderr, "cudnn %s: algo %d; %s\n", key.c_str(), algo, note.c_str());
+      }
+    }
+    switch (kKind) {
+      case ConvKind::kForward:
+        forward_algo_ = static_cast<cudnnConvolutionFwdAlgo_t>(algo);
+        CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardWorkspaceSize(
+            handle, x_desc_, filter_, conv_, y_desc_, forward_algo_, &workspace_bytes_));
+        break;
+      case ConvKind::kGradData:
+        data_algo_ = static_cast<cudnnConvolutionBwdDataAlgo_t>(algo);
+        CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataWorkspaceSize(
+            handle, filter_, y_desc_, conv_, x_desc_, data_algo_, &workspace_bytes_));
+        break;
+      case ConvKind::kGradFilter:
+        filter_algo_ = static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo);
+        CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+            handle, x_desc_, y_desc_, conv_, filter_, filter_algo_, &workspace_bytes_));
+        break;
     }
     return Status::OK();
   }
 
   Shape x_shape_, w_shape_, y_shape_;
+  nn::Window2d window_;
   cudnnTensorDescriptor_t x_desc_ = nullptr, y_desc_ = nullptr;
   cudnnFilterDescriptor_t filter_ = nullptr;
   cudnnConvolutionDescriptor_t conv_ = nullptr;

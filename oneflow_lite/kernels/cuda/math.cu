@@ -91,6 +91,33 @@ __global__ void ReduceSumKernel(const float* x, float* y, StridedIndex outer, St
   }
 }
 
+// Block (o, s) of a split sum: the terms [s * chunk, (s + 1) * chunk) of
+// output o, summed in double, into partials[o * splits + s] (gridDim.x =
+// out_count <= 65535, gridDim.y = splits).
+__global__ void ReducePartialKernel(const float* x, double* partials, StridedIndex outer,
+                                    StridedIndex inner, int64_t inner_count, int64_t chunk) {
+  const int64_t o = blockIdx.x, s = blockIdx.y;
+  const int64_t base = OperandOffset(outer, 0, o);
+  const int64_t begin = s * chunk;
+  const int64_t end = begin + chunk < inner_count ? begin + chunk : inner_count;
+  double sum = 0.0;
+  for (int64_t r = begin + threadIdx.x; r < end; r += blockDim.x) {
+    sum += x[base + OperandOffset(inner, 0, r)];
+  }
+  sum = BlockSum(sum);
+  if (threadIdx.x == 0) partials[o * gridDim.y + s] = sum;
+}
+
+// y[o] = the sum of output o's partials, in split order (in double).
+__global__ void ReducePartialsKernel(const double* partials, float* y, int64_t out_count,
+                                     int64_t splits, float divisor) {
+  OFLITE_GRID_LOOP(o, out_count) {
+    double sum = 0.0;
+    for (int64_t s = 0; s < splits; ++s) sum += partials[o * splits + s];
+    y[o] = static_cast<float>(sum / divisor);
+  }
+}
+
 template <typename In, typename Out>
 __global__ void CastKernel(const In* in, Out* out, int64_t n) {
   OFLITE_GRID_LOOP(i, n) { out[i] = static_cast<Out>(in[i]); }
@@ -173,11 +200,35 @@ cudaError_t LaunchStridedCopy(const void* src, void* dst, int elem_size, const S
   return cudaGetLastError();
 }
 
+// Splits per output: enough blocks to fill a large GPU (about 1024 in all)
+// when the outputs alone would not, each block summing at least 16 terms a
+// thread; 1 (no split) for many outputs or short sums.
+int64_t ReduceSplits(int64_t out_count, int64_t inner_count) {
+  if (out_count <= 0 || out_count > kReducePartials / 2) return 1;
+  constexpr int64_t kTermsPerBlock = static_cast<int64_t>(kThreads) * 16;
+  int64_t splits = (inner_count + kTermsPerBlock - 1) / kTermsPerBlock;
+  const int64_t fill = 1024 / out_count > 1 ? 1024 / out_count : 1;
+  if (splits > fill) splits = fill;
+  if (splits > kReducePartials / out_count) splits = kReducePartials / out_count;
+  return splits > 1 ? splits : 1;
+}
+
 cudaError_t LaunchReduceSum(const float* x, float* y, const StridedIndex& outer,
-                            const StridedIndex& inner, float divisor, cudaStream_t stream) {
+                            const StridedIndex& inner, float divisor, double* partials,
+                            cudaStream_t stream) {
   const int64_t out_count = outer.Count();
   if (out_count <= 0) return cudaSuccess;
   const int64_t inner_count = inner.Count();
+  const int64_t splits = partials != nullptr ? ReduceSplits(out_count, inner_count) : 1;
+  if (splits > 1) {
+    const int64_t chunk = (inner_count + splits - 1) / splits;
+    const dim3 grid(static_cast<unsigned>(out_count), static_cast<unsigned>(splits));
+    ReducePartialKernel<<<grid, kThreads, 0, stream>>>(x, partials, outer, inner, inner_count,
+                                                       chunk);
+    ReducePartialsKernel<<<BlocksFor(out_count), kThreads, 0, stream>>>(partials, y, out_count,
+                                                                        splits, divisor);
+    return cudaGetLastError();
+  }
   const int blocks = static_cast<int>(out_count < 65535 ? out_count : 65535);
   ReduceSumKernel<<<blocks, RowThreads(inner_count), 0, stream>>>(x, y, outer, inner, out_count,
                                                                   inner_count, divisor);

@@ -1,6 +1,7 @@
 // CUDA kernels of the math family (docs/ops.md) except matmul (blas_kernels.cc).
 // Float32; the pure layout ops also for int32/int64. Extents come from the
 // bound blobs, like the CPU kernels, so split (physical) shapes work as is.
+#include <cstdlib>
 #include <cstring>
 
 #include "oneflow_lite/kernels/cuda/cuda_kernel_util.h"
@@ -186,43 +187,102 @@ class AddKernel final : public Kernel {
   }
 };
 
+// Merges neighbouring dims of an index that walk memory contiguously (the
+// outer one's stride is the inner one's extent times its stride): fewer
+// divisions per element in OperandOffset, same offsets.
+void MergeContiguousDims(std::vector<int64_t>* dims, std::vector<int64_t>* strides) {
+  std::vector<int64_t> d, st;
+  for (size_t i = 0; i < dims->size(); ++i) {
+    if (!d.empty() && st.back() == (*strides)[i] * (*dims)[i]) {
+      d.back() *= (*dims)[i];
+      st.back() = (*strides)[i];
+      continue;
+    }
+    d.push_back((*dims)[i]);
+    st.push_back((*strides)[i]);
+  }
+  *dims = std::move(d);
+  *strides = std::move(st);
+}
+
+struct ReduceGeometry {
+  std::vector<int64_t> outer_dims, outer_strides, inner_dims, inner_strides;
+  int64_t outer_count = 1, inner_count = 1;
+};
+
+StatusOr<ReduceGeometry> MakeReduceGeometry(const Shape& shape, const std::vector<int64_t>& axes) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> normalized, NormalizeAxes(axes, shape.rank(), true, ""));
+  std::vector<bool> reduced(shape.rank(), false);
+  for (int64_t axis : normalized) reduced[axis] = true;
+  const std::vector<int64_t> strides = RowMajorStrides(shape);
+  ReduceGeometry g;
+  for (int64_t i = 0; i < shape.rank(); ++i) {
+    (reduced[i] ? g.inner_dims : g.outer_dims).push_back(shape.dim(i));
+    (reduced[i] ? g.inner_strides : g.outer_strides).push_back(strides[i]);
+    (reduced[i] ? g.inner_count : g.outer_count) *= shape.dim(i);
+  }
+  MergeContiguousDims(&g.outer_dims, &g.outer_strides);
+  MergeContiguousDims(&g.inner_dims, &g.inner_strides);
+  return g;
+}
+
 class ReduceKernel final : public Kernel {
  public:
   explicit ReduceKernel(bool mean) : mean_(mean) {}
+  ~ReduceKernel() override {
+    if (partials_ != nullptr) cudaFree(partials_);
+  }
+
+  // Device memory for the partial sums of a split reduction, when the
+  // planned shapes split (few outputs, long sums); without it Forward runs
+  // one block per output.
+  Status Init(const KernelInitContext& ctx) override {
+    if (ctx.device == nullptr || ctx.inputs.count("x") == 0) return Status::OK();
+    StatusOr<ReduceGeometry> g =
+        MakeReduceGeometry(ctx.Input("x").shape, ctx.attrs().GetIntsOr("axis", {}));
+    if (!g.ok() || ReduceSplits(g->outer_count, g->inner_count) <= 1) return Status::OK();
+    // Opt-in (OFLITE_CUDA_REDUCE_SPLIT=1) until understood: on the first GPU
+    // run (2026-12-04) LeNet-5 with the split bias gradients drifted from
+    // the CPU plan (a bias momentum 4.7 % away after 20 steps, the same
+    // with partial sums in float and in double, so not rounding), while one
+    // block per output stays within 1e-6. cuda_kernels_test's split cases
+    // pass, so the defect is in a case they do not cover.
+    const char* split = std::getenv("OFLITE_CUDA_REDUCE_SPLIT");
+    if (split == nullptr || std::string(split) != "1") return Status::OK();
+    ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(ctx));
+    RETURN_IF_ERROR(cuda->Activate());
+    void* partials = nullptr;
+    CUDA_RETURN_IF_ERROR(cudaMalloc(&partials, kReducePartials * sizeof(double)));
+    partials_ = static_cast<double*>(partials);
+    return Status::OK();
+  }
+
   Status Forward(KernelContext* ctx) override {
     ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
     const Blob& x = ctx->Input("x");
     Blob* y = ctx->Output("y");
-    const Shape& shape = x.shape();
-    auto axes_or = NormalizeAxes(ctx->attrs().GetIntsOr("axis", {}), shape.rank(), true, "");
-    if (!axes_or.ok()) return ctx->Error(axes_or.status().message());
-    std::vector<bool> reduced(shape.rank(), false);
-    for (int64_t axis : *axes_or) reduced[axis] = true;
-    const std::vector<int64_t> strides = RowMajorStrides(shape);
-    std::vector<int64_t> outer_dims, outer_strides, inner_dims, inner_strides;
-    int64_t count = 1;
-    for (int64_t i = 0; i < shape.rank(); ++i) {
-      (reduced[i] ? inner_dims : outer_dims).push_back(shape.dim(i));
-      (reduced[i] ? inner_strides : outer_strides).push_back(strides[i]);
-      if (reduced[i]) count *= shape.dim(i);
-    }
+    StatusOr<ReduceGeometry> g = MakeReduceGeometry(x.shape(), ctx->attrs().GetIntsOr("axis", {}));
+    if (!g.ok()) return ctx->Error(g.status().message());
+    const int64_t count = g->inner_count;
     if (x.elem_count() / (count > 0 ? count : 1) != y->elem_count() && count > 0) {
-      return ctx->Error("blob shapes disagree: x ", shape, ", y ", y->shape());
+      return ctx->Error("blob shapes disagree: x ", x.shape(), ", y ", y->shape());
     }
-    ASSIGN_OR_RETURN(StridedIndex outer, MakeIndex(outer_dims, {outer_strides}));
-    ASSIGN_OR_RETURN(StridedIndex inner, MakeIndex(inner_dims, {inner_strides}));
+    ASSIGN_OR_RETURN(StridedIndex outer, MakeIndex(g->outer_dims, {g->outer_strides}));
+    ASSIGN_OR_RETURN(StridedIndex inner, MakeIndex(g->inner_dims, {g->inner_strides}));
     const float divisor = mean_ ? static_cast<float>(count) : 1.f;
     CUDA_LAUNCH_RETURN_IF_ERROR(*ctx, LaunchReduceSum(x.data<float>(), y->data<float>(), outer,
-                                                      inner, divisor, cuda->stream()));
+                                                      inner, divisor, partials_, cuda->stream()));
     return Status::OK();
   }
 
  private:
   bool mean_;
+  double* partials_ = nullptr;
 };
 
 class ReduceSumKernel final : public Kernel {
  public:
+  Status Init(const KernelInitContext& ctx) override { return impl_.Init(ctx); }
   Status Forward(KernelContext* ctx) override { return impl_.Forward(ctx); }
  private:
   ReduceKernel impl_{false};
@@ -230,6 +290,7 @@ class ReduceSumKernel final : public Kernel {
 
 class ReduceMeanKernel final : public Kernel {
  public:
+  Status Init(const KernelInitContext& ctx) override { return impl_.Init(ctx); }
   Status Forward(KernelContext* ctx) override { return impl_.Forward(ctx); }
  private:
   ReduceKernel impl_{true};

@@ -12,23 +12,28 @@ namespace oflite {
 namespace cuda {
 namespace {
 
-// Attribute parameters of the map ops: clamp's bounds, leaky_relu's alpha.
-void MapParams(const AttrView& attrs, float* p0, float* p1) {
+// Attribute parameters of the map ops, chosen by the op (as the CPU
+// functors read them, kernels/cpu/math/unary_math_functors.h): leaky_relu's
+// alpha (default 0.01) in p0; clamp's bounds in p0/p1 (an absent bound is
+// infinite); nothing for the others. Guessing the op from which attributes
+// are present read a clamp bound as leaky_relu_grad's alpha when an op
+// carried both kinds (the GPU check's min=-0.5 on every grad op).
+void MapParams(const AttrView& attrs, bool leaky_relu, bool clamp, float* p0, float* p1) {
   const float inf = std::numeric_limits<float>::infinity();
-  if (attrs.Has("alpha") || !(attrs.Has("min") || attrs.Has("max"))) {
-    *p0 = static_cast<float>(attrs.GetFloatOr("alpha", 0.01));
-    *p1 = 0.f;
-    return;
+  *p0 = 0.f;
+  *p1 = 0.f;
+  if (leaky_relu) *p0 = static_cast<float>(attrs.GetFloatOr("alpha", 0.01));
+  if (clamp) {
+    *p0 = attrs.Has("min") ? static_cast<float>(attrs.GetFloatOr("min", 0)) : -inf;
+    *p1 = attrs.Has("max") ? static_cast<float>(attrs.GetFloatOr("max", 0)) : inf;
   }
-  *p0 = attrs.Has("min") ? static_cast<float>(attrs.GetFloatOr("min", 0)) : -inf;
-  *p1 = attrs.Has("max") ? static_cast<float>(attrs.GetFloatOr("max", 0)) : inf;
 }
 
 template <MapOp kOp>
 class MapKernel final : public Kernel {
  public:
   Status Init(const KernelInitContext& ctx) override {
-    MapParams(ctx.attrs(), &p0_, &p1_);
+    MapParams(ctx.attrs(), kOp == MapOp::kLeakyRelu, kOp == MapOp::kClamp, &p0_, &p1_);
     return Status::OK();
   }
   Status Forward(KernelContext* ctx) override {
@@ -49,7 +54,7 @@ template <MapGradOp kOp>
 class MapGradKernel final : public Kernel {
  public:
   Status Init(const KernelInitContext& ctx) override {
-    MapParams(ctx.attrs(), &p0_, &p1_);
+    MapParams(ctx.attrs(), kOp == MapGradOp::kLeakyRelu, kOp == MapGradOp::kClamp, &p0_, &p1_);
     return Status::OK();
   }
   Status Forward(KernelContext* ctx) override {
