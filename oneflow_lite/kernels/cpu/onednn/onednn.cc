@@ -29,10 +29,16 @@ std::atomic<int64_t> g_conv_primitives{0};
 // Sizes the calling thread's OpenMP team to the cpu_threads setting (see the
 // header), or to `limit` threads if fewer, and returns the team size oneDNN
 // will use.
+// Never more than OMP_THREAD_LIMIT allows: oneDNN plans its work (and its
+// barriers) for omp_get_max_threads() threads, which the limit does not
+// lower, and a team cut to fewer threads than planned spun forever in a
+// barrier (OMP_THREAD_LIMIT=1 hung LeNet-5's training).
 int ApplyThreads(int64_t limit = 1 << 30) {
+  limit = std::min<int64_t>(limit, std::max(1, omp_get_thread_limit()));
   int wanted = CpuComputeThreadsSetting();
-  if (wanted > 0) wanted = static_cast<int>(std::min<int64_t>(wanted, std::max<int64_t>(1, limit)));
-  if (wanted > 0 && omp_get_max_threads() != wanted) omp_set_num_threads(wanted);
+  if (wanted <= 0) wanted = omp_get_max_threads();
+  wanted = static_cast<int>(std::min<int64_t>(wanted, std::max<int64_t>(1, limit)));
+  if (omp_get_max_threads() != wanted) omp_set_num_threads(wanted);
   return omp_get_max_threads();
 }
 
