@@ -186,6 +186,9 @@ std::vector<cli::FlagSpec> NodeFlagSpecs() {
       {"watchdog-seconds", "abort when no actor progresses this long", false, "60"},
       {"cpu-threads", "threads per CPU device, BLAS included (default: the plan's "
                       "cluster cpu_threads; 0 there: cores / CPU devices)", false, "0"},
+      {"share-host", "ranks started unbound on one host: auto (bind each to its share of the "
+                     "cores when even, else limit threads), threads (compute threads = CPUs / "
+                     "local ranks), bind, or off (default: OFLITE_SHARE_HOST, else auto)"},
       {"cpu-kernels", "float32 convolutions and GEMMs: onednn or reference (im2col + "
                       "OpenBLAS; default: OFLITE_CPU_KERNELS, else onednn)"},
       {"check-nan", "fail on NaN/Inf in any kernel output", true, "false"},
@@ -238,6 +241,13 @@ StatusOr<NodeOptions> ReadNodeOptions(const cli::FlagSet& flags, const Plan& pla
                    flags.GetSeconds("watchdog-seconds", 1, cli::kMaxDurationSeconds));
   ASSIGN_OR_RETURN(const int64_t cpu_threads, flags.GetInt("cpu-threads", 0, kMaxCpuThreads));
   node.cpu_threads = static_cast<int>(cpu_threads);
+  const bool share_flag = flags.Has("share-host");
+  if (share_flag || !env("OFLITE_SHARE_HOST").empty()) {
+    ASSIGN_OR_RETURN(node.share_host,
+                     comm::ParseShareHostMode(share_flag ? flags.Get("share-host")
+                                                         : env("OFLITE_SHARE_HOST"),
+                                              share_flag ? "--share-host" : "OFLITE_SHARE_HOST"));
+  }
   if (flags.Has("cpu-kernels")) {
     RETURN_IF_ERROR(ParseCpuKernelLibrary(flags.Get("cpu-kernels"), "--cpu-kernels").status());
     node.cpu_kernels = flags.Get("cpu-kernels");

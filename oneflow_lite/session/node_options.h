@@ -5,7 +5,7 @@
 //
 // NodeFlagSpecs() is the flag spec: --rank, --master, --comm, --host_id,
 // --ring-timeout-seconds, --join-grace-seconds, --watchdog-seconds,
-// --cpu-threads, --cpu-kernels, --check-nan, --graph-replay, --stats,
+// --cpu-threads, --share-host, --cpu-kernels, --check-nan, --graph-replay, --stats,
 // --test-freeze-at and the ibverbs provider's --ib_* flags. A command adds
 // its own flags to it.
 //
@@ -35,7 +35,11 @@
 //   host id     --host_id, else OFLITE_HOST_ID, else this host's identity
 //               (comm/per_peer_transport.h): --comm auto puts peers with
 //               the same one on shm, for every command alike;
-//   TF32        OFLITE_CUDA_ALLOW_TF32=1.
+//   TF32        OFLITE_CUDA_ALLOW_TF32=1;
+//   host share  --share-host auto|threads|bind|off, else OFLITE_SHARE_HOST,
+//               else auto: how ranks started unbound on one host share its
+//               CPUs (comm/launch/host_share.h; NodeSession::Start applies
+//               it after the rendezvous).
 // Not thread-safe; a plain value once read.
 #ifndef ONEFLOW_LITE_SESSION_NODE_OPTIONS_H_
 #define ONEFLOW_LITE_SESSION_NODE_OPTIONS_H_
@@ -47,6 +51,7 @@
 #include <vector>
 
 #include "oneflow_lite/comm/ibverbs/ibverbs_transport.h"
+#include "oneflow_lite/comm/launch/host_share.h"
 #include "oneflow_lite/common/env.h"
 #include "oneflow_lite/common/status.h"
 #include "oneflow_lite/session/cluster_env.h"
@@ -87,6 +92,7 @@ struct NodeOptions {
   std::chrono::milliseconds join_grace{5000};
   std::chrono::milliseconds watchdog{60000};
   int cpu_threads = 0;  // 0: the plan's (kernels/cpu/cpu_threads.h)
+  comm::ShareHostMode share_host = comm::ShareHostMode::kAuto;
   // --cpu-kernels when given ("" keeps the process's choice).
   std::string cpu_kernels;
   bool check_nan = false;

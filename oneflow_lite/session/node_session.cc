@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 
 #include "oneflow_lite/comm/builtin_providers.h"
 #include "oneflow_lite/comm/launch/cpu_binding.h"
+#include "oneflow_lite/comm/launch/host_share.h"
 #include "oneflow_lite/common/proto_io.h"
 #include "oneflow_lite/kernels/cpu/cpu_library.h"
 #include "oneflow_lite/plan/plan_verifier.h"
@@ -112,10 +114,56 @@ StatusOr<std::unique_ptr<NodeSession>> NodeSession::Start(const Plan& plan,
   multi.on_fatal = [self](const JobFailure& failure) { self->ExitForJobFailure(failure); };
   multi.after_join = [self] { self->FreezeIfAsked("join"); };
   ASSIGN_OR_RETURN(node->multi_, MultiMachineSession::Start(plan, multi));
+  node->ShareHost(plan);
   return node;
 }
 
 NodeSession::~NodeSession() = default;
+
+void NodeSession::ShareHost(const Plan& plan) {
+  comm::HostShareInput input;
+  input.mode = options_.share_host;
+  input.rank = static_cast<int>(options_.rank);
+  input.allowed_cpus = comm::AllowedCpus();
+  // Every rank takes part, --share-host off too, so none waits for a peer
+  // that would not publish.
+  StatusOr<std::vector<std::string>> keys = comm::ExchangeCpuShareKeys(
+      multi_->control(), input.rank, plan.machine_size(),
+      comm::CpuShareKey(options_.host_id, input.allowed_cpus), std::chrono::seconds(60));
+  const std::string prefix = options_.command + ": rank " + std::to_string(options_.rank) + ": ";
+  if (!keys.ok()) {
+    // Only a lost peer or master makes this fail: the session's peer-loss
+    // handling names it and sets the exit code (4), as for any other step,
+    // so the job is not failed here with a code of its own.
+    std::fprintf(stderr, "%shost share skipped: %s\n", prefix.c_str(),
+                 keys.status().ToString().c_str());
+    return;
+  }
+  input.keys = std::move(*keys);
+  input.online_cpus = comm::MachineCpuCount();
+  input.cores = comm::GroupIntoCores(input.allowed_cpus);
+  if (options_.rank < plan.cluster().machine_size()) {
+    const MachineProto& machine = plan.cluster().machine(input.rank);
+    input.cpu_devices = machine.cpu_devices();
+    input.requested_threads = machine.cpu_threads();
+    input.requested_source = "the plan's cpu_threads";
+  }
+  if (options_.cpu_threads > 0) {
+    input.requested_threads = options_.cpu_threads;
+    input.requested_source = "--cpu-threads";
+  }
+  const comm::HostShare share = comm::DecideHostShare(input);
+  // Before the runtime starts its threads; the transport's and OpenBLAS's
+  // already run and are moved too.
+  Status bound = comm::BindAllThreads(share.bind_cpus);
+  if (!bound.ok()) {
+    std::fprintf(stderr, "%s%s; not bound: %s\n", prefix.c_str(), share.description.c_str(),
+                 bound.ToString().c_str());
+    return;
+  }
+  host_share_threads_ = share.cpu_threads;
+  std::fprintf(stderr, "%s%s\n", prefix.c_str(), share.description.c_str());
+}
 
 RuntimeOptions NodeSession::BaseRuntimeOptions() const {
   RuntimeOptions options;
@@ -123,7 +171,7 @@ RuntimeOptions NodeSession::BaseRuntimeOptions() const {
   options.watchdog_timeout = options_.watchdog;
   options.check_nan = options_.check_nan;
   options.graph_replay = options_.graph_replay;
-  options.cpu_threads = options_.cpu_threads;
+  options.cpu_threads = options_.cpu_threads > 0 ? options_.cpu_threads : host_share_threads_;
   options.device.allow_tf32 = options_.allow_tf32;
   options.plan_verified = true;  // LoadVerifiedPlan, or the caller compiled it
   return options;

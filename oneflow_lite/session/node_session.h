@@ -7,7 +7,10 @@
 //           NodeOptions::bind_cpus (a launcher's local rank), then
 //           joins the job of a multi-machine plan (providers chosen per
 //           peer from NodeOptions: --comm, host identity, ibverbs options,
-//           job token, master, join grace; MultiMachineSession::Start);
+//           job token, master, join grace; MultiMachineSession::Start),
+//           then shares the host's CPUs with the other ranks started
+//           unbound on it (--share-host, comm/launch/host_share.h: binds
+//           or limits compute threads; one line says what it did);
 //           nothing to join for a one-machine plan. Applies --cpu-kernels.
 //   RunPlan runs one plan on this node: for a run after the first on a
 //           multi-machine session BeginRun (fresh route, same-plan check),
@@ -107,10 +110,18 @@ class NodeSession {
   // print a second failure line.
   bool ClaimFailureReport();
   void FreezeIfAsked(const std::string& point) const;
+  // After joining: shares this host's CPUs with the ranks started unbound
+  // on it (NodeOptions::share_host, comm/launch/host_share.h): binds this
+  // process or sets host_share_threads_, and prints what it did. An
+  // optimization: when it cannot be done (a peer lost meanwhile, binding
+  // refused) it says so and the run goes on as before.
+  void ShareHost(const Plan& plan);
 
   const NodeOptions options_;
   std::unique_ptr<MultiMachineSession> multi_;
   int runs_ = 0;  // plans run so far (main thread)
+  // Threads per CPU device the host share chose (0: none; ShareHost).
+  int host_share_threads_ = 0;
   std::atomic<bool> failure_reported_{false};
   // The exit code chosen by the path that printed the failure line, for a
   // fatal handler that came second.

@@ -390,6 +390,11 @@ int RunLaunch(int argc, char** argv) {
     for (int rank = 0; rank < world; ++rank) {
       ranks[rank].cpus = comm::CpusForLocalRank(cores, rank, world, *bind);
       rank_cpus.push_back(ranks[rank].cpus);
+      // --bind none means none: the ranks would otherwise split the host's
+      // cores among themselves after joining (oflite run --share-host auto).
+      if (*bind == comm::BindPolicy::kNone) {
+        ranks[rank].environment.push_back("OFLITE_SHARE_HOST=off");
+      }
     }
     binding = comm::DescribeBinding(rank_cpus, *bind, cores.size());
   }
