@@ -453,7 +453,12 @@ TEST(ProcessGroupInterruptTest, SignalByStdinWritesTheSignalNameAndCloses) {
   const std::string text = Capture(out);
   for (int rank = 0; rank < 2; ++rank) {
     const std::string prefix = "[rank " + std::to_string(rank) + "] ";
-    EXPECT_NE(text.find(prefix + "read [INT]\n" + prefix + "end\n"), std::string::npos) << text;
+    // Each rank's own lines in order; the two ranks' lines may interleave.
+    const size_t read = text.find(prefix + "read [INT]\n");
+    const size_t end = text.find(prefix + "end\n");
+    EXPECT_NE(read, std::string::npos) << text;
+    EXPECT_NE(end, std::string::npos) << text;
+    EXPECT_LT(read, end) << text;
     EXPECT_FALSE(result->ranks[rank].signaled) << rank;
     EXPECT_EQ(result->ranks[rank].exit_code, 3) << rank;
   }
