@@ -79,9 +79,14 @@ double NormalFromBits(uint64_t bits_a, uint64_t bits_b);
 // A sequential stream over CounterBits(seed, 0), (seed, 1), ...
 class CounterRng {
  public:
-  explicit CounterRng(uint64_t seed, uint64_t counter = 0) : seed_(seed), counter_(counter) {}
+  explicit CounterRng(uint64_t seed, uint64_t counter = 0)
+      : mixed_seed_(MixBits(seed)), counter_(counter) {}
 
-  uint64_t Next() { return CounterBits(seed_, counter_++); }
+  // CounterBits(seed, counter++), with the seed's half mixed once.
+  uint64_t Next() {
+    const uint64_t c = counter_++;
+    return MixBits(mixed_seed_ ^ MixBits(c * 0xD1B54A32D192ED03ULL + 0x8CB92BA72F3D8DD7ULL));
+  }
   double NextUniform() { return UniformFromBits(Next()); }
   // Uniform integer in [0, bound), bound > 0, without modulo bias
   // (rejection sampling).
@@ -93,7 +98,7 @@ class CounterRng {
   }
 
  private:
-  uint64_t seed_;
+  uint64_t mixed_seed_;
   uint64_t counter_;
 };
 

@@ -10,6 +10,7 @@
 
 #include "oneflow_lite/data/counter_rng.h"
 #include "oneflow_lite/kernels/cpu/data/batch_shard.h"
+#include "oneflow_lite/kernels/cpu/parallel_rows.h"
 #include "oneflow_lite/kernels/kernel.h"
 
 namespace oflite {
@@ -35,16 +36,23 @@ class RandomBatchKernel final : public Kernel {
     const uint64_t stream = DeriveStreamSeed(seed_, static_cast<uint64_t>(ctx->iteration()));
     T* image = ctx->Output("image")->data<T>();
     int32_t* label = ctx->Output("label")->data<int32_t>();
-    for (int64_t row = 0; row < shard_.size; ++row) {
-      CounterRng rng(DeriveStreamSeed(stream, static_cast<uint64_t>(shard_.begin + row)));
-      const int64_t row_label = static_cast<int64_t>(rng.NextBelow(num_classes_));
-      label[row] = static_cast<int32_t>(row_label);
-      T* features = image + row * features_;
-      for (int64_t j = 0; j < features_; ++j) {
-        const double signal = j % num_classes_ == row_label ? 1.0 : 0.0;
-        features[j] = static_cast<T>(rng.NextUniform() - 0.5 + signal);
+    // Rows are independent (each its own stream), so the device's threads
+    // split them and the bytes do not depend on how.
+    ParallelRows(shard_.size, features_, [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        CounterRng rng(DeriveStreamSeed(stream, static_cast<uint64_t>(shard_.begin + row)));
+        const int64_t row_label = static_cast<int64_t>(rng.NextBelow(num_classes_));
+        label[row] = static_cast<int32_t>(row_label);
+        T* features = image + row * features_;
+        // j % num_classes_, kept as a wrapping counter (no division a value).
+        int64_t klass = 0;
+        for (int64_t j = 0; j < features_; ++j) {
+          const double signal = klass == row_label ? 1.0 : 0.0;
+          features[j] = static_cast<T>(rng.NextUniform() - 0.5 + signal);
+          if (++klass == num_classes_) klass = 0;
+        }
       }
-    }
+    });
     return Status::OK();
   }
 
