@@ -13,19 +13,6 @@ namespace nn {
 namespace testing {
 namespace {
 
-// The outputs of `op` run with cpu_threads = 1, 2 and 3 (the setting is put
-// back afterwards).
-std::vector<TensorMap> RunOnThreads(const OpConf& op, TensorMap* env) {
-  const int before = CpuComputeThreadsSetting();
-  std::vector<TensorMap> outs;
-  for (int threads : {1, 2, 3}) {
-    SetCpuComputeThreads(threads);
-    outs.push_back(MustRun(op, env));
-  }
-  SetCpuComputeThreads(before > 0 ? before : 1);
-  return outs;
-}
-
 // Every output of every run has the bytes of the first run's.
 void ExpectSameBits(const std::vector<TensorMap>& outs, const std::string& what) {
   for (size_t run = 1; run < outs.size(); ++run) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "oneflow_lite/common/host_tensor.h"
+#include "oneflow_lite/kernels/cpu/cpu_threads.h"
 #include "oneflow_lite/kernels/cpu/testing/tensor_values.h"
 #include "oneflow_lite/ops/op_builder.h"
 #include "oneflow_lite/testing/op_runner.h"
@@ -47,6 +48,19 @@ inline TensorMap MustRun(const OpConf& op, TensorMap* env, const RunOpOptions& o
   EXPECT_TRUE(out.ok()) << out.status();
   if (!out.ok()) return {};
   return std::move(out).value();
+}
+
+// The outputs of `op` run with cpu_threads = 1, 2 and 3 (the setting is put
+// back afterwards), for the threaded kernels' same-bits tests.
+inline std::vector<TensorMap> RunOnThreads(const OpConf& op, TensorMap* env) {
+  const int before = CpuComputeThreadsSetting();
+  std::vector<TensorMap> outs;
+  for (int threads : {1, 2, 3}) {
+    SetCpuComputeThreads(threads);
+    outs.push_back(MustRun(op, env));
+  }
+  SetCpuComputeThreads(before > 0 ? before : 1);
+  return outs;
 }
 
 // The message of a failed RunOp (empty and a test failure if it succeeded).
