@@ -44,10 +44,15 @@ def cuda_library(name, srcs = [], hdrs = [], deps = [], copts = [], linkopts = [
             name = name + "_" + s.replace("/", "_").replace(".", "_") + "_nvcc",
             srcs = _dedup([s] + hdrs + nvcc_hdrs + native.glob(["*.h", "*.cuh"], allow_empty = True)),
             outs = [obj],
-            cmd = (NVCC + " -std=c++17 -O3 -Xcompiler -fPIC --expt-relaxed-constexpr " +
+            # nvcc names its intermediate files in $TMPDIR after its pid,
+            # which is the same small number in every sandbox: two nvcc
+            # actions at once then overwrite each other's .ptx ("ptxas
+            # fatal: Input file ... could not be opened"). A fresh
+            # directory per action keeps them apart.
+            cmd = ("tmp=$$(mktemp -d) && TMPDIR=$$tmp " + NVCC + " -std=c++17 -O3 -Xcompiler -fPIC --expt-relaxed-constexpr " +
                    "-gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 " +
                    "-I. -I$(GENDIR) -isystem /usr/local/cuda/include " + " ".join(copts) +
-                   " -c $(location %s) -o $@") % s,
+                   " -c $(location %s) -o $@; rc=$$?; rm -rf $$tmp; exit $$rc") % s,
             target_compatible_with = CUDA_ONLY,
             message = "nvcc " + s,
         )

@@ -20,6 +20,7 @@ targets=(
   //oneflow_lite/device/cuda:cuda_device_test
   //oneflow_lite/device/cuda:cuda_runtime_pieces_test
   //oneflow_lite/kernels/cuda:cuda_kernels_test
+  //oneflow_lite/kernels/cuda:reduce_launch_test
   //oneflow_lite/runtime:cuda_runtime_test
   //tools/gpu:kernel_coverage_test
   //tools/gpu:gpu_check

@@ -20,6 +20,13 @@
 // picks when they are faster, round differently enough that 20 momentum
 // steps move a small bias's momentum by 19 % (first GPU run, 2026-12-04);
 // cuda_kernels_test checks each convolution with the fastest algorithms.
+// For the same reason the bias gradients are summed one block per output
+// (OFLITE_CUDA_REDUCE_SPLIT=0, unless the environment says otherwise): the
+// split reduction training uses sums in double, more exactly than the CPU
+// kernel, which adds a convolution's rows in float, and 20 steps carry that
+// difference in rounding to 4.7 % of conv2d_1's bias momentum (GPU run of
+// 2026-12-04 16:00; after 2 steps both paths are 7.1e-7 from the CPU, and
+// reduce_launch_test finds both exact on integer sums).
 //
 //   gpu_check [--iters 20]   exit 0 = pass, 1 = fail, 77 = no CUDA device;
 //                            one line per check, starting "gpu_check ".
@@ -224,8 +231,10 @@ int Main(int argc, char** argv) {
     return 77;
   }
   setenv("OFLITE_CUDNN_ALGOS", "direct", /*overwrite=*/0);  // before any kernel's Init
-  std::printf("gpu_check: cuDNN convolution algorithms: %s (OFLITE_CUDNN_ALGOS)\n",
-              std::getenv("OFLITE_CUDNN_ALGOS"));
+  setenv("OFLITE_CUDA_REDUCE_SPLIT", "0", /*overwrite=*/0);
+  std::printf("gpu_check: cuDNN convolution algorithms: %s (OFLITE_CUDNN_ALGOS), split "
+              "reductions %s (OFLITE_CUDA_REDUCE_SPLIT)\n",
+              std::getenv("OFLITE_CUDNN_ALGOS"), std::getenv("OFLITE_CUDA_REDUCE_SPLIT"));
   bool all = true;
   for (const char* model : {"mlp", "lenet5"}) {
     const bool lenet = !std::strcmp(model, "lenet5");

@@ -174,6 +174,7 @@ run_step device_tests 40 5 bin/cuda_device_test
 run_step runtime_pieces 40 5 bin/cuda_runtime_pieces_test
 run_step kernel_coverage 30 5 bin/kernel_coverage_test
 run_step kernels_vs_cpu 120 20 bin/cuda_kernels_test
+run_step reduce_exact 30 5 bin/reduce_launch_test
 run_step runtime_on_gpu 90 20 bin/cuda_runtime_test
 run_step plans_vs_cpu 120 30 bin/gpu_check --iters 20
 # The benchmark gets what is left (it trims its own configurations to fit).

@@ -305,10 +305,9 @@ TEST_F(CudaKernelTest, Reductions) {
   Check(OpConfBuilder("reduce_sum", "op").Input("x", "a/out_0").Output("y").Attr("axis", std::vector<int64_t>{0}).Build(),
         kReduction);
   // Few outputs with long sums take the split path (partial sums over many
-  // blocks, math_launch.h; opt-in, math_kernels.cc says why): a
-  // convolution's bias gradient (6 outputs of 50176 terms over non-adjacent
-  // axes) and a column sum of 20000 rows. Weak: positive terms and a 1e-4
-  // bound would not see a few terms lost or counted twice.
+  // blocks, math_launch.h): a convolution's bias gradient (6 outputs of
+  // 50176 terms over non-adjacent axes) and a column sum of 20000 rows.
+  // reduce_launch_test checks both paths exactly on integer sums.
   setenv("OFLITE_CUDA_REDUCE_SPLIT", "1", /*overwrite=*/1);
   env_.clear();
   AddInput("c/out_0", Shape({64, 6, 28, 28}), DT_FLOAT, 0.0, 1.0);

@@ -37,10 +37,8 @@ cudaError_t LaunchStridedCopy(const void* src, void* dst, int elem_size, const S
 // `partials` (at least kReducePartials doubles of device memory, owned by
 // the caller; may be null, then no split) and are added in a fixed order by
 // a second kernel: deterministic, as two runs of a plan must agree. The
-// split path sums in double, as the CPU kernel does: a bias gradient is a
-// sum of millions of terms that mostly cancel, and summed in float in this
-// order it moved LeNet-5's training off the CPU's within 20 steps (GPU run
-// of 2026-12-04: a bias momentum 4.7 % away, against 8.5e-7 unsplit).
+// split path sums in double (a bias gradient is a sum of millions of terms
+// that mostly cancel); OFLITE_CUDA_REDUCE_SPLIT=0 turns it off.
 constexpr int64_t kReducePartials = 4096;
 int64_t ReduceSplits(int64_t out_count, int64_t inner_count);
 cudaError_t LaunchReduceSum(const float* x, float* y, const StridedIndex& outer,
