@@ -25,7 +25,7 @@
 // split reduction training uses sums in double, more exactly than the CPU
 // kernel, which adds a convolution's rows in float, and 20 steps carry that
 // difference in rounding to 4.7 % of conv2d_1's bias momentum (GPU run of
-// 2026-12-04 16:00; after 2 steps both paths are 7.1e-7 from the CPU, and
+// 2026-12-04 15:40; after 2 steps both paths are 7.1e-7 from the CPU, and
 // reduce_launch_test finds both exact on integer sums).
 //
 //   gpu_check [--iters 20]   exit 0 = pass, 1 = fail, 77 = no CUDA device;
