@@ -31,24 +31,67 @@ class SharedResource {
 
   // Adds an item of `amount` units; `done` runs (through `schedule`) when it
   // is through. Returns nothing: completion is an event.
+  // `compute`: an act of a thread (not a transport's byte work), what
+  // WhenNotComputing waits for.
   void Add(double now, double amount, double cap, double weight, Done done,
-           const std::function<void(double, std::function<void(double)>)>& schedule) {
+           const std::function<void(double, std::function<void(double)>)>& schedule,
+           bool compute = false) {
     Advance(now);
     Item item;
     item.remaining = amount;
     item.cap = cap;
     item.weight = weight;
+    item.compute = compute;
     item.done = std::move(done);
     items_[next_id_++] = std::move(item);
     Reschedule(now, schedule);
   }
 
+  // Runs `ready` (through `schedule`) once a unit is not computing: at once
+  // when compute items take fewer than `capacity` units, else when the
+  // compute work leaves one free (an act ends and no other takes its
+  // place) or after `max_wait`, whichever is first.
+  void WhenNotComputing(double now, double max_wait, Done ready,
+                        const std::function<void(double, std::function<void(double)>)>& schedule) {
+    if (Computing() < capacity_ || !(max_wait > 0)) {
+      schedule(now, std::move(ready));
+      return;
+    }
+    auto waiter = std::make_shared<Done>(std::move(ready));
+    waiters_.push_back(waiter);
+    schedule(now + max_wait, [waiter](double t) { Fire(waiter, t); });
+  }
+
  private:
+  static void Fire(const std::shared_ptr<Done>& waiter, double t) {
+    if (!*waiter) return;  // fired already
+    Done ready = std::move(*waiter);
+    *waiter = nullptr;
+    ready(t);
+  }
+
+  double Computing() const {
+    double computing = 0;
+    for (const auto& [id, item] : items_) computing += item.compute ? 1 : 0;
+    return computing;
+  }
+
+  // After an item ended (and whatever its end started at that instant):
+  // the waiters go when a unit stopped computing.
+  void ReleaseWaiters(double now,
+                      const std::function<void(double, std::function<void(double)>)>& schedule) {
+    if (waiters_.empty() || Computing() >= capacity_) return;
+    std::vector<std::shared_ptr<Done>> waiters = std::move(waiters_);
+    waiters_.clear();
+    for (auto& waiter : waiters) schedule(now, [waiter](double t) { Fire(waiter, t); });
+  }
+
   struct Item {
     double remaining = 0;
     double cap = kInf;
     double weight = 1;
     double rate = 0;
+    bool compute = false;
     uint64_t version = 0;
     Done done;
   };
@@ -82,6 +125,7 @@ class SharedResource {
         items_.erase(it);
         Reschedule(t, schedule);
         done(t);
+        ReleaseWaiters(t, schedule);
       });
     }
   }
@@ -90,6 +134,7 @@ class SharedResource {
   double last_ = 0;
   uint64_t next_id_ = 0;
   std::map<uint64_t, Item> items_;
+  std::vector<std::shared_ptr<Done>> waiters_;  // of WhenNotComputing
 };
 
 struct Readable {
@@ -172,6 +217,18 @@ struct Thread {
   std::priority_queue<Work, std::vector<Work>, std::greater<Work>> queue;
   std::vector<std::pair<double, double>> busy;  // act intervals
   int64_t acts = 0;
+};
+
+// One collective in flight (StartCollective): its ranks' actors, its node
+// on the critical path and what bounds its end.
+struct CollectiveRun {
+  std::vector<int> members;
+  int node = -1;
+  int64_t piece = 0;
+  double start = 0;
+  double floor = 0;    // the transport's curve
+  double latency = 0;  // the link's, per step
+  int steps = 1;
 };
 
 struct Ring {
@@ -258,15 +315,22 @@ class Simulation {
   void TryReady(int a, double now);
   void TryRunThread(int t, double now);
   void StartWork(int t, const Work& work, double now);
+  // Runs `fn` when `machine`'s transport gets to handle an event that
+  // arrives at `now` (at once unless its cores all compute).
+  void WhenTransportRuns(int64_t machine, double now, std::function<void(double)> fn);
   void FinishWork(int t, int a, WorkKind kind, int node, double now);
   void Produce(int a, const std::vector<int>& copies, int64_t piece, int node, double now);
   void SendProduced(int regst, int copy, int64_t piece, const std::vector<int>& to, int node,
                     double now);
   void ReturnInputs(int a, const std::vector<Readable>& inputs, int node, double now);
+  // Runs `fn` when actor `to` has a message `from` sent at `now`.
+  void Deliver(int from, int to, double now, std::function<void(double)> fn);
   void OnReturned(int regst, int copy, int node, double now);
   void StartRead(int a, double now);
   void Arrive(int a, int node, double now);
   void StartCollective(const std::string& key, int64_t piece, double now);
+  void CollectiveStep(const std::shared_ptr<CollectiveRun>& run, int step, double now);
+  void FinishCollective(const CollectiveRun& run, double e);
   void AddFlow(int64_t from_machine, int64_t to_machine, double bytes, double now,
                std::function<void(double)> done);
   SharedResource* CoresOf(int64_t machine);
@@ -595,10 +659,26 @@ void Simulation::StartWork(int t, const Work& work, double now) {
     cpu_groups_[thread.group]->Add(now, us * threads, threads, threads, done,
                                    [this](double at, std::function<void(double)> fn) {
                                      Schedule(at, std::move(fn));
-                                   });
+                                   },
+                                   /*compute=*/true);
   } else {
     Schedule(now + us, done);
   }
+}
+
+void Simulation::WhenTransportRuns(int64_t machine, double now, std::function<void(double)> fn) {
+  // The transport's poller on a machine whose cores all compute handles an
+  // event when the compute lets go of a core or after the calibrated delay
+  // (the rest of a time slice), whichever comes first.
+  const double wakeup = tables_.runtime().busy_core_wakeup_us();
+  auto g = machine_group_.find(machine);
+  if (!(wakeup > 0) || g == machine_group_.end()) {
+    fn(now);
+    return;
+  }
+  cpu_groups_[g->second]->WhenNotComputing(
+      now, wakeup, std::move(fn),
+      [this](double at, std::function<void(double)> f) { Schedule(at, std::move(f)); });
 }
 
 void Simulation::FinishWork(int t, int a, WorkKind kind, int node, double now) {
@@ -668,8 +748,7 @@ void Simulation::SendProduced(int r, int copy, int64_t piece, const std::vector<
                               int node, double now) {
   const Regst& regst = regsts_[r];
   for (int consumer : to) {
-    double at = now + Delay(regst.producer, consumer);
-    Schedule(at, [this, r, copy, piece, consumer, node](double t) {
+    Deliver(regst.producer, consumer, now, [this, r, copy, piece, consumer, node](double t) {
       Actor& c = actors_[consumer];
       for (size_t k = 0; k < c.consumed.size(); ++k) {
         if (c.consumed[k] == r) {
@@ -685,10 +764,20 @@ void Simulation::SendProduced(int r, int copy, int64_t piece, const std::vector<
 
 void Simulation::ReturnInputs(int a, const std::vector<Readable>& inputs, int node, double now) {
   for (const Readable& in : inputs) {
-    double at = now + Delay(a, regsts_[in.regst].producer);
     int r = in.regst, copy = in.copy;
-    Schedule(at, [this, r, copy, node](double t) { OnReturned(r, copy, node, t); });
+    Deliver(a, regsts_[r].producer, now, [this, r, copy, node](double t) { OnReturned(r, copy, node, t); });
   }
+}
+
+void Simulation::Deliver(int from, int to, double now, std::function<void(double)> fn) {
+  const double at = now + Delay(from, to);
+  const int64_t machine = actors_[to].machine;
+  if (actors_[from].machine == machine) {
+    Schedule(at, std::move(fn));
+    return;
+  }
+  // Another machine's message is read by its transport's poller.
+  Schedule(at, [this, machine, fn = std::move(fn)](double t) { WhenTransportRuns(machine, t, fn); });
 }
 
 void Simulation::OnReturned(int r, int copy, int node, double now) {
@@ -788,21 +877,26 @@ void Simulation::StartRead(int a, double now) {
   double latency = Link(src_machine, actor.machine).latency_us();
   double start = now;
   int64_t machine = actor.machine;
-  AddFlow(src_machine, actor.machine, bytes, now,
-          [this, a, node, start, floor, latency, src_machine, machine](double t) {
-            double end = std::max(start + floor, t + latency);
-            Schedule(end, [this, a, node, start, src_machine, machine](double e) {
-              nodes_[node].end = e;
-              comm_intervals_[machine].push_back({start, e});
-              comm_intervals_[src_machine].push_back({start, e});
-              Actor& act = actors_[a];
-              Record(machine, "nic m" + std::to_string(src_machine) + "->m" + std::to_string(machine),
-                     act.task->name(), "read", start, e, act.held_piece);
-              act.enabler = node;
-              threads_[act.thread].queue.push(Work{e, seq_++, a, kCommNetAct});
-              TryRunThread(act.thread, e);
-            });
-          });
+  auto finish = [this, a, node, start, src_machine, machine](double e) {
+    nodes_[node].end = e;
+    comm_intervals_[machine].push_back({start, e});
+    comm_intervals_[src_machine].push_back({start, e});
+    Actor& act = actors_[a];
+    Record(machine, "nic m" + std::to_string(src_machine) + "->m" + std::to_string(machine),
+           act.task->name(), "read", start, e, act.held_piece);
+    act.enabler = node;
+    threads_[act.thread].queue.push(Work{e, seq_++, a, kCommNetAct});
+    TryRunThread(act.thread, e);
+  };
+  // The request waits for the producer's poller, the data for the
+  // reader's, while their cores compute (WhenTransportRuns).
+  auto arrived = [this, start, floor, latency, machine, finish](double t) {
+    const double end = std::max(start + floor, t + latency);
+    Schedule(end, [this, machine, finish](double e) { WhenTransportRuns(machine, e, finish); });
+  };
+  WhenTransportRuns(src_machine, now, [this, src_machine, machine, bytes, arrived](double t) {
+    AddFlow(src_machine, machine, bytes, t, arrived);
+  });
 }
 
 void Simulation::Arrive(int a, int node, double now) {
@@ -837,31 +931,60 @@ void Simulation::StartCollective(const std::string& key, int64_t piece, double n
       latency = std::max(latency, Link(actor.machine, actor.next_machine).latency_us());
     }
   }
-  auto pending = std::make_shared<int>(static_cast<int>(members.size()));
+  auto run = std::make_shared<CollectiveRun>();
+  run->members = std::move(members);
+  run->node = node;
+  run->piece = piece;
+  run->start = now;
+  run->floor = floor;
+  run->latency = latency;
+  run->steps = std::max(1, actors_[run->members.front()].traffic.latencies);
+  CollectiveStep(run, 0, now);
+}
+
+void Simulation::CollectiveStep(const std::shared_ptr<CollectiveRun>& run, int step, double now) {
+  // A step starts when every rank's waiting thread sees it may go (late on
+  // a rank whose cores compute: WhenTransportRuns); each rank then sends
+  // its share of the step's bytes, and the step ends a link latency after
+  // the last flow. The collective ends after its last step, and not before
+  // the transport's measured curve allows.
+  auto ready = std::make_shared<int>(static_cast<int>(run->members.size()));
+  auto flows_left = std::make_shared<int>(static_cast<int>(run->members.size()));
   auto flows_end = std::make_shared<double>(now);
-  double start = now;
-  for (int m : members) {
-    const Actor& actor = actors_[m];
-    int64_t to = actor.next_machine >= 0 ? actor.next_machine : actor.machine;
-    AddFlow(actor.machine, to, actor.traffic.bytes_sent_per_rank, now,
-            [this, pending, flows_end, members, floor, latency, start, node, piece](double t) {
-              *flows_end = std::max(*flows_end, t);
-              if (--*pending > 0) return;
-              int steps = actors_[members.front()].traffic.latencies;
-              double end = std::max(start + floor, *flows_end + steps * latency);
-              Schedule(end, [this, members, node, start, piece](double e) {
-                nodes_[node].end = e;
-                for (int m : members) {
-                  Actor& actor = actors_[m];
-                  comm_intervals_[actor.machine].push_back({start, e});
-                  Record(actor.machine, "nic m" + std::to_string(actor.machine),
-                         labels_[nodes_[node].label], "collective", start, e, piece);
-                  actor.enabler = node;
-                  threads_[actor.thread].queue.push(Work{e, seq_++, m, kCutOut});
-                  TryRunThread(actor.thread, e);
-                }
-              });
-            });
+  auto step_done = [this, run, step, flows_left, flows_end](double t) {
+    *flows_end = std::max(*flows_end, t);
+    if (--*flows_left > 0) return;
+    const double end = *flows_end + run->latency;
+    if (step + 1 < run->steps) {
+      Schedule(end, [this, run, step](double e) { CollectiveStep(run, step + 1, e); });
+    } else {
+      Schedule(std::max(end, run->start + run->floor),
+               [this, run](double e) { FinishCollective(*run, e); });
+    }
+  };
+  for (int m : run->members) {
+    const int64_t machine = actors_[m].machine;
+    WhenTransportRuns(machine, now, [this, run, ready, step_done](double t) {
+      if (--*ready > 0) return;
+      for (int member : run->members) {
+        const Actor& actor = actors_[member];
+        const int64_t to = actor.next_machine >= 0 ? actor.next_machine : actor.machine;
+        AddFlow(actor.machine, to, actor.traffic.bytes_sent_per_rank / run->steps, t, step_done);
+      }
+    });
+  }
+}
+
+void Simulation::FinishCollective(const CollectiveRun& run, double e) {
+  nodes_[run.node].end = e;
+  for (int m : run.members) {
+    Actor& actor = actors_[m];
+    comm_intervals_[actor.machine].push_back({run.start, e});
+    Record(actor.machine, "nic m" + std::to_string(actor.machine), labels_[nodes_[run.node].label],
+           "collective", run.start, e, run.piece);
+    actor.enabler = run.node;
+    threads_[actor.thread].queue.push(Work{e, seq_++, m, kCutOut});
+    TryRunThread(actor.thread, e);
   }
 }
 

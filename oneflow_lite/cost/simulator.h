@@ -17,12 +17,18 @@
 //   register's bytes out of the producer machine's NIC.
 // - Collectives: a ring starts when every rank has staged its piece; each
 //   rank's traffic (TrafficOf, by the recorded algorithm) flows out of its
-//   NIC; it ends at the later of the link time (flows plus a latency per
-//   step) and the transport's measured curve for the algorithm.
+//   NIC, one step after the other (each step its share of the bytes plus a
+//   link latency); it ends at the later of that and the transport's
+//   measured curve for the algorithm.
 // - NICs share their egress fairly among the flows on them (processor
 //   sharing); machines whose cluster cpu_set overlap share those cores the
 //   same way (namespace hosts on one box).
-// Not modelled: the transport's own threads taking CPU from compute,
+// - Busy cores delay the transport: an event crossing machines (a message,
+//   a READ's request and data, each collective step) waits for the
+//   receiving machine's transport poller while compute holds all its
+//   cores, until the compute frees one or RuntimeCost.busy_core_wakeup_us
+//   has passed (profile/scheduler_profiler.h).
+// Not modelled: the pollers' spinning CPU, time slices beyond that delay,
 // caches, memory bandwidth shared between cores, kernels' first-call costs.
 // Deterministic: the same plan, calibration and options give the same result.
 #ifndef ONEFLOW_LITE_COST_SIMULATOR_H_

@@ -375,6 +375,51 @@ TEST(SimulatorTest, MachinesSharingACoreRunAtHalfSpeed) {
   EXPECT_DOUBLE_EQ(apart.step_time_us, 100);
 }
 
+// A CommNet READ of p's register (machine 0) by machine 1. Every event
+// that crosses machines (the "produced" message, the READ's request, its
+// data) waits for the receiving machine's transport poller while compute
+// holds that machine's core: by the calibrated delay W, or until the
+// compute lets go of the core when that comes first. Bytes 0, no link: the
+// READ itself takes no time.
+TEST(SimulatorTest, ABusyCoreDelaysTheTransportByTheCalibratedWakeUp) {
+  auto read_of = [](bool producer_busy, double wakeup_us) {
+    PlanBuilder b(2);
+    int64_t p = b.Task("p", 0, 0, 100);
+    int64_t hog = producer_busy ? b.Task("hog", 0, 1, 1000) : b.Task("hog", 1, 1, 1000);
+    if (producer_busy) b.Edge(p, hog, 1);  // starts with the READ, at 100
+    int64_t c = b.Task("c", 1, 2, -1, TASK_COMMNET);
+    b.FindTask(c)->mutable_commnet()->set_src_machine_id(0);
+    int64_t d = b.Task("d", 1, 0, 10);
+    b.Edge(p, c, 1);
+    b.Edge(c, d, 1);
+    b.plan().mutable_cluster()->mutable_machine(0)->set_cpu_set("0");
+    b.plan().mutable_cluster()->mutable_machine(1)->set_cpu_set("1");
+    Calibration cal = b.MakeCalibration();
+    cal.mutable_runtime()->set_busy_core_wakeup_us(wakeup_us);
+    SimOptions options;
+    options.record_timeline = true;
+    StatusOr<SimResult> r = SimulatePlan(b.plan(), cal, options);
+    EXPECT_TRUE(r.ok()) << r.status();
+    for (const SimEvent& e : r->timeline) {
+      if (e.category == "read" && e.iteration == 0) return std::make_pair(e.begin_us, e.end_us);
+    }
+    ADD_FAILURE() << "no READ in the timeline";
+    return std::make_pair(-1.0, -1.0);
+  };
+  using Span = std::pair<double, double>;
+  // The producer's core computes hog (100 to 1100, then it waits for p's
+  // next register) when the request comes.
+  EXPECT_EQ(read_of(true, 0), Span(100, 100));
+  EXPECT_EQ(read_of(true, 300), Span(100, 400));
+  EXPECT_EQ(read_of(true, 2000), Span(100, 1100));  // the core is free first
+  // The reader's core computes hog, a source that acts back to back (0 to
+  // 1000, 1000 to 2000, ...): its poller sees p's "produced" message late,
+  // so the READ starts late, and the data late again; an act's end does
+  // not free the core, so the whole delay applies each time.
+  EXPECT_EQ(read_of(false, 300), Span(400, 700));
+  EXPECT_EQ(read_of(false, 2000), Span(2100, 4100));
+}
+
 TEST(SimulatorTest, SameInputsSameOutput) {
   PlanBuilder b(4);
   RingPlan(b, 4, 123457, COLLECTIVE_RING_ALL_REDUCE);

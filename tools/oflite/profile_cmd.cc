@@ -64,6 +64,7 @@
 #include "oneflow_lite/kernels/cpu/cpu_threads.h"
 #include "oneflow_lite/plan/plan_verifier.h"
 #include "oneflow_lite/profile/kernel_profiler.h"
+#include "oneflow_lite/profile/scheduler_profiler.h"
 #include "oneflow_lite/profile/temp_directory.h"
 #include "oneflow_lite/profile/transport_profiler.h"
 #include "oneflow_lite/session/flags.h"
@@ -401,6 +402,23 @@ void PrintRunSummary(const std::string& path, const InSituTrace& run,
   std::printf(")\n");
 }
 
+// How late a transport's polling thread handles an event while its core
+// computes (profile/scheduler_profiler.h), printed; 0 with a note when this
+// process may not use two cores (a taskset of one core: profile the
+// runtime on the cores the ranks will use).
+double BusyCoreWakeupUs() {
+  StatusOr<profile::WakeupProfile> wakeup =
+      profile::ProfileBusyCoreWakeup(profile::WakeupProfileOptions{});
+  if (!wakeup.ok()) {
+    PrintNote("runtime: busy_core_wakeup_us not measured (0): " + wakeup.status().message());
+    return 0;
+  }
+  std::printf("scheduler: a polling thread handles an event in %.1f us on an idle core, %.1f us "
+              "on a computing one (busy_core_wakeup_us %.1f)\n",
+              wakeup->idle_us, wakeup->busy_us, wakeup->extra_us());
+  return wakeup->extra_us();
+}
+
 }  // namespace
 
 int RunProfile(int argc, char** argv) {
@@ -608,6 +626,7 @@ int RunProfile(int argc, char** argv) {
       const double kept = calibration.runtime().in_situ_act_us();
       *calibration.mutable_runtime() = *runtime;
       calibration.mutable_runtime()->set_in_situ_act_us(kept);
+      calibration.mutable_runtime()->set_busy_core_wakeup_us(BusyCoreWakeupUs());
       runtime_measured = true;
     } else {
       std::fprintf(stderr, "%s: runtime: %s\n", kProgram, runtime.status().message().c_str());

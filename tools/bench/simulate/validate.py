@@ -27,10 +27,13 @@ pinned to, rank r on --cores[r mod len]: with more hosts than cores,
 machines share a core and their cpu_set says so) and cpu_threads 1 (one
 compute thread per rank).
 Then, unless --measure-only:
-  1. one `oflite profile --threads 1 --transports tcp` over the plans (one
-     per model, layout and host count: the link rate changes no kernel),
-     pinned like rank 0, writes OUT/calibration.pbtxt (or --calibration
-     reuses one); unless --no-in-situ it also runs (--run-plan) a one-host
+  1. `oflite profile` writes OUT/calibration.pbtxt (or --calibration
+     reuses one) in two passes: the runtime (with the scheduler's wake-up
+     delay on a busy core) and the tcp transport on all --cores, whose
+     collectives' ranks are then bound as the runs bind theirs; then
+     (--update) the kernels of the plans (one per model, layout and host
+     count: the link rate changes no kernel), pinned like rank 0 with
+     --threads 1; unless --no-in-situ it also runs (--run-plan) a one-host
      plan of each model at the 2-host data-parallel device batch, for the
      kernels' times inside a real run and the runtime's cost per act there,
   2. `oflite simulate --json` predicts every plan's step time
@@ -464,29 +467,46 @@ class Validation:
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
         if a.openblas_coretype:
             env["OPENBLAS_CORETYPE"] = a.openblas_coretype
-        # Pinned like rank 0, one compute thread: the kernels' conditions in the runs.
+        # Two passes. First the runtime and the transports on every core the
+        # ranks use (--cores): the profile binds its transport ranks as
+        # `oflite launch` binds ranks, over the cores it may use, so the
+        # collective curves see the runs' placement (2 ranks: a core each;
+        # 4 ranks on 2 cores: two per core), and the wake-up probe needs two
+        # cores. Then the kernels pinned like rank 0 with one compute thread
+        # (the kernels' conditions in the runs), keeping the first pass's
+        # runtime and transports (--update).
+        cores = ",".join(str(c) for c in dict.fromkeys(a.cores))
+        first = ["taskset", "-c", cores, a.oflite, "profile", "--out", out, "--threads", "1",
+                 "--transports", "tcp"] + shlex.split(a.profile_args)
+        self.run_profile(first, env, "profile-transports.log", out)
         run_plans = []
         if a.in_situ:
             run_plans = [self.reference_plan(m) for m in dict.fromkeys(c.model for c in configs)]
             plans += run_plans
-        cmd = ["taskset", "-c", str(a.cores[0]), a.oflite, "profile", "--plan", ",".join(plans),
-               "--out", out, "--threads", "1", "--transports", "tcp"] + shlex.split(a.profile_args)
+        cmd = ["taskset", "-c", str(a.cores[0]), a.oflite, "profile", "--update", "--plan",
+               ",".join(plans), "--out", out, "--threads", "1", "--transports", "tcp"] + shlex.split(
+                   a.profile_args)
         if run_plans:
             cmd += ["--run-plan", ",".join(run_plans)]
-        log = os.path.join(self.out, "logs", "profile.log")
+        self.run_profile(cmd, env, "profile.log", out)
+        return out
+
+    def run_profile(self, cmd, env, log_name, out):
+        """Runs one oflite profile command into OUT/logs/LOG_NAME; raises
+        RuntimeError with the log's tail when it fails."""
+        log = os.path.join(self.out, "logs", log_name)
         print("profile: %s (log %s)" % (" ".join(cmd), log), flush=True)
         with open(log, "w") as f:
             try:
                 rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env,
-                                    timeout=a.profile_timeout).returncode
+                                    timeout=self.args.profile_timeout).returncode
             except subprocess.TimeoutExpired:
                 raise RuntimeError("oflite profile ran past --profile-timeout %d s (log %s)"
-                                   % (a.profile_timeout, log))
+                                   % (self.args.profile_timeout, log))
         if rc != 0 or not os.path.isfile(out):
             with open(log) as f:
                 tail = " | ".join(f.read().strip().splitlines()[-3:])
             raise RuntimeError("oflite profile exited %d: %s (log %s)" % (rc, tail, log))
-        return out
 
     def predict(self, c, calibration):
         a = self.args
