@@ -51,7 +51,8 @@ stage() {  # stage DIR: every binary passes
   local dir="$1"
   mkdir -p "$dir/bin" "$dir/tools/bench" "$dir/fakebin"
   cp "$script" "$dir/run_gpu_check.sh"
-  for b in cuda_device_test cuda_runtime_pieces_test kernel_coverage_test cuda_kernels_test; do
+  for b in cuda_device_test cuda_runtime_pieces_test kernel_coverage_test cuda_kernels_test \
+           reduce_launch_test; do
     gtest_pass > "$dir/bin/$b"
   done
   gtest_skip "needs 2 CUDA devices" > "$dir/bin/cuda_runtime_test"
