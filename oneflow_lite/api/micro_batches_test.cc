@@ -44,7 +44,9 @@ TEST(MicroBatchesTest, ClonesTheBatchOpsAndTagsTheirBackward) {
       EXPECT_FALSE(op.has_micro_batch()) << op.name();
     }
     if (op.op_type() == "slice" && !op.is_backward()) ++slices;
-    if (op.is_optimizer()) EXPECT_FALSE(op.has_micro_batch()) << op.name();
+    if (op.is_optimizer()) {
+      EXPECT_FALSE(op.has_micro_batch()) << op.name();
+    }
     if (!op.has_micro_batch()) continue;
     (op.is_backward() ? backward : forward)[op.micro_batch()]++;
   }

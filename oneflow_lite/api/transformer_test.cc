@@ -210,7 +210,9 @@ TEST(TransformerTest, TensorParallelHintsAreMegatronLm) {
 TEST(TransformerTest, DegreeOneAddsNoHint) {
   const Job plain = TensorParallelJob(1, false);
   for (const OpConf& op : plain.op()) {
-    if (op.op_type() != "host_feed") EXPECT_EQ(op.output_sbp_hint_size(), 0) << op.name();
+    if (op.op_type() != "host_feed") {
+      EXPECT_EQ(op.output_sbp_hint_size(), 0) << op.name();
+    }
   }
 }
 

@@ -303,7 +303,9 @@ TEST(ProcessGroupBlameTest, AFrozenRankTheOthersLostIsKilledAtOnceAndBlamed) {
     const RankOutcome& frozen = result->ranks[c.frozen];
     EXPECT_TRUE(frozen.frozen && frozen.stopped_by_us && frozen.lost_by_peers);
     for (size_t rank = 0; rank < c.ranks.size(); ++rank) {
-      if (static_cast<int>(rank) != c.frozen) EXPECT_EQ(result->ranks[rank].exit_code, 4);
+      if (static_cast<int>(rank) != c.frozen) {
+        EXPECT_EQ(result->ranks[rank].exit_code, 4);
+      }
     }
     EXPECT_EQ(Capture(out).find("never"), std::string::npos);
     std::fclose(out);

@@ -188,7 +188,9 @@ class CudaKernelTest : public ::testing::Test {
       last_status_ = (*kernel)->Forward(&ctx);
       ASSERT_TRUE(cuda_->Synchronize().ok());
     }
-    if (calls == 1) ASSERT_TRUE(last_status_.ok()) << last_status_;
+    if (calls == 1) {
+      ASSERT_TRUE(last_status_.ok()) << last_status_;
+    }
     if (calls != 1) return;
 
     for (const auto& [lbn, want] : *cpu_out) {

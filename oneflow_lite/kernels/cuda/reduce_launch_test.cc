@@ -141,7 +141,9 @@ TEST_P(ReduceLaunchTest, SplitAndUnsplitSumsAreExact) {
   }
   // The cases are chosen to reach the split path at all (else this test
   // would check the one-block path twice).
-  if (c.name.rfind("nosplit", 0) != 0) EXPECT_GT(splits, 1) << c.name;
+  if (c.name.rfind("nosplit", 0) != 0) {
+    EXPECT_GT(splits, 1) << c.name;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
