@@ -23,15 +23,24 @@ inline int BlocksFor(int64_t n) {
 __device__ inline float Sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
 
 // Offset of flat (row-major) element `flat` of index's space in operand k.
-__device__ inline int64_t OperandOffset(const StridedIndex& index, int k, int64_t flat) {
+// With I = uint32_t (a space of fewer than 2^31 elements) the divisions are
+// 32-bit ones, several times cheaper on the GPU than 64-bit ones; each dim
+// costs one division (the remainder from the quotient).
+template <typename I = int64_t>
+__device__ inline int64_t OperandOffset(const StridedIndex& index, int k, I flat) {
   int64_t offset = index.base[k];
   for (int d = index.rank - 1; d >= 0; --d) {
-    const int64_t dim = index.dims[d];
-    offset += (flat % dim) * index.strides[k][d];
-    flat /= dim;
+    const I dim = static_cast<I>(index.dims[d]);
+    const I quotient = flat / dim;
+    offset += static_cast<int64_t>(flat - quotient * dim) * index.strides[k][d];
+    flat = quotient;
   }
   return offset;
 }
+
+// Whether a space of n elements may be walked with 32-bit indices (the
+// grid-stride sum stays below 2^32).
+inline bool FitsIndex32(int64_t n) { return n < (int64_t{1} << 31); }
 
 // Sum of `value` over the block (blockDim.x a multiple of 32, <= 1024);
 // every thread gets the result.

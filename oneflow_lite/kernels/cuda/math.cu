@@ -65,16 +65,35 @@ __global__ void GradKernel(ActivationGradOp op, const float* dy, const float* s,
   OFLITE_GRID_LOOP(i, n) { dx[i] = ApplyGrad(op, dy[i], s[i]); }
 }
 
+// I: the index type, uint32_t when the space fits (FitsIndex32).
+template <typename I>
 __global__ void BinaryKernel(BinaryOp op, const float* a, const float* b, float* out,
-                             StridedIndex index, int64_t n) {
-  OFLITE_GRID_LOOP(i, n) {
-    out[i] = ApplyBinary(op, a[OperandOffset(index, 0, i)], b[OperandOffset(index, 1, i)]);
+                             StridedIndex index, I n) {
+  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<I>(blockDim.x) * gridDim.x) {
+    out[i] = ApplyBinary(op, a[OperandOffset<I>(index, 0, i)], b[OperandOffset<I>(index, 1, i)]);
+  }
+}
+
+template <typename E, typename I>
+__global__ void StridedCopyKernel(const E* src, E* dst, StridedIndex index, I n) {
+  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<I>(blockDim.x) * gridDim.x) {
+    dst[OperandOffset<I>(index, 1, i)] = src[OperandOffset<I>(index, 0, i)];
   }
 }
 
 template <typename E>
-__global__ void StridedCopyKernel(const E* src, E* dst, StridedIndex index, int64_t n) {
-  OFLITE_GRID_LOOP(i, n) { dst[OperandOffset(index, 1, i)] = src[OperandOffset(index, 0, i)]; }
+void LaunchCopy(const void* src, void* dst, const StridedIndex& index, int64_t n,
+                cudaStream_t stream) {
+  const int blocks = BlocksFor(n);
+  if (FitsIndex32(n)) {
+    StridedCopyKernel<E, uint32_t><<<blocks, kThreads, 0, stream>>>(
+        static_cast<const E*>(src), static_cast<E*>(dst), index, static_cast<uint32_t>(n));
+  } else {
+    StridedCopyKernel<E, int64_t><<<blocks, kThreads, 0, stream>>>(
+        static_cast<const E*>(src), static_cast<E*>(dst), index, n);
+  }
 }
 
 // One block per output element (grid-stride over outputs).
@@ -171,7 +190,12 @@ cudaError_t LaunchBinary(BinaryOp op, const float* a, const float* b, float* out
                          const StridedIndex& index, cudaStream_t stream) {
   const int64_t n = index.Count();
   if (n <= 0) return cudaSuccess;
-  BinaryKernel<<<BlocksFor(n), kThreads, 0, stream>>>(op, a, b, out, index, n);
+  if (FitsIndex32(n)) {
+    BinaryKernel<uint32_t><<<BlocksFor(n), kThreads, 0, stream>>>(op, a, b, out, index,
+                                                                  static_cast<uint32_t>(n));
+  } else {
+    BinaryKernel<int64_t><<<BlocksFor(n), kThreads, 0, stream>>>(op, a, b, out, index, n);
+  }
   return cudaGetLastError();
 }
 
@@ -179,21 +203,10 @@ cudaError_t LaunchStridedCopy(const void* src, void* dst, int elem_size, const S
                               cudaStream_t stream) {
   const int64_t n = index.Count();
   if (n <= 0) return cudaSuccess;
-  const int blocks = BlocksFor(n);
   switch (elem_size) {
-    case 1:
-      StridedCopyKernel<<<blocks, kThreads, 0, stream>>>(
-          static_cast<const unsigned char*>(src), static_cast<unsigned char*>(dst), index, n);
-      break;
-    case 4:
-      StridedCopyKernel<<<blocks, kThreads, 0, stream>>>(static_cast<const uint32_t*>(src),
-                                                         static_cast<uint32_t*>(dst), index, n);
-      break;
-    case 8:
-      StridedCopyKernel<<<blocks, kThreads, 0, stream>>>(
-          static_cast<const unsigned long long*>(src), static_cast<unsigned long long*>(dst), index,
-          n);
-      break;
+    case 1: LaunchCopy<unsigned char>(src, dst, index, n, stream); break;
+    case 4: LaunchCopy<uint32_t>(src, dst, index, n, stream); break;
+    case 8: LaunchCopy<unsigned long long>(src, dst, index, n, stream); break;
     default:
       return cudaErrorInvalidValue;
   }
