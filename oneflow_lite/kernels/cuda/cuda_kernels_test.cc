@@ -285,6 +285,15 @@ TEST_F(CudaKernelTest, BiasAddAndAdd) {
   Check(OpConfBuilder("bias_add_relu", "op").Input("a", "a/out_0").Input("b", "e/out_0")
             .Output("y").Attr("axis", int64_t{0}).Build(),
         kElementwise);
+  // A convolution's bias: axis 1 of a 4-d tensor (elements after it: 63).
+  AddInput("f/out_0", Shape({5, 6, 7, 9}));
+  AddInput("g/out_0", Shape({6}));
+  Check(OpConfBuilder("bias_add", "op").Input("a", "f/out_0").Input("b", "g/out_0").Output("out")
+            .Attr("axis", int64_t{1}).Build(),
+        kElementwise);
+  Check(OpConfBuilder("bias_add_relu", "op").Input("a", "f/out_0").Input("b", "g/out_0")
+            .Output("y").Attr("axis", int64_t{1}).Build(),
+        kElementwise);
   Check(OpConfBuilder("add", "op").Input("in", std::vector<std::string>{"a/out_0", "c/out_0", "d/out_0"})
             .Output("out").Build(),
         kElementwise);

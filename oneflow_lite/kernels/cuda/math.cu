@@ -75,6 +75,15 @@ __global__ void BinaryKernel(BinaryOp op, const float* a, const float* b, float*
   }
 }
 
+template <typename I>
+__global__ void BiasKernel(BinaryOp op, const float* a, const float* b, float* out, I n,
+                           I channels, I inner) {
+  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<I>(blockDim.x) * gridDim.x) {
+    out[i] = ApplyBinary(op, a[i], b[(i / inner) % channels]);
+  }
+}
+
 template <typename E, typename I>
 __global__ void StridedCopyKernel(const E* src, E* dst, StridedIndex index, I n) {
   for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < n;
@@ -195,6 +204,20 @@ cudaError_t LaunchBinary(BinaryOp op, const float* a, const float* b, float* out
                                                                   static_cast<uint32_t>(n));
   } else {
     BinaryKernel<int64_t><<<BlocksFor(n), kThreads, 0, stream>>>(op, a, b, out, index, n);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchBiasAdd(BinaryOp op, const float* a, const float* b, float* out, int64_t n,
+                          int64_t channels, int64_t inner, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  if (channels <= 0 || inner <= 0) return cudaErrorInvalidValue;
+  if (FitsIndex32(n)) {
+    BiasKernel<uint32_t><<<BlocksFor(n), kThreads, 0, stream>>>(
+        op, a, b, out, static_cast<uint32_t>(n), static_cast<uint32_t>(channels),
+        static_cast<uint32_t>(inner));
+  } else {
+    BiasKernel<int64_t><<<BlocksFor(n), kThreads, 0, stream>>>(op, a, b, out, n, channels, inner);
   }
   return cudaGetLastError();
 }

@@ -146,13 +146,12 @@ class BiasAddKernel final : public Kernel {
       return ctx->Error("bias ", b.shape(), " does not fit a ", a.shape(), " / out ",
                         out->shape());
     }
-    std::vector<int64_t> b_strides(a.shape().rank(), 0);
-    b_strides[axis] = 1;
-    ASSIGN_OR_RETURN(StridedIndex index,
-                     MakeIndex(a.shape().dims(), {RowMajorStrides(a.shape()), b_strides}));
+    int64_t inner = 1;
+    for (int64_t d = axis + 1; d < a.shape().rank(); ++d) inner *= a.shape().dim(d);
     CUDA_LAUNCH_RETURN_IF_ERROR(
-        *ctx, LaunchBinary(kRelu ? BinaryOp::kAddRelu : BinaryOp::kAdd, a.data<float>(),
-                           b.data<float>(), out->data<float>(), index, cuda->stream()));
+        *ctx, LaunchBiasAdd(kRelu ? BinaryOp::kAddRelu : BinaryOp::kAdd, a.data<float>(),
+                            b.data<float>(), out->data<float>(), a.elem_count(),
+                            a.shape().dim(axis), inner, cuda->stream()));
     return Status::OK();
   }
 };

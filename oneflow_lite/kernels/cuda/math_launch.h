@@ -26,6 +26,12 @@ cudaError_t LaunchActivationGrad(ActivationGradOp op, const float* dy, const flo
 // out may alias a or b only when the aliased operand is itself contiguous.
 cudaError_t LaunchBinary(BinaryOp op, const float* a, const float* b, float* out,
                          const StridedIndex& index, cudaStream_t stream);
+// out[i] = op(a[i], b[(i / inner) % channels]) for i in [0, n): a bias
+// along one axis of a contiguous tensor (channels: that axis's extent,
+// inner: the elements after it). One division and one remainder per
+// element, in 32 bits when n < 2^31.
+cudaError_t LaunchBiasAdd(BinaryOp op, const float* a, const float* b, float* out, int64_t n,
+                          int64_t channels, int64_t inner, cudaStream_t stream);
 // dst[off1(i)] = src[off0(i)] for i over index; elem_size is 1, 4 or 8.
 cudaError_t LaunchStridedCopy(const void* src, void* dst, int elem_size, const StridedIndex& index,
                               cudaStream_t stream);
