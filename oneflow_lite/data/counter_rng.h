@@ -35,8 +35,12 @@ inline uint64_t MixBits(uint64_t x) {
 }
 
 // Random bits for element `counter` of the stream `seed`.
+// CounterBits given MixBits(seed) (a stream mixes its seed once).
+inline uint64_t CounterBitsOfMixed(uint64_t mixed_seed, uint64_t counter) {
+  return MixBits(mixed_seed ^ MixBits(counter * 0xD1B54A32D192ED03ULL + 0x8CB92BA72F3D8DD7ULL));
+}
 inline uint64_t CounterBits(uint64_t seed, uint64_t counter) {
-  return MixBits(MixBits(seed) ^ MixBits(counter * 0xD1B54A32D192ED03ULL + 0x8CB92BA72F3D8DD7ULL));
+  return CounterBitsOfMixed(MixBits(seed), counter);
 }
 
 // Derives an independent stream seed from a seed and a tag (e.g. an epoch,
@@ -82,11 +86,8 @@ class CounterRng {
   explicit CounterRng(uint64_t seed, uint64_t counter = 0)
       : mixed_seed_(MixBits(seed)), counter_(counter) {}
 
-  // CounterBits(seed, counter++), with the seed's half mixed once.
-  uint64_t Next() {
-    const uint64_t c = counter_++;
-    return MixBits(mixed_seed_ ^ MixBits(c * 0xD1B54A32D192ED03ULL + 0x8CB92BA72F3D8DD7ULL));
-  }
+  // CounterBits(seed, counter++).
+  uint64_t Next() { return CounterBitsOfMixed(mixed_seed_, counter_++); }
   double NextUniform() { return UniformFromBits(Next()); }
   // Uniform integer in [0, bound), bound > 0, without modulo bias
   // (rejection sampling).

@@ -2,8 +2,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -28,14 +26,8 @@ int64_t NowNs() {
       .count();
 }
 
-Status BindThisThread(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  const int rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-  if (rc != 0) return UnavailableError("cannot bind a thread to CPU ", cpu, ": ", strerror(rc));
-  return Status::OK();
-}
+// The calling thread onto `cpu` (BindToCpus with pid 0 binds the caller).
+Status BindThisThread(int cpu) { return comm::BindToCpus(0, {cpu}); }
 
 // A pipe whose ends close with it.
 struct Pipe {

@@ -42,6 +42,22 @@ __device__ inline int64_t OperandOffset(const StridedIndex& index, int k, I flat
 // grid-stride sum stays below 2^32).
 inline bool FitsIndex32(int64_t n) { return n < (int64_t{1} << 31); }
 
+// OFLITE_GRID_LOOP with index type I (uint32_t or int64_t, WithIndexType).
+#define OFLITE_GRID_LOOP_AS(I, i, n)                                          \
+  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<I>(blockDim.x) * gridDim.x)
+
+// Calls launch(I{}) with I = uint32_t when n elements fit 32-bit indices,
+// else int64_t: a launcher's kernel template then takes `decltype(zero)`.
+template <typename Launch>
+void WithIndexType(int64_t n, Launch launch) {
+  if (FitsIndex32(n)) {
+    launch(uint32_t{0});
+  } else {
+    launch(int64_t{0});
+  }
+}
+
 // Sum of `value` over the block (blockDim.x a multiple of 32, <= 1024);
 // every thread gets the result.
 template <typename T>

@@ -69,8 +69,7 @@ __global__ void GradKernel(ActivationGradOp op, const float* dy, const float* s,
 template <typename I>
 __global__ void BinaryKernel(BinaryOp op, const float* a, const float* b, float* out,
                              StridedIndex index, I n) {
-  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<I>(blockDim.x) * gridDim.x) {
+  OFLITE_GRID_LOOP_AS(I, i, n) {
     out[i] = ApplyBinary(op, a[OperandOffset<I>(index, 0, i)], b[OperandOffset<I>(index, 1, i)]);
   }
 }
@@ -78,16 +77,12 @@ __global__ void BinaryKernel(BinaryOp op, const float* a, const float* b, float*
 template <typename I>
 __global__ void BiasKernel(BinaryOp op, const float* a, const float* b, float* out, I n,
                            I channels, I inner) {
-  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<I>(blockDim.x) * gridDim.x) {
-    out[i] = ApplyBinary(op, a[i], b[(i / inner) % channels]);
-  }
+  OFLITE_GRID_LOOP_AS(I, i, n) { out[i] = ApplyBinary(op, a[i], b[(i / inner) % channels]); }
 }
 
 template <typename E, typename I>
 __global__ void StridedCopyKernel(const E* src, E* dst, StridedIndex index, I n) {
-  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<I>(blockDim.x) * gridDim.x) {
+  OFLITE_GRID_LOOP_AS(I, i, n) {
     dst[OperandOffset<I>(index, 1, i)] = src[OperandOffset<I>(index, 0, i)];
   }
 }
@@ -95,14 +90,11 @@ __global__ void StridedCopyKernel(const E* src, E* dst, StridedIndex index, I n)
 template <typename E>
 void LaunchCopy(const void* src, void* dst, const StridedIndex& index, int64_t n,
                 cudaStream_t stream) {
-  const int blocks = BlocksFor(n);
-  if (FitsIndex32(n)) {
-    StridedCopyKernel<E, uint32_t><<<blocks, kThreads, 0, stream>>>(
-        static_cast<const E*>(src), static_cast<E*>(dst), index, static_cast<uint32_t>(n));
-  } else {
-    StridedCopyKernel<E, int64_t><<<blocks, kThreads, 0, stream>>>(
-        static_cast<const E*>(src), static_cast<E*>(dst), index, n);
-  }
+  WithIndexType(n, [&](auto zero) {
+    using I = decltype(zero);
+    StridedCopyKernel<E, I><<<BlocksFor(n), kThreads, 0, stream>>>(
+        static_cast<const E*>(src), static_cast<E*>(dst), index, static_cast<I>(n));
+  });
 }
 
 // One block per output element (grid-stride over outputs).
@@ -199,12 +191,11 @@ cudaError_t LaunchBinary(BinaryOp op, const float* a, const float* b, float* out
                          const StridedIndex& index, cudaStream_t stream) {
   const int64_t n = index.Count();
   if (n <= 0) return cudaSuccess;
-  if (FitsIndex32(n)) {
-    BinaryKernel<uint32_t><<<BlocksFor(n), kThreads, 0, stream>>>(op, a, b, out, index,
-                                                                  static_cast<uint32_t>(n));
-  } else {
-    BinaryKernel<int64_t><<<BlocksFor(n), kThreads, 0, stream>>>(op, a, b, out, index, n);
-  }
+  WithIndexType(n, [&](auto zero) {
+    using I = decltype(zero);
+    BinaryKernel<I><<<BlocksFor(n), kThreads, 0, stream>>>(op, a, b, out, index,
+                                                           static_cast<I>(n));
+  });
   return cudaGetLastError();
 }
 
@@ -212,13 +203,11 @@ cudaError_t LaunchBiasAdd(BinaryOp op, const float* a, const float* b, float* ou
                           int64_t channels, int64_t inner, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   if (channels <= 0 || inner <= 0) return cudaErrorInvalidValue;
-  if (FitsIndex32(n)) {
-    BiasKernel<uint32_t><<<BlocksFor(n), kThreads, 0, stream>>>(
-        op, a, b, out, static_cast<uint32_t>(n), static_cast<uint32_t>(channels),
-        static_cast<uint32_t>(inner));
-  } else {
-    BiasKernel<int64_t><<<BlocksFor(n), kThreads, 0, stream>>>(op, a, b, out, n, channels, inner);
-  }
+  WithIndexType(n, [&](auto zero) {
+    using I = decltype(zero);
+    BiasKernel<I><<<BlocksFor(n), kThreads, 0, stream>>>(
+        op, a, b, out, static_cast<I>(n), static_cast<I>(channels), static_cast<I>(inner));
+  });
   return cudaGetLastError();
 }
 
