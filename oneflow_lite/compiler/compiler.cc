@@ -217,8 +217,15 @@ StatusOr<Plan> Compile(const Job& job, const ClusterProto& cluster, const Compil
                                    job.version(), ", newer than this compiler's ", kJobVersion);
   }
   FusionResult fusion;
-  if (options.fuse) fusion = FuseElementwiseChains(job);
-  const Job* input = options.fuse ? &fusion.job : &job;
+  const bool fuse = options.fuse || options.fuse_matmul_bias;
+  if (fuse) {
+    FusionOptions fusion_options;
+    fusion_options.bias_add_relu = options.fuse;
+    fusion_options.gelu_derivative = options.fuse;
+    fusion_options.matmul_bias = options.fuse_matmul_bias;
+    fusion = FuseOps(job, fusion_options);
+  }
+  const Job* input = fuse ? &fusion.job : &job;
   if (!input->conf().has_pipeline()) return CompileJob(*input, cluster, options);
   // A micro-batched job: its pipeline schedule as control edges
   // (pipeline_schedule.h), recorded in Plan.pipeline.

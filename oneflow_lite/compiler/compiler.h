@@ -38,6 +38,11 @@ struct CompileOptions {
   // Replace op chains by fused ops first (fusion.h); `oflite compile --fuse`.
   // Off by default: a fused plan has fewer actors than ops.
   bool fuse = false;
+  // Also replace matmul -> bias_add pairs by matmul_bias (fusion.h), whose
+  // CPU kernel adds the bias in the GEMM's epilogue; not bit-identical to
+  // the pair. `oflite compile --fuse_matmul_bias`; the trainer's --fuse
+  // turns both on.
+  bool fuse_matmul_bias = false;
   // Partial-sum collectives of tensors of at most this many bytes (and a
   // fan-out bound, collective_choice.h) use the exchange all-reduce instead
   // of the ring; 0: always the ring. `oflite compile --exchange_max_bytes`.

@@ -1,10 +1,13 @@
 #include "oneflow_lite/compiler/fusion.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <vector>
 
 #include <google/protobuf/util/message_differencer.h>
+
+#include "oneflow_lite/common/attr.h"
 
 namespace oflite {
 namespace compiler {
@@ -87,20 +90,79 @@ bool SamePlacement(const OpConf& a, const OpConf& b) {
          google::protobuf::util::MessageDifferencer::Equals(a.placement(), b.placement());
 }
 
-// Fused kernels exist for CPU and CUDA devices.
+DeviceType DeviceOf(const Job& job, const OpConf& op) {
+  if (op.has_placement()) return op.placement().device_type();
+  if (job.conf().has_default_placement()) return job.conf().default_placement().device_type();
+  return DEVICE_CPU;  // the compiler's default placement
+}
+
+// bias_add_relu kernels exist for CPU and CUDA devices.
 bool HasFusedKernel(const Job& job, const OpConf& op) {
-  DeviceType type = DEVICE_CPU;  // the compiler's default placement
-  if (op.has_placement()) {
-    type = op.placement().device_type();
-  } else if (job.conf().has_default_placement()) {
-    type = job.conf().default_placement().device_type();
-  }
+  const DeviceType type = DeviceOf(job, op);
   return type == DEVICE_CPU || type == DEVICE_CUDA;
+}
+
+const TensorDescProto* BlobDesc(const Job& job, const std::string& lbn) {
+  for (const LogicalBlobDesc& blob : job.blob()) {
+    if (blob.lbn() == lbn) return &blob.desc();
+  }
+  return nullptr;
+}
+
+// A matmul the matmul_bias kernel takes (ops/math/fused_ops.cc): alpha 1,
+// no sum_batch, a 2-D b and, when a is batched, an untransposed a (one GEMM
+// of [rows, k] x [k, n]); static shapes.
+bool OneGemm(const Job& job, const OpConf& matmul) {
+  const AttrView attrs(matmul);
+  if (attrs.GetFloatOr("alpha", 1.0) != 1.0 || attrs.GetBoolOr("sum_batch", false)) return false;
+  const TensorDescProto* a = BlobDesc(job, SingleInput(matmul, "a"));
+  const TensorDescProto* b = BlobDesc(job, SingleInput(matmul, "b"));
+  if (a == nullptr || b == nullptr || a->is_dynamic() || b->is_dynamic()) return false;
+  if (b->shape().dim_size() != 2 || a->shape().dim_size() < 2) return false;
+  return a->shape().dim_size() == 2 || !attrs.GetBoolOr("transpose_a", false);
+}
+
+bool ErfGelu(const OpConf& op) {
+  return AttrView(op).GetStringOr("approximate", "none") == "none";
+}
+
+bool BiasAlongLastAxis(const Job& job, const OpConf& bias_add, const std::string& x) {
+  const TensorDescProto* desc = BlobDesc(job, x);
+  if (desc == nullptr) return false;
+  const int64_t rank = desc->shape().dim_size();
+  const int64_t axis = AttrView(bias_add).GetIntOr("axis", 1);
+  return axis == rank - 1 || axis == -1;
+}
+
+OpConf MatmulBias(const OpConf& matmul, const OpConf& bias_add) {
+  OpConf fused;
+  fused.set_name(bias_add.name());
+  fused.set_op_type("matmul_bias");
+  *fused.add_input() = matmul.input(0);
+  *fused.add_input() = matmul.input(1);
+  ArgProto* bias = fused.add_input();
+  bias->set_name("bias");
+  bias->add_lbn(SingleInput(bias_add, "b"));
+  ArgProto* out = fused.add_output();
+  out->set_name("out");
+  out->add_lbn(SingleOutput(bias_add));
+  // Attributes stay sorted by key: fused_from < transpose_a < transpose_b.
+  AttrEntry* from = fused.add_attr();
+  from->set_key("fused_from");
+  from->mutable_value()->set_s(matmul.name() + "+" + bias_add.name());
+  for (const AttrEntry& entry : matmul.attr()) {
+    if (entry.key() == "transpose_a" || entry.key() == "transpose_b") *fused.add_attr() = entry;
+  }
+  if (bias_add.has_placement()) *fused.mutable_placement() = bias_add.placement();
+  if (bias_add.has_micro_batch()) fused.set_micro_batch(bias_add.micro_batch());
+  return fused;
 }
 
 }  // namespace
 
-FusionResult FuseElementwiseChains(const Job& job) {
+FusionResult FuseElementwiseChains(const Job& job) { return FuseOps(job, FusionOptions()); }
+
+FusionResult FuseOps(const Job& job, const FusionOptions& options) {
   FusionResult result;
   result.job = job;
   const std::map<std::string, int> readers = ReaderCounts(job);
@@ -113,7 +175,7 @@ FusionResult FuseElementwiseChains(const Job& job) {
   std::set<int> removed;
   std::set<std::string> removed_lbns;
   std::map<std::string, std::string> renamed;  // bias_add name -> fused op name
-  for (int i = 0; i < job.op_size(); ++i) {
+  for (int i = 0; i < job.op_size() && options.bias_add_relu; ++i) {
     const OpConf& relu = job.op(i);
     if (relu.op_type() != "relu" || !Plain(relu) || SingleOutput(relu).empty()) continue;
     const std::string x = SingleInput(relu, "x");
@@ -132,6 +194,105 @@ FusionResult FuseElementwiseChains(const Job& job) {
     renamed[bias_add.name()] = relu.name();
     ++result.fused;
   }
+  // matmul -> bias_add along the last axis, for the bias_adds the loop above
+  // left (a hidden layer's bias_add -> relu stays exact).
+  for (int i = 0; i < job.op_size() && options.matmul_bias; ++i) {
+    const OpConf& bias_add = job.op(i);
+    if (bias_add.op_type() != "bias_add" || removed.count(i) || !Plain(bias_add) ||
+        bias_add.input_size() != 2 || SingleOutput(bias_add).empty() ||
+        SingleInput(bias_add, "b").empty() || DeviceOf(job, bias_add) != DEVICE_CPU) {
+      continue;
+    }
+    const std::string x = SingleInput(bias_add, "a");
+    auto it = producer.find(x);
+    if (x.empty() || it == producer.end() || removed.count(it->second)) continue;
+    const OpConf& matmul = job.op(it->second);
+    if (matmul.op_type() != "matmul" || !Plain(matmul) || matmul.input_size() != 2 ||
+        SingleInput(matmul, "a").empty() || SingleInput(matmul, "b").empty() ||
+        readers.at(x) != 1 || !SamePlacement(matmul, bias_add) || !OneGemm(job, matmul) ||
+        !BiasAlongLastAxis(job, bias_add, x)) {
+      continue;
+    }
+    *result.job.mutable_op(i) = MatmulBias(matmul, bias_add);
+    removed.insert(it->second);
+    removed_lbns.insert(x);
+    renamed[matmul.name()] = bias_add.name();
+    ++result.fused;
+  }
+  // gelu(x) and its gelu_grad(dy, x) ops => gelu_and_derivative(x) -> y,
+  // dydx and mul(dy, dydx): the backward reads dydx instead of recomputing
+  // the erf form's CDF and density from x (exact, see fusion.h).
+  std::vector<LogicalBlobDesc> added_blobs;
+  for (int i = 0; i < job.op_size() && options.gelu_derivative; ++i) {
+    const OpConf& gelu = job.op(i);
+    if (gelu.op_type() != "gelu" || !Plain(gelu) || !ErfGelu(gelu) ||
+        SingleOutput(gelu).empty() || DeviceOf(job, gelu) != DEVICE_CPU) {
+      continue;
+    }
+    const std::string x = SingleInput(gelu, "x");
+    const TensorDescProto* y_desc = BlobDesc(job, SingleOutput(gelu));
+    if (x.empty() || y_desc == nullptr || y_desc->is_dynamic()) continue;
+    std::vector<int> grads;
+    bool other_reader = false;
+    for (int j = 0; j < job.op_size(); ++j) {
+      const OpConf& op = job.op(j);
+      if (j == i) continue;
+      bool reads_x = false;
+      for (const ArgProto& arg : op.input()) {
+        for (const std::string& lbn : arg.lbn()) reads_x |= lbn == x;
+      }
+      if (!reads_x) continue;
+      if (op.op_type() == "gelu_grad" && op.is_backward() && ErfGelu(op) &&
+          SingleInput(op, "x") == x && !SingleInput(op, "dy").empty() &&
+          !SingleOutput(op).empty() && op.control_input_size() == 0 &&
+          op.input_sbp_hint_size() == 0 && op.output_sbp_hint_size() == 0 &&
+          SamePlacement(op, gelu)) {
+        grads.push_back(j);
+      } else {
+        other_reader = true;
+      }
+    }
+    // x read by no one else (the loss and metrics count), at least one gradient.
+    if (other_reader || grads.empty() || readers.at(x) != 1 + static_cast<int>(grads.size())) {
+      continue;
+    }
+    const std::string dydx = gelu.name() + "/dydx_0";
+    OpConf fused = gelu;
+    fused.set_op_type("gelu_and_derivative");
+    ArgProto* out = fused.add_output();
+    out->set_name("dydx");
+    out->add_lbn(dydx);
+    AttrEntry* from = fused.add_attr();
+    from->set_key("fused_from");
+    from->mutable_value()->set_s(gelu.name() + "+" + job.op(grads.front()).name());
+    std::sort(fused.mutable_attr()->begin(), fused.mutable_attr()->end(),
+              [](const AttrEntry& a, const AttrEntry& b) { return a.key() < b.key(); });
+    *result.job.mutable_op(i) = fused;
+    LogicalBlobDesc blob;
+    blob.set_lbn(dydx);
+    *blob.mutable_desc() = *y_desc;
+    added_blobs.push_back(blob);
+    for (int j : grads) {
+      const OpConf& grad = job.op(j);
+      OpConf mul = grad;
+      mul.set_op_type("mul");
+      mul.clear_input();
+      mul.clear_attr();
+      mul.clear_output();
+      ArgProto* dy = mul.add_input();
+      dy->set_name("x");
+      dy->add_lbn(SingleInput(grad, "dy"));
+      ArgProto* derivative = mul.add_input();
+      derivative->set_name("y");
+      derivative->add_lbn(dydx);
+      ArgProto* dx = mul.add_output();
+      dx->set_name("out");
+      dx->add_lbn(SingleOutput(grad));
+      *result.job.mutable_op(j) = mul;
+    }
+    ++result.fused;
+  }
+  for (const LogicalBlobDesc& blob : added_blobs) *result.job.add_blob() = blob;
   if (result.fused == 0) return result;
   Job& out = result.job;
   google::protobuf::RepeatedPtrField<OpConf> kept;

@@ -73,7 +73,7 @@ StatusOr<Job> BuildMlpJob(const MlpSpec& spec) {
       g.HintSbp(options.weight, NdSbpOf({Broadcast(), Split(0)}));
     }
     x = Dense(&g, x, units, options);
-    if (i + 1 < layers) x = g.Relu(x);
+    if (i + 1 < layers) x = spec.activation == "gelu" ? g.Gelu(x) : g.Relu(x);
   }
   {
     auto scope = stage(layers - 1);

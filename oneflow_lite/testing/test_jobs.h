@@ -43,6 +43,8 @@ struct MlpSpec {
   // `placement`.
   std::vector<std::string> stages;
   ModelParallel model_parallel = ModelParallel::kNone;
+  // The hidden layers' activation: "relu" or "gelu" (erf form).
+  std::string activation = "relu";
   bool train = true;
   bool accuracy_metric = false;
   MlpOptimizer optimizer = MlpOptimizer::kSgd;

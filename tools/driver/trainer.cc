@@ -222,8 +222,11 @@ StatusOr<Job> BuildTrainingJob(const std::string& name, const TrainerConfig& con
   return job;
 }
 
-StatusOr<Plan> CompileTrainingPlan(const Job& job) {
-  ASSIGN_OR_RETURN(Plan plan, CompileNodePlan(job, ClusterForJob(job)));
+StatusOr<Plan> CompileTrainingPlan(const Job& job, bool fuse) {
+  compiler::CompileOptions options;
+  options.fuse = fuse;
+  options.fuse_matmul_bias = fuse;
+  ASSIGN_OR_RETURN(Plan plan, CompileNodePlan(job, ClusterForJob(job), options));
   RETURN_IF_ERROR(VerifyPlan(plan));
   return plan;
 }
@@ -377,6 +380,10 @@ int TrainMain(const std::string& name, TrainerConfig config, const ModelFn& mode
         "shard variables and optimizer state over the data-parallel devices (ZeRO: "
         "gradients reduce-scattered, parameters all-gathered; docs/compiler.md)",
         true, "false"},
+       {"fuse",
+        "fuse op chains into one kernel: bias_add -> relu, and matmul -> bias_add on CPU "
+        "devices (docs/compiler.md; --fuse=false: one kernel per op)",
+        true, config.fuse ? "true" : "false"},
        {"out-dir", "where to write the job and plan files", false, DefaultOutDir(env)},
        {"compile-only", "write the job and plan, do not train", true, "false"}};
   for (const ModelFlag& flag : options.flags) {
@@ -407,6 +414,7 @@ int TrainMain(const std::string& name, TrainerConfig config, const ModelFn& mode
   config.seed = *flags.GetInt("seed");
   config.classes = *flags.GetInt("classes");
   config.shard_optimizer = flags.GetBool("shard-optimizer");
+  config.fuse = flags.GetBool("fuse");
   config.micro_batches = *flags.GetInt("micro-batches");
   StatusOr<PipelineSchedule> schedule =
       compiler::ParsePipelineSchedule(flags.Get("pipeline-schedule"));
@@ -457,7 +465,7 @@ int TrainMain(const std::string& name, TrainerConfig config, const ModelFn& mode
                    placement ? "--machines/--devices are" : "--iters/--epochs are");
     }
   }
-  StatusOr<Plan> plan = CompileTrainingPlan(*job);
+  StatusOr<Plan> plan = CompileTrainingPlan(*job, config.fuse);
   if (!plan.ok()) return Fail(name, plan.status(), cli::kExitBadInput);
   const std::string out = flags.Get("out-dir");
   Status made = Env::Default()->CreateDirectories(out);

@@ -89,6 +89,8 @@ struct TrainerConfig {
   // --pipeline-schedule gpipe|1f1b).
   int64_t micro_batches = 1;
   PipelineSchedule pipeline_schedule = PIPELINE_1F1B;
+  // The compiler's fusion passes (CompileTrainingPlan; --fuse).
+  bool fuse = true;
   // The values of the program's own flags (TrainMainOptions::flags) as
   // given on the command line or their defaults, by name (no "--").
   std::map<std::string, std::string> model_flags;
@@ -164,8 +166,10 @@ ClusterProto LoopbackCluster(int64_t machines, int64_t cpu_devices);
 // per machine as its placements name.
 ClusterProto ClusterForJob(const Job& job);
 // The training plan with its evaluation plan (api/node_plan.h) for
-// ClusterForJob(job), verified.
-StatusOr<Plan> CompileTrainingPlan(const Job& job);
+// ClusterForJob(job), verified. fuse: the compiler's fusion passes
+// (compiler/fusion.h: bias_add -> relu and matmul -> bias_add on CPU
+// devices; the programs' --fuse).
+StatusOr<Plan> CompileTrainingPlan(const Job& job, bool fuse = true);
 // Trains and evaluates a one-machine `plan` in this process, exactly as
 // `oflite run --plan` does with the same request and node options
 // (session::Train: progress lines, checkpoints, the test line); returns the

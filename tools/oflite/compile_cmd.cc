@@ -91,6 +91,10 @@ int RunCompile(int argc, char** argv) {
                  {"output", "same as -o"},
                  {"no_memory_reuse", "give every register its own memory", true},
                  {"fuse", "fuse bias_add -> relu chains into one kernel (docs/compiler.md)", true},
+                 {"fuse_matmul_bias",
+                  "fuse matmul -> bias_add pairs on CPU devices into one GEMM with the bias in "
+                  "its epilogue (not bit-identical to the pair; docs/compiler.md)",
+                  true},
                  {"pipeline_depth", "regst_num on stage boundaries and cross-machine edges",
                   false, "2"},
                  {"exchange_max_bytes",
@@ -157,6 +161,7 @@ int RunCompile(int argc, char** argv) {
   compiler::CompileOptions options;
   options.memory.enable_reuse = !flags.GetBool("no_memory_reuse");
   options.fuse = flags.GetBool("fuse");
+  options.fuse_matmul_bias = flags.GetBool("fuse_matmul_bias");
   StatusOr<int64_t> depth = flags.GetInt("pipeline_depth", 1, 64);
   if (!depth.ok()) return Fail(kExitBadInput, depth.status());
   options.tasks.pipeline_depth = static_cast<int>(*depth);

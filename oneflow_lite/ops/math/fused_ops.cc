@@ -2,7 +2,16 @@
 // (compiler/fusion.h); users never build them. No gradient rule: fusion runs
 // on the full training job, after autodiff.
 //   bias_add_relu(a, b; axis) -> y = relu(bias_add(a, b; axis))
+//   matmul_bias(a, b, bias; transpose_a, transpose_b) -> out =
+//       bias_add(matmul(a, b), bias; axis -1), for a matmul that is one GEMM
+//       (MatmulGeometry::FoldsIntoRows: b one matrix, the Linear case) with
+//       alpha 1; the CPU kernel adds the bias in the GEMM's epilogue
+//   gelu_and_derivative(x) -> y = gelu(x), dydx = d gelu / dx (erf form):
+//       replaces a gelu and its gelu_grad(dy, x), which becomes mul(dy,
+//       dydx); the CPU kernel gives gelu's bits and dydx such that dy * dydx
+//       is gelu_grad's dx bit for bit
 #include "oneflow_lite/ops/math/math_util.h"
+#include "oneflow_lite/ops/math/matmul_util.h"
 
 namespace oflite {
 namespace math {
@@ -53,6 +62,99 @@ REGISTER_OP("bias_add_relu")
     .Output("y")
     .Infer(InferBiasAddRelu)
     .Sbp(BiasAddReluSbp);
+
+Status InferMatmulBias(InferContext* ctx) {
+  RETURN_IF_ERROR(CheckOptionalAttrTypes(ctx->op(), {{"transpose_a", AttrValue::kB},
+                                                     {"transpose_b", AttrValue::kB},
+                                                     {"fused_from", AttrValue::kS}}));
+  const TensorDesc& a = ctx->Input("a");
+  const TensorDesc& b = ctx->Input("b");
+  const TensorDesc& bias = ctx->Input("bias");
+  StatusOr<MatmulGeometry> geometry =
+      MakeMatmulGeometry(a.shape, b.shape, ctx->attrs().GetBoolOr("transpose_a", false),
+                         ctx->attrs().GetBoolOr("transpose_b", false), /*sum_batch=*/false);
+  if (!geometry.ok()) return ctx->Error(geometry.status().message());
+  if (b.shape.rank() != 2 || !geometry->FoldsIntoRows()) {
+    return ctx->Error("needs one GEMM: a 2-D b and an untransposed a when a is batched; got ",
+                      Describe("a", a), " and ", Describe("b", b));
+  }
+  if (bias.shape.rank() != 1 || bias.shape.dim(0) != geometry->n) {
+    return ctx->Error("bias must be 1-D of length n = ", geometry->n, ": ", Describe("bias", bias));
+  }
+  if (a.dtype != b.dtype || a.dtype != bias.dtype || (a.dtype != DT_FLOAT && a.dtype != DT_DOUBLE)) {
+    return ctx->Error("needs float32/float64 a, b and bias of one dtype: ", Describe("a", a), ", ",
+                      Describe("b", b), " and ", Describe("bias", bias));
+  }
+  *ctx->Output("out") = TensorDesc(geometry->out, a.dtype);
+  return Status::OK();
+}
+
+// matmul's signatures for a 2-D b (ops/math/matmul_ops.cc) with the bias's
+// part: broadcast where out is split along its rows or batch, split where
+// out is split along n, a partial sum where out is one (adding every
+// rank's share of the bias sums to the bias once).
+Status MatmulBiasSbp(SbpContext* ctx) {
+  const bool transpose_a = ctx->attrs().GetBoolOr("transpose_a", false);
+  const bool transpose_b = ctx->attrs().GetBoolOr("transpose_b", false);
+  const Shape& a = SbpInput(*ctx, "a").shape;
+  const int64_t rank = a.rank();
+  const OpConf& op = ctx->op();
+  const int64_t a_m = rank - (transpose_a ? 1 : 2), a_k = rank - (transpose_a ? 2 : 1);
+  const int64_t b_k = transpose_b ? 1 : 0, b_n = transpose_b ? 0 : 1;
+  for (int64_t i = 0; i + 2 < rank; ++i) {
+    ctx->Add(MakeSignature(op, {{"a", SplitSbp(i)}, {"b", BroadcastSbp()}, {"bias", BroadcastSbp()}},
+                           {{"out", SplitSbp(i)}}));
+  }
+  ctx->Add(MakeSignature(op, {{"a", SplitSbp(a_m)}, {"b", BroadcastSbp()}, {"bias", BroadcastSbp()}},
+                         {{"out", SplitSbp(rank - 2)}}));
+  ctx->Add(MakeSignature(op, {{"a", BroadcastSbp()}, {"b", SplitSbp(b_n)}, {"bias", SplitSbp(0)}},
+                         {{"out", SplitSbp(rank - 1)}}));
+  ctx->Add(MakeSignature(op,
+                         {{"a", SplitSbp(a_k)}, {"b", SplitSbp(b_k)}, {"bias", PartialSumSbp()}},
+                         {{"out", PartialSumSbp()}}));
+  ctx->Add(MakeSignature(
+      op, {{"a", PartialSumSbp()}, {"b", BroadcastSbp()}, {"bias", PartialSumSbp()}},
+      {{"out", PartialSumSbp()}}));
+  ctx->Add(MakeSignature(
+      op, {{"a", BroadcastSbp()}, {"b", PartialSumSbp()}, {"bias", PartialSumSbp()}},
+      {{"out", PartialSumSbp()}}));
+  return Status::OK();
+}
+
+Status InferGeluAndDerivative(InferContext* ctx) {
+  RETURN_IF_ERROR(CheckOptionalAttrTypes(ctx->op(), {{"approximate", AttrValue::kS},
+                                                     {"fused_from", AttrValue::kS}}));
+  if (ctx->attrs().GetStringOr("approximate", "none") != "none") {
+    return ctx->Error("only the erf form (approximate \"none\") is fused");
+  }
+  const TensorDesc& x = ctx->Input("x");
+  if (x.dtype != DT_FLOAT && x.dtype != DT_DOUBLE) {
+    return ctx->Error("needs float32/float64 x: ", Describe("x", x));
+  }
+  *ctx->Output("y") = x;
+  *ctx->Output("dydx") = x;
+  return Status::OK();
+}
+
+Status GeluAndDerivativeSbp(SbpContext* ctx) {
+  AddAllSplitSignatures(ctx, SbpInput(*ctx, "x").shape.rank());
+  return Status::OK();
+}
+
+REGISTER_OP("gelu_and_derivative")
+    .Input("x")
+    .Output("y")
+    .Output("dydx")
+    .Infer(InferGeluAndDerivative)
+    .Sbp(GeluAndDerivativeSbp);
+
+REGISTER_OP("matmul_bias")
+    .Input("a")
+    .Input("b")
+    .Input("bias")
+    .Output("out")
+    .Infer(InferMatmulBias)
+    .Sbp(MatmulBiasSbp);
 
 }  // namespace
 }  // namespace math

@@ -143,6 +143,49 @@ class GeluGradKernel final : public GeluBase {
   }
 };
 
+// gelu_and_derivative (ops/math/fused_ops.cc, the compiler's fusion of a
+// gelu and its gradient): y as GeluErf, dydx such that mul(dy, dydx) is
+// GeluErfGrad's dx bit for bit (float32: the vec table's
+// gelu_erf_and_derivative; float64: GeluGradFunctor's cdf + x pdf).
+template <typename T>
+void GeluErfAndDerivative(const T* x, T* y, T* d, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = x[i];
+    y[i] = T(0.5) * v * (T(1) + std::erf(v * T(M_SQRT1_2)));
+    const T cdf = T(0.5) * (T(1) + std::erf(v * T(M_SQRT1_2)));
+    const T pdf = std::exp(T(-0.5) * v * v) * T(0.5 * M_2_SQRTPI * M_SQRT1_2);
+    d[i] = cdf + v * pdf;
+  }
+}
+template <>
+void GeluErfAndDerivative<float>(const float* x, float* y, float* d, int64_t n) {
+  vec::Active().gelu_erf_and_derivative(x, y, d, n);
+}
+
+template <typename T>
+class GeluAndDerivativeKernel final : public Kernel {
+ public:
+  Status Forward(KernelContext* ctx) override {
+    const Blob& x = ctx->Input("x");
+    Blob* y = ctx->Output("y");
+    Blob* dydx = ctx->Output("dydx");
+    const int64_t n = x.elem_count();
+    if (y->elem_count() != n || dydx->elem_count() != n) {
+      return ctx->Error("blob sizes disagree: x ", x.shape(), ", y ", y->shape(), ", dydx ",
+                        dydx->shape());
+    }
+    const T* in = x.data<T>();
+    T* out = y->data<T>();
+    T* derivative = dydx->data<T>();
+    ParallelElements(n, [&](int64_t begin, int64_t end) {
+      GeluErfAndDerivative<T>(in + begin, out + begin, derivative + begin, end - begin);
+    });
+    return Status::OK();
+  }
+};
+
+REGISTER_KERNEL("gelu_and_derivative", DEVICE_CPU, DT_FLOAT, GeluAndDerivativeKernel<float>);
+REGISTER_KERNEL("gelu_and_derivative", DEVICE_CPU, DT_DOUBLE, GeluAndDerivativeKernel<double>);
 REGISTER_KERNEL("gelu", DEVICE_CPU, DT_FLOAT, GeluKernel<float>);
 REGISTER_KERNEL("gelu", DEVICE_CPU, DT_DOUBLE, GeluKernel<double>);
 REGISTER_KERNEL("gelu_grad", DEVICE_CPU, DT_FLOAT, GeluGradKernel<float>);

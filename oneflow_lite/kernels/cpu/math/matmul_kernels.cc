@@ -1,4 +1,4 @@
-// CPU kernels for matmul (float32: oneDNN's sgemm and batched matmul unless
+// CPU kernels for matmul, matmul_bias (float32: oneDNN's sgemm and batched matmul unless
 // the reference kernels are selected, kernels/cpu/cpu_library.h; else
 // OpenBLAS GEMM) and bias_add (float32: the vectorized loops of
 // kernels/cpu/vec/vec.h).
@@ -147,6 +147,95 @@ class MatmulKernel final : public Kernel {
   std::unique_ptr<onednn::BatchedMatmul> batched_;
 };
 
+// matmul_bias (ops/math/fused_ops.cc, made by the compiler's fusion pass):
+// out = op(a) op(b) + bias, one GEMM of [rows, k] x [k, n] (the Linear
+// case). float32 with oneDNN: its matmul primitive adds the bias in the
+// GEMM's epilogue, so out is written once; its GEMM may block the sums
+// differently from sgemm's, so out can differ from matmul then bias_add in
+// the last bits (fused_kernels_test.cc bounds the difference). Otherwise
+// (float64, the reference library, no oneDNN) the GEMM and then the bias
+// rows: matmul then bias_add's operations exactly.
+template <typename T>
+class MatmulBiasKernel final : public Kernel {
+ public:
+  Status Init(const KernelInitContext& ctx) override {
+    transpose_a_ = ctx.attrs().GetBoolOr("transpose_a", false);
+    transpose_b_ = ctx.attrs().GetBoolOr("transpose_b", false);
+    return Status::OK();
+  }
+
+  Status Forward(KernelContext* ctx) override {
+    const Blob& a = ctx->Input("a");
+    const Blob& b = ctx->Input("b");
+    const Blob& bias = ctx->Input("bias");
+    Blob* out = ctx->Output("out");
+    RETURN_IF_ERROR(Prepare(*ctx, a.shape(), b.shape()));
+    const MatmulGeometry& g = geometry_;
+    if (out->shape() != g.out || bias.elem_count() != g.n) {
+      return ctx->Error("blob shapes disagree: a ", a.shape(), ", b ", b.shape(), ", bias ",
+                        bias.shape(), ", out ", out->shape());
+    }
+    if (out->elem_count() == 0) return Status::OK();
+    const int64_t rows = g.batch_count * g.m;
+    T* c = out->data<T>();
+    const T* bias_data = bias.data<T>();
+    if constexpr (std::is_same_v<T, float>) {
+      if (fused_ != nullptr) return fused_->Run(a.data<T>(), b.data<T>(), bias_data, c);
+    }
+    if (g.k == 0) {
+      std::fill_n(c, out->elem_count(), T(0));
+    } else {
+      Gemm(transpose_a_, transpose_b_, rows, g.n, g.k, 1.0, a.data<T>(),
+           std::max<int64_t>(1, g.a_cols), b.data<T>(), std::max<int64_t>(1, g.b_cols), T(0), c);
+    }
+    ParallelRows(rows, g.n, [&](int64_t first, int64_t last) {
+      for (int64_t r = first; r < last; ++r) {
+        T* row = c + r * g.n;
+        if constexpr (std::is_same_v<T, float>) {
+          vec::Active().bias_add_rows(row, bias_data, row, 1, g.n, false);
+        } else {
+          for (int64_t j = 0; j < g.n; ++j) row[j] = row[j] + bias_data[j];
+        }
+      }
+    });
+    return Status::OK();
+  }
+
+ private:
+  Status Prepare(const KernelContext& ctx, const Shape& a, const Shape& b) {
+    if (prepared_ && a == a_shape_ && b == b_shape_) return Status::OK();
+    StatusOr<MatmulGeometry> g = MakeMatmulGeometry(a, b, transpose_a_, transpose_b_, false);
+    if (!g.ok()) return ctx.Error(g.status().message());
+    if (!g->FoldsIntoRows()) return ctx.Error("not one GEMM: a ", a, ", b ", b);
+    constexpr int64_t kMaxBlasDim = std::numeric_limits<int>::max();
+    if (std::max({g->n, g->a_cols, g->b_cols, g->batch_count * g->m}) > kMaxBlasDim) {
+      return ctx.Error("dimension too large for BLAS (int): a ", a, ", b ", b);
+    }
+    geometry_ = std::move(*g);
+    a_shape_ = a;
+    b_shape_ = b;
+    prepared_ = true;
+    fused_.reset();
+    const MatmulGeometry& geometry = geometry_;
+    if (std::is_same_v<T, float> && geometry.out.elem_count() > 0 && geometry.k > 0 &&
+        GetCpuKernelLibrary() == CpuKernelLibrary::kOneDnn && onednn::Available()) {
+      auto fused = onednn::GemmBias::Create(transpose_a_, transpose_b_,
+                                            geometry.batch_count * geometry.m, geometry.n,
+                                            geometry.k);
+      // Refused shapes take the GEMM and then the bias rows.
+      if (fused.ok()) fused_ = std::move(*fused);
+    }
+    return Status::OK();
+  }
+
+  bool transpose_a_ = false;
+  bool transpose_b_ = false;
+  bool prepared_ = false;
+  Shape a_shape_, b_shape_;
+  MatmulGeometry geometry_;
+  std::unique_ptr<onednn::GemmBias> fused_;
+};
+
 // bias_add: out = a + b broadcast along `axis` of a. With kRelu the fused
 // bias_add_relu (ops/math/fused_ops.cc, made by the compiler's fusion pass):
 // y = relu(a + b), the same float operations in the same order as bias_add
@@ -221,6 +310,8 @@ class BiasAddKernel final : public Kernel {
 
 REGISTER_KERNEL("matmul", DEVICE_CPU, DT_FLOAT, MatmulKernel<float>);
 REGISTER_KERNEL("matmul", DEVICE_CPU, DT_DOUBLE, MatmulKernel<double>);
+REGISTER_KERNEL("matmul_bias", DEVICE_CPU, DT_FLOAT, MatmulBiasKernel<float>);
+REGISTER_KERNEL("matmul_bias", DEVICE_CPU, DT_DOUBLE, MatmulBiasKernel<double>);
 REGISTER_KERNEL("bias_add", DEVICE_CPU, DT_FLOAT, BiasAddKernel<float, false>);
 REGISTER_KERNEL("bias_add", DEVICE_CPU, DT_DOUBLE, BiasAddKernel<double, false>);
 REGISTER_KERNEL("bias_add_relu", DEVICE_CPU, DT_FLOAT, BiasAddKernel<float, true>);

@@ -243,12 +243,19 @@ memory::dims MatrixDims(const std::vector<int64_t>& batch, int64_t rows, int64_t
   return dims;
 }
 
-class OneDnnBatchedMatmul final : public BatchedMatmul {
+// oneDNN's matmul primitive over a batch of matrices (BatchedMatmul) or, with
+// a bias added in its epilogue, over one matrix (GemmBias).
+class OneDnnMatmul final : public BatchedMatmul, public GemmBias {
  public:
-  OneDnnBatchedMatmul(const std::vector<int64_t>& a_batch, const std::vector<int64_t>& b_batch,
-                      bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
-                      float alpha)
-      : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
+  // with_bias: the bias [n] is broadcast over out's rows and batch.
+  // work_per_thread: multiply-adds per thread below which fewer threads run.
+  OneDnnMatmul(const std::vector<int64_t>& a_batch, const std::vector<int64_t>& b_batch,
+               bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
+               bool with_bias, int64_t work_per_thread)
+      : engine_(dnnl::engine::kind::cpu, 0),
+        stream_(engine_),
+        with_bias_(with_bias),
+        work_per_thread_(work_per_thread) {
     const auto f32 = memory::data_type::f32;
     std::vector<int64_t> c_batch(a_batch.size());
     int64_t entries = 1;
@@ -261,31 +268,30 @@ class OneDnnBatchedMatmul final : public BatchedMatmul {
     b_desc_ =
         memory::desc(MatrixDims(b_batch, k, n), f32, MatrixStrides(b_batch, k, n, transpose_b));
     c_desc_ = memory::desc(MatrixDims(c_batch, m, n), f32, MatrixStrides(c_batch, m, n, false));
+    if (with_bias) {
+      const std::vector<int64_t> ones(c_batch.size(), 1);
+      bias_desc_ =
+          memory::desc(MatrixDims(ones, 1, n), f32, MatrixStrides(ones, 1, n, false));
+    }
     if (alpha != 1.0f) attr_.set_output_scales(0, {alpha});
     work_ = entries * m * n * k;
     text_ = Text(a_batch, b_batch, transpose_a, transpose_b, m, n, k);
+    if (with_bias) text_ += " with bias";
   }
 
   // Builds the primitive for the current thread count; false when oneDNN
   // would use its reference implementation. Throws dnnl::error.
   bool Prepare() {
-    const Executable& e = Find(ApplyThreads(work_ / kBatchedWorkPerThread));
+    const Executable& e = Find(ApplyThreads(work_ / work_per_thread_));
     return e.impl.rfind("ref", 0) != 0;
   }
 
   Status Run(const float* a, const float* b, float* c) override {
-    try {
-      Executable& e = Find(ApplyThreads(work_ / kBatchedWorkPerThread));
-      e.a.set_data_handle(const_cast<float*>(a));
-      e.b.set_data_handle(const_cast<float*>(b));
-      e.c.set_data_handle(c);
-      e.primitive.execute(stream_,
-                          {{DNNL_ARG_SRC, e.a}, {DNNL_ARG_WEIGHTS, e.b}, {DNNL_ARG_DST, e.c}});
-      stream_.wait();
-    } catch (const dnnl::error& error) {
-      return InternalError("oneDNN matmul ", text_, " failed: ", error.what());
-    }
-    return Status::OK();
+    return Execute(a, b, nullptr, c);
+  }
+
+  Status Run(const float* a, const float* b, const float* bias, float* c) override {
+    return Execute(a, b, bias, c);
   }
 
   static std::string Text(const std::vector<int64_t>& a_batch, const std::vector<int64_t>& b_batch,
@@ -303,20 +309,50 @@ class OneDnnBatchedMatmul final : public BatchedMatmul {
  private:
   struct Executable {
     dnnl::matmul primitive;
-    memory a, b, c;
+    memory a, b, c, bias;
     std::string impl;
   };
+
+  Status Execute(const float* a, const float* b, const float* bias, float* c) {
+    if ((bias != nullptr) != with_bias_) {
+      return InternalError("oneDNN matmul ", text_, ": called ", bias ? "with" : "without",
+                           " a bias");
+    }
+    try {
+      Executable& e = Find(ApplyThreads(work_ / work_per_thread_));
+      e.a.set_data_handle(const_cast<float*>(a));
+      e.b.set_data_handle(const_cast<float*>(b));
+      e.c.set_data_handle(c);
+      if (with_bias_) {
+        e.bias.set_data_handle(const_cast<float*>(bias));
+        e.primitive.execute(stream_, {{DNNL_ARG_SRC, e.a},
+                                      {DNNL_ARG_WEIGHTS, e.b},
+                                      {DNNL_ARG_BIAS, e.bias},
+                                      {DNNL_ARG_DST, e.c}});
+      } else {
+        e.primitive.execute(stream_,
+                            {{DNNL_ARG_SRC, e.a}, {DNNL_ARG_WEIGHTS, e.b}, {DNNL_ARG_DST, e.c}});
+      }
+      stream_.wait();
+    } catch (const dnnl::error& error) {
+      return InternalError("oneDNN matmul ", text_, " failed: ", error.what());
+    }
+    return Status::OK();
+  }
 
   Executable& Find(int threads) {
     auto it = cache_.find(threads);
     if (it == cache_.end()) {
-      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_desc_, b_desc_, c_desc_), attr_,
-                                            engine_);
+      const dnnl::matmul::desc desc = with_bias_
+                                          ? dnnl::matmul::desc(a_desc_, b_desc_, bias_desc_, c_desc_)
+                                          : dnnl::matmul::desc(a_desc_, b_desc_, c_desc_);
+      const dnnl::matmul::primitive_desc pd(desc, attr_, engine_);
       Executable e;
       e.primitive = dnnl::matmul(pd);
       e.a = memory(a_desc_, engine_, DNNL_MEMORY_NONE);
       e.b = memory(b_desc_, engine_, DNNL_MEMORY_NONE);
       e.c = memory(c_desc_, engine_, DNNL_MEMORY_NONE);
+      if (with_bias_) e.bias = memory(bias_desc_, engine_, DNNL_MEMORY_NONE);
       e.impl = pd.impl_info_str();
       it = cache_.emplace(threads, std::move(e)).first;
     }
@@ -325,8 +361,10 @@ class OneDnnBatchedMatmul final : public BatchedMatmul {
 
   dnnl::engine engine_;
   dnnl::stream stream_;
-  memory::desc a_desc_, b_desc_, c_desc_;
+  memory::desc a_desc_, b_desc_, c_desc_, bias_desc_;
   dnnl::primitive_attr attr_;
+  const bool with_bias_;
+  const int64_t work_per_thread_;
   int64_t work_ = 0;
   std::string text_;
   std::map<int, Executable> cache_;  // by thread count
@@ -365,20 +403,38 @@ StatusOr<std::unique_ptr<BatchedMatmul>> BatchedMatmul::Create(const std::vector
                                                                int64_t m, int64_t n, int64_t k,
                                                                float alpha) {
   const std::string text =
-      OneDnnBatchedMatmul::Text(a_batch, b_batch, transpose_a, transpose_b, m, n, k);
+      OneDnnMatmul::Text(a_batch, b_batch, transpose_a, transpose_b, m, n, k);
   if (a_batch.size() != b_batch.size() || a_batch.size() + 2 > DNNL_MAX_NDIMS ||
       std::min({m, n, k}) < 1) {
     return InvalidArgumentError("oneDNN matmul cannot take ", text);
   }
   try {
-    auto matmul = std::make_unique<OneDnnBatchedMatmul>(a_batch, b_batch, transpose_a, transpose_b,
-                                                        m, n, k, alpha);
+    auto matmul = std::make_unique<OneDnnMatmul>(a_batch, b_batch, transpose_a, transpose_b, m, n,
+                                                 k, alpha, /*with_bias=*/false,
+                                                 kBatchedWorkPerThread);
     if (!matmul->Prepare()) {
       return UnimplementedError("oneDNN has only its reference matmul for ", text);
     }
     return std::unique_ptr<BatchedMatmul>(std::move(matmul));
   } catch (const dnnl::error& error) {
     return InvalidArgumentError("oneDNN refuses matmul ", text, ": ", error.what());
+  }
+}
+
+StatusOr<std::unique_ptr<GemmBias>> GemmBias::Create(bool transpose_a, bool transpose_b,
+                                                     int64_t m, int64_t n, int64_t k) {
+  const std::string text = OneDnnMatmul::Text({}, {}, transpose_a, transpose_b, m, n, k);
+  if (std::min({m, n, k}) < 1) return InvalidArgumentError("oneDNN matmul cannot take ", text);
+  try {
+    auto matmul = std::make_unique<OneDnnMatmul>(std::vector<int64_t>{}, std::vector<int64_t>{},
+                                                 transpose_a, transpose_b, m, n, k, 1.0f,
+                                                 /*with_bias=*/true, kGemmWorkPerThread);
+    if (!matmul->Prepare()) {
+      return UnimplementedError("oneDNN has only its reference matmul for ", text, " with bias");
+    }
+    return std::unique_ptr<GemmBias>(std::move(matmul));
+  } catch (const dnnl::error& error) {
+    return InvalidArgumentError("oneDNN refuses matmul ", text, " with bias: ", error.what());
   }
 }
 

@@ -78,6 +78,23 @@ class BatchedMatmul {
   virtual Status Run(const float* a, const float* b, float* c) = 0;
 };
 
+// Row-major C[m, n] = op(A)[m, k] * op(B)[k, n] + bias[n] broadcast over the
+// rows, the bias added in the GEMM's epilogue (oneDNN's matmul primitive):
+// one pass over C instead of a GEMM and a bias_add. Threads as for Sgemm.
+// Used by one thread at a time; primitives are built per thread count and
+// kept.
+class GemmBias {
+ public:
+  // Unimplemented when oneDNN is not built in or offers only its reference
+  // implementation; InvalidArgument naming the sizes when it refuses them.
+  static StatusOr<std::unique_ptr<GemmBias>> Create(bool transpose_a, bool transpose_b, int64_t m,
+                                                    int64_t n, int64_t k);
+  virtual ~GemmBias() = default;
+
+  // Dense operands (lda, ldb, ldc their row lengths). Blocks.
+  virtual Status Run(const float* a, const float* b, const float* bias, float* c) = 0;
+};
+
 // How many conv2d primitives this process has built (every Conv2d, every
 // batch size and thread count): tests check that primitives are cached,
 // benchmarks that oneDNN is in use. Thread-safe.

@@ -24,6 +24,10 @@ StatusOr<std::unique_ptr<BatchedMatmul>> BatchedMatmul::Create(const std::vector
   return UnimplementedError("oneDNN is not built in (--config=static)");
 }
 
+StatusOr<std::unique_ptr<GemmBias>> GemmBias::Create(bool, bool, int64_t, int64_t, int64_t) {
+  return UnimplementedError("oneDNN is not built in (--config=static)");
+}
+
 StatusOr<std::unique_ptr<Conv2d>> Conv2d::Create(ConvPass, const Window2d&, int64_t) {
   return UnimplementedError("oneDNN is not built in (--config=static)");
 }

@@ -66,6 +66,10 @@ struct Table {
   // partial sums combined pairwise in a fixed order (the same bits on every
   // table; the order differs from a plain sequential loop).
   double (*sum_of_squares)(const float* x, int64_t n);
+  // gelu_erf's y and d = Phi(x) + x phi(x), the bits gelu_erf_grad gives for
+  // dy = 1: dy * d is gelu_erf_grad's dx bit for bit (the compiler's
+  // gelu_and_derivative fusion, compiler/fusion.h).
+  void (*gelu_erf_and_derivative)(const float* x, float* y, float* d, int64_t n);
 };
 
 }  // namespace vec

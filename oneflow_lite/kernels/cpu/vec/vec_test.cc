@@ -8,6 +8,7 @@
 #include "oneflow_lite/kernels/cpu/vec/vec.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -273,6 +274,30 @@ TEST_P(VecTest, GeluErfMatchesBaselineBitsAndTheFormula) {
     table().normal_cdf(x.data(), phi.data(), n);
     for (int64_t i = 0; i < n; ++i) phi[i] = x[i] * phi[i];
     ExpectSame(y, phi, Name("gelu_erf vs x * normal_cdf", n));
+  }
+}
+
+// y is gelu_erf's and dy * d gelu_erf_grad's, bit for bit.
+TEST_P(VecTest, GeluErfAndDerivativeGivesGeluErfAndItsGradientBits) {
+  for (int64_t n : kSizes) {
+    std::vector<float> x = Random(n, 28, -12.0f, 12.0f), dy = Random(n, 29);
+    if (n > 4) x[3] = 0.0f;
+    if (n > 5) x[4] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> y(n), d(n), want_y(n), want_dx(n), dx(n);
+    table().gelu_erf_and_derivative(x.data(), y.data(), d.data(), n);
+    table().gelu_erf(x.data(), want_y.data(), n);
+    table().gelu_erf_grad(dy.data(), x.data(), want_dx.data(), n);
+    for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * d[i];
+    // Bit patterns (a NaN input gives NaN in both).
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t got_y, wanted_y, got_dx, wanted_dx;
+      std::memcpy(&got_y, &y[i], 4);
+      std::memcpy(&wanted_y, &want_y[i], 4);
+      std::memcpy(&got_dx, &dx[i], 4);
+      std::memcpy(&wanted_dx, &want_dx[i], 4);
+      ASSERT_EQ(got_y, wanted_y) << Name("gelu_erf_and_derivative y", n) << " at " << i;
+      ASSERT_EQ(got_dx, wanted_dx) << Name("gelu_erf_and_derivative dy * d", n) << " at " << i;
+    }
   }
 }
 
