@@ -41,9 +41,29 @@ std::map<std::string, int> ReaderCounts(const Job& job) {
   return readers;
 }
 
-bool Plain(const OpConf& op) {
+// The ops that read each lbn, each listed once (in job order).
+std::map<std::string, std::vector<int>> ReaderOps(const Job& job) {
+  std::map<std::string, std::vector<int>> readers;
+  for (int i = 0; i < job.op_size(); ++i) {
+    for (const ArgProto& arg : job.op(i).input()) {
+      for (const std::string& lbn : arg.lbn()) {
+        std::vector<int>& ops = readers[lbn];
+        if (ops.empty() || ops.back() != i) ops.push_back(i);
+      }
+    }
+  }
+  return readers;
+}
+
+// No SBP hints and no control inputs of its own.
+bool Unconstrained(const OpConf& op) {
   return op.output_sbp_hint_size() == 0 && op.input_sbp_hint_size() == 0 &&
-         op.control_input_size() == 0 && !op.is_backward() && !op.is_optimizer();
+         op.control_input_size() == 0;
+}
+
+// An unconstrained forward op.
+bool Plain(const OpConf& op) {
+  return Unconstrained(op) && !op.is_backward() && !op.is_optimizer();
 }
 
 OpConf BiasAddRelu(const OpConf& bias_add, const OpConf& relu) {
@@ -222,7 +242,8 @@ FusionResult FuseOps(const Job& job, const FusionOptions& options) {
   // gelu(x) and its gelu_grad(dy, x) ops => gelu_and_derivative(x) -> y,
   // dydx and mul(dy, dydx): the backward reads dydx instead of recomputing
   // the erf form's CDF and density from x (exact, see fusion.h).
-  std::vector<LogicalBlobDesc> added_blobs;
+  const std::map<std::string, std::vector<int>> reader_ops =
+      options.gelu_derivative ? ReaderOps(job) : std::map<std::string, std::vector<int>>();
   for (int i = 0; i < job.op_size() && options.gelu_derivative; ++i) {
     const OpConf& gelu = job.op(i);
     if (gelu.op_type() != "gelu" || !Plain(gelu) || !ErfGelu(gelu) ||
@@ -234,25 +255,19 @@ FusionResult FuseOps(const Job& job, const FusionOptions& options) {
     if (x.empty() || y_desc == nullptr || y_desc->is_dynamic()) continue;
     std::vector<int> grads;
     bool other_reader = false;
-    for (int j = 0; j < job.op_size(); ++j) {
-      const OpConf& op = job.op(j);
+    for (int j : reader_ops.at(x)) {
       if (j == i) continue;
-      bool reads_x = false;
-      for (const ArgProto& arg : op.input()) {
-        for (const std::string& lbn : arg.lbn()) reads_x |= lbn == x;
-      }
-      if (!reads_x) continue;
-      if (op.op_type() == "gelu_grad" && op.is_backward() && ErfGelu(op) &&
+      const OpConf& op = job.op(j);
+      if (op.op_type() == "gelu_grad" && op.is_backward() && Unconstrained(op) && ErfGelu(op) &&
           SingleInput(op, "x") == x && !SingleInput(op, "dy").empty() &&
-          !SingleOutput(op).empty() && op.control_input_size() == 0 &&
-          op.input_sbp_hint_size() == 0 && op.output_sbp_hint_size() == 0 &&
-          SamePlacement(op, gelu)) {
+          !SingleOutput(op).empty() && SamePlacement(op, gelu)) {
         grads.push_back(j);
       } else {
         other_reader = true;
       }
     }
-    // x read by no one else (the loss and metrics count), at least one gradient.
+    // x read by no one else (the loss and metrics count, and an op reading
+    // it twice), at least one gradient.
     if (other_reader || grads.empty() || readers.at(x) != 1 + static_cast<int>(grads.size())) {
       continue;
     }
@@ -268,10 +283,9 @@ FusionResult FuseOps(const Job& job, const FusionOptions& options) {
     std::sort(fused.mutable_attr()->begin(), fused.mutable_attr()->end(),
               [](const AttrEntry& a, const AttrEntry& b) { return a.key() < b.key(); });
     *result.job.mutable_op(i) = fused;
-    LogicalBlobDesc blob;
-    blob.set_lbn(dydx);
-    *blob.mutable_desc() = *y_desc;
-    added_blobs.push_back(blob);
+    LogicalBlobDesc* blob = result.job.add_blob();
+    blob->set_lbn(dydx);
+    *blob->mutable_desc() = *y_desc;
     for (int j : grads) {
       const OpConf& grad = job.op(j);
       OpConf mul = grad;
@@ -292,7 +306,6 @@ FusionResult FuseOps(const Job& job, const FusionOptions& options) {
     }
     ++result.fused;
   }
-  for (const LogicalBlobDesc& blob : added_blobs) *result.job.add_blob() = blob;
   if (result.fused == 0) return result;
   Job& out = result.job;
   google::protobuf::RepeatedPtrField<OpConf> kept;

@@ -381,8 +381,8 @@ int TrainMain(const std::string& name, TrainerConfig config, const ModelFn& mode
         "gradients reduce-scattered, parameters all-gathered; docs/compiler.md)",
         true, "false"},
        {"fuse",
-        "fuse op chains into one kernel: bias_add -> relu, and matmul -> bias_add on CPU "
-        "devices (docs/compiler.md; --fuse=false: one kernel per op)",
+        "fuse op chains into one kernel: bias_add -> relu, and on CPU devices gelu with its "
+        "gradient and matmul -> bias_add (docs/compiler.md; --fuse=false: one kernel per op)",
         true, config.fuse ? "true" : "false"},
        {"out-dir", "where to write the job and plan files", false, DefaultOutDir(env)},
        {"compile-only", "write the job and plan, do not train", true, "false"}};

@@ -89,35 +89,24 @@ Status InferMatmulBias(InferContext* ctx) {
   return Status::OK();
 }
 
-// matmul's signatures for a 2-D b (ops/math/matmul_ops.cc) with the bias's
-// part: broadcast where out is split along its rows or batch, split where
-// out is split along n, a partial sum where out is one (adding every
-// rank's share of the bias sums to the bias once).
+// matmul's signatures (MatmulSbpCases) with the bias's part: broadcast
+// where out is split along its rows or batch, split where out is split
+// along n, a partial sum where out is one (adding every rank's share of the
+// bias sums to the bias once).
 Status MatmulBiasSbp(SbpContext* ctx) {
-  const bool transpose_a = ctx->attrs().GetBoolOr("transpose_a", false);
-  const bool transpose_b = ctx->attrs().GetBoolOr("transpose_b", false);
-  const Shape& a = SbpInput(*ctx, "a").shape;
-  const int64_t rank = a.rank();
-  const OpConf& op = ctx->op();
-  const int64_t a_m = rank - (transpose_a ? 1 : 2), a_k = rank - (transpose_a ? 2 : 1);
-  const int64_t b_k = transpose_b ? 1 : 0, b_n = transpose_b ? 0 : 1;
-  for (int64_t i = 0; i + 2 < rank; ++i) {
-    ctx->Add(MakeSignature(op, {{"a", SplitSbp(i)}, {"b", BroadcastSbp()}, {"bias", BroadcastSbp()}},
-                           {{"out", SplitSbp(i)}}));
+  const Shape& out = SbpOutput(*ctx, "out").shape;
+  for (const MatmulSbpCase& c :
+       MatmulSbpCases(SbpInput(*ctx, "a").shape, SbpInput(*ctx, "b").shape, out,
+                      ctx->attrs().GetBoolOr("transpose_a", false),
+                      ctx->attrs().GetBoolOr("transpose_b", false), /*sum_batch=*/false)) {
+    SbpParallel bias = BroadcastSbp();
+    if (IsPartialSum(c.out)) {
+      bias = PartialSumSbp();
+    } else if (SbpEqual(c.out, SplitSbp(out.rank() - 1))) {
+      bias = SplitSbp(0);
+    }
+    ctx->Add(MakeSignature(ctx->op(), {{"a", c.a}, {"b", c.b}, {"bias", bias}}, {{"out", c.out}}));
   }
-  ctx->Add(MakeSignature(op, {{"a", SplitSbp(a_m)}, {"b", BroadcastSbp()}, {"bias", BroadcastSbp()}},
-                         {{"out", SplitSbp(rank - 2)}}));
-  ctx->Add(MakeSignature(op, {{"a", BroadcastSbp()}, {"b", SplitSbp(b_n)}, {"bias", SplitSbp(0)}},
-                         {{"out", SplitSbp(rank - 1)}}));
-  ctx->Add(MakeSignature(op,
-                         {{"a", SplitSbp(a_k)}, {"b", SplitSbp(b_k)}, {"bias", PartialSumSbp()}},
-                         {{"out", PartialSumSbp()}}));
-  ctx->Add(MakeSignature(
-      op, {{"a", PartialSumSbp()}, {"b", BroadcastSbp()}, {"bias", PartialSumSbp()}},
-      {{"out", PartialSumSbp()}}));
-  ctx->Add(MakeSignature(
-      op, {{"a", BroadcastSbp()}, {"b", PartialSumSbp()}, {"bias", PartialSumSbp()}},
-      {{"out", PartialSumSbp()}}));
   return Status::OK();
 }
 

@@ -24,50 +24,15 @@ Status InferMatmul(InferContext* ctx) {
   return Status::OK();
 }
 
-// The SBP of `operand` (right-aligned batch dims) for S(i) of out's batch
-// axis i: S on the operand's own axis when it holds out's full extent, B
-// when it is broadcast along i (size 1 or absent).
-SbpParallel BatchOperandSbp(const Shape& operand, const Shape& out, int64_t i) {
-  const int64_t axis = i - (out.rank() - operand.rank());
-  if (axis >= 0 && operand.dim(axis) == out.dim(i)) return SplitSbp(axis);
-  return BroadcastSbp();
-}
-
-// out = alpha * op(a) * op(b) per batch entry, op(a) = [m, k], op(b) = [k, n]
-// in the last two axes. Batch axes split like broadcasting binary ops;
-// under sum_batch a batch axis split on both operands sums to P.
+// out = alpha * op(a) * op(b): MatmulSbpCases (matmul_util.h).
 Status MatmulSbp(SbpContext* ctx) {
-  const bool transpose_a = ctx->attrs().GetBoolOr("transpose_a", false);
-  const bool transpose_b = ctx->attrs().GetBoolOr("transpose_b", false);
-  const bool sum_batch = ctx->attrs().GetBoolOr("sum_batch", false);
-  const Shape& a = SbpInput(*ctx, "a").shape;
-  const Shape& b = SbpInput(*ctx, "b").shape;
-  const Shape& out = SbpOutput(*ctx, "out").shape;
-  const OpConf& op = ctx->op();
-  if (sum_batch) {
-    for (int64_t i = 0; i + 2 < a.rank(); ++i) {
-      ctx->Add(
-          MakeSignature(op, {{"a", SplitSbp(i)}, {"b", SplitSbp(i)}}, {{"out", PartialSumSbp()}}));
-    }
-  } else {
-    for (int64_t i = 0; i + 2 < out.rank(); ++i) {
-      ctx->Add(MakeSignature(op,
-                             {{"a", BatchOperandSbp(a, out, i)}, {"b", BatchOperandSbp(b, out, i)}},
-                             {{"out", SplitSbp(i)}}));
-    }
+  for (const MatmulSbpCase& c :
+       MatmulSbpCases(SbpInput(*ctx, "a").shape, SbpInput(*ctx, "b").shape,
+                      SbpOutput(*ctx, "out").shape, ctx->attrs().GetBoolOr("transpose_a", false),
+                      ctx->attrs().GetBoolOr("transpose_b", false),
+                      ctx->attrs().GetBoolOr("sum_batch", false))) {
+    ctx->Add(MakeSignature(ctx->op(), {{"a", c.a}, {"b", c.b}}, {{"out", c.out}}));
   }
-  const int64_t a_m = a.rank() - (transpose_a ? 1 : 2), a_k = a.rank() - (transpose_a ? 2 : 1);
-  const int64_t b_k = b.rank() - (transpose_b ? 1 : 2), b_n = b.rank() - (transpose_b ? 2 : 1);
-  ctx->Add(MakeSignature(op, {{"a", SplitSbp(a_m)}, {"b", BroadcastSbp()}},
-                         {{"out", SplitSbp(out.rank() - 2)}}));
-  ctx->Add(MakeSignature(op, {{"a", BroadcastSbp()}, {"b", SplitSbp(b_n)}},
-                         {{"out", SplitSbp(out.rank() - 1)}}));
-  ctx->Add(
-      MakeSignature(op, {{"a", SplitSbp(a_k)}, {"b", SplitSbp(b_k)}}, {{"out", PartialSumSbp()}}));
-  ctx->Add(MakeSignature(op, {{"a", PartialSumSbp()}, {"b", BroadcastSbp()}},
-                         {{"out", PartialSumSbp()}}));
-  ctx->Add(MakeSignature(op, {{"a", BroadcastSbp()}, {"b", PartialSumSbp()}},
-                         {{"out", PartialSumSbp()}}));
   return Status::OK();
 }
 

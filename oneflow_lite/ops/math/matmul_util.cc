@@ -116,5 +116,40 @@ StatusOr<MatmulGeometry> MakeMatmulGeometry(const Shape& a, const Shape& b, bool
   return g;
 }
 
+namespace {
+
+// The SBP of `operand` (right-aligned batch dims) for S(i) of out's batch
+// axis i: S on the operand's own axis when it holds out's full extent, B
+// when it is broadcast along i (size 1 or absent).
+SbpParallel BatchOperandSbp(const Shape& operand, const Shape& out, int64_t i) {
+  const int64_t axis = i - (out.rank() - operand.rank());
+  if (axis >= 0 && operand.dim(axis) == out.dim(i)) return SplitSbp(axis);
+  return BroadcastSbp();
+}
+
+}  // namespace
+
+std::vector<MatmulSbpCase> MatmulSbpCases(const Shape& a, const Shape& b, const Shape& out,
+                                          bool transpose_a, bool transpose_b, bool sum_batch) {
+  std::vector<MatmulSbpCase> cases;
+  if (sum_batch) {
+    for (int64_t i = 0; i + 2 < a.rank(); ++i) {
+      cases.push_back({SplitSbp(i), SplitSbp(i), PartialSumSbp()});
+    }
+  } else {
+    for (int64_t i = 0; i + 2 < out.rank(); ++i) {
+      cases.push_back({BatchOperandSbp(a, out, i), BatchOperandSbp(b, out, i), SplitSbp(i)});
+    }
+  }
+  const int64_t a_m = a.rank() - (transpose_a ? 1 : 2), a_k = a.rank() - (transpose_a ? 2 : 1);
+  const int64_t b_k = b.rank() - (transpose_b ? 1 : 2), b_n = b.rank() - (transpose_b ? 2 : 1);
+  cases.push_back({SplitSbp(a_m), BroadcastSbp(), SplitSbp(out.rank() - 2)});
+  cases.push_back({BroadcastSbp(), SplitSbp(b_n), SplitSbp(out.rank() - 1)});
+  cases.push_back({SplitSbp(a_k), SplitSbp(b_k), PartialSumSbp()});
+  cases.push_back({PartialSumSbp(), BroadcastSbp(), PartialSumSbp()});
+  cases.push_back({BroadcastSbp(), PartialSumSbp(), PartialSumSbp()});
+  return cases;
+}
+
 }  // namespace math
 }  // namespace oflite

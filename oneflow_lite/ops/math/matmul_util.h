@@ -15,6 +15,7 @@
 
 #include "oneflow_lite/common/shape.h"
 #include "oneflow_lite/common/status.h"
+#include "oneflow_lite/ops/sbp.h"
 
 namespace oflite {
 namespace math {
@@ -63,6 +64,17 @@ struct MatmulGeometry {
 // message names the shapes but not the op: callers prefix it.
 StatusOr<MatmulGeometry> MakeMatmulGeometry(const Shape& a, const Shape& b, bool transpose_a,
                                             bool transpose_b, bool sum_batch);
+
+// matmul's SBP signatures, one (a, b, out) triple each, for matmul and the
+// fused matmul_bias: batch axes split like broadcasting binary ops (under
+// sum_batch a batch axis split on both operands sums to P); a split along
+// op(a)'s rows, along op(b)'s columns, or both along k (P); and P through
+// a linear operand.
+struct MatmulSbpCase {
+  SbpParallel a, b, out;
+};
+std::vector<MatmulSbpCase> MatmulSbpCases(const Shape& a, const Shape& b, const Shape& out,
+                                          bool transpose_a, bool transpose_b, bool sum_batch);
 
 }  // namespace math
 }  // namespace oflite

@@ -149,13 +149,10 @@ class GeluGradKernel final : public GeluBase {
 // gelu_erf_and_derivative; float64: GeluGradFunctor's cdf + x pdf).
 template <typename T>
 void GeluErfAndDerivative(const T* x, T* y, T* d, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const T v = x[i];
-    y[i] = T(0.5) * v * (T(1) + std::erf(v * T(M_SQRT1_2)));
-    const T cdf = T(0.5) * (T(1) + std::erf(v * T(M_SQRT1_2)));
-    const T pdf = std::exp(T(-0.5) * v * v) * T(0.5 * M_2_SQRTPI * M_SQRT1_2);
-    d[i] = cdf + v * pdf;
-  }
+  GeluErf<T>(x, y, n);
+  // 1 * (cdf + x pdf): the derivative's bits exactly.
+  const GeluGradFunctor<T> f;
+  for (int64_t i = 0; i < n; ++i) d[i] = f(T(1), x[i]);
 }
 template <>
 void GeluErfAndDerivative<float>(const float* x, float* y, float* d, int64_t n) {

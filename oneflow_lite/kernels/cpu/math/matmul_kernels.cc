@@ -1,7 +1,7 @@
-// CPU kernels for matmul, matmul_bias (float32: oneDNN's sgemm and batched matmul unless
-// the reference kernels are selected, kernels/cpu/cpu_library.h; else
-// OpenBLAS GEMM) and bias_add (float32: the vectorized loops of
-// kernels/cpu/vec/vec.h).
+// CPU kernels for matmul and matmul_bias (float32: oneDNN's sgemm, batched
+// matmul and matmul with bias unless the reference kernels are selected,
+// kernels/cpu/cpu_library.h; else OpenBLAS GEMM) and bias_add (float32: the
+// vectorized loops of kernels/cpu/vec/vec.h).
 #include <cblas.h>
 
 #include <algorithm>
@@ -41,6 +41,46 @@ void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
               static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(n));
+}
+
+// MakeMatmulGeometry for a kernel: the error names the op; every dimension
+// BLAS takes must fit its int.
+StatusOr<MatmulGeometry> BlasGeometry(const KernelContext& ctx, const Shape& a, const Shape& b,
+                                      bool transpose_a, bool transpose_b, bool sum_batch) {
+  StatusOr<MatmulGeometry> g = MakeMatmulGeometry(a, b, transpose_a, transpose_b, sum_batch);
+  if (!g.ok()) return ctx.Error(g.status().message());
+  constexpr int64_t kMaxBlasDim = std::numeric_limits<int>::max();
+  if (std::max({g->m, g->n, g->a_cols, g->b_cols, g->batch_count * g->m, g->batch_count * g->k}) >
+      kMaxBlasDim) {
+    return ctx.Error("dimension too large for BLAS (int): a ", a, ", b ", b);
+  }
+  return g;
+}
+
+// y[o, c, i] = x[o, c, i] + bias[c] (then ReLU) over [outer, channels,
+// inner]: bias_add's arithmetic, shared by its kernels and matmul_bias's
+// fallback.
+template <typename T, bool kRelu>
+void AddBiasToPlanes(const T* x, const T* bias, T* y, int64_t outer, int64_t channels,
+                     int64_t inner) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (inner == 1) {
+      vec::Active().bias_add_rows(x, bias, y, outer, channels, kRelu);
+    } else {
+      vec::Active().bias_add_inner(x, bias, y, outer, channels, inner, kRelu);
+    }
+    return;
+  }
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t c = 0; c < channels; ++c) {
+      const int64_t base = (o * channels + c) * inner;
+      const T value = bias[c];
+      for (int64_t i = 0; i < inner; ++i) {
+        const T v = x[base + i] + value;
+        y[base + i] = !kRelu || v > T(0) ? v : T(0);
+      }
+    }
+  }
 }
 
 // out = alpha * op(a) * op(b) over the batch dims (ops/math/matmul_util.h).
@@ -107,14 +147,7 @@ class MatmulKernel final : public Kernel {
   // oneDNN the batched primitive when no single GEMM does.
   Status Prepare(const KernelContext& ctx, const Shape& a, const Shape& b) {
     if (prepared_ && a == a_shape_ && b == b_shape_) return Status::OK();
-    StatusOr<MatmulGeometry> g = MakeMatmulGeometry(a, b, transpose_a_, transpose_b_, sum_batch_);
-    if (!g.ok()) return ctx.Error(g.status().message());
-    constexpr int64_t kMaxBlasDim = std::numeric_limits<int>::max();
-    if (std::max({g->m, g->n, g->a_cols, g->b_cols, g->batch_count * g->m, g->batch_count * g->k}) >
-        kMaxBlasDim) {
-      return ctx.Error("dimension too large for BLAS (int): a ", a, ", b ", b);
-    }
-    geometry_ = std::move(*g);
+    ASSIGN_OR_RETURN(geometry_, BlasGeometry(ctx, a, b, transpose_a_, transpose_b_, sum_batch_));
     a_shape_ = a;
     b_shape_ = b;
     prepared_ = true;
@@ -189,14 +222,8 @@ class MatmulBiasKernel final : public Kernel {
            std::max<int64_t>(1, g.a_cols), b.data<T>(), std::max<int64_t>(1, g.b_cols), T(0), c);
     }
     ParallelRows(rows, g.n, [&](int64_t first, int64_t last) {
-      for (int64_t r = first; r < last; ++r) {
-        T* row = c + r * g.n;
-        if constexpr (std::is_same_v<T, float>) {
-          vec::Active().bias_add_rows(row, bias_data, row, 1, g.n, false);
-        } else {
-          for (int64_t j = 0; j < g.n; ++j) row[j] = row[j] + bias_data[j];
-        }
-      }
+      T* block = c + first * g.n;
+      AddBiasToPlanes<T, false>(block, bias_data, block, last - first, g.n, 1);
     });
     return Status::OK();
   }
@@ -204,14 +231,9 @@ class MatmulBiasKernel final : public Kernel {
  private:
   Status Prepare(const KernelContext& ctx, const Shape& a, const Shape& b) {
     if (prepared_ && a == a_shape_ && b == b_shape_) return Status::OK();
-    StatusOr<MatmulGeometry> g = MakeMatmulGeometry(a, b, transpose_a_, transpose_b_, false);
-    if (!g.ok()) return ctx.Error(g.status().message());
-    if (!g->FoldsIntoRows()) return ctx.Error("not one GEMM: a ", a, ", b ", b);
-    constexpr int64_t kMaxBlasDim = std::numeric_limits<int>::max();
-    if (std::max({g->n, g->a_cols, g->b_cols, g->batch_count * g->m}) > kMaxBlasDim) {
-      return ctx.Error("dimension too large for BLAS (int): a ", a, ", b ", b);
-    }
-    geometry_ = std::move(*g);
+    ASSIGN_OR_RETURN(MatmulGeometry g, BlasGeometry(ctx, a, b, transpose_a_, transpose_b_, false));
+    if (!g.FoldsIntoRows()) return ctx.Error("not one GEMM: a ", a, ", b ", b);
+    geometry_ = std::move(g);
     a_shape_ = a;
     b_shape_ = b;
     prepared_ = true;
@@ -267,7 +289,7 @@ class BiasAddKernel final : public Kernel {
     if (inner == 1) {  // bias along the last axis: rows of `channels`
       ParallelRows(outer, channels, [&](int64_t first, int64_t last) {
         const int64_t offset = first * channels;
-        AddToPlanes(x + offset, bias, y + offset, last - first, channels, 1);
+        AddBiasToPlanes<T, kRelu>(x + offset, bias, y + offset, last - first, channels, 1);
       });
       return Status::OK();
     }
@@ -275,36 +297,11 @@ class BiasAddKernel final : public Kernel {
     ParallelRows(outer * channels, inner, [&](int64_t first, int64_t last) {
       for (int64_t p = first; p < last;) {
         const int64_t c = p % channels, count = std::min(last - p, channels - c);
-        AddToPlanes(x + p * inner, bias + c, y + p * inner, 1, count, inner);
+        AddBiasToPlanes<T, kRelu>(x + p * inner, bias + c, y + p * inner, 1, count, inner);
         p += count;
       }
     });
     return Status::OK();
-  }
-
- private:
-  // y[o, c, i] = x[o, c, i] + bias[c] (then ReLU) over [outer, channels,
-  // inner].
-  static void AddToPlanes(const T* x, const T* bias, T* y, int64_t outer, int64_t channels,
-                          int64_t inner) {
-    if constexpr (std::is_same_v<T, float>) {
-      if (inner == 1) {
-        vec::Active().bias_add_rows(x, bias, y, outer, channels, kRelu);
-      } else {
-        vec::Active().bias_add_inner(x, bias, y, outer, channels, inner, kRelu);
-      }
-      return;
-    }
-    for (int64_t o = 0; o < outer; ++o) {
-      for (int64_t c = 0; c < channels; ++c) {
-        const int64_t base = (o * channels + c) * inner;
-        const T value = bias[c];
-        for (int64_t i = 0; i < inner; ++i) {
-          const T v = x[base + i] + value;
-          y[base + i] = !kRelu || v > T(0) ? v : T(0);
-        }
-      }
-    }
   }
 };
 
