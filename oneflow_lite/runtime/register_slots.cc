@@ -1,45 +1,106 @@
 #include "oneflow_lite/runtime/register_slots.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "oneflow_lite/common/id.h"
 
 namespace oflite {
+namespace {
+
+// The element of `items` (sorted by desc_id) for `desc_id`, or its
+// insertion point.
+template <typename Items>
+auto LowerBound(Items& items, int64_t desc_id) {
+  return std::lower_bound(items.begin(), items.end(), desc_id,
+                          [](const auto& item, int64_t id) { return item.desc_id < id; });
+}
+
+}  // namespace
+
+RegstQueue& RegstQueue::operator=(const RegstQueue& other) {
+  if (this == &other) return *this;
+  heap_.clear();
+  capacity_ = kInline;
+  if (other.size_ > kInline) {
+    heap_.resize(other.capacity_);
+    capacity_ = other.capacity_;
+  }
+  Regst** mine = data();
+  Regst* const* theirs = other.data();
+  for (uint32_t i = 0; i < other.size_; ++i) {
+    mine[i] = theirs[(other.head_ + i) % other.capacity_];
+  }
+  head_ = 0;
+  size_ = other.size_;
+  return *this;
+}
+
+void RegstQueue::push_back(Regst* regst) {
+  if (size_ == capacity_) {
+    // Full: unroll the ring into a heap array twice as large.
+    std::vector<Regst*> grown(2 * static_cast<size_t>(capacity_));
+    Regst* const* old = data();
+    for (uint32_t i = 0; i < size_; ++i) grown[i] = old[(head_ + i) % capacity_];
+    heap_.swap(grown);
+    capacity_ *= 2;
+    head_ = 0;
+  }
+  uint32_t tail = head_ + size_;
+  if (tail >= capacity_) tail -= capacity_;
+  data()[tail] = regst;
+  ++size_;
+}
 
 void ConsumedSlots::AddDesc(int64_t regst_desc_id, int64_t producer_id) {
-  if (slots_.count(regst_desc_id) == 0) ++empty_slots_;
-  slots_[regst_desc_id];
-  producer_[regst_desc_id] = producer_id;
-  ended_[regst_desc_id] = false;
+  auto it = LowerBound(inputs_, regst_desc_id);
+  if (it == inputs_.end() || it->desc_id != regst_desc_id) {
+    it = inputs_.insert(it, Input{});
+    it->desc_id = regst_desc_id;
+    ++empty_slots_;
+  } else if (it->ended) {
+    --ended_count_;
+  }
+  it->producer = producer_id;
+  it->ended = false;
+}
+
+const ConsumedSlots::Input* ConsumedSlots::Find(int64_t regst_desc_id) const {
+  auto it = LowerBound(inputs_, regst_desc_id);
+  return it != inputs_.end() && it->desc_id == regst_desc_id ? &*it : nullptr;
 }
 
 Status ConsumedSlots::OnProduced(Regst* regst) {
-  auto it = slots_.find(regst->desc->regst_desc_id());
-  if (it == slots_.end()) {
-    return InvalidArgumentError("register ", regst->desc->regst_desc_id(),
+  Input* input = Find(regst->desc_id);
+  if (input == nullptr) {
+    return InvalidArgumentError("register ", regst->desc_id,
                                 " produced to an actor that does not consume it");
   }
-  if (it->second.empty()) --empty_slots_;
-  it->second.push_back(regst);
+  if (input->queue.empty()) --empty_slots_;
+  input->queue.push_back(regst);
   return Status::OK();
 }
 
 Status ConsumedSlots::OnEndOfData(int64_t regst_desc_id) {
-  auto it = ended_.find(regst_desc_id);
-  if (it == ended_.end()) {
+  Input* input = Find(regst_desc_id);
+  if (input == nullptr) {
     return InvalidArgumentError("end-of-data for register ", regst_desc_id,
                                 " sent to an actor that does not consume it");
   }
-  it->second = true;
+  if (!input->ended) ++ended_count_;
+  input->ended = true;
   return Status::OK();
 }
 
-bool ConsumedSlots::AllReadable() const { return empty_slots_ == 0; }
-
 Regst* ConsumedSlots::Front(int64_t regst_desc_id) const {
-  auto it = slots_.find(regst_desc_id);
-  CHECK(it != slots_.end() && !it->second.empty()) << "no readable register " << regst_desc_id;
-  return it->second.front();
+  const Input* input = Find(regst_desc_id);
+  CHECK(input != nullptr && !input->queue.empty()) << "no readable register " << regst_desc_id;
+  return input->queue.front();
+}
+
+Regst* ConsumedSlots::front_at(size_t i) const {
+  CHECK(!inputs_[i].queue.empty()) << "no readable register " << inputs_[i].desc_id;
+  return inputs_[i].queue.front();
 }
 
 std::vector<Regst*> ConsumedSlots::PopFronts() {
@@ -49,25 +110,19 @@ std::vector<Regst*> ConsumedSlots::PopFronts() {
 }
 
 void ConsumedSlots::PopFronts(std::vector<Regst*>* fronts) {
-  for (auto& [id, queue] : slots_) {
-    fronts->push_back(queue.front());
-    queue.pop_front();
-    if (queue.empty()) ++empty_slots_;
+  for (Input& input : inputs_) {
+    fronts->push_back(input.queue.front());
+    input.queue.pop_front();
+    if (input.queue.empty()) ++empty_slots_;
   }
-}
-
-bool ConsumedSlots::AllDrained() const {
-  for (const auto& [id, queue] : slots_) {
-    if (!queue.empty() || !ended_.at(id)) return false;
-  }
-  return true;
 }
 
 std::string ConsumedSlots::DescribeMissing() const {
   std::ostringstream os;
-  for (const auto& [id, queue] : slots_) {
-    if (!queue.empty() || ended_.at(id)) continue;
-    os << "waiting for register " << id << " from " << TaskIdToString(producer_.at(id)) << "; ";
+  for (const Input& input : inputs_) {
+    if (!input.queue.empty() || input.ended) continue;
+    os << "waiting for register " << input.desc_id << " from "
+       << TaskIdToString(input.producer) << "; ";
   }
   return os.str();
 }
@@ -78,38 +133,56 @@ void ProducedSlots::AddDesc(int64_t regst_desc_id, std::vector<Regst*> regsts,
     CHECK_EQ(regsts[i]->index, static_cast<int32_t>(i))
         << "register " << regst_desc_id << ": copies must be given in index order";
   }
-  DescSlots& slots = free_[regst_desc_id];
-  slots.regsts = std::move(regsts);
-  slots.free.assign(slots.regsts.begin(), slots.regsts.end());
-  slots.outstanding.assign(slots.regsts.size(), 0);
-  slots.mutating.assign(slots.regsts.size(), false);
-  slots.readers = std::move(readers);
-  slots.mutators = std::move(mutators);
+  auto it = LowerBound(outputs_, regst_desc_id);
+  if (it == outputs_.end() || it->desc_id != regst_desc_id) it = outputs_.insert(it, Output{});
+  Output& output = *it;
+  output.desc_id = regst_desc_id;
+  output.regsts = std::move(regsts);
+  output.free = RegstQueue();
+  for (Regst* regst : output.regsts) output.free.push_back(regst);
+  output.copies.assign(output.regsts.size(), CopyState{});
+  output.readers = std::move(readers);
+  output.mutators = std::move(mutators);
   descs_without_free_ = 0;
-  for (const auto& [id, desc] : free_) descs_without_free_ += desc.free.empty() ? 1 : 0;
+  for (const Output& each : outputs_) descs_without_free_ += each.free.empty() ? 1 : 0;
 }
 
-bool ProducedSlots::AllHaveFree() const { return descs_without_free_ == 0; }
+ProducedSlots::Output* ProducedSlots::Find(int64_t regst_desc_id) {
+  auto it = LowerBound(outputs_, regst_desc_id);
+  return it != outputs_.end() && it->desc_id == regst_desc_id ? &*it : nullptr;
+}
 
-Regst* ProducedSlots::Acquire(int64_t regst_desc_id) {
-  DescSlots& slots = free_.at(regst_desc_id);
-  CHECK(!slots.free.empty()) << "no free copy of register " << regst_desc_id;
-  Regst* regst = slots.free.front();
-  slots.free.pop_front();
-  if (slots.free.empty()) ++descs_without_free_;
+const ProducedSlots::Output* ProducedSlots::Find(int64_t regst_desc_id) const {
+  auto it = LowerBound(outputs_, regst_desc_id);
+  return it != outputs_.end() && it->desc_id == regst_desc_id ? &*it : nullptr;
+}
+
+Regst* ProducedSlots::Take(Output* output) {
+  CHECK(!output->free.empty()) << "no free copy of register " << output->desc_id;
+  Regst* regst = output->free.front();
+  output->free.pop_front();
+  if (output->free.empty()) ++descs_without_free_;
   return regst;
 }
 
+Regst* ProducedSlots::Acquire(int64_t regst_desc_id) {
+  Output* output = Find(regst_desc_id);
+  CHECK(output != nullptr) << "register " << regst_desc_id << " is not produced here";
+  return Take(output);
+}
+
 const std::vector<int64_t>& ProducedSlots::MarkProduced(Regst* regst) {
-  DescSlots& slots = free_.at(regst->desc->regst_desc_id());
-  const bool readers_first = !slots.readers.empty();
-  const std::vector<int64_t>& send_to = readers_first ? slots.readers : slots.mutators;
+  Output* output = Find(regst->desc_id);
+  CHECK(output != nullptr) << "register " << regst->desc_id
+                           << " is not produced here";
+  const bool readers_first = !output->readers.empty();
+  const std::vector<int64_t>& send_to = readers_first ? output->readers : output->mutators;
   if (send_to.empty()) {
-    if (slots.free.empty()) --descs_without_free_;
-    slots.free.push_back(regst);
+    Release(output, regst);
   } else {
-    slots.outstanding[regst->index] = static_cast<int>(send_to.size());
-    slots.mutating[regst->index] = !readers_first;
+    CopyState& copy = output->copies[regst->index];
+    copy.outstanding = static_cast<int>(send_to.size());
+    copy.mutating = !readers_first;
   }
   return send_to;
 }
@@ -117,40 +190,38 @@ const std::vector<int64_t>& ProducedSlots::MarkProduced(Regst* regst) {
 Status ProducedSlots::OnReturned(int64_t regst_desc_id, int32_t index,
                                  std::vector<int64_t>* send_to) {
   send_to->clear();
-  auto it = free_.find(regst_desc_id);
-  if (it == free_.end() || index < 0 ||
-      index >= static_cast<int32_t>(it->second.outstanding.size()) ||
-      it->second.outstanding[index] <= 0) {
+  Output* output = Find(regst_desc_id);
+  if (output == nullptr || index < 0 || index >= static_cast<int32_t>(output->copies.size()) ||
+      output->copies[index].outstanding <= 0) {
     return InvalidArgumentError("register ", regst_desc_id, "[", index,
                                 "] returned but not outstanding");
   }
-  DescSlots& slots = it->second;
-  if (--slots.outstanding[index] > 0) return Status::OK();
-  if (!slots.mutating[index] && !slots.mutators.empty()) {
-    slots.mutating[index] = true;
-    slots.outstanding[index] = static_cast<int>(slots.mutators.size());
-    *send_to = slots.mutators;
+  CopyState& copy = output->copies[index];
+  if (--copy.outstanding > 0) return Status::OK();
+  if (!copy.mutating && !output->mutators.empty()) {
+    copy.mutating = true;
+    copy.outstanding = static_cast<int>(output->mutators.size());
+    *send_to = output->mutators;
     return Status::OK();
   }
-  slots.mutating[index] = false;
-  if (slots.free.empty()) --descs_without_free_;
-  slots.free.push_back(slots.regsts[index]);
+  copy.mutating = false;
+  Release(output, output->regsts[index]);
   return Status::OK();
 }
 
 bool ProducedSlots::AllFree() const {
-  for (const auto& [id, slots] : free_) {
-    if (slots.free.size() != slots.regsts.size()) return false;
+  for (const Output& output : outputs_) {
+    if (output.free.size() != output.regsts.size()) return false;
   }
   return true;
 }
 
 std::string ProducedSlots::DescribeMissing() const {
   std::ostringstream os;
-  for (const auto& [id, slots] : free_) {
-    if (!slots.free.empty()) continue;
-    os << "waiting for consumers to return register " << id << " (all "
-       << slots.regsts.size() << " copies out); ";
+  for (const Output& output : outputs_) {
+    if (!output.free.empty()) continue;
+    os << "waiting for consumers to return register " << output.desc_id << " (all "
+       << output.regsts.size() << " copies out); ";
   }
   return os.str();
 }

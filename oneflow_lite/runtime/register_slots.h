@@ -12,8 +12,6 @@
 #define ONEFLOW_LITE_RUNTIME_REGISTER_SLOTS_H_
 
 #include <cstdint>
-#include <deque>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -22,6 +20,41 @@
 
 namespace oflite {
 
+// A first-in first-out queue of registers: a ring of four in the object
+// itself, moved to the heap only when more copies are queued at once (a
+// desc with regst_num above four). One cache line for the common case,
+// where a std::deque costs a block map and a block of its own.
+class RegstQueue {
+ public:
+  RegstQueue() = default;
+  RegstQueue(const RegstQueue& other) { *this = other; }
+  RegstQueue& operator=(const RegstQueue& other);
+
+  bool empty() const { return size_ == 0; }
+  size_t size() const { return size_; }
+  Regst* front() const { return data()[head_]; }
+  void push_back(Regst* regst);
+  void pop_front() {
+    head_ = head_ + 1 == capacity_ ? 0 : head_ + 1;
+    --size_;
+  }
+
+ private:
+  static constexpr uint32_t kInline = 4;
+  Regst* const* data() const { return heap_.empty() ? inline_ : heap_.data(); }
+  Regst** data() { return heap_.empty() ? inline_ : heap_.data(); }
+
+  Regst* inline_[kInline] = {};
+  std::vector<Regst*> heap_;  // the ring once it outgrew inline_
+  uint32_t head_ = 0;
+  uint32_t size_ = 0;
+  uint32_t capacity_ = kInline;
+};
+
+// Descs are kept in sorted vectors and found by binary search: an actor has
+// a handful, and each message touches one contiguous array instead of the
+// nodes of several maps (in a real plan the kernels between two messages
+// evict the runtime's data, so every node is a cache miss).
 class ConsumedSlots {
  public:
   void AddDesc(int64_t regst_desc_id, int64_t producer_id);
@@ -30,28 +63,46 @@ class ConsumedSlots {
   Status OnProduced(Regst* regst);
   Status OnEndOfData(int64_t regst_desc_id);
 
-  bool empty() const { return slots_.empty(); }
+  bool empty() const { return inputs_.empty(); }
+  bool Consumes(int64_t regst_desc_id) const { return Find(regst_desc_id) != nullptr; }
   // Every consumed desc has a readable register.
-  bool AllReadable() const;
+  bool AllReadable() const { return empty_slots_ == 0; }
   Regst* Front(int64_t regst_desc_id) const;
+  // The consumed descs in id order, and the front register of the i-th
+  // (CHECK: readable).
+  size_t size() const { return inputs_.size(); }
+  int64_t desc_at(size_t i) const { return inputs_[i].desc_id; }
+  Regst* front_at(size_t i) const;
   // Removes the front register of every desc; returns them (desc order).
   std::vector<Regst*> PopFronts();
   // The same, appended to `*fronts` (which a caller may reuse: no allocation).
   void PopFronts(std::vector<Regst*>* fronts);
   // Every producer sent end-of-data and nothing is left to read.
-  bool AllDrained() const;
+  bool AllDrained() const {
+    const int count = static_cast<int>(inputs_.size());
+    return ended_count_ == count && empty_slots_ == count;
+  }
   // "waiting for regst 7 from m0/cpu0/s0/t1; ..." for the watchdog.
   std::string DescribeMissing() const;
 
-  const std::map<int64_t, int64_t>& producers() const { return producer_; }
-
  private:
-  std::map<int64_t, std::deque<Regst*>> slots_;
-  std::map<int64_t, int64_t> producer_;
-  std::map<int64_t, bool> ended_;
-  // Slots with no readable register: AllReadable without a scan, which an
-  // actor with many inputs would otherwise pay on every message.
+  struct Input {
+    int64_t desc_id = 0;
+    int64_t producer = 0;
+    bool ended = false;
+    RegstQueue queue;
+  };
+  const Input* Find(int64_t regst_desc_id) const;
+  Input* Find(int64_t regst_desc_id) {
+    return const_cast<Input*>(static_cast<const ConsumedSlots*>(this)->Find(regst_desc_id));
+  }
+
+  std::vector<Input> inputs_;  // by desc id
+  // Inputs with no readable register, and inputs ended: AllReadable and
+  // AllDrained without a scan, which an actor with many inputs would
+  // otherwise pay on every message.
   int empty_slots_ = 0;
+  int ended_count_ = 0;
 };
 
 class ProducedSlots {
@@ -61,10 +112,16 @@ class ProducedSlots {
   void AddDesc(int64_t regst_desc_id, std::vector<Regst*> regsts, std::vector<int64_t> readers,
                std::vector<int64_t> mutators = {});
 
-  bool empty() const { return free_.empty(); }
-  bool AllHaveFree() const;
+  bool empty() const { return outputs_.empty(); }
+  bool AllHaveFree() const { return descs_without_free_ == 0; }
   // Takes a free copy of the desc (CHECK: one must be free).
   Regst* Acquire(int64_t regst_desc_id);
+  // Takes a free copy of every desc, in id order, into `*taken` (CHECK:
+  // AllHaveFree).
+  template <typename Sink>
+  void AcquireAll(Sink&& taken) {
+    for (Output& output : outputs_) taken(output.desc_id, Take(&output));
+  }
   // The copy was produced; it stays out until every consumer returns it.
   // Returns the consumers to send "produced" to now (the readers, or the
   // mutators when there are no readers). With no consumers it is free again
@@ -79,16 +136,28 @@ class ProducedSlots {
   std::string DescribeMissing() const;
 
  private:
-  struct DescSlots {
+  struct CopyState {
+    int outstanding = 0;     // consumers yet to return it
+    bool mutating = false;   // in the mutator phase
+  };
+  struct Output {
+    int64_t desc_id = 0;
+    RegstQueue free;
     std::vector<Regst*> regsts;
-    std::deque<Regst*> free;
-    std::vector<int> outstanding;  // per copy: consumers yet to return it
-    std::vector<bool> mutating;    // per copy: in the mutator phase
+    std::vector<CopyState> copies;
     std::vector<int64_t> readers;
     std::vector<int64_t> mutators;
   };
-  std::map<int64_t, DescSlots> free_;
-  int descs_without_free_ = 0;  // AllHaveFree without a scan
+  Output* Find(int64_t regst_desc_id);
+  const Output* Find(int64_t regst_desc_id) const;
+  Regst* Take(Output* output);
+  void Release(Output* output, Regst* regst) {
+    if (output->free.empty()) --descs_without_free_;
+    output->free.push_back(regst);
+  }
+
+  std::vector<Output> outputs_;  // by desc id
+  int descs_without_free_ = 0;   // AllHaveFree without a scan
 };
 
 }  // namespace oflite

@@ -103,6 +103,57 @@ TEST_F(RegisterSlotsTest, ConsumedFifoAndEndOfData) {
   EXPECT_EQ(slots.OnEndOfData(desc_ + 1).code(), StatusCode::kInvalidArgument);
 }
 
+// The queue keeps first-in first-out order across its inline ring's wrap,
+// when it outgrows the ring (mid-wrap) and when copied.
+TEST(RegstQueueTest, FifoAcrossWrapGrowthAndCopy) {
+  std::vector<Regst> regsts(40);
+  RegstQueue queue;
+  int next_in = 0, next_out = 0;
+  // Hold 3, then cycle so the inline ring wraps several times.
+  for (; next_in < 3; ++next_in) queue.push_back(&regsts[next_in]);
+  for (int i = 0; i < 9; ++i) {
+    queue.push_back(&regsts[next_in++]);
+    ASSERT_EQ(queue.front(), &regsts[next_out++]);
+    queue.pop_front();
+  }
+  // Grow while the ring is wrapped, past the inline four and then twice more.
+  for (; next_in < 30; ++next_in) queue.push_back(&regsts[next_in]);
+  EXPECT_EQ(queue.size(), static_cast<size_t>(next_in - next_out));
+  RegstQueue copy = queue;
+  RegstQueue assigned;
+  assigned.push_back(&regsts[39]);
+  assigned = copy;
+  for (RegstQueue* q : {&queue, &copy, &assigned}) {
+    for (int i = next_out; i < next_in; ++i) {
+      ASSERT_FALSE(q->empty());
+      ASSERT_EQ(q->front(), &regsts[i]) << "element " << i;
+      q->pop_front();
+    }
+    EXPECT_TRUE(q->empty());
+    // Still usable after draining a grown ring.
+    q->push_back(&regsts[0]);
+    EXPECT_EQ(q->front(), &regsts[0]);
+  }
+}
+
+// Descs added out of order are kept in id order (PopFronts' order), and
+// each input ends once: a repeated end-of-data changes nothing.
+TEST_F(RegisterSlotsTest, ConsumedDescsInIdOrderAndEndOfDataCountedOnce) {
+  ConsumedSlots slots;
+  slots.AddDesc(desc_ + 7, producer_);
+  slots.AddDesc(desc_, producer_);
+  ASSERT_EQ(slots.size(), 2u);
+  EXPECT_EQ(slots.desc_at(0), desc_);
+  EXPECT_EQ(slots.desc_at(1), desc_ + 7);
+  EXPECT_TRUE(slots.Consumes(desc_ + 7));
+  EXPECT_FALSE(slots.Consumes(desc_ + 1));
+  ASSERT_TRUE(slots.OnEndOfData(desc_).ok());
+  ASSERT_TRUE(slots.OnEndOfData(desc_).ok());
+  EXPECT_FALSE(slots.AllDrained());  // desc_ + 7 has not ended
+  ASSERT_TRUE(slots.OnEndOfData(desc_ + 7).ok());
+  EXPECT_TRUE(slots.AllDrained());
+}
+
 TEST(MemoryZonesTest, AllocationFailureNamesTheZone) {
   testing::TestPlanBuilder builder;
   const int64_t task = builder.AddTask("big", TASK_SOURCE);

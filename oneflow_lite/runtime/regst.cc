@@ -76,6 +76,8 @@ Status RegstStore::AddDesc(const RegstDescProto& desc, const MemoryZones& zones)
     }
     auto regst = std::make_unique<Regst>();
     regst->desc = &desc;
+    regst->desc_id = desc.regst_desc_id();
+    regst->producer_id = desc.producer_task_id();
     regst->index = i;
     regst->base = base == nullptr ? nullptr : base + offset;
     for (const BlobInRegst& blob : desc.blob()) {

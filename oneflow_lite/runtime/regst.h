@@ -27,6 +27,10 @@ namespace oflite {
 
 struct Regst {
   const RegstDescProto* desc = nullptr;  // owned by the plan
+  // desc's regst_desc_id and producer_task_id, copied: the actor protocol
+  // reads them on every message, and the plan's proto is cold by then.
+  int64_t desc_id = 0;
+  int64_t producer_id = 0;
   int32_t index = 0;                     // which of the regst_num copies
   char* base = nullptr;                  // start of this copy in its zone
   std::vector<Blob> blobs;               // BlobInRegst order

@@ -62,7 +62,7 @@ class RegstActor final : public Actor {
   static StatusOr<std::unique_ptr<RegstActor>> Create(const TaskProto& task, const ActorEnv& env,
                                                       std::unique_ptr<ActBody> body);
 
-  int64_t id() const override { return task_->task_id(); }
+  int64_t id() const override { return protocol_.id(); }
   const std::string& name() const override { return task_->name(); }
   Status Handle(const ActorMessage& message) override;
   bool finished() const override { return finished_; }

@@ -86,8 +86,9 @@ Status RegstProtocol::OnEndOfData(const ActorMessage& message) {
 
 Status RegstProtocol::ReadInputs(ActContext* context) const {
   bool first = true;
-  for (const auto& [desc_id, producer] : consumed_.producers()) {
-    Regst* regst = consumed_.Front(desc_id);
+  for (size_t i = 0; i < consumed_.size(); ++i) {
+    const int64_t desc_id = consumed_.desc_at(i);
+    Regst* regst = consumed_.front_at(i);
     context->consumed[desc_id] = regst;
     if (first) context->piece_id = regst->piece_id;
     if (regst->piece_id != context->piece_id) {
@@ -102,11 +103,11 @@ Status RegstProtocol::ReadInputs(ActContext* context) const {
 
 void RegstProtocol::AcquireOutputs(int64_t piece, ActContext* context) {
   context->piece_id = piece;
-  for (const RegstDescProto& desc : task_->produced()) {
-    Regst* regst = produced_.Acquire(desc.regst_desc_id());
+  // From the slots, not the task's proto: one array, already in id order.
+  produced_.AcquireAll([piece, context](int64_t desc_id, Regst* regst) {
     regst->piece_id = piece;
-    context->produced[desc.regst_desc_id()] = regst;
-  }
+    context->produced[desc_id] = regst;
+  });
 }
 
 void RegstProtocol::CompleteAct(const ActContext& context, std::vector<ActorMessage>* send) {
@@ -121,8 +122,7 @@ void RegstProtocol::CompleteAct(const ActContext& context, std::vector<ActorMess
     }
   }
   for (Regst* regst : consumed) {
-    send->push_back(ActorMessage::Returned(id(), regst->desc->producer_task_id(),
-                                           regst->desc->regst_desc_id(), regst->index,
+    send->push_back(ActorMessage::Returned(id(), regst->producer_id, regst->desc_id, regst->index,
                                            regst->piece_id));
   }
 }

@@ -43,7 +43,8 @@ namespace oflite {
 
 class RegstProtocol {
  public:
-  RegstProtocol(const TaskProto& task, const ActorEnv& env) : task_(&task), env_(&env) {}
+  RegstProtocol(const TaskProto& task, const ActorEnv& env)
+      : task_(&task), env_(&env), id_(task.task_id()) {}
   RegstProtocol(const RegstProtocol&) = delete;
   RegstProtocol& operator=(const RegstProtocol&) = delete;
 
@@ -52,11 +53,11 @@ class RegstProtocol {
   // register is not one of its consumers. Call once, before anything else.
   Status Init(const std::set<int64_t>& remote_inputs = {});
 
-  int64_t id() const { return task_->task_id(); }
+  int64_t id() const { return id_; }
   const std::string& name() const { return task_->name(); }
 
   // True when `regst_desc_id` has a local consumed slot.
-  bool Consumes(int64_t regst_desc_id) const { return consumed_.producers().count(regst_desc_id) > 0; }
+  bool Consumes(int64_t regst_desc_id) const { return consumed_.Consumes(regst_desc_id); }
   // No local input: the actor is a source (or only has a remote input).
   bool has_local_inputs() const { return !consumed_.empty(); }
 
@@ -119,6 +120,7 @@ class RegstProtocol {
 
   const TaskProto* task_;
   const ActorEnv* env_;
+  const int64_t id_;  // task_->task_id(), kept here: read on every act
   ConsumedSlots consumed_;
   ProducedSlots produced_;
   // Edges (regst desc id, peer task id) marked EDGE_STREAM_ORDER, produced

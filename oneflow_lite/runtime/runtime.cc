@@ -1,6 +1,7 @@
 #include "oneflow_lite/runtime/runtime.h"
 
 #include <map>
+#include <optional>
 #include <vector>
 #include <sstream>
 #include <thread>
@@ -61,8 +62,9 @@ class Runtime::StreamThread {
   Hosted* Lookup(int64_t actor_id) {
     const uint64_t slot = static_cast<uint64_t>(actor_id - lookup_base_);
     if (slot < lookup_.size()) {
-      Hosted* hosted = lookup_[slot];
-      return hosted != nullptr && hosted->actor->id() == actor_id ? hosted : nullptr;
+      // The id sits in the table: no load from the (cold) actor to check it.
+      const LookupEntry& entry = lookup_[slot];
+      return entry.id == actor_id ? entry.hosted : nullptr;
     }
     if (!lookup_.empty()) return nullptr;
     auto it = actors_.find(actor_id);
@@ -78,8 +80,8 @@ class Runtime::StreamThread {
     const int64_t span = actors_.rbegin()->first - low + 1;
     if (span > 4 * static_cast<int64_t>(actors_.size()) + 1024) return;
     lookup_base_ = low;
-    lookup_.assign(static_cast<size_t>(span), nullptr);
-    for (auto& [id, hosted] : actors_) lookup_[static_cast<size_t>(id - low)] = &hosted;
+    lookup_.assign(static_cast<size_t>(span), LookupEntry{});
+    for (auto& [id, hosted] : actors_) lookup_[static_cast<size_t>(id - low)] = {id, &hosted};
   }
 
   Runtime* runtime_;
@@ -88,8 +90,12 @@ class Runtime::StreamThread {
   std::unique_ptr<DeviceContext> device_;
   ActorEnv env_;
   std::map<int64_t, Hosted> actors_;  // in id order, for starting and reports
-  int64_t lookup_base_ = 0;            // Lookup's table: id lookup_base_ + i at [i]
-  std::vector<Hosted*> lookup_;
+  struct LookupEntry {
+    int64_t id = -1;  // no actor has a negative id
+    Hosted* hosted = nullptr;
+  };
+  int64_t lookup_base_ = 0;  // Lookup's table: id lookup_base_ + i at [i]
+  std::vector<LookupEntry> lookup_;
   std::thread thread_;
   trace::Track* trace_track_ = nullptr;  // owned by the tracer; null: untraced
   std::atomic<int64_t> handled_{0};
@@ -124,8 +130,12 @@ void Runtime::StreamThread::Loop() {
     }
     Actor* actor = hosted->actor.get();
     const bool was_finished = actor->finished();
-    HandleTrace handle_trace(*message, actor->name(), &hosted->trace_name,
-                             actor->RecordsActs());
+    // Only a traced run asks the actor for its name: the task's proto it
+    // reads is cold by now.
+    std::optional<HandleTrace> handle_trace;
+    if (trace_track_ != nullptr) {
+      handle_trace.emplace(*message, actor->name(), &hosted->trace_name, actor->RecordsActs());
+    }
     Status status = actor->Handle(*message);
     if (!status.ok()) {
       runtime_->Abort(status);
