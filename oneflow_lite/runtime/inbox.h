@@ -82,6 +82,15 @@ class Inbox {
     return PopFront(&batch_);
   }
 
+  // Owner only: the message the next Pop returns without waiting, when it
+  // is already known (null otherwise; a hint: other threads' pushes may go
+  // first). Valid until the next Push or Pop.
+  const ActorMessage* PeekNext() const {
+    if (!batch_.empty()) return &batch_.front();
+    if (shared_pending_.load(std::memory_order_relaxed)) return nullptr;
+    return local_.empty() ? nullptr : &local_.front();
+  }
+
   void Close() {
     {
       std::lock_guard<std::mutex> lock(mutex_);

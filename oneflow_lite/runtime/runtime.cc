@@ -58,17 +58,22 @@ class Runtime::StreamThread {
  private:
   void Loop();
   int CountUnfinished() const;
-  // The actor a message is for, or null.
-  Hosted* Lookup(int64_t actor_id) {
+  // The actor a message is for (with its Hosted entry), or null.
+  struct Found {
+    Actor* actor = nullptr;
+    Hosted* hosted = nullptr;
+  };
+  Found Lookup(int64_t actor_id) {
     const uint64_t slot = static_cast<uint64_t>(actor_id - lookup_base_);
     if (slot < lookup_.size()) {
-      // The id sits in the table: no load from the (cold) actor to check it.
+      // The id and the actor sit in the table: nothing cold is loaded to
+      // find or check it.
       const LookupEntry& entry = lookup_[slot];
-      return entry.id == actor_id ? entry.hosted : nullptr;
+      return entry.id == actor_id ? Found{entry.actor, entry.hosted} : Found{};
     }
-    if (!lookup_.empty()) return nullptr;
+    if (!lookup_.empty()) return {};
     auto it = actors_.find(actor_id);
-    return it == actors_.end() ? nullptr : &it->second;
+    return it == actors_.end() ? Found{} : Found{it->second.actor.get(), &it->second};
   }
   // Task ids of one stream differ in their task index only, which the
   // compiler numbers densely: a table indexed by id answers each message
@@ -81,7 +86,9 @@ class Runtime::StreamThread {
     if (span > 4 * static_cast<int64_t>(actors_.size()) + 1024) return;
     lookup_base_ = low;
     lookup_.assign(static_cast<size_t>(span), LookupEntry{});
-    for (auto& [id, hosted] : actors_) lookup_[static_cast<size_t>(id - low)] = {id, &hosted};
+    for (auto& [id, hosted] : actors_) {
+      lookup_[static_cast<size_t>(id - low)] = {id, hosted.actor.get(), &hosted};
+    }
   }
 
   Runtime* runtime_;
@@ -92,6 +99,7 @@ class Runtime::StreamThread {
   std::map<int64_t, Hosted> actors_;  // in id order, for starting and reports
   struct LookupEntry {
     int64_t id = -1;  // no actor has a negative id
+    Actor* actor = nullptr;
     Hosted* hosted = nullptr;
   };
   int64_t lookup_base_ = 0;  // Lookup's table: id lookup_base_ + i at [i]
@@ -122,19 +130,30 @@ void Runtime::StreamThread::Loop() {
     // Only this thread writes its count (no shared counter bounced between
     // threads on every message); the watchdog reads the sum.
     handled_.store(++handled, std::memory_order_relaxed);
-    Hosted* hosted = Lookup(message->dst_actor_id);
-    if (hosted == nullptr) {
+    const Found found = Lookup(message->dst_actor_id);
+    if (found.actor == nullptr) {
       runtime_->Abort(InternalError("thread ", key_, ": message for unknown actor: ",
                                     message->ToString()));
       break;
     }
-    Actor* actor = hosted->actor.get();
+    Actor* actor = found.actor;
+    // Start loading the next message's actor while this one is handled:
+    // after a kernel it is out of the caches.
+    if (const ActorMessage* next = inbox_.PeekNext()) {
+      if (Actor* upcoming = Lookup(next->dst_actor_id).actor) {
+        // The lines an actor's message handling reads first (its vtable
+        // and the protocol's slot counters).
+        const char* object = reinterpret_cast<const char*>(upcoming);
+        for (int line = 0; line < 4; ++line) __builtin_prefetch(object + 64 * line);
+      }
+    }
     const bool was_finished = actor->finished();
     // Only a traced run asks the actor for its name: the task's proto it
     // reads is cold by now.
     std::optional<HandleTrace> handle_trace;
     if (trace_track_ != nullptr) {
-      handle_trace.emplace(*message, actor->name(), &hosted->trace_name, actor->RecordsActs());
+      handle_trace.emplace(*message, actor->name(), &found.hosted->trace_name,
+                           actor->RecordsActs());
     }
     Status status = actor->Handle(*message);
     if (!status.ok()) {
