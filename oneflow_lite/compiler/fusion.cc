@@ -1,6 +1,5 @@
 #include "oneflow_lite/compiler/fusion.h"
 
-#include <algorithm>
 #include <map>
 #include <set>
 #include <vector>
@@ -24,6 +23,14 @@ std::string SingleInput(const OpConf& op, const std::string& arg) {
 std::string SingleOutput(const OpConf& op) {
   if (op.output_size() != 1 || op.output(0).lbn_size() != 1) return "";
   return op.output(0).lbn(0);
+}
+
+// Appends an argument `name` holding the one blob `lbn`.
+void AddArg(google::protobuf::RepeatedPtrField<ArgProto>* args, const std::string& name,
+            const std::string& lbn) {
+  ArgProto* arg = args->Add();
+  arg->set_name(name);
+  arg->add_lbn(lbn);
 }
 
 // Readers of each lbn: op inputs, the loss and the metrics.
@@ -72,16 +79,11 @@ OpConf BiasAddRelu(const OpConf& bias_add, const OpConf& relu) {
   fused.set_op_type("bias_add_relu");
   *fused.add_input() = bias_add.input(0);
   *fused.add_input() = bias_add.input(1);
-  ArgProto* out = fused.add_output();
-  out->set_name("y");
-  out->add_lbn(SingleOutput(relu));
-  // Attributes stay sorted by key: axis < fused_from.
+  AddArg(fused.mutable_output(), "y", SingleOutput(relu));
   for (const AttrEntry& entry : bias_add.attr()) {
     if (entry.key() == "axis") *fused.add_attr() = entry;
   }
-  AttrEntry* from = fused.add_attr();
-  from->set_key("fused_from");
-  from->mutable_value()->set_s(bias_add.name() + "+" + relu.name());
+  SetStringAttr(&fused, "fused_from", bias_add.name() + "+" + relu.name());
   if (relu.has_placement()) *fused.mutable_placement() = relu.placement();
   // Both ops belong to the same micro-batch (pipeline_schedule.h).
   if (relu.has_micro_batch()) fused.set_micro_batch(relu.micro_batch());
@@ -160,19 +162,12 @@ OpConf MatmulBias(const OpConf& matmul, const OpConf& bias_add) {
   fused.set_op_type("matmul_bias");
   *fused.add_input() = matmul.input(0);
   *fused.add_input() = matmul.input(1);
-  ArgProto* bias = fused.add_input();
-  bias->set_name("bias");
-  bias->add_lbn(SingleInput(bias_add, "b"));
-  ArgProto* out = fused.add_output();
-  out->set_name("out");
-  out->add_lbn(SingleOutput(bias_add));
-  // Attributes stay sorted by key: fused_from < transpose_a < transpose_b.
-  AttrEntry* from = fused.add_attr();
-  from->set_key("fused_from");
-  from->mutable_value()->set_s(matmul.name() + "+" + bias_add.name());
+  AddArg(fused.mutable_input(), "bias", SingleInput(bias_add, "b"));
+  AddArg(fused.mutable_output(), "out", SingleOutput(bias_add));
   for (const AttrEntry& entry : matmul.attr()) {
     if (entry.key() == "transpose_a" || entry.key() == "transpose_b") *fused.add_attr() = entry;
   }
+  SetStringAttr(&fused, "fused_from", matmul.name() + "+" + bias_add.name());
   if (bias_add.has_placement()) *fused.mutable_placement() = bias_add.placement();
   if (bias_add.has_micro_batch()) fused.set_micro_batch(bias_add.micro_batch());
   return fused;
@@ -274,14 +269,8 @@ FusionResult FuseOps(const Job& job, const FusionOptions& options) {
     const std::string dydx = gelu.name() + "/dydx_0";
     OpConf fused = gelu;
     fused.set_op_type("gelu_and_derivative");
-    ArgProto* out = fused.add_output();
-    out->set_name("dydx");
-    out->add_lbn(dydx);
-    AttrEntry* from = fused.add_attr();
-    from->set_key("fused_from");
-    from->mutable_value()->set_s(gelu.name() + "+" + job.op(grads.front()).name());
-    std::sort(fused.mutable_attr()->begin(), fused.mutable_attr()->end(),
-              [](const AttrEntry& a, const AttrEntry& b) { return a.key() < b.key(); });
+    AddArg(fused.mutable_output(), "dydx", dydx);
+    SetStringAttr(&fused, "fused_from", gelu.name() + "+" + job.op(grads.front()).name());
     *result.job.mutable_op(i) = fused;
     LogicalBlobDesc* blob = result.job.add_blob();
     blob->set_lbn(dydx);
@@ -293,15 +282,9 @@ FusionResult FuseOps(const Job& job, const FusionOptions& options) {
       mul.clear_input();
       mul.clear_attr();
       mul.clear_output();
-      ArgProto* dy = mul.add_input();
-      dy->set_name("x");
-      dy->add_lbn(SingleInput(grad, "dy"));
-      ArgProto* derivative = mul.add_input();
-      derivative->set_name("y");
-      derivative->add_lbn(dydx);
-      ArgProto* dx = mul.add_output();
-      dx->set_name("out");
-      dx->add_lbn(SingleOutput(grad));
+      AddArg(mul.mutable_input(), "x", SingleInput(grad, "dy"));
+      AddArg(mul.mutable_input(), "y", dydx);
+      AddArg(mul.mutable_output(), "out", SingleOutput(grad));
       *result.job.mutable_op(j) = mul;
     }
     ++result.fused;

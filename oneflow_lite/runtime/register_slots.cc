@@ -16,6 +16,13 @@ auto LowerBound(Items& items, int64_t desc_id) {
                           [](const auto& item, int64_t id) { return item.desc_id < id; });
 }
 
+// The element of `items` for `desc_id`, or null (const when `items` is).
+template <typename Items>
+auto* FindDesc(Items& items, int64_t desc_id) {
+  auto it = LowerBound(items, desc_id);
+  return it != items.end() && it->desc_id == desc_id ? &*it : nullptr;
+}
+
 }  // namespace
 
 RegstQueue& RegstQueue::operator=(const RegstQueue& other) {
@@ -66,8 +73,11 @@ void ConsumedSlots::AddDesc(int64_t regst_desc_id, int64_t producer_id) {
 }
 
 const ConsumedSlots::Input* ConsumedSlots::Find(int64_t regst_desc_id) const {
-  auto it = LowerBound(inputs_, regst_desc_id);
-  return it != inputs_.end() && it->desc_id == regst_desc_id ? &*it : nullptr;
+  return FindDesc(inputs_, regst_desc_id);
+}
+
+ConsumedSlots::Input* ConsumedSlots::Find(int64_t regst_desc_id) {
+  return FindDesc(inputs_, regst_desc_id);
 }
 
 Status ConsumedSlots::OnProduced(Regst* regst) {
@@ -148,13 +158,11 @@ void ProducedSlots::AddDesc(int64_t regst_desc_id, std::vector<Regst*> regsts,
 }
 
 ProducedSlots::Output* ProducedSlots::Find(int64_t regst_desc_id) {
-  auto it = LowerBound(outputs_, regst_desc_id);
-  return it != outputs_.end() && it->desc_id == regst_desc_id ? &*it : nullptr;
+  return FindDesc(outputs_, regst_desc_id);
 }
 
 const ProducedSlots::Output* ProducedSlots::Find(int64_t regst_desc_id) const {
-  auto it = LowerBound(outputs_, regst_desc_id);
-  return it != outputs_.end() && it->desc_id == regst_desc_id ? &*it : nullptr;
+  return FindDesc(outputs_, regst_desc_id);
 }
 
 Regst* ProducedSlots::Take(Output* output) {

@@ -93,9 +93,7 @@ class ConsumedSlots {
     RegstQueue queue;
   };
   const Input* Find(int64_t regst_desc_id) const;
-  Input* Find(int64_t regst_desc_id) {
-    return const_cast<Input*>(static_cast<const ConsumedSlots*>(this)->Find(regst_desc_id));
-  }
+  Input* Find(int64_t regst_desc_id);
 
   std::vector<Input> inputs_;  // by desc id
   // Inputs with no readable register, and inputs ended: AllReadable and
