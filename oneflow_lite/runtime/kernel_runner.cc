@@ -34,6 +34,29 @@ int64_t FirstNonFinite(const Blob& blob) {
 
 }  // namespace
 
+namespace {
+
+// ResolveBinding without a StatusOr on the act's path: null where it would
+// fail (the caller asks ResolveBinding for the error then).
+Blob* FindBoundBlob(const BlobBinding& binding, const ActContext& context) {
+  const int64_t desc_id = binding.regst_desc_id();
+  auto produced = context.produced.find(desc_id);
+  Regst* regst = nullptr;
+  if (produced != context.produced.end()) {
+    regst = produced->second;
+  } else {
+    auto consumed = context.consumed.find(desc_id);
+    if (consumed != context.consumed.end()) regst = consumed->second;
+  }
+  const int index = binding.blob_index();
+  if (regst == nullptr || index < 0 || index >= static_cast<int>(regst->blobs.size())) {
+    return nullptr;
+  }
+  return &regst->blobs[index];
+}
+
+}  // namespace
+
 StatusOr<Blob*> ResolveBinding(const BlobBinding& binding, ActContext* context) {
   Regst* regst = nullptr;
   auto consumed = context->consumed.find(binding.regst_desc_id());
@@ -195,11 +218,13 @@ Status KernelRunner::RunInline(const Entry& entry, ActContext* context) {
   KernelContext* call = entry.context.get();
   const KernelConf& conf = *entry.conf;
   for (int k = 0; k < conf.input_size(); ++k) {
-    ASSIGN_OR_RETURN(Blob * blob, ResolveBinding(conf.input(k), context));
+    Blob* blob = FindBoundBlob(conf.input(k), *context);
+    if (blob == nullptr) return ResolveBinding(conf.input(k), context).status();
     call->RebindInput(k, blob);
   }
   for (int k = 0; k < conf.output_size(); ++k) {
-    ASSIGN_OR_RETURN(Blob * blob, ResolveBinding(conf.output(k), context));
+    Blob* blob = FindBoundBlob(conf.output(k), *context);
+    if (blob == nullptr) return ResolveBinding(conf.output(k), context).status();
     call->RebindOutput(k, blob);
   }
   const int64_t piece = context->piece_id;

@@ -121,6 +121,36 @@ TEST(RuntimeTest, KernelErrorStopsEveryActorAndNamesOpAndIteration) {
   for (size_t i = 0; i < recorder.order.size(); ++i) EXPECT_EQ(recorder.order[i], int64_t(i));
 }
 
+TEST(RuntimeTest, BindingToAnotherTasksRegisterFailsTheActNamingTheArg) {
+  // The verifier refuses such a plan; a runtime told the plan is verified
+  // still fails the act with the binding named, not a null blob.
+  TestPlanBuilder b;
+  const int64_t src = b.AddTask("source", TASK_SOURCE);
+  const int64_t src_out = b.AddRegst(src, "out", {kVec}, 2);
+  b.AddKernel(src, "source", "test_source", {}, {{"out", src_out}});
+  const int64_t other = b.AddTask("other_source", TASK_SOURCE);
+  const int64_t other_out = b.AddRegst(other, "out", {kVec}, 2);
+  b.AddKernel(other, "other_source", "test_source", {}, {{"out", other_out}});
+  const int64_t task = b.AddTask("misbound", TASK_COMPUTE);
+  const int64_t out = b.AddRegst(task, "out", {kVec}, 2);
+  b.Consume(task, src_out);
+  b.AddKernel(task, "misbound_op", "test_add_one", {{"in", other_out}}, {{"out", out}});
+  const int64_t sink = b.AddTask("sink", TASK_SINK);
+  b.Consume(sink, out, "value");
+  const int64_t other_sink = b.AddTask("other_sink", TASK_SINK);
+  b.Consume(other_sink, other_out, "other");
+  const Plan plan = b.Build(3);
+  EXPECT_FALSE(RunPlan(plan, {}).ok());  // refused by the verifier
+  RuntimeOptions options;
+  options.plan_verified = true;
+  const Status status = RunPlan(plan, options);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("arg 'in' is bound to register " + std::to_string(other_out)),
+            std::string::npos)
+      << status;
+  EXPECT_NE(status.message().find("neither consumes nor produces"), std::string::npos) << status;
+}
+
 TEST(RuntimeTest, NanCheckFailsOnlyWhenEnabled) {
   auto build = [] {
     TestPlanBuilder b;
