@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "oneflow_lite/common/id.h"
+#include "oneflow_lite/common/thread_name.h"
 #include "oneflow_lite/device/device_context.h"
 #include "oneflow_lite/kernels/cpu/cpu_threads.h"
 #include "oneflow_lite/plan/plan_verifier.h"
@@ -18,8 +19,10 @@ namespace oflite {
 // to its receiver until all of them are finished or the run aborts.
 class Runtime::StreamThread {
  public:
-  StreamThread(Runtime* runtime, int64_t stream_key, std::unique_ptr<DeviceContext> device)
-      : runtime_(runtime), key_(stream_key), device_(std::move(device)) {
+  // `name`: the stream's label ("m0/cpu0/s0"), the thread's name for people.
+  StreamThread(Runtime* runtime, int64_t stream_key, std::string name,
+               std::unique_ptr<DeviceContext> device)
+      : runtime_(runtime), key_(stream_key), name_(std::move(name)), device_(std::move(device)) {
     env_.device = device_.get();
   }
 
@@ -39,7 +42,10 @@ class Runtime::StreamThread {
 
   void Start() {
     BuildLookup();
-    thread_ = std::thread([this] { Loop(); });
+    thread_ = std::thread([this] {
+      NameThisThread(name_);
+      Loop();
+    });
   }
   void Join() {
     if (thread_.joinable()) thread_.join();
@@ -93,6 +99,7 @@ class Runtime::StreamThread {
 
   Runtime* runtime_;
   const int64_t key_;
+  const std::string name_;
   Inbox inbox_;
   std::unique_ptr<DeviceContext> device_;
   ActorEnv env_;
@@ -321,7 +328,8 @@ Status Runtime::BuildActors(const Plan& plan) {
     StreamThread*& thread = by_key[key];
     if (thread == nullptr) {
       ASSIGN_OR_RETURN(std::unique_ptr<DeviceContext> device, CreateStreamContext(task.task_id()));
-      threads_.push_back(std::make_unique<StreamThread>(this, key, std::move(device)));
+      threads_.push_back(std::make_unique<StreamThread>(this, key, StreamLabel(task.task_id()),
+                                                        std::move(device)));
       thread = threads_.back().get();
       ActorEnv* env = thread->env();
       env->regsts = regsts_.get();

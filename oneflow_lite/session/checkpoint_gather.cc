@@ -6,6 +6,7 @@
 
 #include "oneflow_lite/common/little_endian.h"
 #include "oneflow_lite/common/nd_sbp_view.h"
+#include "oneflow_lite/common/thread_name.h"
 #include "oneflow_lite/runtime/variable_stores.h"
 
 namespace oflite {
@@ -187,7 +188,10 @@ GatheredCheckpointStore::GatheredCheckpointStore(VariableStore* inner, Options o
     if (owned.machine == options_.rank) mine_.insert(key);
     if (options_.rank == 0 && owned.machine != 0) senders_[owned.machine].insert(key);
   }
-  worker_ = std::thread([this] { WorkerLoop(); });
+  worker_ = std::thread([this] {
+    NameThisThread("oflite-ckpt");
+    WorkerLoop();
+  });
 }
 
 GatheredCheckpointStore::~GatheredCheckpointStore() {

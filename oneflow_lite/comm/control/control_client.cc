@@ -8,6 +8,7 @@
 
 #include "oneflow_lite/comm/control/channel.h"
 #include "oneflow_lite/comm/socket_util.h"
+#include "oneflow_lite/common/thread_name.h"
 
 namespace oflite {
 namespace comm {
@@ -98,7 +99,10 @@ StatusOr<std::unique_ptr<ControlClient>> ControlClient::Connect(
     }
     if (options.heartbeat_interval.count() > 0) {
       ControlClient* self = client.get();
-      client->heartbeat_ = std::thread([self] { self->HeartbeatLoop(); });
+      client->heartbeat_ = std::thread([self] {
+        NameThisThread("oflite-beat");
+        self->HeartbeatLoop();
+      });
     }
     return client;
   }

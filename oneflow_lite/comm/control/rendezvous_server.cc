@@ -11,6 +11,7 @@
 
 #include "oneflow_lite/comm/control/channel.h"
 #include "oneflow_lite/comm/socket_util.h"
+#include "oneflow_lite/common/thread_name.h"
 
 namespace oflite {
 namespace comm {
@@ -81,7 +82,10 @@ StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(
   server->port_ = options.port;
   ASSIGN_OR_RETURN(server->listen_fd_, ListenTcp(options.host, &server->port_));
   server->front_door_thread_ =
-      std::thread([s = server.get()] { s->FrontDoorLoop(); });
+      std::thread([s = server.get()] {
+        NameThisThread("oflite-rdzv");
+        s->FrontDoorLoop();
+      });
   return server;
 }
 

@@ -10,6 +10,7 @@
 #include "oneflow_lite/comm/ibverbs/ibverbs_transport_impl.h"
 #include "oneflow_lite/comm/spin_wait.h"
 #include "oneflow_lite/comm/verbs_api/verbs_library.h"
+#include "oneflow_lite/common/thread_name.h"
 
 namespace oflite {
 namespace comm {
@@ -134,7 +135,10 @@ Status IbverbsTransport::Initialize() {
                                   device_->name(), " failed: ",
                                   std::strerror(errno));
   }
-  progress_ = std::thread([this] { RunProgress(); });
+  progress_ = std::thread([this] {
+    NameThisThread("oflite-verbs");
+    RunProgress();
+  });
   LOG(INFO) << "ibverbs transport rank " << settings_.rank << " on "
             << device_->name() << " port " << int(device_->port()) << " ("
             << (device_->is_ethernet() ? "RoCE" : "InfiniBand")

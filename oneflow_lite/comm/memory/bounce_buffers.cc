@@ -6,6 +6,7 @@
 #include <deque>
 
 #include "oneflow_lite/comm/wire.h"
+#include "oneflow_lite/common/thread_name.h"
 
 namespace oflite {
 namespace comm {
@@ -118,7 +119,10 @@ StatusOr<std::unique_ptr<BounceStreams>> BounceStreams::Create(
                      [raw](int peer, const void* data, size_t size) {
                        raw->OnRelease(peer, data, size);
                      });
-  streams->monitor_ = std::thread([raw] { raw->Monitor(); });
+  streams->monitor_ = std::thread([raw] {
+    NameThisThread("oflite-bounce");
+    raw->Monitor();
+  });
   return streams;
 }
 

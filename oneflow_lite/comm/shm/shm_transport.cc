@@ -15,6 +15,7 @@
 #include "oneflow_lite/comm/caller_progress.h"
 #include "oneflow_lite/comm/shm/shm_transport_impl.h"
 #include "oneflow_lite/comm/spin_wait.h"
+#include "oneflow_lite/common/thread_name.h"
 
 namespace oflite {
 namespace comm {
@@ -72,7 +73,10 @@ Status ShmTransportImpl::Start() {
   if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, doorbell_fd_, &event) != 0) {
     return UnavailableError("shm transport: epoll_ctl: ", std::strerror(errno));
   }
-  progress_thread_ = std::thread([this] { ProgressLoop(); });
+  progress_thread_ = std::thread([this] {
+    NameThisThread("oflite-shm");
+    ProgressLoop();
+  });
   return Status::OK();
 }
 

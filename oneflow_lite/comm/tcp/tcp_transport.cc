@@ -23,6 +23,7 @@
 #include "oneflow_lite/comm/spin_wait.h"
 #include "oneflow_lite/comm/tcp/tcp_transport_impl.h"
 #include "oneflow_lite/comm/wire.h"
+#include "oneflow_lite/common/thread_name.h"
 
 namespace oflite {
 namespace comm {
@@ -122,7 +123,10 @@ Status TcpTransportImpl::Start() {
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &event);
   event.data.ptr = &wake_fd_;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &event);
-  progress_thread_ = std::thread([this] { ProgressLoop(); });
+  progress_thread_ = std::thread([this] {
+    NameThisThread("oflite-tcp");
+    ProgressLoop();
+  });
   return Status::OK();
 }
 

@@ -1,5 +1,6 @@
 #include "oneflow_lite/device/cuda/cuda_completion_queue.h"
 
+#include "oneflow_lite/common/thread_name.h"
 #include <sstream>
 
 namespace oflite {
@@ -12,7 +13,10 @@ StatusOr<std::unique_ptr<CudaCompletionQueue>> CudaCompletionQueue::Create(
                                 count, " CUDA device(s))");
   }
   std::unique_ptr<CudaCompletionQueue> queue(new CudaCompletionQueue(device_index, poll_interval));
-  queue->poller_ = std::thread([q = queue.get()] { q->PollLoop(); });
+  queue->poller_ = std::thread([q = queue.get()] {
+    NameThisThread("oflite-cudacq");
+    q->PollLoop();
+  });
   return queue;
 }
 

@@ -6,6 +6,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include "oneflow_lite/common/thread_name.h"
 #include "oneflow_lite/runtime/commnet/commnet_actors.h"
 
 namespace oflite {
@@ -79,7 +80,10 @@ StatusOr<std::unique_ptr<MultiMachineSession>> MultiMachineSession::Start(
   net.on_peer_error = [self](int peer, const Status& status) { self->OnPeerLost(peer, status); };
   net.provider = options.provider;
   net.after_join = options.after_join;
-  session->fatal_thread_ = std::thread([self] { self->FatalLoop(); });
+  session->fatal_thread_ = std::thread([self] {
+    NameThisThread("oflite-fatal");
+    self->FatalLoop();
+  });
   int failed_peer = -1;
   StatusOr<std::unique_ptr<comm::CommNet>> started = comm::CommNet::Start(net, &failed_peer);
   if (!started.ok()) {

@@ -1,5 +1,6 @@
 #include "oneflow_lite/runtime/commnet/ring_worker.h"
 
+#include "oneflow_lite/common/thread_name.h"
 #include <algorithm>
 
 namespace oflite {
@@ -35,7 +36,10 @@ void RingWorker::Start(int64_t piece, std::function<void()> done) {
     finished_ = false;
   }
   if (!thread_.joinable()) {
-    thread_ = std::thread([this] { Loop(); });
+    thread_ = std::thread([this] {
+      NameThisThread("oflite-coll");
+      Loop();
+    });
   } else {
     changed_.notify_all();
   }
