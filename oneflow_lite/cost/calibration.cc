@@ -24,7 +24,8 @@ Status ValidateCalibration(const Calibration& calibration, const std::string& so
   }
   const RuntimeCost& rt = calibration.runtime();
   if (BadTime(rt.act_us()) || BadTime(rt.message_us()) || BadTime(rt.copy_gbyte_per_s()) ||
-      BadTime(rt.in_situ_act_us())) {
+      BadTime(rt.in_situ_act_us()) || BadTime(rt.busy_core_wakeup_us()) ||
+      BadTime(rt.core_slice_us())) {
     return InvalidArgumentError("calibration '", source,
                                 "': runtime has a negative or non-finite figure");
   }

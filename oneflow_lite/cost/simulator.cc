@@ -24,24 +24,41 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Work or bytes shared by whoever is on a resource at once: item i advances
 // at min(cap_i, capacity * weight_i / sum of weights) units per us.
+//
+// Cores with a time slice (SetSlice, RuntimeCost.core_slice_us): while more
+// threads compute than there are cores, the kernel's scheduler does not
+// share a core fluidly but runs its compute threads in turns of about one
+// slice each (4 ms on the 2-core VM: two spinning threads pinned to one
+// core alternate every 4.0 ms). So compute items of an "owner" (a thread)
+// advance only while the owner holds a turn; an owner keeps it until its
+// slice is used up or it stops computing (after a short grace, since a
+// stream thread whose next act follows at once never gives the core
+// away), and waiting owners get turns in arrival order. Two ranks sharing
+// a core thereby run up to a slice apart, and a collective between them
+// waits for the one that is off its core: what fluid sharing misses.
+// Items without an owner (a transport's byte work) always share fluidly.
 class SharedResource {
  public:
   using Done = std::function<void(double now)>;
+  using Scheduler = std::function<void(double, std::function<void(double)>)>;
   explicit SharedResource(double capacity) : capacity_(capacity) {}
+
+  // Turns of `slice_us` for owned compute items; 0 (the default): fluid.
+  void SetSlice(double slice_us) { slice_ = slice_us > 0 ? slice_us : 0; }
 
   // Adds an item of `amount` units; `done` runs (through `schedule`) when it
   // is through. Returns nothing: completion is an event.
   // `compute`: an act of a thread (not a transport's byte work), what
-  // WhenNotComputing waits for.
+  // WhenNotComputing waits for; `owner`: that thread (>= 0), for turns.
   void Add(double now, double amount, double cap, double weight, Done done,
-           const std::function<void(double, std::function<void(double)>)>& schedule,
-           bool compute = false) {
+           const Scheduler& schedule, bool compute = false, int owner = -1) {
     Advance(now);
     Item item;
     item.remaining = amount;
     item.cap = cap;
     item.weight = weight;
     item.compute = compute;
+    item.owner = compute ? owner : -1;
     item.done = std::move(done);
     items_[next_id_++] = std::move(item);
     Reschedule(now, schedule);
@@ -63,6 +80,7 @@ class SharedResource {
   }
 
  private:
+  struct Item;
   static void Fire(const std::shared_ptr<Done>& waiter, double t) {
     if (!*waiter) return;  // fired already
     Done ready = std::move(*waiter);
@@ -72,8 +90,71 @@ class SharedResource {
 
   double Computing() const {
     double computing = 0;
-    for (const auto& [id, item] : items_) computing += item.compute ? 1 : 0;
+    for (const auto& [id, item] : items_) computing += item.compute && Runs(item) ? 1 : 0;
     return computing;
+  }
+
+  bool Sliced() const { return slice_ > 0 && !std::isinf(capacity_); }
+  // Whether `item` advances now (not an owned compute item off its turn).
+  bool Runs(const Item& item) const {
+    return !Sliced() || item.owner < 0 || turns_.count(item.owner) != 0;
+  }
+
+  // Brings the turns up to date with the items: owners that stopped
+  // computing (beyond the grace) give their turn up, new ones queue, free
+  // cores go to the queue's front, and the next turn's end is scheduled.
+  void UpdateTurns(double now, const Scheduler& schedule) {
+    if (!Sliced()) return;
+    std::set<int> computing;
+    for (const auto& [id, item] : items_) {
+      if (item.owner >= 0) computing.insert(item.owner);
+    }
+    for (auto it = turns_.begin(); it != turns_.end();) {
+      Turn& turn = it->second;
+      if (computing.count(it->first) != 0) {
+        turn.idle_since = -1;
+        ++it;
+      } else if (turn.idle_since < 0) {
+        turn.idle_since = now;  // give it up after the grace, if still idle
+        schedule(now + kTurnGrace, [this, schedule](double t) {
+          Advance(t);
+          Reschedule(t, schedule);
+        });
+        ++it;
+      } else if (now - turn.idle_since >= kTurnGrace) {
+        it = turns_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    waiting_.erase(std::remove_if(waiting_.begin(), waiting_.end(),
+                                  [&](int owner) { return computing.count(owner) == 0; }),
+                   waiting_.end());
+    for (int owner : computing) {
+      if (turns_.count(owner) == 0 &&
+          std::find(waiting_.begin(), waiting_.end(), owner) == waiting_.end()) {
+        waiting_.push_back(owner);
+      }
+    }
+    while (static_cast<double>(turns_.size()) < capacity_ && !waiting_.empty()) {
+      turns_[waiting_.front()] = Turn{now, -1};
+      waiting_.pop_front();
+    }
+    if (waiting_.empty()) return;
+    // The turn that began first ends first; its owner queues again.
+    auto first = std::min_element(turns_.begin(), turns_.end(), [](const auto& a, const auto& b) {
+      return a.second.began < b.second.began;
+    });
+    const int owner = first->first;
+    const double began = first->second.began;
+    schedule(std::max(now, began + slice_), [this, owner, began, schedule](double t) {
+      auto it = turns_.find(owner);
+      if (it == turns_.end() || it->second.began != began || waiting_.empty()) return;
+      Advance(t);
+      turns_.erase(it);
+      waiting_.push_back(owner);
+      Reschedule(t, schedule);
+    });
   }
 
   // After an item ended (and whatever its end started at that instant):
@@ -92,9 +173,17 @@ class SharedResource {
     double weight = 1;
     double rate = 0;
     bool compute = false;
+    int owner = -1;
     uint64_t version = 0;
     Done done;
   };
+  struct Turn {
+    double began = 0;
+    double idle_since = -1;  // < 0: computing
+  };
+  // How long an owner with its turn may go without a compute item and keep
+  // it (its next act starting at once, through the runtime's messages).
+  static constexpr double kTurnGrace = 5;
 
   void Advance(double now) {
     double dt = now - last_;
@@ -104,14 +193,15 @@ class SharedResource {
     last_ = now;
   }
 
-  void Reschedule(double now,
-                  const std::function<void(double, std::function<void(double)>)>& schedule) {
+  void Reschedule(double now, const Scheduler& schedule) {
+    UpdateTurns(now, schedule);
     double weights = 0;
-    for (auto& [id, item] : items_) weights += item.weight;
+    for (auto& [id, item] : items_) weights += Runs(item) ? item.weight : 0;
     for (auto& [id, item] : items_) {
       double share = std::isinf(capacity_) ? kInf : capacity_ * item.weight / weights;
-      item.rate = std::min(item.cap, share);
+      item.rate = Runs(item) ? std::min(item.cap, share) : 0;
       ++item.version;
+      if (item.rate <= 0 && item.remaining > 0) continue;  // off its turn: no end yet
       double finish = item.remaining <= 0 ? now
                       : std::isinf(item.rate) ? now
                                               : now + item.remaining / item.rate;
@@ -135,6 +225,9 @@ class SharedResource {
   uint64_t next_id_ = 0;
   std::map<uint64_t, Item> items_;
   std::vector<std::shared_ptr<Done>> waiters_;  // of WhenNotComputing
+  double slice_ = 0;          // SetSlice; 0: fluid
+  std::map<int, Turn> turns_;  // owners on a core now
+  std::deque<int> waiting_;    // owners computing without a core, first come first
 };
 
 struct Readable {
@@ -417,6 +510,7 @@ Status Simulation::BuildCpuGroups() {
   for (auto& [root, set] : union_cores) {
     group_index[root] = static_cast<int>(cpu_groups_.size());
     cpu_groups_.push_back(std::make_unique<SharedResource>(static_cast<double>(set.size())));
+    cpu_groups_.back()->SetSlice(tables_.runtime().core_slice_us());
   }
   for (int64_t id : ids) machine_group_[id] = group_index[find(id)];
   return Status::OK();
@@ -660,7 +754,7 @@ void Simulation::StartWork(int t, const Work& work, double now) {
                                    [this](double at, std::function<void(double)> fn) {
                                      Schedule(at, std::move(fn));
                                    },
-                                   /*compute=*/true);
+                                   /*compute=*/true, /*owner=*/t);
   } else {
     Schedule(now + us, done);
   }

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <numeric>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "oneflow_lite/comm/launch/cpu_binding.h"
 #include "oneflow_lite/comm/spin_wait.h"
@@ -158,6 +160,54 @@ StatusOr<WakeupProfile> ProfileBusyCoreWakeup(const WakeupProfileOptions& option
   });
   probe.join();
   return result;
+}
+
+StatusOr<double> ProfileCoreSliceUs(const SliceProfileOptions& options) {
+  if (options.duration.count() < 10 || options.gap.count() < 1) {
+    return InvalidArgumentError("slice profile: duration ", options.duration.count(),
+                                " ms (want >= 10), gap ", options.gap.count(), " us (want >= 1)");
+  }
+  int cpu = options.cpu;
+  if (cpu < 0) {
+    const std::vector<std::vector<int>> cores = comm::AllowedCores();
+    if (cores.empty()) return UnavailableError("slice profile: no CPU in this process's affinity");
+    cpu = cores.front().front();
+  }
+  const int64_t gap_ns = options.gap.count() * 1000;
+  std::atomic<int> ready{0};
+  std::atomic<bool> bound_both{true};
+  std::vector<int64_t> runs[2];
+  auto spin = [&](int k) {
+    if (!BindThisThread(cpu).ok()) bound_both.store(false);
+    ready.fetch_add(1);
+    while (ready.load() < 2) {
+    }
+    const int64_t end = NowNs() + options.duration.count() * 1000000;
+    int64_t last = NowNs(), began = last;
+    while (last < end) {
+      const int64_t now = NowNs();
+      if (now - last > gap_ns) {  // the other thread had the CPU
+        runs[k].push_back(last - began);
+        began = now;
+      }
+      last = now;
+    }
+  };
+  std::thread a(spin, 0), b(spin, 1);
+  a.join();
+  b.join();
+  if (!bound_both.load()) return UnavailableError("slice profile: cannot bind to CPU ", cpu);
+  // The first run of each thread began before the other one spun.
+  std::vector<int64_t> all;
+  for (const std::vector<int64_t>& mine : runs) {
+    if (mine.size() > 1) all.insert(all.end(), mine.begin() + 1, mine.end());
+  }
+  if (all.size() < 8) {
+    return UnavailableError("slice profile: the two threads on CPU ", cpu, " took ", all.size(),
+                            " turns in ", options.duration.count(), " ms (want >= 8)");
+  }
+  std::nth_element(all.begin(), all.begin() + all.size() / 2, all.end());
+  return static_cast<double>(all[all.size() / 2]) / 1000.0;
 }
 
 }  // namespace profile

@@ -62,6 +62,23 @@ struct WakeupProfile {
 // figure.
 StatusOr<WakeupProfile> ProfileBusyCoreWakeup(const WakeupProfileOptions& options);
 
+// The scheduler's time slice between compute threads that share a core
+// (RuntimeCost.core_slice_us): ranks placed on one core do not run at half
+// speed each but in turns, so two ranks of one collective can be up to a
+// slice apart. The probe: two threads bound to the same CPU spin for
+// `duration`, each timing how long it ran between two gaps (stretches of
+// over `gap` without the CPU); the figure is the median of those runs.
+struct SliceProfileOptions {
+  std::chrono::milliseconds duration{400};
+  std::chrono::microseconds gap{50};
+  int cpu = -1;  // the CPU both threads use; -1: the first this process may run on
+};
+
+// Blocks for `duration`. Unavailable when a thread cannot be bound or the
+// threads never took turns (fewer than 8 runs: another CPU ran one of
+// them); InvalidArgument for bad options.
+StatusOr<double> ProfileCoreSliceUs(const SliceProfileOptions& options);
+
 }  // namespace profile
 }  // namespace oflite
 

@@ -45,6 +45,27 @@ TEST(SchedulerProfilerTest, MeasuresBothPhasesOnTwoCores) {
   EXPECT_DOUBLE_EQ(r->extra_us(), std::max(0.0, r->busy_us - r->idle_us));
 }
 
+TEST(SchedulerProfilerTest, SliceBadOptionsAreNamed) {
+  SliceProfileOptions options;
+  options.duration = std::chrono::milliseconds(1);
+  StatusOr<double> r = ProfileCoreSliceUs(options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status();
+  EXPECT_NE(r.status().message().find("duration 1 ms"), std::string::npos) << r.status();
+}
+
+// Two spinning threads on one CPU take turns: each run lasts some time,
+// below the probe's duration (a scheduler that never switched would leave
+// fewer than 8 runs: Unavailable, not a figure).
+TEST(SchedulerProfilerTest, TwoThreadsOnOneCpuTakeTurnsOfASlice) {
+  SliceProfileOptions options;
+  options.duration = std::chrono::milliseconds(200);
+  StatusOr<double> r = ProfileCoreSliceUs(options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(*r, 0);
+  EXPECT_LT(*r, 200e3 / 4);
+}
+
 }  // namespace
 }  // namespace profile
 }  // namespace oflite

@@ -406,6 +406,21 @@ void PrintRunSummary(const std::string& path, const InSituTrace& run,
 // computes (profile/scheduler_profiler.h), printed; 0 with a note when this
 // process may not use two cores (a taskset of one core: profile the
 // runtime on the cores the ranks will use).
+// The scheduler's slice between two compute threads on one core
+// (profile/scheduler_profiler.h), printed; 0 with a note when not measured.
+double CoreSliceUs() {
+  StatusOr<double> slice = profile::ProfileCoreSliceUs(profile::SliceProfileOptions{});
+  if (!slice.ok()) {
+    PrintNote("runtime: core_slice_us not measured (0: the simulator shares cores fluidly): " +
+              slice.status().message());
+    return 0;
+  }
+  std::printf("scheduler: two compute threads on one core take turns of %.0f us "
+              "(core_slice_us)\n",
+              *slice);
+  return *slice;
+}
+
 double BusyCoreWakeupUs() {
   StatusOr<profile::WakeupProfile> wakeup =
       profile::ProfileBusyCoreWakeup(profile::WakeupProfileOptions{});
@@ -627,6 +642,7 @@ int RunProfile(int argc, char** argv) {
       *calibration.mutable_runtime() = *runtime;
       calibration.mutable_runtime()->set_in_situ_act_us(kept);
       calibration.mutable_runtime()->set_busy_core_wakeup_us(BusyCoreWakeupUs());
+      calibration.mutable_runtime()->set_core_slice_us(CoreSliceUs());
       runtime_measured = true;
     } else {
       std::fprintf(stderr, "%s: runtime: %s\n", kProgram, runtime.status().message().c_str());
