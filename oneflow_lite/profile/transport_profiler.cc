@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -397,7 +398,8 @@ StatusOr<RankConfig> ParseRankFlags(int argc, char** argv) {
 
 // Rank 0's figures, one line each, flushed as they come so that a run cut
 // short still leaves what it measured:
-//   latency_us <us> | gbyte_per_s <GB/s> | point <algorithm> <ranks> <bytes> <us> | note <text>
+//   latency_us <us> | gbyte_per_s <GB/s> | cpu_ns_per_byte <ns> |
+//   point <algorithm> <ranks> <bytes> <us> | note <text>
 class ResultFile {
  public:
   ~ResultFile() {
@@ -525,20 +527,35 @@ Status MeasureLatency(const RankConfig& config, comm::CommNet* net, const RankCl
   return Status::OK();
 }
 
+// CPU seconds of this whole process so far (every thread).
+double ProcessCpuSeconds() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
 // One stream's throughput: rank 0 WRITEs `stream_bytes` at a time into
 // rank 1's registered buffer, a window of them in flight (as
 // comm_p2p_bench), at least 64 MiB per sample; the median of the samples.
 Status MeasureStream(const RankConfig& config, comm::CommNet* net, const comm::MemoryRegion& region,
                      const RankClock& clock, ResultFile* results) {
   comm::control::ControlClient* control = net->control();
+  const size_t size = static_cast<size_t>(config.stream_bytes);
+  const size_t total = std::max<size_t>(size * 8, size_t{64} << 20) / size * size;
   if (config.rank == 1) {
     RETURN_IF_ERROR(comm::control::PublishRemoteKey(control, "stream", region.remote_key()));
+    // The receiver's CPU over the timed samples (their bounds are rank 0's
+    // barriers), per byte received: its share of cpu_ns_per_byte.
+    RETURN_IF_ERROR(control->Barrier("stream-timed", clock.OpWait()));
+    const double cpu_start = ProcessCpuSeconds();
+    RETURN_IF_ERROR(control->Barrier("stream-timed-end", clock.OpWait()));
+    const double cpu_ns = (ProcessCpuSeconds() - cpu_start) * 1e9;
+    RETURN_IF_ERROR(control->Put(
+        "stream-cpu-1", std::to_string(cpu_ns / static_cast<double>(total * config.samples))));
   } else {
     ASSIGN_OR_RETURN(const comm::RemoteKey remote,
                      comm::control::FetchRemoteKey(control, "stream", 1, clock.OpWait()));
     ASSIGN_OR_RETURN(comm::Connection * link, net->transport()->GetConnection(1));
-    const size_t size = static_cast<size_t>(config.stream_bytes);
-    const size_t total = std::max<size_t>(size * 8, size_t{64} << 20) / size * size;
     const int window_limit = static_cast<int>(std::clamp<size_t>((16u << 20) / size, 2, 64));
     // Shared with the completions, which may outlive a timed-out wait.
     struct Window {
@@ -582,6 +599,8 @@ Status MeasureStream(const RankConfig& config, comm::CommNet* net, const comm::M
     };
     Status status = sample().status();  // warm-up
     std::vector<double> rates;
+    RETURN_IF_ERROR(control->Barrier("stream-timed", clock.OpWait()));
+    const double cpu_start = ProcessCpuSeconds();
     for (int i = 0; i < config.samples && status.ok(); ++i) {
       StatusOr<double> rate = sample();
       if (rate.ok()) {
@@ -590,8 +609,18 @@ Status MeasureStream(const RankConfig& config, comm::CommNet* net, const comm::M
         status = rate.status();
       }
     }
+    const double cpu_ns = (ProcessCpuSeconds() - cpu_start) * 1e9;
+    RETURN_IF_ERROR(control->Barrier("stream-timed-end", clock.OpWait()));
     RETURN_IF_ERROR(status.WithContext("stream of " + SizeName(config.stream_bytes) + " WRITEs"));
     results->Figure("gbyte_per_s", Median(rates));
+    // CPU per byte: each end's process CPU (all its threads: the poster, the
+    // transport's progress thread, its polling) over the bytes it moved;
+    // the simulator charges it at both ends, so the larger of the two.
+    StatusOr<std::string> peer = control->Get("stream-cpu-1", clock.OpWait(), 1);
+    const double sent_ns = cpu_ns / static_cast<double>(total * config.samples);
+    double received_ns = 0;
+    if (peer.ok()) received_ns = std::strtod(peer->c_str(), nullptr);
+    results->Figure("cpu_ns_per_byte", std::max(sent_ns, received_ns));
   }
   return control->Barrier("stream-end", clock.OpWait());
 }
@@ -893,6 +922,7 @@ struct Point {
 struct RunFigures {
   double latency_us = 0;
   double gbyte_per_s = 0;
+  double cpu_ns_per_byte = 0;  // 0: not measured
   std::vector<Point> points;
   int lines = 0;  // figures and notes read
 };
@@ -915,10 +945,14 @@ RunFigures ReadResults(const std::string& path, const RunSpec& spec, const Profi
       continue;
     }
     bool good = false;
-    if (kind == "latency_us" || kind == "gbyte_per_s") {
+    if (kind == "latency_us" || kind == "gbyte_per_s" || kind == "cpu_ns_per_byte") {
       double value = 0;
       good = static_cast<bool>(fields >> value) && Positive(value);
-      if (good) (kind == "latency_us" ? figures.latency_us : figures.gbyte_per_s) = value;
+      if (good) {
+        (kind == "latency_us"    ? figures.latency_us
+         : kind == "gbyte_per_s" ? figures.gbyte_per_s
+                                 : figures.cpu_ns_per_byte) = value;
+      }
     } else if (kind == "point") {
       int algorithm = 0;
       Point point{};
@@ -1237,6 +1271,7 @@ StatusOr<std::vector<TransportCost>> ProfileTransports(const TransportProfileOpt
     if (spec.p2p) {
       total.latency_us = figures.latency_us;
       total.gbyte_per_s = figures.gbyte_per_s;
+      total.cpu_ns_per_byte = figures.cpu_ns_per_byte;
     }
     total.points.insert(total.points.end(), figures.points.begin(), figures.points.end());
   }
@@ -1248,6 +1283,7 @@ StatusOr<std::vector<TransportCost>> ProfileTransports(const TransportProfileOpt
     cost.set_name(transport);
     cost.set_latency_us(figures.latency_us);
     cost.set_gbyte_per_s(figures.gbyte_per_s);
+    cost.set_cpu_ns_per_byte(figures.cpu_ns_per_byte);
     // Said only of a transport that is kept (one left out gets one note).
     std::vector<std::string> missing;
     if (figures.latency_us <= 0) missing.push_back(transport + ": latency not measured");

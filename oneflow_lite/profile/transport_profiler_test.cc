@@ -6,9 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace oflite {
@@ -170,10 +172,17 @@ TEST(ProfileTransportsTest, TcpAndShmBetweenTwoProcesses) {
   EXPECT_EQ((*costs)[0].name(), "tcp");
   EXPECT_EQ((*costs)[1].name(), "shm");
   for (const TransportCost& cost : *costs) {
-    std::fprintf(stderr, "%s: latency %.2f us, stream %.2f GB/s\n", cost.name().c_str(),
-                 cost.latency_us(), cost.gbyte_per_s());
+    std::fprintf(stderr, "%s: latency %.2f us, stream %.2f GB/s, %.3f CPU ns per byte\n",
+                 cost.name().c_str(), cost.latency_us(), cost.gbyte_per_s(),
+                 cost.cpu_ns_per_byte());
     EXPECT_TRUE(PositiveFinite(cost.latency_us())) << cost.name();
     EXPECT_TRUE(PositiveFinite(cost.gbyte_per_s())) << cost.name();
+    // Moving a byte costs an end some CPU, and no more than all the CPUs
+    // it may use for the byte's share of the stream's time (with a margin:
+    // the CPU window also holds two barriers, the rate is a median).
+    EXPECT_TRUE(PositiveFinite(cost.cpu_ns_per_byte())) << cost.name();
+    const double cpus = std::max(1u, std::thread::hardware_concurrency());
+    EXPECT_LT(cost.cpu_ns_per_byte(), 1.5 * cpus / cost.gbyte_per_s()) << cost.name();
     ExpectCurves(cost, {2}, options.bytes);
   }
   EXPECT_TRUE(notes.empty()) << Join(notes);
