@@ -32,22 +32,19 @@ int64_t FirstNonFinite(const Blob& blob) {
   return -1;
 }
 
-}  // namespace
-
-namespace {
+// The register of `desc_id` in the act (the produced copy before the
+// consumed one), or null.
+Regst* FindActRegst(int64_t desc_id, const ActContext& context) {
+  auto produced = context.produced.find(desc_id);
+  if (produced != context.produced.end()) return produced->second;
+  auto consumed = context.consumed.find(desc_id);
+  return consumed != context.consumed.end() ? consumed->second : nullptr;
+}
 
 // ResolveBinding without a StatusOr on the act's path: null where it would
-// fail (the caller asks ResolveBinding for the error then).
+// fail (ResolveBinding then says why).
 Blob* FindBoundBlob(const BlobBinding& binding, const ActContext& context) {
-  const int64_t desc_id = binding.regst_desc_id();
-  auto produced = context.produced.find(desc_id);
-  Regst* regst = nullptr;
-  if (produced != context.produced.end()) {
-    regst = produced->second;
-  } else {
-    auto consumed = context.consumed.find(desc_id);
-    if (consumed != context.consumed.end()) regst = consumed->second;
-  }
+  Regst* regst = FindActRegst(binding.regst_desc_id(), context);
   const int index = binding.blob_index();
   if (regst == nullptr || index < 0 || index >= static_cast<int>(regst->blobs.size())) {
     return nullptr;
@@ -58,21 +55,14 @@ Blob* FindBoundBlob(const BlobBinding& binding, const ActContext& context) {
 }  // namespace
 
 StatusOr<Blob*> ResolveBinding(const BlobBinding& binding, ActContext* context) {
-  Regst* regst = nullptr;
-  auto consumed = context->consumed.find(binding.regst_desc_id());
-  if (consumed != context->consumed.end()) regst = consumed->second;
-  auto produced = context->produced.find(binding.regst_desc_id());
-  if (produced != context->produced.end()) regst = produced->second;
-  if (regst == nullptr) {
+  if (Blob* blob = FindBoundBlob(binding, *context)) return blob;
+  if (FindActRegst(binding.regst_desc_id(), *context) == nullptr) {
     return InvalidArgumentError("arg '", binding.arg(), "' is bound to register ",
                                 binding.regst_desc_id(),
                                 " which the task neither consumes nor produces");
   }
-  if (binding.blob_index() < 0 || binding.blob_index() >= static_cast<int>(regst->blobs.size())) {
-    return InvalidArgumentError("arg '", binding.arg(), "': no blob ", binding.blob_index(),
-                                " in register ", binding.regst_desc_id());
-  }
-  return &regst->blobs[binding.blob_index()];
+  return InvalidArgumentError("arg '", binding.arg(), "': no blob ", binding.blob_index(),
+                              " in register ", binding.regst_desc_id());
 }
 
 StatusOr<std::unique_ptr<KernelRunner>> KernelRunner::Create(const TaskProto& task,
