@@ -96,6 +96,17 @@ CollectiveConf ChooseCollective(const BoxingConf& boxing, int64_t machine_count,
   return conf;
 }
 
+std::vector<CollectiveAlgorithm> PartialSumCandidates(CollectiveAlgorithm ring, int64_t ranks) {
+  std::vector<CollectiveAlgorithm> candidates = {ring, COLLECTIVE_EXCHANGE_ALL_REDUCE};
+  if (ranks >= 4 && (ranks & (ranks - 1)) == 0) {
+    candidates.push_back(COLLECTIVE_DOUBLING_ALL_REDUCE);
+  }
+  if (ranks >= 3 && ring == COLLECTIVE_RING_ALL_REDUCE) {
+    candidates.push_back(COLLECTIVE_SCATTER_GATHER_ALL_REDUCE);
+  }
+  return candidates;
+}
+
 CollectiveConf ChooseCollective(const BoxingConf& boxing, int64_t machine_count,
                                 int64_t exchange_max_bytes, const CollectiveTimeFn& time_of) {
   CollectiveConf rule = ChooseCollective(boxing, machine_count, exchange_max_bytes);
@@ -105,14 +116,9 @@ CollectiveConf ChooseCollective(const BoxingConf& boxing, int64_t machine_count,
   const int64_t n = boxing.ring_task_id_size();
   const int64_t bytes = logical.ByteSize();
   const CollectiveAlgorithm ring = RingAlgorithm(boxing, logical, n);
-  std::vector<CollectiveAlgorithm> candidates = {ring, COLLECTIVE_EXCHANGE_ALL_REDUCE};
-  if (n >= 4 && (n & (n - 1)) == 0) candidates.push_back(COLLECTIVE_DOUBLING_ALL_REDUCE);
-  if (n >= 3 && ring == COLLECTIVE_RING_ALL_REDUCE) {
-    candidates.push_back(COLLECTIVE_SCATTER_GATHER_ALL_REDUCE);
-  }
   CollectiveAlgorithm best = COLLECTIVE_UNSET;
   double best_us = 0;
-  for (CollectiveAlgorithm a : candidates) {
+  for (CollectiveAlgorithm a : PartialSumCandidates(ring, n)) {
     double us = time_of(a, n, bytes);
     if (us < 0) continue;
     if (best == COLLECTIVE_UNSET || us < best_us) {

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "oneflow_lite/common/tensor.h"
 #include "proto/plan.pb.h"
@@ -50,6 +51,14 @@ using CollectiveTimeFn = std::function<double(CollectiveAlgorithm, int64_t ranks
 // the size rule decides when `time_of` knows none of them.
 CollectiveConf ChooseCollective(const BoxingConf& boxing, int64_t machine_count,
                                 int64_t exchange_max_bytes, const CollectiveTimeFn& time_of);
+
+// The algorithms a partial-sum conversion whose ring algorithm is `ring`
+// may take over `ranks` ring tasks, the ones the calibrated choice above
+// compares: the ring, the exchange (pairwise at 2 ranks), recursive
+// doubling on power-of-2 rings of 4 or more, scatter-gather from 3 ranks
+// when the ring is an all-reduce. Also for benchmarks that show the
+// compiler's choice.
+std::vector<CollectiveAlgorithm> PartialSumCandidates(CollectiveAlgorithm ring, int64_t ranks);
 
 // True when, for every rank r of `ring_size`, r's balanced axis-0 range of
 // `logical` is the ring's flat segment r.

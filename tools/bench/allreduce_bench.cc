@@ -12,6 +12,8 @@
 //       [--repeats=5] [--min_bytes=4096] [--max_bytes=67108864]
 //       [--comm=tcp,shm] [--gloo=1] [--shm_spin_us=N]
 //       [--shm_inline_bytes=N] [--shm_caller_poll=0|1] [--ring_poll=0|1]
+//       [--calibration=C: the plan column as oflite compile --calibration C
+//       chooses]
 //       [--help: every flag]
 //
 // One rank per host (e.g. per network namespace, tests/netns/netns.sh run):
@@ -50,7 +52,10 @@
 
 #include "oneflow_lite/comm/collective/exchange.h"
 #include "oneflow_lite/comm/collective/ring.h"
+#include "oneflow_lite/common/proto_io.h"
 #include "oneflow_lite/common/ring_segments.h"
+#include "oneflow_lite/compiler/collective_choice.h"
+#include "oneflow_lite/cost/calibration.h"
 #include "oneflow_lite/comm/control/connect.h"
 #include "oneflow_lite/comm/control/rendezvous_server.h"
 #include "oneflow_lite/runtime/commnet/multi_machine.h"
@@ -73,7 +78,8 @@ constexpr char kUsage[] =
     "per host (each its own process, e.g. in tests/netns/netns.sh run).\n"
     "Columns per provider: ring, exch (the exchange; recursive doubling at 2\n"
     "processes), rd (recursive doubling, 4 processes), sg (scatter-gather, 3 and 4\n"
-    "processes) and plan (what the compiler records for the size). The\n"
+    "processes) and plan (what the compiler records for the size; with --calibration,\n"
+    "what it records from that calibration's curves). The\n"
     "<provider>/peer column: the plan's figure against the best peer (tcp: Gloo's two\n"
     "and OpenMPI over TCP; shm: OpenMPI over vader). OpenMPI's column per transport:\n"
     "the better of MPI_Allreduce in place (ip) and out of place (oop), then which won;\n"
@@ -97,6 +103,9 @@ struct Config {
   // run sample by sample over each of `mpi_btls`; empty: no OpenMPI.
   std::string mpi_bench;
   std::vector<std::string> mpi_btls;
+  // --calibration: the plan column's algorithm comes from these tables'
+  // curves (PlannedAlgorithm); null: the compiler's size rule.
+  std::shared_ptr<cost::CostTables> tables;
   // --mpi_variant: which MPI_Allreduce variants each OpenMPI sample times
   // (kMpiInPlace, kMpiOutOfPlace).
   std::vector<int> mpi_variants;
@@ -189,21 +198,68 @@ int MpiWinner(const Row& row, size_t b) {
   return winner;
 }
 
-// The algorithm the compiler records for a P -> B of this size
-// (common/ring_segments.h, UseDoublingAllReduce, UseScatterGatherAllReduce,
-// UseExchangeAllReduce): the
-// "plan" column, and what the <provider>/peer column holds against the best
-// peer.
-const Timing& Planned(const Row& row, size_t provider, int world) {
+// The timing of `algorithm` in `row` for `provider`, or null for one the
+// bench does not run.
+const Timing* TimingOf(const Row& row, size_t provider, CollectiveAlgorithm algorithm) {
+  switch (algorithm) {
+    case COLLECTIVE_RING_ALL_REDUCE: return &row.ring[provider];
+    case COLLECTIVE_EXCHANGE_ALL_REDUCE: return &row.exchange[provider];
+    case COLLECTIVE_DOUBLING_ALL_REDUCE: return &row.doubling[provider];
+    case COLLECTIVE_SCATTER_GATHER_ALL_REDUCE: return &row.scatter_gather[provider];
+    default: return nullptr;
+  }
+}
+
+// The algorithm the compiler records for a P -> B of this size: without
+// --calibration its size rule (common/ring_segments.h, UseDoublingAllReduce,
+// UseScatterGatherAllReduce, UseExchangeAllReduce); with it, the candidate
+// the calibration's curves of the provider predict fastest
+// (compiler::ChooseCollective with `oflite compile --calibration`; one
+// host, so no link term), among those this row timed. The "plan" column,
+// and what the <provider>/peer column holds against the best peer.
+CollectiveAlgorithm PlannedAlgorithm(const Config& config, const Row& row, size_t provider,
+                                     int world) {
+  const TransportCost* transport =
+      config.tables ? config.tables->transport(config.providers[provider]) : nullptr;
+  if (transport != nullptr) {
+    CollectiveAlgorithm best = COLLECTIVE_UNSET;
+    double best_us = 0;
+    for (CollectiveAlgorithm a :
+         compiler::PartialSumCandidates(COLLECTIVE_RING_ALL_REDUCE, world)) {
+      const Timing* timing = TimingOf(row, provider, a);
+      if (timing == nullptr || timing->seconds <= 0) continue;
+      const double us = cost::PredictCollectiveUs(*config.tables, transport, LinkSpec(), a, world,
+                                                  static_cast<int64_t>(row.bytes));
+      if (us >= 0 && (best == COLLECTIVE_UNSET || us < best_us)) {
+        best = a;
+        best_us = us;
+      }
+    }
+    if (best != COLLECTIVE_UNSET) return best;
+  }
   if (UseDoublingAllReduce(row.bytes, world) && row.doubling[provider].seconds > 0) {
-    return row.doubling[provider];
+    return COLLECTIVE_DOUBLING_ALL_REDUCE;
   }
   if (UseScatterGatherAllReduce(row.bytes, world) && row.scatter_gather[provider].seconds > 0) {
-    return row.scatter_gather[provider];
+    return COLLECTIVE_SCATTER_GATHER_ALL_REDUCE;
   }
   return UseExchangeAllReduce(row.bytes, world) && row.exchange[provider].seconds > 0
-             ? row.exchange[provider]
-             : row.ring[provider];
+             ? COLLECTIVE_EXCHANGE_ALL_REDUCE
+             : COLLECTIVE_RING_ALL_REDUCE;
+}
+
+const Timing& Planned(const Config& config, const Row& row, size_t provider, int world) {
+  return *TimingOf(row, provider, PlannedAlgorithm(config, row, provider, world));
+}
+
+// The plan column's algorithm, as the table's column heads name it.
+const char* ShortName(CollectiveAlgorithm algorithm) {
+  switch (algorithm) {
+    case COLLECTIVE_EXCHANGE_ALL_REDUCE: return "exch";
+    case COLLECTIVE_DOUBLING_ALL_REDUCE: return "rd";
+    case COLLECTIVE_SCATTER_GATHER_ALL_REDUCE: return "sg";
+    default: return "ring";
+  }
 }
 
 // The best peer figure a provider's plan is held against: for tcp the
@@ -256,7 +312,7 @@ void PrintRows(int world, const Config& config, const std::vector<Row>& rows) {
   for (const Row& row : rows) {
     std::printf("%-8s", SizeName(row.bytes).c_str());
     for (size_t i = 0; i < row.ring.size(); ++i) {
-      const double plan = BusBandwidth(world, row.bytes, Planned(row, i, world).seconds);
+      const double plan = BusBandwidth(world, row.bytes, Planned(config, row, i, world).seconds);
       // A Timing of 0 s was not timed: "-".
       auto print = [&](const Timing& timing) {
         if (timing.seconds > 0) {
@@ -284,7 +340,7 @@ void PrintRows(int world, const Config& config, const std::vector<Row>& rows) {
       }
     }
     for (size_t i = 0; i < row.ring.size(); ++i) {
-      const double plan = BusBandwidth(world, row.bytes, Planned(row, i, world).seconds);
+      const double plan = BusBandwidth(world, row.bytes, Planned(config, row, i, world).seconds);
       const double peer = PeerBest(config, row, config.providers[i], world);
       if (peer > 0) {
         std::printf(" %9.0f%%", 100.0 * plan / peer);
@@ -304,7 +360,21 @@ void PrintRows(int world, const Config& config, const std::vector<Row>& rows) {
   for (const Row& row : rows) {
     std::printf("%-8s", SizeName(row.bytes).c_str());
     for (size_t i = 0; i < row.ring.size(); ++i) {
-      std::printf(" %14.1f", Planned(row, i, world).cpu_seconds * 1e6);
+      std::printf(" %14.1f", Planned(config, row, i, world).cpu_seconds * 1e6);
+    }
+    std::printf("\n");
+  }
+  std::printf("The plan's algorithm (%s)\n",
+              config.tables ? "the calibration's fastest prediction" : "the size rule");
+  std::printf("%-8s", "size");
+  for (const std::string& provider : config.providers) {
+    std::printf(" %14s", ("CommNet " + provider).c_str());
+  }
+  std::printf("\n");
+  for (const Row& row : rows) {
+    std::printf("%-8s", SizeName(row.bytes).c_str());
+    for (size_t i = 0; i < row.ring.size(); ++i) {
+      std::printf(" %14s", ShortName(PlannedAlgorithm(config, row, i, world)));
     }
     std::printf("\n");
   }
@@ -589,6 +659,10 @@ std::vector<cli::FlagSpec> FlagSpecs() {
        "its MPI_Allreduce variants: both (each sample times in place and out of place; "
        "the better counts), in_place or out_of_place",
        false, "both"},
+      {"calibration",
+       "a calibration (oflite profile): the plan column takes the algorithm its curves "
+       "predict fastest per provider, as oflite compile --calibration does (default: the "
+       "compiler's size rule)"},
       {"addrs", "one rank per host: every rank's address, comma-separated (world = their count)"},
       {"rank",
        "with --addrs: this process's rank; listens on its address (rank 0 serves "
@@ -624,6 +698,14 @@ StatusOr<Options> ReadOptions(const cli::FlagSet& flags) {
   ASSIGN_OR_RETURN(int64_t spin, flags.GetInt("ring_spin_us", 0, 10 * 1000 * 1000));
   config.ring.wait_spin = std::chrono::microseconds(spin);
   config.ring.wait_poll = flags.GetBool("ring_poll");
+  if (flags.Has("calibration")) {
+    const std::string path = flags.Get("calibration");
+    Calibration calibration;
+    Status read = ReadTextProto(path, &calibration);
+    if (read.ok()) read = cost::ValidateCalibration(calibration, path);
+    if (!read.ok()) return read.WithContext("flag '--calibration' '" + path + "'");
+    config.tables = std::make_shared<cost::CostTables>(calibration);
+  }
   config.mpi_bench = flags.Get("mpi_bench");
   ASSIGN_OR_RETURN(config.mpi_variants, ParseMpiVariants(flags.Get("mpi_variant")));
   if (!config.mpi_bench.empty()) {

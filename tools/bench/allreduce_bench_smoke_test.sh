@@ -71,6 +71,42 @@ for n in 2 3; do
   done
 done
 
+# --calibration: the plan column takes the algorithm the calibration's tcp
+# curves predict fastest (as oflite compile --calibration), whatever the
+# size rule says; a calibration that favours the exchange gets "exch" at
+# both sizes, one that favours the ring "ring"; an unreadable one exits 2
+# naming the flag.
+calibration() {  # $1: ring's us, $2: exchange's us, at both sizes
+  cat <<CAL
+version: 1
+transport {
+  name: "tcp"
+  latency_us: 10
+  gbyte_per_s: 1
+  collective { algorithm: COLLECTIVE_RING_ALL_REDUCE ranks: 2
+    point { bytes: 4096 us: $1 } point { bytes: 16384 us: $1 } }
+  collective { algorithm: COLLECTIVE_EXCHANGE_ALL_REDUCE ranks: 2
+    point { bytes: 4096 us: $2 } point { bytes: 16384 us: $2 } }
+}
+CAL
+}
+calibration 1 1000 > "$work/ring.pbtxt"
+calibration 1000 1 > "$work/exch.pbtxt"
+for want in ring exch; do
+  "$bench" --nproc=2 --repeats=1 --min_bytes=4096 --max_bytes=16384 --comm=tcp --gloo=0 \
+    --calibration="$work/$want.pbtxt" > "$work/cal.txt"
+  cat "$work/cal.txt"
+  grep -q "^The plan's algorithm (the calibration's fastest prediction)$" "$work/cal.txt" ||
+    fail "--calibration: no algorithm table naming the calibration"
+  chosen=$(table_rows "The plan's algorithm" "$work/cal.txt" | awk '{print $3}' | sort -u)
+  [ "$chosen" = "$want" ] || fail "--calibration favouring $want: the plan took '$chosen'"
+done
+echo "version: 1 transport {" > "$work/broken.pbtxt"
+status=0
+"$bench" --nproc=2 --calibration="$work/broken.pbtxt" > "$work/bad.txt" 2>&1 || status=$?
+[ $status = 2 ] && grep -q -- "--calibration" "$work/bad.txt" ||
+  { cat "$work/bad.txt"; fail "a broken calibration: exit $status, or no flag named"; }
+
 if [ $with_mpi = 1 ]; then
   # One variant only: every winner is it, one per-variant column.
   "$bench" --nproc=2 --repeats=1 --min_bytes=4096 --max_bytes=4096 --comm=tcp --gloo=0 \
