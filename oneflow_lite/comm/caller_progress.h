@@ -3,6 +3,7 @@
 #ifndef ONEFLOW_LITE_COMM_CALLER_PROGRESS_H_
 #define ONEFLOW_LITE_COMM_CALLER_PROGRESS_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 
@@ -21,6 +22,52 @@ inline constexpr unsigned long kCallerProgressTimerSlackNs = 1000;  // NOLINT(ru
 inline int64_t SteadyNanoseconds(std::chrono::steady_clock::time_point at) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
 }
+
+// The state a provider's caller progress keeps between its callers and its
+// progress thread: when a caller last polled, whether the progress thread
+// naps, and how many threads wait for deliveries without polling
+// (Transport::BeginBlockingWait). While one such waiter exists the progress
+// thread does not nap and callers' Polls do nothing, so the provider runs
+// as without caller progress until the last one leaves. Lock-free; the
+// nap and the waiters' arrival order themselves by sequentially consistent
+// stores and loads (either the progress thread sees the waiter and does not
+// nap, or the waiter sees it napping and wakes it).
+class CallerProgressGate {
+ public:
+  // A caller's Poll: false (poll nothing) while a blocking waiter exists;
+  // else stamps `now_ns` and returns true.
+  bool EnterPoll(int64_t now_ns) {
+    if (blocked_.load(std::memory_order_seq_cst) > 0) return false;
+    last_poll_ns_.store(now_ns, std::memory_order_seq_cst);
+    return true;
+  }
+  // EndPolling: true if the progress thread naps and must be woken.
+  bool EndPolling() {
+    last_poll_ns_.store(0, std::memory_order_seq_cst);
+    return napping_.load(std::memory_order_seq_cst);
+  }
+  // A blocking waiter arrives: true if the progress thread naps and must be
+  // woken.
+  bool BeginBlocking() {
+    blocked_.fetch_add(1, std::memory_order_seq_cst);
+    return napping_.load(std::memory_order_seq_cst);
+  }
+  void EndBlocking() { blocked_.fetch_sub(1, std::memory_order_seq_cst); }
+  // How long the progress thread should still step aside at `now_ns`
+  // (<= 0: not at all): until kCallerQuiet after the last Poll, and not
+  // while a blocking waiter exists.
+  int64_t NapLeftNs(int64_t now_ns) const {
+    if (blocked_.load(std::memory_order_seq_cst) > 0) return 0;
+    return last_poll_ns_.load(std::memory_order_seq_cst) + kCallerQuiet.count() - now_ns;
+  }
+  // The progress thread marks its nap (true before it checks NapLeftNs).
+  void SetNapping(bool napping) { napping_.store(napping, std::memory_order_seq_cst); }
+
+ private:
+  std::atomic<int64_t> last_poll_ns_{0};  // steady_clock ns of the last Poll; 0: ended
+  std::atomic<bool> napping_{false};
+  std::atomic<int> blocked_{0};
+};
 
 // For its lifetime, marks the calling thread as the holder of
 // `transport`'s progress mutex (its handlers and callbacks run there), so

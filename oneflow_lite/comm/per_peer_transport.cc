@@ -113,6 +113,14 @@ class PerPeerTransport : public Transport {
     local_->EndPolling();
     remote_->EndPolling();
   }
+  void BeginBlockingWait() override {
+    local_->BeginBlockingWait();
+    remote_->BeginBlockingWait();
+  }
+  void EndBlockingWait() override {
+    local_->EndBlockingWait();
+    remote_->EndBlockingWait();
+  }
 
  private:
   const TransportOptions options_;

@@ -281,6 +281,31 @@ class Transport {
   // The calling thread stops polling (e.g. before it sleeps on a condition
   // variable): the progress thread takes over at once. Thread-safe.
   virtual void EndPolling() {}
+  // A thread that waits for this transport's deliveries or completions
+  // without polling (a ring collective's waits, an actor waiting for a
+  // peer's register) holds a BlockingWait (below) meanwhile: a provider
+  // whose progress thread steps aside for polling callers keeps it at work
+  // (waking it if it napped), and Poll does nothing until the last such
+  // waiter ends, so what the waiter needs never waits for a poller.
+  // Counted; thread-safe. Providers without caller progress ignore it.
+  virtual void BeginBlockingWait() {}
+  virtual void EndBlockingWait() {}
+};
+
+// Begin/EndBlockingWait for a scope; null transport: nothing.
+class BlockingWait {
+ public:
+  explicit BlockingWait(Transport* transport) : transport_(transport) {
+    if (transport_ != nullptr) transport_->BeginBlockingWait();
+  }
+  ~BlockingWait() {
+    if (transport_ != nullptr) transport_->EndBlockingWait();
+  }
+  BlockingWait(const BlockingWait&) = delete;
+  BlockingWait& operator=(const BlockingWait&) = delete;
+
+ private:
+  Transport* const transport_;
 };
 
 // Synchronous helpers on top of the callbacks: post and wait (bounded).

@@ -1,6 +1,7 @@
 #include "oneflow_lite/comm/collective/exchange.h"
 
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "oneflow_lite/comm/spin_wait.h"
@@ -249,14 +250,15 @@ Status ExchangeCommunicator::WaitFor(const std::vector<int>& peers, uint64_t key
   // The peers' pieces usually follow within microseconds: poll for up to
   // wait_spin before sleeping on the condition variable, whose wake-up would
   // cost about as much as the whole exchange. Polling drives the transport
-  // from this thread where the provider can (Transport::Poll: shm reads its
-  // rings and runs OnPiece here, without the progress thread's hop), else
-  // yields as SpinWait says, which stops early while the host is
+  // from this thread where the provider can and the call is small
+  // (poll_max_bytes; Transport::Poll: shm reads its rings and runs OnPiece
+  // here, without the progress thread's hop), else yields as SpinWait says, which stops early while the host is
   // oversubscribed (comm/spin_wait.h). Done, the transport's progress
   // thread resumes by itself.
   SpinWait spin(options_.wait_spin);
   bool spinning = true;
   bool polled = false;
+  std::optional<BlockingWait> blocking;  // once it sleeps
   while (true) {
     RETURN_IF_ERROR(HealthLocked());
     auto it = incoming_.find(key);
@@ -285,8 +287,8 @@ Status ExchangeCommunicator::WaitFor(const std::vector<int>& peers, uint64_t key
     }
     if (spinning) {
       lock->unlock();  // OnPiece takes it, also inside Poll
-      polled = true;
-      spinning = transport_->Poll() ? !spin.Expired() : spin.Idle();
+      polled |= poll_;
+      spinning = poll_ && transport_->Poll() ? !spin.Expired() : spin.Idle();
       lock->lock();
       continue;
     }
@@ -294,6 +296,9 @@ Status ExchangeCommunicator::WaitFor(const std::vector<int>& peers, uint64_t key
       polled = false;
       transport_->EndPolling();
     }
+    // Asleep, this thread no longer drives the transport: its progress
+    // thread must not step aside for another thread's Polls meanwhile.
+    if (!blocking) blocking.emplace(transport_);
     changed_.wait_until(*lock, std::min(deadline, Clock::now() + kStatusPoll));
   }
 }
@@ -311,6 +316,10 @@ Status ExchangeCommunicator::AllReduce(void* data, size_t count, DataType dtype,
     call = ++call_;
   }
   auto* bytes = static_cast<uint8_t*>(data);
+  // Larger calls wait without polling: the progress thread delivers.
+  poll_ = count * static_cast<size_t>(SizeOf(dtype)) <= options_.poll_max_bytes;
+  std::optional<BlockingWait> blocking;
+  if (!poll_) blocking.emplace(transport_);
   Status status;
   switch (Effective(world_, options_.schedule)) {
     case ExchangeSchedule::kDirect:

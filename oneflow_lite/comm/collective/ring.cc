@@ -1,5 +1,7 @@
 #include "oneflow_lite/comm/collective/ring.h"
 
+#include <optional>
+
 #include "oneflow_lite/comm/memory/bounce_buffers.h"  // kReplyBit
 #include "oneflow_lite/comm/spin_wait.h"
 #include "oneflow_lite/comm/wire.h"
@@ -210,6 +212,7 @@ Status RingCommunicator::Setup(RegisteredPool* pool) {
   RETURN_IF_ERROR(
       MessageRouter::Send(left_, options_.channel | kReplyBit, message));
   const Deadline deadline = DeadlineAfter(options_.setup_timeout);
+  BlockingWait blocking(transport_);  // waits without polling
   std::unique_lock<std::mutex> lock(mutex_);
   while (!have_right_scratch_) {
     RETURN_IF_ERROR(HealthLocked());
@@ -422,6 +425,12 @@ Status RingCommunicator::Run(RingCollective collective,
                              size_t count, DataType dtype, Deadline deadline) {
   const std::vector<Step> steps = RingSchedule(collective, rank_, world_);
   trace::Slice traced("collective", CollectiveName(collective));
+  // Without wait_poll this thread waits for the neighbours' READYs and its
+  // WRITEs' completions without driving the transport: its progress thread
+  // must deliver them, not step aside for another collective's polling
+  // caller (Transport::BeginBlockingWait).
+  std::optional<BlockingWait> blocking;
+  if (!options_.wait_poll) blocking.emplace(transport_);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     RETURN_IF_ERROR(error_);

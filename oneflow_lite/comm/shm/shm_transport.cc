@@ -428,20 +428,28 @@ bool ShmTransportImpl::Poll() {
     return false;
   }
   const Clock::time_point now = Clock::now();
-  last_caller_poll_ns_.store(SteadyNanoseconds(now), std::memory_order_relaxed);
+  // A thread waits without polling (BeginBlockingWait): the progress
+  // thread delivers, as without caller progress.
+  if (!gate_.EnterPoll(SteadyNanoseconds(now))) return false;
   std::unique_lock<std::mutex> progress(progress_mutex_, std::try_to_lock);
   if (!progress.owns_lock()) return false;
   return PollOnceLocked(now);
 }
 
 void ShmTransportImpl::EndPolling() {
-  last_caller_poll_ns_.store(0, std::memory_order_seq_cst);
-  if (napping_.load(std::memory_order_seq_cst)) ::eventfd_write(doorbell_fd_, 1);
+  if (gate_.EndPolling()) ::eventfd_write(doorbell_fd_, 1);
+}
+
+void ShmTransportImpl::BeginBlockingWait() {
+  if (shm_.caller_progress && gate_.BeginBlocking()) ::eventfd_write(doorbell_fd_, 1);
+}
+
+void ShmTransportImpl::EndBlockingWait() {
+  if (shm_.caller_progress) gate_.EndBlocking();
 }
 
 bool ShmTransportImpl::CallersPolling(Clock::time_point now) const {
-  return SteadyNanoseconds(now) - last_caller_poll_ns_.load(std::memory_order_seq_cst) <
-         kCallerQuiet.count();
+  return gate_.NapLeftNs(SteadyNanoseconds(now)) > 0;
 }
 
 void ShmTransportImpl::ProgressLoop() {
@@ -482,19 +490,18 @@ void ShmTransportImpl::ProgressLoop() {
 }
 
 void ShmTransportImpl::NapWhilePolled() {
-  // Dekker with EndPolling: either it sees napping_ and rings the doorbell,
-  // or this thread sees its reset of last_caller_poll_ns_ and does not nap.
-  napping_.store(true, std::memory_order_seq_cst);
+  // Dekker with EndPolling and BeginBlockingWait: either they see the nap
+  // and ring the doorbell, or this thread sees the reset stamp or the
+  // blocking waiter and does not nap.
+  gate_.SetNapping(true);
   while (!stopping_.load()) {
-    const int64_t quiet_at =
-        last_caller_poll_ns_.load(std::memory_order_seq_cst) + kCallerQuiet.count();
-    const int64_t nap_ns = quiet_at - SteadyNanoseconds(Clock::now());
+    const int64_t nap_ns = gate_.NapLeftNs(SteadyNanoseconds(Clock::now()));
     if (nap_ns <= 0) break;
     pollfd ready{epoll_fd_, POLLIN, 0};
     const timespec nap{0, static_cast<long>(nap_ns)};  // NOLINT(runtime/int)
     if (::ppoll(&ready, 1, &nap, nullptr) > 0) HandleEvents(0);
   }
-  napping_.store(false, std::memory_order_seq_cst);
+  gate_.SetNapping(false);
 }
 
 void ShmTransportImpl::SleepUntilWoken() {

@@ -17,12 +17,14 @@
 //     `sleeping` word in each segment, and a peer that publishes a message
 //     or returns credits rings the doorbell only then (no system call per
 //     message under load).
-//   * Caller progress (ShmOptions::caller_progress, off by default): a
+//   * Caller progress (ShmOptions::caller_progress, on by default): a
 //     waiting caller's Poll runs what the progress thread would (copies,
 //     completions, inbound rings, backlogs) under the same progress mutex
 //     (try-locked), so handlers and completions still run one at a time;
 //     while callers poll, the progress thread naps with its `sleeping`
-//     words down until 200 us after the last Poll or an EndPolling.
+//     words down until 200 us after the last Poll or an EndPolling, and
+//     not at all while a thread waits without polling
+//     (Transport::BeginBlockingWait).
 //   * One-sided READ/WRITE: cross-memory attach (process_vm_readv /
 //     process_vm_writev) by the initiator's progress thread (or, up to
 //     `inline_copy_bytes`, by the posting thread inside Post*), straight
@@ -77,11 +79,13 @@ struct ShmOptions {
   // waiting caller's Poll drains the rings and runs the copies and their
   // completions on its own thread, and the progress thread naps meanwhile.
   // false: Poll does nothing and returns false (every delivery through the
-  // progress thread). Off by default until a quiet-machine run shows it
-  // pays: on the loaded 2-core VM it halved context switches of a
-  // 2-process exchange but gained nothing robust in time or CPU per
-  // operation (allreduce_bench --shm_caller_poll=0|1).
-  bool caller_progress = false;
+  // progress thread). While any thread waits without polling
+  // (Transport::BeginBlockingWait: a ring collective, an actor waiting for
+  // a peer's register) Poll does nothing either and the progress thread
+  // does not nap, so callers' polls never delay those waiters. On: small
+  // exchanges 1.2-2.2x faster (4 and 16 KiB, 2-4 processes), a 2-rank
+  // training step level (docs/comm.md; allreduce_bench --shm_caller_poll).
+  bool caller_progress = true;
   // How long deregistration waits for a peer's copy from the region.
   std::chrono::milliseconds remove_wait{2000};
 };

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "oneflow_lite/comm/caller_progress.h"
 #include "oneflow_lite/comm/shm/shm_connection.h"
 #include "oneflow_lite/comm/shm/shm_handshake.h"
 #include "oneflow_lite/comm/shm/shm_region_table.h"
@@ -44,6 +45,8 @@ class ShmTransportImpl : public ShmTransport {
   // is free. While callers poll, the progress thread naps (NapWhilePolled).
   bool Poll() override;
   void EndPolling() override;
+  void BeginBlockingWait() override;
+  void EndBlockingWait() override;
 
   // For connections (any thread).
   const TransportOptions& options() const { return options_; }
@@ -100,9 +103,9 @@ class ShmTransportImpl : public ShmTransport {
   std::mutex progress_mutex_;
   std::vector<ShmConnection*> polled_;  // guarded by progress_mutex_
   uint64_t polled_version_ = ~uint64_t{0};  // guarded by progress_mutex_
-  // steady_clock nanoseconds of the last caller's Poll; 0 after EndPolling.
-  std::atomic<int64_t> last_caller_poll_ns_{0};
-  std::atomic<bool> napping_{false};  // the progress thread is in NapWhilePolled
+  // The last caller's Poll, the progress thread's nap (NapWhilePolled) and
+  // the blocking waiters.
+  CallerProgressGate gate_;
 
   std::mutex ops_mutex_;
   std::deque<OneSidedOp> ops_;

@@ -376,7 +376,9 @@ bool TcpTransportImpl::Poll() {
       ProgressingHere::Active(this)) {
     return false;
   }
-  last_caller_poll_ns_.store(SteadyNanoseconds(Clock::now()), std::memory_order_seq_cst);
+  // A thread waits without polling (BeginBlockingWait): the progress
+  // thread reads, as without caller progress.
+  if (!gate_.EnterPoll(SteadyNanoseconds(Clock::now()))) return false;
   std::unique_lock<std::mutex> progress(progress_mutex_, std::try_to_lock);
   if (!progress.owns_lock()) return false;
   ProgressingHere here(this);
@@ -390,26 +392,32 @@ void TcpTransportImpl::EndPolling() {
   if (!tcp_.caller_progress) return;
   // Dekker with NapWhilePolled: it either sees this reset and does not nap
   // (on), or is seen napping and woken.
-  last_caller_poll_ns_.store(0, std::memory_order_seq_cst);
-  if (napping_.load(std::memory_order_seq_cst)) {
-    uint64_t one = 1;
-    (void)!::write(wake_fd_, &one, sizeof(one));
-  }
+  if (gate_.EndPolling()) WakeNap();
+}
+
+void TcpTransportImpl::BeginBlockingWait() {
+  if (tcp_.caller_progress && gate_.BeginBlocking()) WakeNap();
+}
+
+void TcpTransportImpl::EndBlockingWait() {
+  if (tcp_.caller_progress) gate_.EndBlocking();
+}
+
+void TcpTransportImpl::WakeNap() {
+  uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof(one));
 }
 
 bool TcpTransportImpl::CallersPolling(Clock::time_point now) const {
-  return SteadyNanoseconds(now) - last_caller_poll_ns_.load(std::memory_order_seq_cst) <
-         kCallerQuiet.count();
+  return gate_.NapLeftNs(SteadyNanoseconds(now)) > 0;
 }
 
 Clock::duration TcpTransportImpl::NapWhilePolled(Clock::time_point until) {
-  napping_.store(true, std::memory_order_seq_cst);
+  gate_.SetNapping(true);
   int64_t planned = 0;
   while (!stopping_.load()) {
-    const int64_t quiet_at =
-        last_caller_poll_ns_.load(std::memory_order_seq_cst) + kCallerQuiet.count();
-    const int64_t nap_ns =
-        std::min(quiet_at, SteadyNanoseconds(until)) - SteadyNanoseconds(Clock::now());
+    const int64_t now_ns = SteadyNanoseconds(Clock::now());
+    const int64_t nap_ns = std::min(gate_.NapLeftNs(now_ns), SteadyNanoseconds(until) - now_ns);
     if (nap_ns <= 0) break;
     // Only the wake-up eventfd: the sockets are the callers' meanwhile.
     pollfd wake{wake_fd_, POLLIN, 0};
@@ -422,7 +430,7 @@ Clock::duration TcpTransportImpl::NapWhilePolled(Clock::time_point until) {
       break;  // EndPolling, shutdown, or a state change to look at
     }
   }
-  napping_.store(false, std::memory_order_seq_cst);
+  gate_.SetNapping(false);
   return std::chrono::nanoseconds(planned);
 }
 

@@ -18,6 +18,7 @@
 #include "oneflow_lite/comm/tcp/frame.h"
 #include "oneflow_lite/comm/tcp/tcp_region_table.h"
 #include "oneflow_lite/comm/tcp/tcp_connection.h"
+#include "oneflow_lite/comm/caller_progress.h"
 #include "oneflow_lite/comm/tcp/tcp_transport.h"
 
 namespace oflite {
@@ -45,6 +46,8 @@ class TcpTransportImpl : public Transport {
   // thread, under progress_mutex_.
   bool Poll() override;
   void EndPolling() override;
+  void BeginBlockingWait() override;
+  void EndBlockingWait() override;
 
   // For connections.
   const TransportOptions& options() const { return options_; }
@@ -72,6 +75,8 @@ class TcpTransportImpl : public Transport {
   Handled HandleEvents(const epoll_event* events, int count, bool from_caller);
   // Whether a caller polled within kCallerQuiet of `now`.
   bool CallersPolling(Clock::time_point now) const;
+  // Wakes a napping progress thread (wake_fd_).
+  void WakeNap();
   // Sleeps on wake_fd_ until no caller polled for kCallerQuiet, EndPolling
   // rings, or `until`; returns the nap it planned (the liveness account's
   // expected time away).
@@ -106,9 +111,9 @@ class TcpTransportImpl : public Transport {
   // ticks, accepting and reaping) between the progress thread and callers
   // of Poll; taken before mutex_ and any connection's lock.
   std::mutex progress_mutex_;
-  // steady_clock nanoseconds of the last caller's Poll (0: none polls).
-  std::atomic<int64_t> last_caller_poll_ns_{0};
-  std::atomic<bool> napping_{false};
+  // The last caller's Poll, the progress thread's nap and the blocking
+  // waiters (caller_progress.h).
+  CallerProgressGate gate_;
 
   // Progress thread only.
   std::unique_ptr<Acceptor> acceptor_;

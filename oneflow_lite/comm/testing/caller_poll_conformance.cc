@@ -243,6 +243,55 @@ TEST_P(TransportConformanceTest, CallerThatStopsPollingMidStreamLosesNoWakeUp) {
   }
 }
 
+// While a thread waits without polling (a BlockingWait), no Poll that
+// starts after it began delivers anything: the progress thread does it all,
+// even when a caller was polling (and the progress thread napping) when the
+// wait began. Everything arrives in order; once the wait ends, a stream
+// with a polling caller arrives too.
+TEST_P(TransportConformanceTest, PollsDeliverNothingWhileAThreadWaitsWithoutPolling) {
+  Receiver receiver(2);
+  auto transports = ConnectWorld(GetParam(), 2, &receiver);
+  Transport* rank0 = transports[0].get();
+  Connection* link = *transports[1]->GetConnection(0);
+  std::atomic<bool> polling{true};
+  std::atomic<bool> held{false};
+  std::atomic<int> polls_while_held{0};
+  std::thread poller([&] {
+    t_poller = true;
+    while (polling.load()) {
+      const bool during = held.load();
+      if (rank0->Poll()) {
+        if (during) polls_while_held.fetch_add(1);
+      } else {
+        std::this_thread::yield();
+      }
+    }
+    rank0->EndPolling();
+  });
+  constexpr uint64_t kCount = 300;
+  for (uint64_t i = 0; i < kCount / 3; ++i) ASSERT_TRUE(SendSequence(link, i).ok());
+  ASSERT_TRUE(receiver.WaitForAll(kCount / 3, kTimeout));
+  {
+    BlockingWait waiting(rank0);
+    held.store(true);
+    for (uint64_t i = kCount / 3; i < 2 * kCount / 3; ++i) {
+      ASSERT_TRUE(SendSequence(link, i).ok());
+    }
+    const bool arrived = receiver.WaitForAll(2 * kCount / 3, kTimeout);
+    held.store(false);
+    EXPECT_TRUE(arrived) << "rank 0 got " << receiver.Received(1) << " of " << 2 * kCount / 3
+                         << " while a thread waited without polling";
+  }
+  for (uint64_t i = 2 * kCount / 3; i < kCount; ++i) ASSERT_TRUE(SendSequence(link, i).ok());
+  const bool all = receiver.WaitForAll(kCount, kTimeout);
+  polling.store(false);
+  poller.join();
+  ASSERT_TRUE(all) << "rank 0 got " << receiver.Received(1) << " of " << kCount;
+  EXPECT_EQ(polls_while_held.load(), 0);
+  EXPECT_FALSE(receiver.out_of_order());
+  EXPECT_EQ(receiver.overlaps(), 0);
+}
+
 }  // namespace
 }  // namespace comm
 }  // namespace oflite

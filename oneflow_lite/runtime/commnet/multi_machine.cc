@@ -100,10 +100,41 @@ StatusOr<std::unique_ptr<MultiMachineSession>> MultiMachineSession::Start(
                            ? options.provider_name
                            : comm::DescribePeerProviders(*session->net_->transport());
   session->InstallHandlers();
+  session->HoldTransportFor(plan);
   std::fprintf(stderr, "%s: rank %lld of %d joined over %s\n", options.program.c_str(),
                static_cast<long long>(options.rank), world, session->provider_.c_str());
   session->MakeRoute();
   return session;
+}
+
+namespace {
+
+// True when actors of `plan` wait for peers' messages themselves, not
+// through a collective's communicator: a cross-machine register (its
+// TASK_COMMNET consumer, and the producer waiting for its release) or an
+// all-to-all's parts.
+bool ActorsWaitOnPeers(const Plan& plan) {
+  for (const MachinePlan& machine : plan.machine()) {
+    for (const TaskProto& task : machine.task()) {
+      if (task.type() == TASK_COMMNET) return true;
+      if (task.type() == TASK_COLLECTIVE &&
+          (task.collective().algorithm() == COLLECTIVE_ALL_TO_ALL ||
+           task.collective().algorithm() == COLLECTIVE_UNSET)) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+void MultiMachineSession::HoldTransportFor(const Plan& plan) {
+  if (!ActorsWaitOnPeers(plan)) {
+    actors_wait_.reset();
+  } else if (!actors_wait_) {
+    actors_wait_ = std::make_unique<comm::BlockingWait>(net_->transport());
+  }
 }
 
 void MultiMachineSession::InstallHandlers() {
@@ -164,6 +195,7 @@ MultiMachineSession::~MultiMachineSession() {
   if (net_ != nullptr) net_->router()->RemoveHandler(kGoodbyeChannel);
   route_.reset();
   abort_.reset();
+  actors_wait_.reset();  // before its transport
   net_.reset();
 }
 
@@ -305,6 +337,7 @@ Status MultiMachineSession::BeginRun(const Plan& plan, const std::string& name) 
   route_.reset();
   MakeRoute();  // its keys under this run's prefix
   plan_ = part;
+  HoldTransportFor(plan);
   run_finished_ = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);

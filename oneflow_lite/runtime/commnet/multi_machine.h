@@ -187,6 +187,8 @@ class MultiMachineSession {
   std::string BarrierName(const std::string& what) const;
   std::string KeyPrefix() const;
   void MakeRoute();
+  // Holds or releases actors_wait_ for `plan` (Start, BeginRun).
+  void HoldTransportFor(const Plan& plan);
 
   MultiMachineOptions options_;
   const MachinePlan* plan_ = nullptr;  // this rank's part (the plan outlives us)
@@ -199,6 +201,11 @@ class MultiMachineSession {
   int64_t retired_bytes_ = 0;
   int64_t retired_bounce_payloads_ = 0;
   std::unique_ptr<comm::CommNet> net_;
+  // Held while the current run's actors wait for peers' messages
+  // themselves (a remote register, an all-to-all's parts; ActorsWaitOnPeers):
+  // they never poll the transport, so its progress thread must not step
+  // aside for collectives' polling callers (comm::Transport::BeginBlockingWait).
+  std::unique_ptr<comm::BlockingWait> actors_wait_;  // after net_: released before it
   std::unique_ptr<AbortNotice> abort_;  // after net_: destroyed before it
   std::unique_ptr<CommNetRoute> route_;
   ActorRegistry registry_;
