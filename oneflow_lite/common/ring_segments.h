@@ -18,25 +18,29 @@ inline constexpr size_t kDefaultRingChunkBytes = 512 * 1024;
 inline constexpr int kDefaultRingSlots = 4;
 
 // The exchange bound: partial-sum all-reduces of tensors of at most this
-// many bytes between 2 ranks (half of it from 3 ranks) use the exchange
+// many bytes (kTwoRankExchangeFactor times it between 2 ranks, half of it
+// from 3 ranks) use the exchange
 // all-reduce (comm/collective/exchange.h: every rank sends its whole buffer
 // to every other in messages, one latency) instead of the ring (2 (N - 1)
 // dependent steps), as long as what each rank sends, (N - 1) times the
 // tensor, stays within kExchangeFanOut times the bound. Measured in
 // tools/bench/allreduce_bench ("exch" and "plan" columns, 2-4 processes,
-// docs/benchmarks.md): at 2 processes the exchange wins up to 64 KiB over
-// tcp and shm, the ring from 256 KiB; from 3 processes scatter-gather
-// (below) wins from 64 KiB.
+// docs/benchmarks.md): at 2 processes the exchange (pairwise there: the
+// same bytes as the ring's two steps, in one) wins up to 256 KiB over tcp
+// and shm (2026-12-05, four runs: 1.1-1.6x the ring over tcp, faster in
+// three of four over shm), the ring from 1 MiB; from 3 processes
+// scatter-gather (below) wins from 64 KiB.
 inline constexpr size_t kExchangeAllReduceMaxBytes = 64 * 1024;
 inline constexpr size_t kExchangeFanOut = 4;
+inline constexpr size_t kTwoRankExchangeFactor = 4;
 // From 3 ranks, scatter-gather takes the all-reduces above the exchange's
 // and doubling's range up to this many times the exchange bound (512 KiB).
 inline constexpr size_t kScatterGatherFactor = 8;
 
-// The largest all-reduce the exchange takes over `world` ranks: the bound
-// between 2, half of it from 3.
+// The largest all-reduce the exchange takes over `world` ranks:
+// kTwoRankExchangeFactor times the bound between 2, half of it from 3.
 inline size_t SmallAllReduceMaxBytes(int world, size_t exchange_max_bytes) {
-  return world == 2 ? exchange_max_bytes : exchange_max_bytes / 2;
+  return world == 2 ? kTwoRankExchangeFactor * exchange_max_bytes : exchange_max_bytes / 2;
 }
 
 // True for 1, 2, 4, 8, ...: the worlds recursive doubling pairs up.

@@ -115,8 +115,8 @@ namespace oflite {
 namespace compiler {
 namespace {
 
-// Partial-sum conversions of at most exchange_max_bytes bytes (half of it
-// from 3 ranks), of which each rank sends (N - 1) copies within 4x that
+// Partial-sum conversions of at most exchange_max_bytes bytes (4x it
+// between 2 ranks, half of it from 3 ranks), of which each rank sends (N - 1) copies within 4x that
 // bound, use the exchange all-reduce, and over 4, 8, ... ranks up to the
 // bound (whatever the fan-out) recursive doubling; from 3 ranks larger
 // ones up to 8x the bound scatter-gather; larger ones, gathers and a
@@ -132,7 +132,10 @@ TEST(CollectiveChoiceTest, SmallPartialSumsUseTheExchange) {
   EXPECT_EQ(exchange.element_count(), 12);
   EXPECT_EQ(exchange.chunk_bytes(), 0);
   EXPECT_EQ(exchange.slots(), 0);
-  EXPECT_EQ(ChooseCollective(p_to_b, 2, 47).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
+  // Between 2 ranks up to kTwoRankExchangeFactor (4) times the bound: 48
+  // bytes take the exchange from a bound of 12, the ring below it.
+  EXPECT_EQ(ChooseCollective(p_to_b, 2, 12).algorithm(), COLLECTIVE_EXCHANGE_ALL_REDUCE);
+  EXPECT_EQ(ChooseCollective(p_to_b, 2, 11).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
   EXPECT_EQ(ChooseCollective(p_to_b, 2, 0).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
   // Powers of 2 from 4 ranks: recursive doubling up to the bound, whatever
   // the fan-out (a bound of 0 turns it off with the exchange); above it,

@@ -98,9 +98,9 @@ int RunCompile(int argc, char** argv) {
                  {"pipeline_depth", "regst_num on stage boundaries and cross-machine edges",
                   false, "2"},
                  {"exchange_max_bytes",
-                  "partial-sum collectives of tensors of at most this many bytes (and at most 4x "
-                  "this sent per rank) use the exchange all-reduce, larger ones the ring (0: "
-                  "always the ring)",
+                  "partial-sum collectives of tensors of at most this many bytes (4x this between "
+                  "2 ranks, half from 3; at most 4x this sent per rank) use the exchange "
+                  "all-reduce, larger ones the ring (0: always the ring)",
                   false, std::to_string(compiler::CompileOptions().exchange_max_bytes)},
                  {"fuse_max_bytes",
                   "small partial-sum all-reduces across machines are fused into buckets of at "

@@ -73,30 +73,32 @@ check "no layout fits 1 KiB" 2 $?
 expect_in "names the limit" "no layout fits" "$TMP/out"
 [[ ! -e "$TMP/small.plan.pb" ]] || { echo "FAIL: a plan was written"; fail=1; }
 
-# A calibration whose shm curve makes the exchange fastest sets the
-# algorithm of the gradients' all-reduce.
-python3 - "$TMP/cal.pbtxt" "$TMP/exch.pbtxt" <<'PY'
+# A calibration whose shm curve makes the ring fastest sets the algorithm
+# of the gradients' all-reduces, where the size rule picks the exchange
+# (the exchange's 10 s floor outweighs the link's share, which favours the
+# exchange's one latency).
+python3 - "$TMP/cal.pbtxt" "$TMP/ring.pbtxt" <<'PY'
 import sys
 text = open(sys.argv[1]).read()
 curve = lambda alg, us: ("  collective {\n    algorithm: %s\n    ranks: 2\n"
                          "    point { bytes: 1024 us: %g }\n    point { bytes: 1073741824 us: %g }\n  }\n"
                          % (alg, us, us))
 text += ("transport {\n  name: \"shm\"\n  latency_us: 1\n  gbyte_per_s: 10\n" +
-         curve("COLLECTIVE_RING_ALL_REDUCE", 1000) + curve("COLLECTIVE_EXCHANGE_ALL_REDUCE", 1) +
+         curve("COLLECTIVE_RING_ALL_REDUCE", 1) + curve("COLLECTIVE_EXCHANGE_ALL_REDUCE", 1e7) +
          "}\n")
 open(sys.argv[2], "w").write(text)
 PY
-"$OFLITE" compile --job "$TMP/dp.job.pb" --cluster "$TMP/two.pbtxt" -o "$TMP/exch.plan.pb" \
-  --calibration "$TMP/exch.pbtxt" --transport shm --quiet > "$TMP/out" 2>&1
+"$OFLITE" compile --job "$TMP/dp.job.pb" --cluster "$TMP/two.pbtxt" -o "$TMP/ring.plan.pb" \
+  --calibration "$TMP/ring.pbtxt" --transport shm --quiet > "$TMP/out" 2>&1
 check "compile --calibration --transport shm" 0 $?
-# The size rule gives the 256 KiB weight gradient the ring; the curves
-# give it the exchange.
+# The size rule gives the gradients (the largest, 256 KiB, within the
+# 2-rank exchange bound) the exchange; the curves give them the ring.
 "$OFLITE" inspect "$TMP/dp.plan.pb" > "$TMP/out" 2>&1
-expect_in "the size rule's ring" "ring_all_reduce x" "$TMP/out"
-"$OFLITE" inspect "$TMP/exch.plan.pb" > "$TMP/out" 2>&1
-expect_in "exchange chosen from the curves" "exchange_all_reduce x" "$TMP/out"
-if grep -q "ring_all_reduce x" "$TMP/out"; then
-  echo "FAIL: a ring all-reduce is left where the curves favour the exchange"; cat "$TMP/out"; fail=1
+expect_in "the size rule's exchange" "exchange_all_reduce x" "$TMP/out"
+"$OFLITE" inspect "$TMP/ring.plan.pb" > "$TMP/out" 2>&1
+expect_in "ring chosen from the curves" "ring_all_reduce x" "$TMP/out"
+if grep -q "exchange_all_reduce x" "$TMP/out"; then
+  echo "FAIL: an exchange all-reduce is left where the curves favour the ring"; cat "$TMP/out"; fail=1
 fi
 
 # Bad input.
