@@ -30,6 +30,15 @@ Status Connection::SendMessages(std::vector<std::string> messages) {
   return Status::OK();
 }
 
+Status Connection::SendMessageParts(const void* head, size_t head_size, const void* body,
+                                    size_t body_size) {
+  std::string message;
+  message.reserve(head_size + body_size);
+  message.append(static_cast<const char*>(head), head_size);
+  message.append(static_cast<const char*>(body), body_size);
+  return SendMessage(message.data(), message.size());
+}
+
 std::string RemoteKey::Encode() const {
   std::string bytes;
   bytes.reserve(kEncodedSize);

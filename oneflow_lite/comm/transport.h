@@ -214,6 +214,12 @@ class Connection {
   // return (the first error; the messages before it are sent). The default
   // calls SendMessage in a loop.
   virtual Status SendMessages(std::vector<std::string> messages);
+  // One message: `head_size` bytes at `head`, then `body_size` at `body`,
+  // as SendMessage of the two joined. A provider may copy both straight
+  // into its buffers (shm: into the ring slot) instead of joining them
+  // first; the default joins them and calls SendMessage.
+  virtual Status SendMessageParts(const void* head, size_t head_size, const void* body,
+                                  size_t body_size);
   // InvalidArgument naming the first of `messages` above max_message_size()
   // (for SendMessages, before it sends any); OK otherwise.
   Status CheckBatchSizes(const std::vector<std::string>& messages) const;

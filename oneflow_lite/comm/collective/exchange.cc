@@ -209,6 +209,23 @@ Status ExchangeCommunicator::SendTo(const std::vector<int>& peers, uint8_t kind,
     // Whole elements of every dtype in every piece (a multiple of 8 bytes).
     const size_t piece = (connection->max_message_size() - MessageRouter::kChannelHeaderSize -
                           kExchangePieceHeaderBytes) / 8 * 8;
+    if (bytes <= piece) {
+      // One piece: its headers and the caller's bytes go out as two parts,
+      // which shm copies straight into the ring slot (no joined copy).
+      // The router's channel header (MessageRouter::StartMessage), then
+      // the piece's.
+      uint8_t head[MessageRouter::kChannelHeaderSize + kExchangePieceHeaderBytes];
+      wire::StoreU32(head, options_.channel);
+      head[4] = kind;
+      wire::StoreU64(head + 5, options_.tag);
+      wire::StoreU64(head + 13, call);
+      wire::StoreU64(head + 21, bytes);
+      wire::StoreU64(head + 29, 0);
+      RETURN_IF_ERROR(connection->SendMessageParts(head, sizeof(head), data, bytes)
+                          .WithContext("exchange all-reduce: sending to rank " +
+                                       std::to_string(peer)));
+      continue;
+    }
     messages.clear();
     size_t offset = 0;
     do {

@@ -167,6 +167,12 @@ void ShmConnection::OpDone() {
 }
 
 Status ShmConnection::SendMessage(const void* data, size_t size) {
+  return SendMessageParts(data, size, nullptr, 0);
+}
+
+Status ShmConnection::SendMessageParts(const void* head, size_t head_size, const void* body,
+                                       size_t body_size) {
+  const size_t size = head_size + body_size;
   if (size > max_message_size()) {
     return InvalidArgumentError("message of ", size, " bytes to rank ", peer_rank_,
                                 " exceeds the maximum of ", max_message_size());
@@ -175,14 +181,15 @@ Status ShmConnection::SendMessage(const void* data, size_t size) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!status_.ok()) return status_;
-    if (backlog_.empty() && TryPushLocked(data, size)) {
+    if (backlog_.empty() && TryPushLocked(head, head_size, body, body_size)) {
       pushed = true;
     } else {
       if (backlog_.size() >= static_cast<size_t>(transport_->options().max_backlog_messages)) {
         return ResourceExhaustedError("backlog to rank ", peer_rank_, " is full (", backlog_.size(),
                                       " messages waiting for credits)");
       }
-      backlog_.emplace_back(static_cast<const char*>(data), size);
+      std::string& queued = backlog_.emplace_back(static_cast<const char*>(head), head_size);
+      if (body_size > 0) queued.append(static_cast<const char*>(body), body_size);
       backlog_size_.store(backlog_.size(), std::memory_order_seq_cst);
     }
     ++sent_;
@@ -223,13 +230,15 @@ Status ShmConnection::SendMessages(std::vector<std::string> messages) {
   return status;
 }
 
-bool ShmConnection::TryPushLocked(const void* data, size_t size) {
+bool ShmConnection::TryPushLocked(const void* head, size_t head_size, const void* body,
+                                  size_t body_size) {
   const uint64_t tail = out_ring_->tail.value.load(std::memory_order_acquire);
   TsanAcquire(CreditKey(side_));
   if (out_head_ - tail >= slots_) return false;
   uint8_t* slot = out_slots_ + (out_head_ % slots_) * slot_size_;
-  wire::StoreU32(slot, static_cast<uint32_t>(size));
-  if (size > 0) std::memcpy(slot + kSlotHeaderSize, data, size);
+  wire::StoreU32(slot, static_cast<uint32_t>(head_size + body_size));
+  if (head_size > 0) std::memcpy(slot + kSlotHeaderSize, head, head_size);
+  if (body_size > 0) std::memcpy(slot + kSlotHeaderSize + head_size, body, body_size);
   ++out_head_;
   TsanRelease(MessageKey(side_));
   out_ring_->head.value.store(out_head_, std::memory_order_seq_cst);

@@ -67,6 +67,9 @@ class ShmConnection : public Connection {
   Status PostWrite(const MemoryRegion& local, size_t local_offset, const RemoteKey& remote,
                    size_t remote_offset, size_t length, Completion done) override;
   Status SendMessage(const void* data, size_t size) override;
+  // Both parts copied straight into the slot (or joined into the backlog).
+  Status SendMessageParts(const void* head, size_t head_size, const void* body,
+                          size_t body_size) override;
   // One lock for the batch and one doorbell for the peer.
   Status SendMessages(std::vector<std::string> messages) override;
   size_t max_message_size() const override { return slot_size_ - kSlotHeaderSize; }
@@ -97,7 +100,9 @@ class ShmConnection : public Connection {
  private:
   Status Post(bool write, const MemoryRegion& local, size_t local_offset, const RemoteKey& remote,
               size_t remote_offset, size_t length, Completion done);
-  bool TryPushLocked(const void* data, size_t size);
+  bool TryPushLocked(const void* data, size_t size) { return TryPushLocked(data, size, nullptr, 0); }
+  // The message `head` then `body` into the next slot, if a credit is free.
+  bool TryPushLocked(const void* head, size_t head_size, const void* body, size_t body_size);
   void RingPeerIfSleeping();
   Status Copy(bool write, uint8_t* local, uint64_t remote_address, size_t length);
   // Checks the peer's key and copies; any thread. The caller fails the

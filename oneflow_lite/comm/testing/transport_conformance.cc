@@ -150,6 +150,21 @@ std::vector<uint8_t> Pattern(size_t size, uint32_t seed) {
   return bytes;
 }
 
+// Once rank 0's `forward` connection is flushed, rank 1 got exactly
+// `expected` from it, in order, and the connection is healthy.
+void ExpectDeliveredInOrder(World* world, Connection* forward,
+                            const std::vector<std::string>& expected) {
+  ASSERT_TRUE(forward->Flush(DeadlineAfter(kTimeout)).ok());
+  ASSERT_TRUE(world->inboxes[1]->WaitForCount(expected.size(), kTimeout));
+  auto messages = world->inboxes[1]->Messages();
+  ASSERT_EQ(messages.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(messages[i].first, 0);
+    ASSERT_EQ(messages[i].second, expected[i]) << "message " << i;
+  }
+  EXPECT_TRUE(forward->status().ok()) << forward->status();
+}
+
 std::unique_ptr<MemoryRegion> Register(Transport* transport,
                                        std::vector<uint8_t>* buffer) {
   auto region =
@@ -275,15 +290,37 @@ TEST_P(TransportConformanceTest, MessageBatchesKeepOrderAndRefuseOversizedWhole)
     expected.push_back(single);
   }
   ASSERT_TRUE(forward->SendMessages({}).ok());
-  ASSERT_TRUE(forward->Flush(DeadlineAfter(kTimeout)).ok());
-  ASSERT_TRUE(world->inboxes[1]->WaitForCount(expected.size(), kTimeout));
-  auto messages = world->inboxes[1]->Messages();
-  ASSERT_EQ(messages.size(), expected.size());
-  for (size_t i = 0; i < expected.size(); ++i) {
-    EXPECT_EQ(messages[i].first, 0);
-    ASSERT_EQ(messages[i].second, expected[i]) << "message " << i;
+  ExpectDeliveredInOrder(world.get(), forward, expected);
+}
+
+// SendMessageParts: head and body arrive as one message, joined, in order
+// with plain messages, beyond the credits (the backlog joins them); empty
+// parts and a message of the maximum size work; one byte more is refused
+// and the connection stays healthy.
+TEST_P(TransportConformanceTest, MessagePartsArriveJoinedAndInOrder) {
+  auto world = MakeWorld(GetParam(), 2, /*message_slots=*/4);
+  Connection* forward = world->Link(0, 1);
+  const size_t max_size = forward->max_message_size();
+  const Status refused = forward->SendMessageParts("ab", 2, std::string(max_size - 1, 'x').data(),
+                                                   max_size - 1);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << refused;
+  std::vector<std::string> expected;
+  for (int i = 0; i < 200; ++i) {
+    const size_t head_size = (i % 4 == 0) ? 0 : 37;
+    const size_t body_size = (i % 4 == 1) ? 0 : (i % 4 == 2) ? max_size - head_size : 100 + i;
+    const std::vector<uint8_t> head = Pattern(head_size, i);
+    const std::vector<uint8_t> body = Pattern(body_size, 1000 + i);
+    ASSERT_TRUE(forward->SendMessageParts(head.data(), head_size, body.data(), body_size).ok());
+    std::string joined(head.begin(), head.end());
+    joined.append(body.begin(), body.end());
+    expected.push_back(joined);
+    if (i % 10 == 0) {
+      const std::string single = "single " + std::to_string(i);
+      ASSERT_TRUE(forward->SendMessage(single.data(), single.size()).ok());
+      expected.push_back(single);
+    }
   }
-  EXPECT_TRUE(forward->status().ok()) << forward->status();
+  ExpectDeliveredInOrder(world.get(), forward, expected);
 }
 
 // Where a provider says it orders a message after an outstanding WRITE
