@@ -350,34 +350,33 @@ void PrintRows(int world, const Config& config, const std::vector<Row>& rows) {
     }
     std::printf("\n");
   }
-  std::printf("Rank 0's CPU time per all-reduce, plan's algorithm (user + sys, all threads; us, "
-              "medians)\n");
-  std::printf("%-8s", "size");
-  for (const std::string& provider : config.providers) {
-    std::printf(" %14s", ("CommNet " + provider).c_str());
-  }
-  std::printf("\n");
-  for (const Row& row : rows) {
-    std::printf("%-8s", SizeName(row.bytes).c_str());
-    for (size_t i = 0; i < row.ring.size(); ++i) {
-      std::printf(" %14.1f", Planned(config, row, i, world).cpu_seconds * 1e6);
+  // A table of one cell per size and provider, under `title`.
+  auto per_provider = [&](const std::string& title,
+                          const std::function<std::string(const Row&, size_t)>& cell) {
+    std::printf("%s\n%-8s", title.c_str(), "size");
+    for (const std::string& provider : config.providers) {
+      std::printf(" %14s", ("CommNet " + provider).c_str());
     }
     std::printf("\n");
-  }
-  std::printf("The plan's algorithm (%s)\n",
-              config.tables ? "the calibration's fastest prediction" : "the size rule");
-  std::printf("%-8s", "size");
-  for (const std::string& provider : config.providers) {
-    std::printf(" %14s", ("CommNet " + provider).c_str());
-  }
-  std::printf("\n");
-  for (const Row& row : rows) {
-    std::printf("%-8s", SizeName(row.bytes).c_str());
-    for (size_t i = 0; i < row.ring.size(); ++i) {
-      std::printf(" %14s", ShortName(PlannedAlgorithm(config, row, i, world)));
+    for (const Row& row : rows) {
+      std::printf("%-8s", SizeName(row.bytes).c_str());
+      for (size_t i = 0; i < row.ring.size(); ++i) std::printf(" %14s", cell(row, i).c_str());
+      std::printf("\n");
     }
-    std::printf("\n");
-  }
+  };
+  per_provider("Rank 0's CPU time per all-reduce, plan's algorithm (user + sys, all threads; us, "
+               "medians)",
+               [&](const Row& row, size_t i) {
+                 char cpu[32];
+                 std::snprintf(cpu, sizeof(cpu), "%.1f",
+                               Planned(config, row, i, world).cpu_seconds * 1e6);
+                 return std::string(cpu);
+               });
+  per_provider(std::string("The plan's algorithm (") +
+                   (config.tables ? "the calibration's fastest prediction" : "the size rule") + ")",
+               [&](const Row& row, size_t i) {
+                 return std::string(ShortName(PlannedAlgorithm(config, row, i, world)));
+               });
   if (!config.mpi_btls.empty()) {
     std::printf("OpenMPI MPI_Allreduce per variant: in place (ip, MPI_IN_PLACE) and out of "
                 "place (oop, separate send and receive buffers) (MB/s, medians)\n");

@@ -202,47 +202,43 @@ ExchangeCommunicator::Incoming& ExchangeCommunicator::IncomingLocked(uint64_t ke
 
 Status ExchangeCommunicator::SendTo(const std::vector<int>& peers, uint8_t kind,
                                     const uint8_t* data, size_t bytes, uint64_t call) {
-  // Each peer's pieces go out as one batch (one system call on tcp).
+  // The router's channel header (MessageRouter::StartMessage's bytes), then
+  // the piece's, for the piece at `offset`.
+  uint8_t head[MessageRouter::kChannelHeaderSize + kExchangePieceHeaderBytes];
+  wire::StoreU32(head, options_.channel);
+  head[4] = kind;
+  wire::StoreU64(head + 5, options_.tag);
+  wire::StoreU64(head + 13, call);
+  wire::StoreU64(head + 21, bytes);
+  auto head_at = [&head](size_t offset) {
+    wire::StoreU64(head + 29, offset);
+    return head;
+  };
   std::vector<std::string> messages;
   for (int peer : peers) {
     Connection* connection = peers_[peer];
     // Whole elements of every dtype in every piece (a multiple of 8 bytes).
     const size_t piece = (connection->max_message_size() - MessageRouter::kChannelHeaderSize -
                           kExchangePieceHeaderBytes) / 8 * 8;
+    Status sent;
     if (bytes <= piece) {
-      // One piece: its headers and the caller's bytes go out as two parts,
+      // One piece: the headers and the caller's bytes go out as two parts,
       // which shm copies straight into the ring slot (no joined copy).
-      // The router's channel header (MessageRouter::StartMessage), then
-      // the piece's.
-      uint8_t head[MessageRouter::kChannelHeaderSize + kExchangePieceHeaderBytes];
-      wire::StoreU32(head, options_.channel);
-      head[4] = kind;
-      wire::StoreU64(head + 5, options_.tag);
-      wire::StoreU64(head + 13, call);
-      wire::StoreU64(head + 21, bytes);
-      wire::StoreU64(head + 29, 0);
-      RETURN_IF_ERROR(connection->SendMessageParts(head, sizeof(head), data, bytes)
-                          .WithContext("exchange all-reduce: sending to rank " +
-                                       std::to_string(peer)));
-      continue;
+      sent = connection->SendMessageParts(head_at(0), sizeof(head), data, bytes);
+    } else {
+      // Each peer's pieces go out as one batch (one system call on tcp).
+      messages.clear();
+      for (size_t offset = 0; offset < bytes; offset += piece) {
+        const size_t length = std::min(piece, bytes - offset);
+        std::string& message = messages.emplace_back();
+        message.reserve(sizeof(head) + length);
+        message.append(reinterpret_cast<const char*>(head_at(offset)), sizeof(head));
+        message.append(reinterpret_cast<const char*>(data) + offset, length);
+      }
+      sent = connection->SendMessages(std::move(messages));
     }
-    messages.clear();
-    size_t offset = 0;
-    do {
-      const size_t length = std::min(piece, bytes - offset);
-      std::string message =
-          MessageRouter::StartMessage(options_.channel, kExchangePieceHeaderBytes + length);
-      wire::AppendU8(&message, kind);
-      wire::AppendU64(&message, options_.tag);
-      wire::AppendU64(&message, call);
-      wire::AppendU64(&message, bytes);
-      wire::AppendU64(&message, offset);
-      message.append(reinterpret_cast<const char*>(data) + offset, length);
-      messages.push_back(std::move(message));
-      offset += length;
-    } while (offset < bytes);
-    RETURN_IF_ERROR(connection->SendMessages(std::move(messages)).WithContext(
-        "exchange all-reduce: sending to rank " + std::to_string(peer)));
+    RETURN_IF_ERROR(sent.WithContext("exchange all-reduce: sending to rank " +
+                                     std::to_string(peer)));
   }
   return Status::OK();
 }
