@@ -26,7 +26,8 @@
 //
 // busbw = 2 (N - 1) / N * bytes / time (the nccl-tests convention): the bytes
 // each rank moves per unit time. Each sample times `iterations` back-to-back
-// all-reduces on rank 0, after a barrier; figures are medians over --repeats
+// all-reduces on rank 0 (clamp(8 MiB / size, 1, 32), or --iterations for
+// both sides), after a barrier; figures are medians over --repeats
 // samples. All libraries reduce the same registered buffer in place
 // (OpenMPI also out of place, in its program's own buffers); each one's
 // first result is checked. (Timed repeats grow the values: floats may
@@ -88,6 +89,9 @@ constexpr char kUsage[] =
 struct Config {
   int world = 0;
   int repeats = 0;
+  // --iterations: back-to-back ops per sample, for ours and OpenMPI's; 0:
+  // the rule in Iterations().
+  int iterations = 0;
   size_t min_bytes = 0;
   size_t max_bytes = 0;
   int control_port = 0;
@@ -130,7 +134,8 @@ bool Doubles(int world) { return world > 2 && IsPowerOfTwo(world); }
 // schedule: above 2.
 bool ScatterGathers(int world) { return world > 2; }
 
-int Iterations(size_t bytes) {
+int Iterations(size_t bytes, int fixed) {
+  if (fixed > 0) return fixed;
   return static_cast<int>(std::clamp<size_t>((8u << 20) / bytes, 1, 32));
 }
 
@@ -142,21 +147,6 @@ struct Timing {
   double seconds = 0;      // wall time per op (median)
   double cpu_seconds = 0;  // this process's CPU time per op (median)
 };
-
-// Times `run` (one all-reduce) as medians of samples, per op.
-template <typename Run>
-Timing TimeMedian(int repeats, int iterations, Run run) {
-  run();  // warm-up
-  std::vector<double> walls, cpus;
-  for (int repeat = 0; repeat < repeats; ++repeat) {
-    const auto start = Clock::now();
-    const double cpu_start = ProcessCpuSeconds();
-    for (int i = 0; i < iterations; ++i) run();
-    cpus.push_back((ProcessCpuSeconds() - cpu_start) / iterations);
-    walls.push_back(SecondsSince(start) / iterations);
-  }
-  return {Median(walls), Median(cpus)};
-}
 
 void Fill(float* data, size_t count, int rank) {
   for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(rank + 1);
@@ -439,7 +429,7 @@ Row MeasureSize(int rank, const Config& config, size_t bytes, float* buffer,
                 comm::control::ControlClient* control) {
   const int world = config.world;
   const size_t count = bytes / sizeof(float);
-  const int iterations = Iterations(bytes);
+  const int iterations = Iterations(bytes, config.iterations);
   std::vector<Contender> contenders;
   for (const auto& owned : nets) {
     Net* net = owned.get();
@@ -507,7 +497,8 @@ Row MeasureSize(int rank, const Config& config, size_t bytes, float* buffer,
       // Its variants take turns sampling first, as ours follow each other.
       for (size_t b = 0; rank == 0 && b < config.mpi_btls.size(); ++b) {
         const MpiSample busbw = MpiAllReduceSample(config.mpi_bench, config.mpi_btls[b], world,
-                                                   bytes, config.mpi_variants, repeat % 2 == 1);
+                                                   bytes, config.mpi_variants, repeat % 2 == 1,
+                                                   config.iterations);
         for (int variant = 0; variant < kMpiVariants; ++variant) {
           if (busbw[variant] > 0) mpi[b][variant].push_back(busbw[variant]);
         }
@@ -643,6 +634,10 @@ std::vector<cli::FlagSpec> FlagSpecs() {
       CommBenchFlagSpecs("CommNet providers, comma-separated (default tcp,shm; tcp with --addrs)");
   std::vector<cli::FlagSpec> own = {
       {"nproc", "only this many processes (0: 2, 3 and 4)", false, "0"},
+      {"iterations",
+       "back-to-back all-reduces per sample, ours and OpenMPI's (0: clamp(8 MiB / size, 1, "
+       "32); more for profiling or to see how short samples read)",
+       false, "0"},
       {"gloo", "time Gloo beside (--gloo=0: CPU profiles of CommNet alone)", true, "true"},
       {"ring_chunk_bytes", "the ring's chunk size", false, std::to_string(ring.chunk_bytes)},
       {"ring_slots", "the ring's slots per neighbour", false, std::to_string(ring.slots)},
@@ -692,6 +687,7 @@ StatusOr<Options> ReadOptions(const cli::FlagSet& flags) {
   config.max_bytes = common.max_bytes;
   config.shm = common.shm;
   config.gloo = flags.GetBool("gloo");
+  ASSIGN_OR_RETURN(config.iterations, flags.GetInt("iterations", 0, 1000000));
   ASSIGN_OR_RETURN(config.ring.chunk_bytes, flags.GetInt("ring_chunk_bytes", 8, int64_t{1} << 30));
   ASSIGN_OR_RETURN(config.ring.slots, flags.GetInt("ring_slots", 1, 1024));
   ASSIGN_OR_RETURN(int64_t spin, flags.GetInt("ring_spin_us", 0, 10 * 1000 * 1000));

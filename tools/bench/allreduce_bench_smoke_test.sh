@@ -6,8 +6,9 @@
 # every <provider>/peer cell must hold a figure, not "-"; each OpenMPI cell
 # names the variant that won (ip: in place, oop: out of place), and the
 # per-variant table holds both variants' figures. --mpi_variant narrows the
-# peer to one variant; the standalone script prints both columns. Bad
-# --mpi_variant / --mpi_btl values exit 2.
+# peer to one variant (there with --iterations, which OpenMPI's program must
+# take too); the standalone script prints both columns. Bad --mpi_variant /
+# --mpi_btl / --iterations values exit 2.
 set -euo pipefail
 bench=tools/bench/allreduce_bench
 args=(--repeats=2 --min_bytes=4096 --max_bytes=16384 --comm=tcp,shm)
@@ -23,6 +24,10 @@ for bad in --mpi_variant=sideways "--mpi_bench=/nonexistent --mpi_btl=ib"; do
   [ $status = 2 ] || { cat "$work/bad.txt"; fail "$bad: exit $status, expected 2"; }
   grep -q -- "--mpi_" "$work/bad.txt" || { cat "$work/bad.txt"; fail "$bad: error names no flag"; }
 done
+status=0
+"$bench" --nproc=2 --iterations=-1 > "$work/bad.txt" 2>&1 || status=$?
+[ $status = 2 ] && grep -q -- "--iterations" "$work/bad.txt" ||
+  { cat "$work/bad.txt"; fail "--iterations=-1: exit $status, or no flag named"; }
 
 # The rows of the table headed by the line matching $1 in file $2, up to
 # the next line that is not a size row.
@@ -110,7 +115,8 @@ status=0
 if [ $with_mpi = 1 ]; then
   # One variant only: every winner is it, one per-variant column.
   "$bench" --nproc=2 --repeats=1 --min_bytes=4096 --max_bytes=4096 --comm=tcp --gloo=0 \
-    --mpi_bench="$work/mpi_allreduce_bench" --mpi_btl=tcp --mpi_variant=out_of_place \
+    --iterations=3 --mpi_bench="$work/mpi_allreduce_bench" --mpi_btl=tcp \
+    --mpi_variant=out_of_place \
     > "$work/one.txt"
   cat "$work/one.txt"
   row=$(grep -m1 "^4 KiB " "$work/one.txt") || fail "--mpi_variant=out_of_place: no row"

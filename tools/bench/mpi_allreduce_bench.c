@@ -1,7 +1,7 @@
 /* OpenMPI's figures beside tools/bench/allreduce_bench and comm_p2p_bench:
  * the comparison peer of CommNet's shm provider. Same sizes, same sample
  * rule (iterations = clamp(8 MiB / size, 1, 32) back-to-back ops per sample,
- * each sample after MPI_Barrier and one untimed op, median of --repeats
+ * or --iterations=N, each sample after MPI_Barrier and one untimed op, median of --repeats
  * samples), same busbw = 2(N-1)/N x bytes / time. MPI_Allreduce of float32
  * sums in two variants, their samples interleaved: in place (MPI_IN_PLACE)
  * and out of place (a separate send buffer: the common call, which OpenMPI
@@ -29,7 +29,11 @@ static double median(double* values, int count) {
   return count % 2 ? values[count / 2] : (values[count / 2 - 1] + values[count / 2]) / 2;
 }
 
+/* --iterations=N: N ops per sample; 0 (the default): the rule above. */
+static int g_iterations = 0;
+
 static int iterations_for(size_t bytes) {
+  if (g_iterations > 0) return g_iterations;
   size_t n = (8u << 20) / bytes;
   return n < 1 ? 1 : n > 32 ? 32 : (int)n;
 }
@@ -147,20 +151,24 @@ int main(int argc, char** argv) {
   const size_t min_bytes = (size_t)bench_flag(argc, argv, "min_bytes", 4096);
   const size_t max_bytes = (size_t)bench_flag(argc, argv, "max_bytes", 64 << 20);
   const int variants = variant_flag(argc, argv);
+  const long iterations = bench_flag(argc, argv, "iterations", 0);
   /* Which variant samples first: swapped every repeat, so neither always
    * follows the other; allreduce_bench (--repeats=1 per mpirun) alternates
    * it by sample with --out_of_place_first=1. */
   const int first = bench_flag(argc, argv, "out_of_place_first", 0) != 0 ? kOutOfPlace : kInPlace;
   /* Every rank reads the same argv, so all of them stop here alike. */
-  if (variants == 0 || repeats < 1 || repeats > 1000 || min_bytes < 16 || max_bytes < min_bytes) {
+  if (variants == 0 || repeats < 1 || repeats > 1000 || min_bytes < 16 || max_bytes < min_bytes ||
+      iterations < 0 || iterations > 1000000) {
     if (rank == 0) {
       fprintf(stderr,
               "mpi_allreduce_bench: bad flags: --variant must be both, in_place or out_of_place; "
-              "--repeats in [1, 1000]; 16 <= --min_bytes <= --max_bytes\n");
+              "--repeats in [1, 1000]; --iterations in [0, 1000000]; "
+              "16 <= --min_bytes <= --max_bytes\n");
     }
     MPI_Finalize();
     return 2;
   }
+  g_iterations = (int)iterations;
   float* buffer = malloc(max_bytes);
   float* send = (variants & 1 << kOutOfPlace) ? malloc(max_bytes) : NULL;
   if (buffer == NULL || ((variants & 1 << kOutOfPlace) && send == NULL)) {

@@ -125,11 +125,11 @@ inline std::string MpiBindOptions(int world) {
 // One OpenMPI sample of each of `variants`: busbw in MB/s of `world`
 // processes all-reducing `bytes` over `btl` (negative for a variant not
 // asked for or without a figure). The out-of-place variant samples first
-// when `out_of_place_first`. mpirun starts with the launcher's CPUs and
+// when `out_of_place_first`; `iterations` > 0 overrides its ops per sample. mpirun starts with the launcher's CPUs and
 // binds its ranks as MpiBindOptions says.
 inline MpiSample MpiAllReduceSample(const std::string& program, const std::string& btl, int world,
                                     size_t bytes, const std::vector<int>& variants,
-                                    bool out_of_place_first) {
+                                    bool out_of_place_first, int iterations = 0) {
   MpiSample failed;
   failed.fill(-1);
   const std::string options = MpiBtlOptions(btl);
@@ -146,6 +146,7 @@ inline MpiSample MpiAllReduceSample(const std::string& program, const std::strin
                               "' --repeats=1 --p2p=0 --min_bytes=" + std::to_string(bytes) +
                               " --max_bytes=" + std::to_string(bytes) + " --variant=" + variant +
                               " --out_of_place_first=" + (out_of_place_first ? "1" : "0") +
+                              " --iterations=" + std::to_string(iterations) +
                               " 2>&1";
   int status = 0;
   std::string output;
