@@ -33,7 +33,10 @@ ShmConnection::ShmConnection(ShmTransportImpl* transport, ConnectionSetup setup)
       in_ring_(&header_->rings[1 - side_]),
       out_slots_(RingSlots(segment_->data(), side_, slots_, slot_size_)),
       in_slots_(RingSlots(segment_->data(), 1 - side_, slots_, slot_size_)),
-      last_credit_(Clock::now()) {}
+      last_credit_(Clock::now()) {
+  out_buffer_of_.assign(slots_, 0);
+  for (uint32_t slot = 0; slot < slots_; ++slot) free_buffers_.push_back(slot);
+}
 
 ShmConnection::~ShmConnection() {
   ::close(socket_fd_);
@@ -235,10 +238,27 @@ bool ShmConnection::TryPushLocked(const void* head, size_t head_size, const void
   const uint64_t tail = out_ring_->tail.value.load(std::memory_order_acquire);
   TsanAcquire(CreditKey(side_));
   if (out_head_ - tail >= slots_) return false;
-  uint8_t* slot = out_slots_ + (out_head_ % slots_) * slot_size_;
-  wire::StoreU32(slot, static_cast<uint32_t>(head_size + body_size));
-  if (head_size > 0) std::memcpy(slot + kSlotHeaderSize, head, head_size);
-  if (body_size > 0) std::memcpy(slot + kSlotHeaderSize + head_size, body, body_size);
+  // The consumer is done with every message below `tail`: their buffers
+  // are free again, the latest at the back.
+  for (; reclaimed_ < tail; ++reclaimed_) {
+    free_buffers_.push_back(out_buffer_of_[reclaimed_ % slots_]);
+  }
+  // A credit means fewer than `slots` messages hold a buffer: one is free.
+  uint32_t buffer;
+  if (head_size + body_size <= kHotSlotMaxBytes) {
+    buffer = free_buffers_.back();
+    free_buffers_.pop_back();
+  } else {
+    buffer = free_buffers_.front();
+    free_buffers_.pop_front();
+  }
+  out_buffer_of_[out_head_ % slots_] = buffer;
+  uint8_t* payload = out_slots_ + size_t{buffer} * slot_size_ + kSlotHeaderSize;
+  if (head_size > 0) std::memcpy(payload, head, head_size);
+  if (body_size > 0) std::memcpy(payload + head_size, body, body_size);
+  uint8_t* descriptor = out_slots_ + (out_head_ % slots_) * slot_size_;
+  wire::StoreU32(descriptor, static_cast<uint32_t>(head_size + body_size));
+  wire::StoreU32(descriptor + 4, buffer);
   ++out_head_;
   TsanRelease(MessageKey(side_));
   out_ring_->head.value.store(out_head_, std::memory_order_seq_cst);
@@ -266,14 +286,18 @@ bool ShmConnection::PollInbound() {
   const MessageHandler& handler = transport_->options().on_message;
   while (in_tail_ < head) {
     if (failed_.load(std::memory_order_acquire)) return true;
-    const uint8_t* slot = in_slots_ + (in_tail_ % slots_) * slot_size_;
-    const uint32_t size = wire::LoadU32(slot);
-    if (size > max_message_size()) {
-      Fail(DataLossError("rank ", peer_rank_, " published a ", size, "-byte message in a ring of ",
-                         max_message_size(), "-byte slots"));
+    const uint8_t* descriptor = in_slots_ + (in_tail_ % slots_) * slot_size_;
+    const uint32_t size = wire::LoadU32(descriptor);
+    const uint32_t buffer = wire::LoadU32(descriptor + 4);
+    if (size > max_message_size() || buffer >= slots_) {
+      Fail(DataLossError("rank ", peer_rank_, " published a ", size, "-byte message in slot ",
+                         buffer, " of a ring of ", slots_, " slots of ", max_message_size(),
+                         " bytes"));
       return true;
     }
-    if (handler) handler(peer_rank_, slot + kSlotHeaderSize, size);
+    if (handler) {
+      handler(peer_rank_, in_slots_ + size_t{buffer} * slot_size_ + kSlotHeaderSize, size);
+    }
     ++in_tail_;
     TsanRelease(CreditKey(1 - side_));
     in_ring_->tail.value.store(in_tail_, std::memory_order_seq_cst);

@@ -139,6 +139,14 @@ class ShmConnection : public Connection {
   std::atomic<size_t> backlog_size_{0};  // backlog_.size(), read without the lock
   std::atomic<int> flush_waiters_{0};    // threads in Flush (notified on credits)
   uint64_t out_head_ = 0;  // messages in the ring so far
+  // Payload buffers (slot indices) of the outgoing ring: the one message
+  // n's bytes went into (at n % slots), the free ones in the order they
+  // were freed (small messages take the last, large ones the first:
+  // shm_segment.h), and the messages up to which buffers were taken back
+  // (consumed: below the ring's tail).
+  std::vector<uint32_t> out_buffer_of_;
+  std::deque<uint32_t> free_buffers_;
+  uint64_t reclaimed_ = 0;
   uint64_t sent_ = 0;      // messages accepted: ring + backlog
   uint64_t ops_posted_ = 0;
   uint64_t ops_completed_ = 0;

@@ -26,11 +26,20 @@ namespace oflite {
 namespace comm {
 namespace shm {
 
-constexpr uint32_t kShmVersion = 1;
+constexpr uint32_t kShmVersion = 2;
 constexpr uint32_t kSegmentMagic = 0x4d53464f;  // "OFSM"
 constexpr uint32_t kTableMagic = 0x5453464f;    // "OFST"
-// Each ring slot starts with the message length (u32) and 4 reserved bytes.
+// Each ring slot starts with a descriptor: the length (u32) of the message
+// whose sequence number maps to the slot, and the slot (u32) whose payload
+// area holds its bytes. The payload area follows the descriptor. The
+// producer picks that slot among those whose messages were consumed: for a
+// message of at most kHotSlotMaxBytes the most recently freed (a stream of
+// small messages reuses a few cache-resident buffers instead of touching
+// every slot in turn), for a larger one the longest free (as a plain ring
+// would: a large payload is cheaper to write into lines the consumer's
+// core no longer holds).
 constexpr size_t kSlotHeaderSize = 8;
+constexpr size_t kHotSlotMaxBytes = 16 * 1024;
 
 // A memfd and its mapping. Owns both; the descriptor may be closed early
 // (CloseFd) once every peer that needs it has its own copy.

@@ -213,6 +213,75 @@ TEST(ShmTransportTest, SmallWriteIsCopiedByThePosterAndCompletedByTheProgressThr
   EXPECT_FALSE(ran_on_poster);
 }
 
+// A message's bytes go into the buffer freed last (shm_segment.h): one
+// message at a time lands at one address over and over (a cache-resident
+// buffer), while messages in flight together each get a buffer of their
+// own, bytes intact.
+TEST(ShmTransportTest, ConsumedBuffersAreReusedMostRecentFirst) {
+  Events events[2];
+  struct Arrivals {
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::vector<std::pair<const void*, std::string>> seen;
+    bool hold = false;  // the handler waits while set
+  } arrivals;
+  TransportOptions options1 = Options(1, &events[1]);
+  options1.on_message = [&arrivals](int, const void* data, size_t size) {
+    std::unique_lock<std::mutex> lock(arrivals.mutex);
+    arrivals.seen.push_back({data, std::string(static_cast<const char*>(data), size)});
+    arrivals.changed.notify_all();
+    arrivals.changed.wait_for(lock, milliseconds(20000), [&] { return !arrivals.hold; });
+  };
+  std::vector<TransportOptions> options = {Options(0, &events[0]), options1};
+  TransportFactory factory{"shm",
+                           [](const TransportOptions& o) -> StatusOr<std::unique_ptr<Transport>> {
+                             ASSIGN_OR_RETURN(auto t, CreateShmTransport(o, ShmOptions()));
+                             return std::unique_ptr<Transport>(std::move(t));
+                           }};
+  auto transports = CreateConnectedTransports(factory, options, milliseconds(20000));
+  ASSERT_TRUE(transports.ok()) << transports.status();
+  Connection* link = *(*transports)[0]->GetConnection(1);
+  // One at a time: each consumed (Flush) before the next goes out.
+  for (int i = 0; i < 8; ++i) {
+    const std::string message = "one " + std::to_string(i);
+    ASSERT_TRUE(link->SendMessage(message.data(), message.size()).ok());
+    ASSERT_TRUE(link->Flush(DeadlineAfter(milliseconds(20000))).ok());
+  }
+  // Four in flight (the ring's 4 credits): the handler holds the first
+  // while the other three land.
+  {
+    std::lock_guard<std::mutex> lock(arrivals.mutex);
+    arrivals.hold = true;
+  }
+  for (int i = 0; i < 4; ++i) {
+    const std::string message = "four " + std::to_string(i);
+    ASSERT_TRUE(link->SendMessage(message.data(), message.size()).ok());
+  }
+  {
+    std::unique_lock<std::mutex> lock(arrivals.mutex);
+    ASSERT_TRUE(arrivals.changed.wait_for(lock, milliseconds(20000),
+                                          [&] { return arrivals.seen.size() == 9; }));
+    arrivals.hold = false;
+  }
+  arrivals.changed.notify_all();
+  ASSERT_TRUE(link->Flush(DeadlineAfter(milliseconds(20000))).ok());
+  std::lock_guard<std::mutex> lock(arrivals.mutex);
+  ASSERT_EQ(arrivals.seen.size(), 12u);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(arrivals.seen[i].second, "one " + std::to_string(i));
+    EXPECT_EQ(arrivals.seen[i].first, arrivals.seen[0].first) << "message " << i;
+  }
+  std::vector<const void*> burst;
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(arrivals.seen[8 + i].second, "four " + std::to_string(i));
+    burst.push_back(arrivals.seen[8 + i].first);
+  }
+  // The first of the burst reuses the buffer of the stream before it.
+  EXPECT_EQ(burst[0], arrivals.seen[0].first);
+  std::sort(burst.begin(), burst.end());
+  EXPECT_EQ(std::unique(burst.begin(), burst.end()), burst.end()) << "two in one buffer";
+}
+
 }  // namespace
 }  // namespace shm
 }  // namespace comm
