@@ -95,6 +95,16 @@ TransportOptions Options(int rank, Events* events) {
   return options;
 }
 
+// Shm transports for `options`, connected to each other.
+auto ConnectShm(const std::vector<TransportOptions>& options, const ShmOptions& shm_options) {
+  TransportFactory factory{
+      "shm", [shm_options](const TransportOptions& o) -> StatusOr<std::unique_ptr<Transport>> {
+        ASSIGN_OR_RETURN(auto t, CreateShmTransport(o, shm_options));
+        return std::unique_ptr<Transport>(std::move(t));
+      }};
+  return CreateConnectedTransports(factory, options, milliseconds(20000));
+}
+
 // A process that is not in the job dials the listener with a forged HELLO:
 // it is refused, and the genuine peer still connects afterwards.
 TEST(ShmTransportTest, ForgedHelloIsRefusedAndTheRealPeerStillConnects) {
@@ -141,13 +151,7 @@ TEST(ShmTransportTest, PeerThatStopsConsumingFailsAfterPeerTimeout) {
     std::unique_lock<std::mutex> lock(stuck->mutex);
     stuck->changed.wait_for(lock, milliseconds(20000), [&] { return stuck->release_handler; });
   };
-  std::vector<TransportOptions> options = {Options(0, &events[0]), options1};
-  TransportFactory factory{"shm",
-                           [](const TransportOptions& o) -> StatusOr<std::unique_ptr<Transport>> {
-                             ASSIGN_OR_RETURN(auto t, CreateShmTransport(o, ShmOptions()));
-                             return std::unique_ptr<Transport>(std::move(t));
-                           }};
-  auto transports = CreateConnectedTransports(factory, options, milliseconds(20000));
+  auto transports = ConnectShm({Options(0, &events[0]), options1}, ShmOptions());
   ASSERT_TRUE(transports.ok()) << transports.status();
   Connection* link = *(*transports)[0]->GetConnection(1);
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(link->SendMessage("x", 1).ok());
@@ -173,13 +177,7 @@ TEST(ShmTransportTest, SmallWriteIsCopiedByThePosterAndCompletedByTheProgressThr
   Events events[2];
   ShmOptions shm_options;
   shm_options.inline_copy_bytes = 4096;
-  std::vector<TransportOptions> options = {Options(0, &events[0]), Options(1, &events[1])};
-  TransportFactory factory{
-      "shm", [&](const TransportOptions& o) -> StatusOr<std::unique_ptr<Transport>> {
-        ASSIGN_OR_RETURN(auto t, CreateShmTransport(o, shm_options));
-        return std::unique_ptr<Transport>(std::move(t));
-      }};
-  auto transports = CreateConnectedTransports(factory, options, milliseconds(20000));
+  auto transports = ConnectShm({Options(0, &events[0]), Options(1, &events[1])}, shm_options);
   ASSERT_TRUE(transports.ok()) << transports.status();
   std::vector<uint8_t> source(4096), target(8192, 0);
   for (size_t i = 0; i < source.size(); ++i) source[i] = static_cast<uint8_t>(i * 7 + 1);
@@ -232,13 +230,7 @@ TEST(ShmTransportTest, ConsumedBuffersAreReusedMostRecentFirst) {
     arrivals.changed.notify_all();
     arrivals.changed.wait_for(lock, milliseconds(20000), [&] { return !arrivals.hold; });
   };
-  std::vector<TransportOptions> options = {Options(0, &events[0]), options1};
-  TransportFactory factory{"shm",
-                           [](const TransportOptions& o) -> StatusOr<std::unique_ptr<Transport>> {
-                             ASSIGN_OR_RETURN(auto t, CreateShmTransport(o, ShmOptions()));
-                             return std::unique_ptr<Transport>(std::move(t));
-                           }};
-  auto transports = CreateConnectedTransports(factory, options, milliseconds(20000));
+  auto transports = ConnectShm({Options(0, &events[0]), options1}, ShmOptions());
   ASSERT_TRUE(transports.ok()) << transports.status();
   Connection* link = *(*transports)[0]->GetConnection(1);
   // One at a time: each consumed (Flush) before the next goes out.
