@@ -78,8 +78,10 @@ namespace oflite {
 // The transport's message slot size (comm::TransportOptions::
 // message_slot_size) in a session's CommNet: registers travel as pushed
 // chunks and collectives' pieces fill whole messages, so larger slots mean
-// fewer messages. Benchmarks of the runtime's collectives use it too.
-inline constexpr size_t kRuntimeMessageSlotSize = 64 << 10;
+// fewer messages. 128 bytes above 64 KiB: a 64 KiB exchange piece with its
+// slot, channel and piece headers (45 bytes) is one message, not two
+// (docs/comm.md). Benchmarks of the runtime's collectives use it too.
+inline constexpr size_t kRuntimeMessageSlotSize = (64 << 10) + 128;
 
 // What ended the job for this rank: the rank that failed or was lost first
 // (this rank's own, for a local failure such as a malformed frame) and why.
