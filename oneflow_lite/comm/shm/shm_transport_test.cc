@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "oneflow_lite/comm/shm/shm_handshake.h"
+#include "oneflow_lite/comm/shm/shm_segment.h"
 #include "oneflow_lite/comm/testing/memory_strategy_conformance.h"
 #include "oneflow_lite/comm/testing/transport_conformance.h"
 
@@ -272,6 +273,47 @@ TEST(ShmTransportTest, ConsumedBuffersAreReusedMostRecentFirst) {
   EXPECT_EQ(burst[0], arrivals.seen[0].first);
   std::sort(burst.begin(), burst.end());
   EXPECT_EQ(std::unique(burst.begin(), burst.end()), burst.end()) << "two in one buffer";
+}
+
+// Above kHotSlotMaxBytes a message takes the buffer free the longest: one
+// large message at a time goes round all the slots in order, as in a plain
+// ring, while a small one between them still reuses the buffer freed last.
+TEST(ShmTransportTest, LargeMessagesTakeTheLongestFreeBuffer) {
+  Events events[2];
+  std::mutex mutex;
+  std::vector<std::pair<const void*, size_t>> seen;
+  TransportOptions options0 = Options(0, &events[0]);
+  TransportOptions options1 = Options(1, &events[1]);
+  for (TransportOptions* options : {&options0, &options1}) {
+    options->message_slot_size = kHotSlotMaxBytes * 2;
+  }
+  options1.on_message = [&](int, const void* data, size_t size) {
+    const auto* bytes = static_cast<const uint8_t*>(data);
+    // Every byte is the message's size mod 251: intact.
+    for (size_t i = 0; i < size; ++i) ASSERT_EQ(bytes[i], size % 251) << "byte " << i;
+    std::lock_guard<std::mutex> lock(mutex);
+    seen.push_back({data, size});
+  };
+  auto transports = ConnectShm({options0, options1}, ShmOptions());
+  ASSERT_TRUE(transports.ok()) << transports.status();
+  Connection* link = *(*transports)[0]->GetConnection(1);
+  auto send = [&](size_t size) {
+    const std::string message(size, static_cast<char>(size % 251));
+    ASSERT_TRUE(link->SendMessage(message.data(), message.size()).ok());
+    ASSERT_TRUE(link->Flush(DeadlineAfter(milliseconds(20000))).ok());
+  };
+  const size_t large = kHotSlotMaxBytes + 1, small = 100;
+  for (int i = 0; i < 8; ++i) send(large);  // slots 0, 1, 2, 3, 0, 1, 2, 3
+  send(small);                              // the buffer freed last: slot 3's
+  send(small);
+  std::lock_guard<std::mutex> lock(mutex);
+  ASSERT_EQ(seen.size(), 10u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(seen[i + 4].first, seen[i].first) << "message " << i + 4;
+    for (int j = 0; j < i; ++j) EXPECT_NE(seen[i].first, seen[j].first) << i << " and " << j;
+  }
+  EXPECT_EQ(seen[8].first, seen[7].first);
+  EXPECT_EQ(seen[9].first, seen[7].first);
 }
 
 }  // namespace
