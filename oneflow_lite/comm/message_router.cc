@@ -62,10 +62,16 @@ Status MessageRouter::Send(Connection* connection, uint32_t channel,
 }
 
 std::string MessageRouter::StartMessage(uint32_t channel, size_t payload_bytes) {
+  uint8_t header[kChannelHeaderSize];
+  WriteChannelHeader(channel, header);
   std::string message;
   message.reserve(kChannelHeaderSize + payload_bytes);
-  wire::AppendU32(&message, channel);
+  message.append(reinterpret_cast<const char*>(header), kChannelHeaderSize);
   return message;
+}
+
+void MessageRouter::WriteChannelHeader(uint32_t channel, uint8_t* out) {
+  wire::StoreU32(out, channel);
 }
 
 }  // namespace comm

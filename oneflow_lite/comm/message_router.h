@@ -44,6 +44,10 @@ class MessageRouter {
   // `payload_bytes` more, which the caller appends. Messages built this way
   // go out together through Connection::SendMessages.
   static std::string StartMessage(uint32_t channel, size_t payload_bytes);
+  // Writes the header StartMessage begins a message with (the channel id,
+  // kChannelHeaderSize bytes) at `out`: for senders that lay out a message's
+  // head in a buffer of their own (Connection::SendMessageParts).
+  static void WriteChannelHeader(uint32_t channel, uint8_t* out);
 
  private:
   void Dispatch(int peer_rank, const void* data, size_t size);

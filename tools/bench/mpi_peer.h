@@ -125,8 +125,9 @@ inline std::string MpiBindOptions(int world) {
 // One OpenMPI sample of each of `variants`: busbw in MB/s of `world`
 // processes all-reducing `bytes` over `btl` (negative for a variant not
 // asked for or without a figure). The out-of-place variant samples first
-// when `out_of_place_first`; `iterations` > 0 overrides its ops per sample. mpirun starts with the launcher's CPUs and
-// binds its ranks as MpiBindOptions says.
+// when `out_of_place_first`; `iterations` > 0 overrides its ops per
+// sample. mpirun starts with the launcher's CPUs and binds its ranks as
+// MpiBindOptions says.
 inline MpiSample MpiAllReduceSample(const std::string& program, const std::string& btl, int world,
                                     size_t bytes, const std::vector<int>& variants,
                                     bool out_of_place_first, int iterations = 0) {

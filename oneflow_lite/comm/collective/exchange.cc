@@ -202,10 +202,10 @@ ExchangeCommunicator::Incoming& ExchangeCommunicator::IncomingLocked(uint64_t ke
 
 Status ExchangeCommunicator::SendTo(const std::vector<int>& peers, uint8_t kind,
                                     const uint8_t* data, size_t bytes, uint64_t call) {
-  // The router's channel header (MessageRouter::StartMessage's bytes), then
-  // the piece's, for the piece at `offset`.
+  // The router's channel header, then the piece's, for the piece at
+  // `offset`.
   uint8_t head[MessageRouter::kChannelHeaderSize + kExchangePieceHeaderBytes];
-  wire::StoreU32(head, options_.channel);
+  MessageRouter::WriteChannelHeader(options_.channel, head);
   head[4] = kind;
   wire::StoreU64(head + 5, options_.tag);
   wire::StoreU64(head + 13, call);

@@ -101,7 +101,8 @@ class ShmConnection : public Connection {
   Status Post(bool write, const MemoryRegion& local, size_t local_offset, const RemoteKey& remote,
               size_t remote_offset, size_t length, Completion done);
   bool TryPushLocked(const void* data, size_t size) { return TryPushLocked(data, size, nullptr, 0); }
-  // The message `head` then `body` into the next slot, if a credit is free.
+  // The message `head` then `body` into a free slot's buffer and its
+  // descriptor into the next slot (shm_segment.h), if a credit is free.
   bool TryPushLocked(const void* head, size_t head_size, const void* body, size_t body_size);
   void RingPeerIfSleeping();
   Status Copy(bool write, uint8_t* local, uint64_t remote_address, size_t length);
