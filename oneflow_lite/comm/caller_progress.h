@@ -12,10 +12,18 @@ namespace comm {
 
 // A progress thread naps until this long after the last caller's Poll, so
 // a caller that stops without EndPolling leaves what arrives afterwards at
-// most about this long to it (a delay, never a lost wake-up).
-inline constexpr std::chrono::nanoseconds kCallerQuiet = std::chrono::microseconds(200);
-// Timer slack of a progress thread that naps for callers: 1 us (the default
-// 50 us would stretch each nap by a quarter). For prctl(PR_SET_TIMERSLACK).
+// most about this long to it (a delay, never a lost wake-up). While callers
+// poll back to back, the nap ends and starts again once per this period:
+// a timer interrupt and two context switches on the core the caller polls
+// from, which cost 30-60 us on the 2-core VM (docs/comm.md "When the
+// progress thread sleeps"). At 200 us that took 20-60 % of a stream of
+// 4 KiB exchanges; at 2 ms it is a few percent. Waits that do not poll
+// end the nap at once (EndPolling, BeginBlockingWait), so the bound only
+// matters to a caller that stops polling and then does something else.
+inline constexpr std::chrono::nanoseconds kCallerQuiet = std::chrono::milliseconds(2);
+// Timer slack of a progress thread that naps for callers: 1 us, so a nap
+// ends when it should (the default 50 us would add up to 2.5 % to each).
+// For prctl(PR_SET_TIMERSLACK).
 inline constexpr unsigned long kCallerProgressTimerSlackNs = 1000;  // NOLINT(runtime/int)
 
 // steady_clock nanoseconds since its epoch: the stamps of the last Poll.

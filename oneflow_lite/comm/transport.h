@@ -280,8 +280,8 @@ class Transport {
   // completed anything. False, doing nothing, when the provider has none
   // (the default; tcp, ibverbs) or another thread is progressing right now:
   // the caller then yields as before. Thread-safe. While callers poll, the
-  // provider may let its progress thread nap (shm: it resumes within a few
-  // hundred microseconds of the last Poll), so a caller about to sleep on
+  // provider may let its progress thread nap (shm: it resumes within 2 ms of
+  // the last Poll, kCallerQuiet), so a caller about to sleep on
   // something else should call EndPolling first.
   virtual bool Poll() { return false; }
   // The calling thread stops polling (e.g. before it sleeps on a condition

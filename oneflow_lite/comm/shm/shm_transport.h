@@ -22,8 +22,8 @@
 //     completions, inbound rings, backlogs) under the same progress mutex
 //     (try-locked), so handlers and completions still run one at a time;
 //     while callers poll, the progress thread naps with its `sleeping`
-//     words down until 200 us after the last Poll or an EndPolling, and
-//     not at all while a thread waits without polling
+//     words down until 2 ms (kCallerQuiet) after the last Poll or an
+//     EndPolling, and not at all while a thread waits without polling
 //     (Transport::BeginBlockingWait).
 //   * One-sided READ/WRITE: cross-memory attach (process_vm_readv /
 //     process_vm_writev) by the initiator's progress thread (or, up to
