@@ -84,9 +84,12 @@ struct ExchangeOptions {
   // (Transport::Poll, where the provider has caller progress); larger ones
   // leave it to the progress thread (Transport::BeginBlockingWait) and
   // only yield. Measured on 2 cores over shm, 2-4 processes: polling made
-  // 4 and 16 KiB 1.2-2.2x faster; at 64 KiB it was level (2), faster (3)
-  // or 40 % slower (4 processes on 2 cores), at 256 KiB 5-15 % slower.
-  size_t poll_max_bytes = size_t{16} << 10;
+  // 4 and 16 KiB 1.2-2.2x faster. Above 16 KiB it paid only once the
+  // progress thread's naps for pollers had grown from 200 us to 2 ms
+  // (caller_progress.h, kCallerQuiet): then five alternating runs put 64
+  // KiB at 1.16-2.2x and 256 KiB at 1.0-1.3x of waiting without polling
+  // (docs/comm.md, "Who polls"), a 2-rank training step level.
+  size_t poll_max_bytes = size_t{256} << 10;
   // See the file comment. kDoubling needs a power-of-2 world (Create
   // refuses others); a world of 2 runs kDirect as kDoubling (one round: the
   // same bytes, added as they arrive).
