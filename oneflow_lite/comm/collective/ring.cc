@@ -162,13 +162,33 @@ void RingCommunicator::SegmentBounds(size_t count, int world, int index,
   RingSegmentBounds(count, world, index, begin, end);
 }
 
+ScratchSlots::ScratchSlots(int slots) {
+  // Slot 0 first, as the plain rotation starts.
+  for (int slot = slots - 1; slot >= 0; --slot) free_.push_back(static_cast<uint32_t>(slot));
+}
+
+uint32_t ScratchSlots::Take() {
+  const uint32_t slot = free_.back();
+  free_.pop_back();
+  in_flight_.push_back(slot);
+  return slot;
+}
+
+void ScratchSlots::Free(size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    free_.push_back(in_flight_.front());
+    in_flight_.pop_front();
+  }
+}
+
 RingCommunicator::RingCommunicator(Transport* transport, MessageRouter* router,
                                    const CollectiveOptions& options)
     : transport_(transport),
       router_(router),
       options_(options),
       rank_(transport->rank()),
-      world_(transport->world_size()) {}
+      world_(transport->world_size()),
+      scratch_slots_(options.slots) {}
 
 RingCommunicator::~RingCommunicator() {
   {
@@ -282,11 +302,11 @@ void RingCommunicator::OnBackwardLocked(const void* data, size_t size) {
   if (type == kAck) {
     uint32_t count = 0;
     reader.ReadU32(&count);
-    if (!reader.ok() || scratch_acked_ + count > scratch_sent_) {
+    if (!reader.ok() || count > scratch_slots_.InFlight()) {
       FailLocked(DataLossError("ring: bad ACK from rank ", right));
       return;
     }
-    scratch_acked_ += count;
+    scratch_slots_.Free(count);
   } else if (type == kScratchKey || type == kDataKey) {
     uint64_t call = 0, tag = 0;
     reader.ReadU64(type == kDataKey ? &call : &tag);
@@ -349,11 +369,10 @@ void RingCommunicator::PumpSendsLocked() {
     size_t remote_offset = 0;
     uint32_t slot = 0;
     if (item.to_scratch) {
-      if (!have_right_scratch_ ||
-          scratch_sent_ - scratch_acked_ >= static_cast<uint64_t>(options_.slots)) {
+      if (!have_right_scratch_ || !scratch_slots_.HasFree()) {
         return;  // resumed by the next ACK
       }
-      slot = static_cast<uint32_t>(scratch_sent_ % options_.slots);
+      slot = scratch_slots_.Take();
       remote = right_scratch_;
       remote_offset = slot * options_.chunk_bytes;
     } else {
@@ -385,7 +404,6 @@ void RingCommunicator::PumpSendsLocked() {
       FailLocked(posted);
       return;
     }
-    if (item.to_scratch) ++scratch_sent_;
     ++sends_in_flight_;
     send_queue_.pop_front();
     if (ready_with_write) {
