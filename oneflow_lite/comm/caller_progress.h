@@ -16,8 +16,8 @@ namespace comm {
 // poll back to back, the nap ends and starts again once per this period:
 // a timer interrupt and two context switches on the core the caller polls
 // from, which cost 30-60 us on the 2-core VM (docs/comm.md "When the
-// progress thread sleeps"). At 200 us that took 20-60 % of a stream of
-// 4 KiB exchanges; at 2 ms it is a few percent. Waits that do not poll
+// progress thread sleeps"). At 200 us that took more than half the time
+// of a stream of 4 KiB exchanges; at 2 ms it is a few percent. Waits that do not poll
 // end the nap at once (EndPolling, BeginBlockingWait), so the bound only
 // matters to a caller that stops polling and then does something else.
 inline constexpr std::chrono::nanoseconds kCallerQuiet = std::chrono::milliseconds(2);
