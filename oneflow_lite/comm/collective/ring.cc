@@ -162,25 +162,6 @@ void RingCommunicator::SegmentBounds(size_t count, int world, int index,
   RingSegmentBounds(count, world, index, begin, end);
 }
 
-ScratchSlots::ScratchSlots(int slots) {
-  // Slot 0 first, as the plain rotation starts.
-  for (int slot = slots - 1; slot >= 0; --slot) free_.push_back(static_cast<uint32_t>(slot));
-}
-
-uint32_t ScratchSlots::Take() {
-  const uint32_t slot = free_.back();
-  free_.pop_back();
-  in_flight_.push_back(slot);
-  return slot;
-}
-
-void ScratchSlots::Free(size_t count) {
-  for (size_t i = 0; i < count; ++i) {
-    free_.push_back(in_flight_.front());
-    in_flight_.pop_front();
-  }
-}
-
 RingCommunicator::RingCommunicator(Transport* transport, MessageRouter* router,
                                    const CollectiveOptions& options)
     : transport_(transport),
@@ -188,7 +169,7 @@ RingCommunicator::RingCommunicator(Transport* transport, MessageRouter* router,
       options_(options),
       rank_(transport->rank()),
       world_(transport->world_size()),
-      scratch_slots_(options.slots) {}
+      scratch_slots_(static_cast<uint32_t>(options.slots)) {}
 
 RingCommunicator::~RingCommunicator() {
   {
@@ -372,7 +353,7 @@ void RingCommunicator::PumpSendsLocked() {
       if (!have_right_scratch_ || !scratch_slots_.HasFree()) {
         return;  // resumed by the next ACK
       }
-      slot = scratch_slots_.Take();
+      slot = scratch_slots_.TakeFreedLast();
       remote = right_scratch_;
       remote_offset = slot * options_.chunk_bytes;
     } else {

@@ -50,6 +50,7 @@
 #include "oneflow_lite/common/ring_segments.h"
 #include "oneflow_lite/comm/memory/registered_pool.h"
 #include "oneflow_lite/comm/message_router.h"
+#include "oneflow_lite/comm/recycled_slots.h"
 #include "oneflow_lite/comm/transport.h"
 #include "proto/common.pb.h"
 
@@ -102,27 +103,6 @@ std::vector<RingStep> RingSchedule(RingCollective collective, int rank, int worl
 // `count` elements of `element_bytes`: the send segments of its schedule.
 size_t RingBytesSent(RingCollective collective, size_t count, size_t element_bytes, int rank,
                      int world);
-
-// The scratch slots of a ring's right neighbour, as its sender hands them
-// out: Take gives the free slot freed last (its lines are the likeliest to
-// be still cached, at both ends: in back-to-back calls of one chunk per
-// step, every call reuses one slot), Free(n) frees the n oldest taken ones
-// (the neighbour's ACKs, which come in the order of the WRITEs). Not
-// thread-safe.
-class ScratchSlots {
- public:
-  explicit ScratchSlots(int slots);
-  bool HasFree() const { return !free_.empty(); }
-  // Requires HasFree().
-  uint32_t Take();
-  // Requires count <= InFlight().
-  void Free(size_t count);
-  size_t InFlight() const { return in_flight_.size(); }
-
- private:
-  std::vector<uint32_t> free_;       // freed last at the back
-  std::deque<uint32_t> in_flight_;   // oldest at the front
-};
 
 class RingCommunicator {
  public:
@@ -200,7 +180,9 @@ class RingCommunicator {
   size_t send_offset_ = 0;
   std::deque<SendItem> send_queue_;
   uint64_t next_send_sequence_ = 0;
-  ScratchSlots scratch_slots_;
+  // The right neighbour's scratch slots: each reduce WRITE takes the one
+  // freed last; its ACKs free them in the order of the WRITEs.
+  RecycledSlots scratch_slots_;
   uint64_t sends_in_flight_ = 0;
   // Receiving (from the left).
   std::map<uint64_t, Ready> ready_;

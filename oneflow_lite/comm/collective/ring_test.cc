@@ -280,34 +280,6 @@ void RunAndCheck(Ring* ring, Kind kind, size_t count) {
   }
 }
 
-TEST(ScratchSlotsTest, TakesTheSlotFreedLast) {
-  ScratchSlots slots(4);
-  // One chunk per step: every WRITE goes to the same slot.
-  for (int call = 0; call < 3; ++call) {
-    ASSERT_TRUE(slots.HasFree());
-    EXPECT_EQ(slots.Take(), 0u) << "call " << call;
-    slots.Free(1);
-  }
-  // Four in flight take every slot; the ACKs free them oldest first, and
-  // the next WRITEs take them back newest first.
-  EXPECT_EQ(slots.Take(), 0u);
-  EXPECT_EQ(slots.Take(), 1u);
-  EXPECT_EQ(slots.Take(), 2u);
-  EXPECT_EQ(slots.Take(), 3u);
-  EXPECT_FALSE(slots.HasFree());
-  EXPECT_EQ(slots.InFlight(), 4u);
-  slots.Free(2);  // 0, then 1
-  EXPECT_EQ(slots.Take(), 1u);
-  EXPECT_EQ(slots.Take(), 0u);
-  EXPECT_FALSE(slots.HasFree());
-  slots.Free(4);  // 2, 3, 1, 0
-  EXPECT_EQ(slots.InFlight(), 0u);
-  EXPECT_EQ(slots.Take(), 0u);
-  EXPECT_EQ(slots.Take(), 1u);
-  EXPECT_EQ(slots.Take(), 3u);
-  EXPECT_EQ(slots.Take(), 2u);
-}
-
 TEST(RingTest, AllReduceOverWorldsAndSizes) {
   for (int world : {1, 2, 3, 4}) {
     auto ring = MakeRing(world);

@@ -33,10 +33,8 @@ ShmConnection::ShmConnection(ShmTransportImpl* transport, ConnectionSetup setup)
       in_ring_(&header_->rings[1 - side_]),
       out_slots_(RingSlots(segment_->data(), side_, slots_, slot_size_)),
       in_slots_(RingSlots(segment_->data(), 1 - side_, slots_, slot_size_)),
-      last_credit_(Clock::now()) {
-  out_buffer_of_.assign(slots_, 0);
-  for (uint32_t slot = 0; slot < slots_; ++slot) free_buffers_.push_back(slot);
-}
+      out_buffers_(slots_),
+      last_credit_(Clock::now()) {}
 
 ShmConnection::~ShmConnection() {
   ::close(socket_fd_);
@@ -238,21 +236,13 @@ bool ShmConnection::TryPushLocked(const void* head, size_t head_size, const void
   const uint64_t tail = out_ring_->tail.value.load(std::memory_order_acquire);
   TsanAcquire(CreditKey(side_));
   if (out_head_ - tail >= slots_) return false;
-  // The consumer is done with every message below `tail`: their buffers
-  // are free again, the latest at the back.
-  for (; reclaimed_ < tail; ++reclaimed_) {
-    free_buffers_.push_back(out_buffer_of_[reclaimed_ % slots_]);
-  }
+  // The consumer is done with every message below `tail`: of the
+  // InFlight() messages holding a buffer, only out_head_ - tail still do.
+  out_buffers_.Free(out_buffers_.InFlight() - static_cast<size_t>(out_head_ - tail));
   // A credit means fewer than `slots` messages hold a buffer: one is free.
-  uint32_t buffer;
-  if (head_size + body_size <= kHotSlotMaxBytes) {
-    buffer = free_buffers_.back();
-    free_buffers_.pop_back();
-  } else {
-    buffer = free_buffers_.front();
-    free_buffers_.pop_front();
-  }
-  out_buffer_of_[out_head_ % slots_] = buffer;
+  const uint32_t buffer = head_size + body_size <= kHotSlotMaxBytes
+                              ? out_buffers_.TakeFreedLast()
+                              : out_buffers_.TakeFreedFirst();
   uint8_t* payload = out_slots_ + size_t{buffer} * slot_size_ + kSlotHeaderSize;
   if (head_size > 0) std::memcpy(payload, head, head_size);
   if (body_size > 0) std::memcpy(payload + head_size, body, body_size);

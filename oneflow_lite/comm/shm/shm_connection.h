@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "oneflow_lite/comm/recycled_slots.h"
 #include "oneflow_lite/comm/shm/shm_region_table.h"
 #include "oneflow_lite/comm/shm/shm_segment.h"
 #include "oneflow_lite/comm/transport.h"
@@ -140,14 +141,11 @@ class ShmConnection : public Connection {
   std::atomic<size_t> backlog_size_{0};  // backlog_.size(), read without the lock
   std::atomic<int> flush_waiters_{0};    // threads in Flush (notified on credits)
   uint64_t out_head_ = 0;  // messages in the ring so far
-  // Payload buffers (slot indices) of the outgoing ring: the one message
-  // n's bytes went into (at n % slots), the free ones in the order they
-  // were freed (small messages take the last, large ones the first:
-  // shm_segment.h), and the messages up to which buffers were taken back
-  // (consumed: below the ring's tail).
-  std::vector<uint32_t> out_buffer_of_;
-  std::deque<uint32_t> free_buffers_;
-  uint64_t reclaimed_ = 0;
+  // Payload buffers (slot indices) of the outgoing ring, taken in the
+  // order of the messages and freed as the consumer's tail passes them:
+  // small messages take the one freed last, large ones the one freed
+  // first (shm_segment.h).
+  RecycledSlots out_buffers_;
   uint64_t sent_ = 0;      // messages accepted: ring + backlog
   uint64_t ops_posted_ = 0;
   uint64_t ops_completed_ = 0;

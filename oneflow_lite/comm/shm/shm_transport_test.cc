@@ -303,8 +303,8 @@ TEST(ShmTransportTest, LargeMessagesTakeTheLongestFreeBuffer) {
     ASSERT_TRUE(link->Flush(DeadlineAfter(milliseconds(20000))).ok());
   };
   const size_t large = kHotSlotMaxBytes + 1, small = 100;
-  for (int i = 0; i < 8; ++i) send(large);  // slots 0, 1, 2, 3, 0, 1, 2, 3
-  send(small);                              // the buffer freed last: slot 3's
+  for (int i = 0; i < 8; ++i) send(large);  // every slot in turn, twice
+  send(small);                              // the buffer freed last: the 8th's
   send(small);
   std::lock_guard<std::mutex> lock(mutex);
   ASSERT_EQ(seen.size(), 10u);
