@@ -94,7 +94,8 @@ Status CommNetRoute::SendFrames(int64_t machine_id, const ActorMessage& message,
     messages_sent_.fetch_add(1, std::memory_order_relaxed);
     return Send(machine_id, connection, frame);
   }
-  const size_t limit = connection->max_message_size() - comm::MessageRouter::kChannelHeaderSize;
+  const size_t limit = std::min(connection->max_message_size(), kMaxPushedMessageBytes) -
+                       comm::MessageRouter::kChannelHeaderSize;
   if (limit <= kDataFrameHeaderBytes) {
     return InternalError("transport messages too small for CommNet frames");
   }
@@ -107,6 +108,7 @@ Status CommNetRoute::SendFrames(int64_t machine_id, const ActorMessage& message,
                      EncodeDataFrame(message, bytes.size(), offset, bytes.substr(offset, n)));
     if (offset == 0) messages_sent_.fetch_add(1, std::memory_order_relaxed);
     RETURN_IF_ERROR(Send(machine_id, connection, frame));
+    data_frames_sent_.fetch_add(1, std::memory_order_relaxed);
     offset += n;
   } while (offset < bytes.size());
   bytes_sent_.fetch_add(static_cast<int64_t>(bytes.size()), std::memory_order_relaxed);

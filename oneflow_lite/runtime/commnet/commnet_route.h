@@ -9,9 +9,10 @@
 //
 // The route composes one class per job:
 //  * pushed payloads (SendWithData; the empty payload of a control
-//    register's "produced"): cut into kData frames to the transport's
-//    message size, reassembled here by the receiver and parked for
-//    TakePayload; counted under registered-pool (message rings);
+//    register's "produced"): cut into kData frames of at most the
+//    transport's message size and kMaxPushedMessageBytes, reassembled here
+//    by the receiver and parked for TakePayload; counted under
+//    registered-pool (message rings);
 //  * registers pulled by the consumer's TASK_COMMNET actor (IsPulledByRead:
 //    any register with bytes; StartRead, completion as a kReadDone message,
 //    then TakeReadStatus):
@@ -57,6 +58,16 @@
 
 namespace oflite {
 
+// The largest transport message a pushed payload's kData frame fills
+// (channel header included), however large the transport's messages are.
+// Measured (docs/comm.md, "Pushed register chunks"): with the session's 64 KiB
+// + 128-byte message slots filled by each chunk, the GPT's 2-D layouts
+// (dp_tp, tp_pp: their all_to_all collectives push every part) on 4
+// namespace hosts over tcp at 10 Gbit/s took 40-50 % longer a step than
+// with chunks that keep each message within 64 KiB, the cores idle twice
+// as long; the exchange's 64 KiB + 45-byte pieces showed no such loss.
+inline constexpr size_t kMaxPushedMessageBytes = size_t{64} << 10;
+
 class CommNetRoute final : public RemoteRoute {
  public:
   // `bounce` sizes the bounce buffers (channel is forced to kBounceChannel).
@@ -100,6 +111,8 @@ class CommNetRoute final : public RemoteRoute {
   // Bytes pushed inside kData frames (SendWithData).
   int64_t bytes_sent() const { return bytes_sent_.load(); }
   int64_t messages_sent() const { return messages_sent_.load(); }
+  // Transport messages that carried kData frames (a payload's chunks).
+  int64_t data_frames_sent() const { return data_frames_sent_.load(); }
   // Payloads sent through bounce buffers (kBounce frames).
   int64_t bounce_payloads_sent() const { return bounce_payloads_sent_.load(); }
   comm::BounceStreams* bounce_streams() const { return bounce_.streams(); }
@@ -134,6 +147,7 @@ class CommNetRoute final : public RemoteRoute {
   ParkedByMessage<Status> reads_done_;         // READ outcomes
   std::atomic<int64_t> bytes_sent_{0};
   std::atomic<int64_t> messages_sent_{0};
+  std::atomic<int64_t> data_frames_sent_{0};
   std::atomic<int64_t> bounce_payloads_sent_{0};
 };
 

@@ -1,5 +1,6 @@
 #include "oneflow_lite/runtime/commnet/commnet_route.h"
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -79,7 +80,11 @@ int FreePort() {
 
 // Two real CommNets over TCP in one process: messages and a register larger
 // than one transport message travel in order from machine 0 to machine 1.
-TEST(CommNetRouteTest, CarriesMessagesAndChunkedRegistersInOrder) {
+// Sends a 400 KB register and an end-of-data from machine 0 to machine 1
+// over transports with `message_slot_size`-byte messages (0: the default)
+// and checks both arrive in order, the bytes intact, in the kData frames
+// the chunk size gives.
+void CarryChunkedRegister(size_t message_slot_size) {
   const std::string master = "127.0.0.1:" + std::to_string(FreePort());
   std::vector<std::unique_ptr<comm::CommNet>> nets(2);
   std::vector<Status> started(2);
@@ -92,6 +97,7 @@ TEST(CommNetRouteTest, CarriesMessagesAndChunkedRegistersInOrder) {
       options.master = master;
       options.job_token = "route-test";
       options.connect_timeout = milliseconds(20000);
+      if (message_slot_size > 0) options.transport.message_slot_size = message_slot_size;
       auto net = comm::CommNet::Start(options);
       if (!net.ok()) {
         started[rank] = net.status();
@@ -136,9 +142,25 @@ TEST(CommNetRouteTest, CarriesMessagesAndChunkedRegistersInOrder) {
   EXPECT_EQ(std::memcmp(copy.storage.data(), big.storage.data(), 400000), 0);
   EXPECT_EQ(route1.TakePayload(produced).status().code(), StatusCode::kNotFound);
   EXPECT_GT(route0.bytes_sent(), 400000);
+  // Each frame fills a message up to the transport's size, at most 64 KiB.
+  const size_t message = std::min(nets[0]->transport()->GetConnection(1).value()->max_message_size(),
+                                  kMaxPushedMessageBytes);
+  const size_t chunk = message - comm::MessageRouter::kChannelHeaderSize - kDataFrameHeaderBytes;
+  const size_t bytes = SerializeRegst(big.regst).size();
+  EXPECT_EQ(route0.data_frames_sent(), static_cast<int64_t>((bytes + chunk - 1) / chunk));
   EXPECT_TRUE(errors.empty());
   route0.Detach();
   route1.Detach();
+}
+
+TEST(CommNetRouteTest, CarriesMessagesAndChunkedRegistersInOrder) {
+  CarryChunkedRegister(0);  // the transport's default messages (4 KiB)
+}
+
+// Larger transport messages (the session's are 64 KiB + 128 bytes) still
+// carry pushed chunks in messages of at most kMaxPushedMessageBytes.
+TEST(CommNetRouteTest, PushedChunksStayWithin64KiBMessages) {
+  CarryChunkedRegister(size_t{256} << 10);
 }
 
 }  // namespace
