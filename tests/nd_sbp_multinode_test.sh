@@ -4,8 +4,9 @@
 # (S(0), B), first weight (B, S(1)), second weight (B, S(0)) producing
 # (S(0), P)), on 2 machines x 2 CPU devices ("0-1:cpu:0-1@2x2") and on 4
 # machines x 1 device ("0-3:cpu:0@2x2"), equals the same model on one device
-# (losses within 1e-5 relative over 50 iterations); `oflite inspect` shows
-# the n-D SBP and each collective's sub-group; kill -9 of rank 1 mid-training
+# (losses within 1e-5 relative over 50 iterations; on 4 machines the
+# sub-groups' all-reduces run rings or exchanges over the group's ranks);
+# `oflite inspect` shows the n-D SBP and each collective's sub-group; kill -9 of rank 1 mid-training
 # ends rank 0 within 10 s naming rank 1. The transport is the first argument
 # (tcp when absent; tests/BUILD runs it over tcp and shm).
 set -u
@@ -50,8 +51,17 @@ grep -q "n-D SBP (" "$TMP/dptp.inspect" && echo "ok: inspect shows n-D SBP and s
 launch dptp 2 && compare "DP x TP on 2 machines x 2 devices equals 1 device" "$TMP/ref.txt" \
   "$TMP"/dptp.[0-9].txt
 
-# 4 machines x 1 device: every sub-group spans machines (all-to-all collectives).
+# 4 machines x 1 device: every sub-group spans machines, so its all-reduces
+# run a communicator over the group's ranks (ring or exchange), not the
+# all-to-all of parts.
 compile dptp4 "$TMP/four1.pbtxt" 0-3:cpu:0@2x2
+"$OFLITE" inspect "$TMP/dptp4.plan.pb" > "$TMP/dptp4.inspect" 2>&1
+if grep -E "^  all_reduce .* task\(s\)  (ring_all_reduce|exchange_all_reduce|doubling_all_reduce)" \
+     "$TMP/dptp4.inspect" > /dev/null; then
+  echo "ok: 4 x 1 sub-group all-reduces run over the group's ranks"
+else
+  echo "FAIL: no sub-group all-reduce runs a communicator"; sed -n '/boxing conv/,$p' "$TMP/dptp4.inspect"; fail=1
+fi
 launch dptp4 4 && compare "DP x TP on 4 machines x 1 device equals 1 device" "$TMP/ref.txt" \
   "$TMP"/dptp4.[0-9].txt
 

@@ -1,5 +1,7 @@
 #include "oneflow_lite/compiler/collective_choice.h"
 
+#include <vector>
+
 #include "oneflow_lite/common/ring_segments.h"
 #include "oneflow_lite/common/id.h"
 #include "oneflow_lite/compiler/sbp_deduction.h"
@@ -60,10 +62,16 @@ CollectiveConf ChooseCollective(const BoxingConf& boxing, int64_t machine_count,
                                 int64_t exchange_max_bytes) {
   CollectiveConf conf;
   conf.set_algorithm(COLLECTIVE_ALL_TO_ALL);
+  // Distinct machines: every machine of the job, or a group of them (one
+  // axis of a 2-D placement), whose ranks the communicator runs over in
+  // ring order. Tasks sharing a machine keep the all-to-all.
   const int64_t n = boxing.ring_task_id_size();
-  if (n < 2 || n != machine_count) return conf;
+  if (n < 2 || n > machine_count) return conf;
+  std::vector<bool> taken(static_cast<size_t>(machine_count), false);
   for (int64_t r = 0; r < n; ++r) {
-    if (MachineOfTaskId(boxing.ring_task_id(r)) != r) return conf;
+    const int64_t machine = MachineOfTaskId(boxing.ring_task_id(r));
+    if (machine < 0 || machine >= machine_count || taken[machine]) return conf;
+    taken[machine] = true;
   }
   const TensorDesc logical(boxing.logical_desc());
   if (!RingAddable(logical.dtype) || logical.shape.elem_count() <= 0) return conf;

@@ -3,9 +3,10 @@
 // followed by the runtime (runtime/commnet/collective_algorithm.h), which refuses
 // a recorded choice it cannot run.
 //
-// A ring algorithm (comm/collective/ring.h) is chosen when the ring has one
-// task per machine of the cluster in machine order (ring rank == machine
-// id, the transport's ring order), its dtype can be added (float, double,
+// A ring algorithm (comm/collective/ring.h) is chosen when the ring's tasks
+// are on distinct machines (every machine of the cluster, or a group of
+// them: one axis of a 2-D placement; the communicator runs over those
+// machines' ranks in ring order), its dtype can be added (float, double,
 // int32, int64) and it has elements:
 //   P -> B                          ring all-reduce;
 //   P -> S(0) on the ring segments  ring reduce-scatter;

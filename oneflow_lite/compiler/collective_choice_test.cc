@@ -75,12 +75,21 @@ TEST(CollectiveChoiceTest, SbpPairsAndSegments) {
   EXPECT_EQ(Choose(Conf(Broadcast(), Split(0), {4, 4}, DT_FLOAT, two), 2), COLLECTIVE_ALL_TO_ALL);
 }
 
-TEST(CollectiveChoiceTest, RingNeedsEveryMachineInOrderAnAddableDtypeAndElements) {
+TEST(CollectiveChoiceTest, RingNeedsDistinctMachinesAnAddableDtypeAndElements) {
   const BoxingConf good = Conf(PartialSum(), Broadcast(), {5}, DT_FLOAT, {0, 1, 2});
   EXPECT_EQ(Choose(good, 3), COLLECTIVE_RING_ALL_REDUCE);
-  EXPECT_EQ(Choose(good, 4), COLLECTIVE_ALL_TO_ALL);  // does not span the cluster
+  // A group of the cluster's machines (one axis of a 2-D placement), in
+  // any order: the communicator runs over those ranks in ring order.
+  EXPECT_EQ(Choose(good, 4), COLLECTIVE_RING_ALL_REDUCE);
   EXPECT_EQ(Choose(Conf(PartialSum(), Broadcast(), {5}, DT_FLOAT, {1, 0, 2}), 3),
-            COLLECTIVE_ALL_TO_ALL);  // ring rank != machine id
+            COLLECTIVE_RING_ALL_REDUCE);
+  EXPECT_EQ(Choose(Conf(PartialSum(), Broadcast(), {5}, DT_FLOAT, {1, 3}), 4),
+            COLLECTIVE_RING_ALL_REDUCE);
+  // Two ring tasks on one machine, or a machine outside the cluster.
+  EXPECT_EQ(Choose(Conf(PartialSum(), Broadcast(), {5}, DT_FLOAT, {0, 0, 2}), 3),
+            COLLECTIVE_ALL_TO_ALL);
+  EXPECT_EQ(Choose(Conf(PartialSum(), Broadcast(), {5}, DT_FLOAT, {0, 3}), 3),
+            COLLECTIVE_ALL_TO_ALL);
   EXPECT_EQ(Choose(Conf(PartialSum(), Broadcast(), {5}, DT_FLOAT, {0}), 1),
             COLLECTIVE_ALL_TO_ALL);  // one rank: no ring
   for (DataType dtype : {DT_DOUBLE, DT_INT32, DT_INT64}) {

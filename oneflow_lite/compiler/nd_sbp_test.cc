@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "oneflow_lite/common/id.h"
 #include "oneflow_lite/common/nd_sbp_view.h"
 #include "oneflow_lite/compiler/compiler.h"
 #include "oneflow_lite/compiler/plan_summary.h"
@@ -188,18 +189,30 @@ TEST(NdSbpTest, DataTimesTensorParallelLowersPerAxisOnSubGroups) {
   EXPECT_FALSE(summary.nd_tensors.empty());
 }
 
-TEST(NdSbpTest, FourMachinesOfOneDeviceUseAllToAllSubGroups) {
+// Each axis of a 2x2 placement over 4 machines reduces within a group of 2
+// machines, and those groups run the communicators' algorithms (a ring or
+// the exchange over the group's ranks), not the all-to-all of parts;
+// conversions no ring performs keep the all-to-all.
+TEST(NdSbpTest, FourMachinesOfOneDeviceRunCollectivesOverSubGroups) {
   Plan plan = CompileDpTp("0-3:cpu:0@2x2", MakeCluster(4, 1));
-  int collectives = 0;
+  int collectives = 0, reductions = 0;
   for (const MachinePlan& m : plan.machine()) {
     for (const TaskProto& t : m.task()) {
       if (t.type() != TASK_COLLECTIVE) continue;
       ++collectives;
-      EXPECT_EQ(t.boxing().ring_task_id_size(), 2);  // a sub-group, not all 4
-      EXPECT_EQ(t.collective().algorithm(), COLLECTIVE_ALL_TO_ALL);
+      ASSERT_EQ(t.boxing().ring_task_id_size(), 2);  // a sub-group, not all 4
+      EXPECT_NE(MachineOfTaskId(t.boxing().ring_task_id(0)),
+                MachineOfTaskId(t.boxing().ring_task_id(1)));
+      const SbpParallel& in = t.boxing().in_sbp().sbp(0);
+      const SbpParallel& out = t.boxing().out_sbp().sbp(0);
+      if (in.has_partial_sum() && out.has_broadcast()) {
+        ++reductions;
+        EXPECT_NE(t.collective().algorithm(), COLLECTIVE_ALL_TO_ALL) << t.name();
+      }
     }
   }
   EXPECT_GT(collectives, 0);
+  EXPECT_GT(reductions, 0);
 }
 
 // A gradient read in two layouts (the update's and the global-norm clip's)

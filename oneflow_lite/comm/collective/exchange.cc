@@ -55,24 +55,27 @@ class ExchangeTrace {
 }  // namespace
 
 ExchangeCommunicator::ExchangeCommunicator(Transport* transport, MessageRouter* router,
-                                           const ExchangeOptions& options)
+                                           const ExchangeOptions& options, RankGroup group)
     : transport_(transport),
       router_(router),
       options_(options),
-      rank_(transport->rank()),
-      world_(transport->world_size()) {}
+      group_(std::move(group)),
+      rank_(group_.rank()),
+      world_(group_.size()) {}
 
 ExchangeCommunicator::~ExchangeCommunicator() { router_->RemoveHandler(options_.channel); }
 
 StatusOr<std::unique_ptr<ExchangeCommunicator>> ExchangeCommunicator::Create(
     Transport* transport, MessageRouter* router, const ExchangeOptions& options) {
-  if (options.schedule == ExchangeSchedule::kDoubling &&
-      !IsPowerOfTwo(transport->world_size())) {
+  ASSIGN_OR_RETURN(RankGroup group, RankGroup::Make(options.members, transport->rank(),
+                                                    transport->world_size(),
+                                                    "exchange all-reduce"));
+  if (options.schedule == ExchangeSchedule::kDoubling && !IsPowerOfTwo(group.size())) {
     return InvalidArgumentError("exchange all-reduce: recursive doubling needs a power-of-2 "
-                                "world, this one has ", transport->world_size(), " ranks");
+                                "world, this one has ", group.size(), " ranks");
   }
   std::unique_ptr<ExchangeCommunicator> exchange(
-      new ExchangeCommunicator(transport, router, options));
+      new ExchangeCommunicator(transport, router, options, std::move(group)));
   exchange->peers_.assign(exchange->world_, nullptr);
   // Starting with the right neighbour, so ranks do not all send to rank 0 first.
   for (int step = 1; step < exchange->world_; ++step) {
@@ -80,10 +83,11 @@ StatusOr<std::unique_ptr<ExchangeCommunicator>> ExchangeCommunicator::Create(
   }
   for (int peer = 0; peer < exchange->world_; ++peer) {
     if (peer == exchange->rank_) continue;
-    ASSIGN_OR_RETURN(exchange->peers_[peer], transport->GetConnection(peer));
+    const int global = exchange->group_.Global(peer);
+    ASSIGN_OR_RETURN(exchange->peers_[peer], transport->GetConnection(global));
     const size_t capacity = exchange->peers_[peer]->max_message_size();
     if (capacity < MessageRouter::kChannelHeaderSize + kExchangePieceHeaderBytes + 8) {
-      return InvalidArgumentError("exchange all-reduce: messages to rank ", peer, " hold only ",
+      return InvalidArgumentError("exchange all-reduce: messages to rank ", global, " hold only ",
                                   capacity, " bytes, too few for a piece header and 8 bytes");
     }
   }
@@ -94,14 +98,15 @@ StatusOr<std::unique_ptr<ExchangeCommunicator>> ExchangeCommunicator::Create(
   return exchange;
 }
 
-void ExchangeCommunicator::OnPiece(int peer, const void* data, size_t size) {
+void ExchangeCommunicator::OnPiece(int sender, const void* data, size_t size) {
   const auto* bytes = static_cast<const uint8_t*>(data);
+  const int peer = group_.Local(sender);  // its group rank; messages name `sender`
   std::lock_guard<std::mutex> lock(mutex_);
   if (!error_.ok()) return;
   if (size < kExchangePieceHeaderBytes || (bytes[0] != kPiece && bytes[0] != kGatherPiece) ||
-      peer < 0 || peer >= world_ || peer == rank_) {
-    FailLocked(DataLossError("exchange all-reduce: malformed piece from rank ", peer, " (",
-                             size, " bytes)"));
+      peer < 0 || peer == rank_) {
+    FailLocked(DataLossError("exchange all-reduce: malformed piece from rank ", sender, " (",
+                             size, " bytes)", peer < 0 ? ", a rank outside the group" : ""));
     return;
   }
   const bool gather = bytes[0] == kGatherPiece;
@@ -111,24 +116,24 @@ void ExchangeCommunicator::OnPiece(int peer, const void* data, size_t size) {
   const uint64_t offset = wire::LoadU64(bytes + 25);
   const size_t length = size - kExchangePieceHeaderBytes;
   if (tag != options_.tag) {
-    FailLocked(DataLossError("exchange all-reduce on channel ", options_.channel, ": rank ", peer,
-                             " sent tag ", tag, ", rank ", rank_, " expects ", options_.tag,
+    FailLocked(DataLossError("exchange all-reduce on channel ", options_.channel, ": rank ", sender,
+                             " sent tag ", tag, ", rank ", transport_->rank(), " expects ", options_.tag,
                              " (two collectives on one channel?)"));
     return;
   }
   if (total > options_.max_bytes) {
-    FailLocked(DataLossError("exchange all-reduce: rank ", peer, " announced ", total,
+    FailLocked(DataLossError("exchange all-reduce: rank ", sender, " announced ", total,
                              " bytes for call ", call, ", above the limit of ",
                              options_.max_bytes));
     return;
   }
   if (call > (~uint64_t{0} >> 1)) {
-    FailLocked(DataLossError("exchange all-reduce: rank ", peer, " sent call number ", call));
+    FailLocked(DataLossError("exchange all-reduce: rank ", sender, " sent call number ", call));
     return;
   }
   if (call <= finished_) {
-    FailLocked(DataLossError("exchange all-reduce: rank ", peer, " sent a piece of call ", call,
-                             " after rank ", rank_, " finished it"));
+    FailLocked(DataLossError("exchange all-reduce: rank ", sender, " sent a piece of call ", call,
+                             " after rank ", transport_->rank(), " finished it"));
     return;
   }
   const uint64_t key = Key(call, gather);
@@ -144,7 +149,7 @@ void ExchangeCommunicator::OnPiece(int peer, const void* data, size_t size) {
   // last (what the direct writes below and the staged prefix rely on).
   if (incoming.sizes[peer] != total || offset != incoming.received[peer] ||
       length > total - offset) {
-    FailLocked(DataLossError("exchange all-reduce: rank ", peer, "'s piece [", offset, ", +",
+    FailLocked(DataLossError("exchange all-reduce: rank ", sender, "'s piece [", offset, ", +",
                              length, ") of call ", call, " does not continue its ",
                              incoming.received[peer], " of ", incoming.sizes[peer], " bytes"));
     return;
@@ -155,9 +160,9 @@ void ExchangeCommunicator::OnPiece(int peer, const void* data, size_t size) {
     const size_t expected = copy ? SegmentBytes(active_.count, active_.element, world_, peer)
                                  : active_.count * active_.element;
     if (total != expected || length % active_.element != 0) {
-      FailLocked(DataLossError("exchange all-reduce: rank ", peer, " sent ", total,
+      FailLocked(DataLossError("exchange all-reduce: rank ", sender, " sent ", total,
                                " bytes in a piece of ", length, " for call ", call, "; rank ",
-                               rank_, " expects ", expected, " (ranks disagree on the size)"));
+                               transport_->rank(), " expects ", expected, " (ranks disagree on the size)"));
       return;
     }
     if (copy) {
@@ -238,7 +243,7 @@ Status ExchangeCommunicator::SendTo(const std::vector<int>& peers, uint8_t kind,
       sent = connection->SendMessages(std::move(messages));
     }
     RETURN_IF_ERROR(sent.WithContext("exchange all-reduce: sending to rank " +
-                                     std::to_string(peer)));
+                                     std::to_string(group_.Global(peer))));
   }
   return Status::OK();
 }
@@ -286,17 +291,17 @@ Status ExchangeCommunicator::WaitFor(const std::vector<int>& peers, uint64_t key
     if (missing < 0) {
       for (int peer : peers) {
         if (it->second.sizes[peer] != bytes[peer]) {
-          return DataLossError("exchange all-reduce: rank ", peer, " sent ",
+          return DataLossError("exchange all-reduce: rank ", group_.Global(peer), " sent ",
                                it->second.sizes[peer], " bytes for call ", key / 2,
-                               ", rank ", rank_, " expects ", bytes[peer],
+                               ", rank ", transport_->rank(), " expects ", bytes[peer],
                                " (ranks disagree on the size)");
         }
       }
       return Status::OK();
     }
     if (Clock::now() >= deadline) {
-      return DeadlineExceededError("exchange all-reduce: rank ", rank_, " still waits for rank ",
-                                   missing, "'s data of call ", key / 2);
+      return DeadlineExceededError("exchange all-reduce: rank ", transport_->rank(),
+                                   " still waits for rank ", group_.Global(missing), "'s data of call ", key / 2);
     }
     if (spinning) {
       lock->unlock();  // OnPiece takes it, also inside Poll
@@ -433,8 +438,9 @@ Status ExchangeCommunicator::PairwiseAllReduce(uint8_t* data, size_t count, Data
     const size_t staged = incoming.received[partner];
     if (staged > 0) {
       if (incoming.sizes[partner] != bytes || staged % element != 0) {
-        return DataLossError("exchange all-reduce: rank ", partner, " sent ",
-                             incoming.sizes[partner], " bytes for call ", call, ", rank ", rank_,
+        return DataLossError("exchange all-reduce: rank ", group_.Global(partner), " sent ",
+                             incoming.sizes[partner], " bytes for call ", call, ", rank ",
+                             transport_->rank(),
                              " reduces ", bytes, " (ranks disagree on the size)");
       }
       RETURN_IF_ERROR(AccumulateInto(dtype, incoming.buffers[partner].get(), data,
@@ -469,8 +475,9 @@ Status ExchangeCommunicator::ScatterGatherAllReduce(uint8_t* data, size_t count,
       const size_t staged = early.received[peer];
       if (staged == 0) continue;
       if (early.sizes[peer] != segment[peer]) {
-        return DataLossError("exchange all-reduce: rank ", peer, " sent ", early.sizes[peer],
-                             " bytes for its segment of call ", call, ", rank ", rank_,
+        return DataLossError("exchange all-reduce: rank ", group_.Global(peer), " sent ",
+                             early.sizes[peer], " bytes for its segment of call ", call, ", rank ",
+                             transport_->rank(),
                              " expects ", segment[peer], " (ranks disagree on the size)");
       }
       std::memcpy(data + SegmentBegin(count, element, world_, peer), early.buffers[peer].get(),

@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "oneflow_lite/comm/collective/cancel.h"
+#include "oneflow_lite/comm/collective/rank_group.h"
 #include "oneflow_lite/comm/message_router.h"
 #include "oneflow_lite/comm/transport.h"
 #include "oneflow_lite/common/ring_segments.h"
@@ -97,6 +98,10 @@ struct ExchangeOptions {
   // A peer announcing a larger buffer fails the communicator (DataLoss
   // naming it) instead of making this rank allocate it.
   size_t max_bytes = size_t{1} << 30;
+  // The transport ranks taking part, in group order (rank_group.h); empty:
+  // every rank. The schedule runs on group ranks; a piece from a rank
+  // outside the group fails the communicator.
+  std::vector<int> members;
 };
 
 // Bytes of header in front of each piece's payload (after the router's
@@ -134,7 +139,7 @@ class ExchangeCommunicator {
   };
 
   ExchangeCommunicator(Transport* transport, MessageRouter* router,
-                       const ExchangeOptions& options);
+                       const ExchangeOptions& options, RankGroup group);
   // Where OnPiece puts pieces of the call in progress straight into the
   // caller's buffer instead of staging them: the partner of a pairwise
   // round (added at their offset), or every peer of kScatterGather's
@@ -185,10 +190,11 @@ class ExchangeCommunicator {
   Transport* const transport_;
   MessageRouter* const router_;
   const ExchangeOptions options_;
-  const int rank_;
-  const int world_;
-  std::vector<Connection*> peers_;  // by rank; null for this rank
-  std::vector<int> others_;         // the other ranks, from the right neighbour on
+  const RankGroup group_;
+  const int rank_;   // group ranks from here on
+  const int world_;  // the group's size
+  std::vector<Connection*> peers_;  // by group rank; null for this rank
+  std::vector<int> others_;         // the other group ranks, from the right neighbour on
 
   std::mutex mutex_;
   std::condition_variable changed_;

@@ -145,6 +145,79 @@ TEST_P(ExchangeTest, SumsEqualTheReferenceOnEveryRank) {
   }
 }
 
+// Groups of a 4-rank job (ExchangeOptions::members), as the axes of a 2-D
+// placement use them: {2, 0} and {1, 3} at once on two channels, then {3,
+// 1, 0} (not in rank order) with rank 2 idle. Each member gets its group's
+// sum, floats added in group order; a group without the caller, or with a
+// rank twice, is refused naming it.
+TEST_P(ExchangeTest, GroupsOfTheJobSumTheirMembersOnly) {
+  auto ranks = MakeWorld(GetParam(), 4);
+  struct Group {
+    std::vector<int> members;
+    uint32_t channel;
+  };
+  for (ExchangeSchedule schedule : {ExchangeSchedule::kDirect, ExchangeSchedule::kScatterGather}) {
+    for (const std::vector<Group>& groups :
+         {std::vector<Group>{{{2, 0}, 0x300}, {{1, 3}, 0x301}},
+          std::vector<Group>{{{3, 1, 0}, 0x302}}}) {
+      std::vector<std::unique_ptr<ExchangeCommunicator>> mine(4);
+      std::vector<const Group*> group_of(4, nullptr);
+      for (const Group& group : groups) {
+        for (int rank : group.members) {
+          ExchangeOptions options;
+          options.channel = group.channel;
+          options.tag = group.channel;
+          options.schedule = schedule;
+          options.members = group.members;
+          auto created = ExchangeCommunicator::Create(ranks->transports[rank].get(),
+                                                      ranks->routers[rank].get(), options);
+          ASSERT_TRUE(created.ok()) << created.status();
+          mine[rank] = std::move(*created);
+          group_of[rank] = &group;
+        }
+      }
+      const size_t count = 5003;  // a few pieces per segment
+      std::vector<std::vector<float>> values(4, std::vector<float>(count));
+      for (int rank = 0; rank < 4; ++rank) {
+        for (size_t i = 0; i < count; ++i) values[rank][i] = 0.1f * (i % 89) + 1.0f / (rank + 3);
+      }
+      const std::vector<std::vector<float>> inputs = values;
+      auto statuses = OnEveryRank(4, [&](int rank) -> Status {
+        if (mine[rank] == nullptr) return Status::OK();
+        return mine[rank]->AllReduce(values[rank].data(), count, DT_FLOAT, DeadlineAfter(kTimeout));
+      });
+      for (int rank = 0; rank < 4; ++rank) {
+        ASSERT_TRUE(statuses[rank].ok()) << "rank " << rank << ": " << statuses[rank];
+        if (group_of[rank] == nullptr) {
+          EXPECT_EQ(values[rank], inputs[rank]) << "rank " << rank << " is in no group";
+          continue;
+        }
+        const std::vector<int>& members = group_of[rank]->members;
+        std::vector<float> sum = inputs[members[0]];
+        for (size_t m = 1; m < members.size(); ++m) {
+          for (size_t i = 0; i < count; ++i) sum[i] += inputs[members[m]][i];
+        }
+        EXPECT_EQ(0, std::memcmp(values[rank].data(), sum.data(), count * sizeof(float)))
+            << "rank " << rank << " schedule " << static_cast<int>(schedule);
+      }
+    }
+  }
+  ExchangeOptions outside;
+  outside.members = {1, 2};
+  auto refused = ExchangeCommunicator::Create(ranks->transports[0].get(), ranks->routers[0].get(),
+                                              outside);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("rank 0 is not in its group"), std::string::npos)
+      << refused.status();
+  outside.members = {0, 3, 0};
+  refused = ExchangeCommunicator::Create(ranks->transports[0].get(), ranks->routers[0].get(),
+                                         outside);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("rank 0 appears twice"), std::string::npos)
+      << refused.status();
+}
+
 // A rank may run calls (and rounds) ahead of a slow one: its pieces are
 // staged per call, and added when the slow rank's round begins.
 TEST_P(ExchangeTest, APeerRunningAheadIsStagedPerCall) {

@@ -163,12 +163,13 @@ void RingCommunicator::SegmentBounds(size_t count, int world, int index,
 }
 
 RingCommunicator::RingCommunicator(Transport* transport, MessageRouter* router,
-                                   const CollectiveOptions& options)
+                                   const CollectiveOptions& options, RankGroup group)
     : transport_(transport),
       router_(router),
       options_(options),
-      rank_(transport->rank()),
-      world_(transport->world_size()),
+      group_(std::move(group)),
+      rank_(group_.rank()),
+      world_(group_.size()),
       scratch_slots_(static_cast<uint32_t>(options.slots)) {}
 
 RingCommunicator::~RingCommunicator() {
@@ -190,15 +191,17 @@ StatusOr<std::unique_ptr<RingCommunicator>> RingCommunicator::Create(
     return InvalidArgumentError("collective options: need slots >= 1, "
                                 "chunk_bytes >= 8 and a channel without the reply bit");
   }
+  ASSIGN_OR_RETURN(RankGroup group, RankGroup::Make(options.members, transport->rank(),
+                                                    transport->world_size(), "ring"));
   std::unique_ptr<RingCommunicator> ring(
-      new RingCommunicator(transport, router, options));
+      new RingCommunicator(transport, router, options, std::move(group)));
   if (ring->world_ > 1) RETURN_IF_ERROR(ring->Setup(pool));
   return ring;
 }
 
 Status RingCommunicator::Setup(RegisteredPool* pool) {
-  ASSIGN_OR_RETURN(left_, transport_->GetConnection(Modulo(rank_ - 1, world_)));
-  ASSIGN_OR_RETURN(right_, transport_->GetConnection(Modulo(rank_ + 1, world_)));
+  ASSIGN_OR_RETURN(left_, transport_->GetConnection(LeftRank()));
+  ASSIGN_OR_RETURN(right_, transport_->GetConnection(RightRank()));
   ASSIGN_OR_RETURN(scratch_, pool->Allocate(options_.chunk_bytes * options_.slots));
   router_->SetHandler(options_.channel, [this](int, const void* data, size_t size) {
     OnForward(data, size);
@@ -218,8 +221,8 @@ Status RingCommunicator::Setup(RegisteredPool* pool) {
   while (!have_right_scratch_) {
     RETURN_IF_ERROR(HealthLocked());
     if (Clock::now() >= deadline) {
-      return DeadlineExceededError("ring setup: rank ", Modulo(rank_ + 1, world_),
-                                   " never sent its scratch key to rank ", rank_);
+      return DeadlineExceededError("ring setup: rank ", RightRank(),
+                                   " never sent its scratch key to rank ", transport_->rank());
     }
     changed_.wait_until(lock, std::min(deadline, Clock::now() + kStatusPoll));
   }
@@ -256,7 +259,7 @@ void RingCommunicator::OnForward(const void* data, size_t size) {
         slot >= static_cast<uint32_t>(options_.slots) ||
         bytes > options_.chunk_bytes) {
       FailLocked(DataLossError("ring: malformed READY from rank ",
-                               Modulo(rank_ - 1, world_)));
+                               LeftRank()));
       return;
     }
     ready_[sequence] = Ready{byte_offset, bytes, in_scratch != 0, slot};
@@ -279,7 +282,7 @@ void RingCommunicator::OnBackwardLocked(const void* data, size_t size) {
   wire::Reader reader(data, size);
   uint8_t type = 0;
   reader.ReadU8(&type);
-  const int right = Modulo(rank_ + 1, world_);
+  const int right = RightRank();
   if (type == kAck) {
     uint32_t count = 0;
     reader.ReadU32(&count);
@@ -305,7 +308,7 @@ void RingCommunicator::OnBackwardLocked(const void* data, size_t size) {
     if (type == kScratchKey) {
       if (tag != options_.tag) {
         FailLocked(DataLossError("ring on channel ", options_.channel, ": rank ", right,
-                                 " runs ring ", tag, " there but rank ", rank_, " runs ring ",
+                                 " runs ring ", tag, " there but rank ", transport_->rank(), " runs ring ",
                                  options_.tag, " (channel collision or different plans?)"));
         return;
       }
@@ -411,8 +414,8 @@ StatusOr<RingCommunicator::Ready> RingCommunicator::WaitReady(uint64_t sequence,
     }
     RETURN_IF_ERROR(HealthLocked());
     if (Clock::now() >= deadline) {
-      return DeadlineExceededError("ring collective on rank ", rank_,
-                                   ": no data from rank ", Modulo(rank_ - 1, world_),
+      return DeadlineExceededError("ring collective on rank ", transport_->rank(),
+                                   ": no data from rank ", LeftRank(),
                                    " before the deadline");
     }
     changed_.wait_until(lock, std::min(deadline, Clock::now() + kStatusPoll));
@@ -490,7 +493,7 @@ Status RingCommunicator::RunSteps(const std::vector<Step>& steps,
       if (ready.byte_offset != at || ready.bytes != bytes ||
           ready.in_scratch != steps[k].reduce) {
         std::lock_guard<std::mutex> lock(mutex_);
-        FailLocked(DataLossError("ring: rank ", Modulo(rank_ - 1, world_),
+        FailLocked(DataLossError("ring: rank ", LeftRank(),
                                  " sent a chunk out of schedule (different count"
                                  " or call order?)"));
         return error_;
@@ -517,8 +520,8 @@ Status RingCommunicator::RunSteps(const std::vector<Step>& steps,
   while (!(send_queue_.empty() && sends_in_flight_ == 0)) {
     RETURN_IF_ERROR(HealthLocked());
     if (Clock::now() >= deadline) {
-      return DeadlineExceededError("ring collective on rank ", rank_,
-                                   ": rank ", Modulo(rank_ + 1, world_),
+      return DeadlineExceededError("ring collective on rank ", transport_->rank(),
+                                   ": rank ", RightRank(),
                                    " did not take its data before the deadline");
     }
     changed_.wait_until(lock, std::min(deadline, Clock::now() + kStatusPoll));

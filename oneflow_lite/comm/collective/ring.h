@@ -1,5 +1,6 @@
 // Ring collectives on CommNet: all-reduce (sum), reduce-scatter and
-// all-gather over all ranks of a Transport, ring order = rank order. Used by
+// all-gather over the ranks of a Transport, ring order = rank order, or
+// over a group of them in the order given (CollectiveOptions::members). Used by
 // the runtime's boxing actors across machines (P->B, P->S, S->B).
 //
 // Data path. The buffer is a caller-registered region (static zero-copy:
@@ -47,6 +48,7 @@
 #include <vector>
 
 #include "oneflow_lite/comm/collective/cancel.h"
+#include "oneflow_lite/comm/collective/rank_group.h"
 #include "oneflow_lite/common/ring_segments.h"
 #include "oneflow_lite/comm/memory/registered_pool.h"
 #include "oneflow_lite/comm/message_router.h"
@@ -82,6 +84,9 @@ struct CollectiveOptions {
   uint64_t tag = 0;
   // Not owned; null: not cancellable.
   const CancelFlag* cancel = nullptr;
+  // The transport ranks of the ring, in ring order (rank_group.h); empty:
+  // every rank in rank order. Segments and steps follow the ring order.
+  std::vector<int> members;
 };
 
 enum class RingCollective { kAllReduce, kReduceScatter, kAllGather };
@@ -140,7 +145,10 @@ class RingCommunicator {
   };
 
   RingCommunicator(Transport* transport, MessageRouter* router,
-                   const CollectiveOptions& options);
+                   const CollectiveOptions& options, RankGroup group);
+  // The transport ranks of the left and right neighbours (for errors).
+  int LeftRank() const { return group_.Global((rank_ + world_ - 1) % world_); }
+  int RightRank() const { return group_.Global((rank_ + 1) % world_); }
   Status Setup(RegisteredPool* pool);
   Status Run(RingCollective collective, const MemoryRegion& region,
              size_t offset, size_t count, DataType dtype, Deadline deadline);
@@ -162,8 +170,9 @@ class RingCommunicator {
   Transport* const transport_;
   MessageRouter* const router_;
   const CollectiveOptions options_;
-  const int rank_;
-  const int world_;
+  const RankGroup group_;
+  const int rank_;   // in the ring
+  const int world_;  // the ring's size
   Connection* left_ = nullptr;
   Connection* right_ = nullptr;
   PoolBuffer scratch_;

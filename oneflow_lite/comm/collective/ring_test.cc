@@ -1,5 +1,6 @@
 #include "oneflow_lite/comm/collective/ring.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -288,6 +289,85 @@ TEST(RingTest, AllReduceOverWorldsAndSizes) {
       RunAndCheck(ring.get(), Kind::kAllReduce, count);
     }
   }
+}
+
+// Rings over groups of a 4-rank job (CollectiveOptions::members), as the
+// axes of a 2-D placement use them: {2, 0} and {1, 3} at once on two
+// channels, and {3, 1, 0} (not in rank order). Each member gets its group's
+// sum; a reduce-scatter leaves segment k on the group's k-th member; a
+// rank in no group is untouched.
+TEST(RingTest, GroupsOfTheJobRunTheirOwnRings) {
+  auto ring = MakeTransports(4);
+  for (const std::vector<std::vector<int>>& groups :
+       {std::vector<std::vector<int>>{{2, 0}, {1, 3}}, std::vector<std::vector<int>>{{3, 1, 0}}}) {
+    std::vector<std::unique_ptr<RingCommunicator>> mine(4);
+    std::vector<const std::vector<int>*> group_of(4, nullptr);
+    std::vector<std::thread> setup;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      for (int rank : groups[g]) {
+        group_of[rank] = &groups[g];
+        setup.emplace_back([&, rank, g] {
+          CollectiveOptions options;
+          options.chunk_bytes = 4096;
+          options.slots = 2;
+          options.channel = 0x400 + 2 * static_cast<uint32_t>(g);
+          options.tag = options.channel;
+          options.members = groups[g];
+          auto created = RingCommunicator::Create(ring->transports[rank].get(),
+                                                  ring->routers[rank].get(),
+                                                  ring->pools[rank].get(), options);
+          CHECK(created.ok()) << created.status();
+          mine[rank] = std::move(*created);
+        });
+      }
+    }
+    for (auto& thread : setup) thread.join();
+    for (Kind kind : {Kind::kAllReduce, Kind::kReduceScatter}) {
+      const size_t count = 20011;  // several chunks per segment
+      std::vector<std::vector<int64_t>> data(4, std::vector<int64_t>(count));
+      std::vector<Status> results(4);
+      std::vector<std::thread> threads;
+      for (int rank = 0; rank < 4; ++rank) {
+        for (size_t i = 0; i < count; ++i) data[rank][i] = (rank + 1) * 1000 + i;
+        if (mine[rank] == nullptr) continue;
+        threads.emplace_back([&, rank] {
+          auto region = ring->transports[rank]->RegisterMemory(
+              data[rank].data(), count * sizeof(int64_t), kAccessAll);
+          const Deadline deadline = DeadlineAfter(kTimeout);
+          results[rank] = kind == Kind::kAllReduce
+                              ? mine[rank]->AllReduce(**region, 0, count, DT_INT64, deadline)
+                              : mine[rank]->ReduceScatter(**region, 0, count, DT_INT64, deadline);
+        });
+      }
+      for (auto& thread : threads) thread.join();
+      for (int rank = 0; rank < 4; ++rank) {
+        ASSERT_TRUE(results[rank].ok()) << "rank " << rank << ": " << results[rank];
+        if (group_of[rank] == nullptr) {
+          EXPECT_EQ(data[rank][count - 1], (rank + 1) * 1000 + int64_t{count - 1});
+          continue;
+        }
+        const std::vector<int>& members = *group_of[rank];
+        const int n = static_cast<int>(members.size());
+        const int me = static_cast<int>(std::find(members.begin(), members.end(), rank) -
+                                        members.begin());
+        int64_t rank_sum = 0;
+        for (int member : members) rank_sum += member + 1;
+        size_t begin = 0, end = count;
+        if (kind == Kind::kReduceScatter) RingCommunicator::SegmentBounds(count, n, me, &begin, &end);
+        for (size_t i = begin; i < end; ++i) {
+          ASSERT_EQ(data[rank][i], rank_sum * 1000 + n * static_cast<int64_t>(i))
+              << "rank " << rank << " element " << i << " kind " << static_cast<int>(kind);
+        }
+      }
+    }
+  }
+  CollectiveOptions outside;
+  outside.members = {1, 2};
+  auto refused = RingCommunicator::Create(ring->transports[0].get(), ring->routers[0].get(),
+                                          ring->pools[0].get(), outside);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("rank 0 is not in its group"), std::string::npos)
+      << refused.status();
 }
 
 // The path of providers that do not order a message after an outstanding

@@ -132,6 +132,8 @@ Status CollectiveActor::InitRing() {
   options.net = route_->net();
   options.channels = channels_;
   options.ring_key = task_->boxing().ring_task_id(0);
+  // RecordedRingOp checked the ring's machines are distinct ranks of the job.
+  RingMachines(*task_, &options.members, route_->net()->world_size());
   options.chunk_bytes = static_cast<size_t>(conf.chunk_bytes());
   options.slots = conf.slots();
   options.timeout = options_.ring_timeout;

@@ -64,6 +64,10 @@ struct CollectiveActorOptions {
   // Not owned, may be null (then only teardown cancels a ring); must
   // outlive the actors.
   AbortNotice* abort = nullptr;
+  // The ring keys (ring_task_id(0)) of every collective of the whole plan,
+  // the same on every rank (RingChannelTable::AddPlanRings); empty: only
+  // this machine's.
+  std::vector<int64_t> plan_rings;
 };
 
 class CollectiveActor final : public Actor {

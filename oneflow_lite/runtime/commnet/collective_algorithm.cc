@@ -1,6 +1,8 @@
 #include "oneflow_lite/runtime/commnet/collective_algorithm.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "oneflow_lite/comm/collective/exchange.h"
 #include "oneflow_lite/common/id.h"
@@ -72,9 +74,10 @@ std::string WhyRingInconsistent(const TaskProto& task, const TensorDesc& logical
   return WhySbpsDoNotFit(task, logical, op, n);
 }
 
-// Empty when the ring op can run here: the plan is consistent and has one
-// ring task per machine of this job in machine order (the plan against
-// this CommNet).
+// Empty when the ring op can run here: the plan is consistent, its ring
+// tasks are on distinct machines of this job (all of them, or a group: one
+// axis of a 2-D placement) and one of them on this machine (the plan
+// against this CommNet).
 std::string WhyRingImpossible(const TaskProto& task, const TensorDesc& logical, RingOp op,
                               const comm::CommNet* net) {
   const BoxingConf& boxing = task.boxing();
@@ -82,19 +85,31 @@ std::string WhyRingImpossible(const TaskProto& task, const TensorDesc& logical, 
   std::string why = WhyRingInconsistent(task, logical, op, n);
   if (!why.empty()) return why;
   if (net == nullptr) return "this runtime has no CommNet";
-  if (n != net->world_size()) {
-    return "its ring has " + std::to_string(n) + " tasks, the job " +
-           std::to_string(net->world_size()) + " machines";
+  std::vector<int> machines;
+  if (!RingMachines(task, &machines, net->world_size())) {
+    return "its ring tasks are not on distinct machines of the job's " +
+           std::to_string(net->world_size());
   }
-  for (int64_t r = 0; r < n; ++r) {
-    if (MachineOfTaskId(boxing.ring_task_id(r)) != r) {
-      return "ring rank " + std::to_string(r) + " is not on machine " + std::to_string(r);
-    }
+  if (std::find(machines.begin(), machines.end(), net->rank()) == machines.end()) {
+    return "machine " + std::to_string(net->rank()) + " holds none of its ring's tasks";
   }
   return "";
 }
 
 }  // namespace
+
+bool RingMachines(const TaskProto& task, std::vector<int>* machines, int world) {
+  machines->clear();
+  for (int64_t id : task.boxing().ring_task_id()) {
+    const int64_t machine = MachineOfTaskId(id);
+    if (machine < 0 || machine >= world ||
+        std::find(machines->begin(), machines->end(), machine) != machines->end()) {
+      return false;
+    }
+    machines->push_back(static_cast<int>(machine));
+  }
+  return true;
+}
 
 StatusOr<RingOp> RecordedRingOp(const TaskProto& task, const TensorDesc& logical,
                                 const comm::CommNet* net) {

@@ -4,14 +4,18 @@
 //
 // RecordedRingOp maps the recorded algorithm to a ring op (kNone for
 // all-to-all) and refuses, naming the task, a plan that records none or one
-// this runtime cannot run: a ring that is not one task per machine of the
-// job in machine order, a dtype a ring cannot add, buffer sizes that do not
+// this runtime cannot run: ring tasks not on distinct machines of the job
+// (all of them, or a group of them: one axis of a 2-D placement, whose
+// communicator then runs over those machines' ranks in ring order) or none
+// on this machine, a dtype a ring cannot add, buffer sizes that do not
 // match the logical tensor, SBPs the ring op does not convert. Pure
-// functions of the plan and the CommNet's world size; thread-compatible.
+// functions of the plan and the CommNet's rank and world size;
+// thread-compatible.
 #ifndef ONEFLOW_LITE_RUNTIME_COMMNET_COLLECTIVE_ALGORITHM_H_
 #define ONEFLOW_LITE_RUNTIME_COMMNET_COLLECTIVE_ALGORITHM_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "oneflow_lite/comm/collective/exchange.h"
 #include "oneflow_lite/comm/collective/ring.h"
@@ -48,6 +52,11 @@ inline bool IsExchangeOp(RingOp op) {
 // The exchange schedule of an exchange op.
 comm::ExchangeSchedule ExchangeScheduleOf(RingOp op);
 
+
+// The machines of `task`'s ring tasks in ring order (the ranks its
+// communicator runs over), into `machines`; false when one is outside
+// [0, world) or two share a machine.
+bool RingMachines(const TaskProto& task, std::vector<int>* machines, int world);
 
 // The ring op `task` records (kNone: all-to-all), checked against its
 // logical tensor `logical` and against `net` (may be null: then any ring is

@@ -11,6 +11,10 @@ ActorRegistry MultiMachineActorRegistry(CommNetRoute* route,
     return CommNetActor::Create(task, env, route);
   });
   auto channels = std::make_shared<RingChannelTable>();
+  // A fresh table: it cannot be fixed yet, and the keys stay below kMaxRings
+  // for any plan the verifier accepted; a failure here is a bug.
+  const Status seeded = channels->AddPlanRings(options.plan_rings);
+  CHECK(seeded.ok()) << seeded;
   registry.RegisterActor(TASK_COLLECTIVE, [route, channels, options](const TaskProto& task,
                                                                      const ActorEnv& env) {
     return CollectiveActor::Create(task, env, route, channels.get(), options);

@@ -60,12 +60,13 @@ namespace oflite {
 
 // The largest transport message a pushed payload's kData frame fills
 // (channel header included), however large the transport's messages are.
-// Measured (docs/comm.md, "Pushed register chunks"): with the session's 64 KiB
-// + 128-byte message slots filled by each chunk, the GPT's 2-D layouts
-// (dp_tp, tp_pp: their all_to_all collectives push every part) on 4
-// namespace hosts over tcp at 10 Gbit/s took 40-50 % longer a step than
-// with chunks that keep each message within 64 KiB, the cores idle twice
-// as long; the exchange's 64 KiB + 45-byte pieces showed no such loss.
+// Measured (docs/comm.md, "Pushed register chunks"): with the session's
+// 64 KiB + 128-byte message slots filled by each chunk, the GPT's 2-D
+// layouts (dp_tp, tp_pp, whose sub-group collectives then all ran as
+// all-to-all, pushing every part) on 4 namespace hosts over tcp at 10
+// Gbit/s took 40-50 % longer a step than with chunks that keep each
+// message within 64 KiB, the cores idle twice as long; the exchange's
+// 64 KiB + 45-byte pieces showed no such loss.
 inline constexpr size_t kMaxPushedMessageBytes = size_t{64} << 10;
 
 class CommNetRoute final : public RemoteRoute {

@@ -1,6 +1,7 @@
 #include "oneflow_lite/runtime/commnet/multi_machine.h"
 
 #include <cstdio>
+#include <set>
 #include <sstream>
 
 #include <google/protobuf/io/coded_stream.h>
@@ -27,6 +28,20 @@ static_assert(kGoodbyeChannel != comm::kActorChannel && kGoodbyeChannel != kBoun
 constexpr std::chrono::milliseconds kCauseGrace{2000};
 // How long the relays of a fatal event may take to leave before on_fatal.
 constexpr std::chrono::milliseconds kRelayFlush{1000};
+
+// The ring key of every collective of `plan`, every machine's (a ring over
+// a group of machines is absent from the others' parts), ascending.
+std::vector<int64_t> PlanRings(const Plan& plan) {
+  std::set<int64_t> keys;
+  for (const MachinePlan& machine : plan.machine()) {
+    for (const TaskProto& task : machine.task()) {
+      if (task.type() == TASK_COLLECTIVE && task.boxing().ring_task_id_size() > 0) {
+        keys.insert(task.boxing().ring_task_id(0));
+      }
+    }
+  }
+  return {keys.begin(), keys.end()};
+}
 
 // 16 hex digits of FNV-1a over the plan's deterministic serialization.
 std::string PlanFingerprint(const Plan& plan) {
@@ -101,6 +116,7 @@ StatusOr<std::unique_ptr<MultiMachineSession>> MultiMachineSession::Start(
                            : comm::DescribePeerProviders(*session->net_->transport());
   session->InstallHandlers();
   session->HoldTransportFor(plan);
+  session->plan_rings_ = PlanRings(plan);
   std::fprintf(stderr, "%s: rank %lld of %d joined over %s\n", options.program.c_str(),
                static_cast<long long>(options.rank), world, session->provider_.c_str());
   session->MakeRoute();
@@ -161,6 +177,7 @@ void MultiMachineSession::MakeRoute() {
   CollectiveActorOptions collectives;
   collectives.abort = abort_.get();
   collectives.ring_timeout = options_.ring_timeout;
+  collectives.plan_rings = plan_rings_;
   registry_ = MultiMachineActorRegistry(route_.get(), collectives);
 }
 
@@ -335,6 +352,7 @@ Status MultiMachineSession::BeginRun(const Plan& plan, const std::string& name) 
   ++run_index_;
   run_name_ = name;
   route_.reset();
+  plan_rings_ = PlanRings(plan);
   MakeRoute();  // its keys under this run's prefix
   plan_ = part;
   HoldTransportFor(plan);

@@ -194,6 +194,7 @@ class MultiMachineSession {
 
   MultiMachineOptions options_;
   const MachinePlan* plan_ = nullptr;  // this rank's part (the plan outlives us)
+  std::vector<int64_t> plan_rings_;    // the run's ring keys, all machines' (MakeRoute)
   std::string provider_;
   bool last_done_ = false;     // the last Finish barrier passed (main thread)
   bool run_finished_ = false;  // the current run's Finish passed (main thread)

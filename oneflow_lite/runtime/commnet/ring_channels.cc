@@ -5,11 +5,31 @@
 
 namespace oflite {
 
+Status RingChannelTable::AddPlanRings(const std::vector<int64_t>& ring_keys) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (fixed_) {
+    return FailedPreconditionError("the plan's rings were given after the ring channels were "
+                                   "assigned (one table per runtime)");
+  }
+  for (int64_t key : ring_keys) {
+    if (rings_.size() >= kMaxRings && rings_.count(key) == 0) {
+      return ResourceExhaustedError("more than ", kMaxRings, " ring collectives in one plan");
+    }
+    rings_.emplace(key, Member{-1, ""});
+  }
+  return Status::OK();
+}
+
 Status RingChannelTable::Add(int64_t ring_key, int64_t task_id, const std::string& task_name) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = rings_.find(ring_key);
   if (it != rings_.end()) {
     if (it->second.task_id == task_id) return Status::OK();
+    if (it->second.task_id < 0) {  // the plan's, now claimed by its member here
+      it->second.task_id = task_id;
+      it->second.task_name = task_name;
+      return Status::OK();
+    }
     return InvalidArgumentError("collective tasks '", it->second.task_name, "' (",
                                 TaskIdToString(it->second.task_id), ") and '", task_name, "' (",
                                 TaskIdToString(task_id), ") both claim ring ",

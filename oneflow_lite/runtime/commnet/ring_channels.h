@@ -1,14 +1,18 @@
 // RingChannelTable: the router channel of every ring collective of one
 // machine's plan, the same on every rank and free of collisions.
 //
-// A ring that runs as a ring collective has one task on every machine (ring
-// rank == machine rank), so every rank's plan holds a member of every such
-// ring and they all know the ring by the same key: its rank-0 task id
-// (BoxingConf.ring_task_id(0)). Collective actors Add their ring's key while
-// the runtime builds them (Runtime::Create builds every actor before any
-// runs); the first ChannelOf fixes the table: the keys in ascending order get
-// channels comm::kCollectiveChannel + 0, 1, 2, ... So every rank assigns the
-// same dense channels, and two rings cannot share one (no hashing).
+// Every member of a ring knows it by the same key: its rank-0 task id
+// (BoxingConf.ring_task_id(0)). A ring may span a group of the machines
+// (one axis of a 2-D placement), so one machine's plan does not hold every
+// ring: the session first gives the table the keys of every collective of
+// the whole plan (AddPlanRings); collective actors then Add their ring's
+// key while the runtime builds them (Runtime::Create builds every actor
+// before any runs). The first ChannelOf fixes the table: the keys in
+// ascending order get channels comm::kCollectiveChannel + 0, 1, 2, ... So
+// every rank assigns the same dense channels, and two rings cannot share
+// one (no hashing). Without AddPlanRings (tests of one machine's actors)
+// the keys are those Added, which agree across ranks only when every ring
+// spans every machine.
 //
 // Errors (at plan load): two tasks of this machine claiming the same ring
 // (InvalidArgument naming both), an Add after the table was fixed
@@ -20,6 +24,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "oneflow_lite/common/status.h"
 
@@ -30,6 +35,9 @@ class RingChannelTable {
   // Most rings one table assigns (channels stay far below the reply bit).
   static constexpr size_t kMaxRings = 1 << 20;
 
+  // The ring keys of the whole plan (every rank passes the same list),
+  // before any Add; FailedPrecondition once the table is fixed.
+  Status AddPlanRings(const std::vector<int64_t>& ring_keys);
   Status Add(int64_t ring_key, int64_t task_id, const std::string& task_name);
   // Fixes the table on the first call; NotFound for a key never added.
   StatusOr<uint32_t> ChannelOf(int64_t ring_key);
@@ -37,7 +45,7 @@ class RingChannelTable {
 
  private:
   struct Member {
-    int64_t task_id;
+    int64_t task_id;  // -1: a ring of the plan this machine's actors have not claimed
     std::string task_name;
     uint32_t channel = 0;
   };

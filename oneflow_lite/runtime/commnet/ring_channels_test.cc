@@ -1,6 +1,8 @@
 #include "oneflow_lite/runtime/commnet/ring_channels.h"
 
+#include <map>
 #include <set>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -15,6 +17,37 @@ int64_t TaskId(int64_t machine, int64_t index) {
   parts.stream.machine = machine;
   parts.task_index = index;
   return *EncodeTaskId(parts);
+}
+
+// Rings over groups of machines (a 2x2 placement on 4 machines: axis 0
+// rings {0, 2} and {1, 3}, axis 1 rings {0, 1} and {2, 3}): no machine
+// holds every ring, yet with the plan's keys given first each member of a
+// ring gets the same channel, and a machine's own rings differ.
+TEST(RingChannelTableTest, GroupRingsAgreeGivenThePlansRings) {
+  const int64_t a = TaskId(0, 10), b = TaskId(1, 10), c = TaskId(0, 11), d = TaskId(2, 11);
+  const std::vector<int64_t> plan = {a, b, c, d};
+  const std::map<int, std::vector<int64_t>> rings_of = {
+      {0, {a, c}}, {1, {b, c}}, {2, {a, d}}, {3, {b, d}}};
+  std::map<int64_t, uint32_t> seen;
+  for (const auto& [machine, rings] : rings_of) {
+    RingChannelTable table;
+    ASSERT_TRUE(table.AddPlanRings(plan).ok());
+    for (size_t i = 0; i < rings.size(); ++i) {
+      ASSERT_TRUE(table.Add(rings[i], TaskId(machine, 100 + i), "t" + std::to_string(i)).ok());
+    }
+    std::set<uint32_t> mine;
+    for (int64_t ring : rings) {
+      const uint32_t channel = *table.ChannelOf(ring);
+      mine.insert(channel);
+      auto [it, fresh] = seen.emplace(ring, channel);
+      EXPECT_EQ(it->second, channel) << "machine " << machine << " ring " << ring;
+    }
+    EXPECT_EQ(mine.size(), rings.size()) << "machine " << machine;
+    // Without the plan's rings machine 1 would number b and c as 0 and 1,
+    // machine 0 a and c: c would differ.
+    EXPECT_EQ(table.AddPlanRings({TaskId(3, 1)}).code(), StatusCode::kFailedPrecondition);
+  }
+  EXPECT_EQ(seen.size(), 4u);
 }
 
 // Two ranks build their actors in different orders (each adds its own task

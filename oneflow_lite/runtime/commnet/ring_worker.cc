@@ -92,6 +92,7 @@ Status RingWorker::RunExchange(comm::Deadline deadline) {
     options.tag = static_cast<uint64_t>(options_.ring_key);
     options.cancel = options_.cancel;
     options.schedule = ExchangeScheduleOf(op_);
+    options.members = options_.members;
     ASSIGN_OR_RETURN(exchange_, comm::ExchangeCommunicator::Create(
                                     options_.net->transport(), options_.net->router(), options));
   }
@@ -115,6 +116,7 @@ Status RingWorker::Run() {
     options.setup_timeout = std::min(options.setup_timeout, options_.timeout);
     options.chunk_bytes = options_.chunk_bytes;
     options.slots = options_.slots;
+    options.members = options_.members;
     ASSIGN_OR_RETURN(communicator_, comm::RingCommunicator::Create(
                                         net->transport(), net->router(), net->pool(), options));
   }

@@ -29,6 +29,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "oneflow_lite/comm/collective/cancel.h"
 #include "oneflow_lite/comm/collective/exchange.h"
@@ -47,6 +48,7 @@ struct RingWorkerOptions {
   comm::CommNet* net = nullptr;
   RingChannelTable* channels = nullptr;
   int64_t ring_key = 0;        // the ring's rank-0 task id: channel and tag
+  std::vector<int> members;    // the ring's machines (ranks), in ring order
   size_t chunk_bytes = 0;      // as recorded in the plan
   int slots = 1;
   std::chrono::milliseconds timeout{120000};  // bound of one collective
