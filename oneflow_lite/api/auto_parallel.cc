@@ -493,17 +493,15 @@ StatusOr<AutoParallelResult> ChooseLayout(const Job& trained, const ClusterProto
     evaluated.push_back(std::move(e));
   }
   // Coordinate descent over the large variables' SBP, from the fastest
-  // flat one-stage layout.
-  const Evaluated* seed = nullptr;
-  for (const Evaluated& e : evaluated) {
-    if (e.spec.stages == 1 && e.spec.hierarchy.empty() && !e.spec.zero && fits(e) &&
-        (seed == nullptr || e.step_us < seed->step_us)) {
-      seed = &e;
-    }
-  }
-  if (seed != nullptr && DevicesOf(cluster) > 1 && evaluations < options.max_evaluations &&
-      budget_left()) {
-    LayoutSpec base = seed->spec;
+  // flat one-stage layout, then from the fastest 2-D one (there over the
+  // variables' SBP on the tensor-parallel axis, the data-parallel axis
+  // kept): each seed's own split of every large weight is only the
+  // Megatron pairing's guess (a small last layer split by columns, say).
+  auto descend = [&](const Evaluated& seed_in) {
+    if (DevicesOf(cluster) <= 1 || evaluations >= options.max_evaluations || !budget_left()) return;
+    const Evaluated seed = seed_in;  // `evaluated` grows below
+    const LayoutSpec base = seed.spec;
+    const bool nd = !base.hierarchy.empty();
     BlobDescMap descs = BlobDescsOf(forward);
     std::vector<std::string> vars;
     std::vector<int> start, choices;
@@ -517,8 +515,9 @@ StatusOr<AutoParallelResult> ChooseLayout(const Job& trained, const ClusterProto
       choices.push_back(std::min<int>(3, 1 + rank));
       int current = 0;
       auto h = base.variable_sbp.find(op.name());
-      if (h != base.variable_sbp.end() && h->second.sbp_size() == 1 && IsSplit(h->second.sbp(0))) {
-        current = 1 + static_cast<int>(h->second.sbp(0).split_axis());
+      if (h != base.variable_sbp.end() && h->second.sbp_size() == (nd ? 2 : 1)) {
+        const SbpParallel& last = h->second.sbp(h->second.sbp_size() - 1);
+        if (IsSplit(last)) current = 1 + static_cast<int>(last.split_axis());
       }
       start.push_back(current);
     }
@@ -526,8 +525,7 @@ StatusOr<AutoParallelResult> ChooseLayout(const Job& trained, const ClusterProto
     auto spec_of = [&](const std::vector<int>& p) {
       LayoutSpec s = base;
       for (size_t i = 0; i < vars.size(); ++i) {
-        s.variable_sbp[vars[i]].Clear();
-        *s.variable_sbp[vars[i]].add_sbp() = values[p[i]];
+        s.variable_sbp[vars[i]] = nd ? Nd({BroadcastSbp(), values[p[i]]}) : Nd({values[p[i]]});
       }
       std::string name = base.name + "+";
       for (size_t i = 0; i < vars.size(); ++i) {
@@ -535,11 +533,12 @@ StatusOr<AutoParallelResult> ChooseLayout(const Job& trained, const ClusterProto
       }
       s.name = name;
       s.description = base.description + "; variables " + name.substr(base.name.size() + 1) +
-                      " (" + std::to_string(vars.size()) + " large variables in job order)";
+                      (nd ? " on the tensor-parallel axis" : "") + " (" +
+                      std::to_string(vars.size()) + " large variables in job order)";
       return s;
     };
     auto cost = [&](const std::vector<int>& p) -> StatusOr<double> {
-      if (p == start) return seed->step_us;
+      if (p == start) return seed.step_us;
       auto m = memo.find(p);
       if (m != memo.end()) return m->second;
       if (!budget_left()) return DeadlineExceededError("search budget spent");
@@ -553,6 +552,16 @@ StatusOr<AutoParallelResult> ChooseLayout(const Job& trained, const ClusterProto
     if (!vars.empty()) {
       CoordinateDescent(start, choices, cost, options.max_evaluations - evaluations);
     }
+  };
+  for (const bool nd : {false, true}) {
+    const Evaluated* seed = nullptr;
+    for (const Evaluated& e : evaluated) {
+      if (e.spec.stages == 1 && e.spec.hierarchy.empty() != nd && !e.spec.zero && fits(e) &&
+          (seed == nullptr || e.step_us < seed->step_us)) {
+        seed = &e;
+      }
+    }
+    if (seed != nullptr) descend(*seed);
   }
   // The winner.
   const Evaluated* best = nullptr;

@@ -16,9 +16,10 @@
 //   ppK mM      K pipeline stages over equal machine ranges, cut between
 //               matmuls (every cut for K = 2, the balanced one beyond),
 //               data parallel inside a stage, 1F1B over M micro-batches.
-// Then a coordinate descent from the fastest one-stage layout changes one
-// large variable's SBP at a time (B, S(0), S(1)) while that lowers the
-// predicted time. Every candidate is compiled (compiler::Compile) and
+// Then a coordinate descent from the fastest flat one-stage layout changes
+// one large variable's SBP at a time (B, S(0), S(1)) while that lowers the
+// predicted time, and another from the fastest 2-D one does the same on
+// its tensor-parallel axis. Every candidate is compiled (compiler::Compile) and
 // simulated (cost::SimulatePlan); the fastest whose largest machine's memory
 // blocks fit the limit wins, and its job is compiled as a node plan
 // (CompileNodePlan) with the report in Plan.auto_parallel.
