@@ -497,12 +497,11 @@ StatusOr<AutoParallelResult> ChooseLayout(const Job& trained, const ClusterProto
   // variables' SBP on the tensor-parallel axis, the data-parallel axis
   // kept): each seed's own split of every large weight is only the
   // Megatron pairing's guess (a small last layer split by columns, say).
-  auto descend = [&](const Evaluated& seed_in) {
+  // The seed's spec and time by value: `evaluated` grows below.
+  const BlobDescMap descs = BlobDescsOf(forward);
+  auto descend = [&](const LayoutSpec base, const double seed_us) {
     if (DevicesOf(cluster) <= 1 || evaluations >= options.max_evaluations || !budget_left()) return;
-    const Evaluated seed = seed_in;  // `evaluated` grows below
-    const LayoutSpec base = seed.spec;
     const bool nd = !base.hierarchy.empty();
-    BlobDescMap descs = BlobDescsOf(forward);
     std::vector<std::string> vars;
     std::vector<int> start, choices;
     const std::vector<SbpParallel> values = {BroadcastSbp(), SplitSbp(0), SplitSbp(1)};
@@ -538,7 +537,7 @@ StatusOr<AutoParallelResult> ChooseLayout(const Job& trained, const ClusterProto
       return s;
     };
     auto cost = [&](const std::vector<int>& p) -> StatusOr<double> {
-      if (p == start) return seed.step_us;
+      if (p == start) return seed_us;
       auto m = memo.find(p);
       if (m != memo.end()) return m->second;
       if (!budget_left()) return DeadlineExceededError("search budget spent");
@@ -561,7 +560,7 @@ StatusOr<AutoParallelResult> ChooseLayout(const Job& trained, const ClusterProto
         seed = &e;
       }
     }
-    if (seed != nullptr) descend(*seed);
+    if (seed != nullptr) descend(seed->spec, seed->step_us);
   }
   // The winner.
   const Evaluated* best = nullptr;

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "oneflow_lite/common/status.h"
 
@@ -65,6 +66,25 @@ inline int64_t MachineOfTaskId(int64_t id) {
   return (id >> kMachineShift) & ((int64_t{1} << kMachineBits) - 1);
 }
 inline int64_t StreamKeyOfTaskId(int64_t id) { return id >> kStreamShift; }
+
+// The machines of `task_ids` (any range of int64 task ids) in order, into
+// `machines`; false when one is outside [0, machine_count) or two share a
+// machine. A collective's ring tasks on distinct machines are the ranks its
+// communicator runs over (compiler/collective_choice.h, the runtime's check
+// in runtime/commnet/collective_algorithm.h).
+template <typename TaskIds>
+bool DistinctMachinesOf(const TaskIds& task_ids, int64_t machine_count,
+                        std::vector<int>* machines) {
+  machines->clear();
+  std::vector<bool> taken(machine_count > 0 ? static_cast<size_t>(machine_count) : 0, false);
+  for (int64_t id : task_ids) {
+    const int64_t machine = MachineOfTaskId(id);
+    if (machine >= machine_count || taken[machine]) return false;
+    taken[machine] = true;
+    machines->push_back(static_cast<int>(machine));
+  }
+  return true;
+}
 
 // "m0/cpu0/s1/t42" for logs.
 std::string TaskIdToString(int64_t task_id);

@@ -66,13 +66,8 @@ CollectiveConf ChooseCollective(const BoxingConf& boxing, int64_t machine_count,
   // axis of a 2-D placement), whose ranks the communicator runs over in
   // ring order. Tasks sharing a machine keep the all-to-all.
   const int64_t n = boxing.ring_task_id_size();
-  if (n < 2 || n > machine_count) return conf;
-  std::vector<bool> taken(static_cast<size_t>(machine_count), false);
-  for (int64_t r = 0; r < n; ++r) {
-    const int64_t machine = MachineOfTaskId(boxing.ring_task_id(r));
-    if (machine < 0 || machine >= machine_count || taken[machine]) return conf;
-    taken[machine] = true;
-  }
+  std::vector<int> machines;
+  if (n < 2 || !DistinctMachinesOf(boxing.ring_task_id(), machine_count, &machines)) return conf;
   const TensorDesc logical(boxing.logical_desc());
   if (!RingAddable(logical.dtype) || logical.shape.elem_count() <= 0) return conf;
   conf.set_algorithm(RingAlgorithm(boxing, logical, n));

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "oneflow_lite/common/id.h"
 #include "oneflow_lite/common/partition.h"
 
 namespace oflite {
@@ -133,7 +134,8 @@ Status CollectiveActor::InitRing() {
   options.channels = channels_;
   options.ring_key = task_->boxing().ring_task_id(0);
   // RecordedRingOp checked the ring's machines are distinct ranks of the job.
-  RingMachines(*task_, &options.members, route_->net()->world_size());
+  DistinctMachinesOf(task_->boxing().ring_task_id(), route_->net()->world_size(),
+                     &options.members);
   options.chunk_bytes = static_cast<size_t>(conf.chunk_bytes());
   options.slots = conf.slots();
   options.timeout = options_.ring_timeout;

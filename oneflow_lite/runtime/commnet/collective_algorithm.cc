@@ -86,7 +86,7 @@ std::string WhyRingImpossible(const TaskProto& task, const TensorDesc& logical, 
   if (!why.empty()) return why;
   if (net == nullptr) return "this runtime has no CommNet";
   std::vector<int> machines;
-  if (!RingMachines(task, &machines, net->world_size())) {
+  if (!DistinctMachinesOf(boxing.ring_task_id(), net->world_size(), &machines)) {
     return "its ring tasks are not on distinct machines of the job's " +
            std::to_string(net->world_size());
   }
@@ -97,19 +97,6 @@ std::string WhyRingImpossible(const TaskProto& task, const TensorDesc& logical, 
 }
 
 }  // namespace
-
-bool RingMachines(const TaskProto& task, std::vector<int>* machines, int world) {
-  machines->clear();
-  for (int64_t id : task.boxing().ring_task_id()) {
-    const int64_t machine = MachineOfTaskId(id);
-    if (machine < 0 || machine >= world ||
-        std::find(machines->begin(), machines->end(), machine) != machines->end()) {
-      return false;
-    }
-    machines->push_back(static_cast<int>(machine));
-  }
-  return true;
-}
 
 StatusOr<RingOp> RecordedRingOp(const TaskProto& task, const TensorDesc& logical,
                                 const comm::CommNet* net) {

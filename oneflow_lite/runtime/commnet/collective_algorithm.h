@@ -15,7 +15,6 @@
 #define ONEFLOW_LITE_RUNTIME_COMMNET_COLLECTIVE_ALGORITHM_H_
 
 #include <cstdint>
-#include <vector>
 
 #include "oneflow_lite/comm/collective/exchange.h"
 #include "oneflow_lite/comm/collective/ring.h"
@@ -52,11 +51,6 @@ inline bool IsExchangeOp(RingOp op) {
 // The exchange schedule of an exchange op.
 comm::ExchangeSchedule ExchangeScheduleOf(RingOp op);
 
-
-// The machines of `task`'s ring tasks in ring order (the ranks its
-// communicator runs over), into `machines`; false when one is outside
-// [0, world) or two share a machine.
-bool RingMachines(const TaskProto& task, std::vector<int>* machines, int world);
 
 // The ring op `task` records (kNone: all-to-all), checked against its
 // logical tensor `logical` and against `net` (may be null: then any ring is
