@@ -203,12 +203,12 @@ Status RingCommunicator::Setup(RegisteredPool* pool) {
   ASSIGN_OR_RETURN(left_, transport_->GetConnection(LeftRank()));
   ASSIGN_OR_RETURN(right_, transport_->GetConnection(RightRank()));
   ASSIGN_OR_RETURN(scratch_, pool->Allocate(options_.chunk_bytes * options_.slots));
-  router_->SetHandler(options_.channel, [this](int, const void* data, size_t size) {
-    OnForward(data, size);
+  router_->SetHandler(options_.channel, [this](int from, const void* data, size_t size) {
+    if (FromNeighbour(from, LeftRank(), "READY")) OnForward(data, size);
   });
   router_->SetHandler(options_.channel | kReplyBit,
-                      [this](int, const void* data, size_t size) {
-                        OnBackward(data, size);
+                      [this](int from, const void* data, size_t size) {
+                        if (FromNeighbour(from, RightRank(), "ACK or key")) OnBackward(data, size);
                       });
   std::string message(1, static_cast<char>(kScratchKey));
   wire::AppendU64(&message, options_.tag);
@@ -240,6 +240,18 @@ Status RingCommunicator::HealthLocked() const {
 void RingCommunicator::FailLocked(const Status& status) {
   if (error_.ok()) error_ = status;
   changed_.notify_all();
+}
+
+bool RingCommunicator::FromNeighbour(int from, int neighbour, const char* what) {
+  if (from == neighbour) return true;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    FailLocked(DataLossError("ring on channel ", options_.channel, ": ", what, " message from rank ",
+                             from, ", which is not this ring's neighbour (rank ", neighbour,
+                             "); channel collision or different plans?"));
+  }
+  changed_.notify_all();
+  return false;
 }
 
 void RingCommunicator::OnForward(const void* data, size_t size) {

@@ -146,6 +146,9 @@ class RingCommunicator {
 
   RingCommunicator(Transport* transport, MessageRouter* router,
                    const CollectiveOptions& options, RankGroup group);
+  // Whether a message on this ring's channels came from the neighbour that
+  // sends it; if not, fails the ring naming the sender and returns false.
+  bool FromNeighbour(int from, int neighbour, const char* what);
   // The transport ranks of the left and right neighbours (for errors).
   int LeftRank() const { return group_.Global((rank_ + world_ - 1) % world_); }
   int RightRank() const { return group_.Global((rank_ + 1) % world_); }

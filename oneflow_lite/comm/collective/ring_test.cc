@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "oneflow_lite/comm/memory/bounce_buffers.h"  // kReplyBit
 #include "oneflow_lite/comm/shm/shm_transport.h"
 #include "oneflow_lite/comm/tcp/tcp_transport.h"
 #include "oneflow_lite/comm/testing/transport_conformance.h"
@@ -298,8 +299,14 @@ TEST(RingTest, AllReduceOverWorldsAndSizes) {
 // rank in no group is untouched.
 TEST(RingTest, GroupsOfTheJobRunTheirOwnRings) {
   auto ring = MakeTransports(4);
+  // Each set of groups has channels of its own: a ring's last ACK may still
+  // be in flight when its collective returns (it only frees a slot), and a
+  // later ring on the same channel would take it for its own.
+  uint32_t next_channel = 0x400;
   for (const std::vector<std::vector<int>>& groups :
        {std::vector<std::vector<int>>{{2, 0}, {1, 3}}, std::vector<std::vector<int>>{{3, 1, 0}}}) {
+    const uint32_t first_channel = next_channel;
+    next_channel += 2 * static_cast<uint32_t>(groups.size());
     std::vector<std::unique_ptr<RingCommunicator>> mine(4);
     std::vector<const std::vector<int>*> group_of(4, nullptr);
     std::vector<std::thread> setup;
@@ -310,7 +317,7 @@ TEST(RingTest, GroupsOfTheJobRunTheirOwnRings) {
           CollectiveOptions options;
           options.chunk_bytes = 4096;
           options.slots = 2;
-          options.channel = 0x400 + 2 * static_cast<uint32_t>(g);
+          options.channel = first_channel + 2 * static_cast<uint32_t>(g);
           options.tag = options.channel;
           options.members = groups[g];
           auto created = RingCommunicator::Create(ring->transports[rank].get(),
@@ -615,6 +622,46 @@ TEST(RingTest, NeighbourWithAnotherRingTagIsRefused) {
               std::string::npos)
         << results[rank];
   }
+}
+
+// A message on a ring's channel from a rank that is not the neighbour who
+// sends it (a stale ring's last ACK, a plan that numbered channels apart)
+// fails the ring naming the sender, not its neighbour.
+TEST(RingTest, MessageFromARankOutsideTheRingIsRefusedNamingIt) {
+  auto ring = MakeTransports(4);
+  std::vector<std::unique_ptr<RingCommunicator>> mine(3);
+  std::vector<std::thread> setup;
+  for (int rank = 0; rank < 3; ++rank) {
+    setup.emplace_back([&, rank] {
+      CollectiveOptions options;
+      options.channel = 0x500;
+      options.tag = 0x500;
+      options.members = {0, 1, 2};
+      auto created = RingCommunicator::Create(ring->transports[rank].get(),
+                                              ring->routers[rank].get(),
+                                              ring->pools[rank].get(), options);
+      CHECK(created.ok()) << created.status();
+      mine[rank] = std::move(*created);
+    });
+  }
+  for (auto& thread : setup) thread.join();
+  auto to_zero = ring->transports[3]->GetConnection(0);
+  ASSERT_TRUE(to_zero.ok()) << to_zero.status();
+  const std::string ack = {4, 1, 0, 0, 0};  // an ACK of one slot (ring.cc's kAck)
+  ASSERT_TRUE(MessageRouter::Send(*to_zero, 0x500 | kReplyBit, ack).ok());
+  std::vector<int64_t> data(1000, 1);
+  auto region = ring->transports[0]->RegisterMemory(data.data(), data.size() * sizeof(int64_t),
+                                                    kAccessAll);
+  ASSERT_TRUE(region.ok());
+  // Rank 0 waits for its left neighbour's READY, which never comes (ranks
+  // 1 and 2 are not in a call): only the foreign message can end the wait
+  // before the deadline.
+  const Status result = mine[0]->AllReduce(**region, 0, data.size(), DT_INT64,
+                                           DeadlineAfter(kTimeout));
+  EXPECT_EQ(result.code(), StatusCode::kDataLoss) << result;
+  EXPECT_NE(result.message().find("from rank 3, which is not this ring's neighbour (rank 1)"),
+            std::string::npos)
+      << result;
 }
 
 }  // namespace
