@@ -63,6 +63,10 @@ Status ValidateCalibration(const Calibration& calibration, const std::string& so
       return InvalidArgumentError("calibration '", source, "': transport '", t.name(),
                                   "' has cpu_ns_per_byte ", t.cpu_ns_per_byte());
     }
+    if (BadTime(t.busy_message_us())) {
+      return InvalidArgumentError("calibration '", source, "': transport '", t.name(),
+                                  "' has busy_message_us ", t.busy_message_us());
+    }
     if (t.name().empty()) {
       return InvalidArgumentError("calibration '", source, "': a transport has no name");
     }
@@ -101,30 +105,36 @@ CollectiveTraffic TrafficOf(CollectiveAlgorithm algorithm, int ranks, int64_t by
     case COLLECTIVE_RING_ALL_REDUCE:
       t.bytes_sent_per_rank = 2 * (n - 1) / n * b;
       t.latencies = 2 * (ranks - 1);
+      t.messages_received_per_rank = t.latencies;
       break;
     case COLLECTIVE_RING_REDUCE_SCATTER:
     case COLLECTIVE_RING_ALL_GATHER:
       t.bytes_sent_per_rank = (n - 1) / n * b;
       t.latencies = ranks - 1;
+      t.messages_received_per_rank = t.latencies;
       break;
     case COLLECTIVE_EXCHANGE_ALL_REDUCE:
       t.bytes_sent_per_rank = (n - 1) * b;
       t.latencies = 1;
+      t.messages_received_per_rank = ranks - 1;
       break;
     case COLLECTIVE_DOUBLING_ALL_REDUCE: {
       int rounds = 0;
       while ((1 << rounds) < ranks) ++rounds;
       t.bytes_sent_per_rank = rounds * b;
       t.latencies = rounds;
+      t.messages_received_per_rank = rounds;
       break;
     }
     case COLLECTIVE_SCATTER_GATHER_ALL_REDUCE:
       t.bytes_sent_per_rank = 2 * (n - 1) / n * b;
       t.latencies = 2;
+      t.messages_received_per_rank = 2 * (ranks - 1);
       break;
     default:  // all-to-all: every rank's part to every other rank
       t.bytes_sent_per_rank = (n - 1) * static_cast<double>(part_bytes);
       t.latencies = 1;
+      t.messages_received_per_rank = ranks - 1;
       break;
   }
   return t;

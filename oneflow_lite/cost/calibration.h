@@ -37,6 +37,10 @@ struct KernelTime {
 struct CollectiveTraffic {
   double bytes_sent_per_rank = 0;
   int latencies = 0;
+  // The pieces one rank receives (one per step of a ring, one from each
+  // peer in each step of the exchange family): what it pays
+  // TransportCost.busy_message_us for. Chunks of one piece are not counted.
+  int messages_received_per_rank = 0;
 };
 CollectiveTraffic TrafficOf(CollectiveAlgorithm algorithm, int ranks, int64_t bytes,
                             int64_t part_bytes);

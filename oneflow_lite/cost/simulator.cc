@@ -424,8 +424,14 @@ class Simulation {
   void StartCollective(const std::string& key, int64_t piece, double now);
   void CollectiveStep(const std::shared_ptr<CollectiveRun>& run, int step, double now);
   void FinishCollective(const CollectiveRun& run, double e);
+  // `bytes` from one machine to another: through the sender's NIC and the
+  // CPU of both ends; `done` when all are through. Each end's cores are
+  // also charged busy_message_us per message it receives (`from_messages`
+  // at the sender: a READ's request; `to_messages` at the receiver),
+  // compute they lose without delaying the flow.
   void AddFlow(int64_t from_machine, int64_t to_machine, double bytes, double now,
-               std::function<void(double)> done);
+               std::function<void(double)> done, double from_messages = 0,
+               double to_messages = 0);
   SharedResource* CoresOf(int64_t machine);
   void NotePiece(int64_t piece, double end) {
     if (piece >= 0 && piece < static_cast<int64_t>(piece_end_.size())) {
@@ -898,10 +904,30 @@ SharedResource* Simulation::CoresOf(int64_t machine) {
 }
 
 void Simulation::AddFlow(int64_t from_machine, int64_t to_machine, double bytes, double now,
-                         std::function<void(double)> done) {
+                         std::function<void(double)> done, double from_messages,
+                         double to_messages) {
   LinkSpec link = Link(from_machine, to_machine);
   double cap = link.gbit_per_s() > 0 ? link.gbit_per_s() * 125.0 : kInf;  // bytes per us
-  if (from_machine == to_machine || bytes <= 0) {
+  if (from_machine == to_machine) {
+    Schedule(now, std::move(done));
+    return;
+  }
+  auto schedule = [this](double at, std::function<void(double)> fn) {
+    Schedule(at, std::move(fn));
+  };
+  const double message_us = transport_ != nullptr ? transport_->busy_message_us() : 0.0;
+  if (message_us > 0) {
+    // The compute the receiving ends' cores lose to the messages: charged
+    // beside the flow, which does not wait for it (its delay while the
+    // cores compute is WhenTransportRuns').
+    for (const auto& [machine, messages] :
+         {std::make_pair(from_machine, from_messages), std::make_pair(to_machine, to_messages)}) {
+      if (messages > 0) {
+        CoresOf(machine)->Add(now, messages * message_us, 1.0, 1.0, [](double) {}, schedule);
+      }
+    }
+  }
+  if (bytes <= 0) {
     Schedule(now, std::move(done));
     return;
   }
@@ -915,9 +941,6 @@ void Simulation::AddFlow(int64_t from_machine, int64_t to_machine, double bytes,
   auto pending = std::make_shared<int>(1);
   auto join = [pending, done = std::move(done)](double t) {
     if (--*pending == 0) done(t);
-  };
-  auto schedule = [this](double at, std::function<void(double)> fn) {
-    Schedule(at, std::move(fn));
   };
   if (cpu_ns > 0) {
     const double cpu_us = bytes * cpu_ns / 1e3;
@@ -989,7 +1012,7 @@ void Simulation::StartRead(int a, double now) {
     Schedule(end, [this, machine, finish](double e) { WhenTransportRuns(machine, e, finish); });
   };
   WhenTransportRuns(src_machine, now, [this, src_machine, machine, bytes, arrived](double t) {
-    AddFlow(src_machine, machine, bytes, t, arrived);
+    AddFlow(src_machine, machine, bytes, t, arrived, /*from_messages=*/1, /*to_messages=*/1);
   });
 }
 
@@ -1063,7 +1086,10 @@ void Simulation::CollectiveStep(const std::shared_ptr<CollectiveRun>& run, int s
       for (int member : run->members) {
         const Actor& actor = actors_[member];
         const int64_t to = actor.next_machine >= 0 ? actor.next_machine : actor.machine;
-        AddFlow(actor.machine, to, actor.traffic.bytes_sent_per_rank / run->steps, t, step_done);
+        // `to` receives this member's pieces of the step (each member is
+        // one machine's `to`): their share of its messages.
+        AddFlow(actor.machine, to, actor.traffic.bytes_sent_per_rank / run->steps, t, step_done,
+                0, static_cast<double>(actor.traffic.messages_received_per_rank) / run->steps);
       }
     });
   }

@@ -9,6 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "oneflow_lite/common/id.h"
+#include "oneflow_lite/cost/calibration.h"
 #include "oneflow_lite/cost/kernel_key.h"
 
 namespace oflite {
@@ -454,6 +455,65 @@ TEST(SimulatorTest, ABusyCoreDelaysTheTransportByTheCalibratedWakeUp) {
   // not free the core, so the whole delay applies each time.
   EXPECT_EQ(read_of(false, 300), Span(400, 700));
   EXPECT_EQ(read_of(false, 2000), Span(2100, 4100));
+}
+
+// A message received over the transport costs the receiving machine's
+// cores busy_message_us of compute (TransportCost.busy_message_us): a READ
+// charges its producer (the request) and its reader (the data). The flow
+// does not wait for it; a computing core shares itself with it, so an act
+// running then ends that much later.
+TEST(SimulatorTest, MessagesCostTheReceivingCoresTheCalibratedBusyMessageTime) {
+  // Returns the ends of p's second act (on the producer's core) and of
+  // hog's first (on the reader's).
+  auto ends = [](double message_us) {
+    PlanBuilder b(2);
+    int64_t p = b.Task("p", 0, 0, 100);
+    b.Task("hog", 1, 1, 1000);  // a source on the reader's core, back to back
+    int64_t c = b.Task("c", 1, 2, -1, TASK_COMMNET);
+    b.FindTask(c)->mutable_commnet()->set_src_machine_id(0);
+    int64_t d = b.Task("d", 1, 0, 10);
+    b.Edge(p, c, 1);
+    b.Edge(c, d, 1);
+    b.plan().mutable_cluster()->mutable_machine(0)->set_cpu_set("0");
+    b.plan().mutable_cluster()->mutable_machine(1)->set_cpu_set("1");
+    Calibration cal = b.MakeCalibration();
+    TransportCost* tcp = cal.add_transport();
+    tcp->set_name("tcp");
+    tcp->set_busy_message_us(message_us);
+    SimOptions options;
+    options.record_timeline = true;
+    StatusOr<SimResult> r = SimulatePlan(b.plan(), cal, options);
+    EXPECT_TRUE(r.ok()) << r.status();
+    double p_end = -1, hog_end = -1;
+    for (const SimEvent& e : r->timeline) {
+      if (e.category != "act") continue;
+      if (e.name.find("p") == 0 && e.iteration == 1) p_end = e.end_us;
+      if (e.name.find("hog") == 0 && e.iteration == 0) hog_end = e.end_us;
+    }
+    return std::make_pair(p_end, hog_end);
+  };
+  using Ends = std::pair<double, double>;
+  // p's second act (from 100) shares the producer's core with the request
+  // of the READ that starts then: 100 + 100 + 50. Hog's first act (from 0)
+  // shares the reader's core with all 10 iterations of d (10 us each) and
+  // of the READs' data messages (50 us each): 1000 + 10 x (10 + 50).
+  EXPECT_EQ(ends(0), Ends(200, 1100));
+  EXPECT_EQ(ends(50), Ends(250, 1600));
+}
+
+// The pieces one rank receives per collective, what busy_message_us is
+// charged for.
+TEST(SimulatorTest, CollectiveTrafficCountsThePiecesARankReceives) {
+  EXPECT_EQ(TrafficOf(COLLECTIVE_RING_ALL_REDUCE, 4, 1 << 20, 0).messages_received_per_rank, 6);
+  EXPECT_EQ(TrafficOf(COLLECTIVE_RING_ALL_GATHER, 4, 1 << 20, 0).messages_received_per_rank, 3);
+  EXPECT_EQ(TrafficOf(COLLECTIVE_EXCHANGE_ALL_REDUCE, 4, 1 << 20, 0).messages_received_per_rank,
+            3);
+  EXPECT_EQ(TrafficOf(COLLECTIVE_DOUBLING_ALL_REDUCE, 4, 1 << 20, 0).messages_received_per_rank,
+            2);
+  EXPECT_EQ(
+      TrafficOf(COLLECTIVE_SCATTER_GATHER_ALL_REDUCE, 4, 1 << 20, 0).messages_received_per_rank,
+      6);
+  EXPECT_EQ(TrafficOf(COLLECTIVE_RING_ALL_REDUCE, 1, 1 << 20, 0).messages_received_per_rank, 0);
 }
 
 TEST(SimulatorTest, SameInputsSameOutput) {

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -273,6 +274,14 @@ constexpr uint32_t kExchangeChannel = 0x200;
 constexpr uint32_t kDoublingChannel = 0x300;
 constexpr uint32_t kScatterGatherChannel = 0x400;
 constexpr uint32_t kPingChannel = 0x600;
+constexpr uint32_t kBusyChannel = 0x700;
+
+// The busy-core message probe (MeasureBusyMessages): each phase's length,
+// the mean gap between pings (a 4-host GPT step takes a message about every
+// 300 us per rank) and the compute side's working set (a kernel's, in L2).
+constexpr milliseconds kBusyPhase{150};
+constexpr std::chrono::microseconds kBusyPingGap{300};
+constexpr size_t kBusyWorkFloats = 128 * 1024;
 
 // Past its share of the budget a rank still has this long to finish
 // what it is doing (its waits end here); the launcher kills it later.
@@ -297,6 +306,7 @@ struct RankConfig {
   int64_t exchange_max_bytes = 0;
   int64_t stream_bytes = 0;
   bool p2p = false;
+  bool busy_messages = false;  // with p2p: the busy-core message probe
   bool collectives = false;
   milliseconds budget{0};
   milliseconds op_timeout{0};
@@ -336,7 +346,7 @@ StatusOr<RankConfig> ParseRankFlags(int argc, char** argv) {
       "transport",    "rank",  "world",       "master",
       "out",          "bytes", "samples",     "exchange_max_bytes",
       "stream_bytes", "p2p",   "collectives", "budget_ms",
-      "op_timeout_ms"};
+      "op_timeout_ms", "busy_messages"};
   for (const auto& [name, value] : values) {
     if (!kKnown.count(name)) return InvalidArgumentError("unknown flag '--", name, "'");
   }
@@ -377,10 +387,17 @@ StatusOr<RankConfig> ParseRankFlags(int argc, char** argv) {
   ASSIGN_OR_RETURN(
       const int64_t collectives,
       ParseInteger(values.count("collectives") ? values["collectives"] : "1", "collectives", 0, 1));
+  ASSIGN_OR_RETURN(const int64_t busy_messages,
+                   ParseInteger(values.count("busy_messages") ? values["busy_messages"] : "0",
+                                "busy_messages", 0, 1));
   config.p2p = p2p != 0;
+  config.busy_messages = busy_messages != 0;
   config.collectives = collectives != 0;
   if (config.p2p && config.world != 2) {
     return InvalidArgumentError("flag '--p2p=1' needs --world=2");
+  }
+  if (config.busy_messages && !config.p2p) {
+    return InvalidArgumentError("flag '--busy_messages=1' needs --p2p=1");
   }
   ASSIGN_OR_RETURN(const int64_t budget,
                    ParseInteger(values["budget_ms"], "budget_ms", 1, int64_t{1} << 40));
@@ -623,6 +640,187 @@ Status MeasureStream(const RankConfig& config, comm::CommNet* net, const comm::M
     results->Figure("cpu_ns_per_byte", std::max(sent_ns, received_ns));
   }
   return control->Barrier("stream-end", clock.OpWait());
+}
+
+// How much compute a busy core loses per message its rank receives and
+// answers (TransportCost.busy_message_us). Rank 0's main thread computes
+// (passes over an L2-sized buffer, as a kernel would) on its core for
+// phases of kBusyPhase, alternately quiet and with rank 1 pinging it at
+// jittered gaps around kBusyPingGap. Each ping takes the path a piece of a
+// collective takes: rank 0's transport receives it, its handler wakes a
+// waiting thread, which sends the answer (as a collective's worker sends
+// its next piece); rank 1 waits for the answer before its next gap. The
+// figure, per messaging phase: the compute it lost against the quiet
+// phases' median rate, over the pings rank 0 answered in it; the median
+// over the phases. It includes the context switches, the polling after
+// each event and the caches the message path takes from the compute.
+// Needs the two ranks on cores of their own (the launcher asks for it only
+// then).
+Status MeasureBusyMessages(const RankConfig& config, comm::CommNet* net, const RankClock& clock,
+                           ResultFile* results) {
+  // Rank 0 decides whether the phases and their barriers still fit in the
+  // run's share of the budget, and tells rank 1.
+  comm::control::ControlClient* control = net->control();
+  bool fits = false;
+  if (config.rank == 0) {
+    fits = clock.Elapsed() + 2.0 * config.samples * kBusyPhase.count() * 1.5 / 1e3 <
+           clock.Budget();
+    RETURN_IF_ERROR(control->Put("busy-go", fits ? "1" : "0"));
+    if (!fits) {
+      results->Line("note " + config.transport +
+                    ": busy-core message cost not measured (the run's share of the time budget "
+                    "is spent)");
+    }
+  } else {
+    ASSIGN_OR_RETURN(const std::string go, control->Get("busy-go", clock.OpWait(), 0));
+    fits = go == "1";
+  }
+  if (!fits) return Status::OK();
+  struct Shared {
+    std::mutex mutex;
+    std::condition_variable changed;
+    uint64_t pings = 0;    // rank 0: received, not yet answered
+    uint64_t answers = 0;  // rank 0: answered; rank 1: answers received
+    bool stop = false;
+    Status error;
+  };
+  auto shared = std::make_shared<Shared>();
+  ASSIGN_OR_RETURN(comm::Connection * peer, net->transport()->GetConnection(1 - config.rank));
+  const std::string payload(16, '\0');
+  std::thread answerer;
+  if (config.rank == 0) {
+    net->router()->SetHandler(kBusyChannel, [shared](int, const void*, size_t) {
+      {
+        std::lock_guard<std::mutex> lock(shared->mutex);
+        ++shared->pings;
+      }
+      shared->changed.notify_all();
+    });
+    answerer = std::thread([shared, peer, payload] {
+      std::unique_lock<std::mutex> lock(shared->mutex);
+      while (!shared->stop) {
+        if (shared->pings == 0) {
+          shared->changed.wait_for(lock, milliseconds(100));
+          continue;
+        }
+        --shared->pings;
+        lock.unlock();
+        Status sent = comm::MessageRouter::Send(peer, kBusyChannel, payload);
+        lock.lock();
+        if (!sent.ok() && shared->error.ok()) shared->error = sent;
+        ++shared->answers;
+      }
+    });
+  } else {
+    net->router()->SetHandler(kBusyChannel, [shared](int, const void*, size_t) {
+      {
+        std::lock_guard<std::mutex> lock(shared->mutex);
+        ++shared->answers;
+      }
+      shared->changed.notify_all();
+    });
+  }
+  auto stop_answerer = [&] {
+    if (!answerer.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(shared->mutex);
+      shared->stop = true;
+    }
+    shared->changed.notify_all();
+    answerer.join();
+  };
+  std::vector<float> work(kBusyWorkFloats, 1.0f);
+  volatile float sink = 0;
+  std::mt19937 random(12345);
+  std::uniform_real_distribution<double> gap(0.5, 1.5);
+  std::vector<double> quiet_rates;
+  struct Busy {
+    double rate;
+    double seconds;
+    uint64_t answered;
+  };
+  std::vector<Busy> busy;
+  Status status;
+  for (int phase = 0; phase < 2 * config.samples && status.ok(); ++phase) {
+    const bool messaging = phase % 2 == 1;
+    status = control->Barrier("busy-" + std::to_string(phase), clock.OpWait());
+    if (!status.ok()) break;
+    const auto start = Clock::now();
+    const auto end = start + kBusyPhase;
+    if (config.rank == 0) {
+      uint64_t answered_before = 0;
+      {
+        std::lock_guard<std::mutex> lock(shared->mutex);
+        answered_before = shared->answers;
+      }
+      int64_t units = 0;
+      while (Clock::now() < end) {
+        float sum = 0;
+        for (size_t i = 0; i < work.size(); ++i) {
+          work[i] = work[i] * 0.999f + 0.001f;
+          sum += work[i];
+        }
+        sink = sink + sum;
+        ++units;
+      }
+      const double seconds = SecondsSince(start);
+      uint64_t answered = 0;
+      {
+        std::lock_guard<std::mutex> lock(shared->mutex);
+        answered = shared->answers - answered_before;
+        status = shared->error;
+      }
+      const double rate = static_cast<double>(units) / seconds;
+      if (messaging) {
+        busy.push_back({rate, seconds, answered});
+      } else {
+        quiet_rates.push_back(rate);
+      }
+    } else if (messaging) {
+      while (status.ok() && Clock::now() < end) {
+        uint64_t want = 0;
+        {
+          std::lock_guard<std::mutex> lock(shared->mutex);
+          want = shared->answers + 1;
+        }
+        status = comm::MessageRouter::Send(peer, kBusyChannel, payload);
+        if (!status.ok()) break;
+        std::unique_lock<std::mutex> lock(shared->mutex);
+        if (!shared->changed.wait_until(lock, clock.OpDeadline(),
+                                        [&] { return shared->answers >= want; })) {
+          status = DeadlineExceededError("rank 0 did not answer ping ", want, " in time");
+          break;
+        }
+        lock.unlock();
+        std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(
+            gap(random) * static_cast<double>(kBusyPingGap.count())));
+      }
+    }
+    if (status.ok()) {
+      status = control->Barrier("busy-end-" + std::to_string(phase), clock.OpWait());
+    }
+  }
+  stop_answerer();
+  RETURN_IF_ERROR(status.WithContext("busy-core messages"));
+  net->router()->RemoveHandler(kBusyChannel);
+  if (config.rank == 0) {
+    const double quiet = Median(quiet_rates);
+    std::vector<double> losses;
+    for (const Busy& b : busy) {
+      if (b.answered == 0 || !(quiet > 0)) continue;
+      losses.push_back((1.0 - b.rate / quiet) * b.seconds * 1e6 / static_cast<double>(b.answered));
+    }
+    if (losses.empty()) {
+      results->Line("note " + config.transport +
+                    ": busy-core message cost: no messaging phase answered a ping");
+    } else if (Median(losses) > 0) {
+      results->Figure("busy_message_us", Median(losses));
+    } else {
+      results->Line("note " + config.transport + ": busy-core message cost: no loss measured (" +
+                    std::to_string(Median(losses)) + " us per message, within the noise)");
+    }
+  }
+  return Status::OK();
 }
 
 // One collective algorithm at one size: how to prepare the buffer, run it
@@ -888,6 +1086,9 @@ Status RunRank(const RankConfig& config) {
   if (config.p2p) {
     status = MeasureLatency(config, net.get(), clock, &results);
     if (status.ok()) status = MeasureStream(config, net.get(), *region, clock, &results);
+    if (status.ok() && config.busy_messages) {
+      status = MeasureBusyMessages(config, net.get(), clock, &results);
+    }
   }
   if (status.ok() && config.collectives) {
     status = MeasureCollectives(config, net.get(), *region, buffer.data(), clock, &results);
@@ -923,6 +1124,7 @@ struct RunFigures {
   double latency_us = 0;
   double gbyte_per_s = 0;
   double cpu_ns_per_byte = 0;  // 0: not measured
+  double busy_message_us = 0;  // 0: not measured
   std::vector<Point> points;
   int lines = 0;  // figures and notes read
 };
@@ -945,13 +1147,15 @@ RunFigures ReadResults(const std::string& path, const RunSpec& spec, const Profi
       continue;
     }
     bool good = false;
-    if (kind == "latency_us" || kind == "gbyte_per_s" || kind == "cpu_ns_per_byte") {
+    if (kind == "latency_us" || kind == "gbyte_per_s" || kind == "cpu_ns_per_byte" ||
+        kind == "busy_message_us") {
       double value = 0;
       good = static_cast<bool>(fields >> value) && Positive(value);
       if (good) {
-        (kind == "latency_us"    ? figures.latency_us
-         : kind == "gbyte_per_s" ? figures.gbyte_per_s
-                                 : figures.cpu_ns_per_byte) = value;
+        (kind == "latency_us"        ? figures.latency_us
+         : kind == "gbyte_per_s"     ? figures.gbyte_per_s
+         : kind == "cpu_ns_per_byte" ? figures.cpu_ns_per_byte
+                                     : figures.busy_message_us) = value;
       }
     } else if (kind == "point") {
       int algorithm = 0;
@@ -994,6 +1198,25 @@ StatusOr<RunFigures> RunGroup(const TransportProfileOptions& options, const RunS
   std::vector<int64_t> bytes = options.bytes;
   std::sort(bytes.begin(), bytes.end());
   bytes.erase(std::unique(bytes.begin(), bytes.end()), bytes.end());
+  std::vector<std::vector<int>> rank_cpus;
+  for (int rank = 0; rank < spec.world; ++rank) {
+    rank_cpus.push_back(comm::CpusForLocalRank(cores, rank, spec.world, options.bind));
+  }
+  // The busy-core message probe needs each of the two ranks on CPUs of its
+  // own: one computes, the other pings it.
+  bool busy_messages = false;
+  if (spec.p2p && options.busy_messages) {
+    busy_messages = !rank_cpus[0].empty() && !rank_cpus[1].empty();
+    for (int cpu : rank_cpus[0]) {
+      if (std::count(rank_cpus[1].begin(), rank_cpus[1].end(), cpu) != 0) busy_messages = false;
+    }
+    if (!busy_messages) {
+      Note(options.note, spec.transport +
+                             ": busy-core message cost not measured (the two ranks have no "
+                             "cores of their own: " +
+                             std::to_string(cores.size()) + " core(s) here)");
+    }
+  }
   std::vector<comm::RankProcess> ranks;
   for (int rank = 0; rank < spec.world; ++rank) {
     comm::RankProcess process;
@@ -1008,12 +1231,13 @@ StatusOr<RunFigures> RunGroup(const TransportProfileOptions& options, const RunS
                     "--exchange_max_bytes=" + std::to_string(options.exchange_max_bytes),
                     "--stream_bytes=" + std::to_string(options.stream_bytes),
                     std::string("--p2p=") + (spec.p2p ? "1" : "0"),
+                    std::string("--busy_messages=") + (busy_messages ? "1" : "0"),
                     std::string("--collectives=") + (spec.collectives ? "1" : "0"),
                     "--budget_ms=" + std::to_string(share.count()),
                     "--op_timeout_ms=" + std::to_string(options.op_timeout.count())};
     if (rank == 0) process.argv.push_back("--out=" + out);
     process.environment = {"OFLITE_JOB_TOKEN=" + token};
-    process.cpus = comm::CpusForLocalRank(cores, rank, spec.world, options.bind);
+    process.cpus = rank_cpus[rank];
     ranks.push_back(std::move(process));
   }
   FILE* output = std::fopen(log.c_str(), "w");
@@ -1272,6 +1496,7 @@ StatusOr<std::vector<TransportCost>> ProfileTransports(const TransportProfileOpt
       total.latency_us = figures.latency_us;
       total.gbyte_per_s = figures.gbyte_per_s;
       total.cpu_ns_per_byte = figures.cpu_ns_per_byte;
+      total.busy_message_us = figures.busy_message_us;
     }
     total.points.insert(total.points.end(), figures.points.begin(), figures.points.end());
   }
@@ -1284,6 +1509,7 @@ StatusOr<std::vector<TransportCost>> ProfileTransports(const TransportProfileOpt
     cost.set_latency_us(figures.latency_us);
     cost.set_gbyte_per_s(figures.gbyte_per_s);
     cost.set_cpu_ns_per_byte(figures.cpu_ns_per_byte);
+    cost.set_busy_message_us(figures.busy_message_us);
     // Said only of a transport that is kept (one left out gets one note).
     std::vector<std::string> missing;
     if (figures.latency_us <= 0) missing.push_back(transport + ": latency not measured");

@@ -90,6 +90,11 @@ struct TransportProfileOptions {
   int64_t exchange_max_bytes = 4 << 20;
   // The throughput figure: one stream of one-sided WRITEs of this size.
   int64_t stream_bytes = 8 << 20;
+  // With the 2-rank figures, the compute a busy core loses per message
+  // (busy_message_us: 2 x samples phases of 150 ms); only when the two
+  // ranks are bound to cores of their own, else a note says it was not
+  // measured.
+  bool busy_messages = true;
   // All runs together, process start to exit; sizes and rank counts that
   // would not fit are left out, each with a note. A run past its share
   // is killed after a few seconds of grace, so the total may exceed the
@@ -121,7 +126,9 @@ std::vector<CollectiveAlgorithm> ProfiledAlgorithms(int ranks);
 // One TransportCost per transport profiled (options order; a transport
 // skipped or with no figure at all is left out, with a note): latency_us
 // half the median round trip of a small router message between two
-// processes, gbyte_per_s the median throughput of one stream, and a
+// processes, gbyte_per_s the median throughput of one stream,
+// cpu_ns_per_byte each end's CPU over that stream per byte, busy_message_us
+// (options.busy_messages) the compute a busy core loses per message, and a
 // CollectiveCurve per (ranks, algorithm) with a point (rank 0's median
 // wall time of one collective) per size measured, ascending. A figure
 // that could not be measured is 0, with a note. Errors: InvalidArgument

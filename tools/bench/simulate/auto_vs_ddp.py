@@ -108,7 +108,7 @@ def parse_args():
     p.add_argument("--hand", default="", help="the --json of a validate.py run: its fastest layout "
                                               "per setting is printed beside (another run)")
     p.add_argument("--models", default="mlp,gpt", help="comma list of mlp, gpt")
-    p.add_argument("--repeats", type=int, default=3, help="samples per framework and setting (median)")
+    p.add_argument("--repeats", type=int, default=5, help="samples per framework and setting (median)")
     p.add_argument("--search-seconds", type=int, default=0,
                    help="oflite compile --search-seconds (default: the compile's own budget)")
     p.add_argument("--latency-us", default="measure",
