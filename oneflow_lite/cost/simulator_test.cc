@@ -412,6 +412,22 @@ TEST(SimulatorTest, ComputeOnASharedCoreTakesTurnsOfTheCalibratedSlice) {
   EXPECT_EQ(first_acts(1000), Ends(100, 1100));
 }
 
+// p (100 us, machine 0) -> a READ by c (machine 1) -> d (10 us), each
+// machine on a core of its own, and hog (1000 us) computing on the
+// producer's core after p (`producer_busy`) or back to back on the reader's.
+void ReadPlanWithHog(PlanBuilder* b, bool producer_busy) {
+  int64_t p = b->Task("p", 0, 0, 100);
+  int64_t hog = producer_busy ? b->Task("hog", 0, 1, 1000) : b->Task("hog", 1, 1, 1000);
+  if (producer_busy) b->Edge(p, hog, 1);  // starts with the READ, at 100
+  int64_t c = b->Task("c", 1, 2, -1, TASK_COMMNET);
+  b->FindTask(c)->mutable_commnet()->set_src_machine_id(0);
+  int64_t d = b->Task("d", 1, 0, 10);
+  b->Edge(p, c, 1);
+  b->Edge(c, d, 1);
+  b->plan().mutable_cluster()->mutable_machine(0)->set_cpu_set("0");
+  b->plan().mutable_cluster()->mutable_machine(1)->set_cpu_set("1");
+}
+
 // A CommNet READ of p's register (machine 0) by machine 1. Every event
 // that crosses machines (the "produced" message, the READ's request, its
 // data) waits for the receiving machine's transport poller while compute
@@ -421,16 +437,7 @@ TEST(SimulatorTest, ComputeOnASharedCoreTakesTurnsOfTheCalibratedSlice) {
 TEST(SimulatorTest, ABusyCoreDelaysTheTransportByTheCalibratedWakeUp) {
   auto read_of = [](bool producer_busy, double wakeup_us) {
     PlanBuilder b(2);
-    int64_t p = b.Task("p", 0, 0, 100);
-    int64_t hog = producer_busy ? b.Task("hog", 0, 1, 1000) : b.Task("hog", 1, 1, 1000);
-    if (producer_busy) b.Edge(p, hog, 1);  // starts with the READ, at 100
-    int64_t c = b.Task("c", 1, 2, -1, TASK_COMMNET);
-    b.FindTask(c)->mutable_commnet()->set_src_machine_id(0);
-    int64_t d = b.Task("d", 1, 0, 10);
-    b.Edge(p, c, 1);
-    b.Edge(c, d, 1);
-    b.plan().mutable_cluster()->mutable_machine(0)->set_cpu_set("0");
-    b.plan().mutable_cluster()->mutable_machine(1)->set_cpu_set("1");
+    ReadPlanWithHog(&b, producer_busy);
     Calibration cal = b.MakeCalibration();
     cal.mutable_runtime()->set_busy_core_wakeup_us(wakeup_us);
     SimOptions options;
@@ -467,15 +474,7 @@ TEST(SimulatorTest, MessagesCostTheReceivingCoresTheCalibratedBusyMessageTime) {
   // hog's first (on the reader's).
   auto ends = [](double message_us) {
     PlanBuilder b(2);
-    int64_t p = b.Task("p", 0, 0, 100);
-    b.Task("hog", 1, 1, 1000);  // a source on the reader's core, back to back
-    int64_t c = b.Task("c", 1, 2, -1, TASK_COMMNET);
-    b.FindTask(c)->mutable_commnet()->set_src_machine_id(0);
-    int64_t d = b.Task("d", 1, 0, 10);
-    b.Edge(p, c, 1);
-    b.Edge(c, d, 1);
-    b.plan().mutable_cluster()->mutable_machine(0)->set_cpu_set("0");
-    b.plan().mutable_cluster()->mutable_machine(1)->set_cpu_set("1");
+    ReadPlanWithHog(&b, /*producer_busy=*/false);
     Calibration cal = b.MakeCalibration();
     TransportCost* tcp = cal.add_transport();
     tcp->set_name("tcp");
