@@ -292,6 +292,25 @@ TEST(RingTest, AllReduceOverWorldsAndSizes) {
   }
 }
 
+// The ring of `options.members` on each of them (created at once: each
+// waits for its neighbour's key), indexed by rank; null for the others.
+std::vector<std::unique_ptr<RingCommunicator>> CreateGroupRing(Ring* ring,
+                                                               const CollectiveOptions& options) {
+  std::vector<std::unique_ptr<RingCommunicator>> mine(ring->transports.size());
+  std::vector<std::thread> setup;
+  for (int rank : options.members) {
+    setup.emplace_back([&, rank] {
+      auto created = RingCommunicator::Create(ring->transports[rank].get(),
+                                              ring->routers[rank].get(),
+                                              ring->pools[rank].get(), options);
+      CHECK(created.ok()) << created.status();
+      mine[rank] = std::move(*created);
+    });
+  }
+  for (auto& thread : setup) thread.join();
+  return mine;
+}
+
 // Rings over groups of a 4-rank job (CollectiveOptions::members), as the
 // axes of a 2-D placement use them: {2, 0} and {1, 3} at once on two
 // channels, and {3, 1, 0} (not in rank order). Each member gets its group's
@@ -309,26 +328,19 @@ TEST(RingTest, GroupsOfTheJobRunTheirOwnRings) {
     next_channel += 2 * static_cast<uint32_t>(groups.size());
     std::vector<std::unique_ptr<RingCommunicator>> mine(4);
     std::vector<const std::vector<int>*> group_of(4, nullptr);
-    std::vector<std::thread> setup;
     for (size_t g = 0; g < groups.size(); ++g) {
+      CollectiveOptions options;
+      options.chunk_bytes = 4096;
+      options.slots = 2;
+      options.channel = first_channel + 2 * static_cast<uint32_t>(g);
+      options.tag = options.channel;
+      options.members = groups[g];
+      auto created = CreateGroupRing(ring.get(), options);
       for (int rank : groups[g]) {
         group_of[rank] = &groups[g];
-        setup.emplace_back([&, rank, g] {
-          CollectiveOptions options;
-          options.chunk_bytes = 4096;
-          options.slots = 2;
-          options.channel = first_channel + 2 * static_cast<uint32_t>(g);
-          options.tag = options.channel;
-          options.members = groups[g];
-          auto created = RingCommunicator::Create(ring->transports[rank].get(),
-                                                  ring->routers[rank].get(),
-                                                  ring->pools[rank].get(), options);
-          CHECK(created.ok()) << created.status();
-          mine[rank] = std::move(*created);
-        });
+        mine[rank] = std::move(created[rank]);
       }
     }
-    for (auto& thread : setup) thread.join();
     for (Kind kind : {Kind::kAllReduce, Kind::kReduceScatter}) {
       const size_t count = 20011;  // several chunks per segment
       std::vector<std::vector<int64_t>> data(4, std::vector<int64_t>(count));
@@ -629,22 +641,11 @@ TEST(RingTest, NeighbourWithAnotherRingTagIsRefused) {
 // fails the ring naming the sender, not its neighbour.
 TEST(RingTest, MessageFromARankOutsideTheRingIsRefusedNamingIt) {
   auto ring = MakeTransports(4);
-  std::vector<std::unique_ptr<RingCommunicator>> mine(3);
-  std::vector<std::thread> setup;
-  for (int rank = 0; rank < 3; ++rank) {
-    setup.emplace_back([&, rank] {
-      CollectiveOptions options;
-      options.channel = 0x500;
-      options.tag = 0x500;
-      options.members = {0, 1, 2};
-      auto created = RingCommunicator::Create(ring->transports[rank].get(),
-                                              ring->routers[rank].get(),
-                                              ring->pools[rank].get(), options);
-      CHECK(created.ok()) << created.status();
-      mine[rank] = std::move(*created);
-    });
-  }
-  for (auto& thread : setup) thread.join();
+  CollectiveOptions options;
+  options.channel = 0x500;
+  options.tag = 0x500;
+  options.members = {0, 1, 2};
+  std::vector<std::unique_ptr<RingCommunicator>> mine = CreateGroupRing(ring.get(), options);
   auto to_zero = ring->transports[3]->GetConnection(0);
   ASSERT_TRUE(to_zero.ok()) << to_zero.status();
   const std::string ack = {4, 1, 0, 0, 0};  // an ACK of one slot (ring.cc's kAck)
