@@ -269,30 +269,43 @@ def tools_missing(args):
     return ""
 
 
+def pinned_stream(server_ns, client_ns, address, port, nbytes, cores):
+    """One TCP stream of `nbytes` (scaling.PROBE) from `client_ns` to a
+    server in `server_ns` at `address`, the server pinned to cores[0] and
+    the client to cores[1] as ranks 0 and 1 are. Returns the server's
+    output words (None when it failed) and each CPU's busy seconds over the
+    stream (busy_seconds_per_cpu before and after)."""
+    server = subprocess.Popen(["ip", "netns", "exec", server_ns, "taskset", "-c", str(cores[0]),
+                               sys.executable, scaling.PROBE, "serve", str(port), "--timeout", "60"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        before = busy_seconds_per_cpu()
+        subprocess.run(["ip", "netns", "exec", client_ns, "taskset", "-c", str(cores[1 % len(cores)]),
+                        sys.executable, scaling.PROBE, "send", address, str(port), str(nbytes),
+                        "--timeout", "60"], capture_output=True, timeout=120)
+        out = server.communicate(timeout=120)[0]
+        after = busy_seconds_per_cpu()
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    words = out.split() if server.returncode == 0 else None
+    return words, {cpu: after[cpu] - before[cpu] for cpu in after}
+
+
 def link_rate_mbit(hosts, rate, megabytes, cores):
     """The rate one TCP stream carries over the shaped link, Mbit/s: the
-    median of 3 streams from host 1 to host 0, the ends pinned to the
-    first two cores as ranks 0 and 1 are (scaling.measure_link leaves them
-    unpinned: one run read 8.7 Gbit/s at 10 Gbit/s where others read
-    9.6-9.8, and predicted the byte-bound rows 12 % slow). NaN when no
-    probe gave a figure."""
+    median of 3 pinned streams from host 1 to host 0 (scaling.measure_link
+    leaves the ends unpinned: one run read 8.7 Gbit/s at 10 Gbit/s where
+    others read 9.6-9.8, and predicted the byte-bound rows 12 % slow). NaN
+    when no probe gave a figure."""
     hosts.shape(rate)
     rates = []
     for _ in range(3):
-        server = subprocess.Popen(["ip", "netns", "exec", hosts.ns[0], "taskset", "-c", str(cores[0]),
-                                   sys.executable, scaling.PROBE, "serve", "5001", "--timeout", "60"],
-                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        try:
-            subprocess.run(["ip", "netns", "exec", hosts.ns[1], "taskset", "-c", str(cores[1 % len(cores)]),
-                            sys.executable, scaling.PROBE, "send", hosts.addr[0], "5001",
-                            str(megabytes * 1000000), "--timeout", "60"], capture_output=True, timeout=120)
-            out = server.communicate(timeout=120)[0].split()
-        finally:
-            if server.poll() is None:
-                server.kill()
-                server.wait()
-        if server.returncode == 0 and len(out) > 6:
-            rates.append(float(out[6]))
+        words, _ = pinned_stream(hosts.ns[0], hosts.ns[1], hosts.addr[0], 5001,
+                                 megabytes * 1000000, cores)
+        if words is not None and len(words) > 6:
+            rates.append(float(words[6]))
     return statistics.median(rates) if rates else float("nan")
 
 
@@ -358,21 +371,8 @@ def link_cpu_ns_per_byte(hosts, rate, port, cores, nbytes):
     c0, c1 = "cpu%d" % cores[0], "cpu%d" % cores[1 % len(cores)]
 
     def one(server_ns, client_ns, address):
-        server = subprocess.Popen(["ip", "netns", "exec", server_ns, "taskset", "-c", str(cores[0]),
-                                   sys.executable, scaling.PROBE, "serve", str(port), "--timeout", "60"],
-                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        try:
-            before = busy_seconds_per_cpu()
-            subprocess.run(["ip", "netns", "exec", client_ns, "taskset", "-c", str(cores[1 % len(cores)]),
-                            sys.executable, scaling.PROBE, "send", address, str(port), str(nbytes),
-                            "--timeout", "60"], capture_output=True, timeout=120)
-            server.communicate(timeout=120)
-            after = busy_seconds_per_cpu()
-        finally:
-            if server.poll() is None:
-                server.kill()
-                server.wait()
-        return max(after[c0] - before[c0], after[c1] - before[c1]) * 1e9 / nbytes
+        _, busy = pinned_stream(server_ns, client_ns, address, port, nbytes, cores)
+        return max(busy[c0], busy[c1]) * 1e9 / nbytes
 
     links, loops = [], []
     for _ in range(5):
