@@ -25,7 +25,7 @@ Status ValidateCalibration(const Calibration& calibration, const std::string& so
   const RuntimeCost& rt = calibration.runtime();
   if (BadTime(rt.act_us()) || BadTime(rt.message_us()) || BadTime(rt.copy_gbyte_per_s()) ||
       BadTime(rt.in_situ_act_us()) || BadTime(rt.busy_core_wakeup_us()) ||
-      BadTime(rt.core_slice_us())) {
+      BadTime(rt.core_slice_us()) || BadTime(rt.cache_bytes())) {
     return InvalidArgumentError("calibration '", source,
                                 "': runtime has a negative or non-finite figure");
   }
@@ -42,6 +42,10 @@ Status ValidateCalibration(const Calibration& calibration, const std::string& so
     if (BadTime(k.in_situ_us())) {
       return InvalidArgumentError("calibration '", source, "': kernel '", k.key(),
                                   "' has in-situ time ", k.in_situ_us(), " us");
+    }
+    if (BadTime(k.cold_us())) {
+      return InvalidArgumentError("calibration '", source, "': kernel '", k.key(),
+                                  "' has cold time ", k.cold_us(), " us");
     }
     if (k.elements() < 0) {
       return InvalidArgumentError("calibration '", source, "': kernel '", k.key(),
@@ -145,9 +149,10 @@ CostTables::CostTables(const Calibration& calibration) : runtime_(calibration.ru
     if (f.factor() > 0) factor_[OpKey(f.op_type(), f.device_type(), f.threads())] = f.factor();
   }
   for (const KernelCost& k : calibration.kernel()) {
-    by_key_[k.key()] = k.us();
+    by_key_[k.key()] = {k.elements(), k.us(), k.cold_us()};
     if (k.in_situ_us() > 0) in_situ_by_key_[k.key()] = k.in_situ_us();
-    by_op_[OpKey(k.op_type(), k.device_type(), k.threads())].push_back({k.elements(), k.us()});
+    by_op_[OpKey(k.op_type(), k.device_type(), k.threads())].push_back(
+        {k.elements(), k.us(), k.cold_us()});
   }
   transports_.assign(calibration.transport().begin(), calibration.transport().end());
 }
@@ -157,9 +162,22 @@ KernelTime CostTables::Kernel(const std::string& key, const std::string& op_type
   auto in_situ = in_situ_by_key_.find(key);
   if (in_situ != in_situ_by_key_.end()) return {in_situ->second, KernelTimeSource::kMeasured};
   auto f = factor_.find(OpKey(op_type, device, threads));
-  const double factor = f == factor_.end() ? 1.0 : f->second;
+  const double op_factor = f == factor_.end() ? 1.0 : f->second;
+  // A kernel with a cold time, where the caches' size is known: its warm
+  // time, and the cold extra the simulator charges by the share of its
+  // tensors out of cache. The op type's in-situ factor is for the others
+  // (small kernels, whose time in a run the runtime's own work around them
+  // and the inner caches set); for a large one what a run adds is mostly
+  // the caches, which the extra already counts.
+  const bool cache_model = runtime_.cache_bytes() > 0;
+  auto time = [&](const Measured& m, double scale, KernelTimeSource source) -> KernelTime {
+    if (cache_model && m.cold_us > 0) {
+      return {m.us * scale, source, std::max(0.0, (m.cold_us - m.us) * scale)};
+    }
+    return {m.us * scale * op_factor, source, 0.0};
+  };
   auto exact = by_key_.find(key);
-  if (exact != by_key_.end()) return {exact->second * factor, KernelTimeSource::kMeasured};
+  if (exact != by_key_.end()) return time(exact->second, 1, KernelTimeSource::kMeasured);
   auto same = by_op_.find(OpKey(op_type, device, threads));
   if (same == by_op_.end() || same->second.empty()) return {};
   // Nearest in log(elements); time scales with elements (bandwidth-bound
@@ -176,7 +194,7 @@ KernelTime CostTables::Kernel(const std::string& key, const std::string& op_type
   }
   double scale = static_cast<double>(std::max<int64_t>(1, elements)) /
                  static_cast<double>(std::max<int64_t>(1, best->elements));
-  return {best->us * scale * factor, KernelTimeSource::kEstimated};
+  return time(*best, scale, KernelTimeSource::kEstimated);
 }
 
 const TransportCost* CostTables::transport(const std::string& name) const {

@@ -28,6 +28,11 @@ enum class KernelTimeSource { kMeasured, kEstimated, kMissing };
 struct KernelTime {
   double us = 0;
   KernelTimeSource source = KernelTimeSource::kMissing;
+  // What the kernel takes beyond `us` when its tensors come from memory
+  // (KernelCost.cold_us less `us`, never below 0); 0 for a kernel timed in
+  // a run (its in-situ time already met the caches as a run leaves them)
+  // or without a cold time.
+  double cold_extra_us = 0;
 };
 
 // Bytes one rank sends and the number of message latencies on its path, for
@@ -76,9 +81,10 @@ class CostTables {
   struct Measured {
     int64_t elements;
     double us;
+    double cold_us;
   };
   RuntimeCost runtime_;
-  std::map<std::string, double> by_key_;
+  std::map<std::string, Measured> by_key_;
   std::map<std::string, double> in_situ_by_key_;
   // (op type | device | threads) -> in-situ factor.
   std::map<std::string, double> factor_;

@@ -251,6 +251,9 @@ struct Regst {
   std::deque<int> free_copies;
   std::vector<CopyState> copies;
   int64_t bytes = 0;
+  // Per copy: its box's bytes-touched count when an act last touched it
+  // (TouchTensors); -1: never.
+  std::vector<double> touched_at;
 };
 
 enum WorkKind { kAct = 0, kCommNetAct = 1, kCutOut = 2 };
@@ -272,6 +275,9 @@ struct Actor {
   std::vector<std::deque<Readable>> inbox;
   std::vector<int> produced;
   double act_us = 0;       // the act (or a collective's staging act)
+  // What its kernels take more when all their tensors come from memory
+  // (KernelTime.cold_extra_us); charged by the share out of cache.
+  double cold_extra_us = 0;
   double cutout_us = 0;    // a collective's second act
   int64_t acts = 0;
   bool queued = false;
@@ -399,6 +405,16 @@ class Simulation {
     return LinkBetween(plan_.cluster(), a, b, options_.link_gbit_per_s, options_.link_latency_us);
   }
   double TransportLatency() const { return transport_ ? transport_->latency_us() : 0; }
+  // The caches' term of an act starting now (docs/simulate.md "Tensors out
+  // of cache"): counts the bytes of its input and output registers as
+  // touched on its machine's box and returns its cold extra times the share
+  // of those bytes that more than RuntimeCost.cache_bytes of other touches
+  // have gone past since their last touch.
+  double TouchTensors(Actor& actor);
+  // Machines with a cpu_set share one box (its caches); others have their own.
+  int64_t BoxOf(int64_t machine) const {
+    return machine_group_.count(machine) != 0 ? -1 : machine;
+  }
   // The runtime's cost of one act beyond its kernels: measured inside a
   // real run when the calibration has it, else on empty actors.
   double ActCost() const {
@@ -472,6 +488,7 @@ class Simulation {
   std::map<int64_t, std::unique_ptr<SharedResource>> machine_cores_;  // machines without cpu_set
   std::map<int64_t, int> group_cores_;
   std::map<int64_t, int> machine_group_;
+  std::map<int64_t, double> box_touched_;  // bytes acts touched, per box
   std::vector<Node> nodes_;
   std::vector<std::string> labels_;
   std::unordered_map<std::string, int> label_ids_;
@@ -563,6 +580,7 @@ Status Simulation::Build() {
       regst.bytes = desc.bytes_per_regst();
       int num = std::max(1, desc.regst_num());
       regst.copies.resize(num);
+      regst.touched_at.assign(num, -1);
       for (int c = 0; c < num; ++c) regst.free_copies.push_back(c);
       std::set<int64_t> mutators(desc.mutator_task_id().begin(), desc.mutator_task_id().end());
       for (int64_t consumer : desc.consumer_task_id()) {
@@ -619,6 +637,7 @@ Status Simulation::Build() {
           KernelTime time = tables_.Kernel(key, kernel.op().op_type(), task.device_type(), threads,
                                            KernelElements(shapes));
           us += time.us;
+          actor.cold_extra_us += time.cold_extra_us;
           switch (time.source) {
             case KernelTimeSource::kMeasured: ++result_.kernels_measured; break;
             case KernelTimeSource::kEstimated: ++result_.kernels_estimated; break;
@@ -745,7 +764,7 @@ void Simulation::StartWork(int t, const Work& work, double now) {
       regsts_[r].free_copies.pop_front();
     }
     actor.held_piece = piece;
-    us = actor.act_us;
+    us = actor.act_us + TouchTensors(actor);
   } else {
     piece = actor.held_piece;
     us = work.kind == kCutOut ? actor.cutout_us : ActCost();
@@ -764,6 +783,28 @@ void Simulation::StartWork(int t, const Work& work, double now) {
   } else {
     Schedule(now + us, done);
   }
+}
+
+double Simulation::TouchTensors(Actor& actor) {
+  const double cache = tables_.runtime().cache_bytes();
+  if (!(cache > 0)) return 0;
+  double& touched = box_touched_[BoxOf(actor.machine)];
+  double total = 0, cold = 0;
+  std::vector<std::pair<int, int>> tensors;
+  for (const Readable& in : actor.held_inputs) tensors.emplace_back(in.regst, in.copy);
+  for (size_t i = 0; i < actor.produced.size() && i < actor.held_copies.size(); ++i) {
+    tensors.emplace_back(actor.produced[i], actor.held_copies[i]);
+  }
+  for (const auto& [r, copy] : tensors) {
+    Regst& regst = regsts_[r];
+    const double bytes = static_cast<double>(regst.bytes);
+    total += bytes;
+    const double at = regst.touched_at[copy];
+    if (at < 0 || touched - at > cache) cold += bytes;
+  }
+  touched += total;
+  for (const auto& [r, copy] : tensors) regsts_[r].touched_at[copy] = touched;
+  return total > 0 ? actor.cold_extra_us * cold / total : 0;
 }
 
 void Simulation::WhenTransportRuns(int64_t machine, double now, std::function<void(double)> fn) {

@@ -276,6 +276,59 @@ TEST(SimulatorTest, InSituTimesAndFactorsReplaceIsolatedOnes) {
   EXPECT_NEAR(with_runtime->step_time_us, 15 + 30 + 2 * 2, 1e-9);
 }
 
+// The caches' term: a -> b -> c on one thread, 1000-byte registers, the
+// caches hold 500 bytes. Each step b's input was just written by a
+// (warm), but its output register was last touched by c a step before,
+// and a's 1000 bytes went through the caches since: half of b's tensors
+// come from memory, so b takes half its cold extra more (20 + (40 - 20) /
+// 2). a has no cold time; c reads what b just wrote.
+TEST(SimulatorTest, TensorsOutOfCacheCostTheirShareOfTheColdTime) {
+  PlanBuilder b;
+  int64_t a = b.Task("a", 0, 0, 10);
+  int64_t m = b.Task("b", 0, 0, 20);
+  int64_t c = b.Task("c", 0, 0, 10);
+  b.Edge(a, m, /*regst_num=*/1, /*bytes=*/1000);
+  b.Edge(m, c, /*regst_num=*/1, /*bytes=*/1000);
+  Calibration cal = b.MakeCalibration();
+  for (KernelCost& k : *cal.mutable_kernel()) {
+    if (k.op_type() == "work_b") k.set_cold_us(40);
+  }
+  auto step = [&] {
+    StatusOr<SimResult> r = SimulatePlan(b.plan(), cal, SimOptions{});
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->step_time_us : -1;
+  };
+  // Not measured (cache_bytes 0): every kernel warm.
+  EXPECT_NEAR(step(), 40, 1e-9);
+
+  cal.mutable_runtime()->set_cache_bytes(500);
+  EXPECT_NEAR(step(), 10 + 30 + 10, 1e-9);
+
+  // Caches that hold both registers: warm again.
+  cal.mutable_runtime()->set_cache_bytes(5000);
+  EXPECT_NEAR(step(), 40, 1e-9);
+
+  // The op type's in-situ factor is not for a kernel with a cold time: the
+  // caches' term stands for what a run does to it.
+  cal.mutable_runtime()->set_cache_bytes(500);
+  InSituFactor* f = cal.add_in_situ_factor();
+  f->set_op_type("work_b");
+  f->set_device_type(DEVICE_CPU);
+  f->set_threads(1);
+  f->set_factor(1.5);
+  EXPECT_NEAR(step(), 10 + 30 + 10, 1e-9);
+  // Without the caches' size it is: 1.5 x 20.
+  cal.mutable_runtime()->set_cache_bytes(0);
+  EXPECT_NEAR(step(), 10 + 30 + 10, 1e-9);
+
+  // A kernel timed inside a run has met the caches as a run leaves them.
+  cal.mutable_runtime()->set_cache_bytes(500);
+  for (KernelCost& k : *cal.mutable_kernel()) {
+    if (k.op_type() == "work_b") k.set_in_situ_us(25);
+  }
+  EXPECT_NEAR(step(), 10 + 25 + 10, 1e-9);
+}
+
 TEST(SimulatorTest, ExchangeSendsTheWholeTensorToEveryPeerInOneLatency) {
   PlanBuilder b(4);
   const int64_t bytes = 100000;

@@ -52,6 +52,10 @@ struct KernelProfileOptions {
   // Upper bound on the calls batched into one sample (a kernel of a few
   // nanoseconds would otherwise be called millions of times).
   int max_calls_per_sample = 10000;
+  // Also time each kernel whose tensors take 256 KiB or more with them
+  // evicted from the caches before every call (KernelCost.cold_us,
+  // cache_profiler.h), `samples` calls.
+  bool cold = true;
   // Keys measured before (oflite profile --update): skipped.
   std::set<std::string> known_keys;
   // Also the kernels of plan.eval_plan (the forward graph on the test split).

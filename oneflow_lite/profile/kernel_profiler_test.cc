@@ -14,6 +14,7 @@
 #include "oneflow_lite/cost/kernel_key.h"
 #include "oneflow_lite/kernels/cpu/cpu_threads.h"
 #include "oneflow_lite/kernels/kernel.h"
+#include "oneflow_lite/profile/cache_profiler.h"
 #include "oneflow_lite/testing/test_jobs.h"
 
 namespace oflite {
@@ -110,6 +111,43 @@ TEST(KernelProfilerTest, EveryKernelKeyOfAnMlpGetsAPositiveTimeOnce) {
   for (const char* op : {"random_batch", "matmul", "sgd_update"}) {
     EXPECT_EQ(op_types.count(op), 1u) << op << " not among the measured ops";
   }
+}
+
+// Kernels of 256 KiB of tensors or more get a time with their tensors
+// evicted from the caches; smaller ones and a profile without `cold` none.
+TEST(KernelProfilerTest, LargeKernelsGetAColdTime) {
+  if (!CanEvictFromCaches()) GTEST_SKIP() << "no cache-flush instruction in this build";
+  compiler::MlpSpec spec;
+  spec.placement = "0:cpu:0";
+  spec.batch = 64;
+  spec.features = 512;
+  spec.hidden = {512};
+  StatusOr<Job> job = compiler::BuildMlpJob(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  StatusOr<Plan> plan = compiler::Compile(*job, compiler::MakeCluster(1, 1));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+
+  StatusOr<std::vector<KernelCost>> costs = ProfilePlanKernels(*plan, Quick());
+  ASSERT_TRUE(costs.ok()) << costs.status();
+  int cold = 0, warm_only = 0;
+  for (const KernelCost& cost : *costs) {
+    const bool large = cost.elements() * 4 >= (int64_t{256} << 10);
+    if (large) {
+      EXPECT_GT(cost.cold_us(), 0) << cost.key();
+      ++cold;
+    } else {
+      EXPECT_EQ(cost.cold_us(), 0) << cost.key();
+      ++warm_only;
+    }
+  }
+  EXPECT_GT(cold, 0) << "the 512x512 weight's kernels are large";
+  EXPECT_GT(warm_only, 0) << "the loss's kernels are small";
+
+  KernelProfileOptions options = Quick();
+  options.cold = false;
+  costs = ProfilePlanKernels(*plan, options);
+  ASSERT_TRUE(costs.ok()) << costs.status();
+  for (const KernelCost& cost : *costs) EXPECT_EQ(cost.cold_us(), 0) << cost.key();
 }
 
 TEST(KernelProfilerTest, DataParallelDevicesShareTheirKeys) {

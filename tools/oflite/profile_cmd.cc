@@ -63,6 +63,7 @@
 #include "oneflow_lite/common/proto_io.h"
 #include "oneflow_lite/kernels/cpu/cpu_threads.h"
 #include "oneflow_lite/plan/plan_verifier.h"
+#include "oneflow_lite/profile/cache_profiler.h"
 #include "oneflow_lite/profile/kernel_profiler.h"
 #include "oneflow_lite/profile/scheduler_profiler.h"
 #include "oneflow_lite/profile/temp_directory.h"
@@ -421,6 +422,22 @@ double CoreSliceUs() {
   return *slice;
 }
 
+// The bytes the caches keep for a core's kernels (profile/cache_profiler.h),
+// printed; 0 with a note when not measured.
+double CacheBytes() {
+  StatusOr<profile::CacheProfile> cache = profile::ProfileCacheBytes(profile::CacheProfileOptions{});
+  if (!cache.ok()) {
+    PrintNote("runtime: cache_bytes not measured (0: every kernel counted warm): " +
+              cache.status().message());
+    return 0;
+  }
+  std::printf("caches: a core's kernels find about %.0f MiB of recently touched data in cache "
+              "(%.3f ns a byte there, %.3f from memory; cache_bytes)\n",
+              cache->cache_bytes / (1 << 20), cache->ns_per_byte.front().second,
+              cache->cold_ns_per_byte);
+  return cache->cache_bytes;
+}
+
 double BusyCoreWakeupUs() {
   StatusOr<profile::WakeupProfile> wakeup =
       profile::ProfileBusyCoreWakeup(profile::WakeupProfileOptions{});
@@ -643,6 +660,7 @@ int RunProfile(int argc, char** argv) {
       calibration.mutable_runtime()->set_in_situ_act_us(kept);
       calibration.mutable_runtime()->set_busy_core_wakeup_us(BusyCoreWakeupUs());
       calibration.mutable_runtime()->set_core_slice_us(CoreSliceUs());
+      calibration.mutable_runtime()->set_cache_bytes(CacheBytes());
       runtime_measured = true;
     } else {
       std::fprintf(stderr, "%s: runtime: %s\n", kProgram, runtime.status().message().c_str());

@@ -110,11 +110,15 @@ bad() {  # bad DESCRIPTION NEEDLE ARGS...
 }
 echo "garbage {" > "$TMP/broken.pbtxt"
 printf 'version: 1\nkernel { key: "k" us: -3 }\n' > "$TMP/negative.pbtxt"
+printf 'version: 1\nkernel { key: "k" us: 3 cold_us: -1 }\n' > "$TMP/negative_cold.pbtxt"
+printf 'version: 1\nruntime { cache_bytes: -5 }\n' > "$TMP/negative_cache.pbtxt"
 bad "no --plan" "--plan" simulate --calibration "$TMP/cal.pbtxt"
 bad "no --calibration" "--calibration" simulate --plan "$TMP/dp.plan.pb"
 bad "missing plan" "nope.pb" simulate --plan "$TMP/nope.pb" --calibration "$TMP/cal.pbtxt"
 bad "corrupt calibration" "broken.pbtxt" simulate --plan "$TMP/dp.plan.pb" --calibration "$TMP/broken.pbtxt"
 bad "negative kernel time" "has time -3" simulate --plan "$TMP/dp.plan.pb" --calibration "$TMP/negative.pbtxt"
+bad "negative cold time" "has cold time -1" simulate --plan "$TMP/dp.plan.pb" --calibration "$TMP/negative_cold.pbtxt"
+bad "negative cache size" "runtime has a negative" simulate --plan "$TMP/dp.plan.pb" --calibration "$TMP/negative_cache.pbtxt"
 bad "unknown transport" "--transport" simulate --plan "$TMP/dp.plan.pb" --calibration "$TMP/cal.pbtxt" --transport udp
 bad "negative link" "--link-gbps" simulate --plan "$TMP/dp.plan.pb" --calibration "$TMP/cal.pbtxt" --link-gbps -1
 bad "auto without calibration" "--calibration" compile --job "$TMP/dp.job.pb" --cluster "$TMP/two.pbtxt" -o "$TMP/x.pb" --auto-parallel

@@ -1,0 +1,65 @@
+#include "oneflow_lite/profile/cache_profiler.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace oflite {
+namespace profile {
+namespace {
+
+// Eviction writes dirty lines back: the data survives, whatever the
+// range's alignment, and an empty range is nothing.
+TEST(CacheProfilerTest, EvictionKeepsTheData) {
+  std::vector<uint8_t> bytes(1 << 20);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 7 + 3);
+  EvictFromCaches(bytes.data() + 5, bytes.size() - 9);
+  EvictFromCaches(bytes.data(), 0);
+  EvictFromCaches(nullptr, 100);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    ASSERT_EQ(bytes[i], static_cast<uint8_t>(i * 7 + 3)) << "byte " << i;
+  }
+}
+
+TEST(CacheProfilerTest, BadOptionsAreRefused) {
+  CacheProfileOptions options;
+  options.min_bytes = 1024;
+  EXPECT_EQ(ProfileCacheBytes(options).status().code(), StatusCode::kInvalidArgument);
+  options = CacheProfileOptions{};
+  options.max_bytes = options.min_bytes / 2;
+  EXPECT_EQ(ProfileCacheBytes(options).status().code(), StatusCode::kInvalidArgument);
+  options = CacheProfileOptions{};
+  options.passes = 0;
+  EXPECT_EQ(ProfileCacheBytes(options).status().code(), StatusCode::kInvalidArgument);
+}
+
+// The figure is one of the tried sets or between two of them, each set
+// has its cost, and a byte from memory costs more than one in cache (else
+// the probe says it cannot tell).
+TEST(CacheProfilerTest, TheFigureLiesAmongTheTriedSets) {
+  if (!CanEvictFromCaches()) GTEST_SKIP() << "no cache-flush instruction in this build";
+  CacheProfileOptions options;
+  options.min_bytes = int64_t{1} << 20;
+  options.max_bytes = int64_t{64} << 20;
+  options.passes = 3;
+  StatusOr<CacheProfile> profile = ProfileCacheBytes(options);
+  if (!profile.ok()) {
+    ASSERT_EQ(profile.status().code(), StatusCode::kUnavailable) << profile.status();
+    EXPECT_NE(profile.status().message().find("costs about what one in cache does"),
+              std::string::npos)
+        << profile.status();
+    return;
+  }
+  ASSERT_EQ(profile->ns_per_byte.size(), 7u) << "1, 2, 4, ..., 64 MiB";
+  EXPECT_EQ(profile->ns_per_byte.front().first, options.min_bytes);
+  EXPECT_EQ(profile->ns_per_byte.back().first, options.max_bytes);
+  for (const auto& set : profile->ns_per_byte) EXPECT_GT(set.second, 0) << set.first;
+  EXPECT_GT(profile->cold_ns_per_byte, profile->ns_per_byte.front().second * 1.1);
+  EXPECT_GE(profile->cache_bytes, static_cast<double>(options.min_bytes));
+  EXPECT_LE(profile->cache_bytes, static_cast<double>(options.max_bytes));
+}
+
+}  // namespace
+}  // namespace profile
+}  // namespace oflite
