@@ -789,21 +789,22 @@ double Simulation::TouchTensors(Actor& actor) {
   const double cache = tables_.runtime().cache_bytes();
   if (!(cache > 0)) return 0;
   double& touched = box_touched_[BoxOf(actor.machine)];
+  // Calls fn(register, copy) for each input and output the act holds.
+  auto each_tensor = [&](auto fn) {
+    for (const Readable& in : actor.held_inputs) fn(in.regst, in.copy);
+    for (size_t i = 0; i < actor.produced.size() && i < actor.held_copies.size(); ++i) {
+      fn(actor.produced[i], actor.held_copies[i]);
+    }
+  };
   double total = 0, cold = 0;
-  std::vector<std::pair<int, int>> tensors;
-  for (const Readable& in : actor.held_inputs) tensors.emplace_back(in.regst, in.copy);
-  for (size_t i = 0; i < actor.produced.size() && i < actor.held_copies.size(); ++i) {
-    tensors.emplace_back(actor.produced[i], actor.held_copies[i]);
-  }
-  for (const auto& [r, copy] : tensors) {
-    Regst& regst = regsts_[r];
-    const double bytes = static_cast<double>(regst.bytes);
+  each_tensor([&](int r, int copy) {
+    const double bytes = static_cast<double>(regsts_[r].bytes);
+    const double at = regsts_[r].touched_at[copy];
     total += bytes;
-    const double at = regst.touched_at[copy];
     if (at < 0 || touched - at > cache) cold += bytes;
-  }
+  });
   touched += total;
-  for (const auto& [r, copy] : tensors) regsts_[r].touched_at[copy] = touched;
+  each_tensor([&](int r, int copy) { regsts_[r].touched_at[copy] = touched; });
   return total > 0 ? actor.cold_extra_us * cold / total : 0;
 }
 

@@ -102,22 +102,19 @@ StatusOr<CacheProfile> ProfileCacheBytes(const CacheProfileOptions& options) {
                             " ns) costs about what one in cache does (", hot,
                             " ns); no cache size can be read from that");
   }
+  // The first set is `hot` itself, below `half`: the figure lies past it,
+  // between the last set under `half` and the first at or over it
+  // (interpolated in log bytes), or is the largest set.
   const double half = (hot + cold) / 2;
   profile.cache_bytes = static_cast<double>(profile.ns_per_byte.back().first);
   for (size_t i = 1; i < profile.ns_per_byte.size(); ++i) {
     const auto& lo = profile.ns_per_byte[i - 1];
     const auto& hi = profile.ns_per_byte[i];
     if (hi.second < half) continue;
-    // Crosses between the two sets: interpolate in log(bytes).
-    const double span = hi.second - lo.second;
-    const double t = span > 0 ? std::clamp((half - lo.second) / span, 0.0, 1.0) : 0.0;
-    profile.cache_bytes =
-        std::exp(std::log(static_cast<double>(lo.first)) +
-                 t * (std::log(static_cast<double>(hi.first)) - std::log(static_cast<double>(lo.first))));
+    const double t = (half - lo.second) / (hi.second - lo.second);
+    const double log_lo = std::log(static_cast<double>(lo.first));
+    profile.cache_bytes = std::exp(log_lo + t * (std::log(static_cast<double>(hi.first)) - log_lo));
     break;
-  }
-  if (profile.ns_per_byte.front().second >= half) {
-    profile.cache_bytes = static_cast<double>(profile.ns_per_byte.front().first);
   }
   return profile;
 }
