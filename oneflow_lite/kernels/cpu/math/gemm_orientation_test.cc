@@ -1,0 +1,161 @@
+// GemmOrientation: the transpose helper, results equal to the direct GEMM's
+// bit for bit on every call (with OpenBLAS and oneDNN), the choice made
+// after the measured calls, an orientation that would change the bits
+// never chosen, small products left direct, a new shape measured again.
+#include "oneflow_lite/kernels/cpu/math/gemm_orientation.h"
+
+#include <cblas.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "oneflow_lite/kernels/cpu/onednn/onednn.h"
+
+namespace oflite {
+namespace math {
+namespace {
+
+using Choice = GemmOrientation::Choice;
+
+void Blas(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float* c) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), 0.f, c, static_cast<int>(n));
+}
+
+void OneDnn(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+            int64_t lda, const float* b, int64_t ldb, float* c) {
+  ASSERT_TRUE(onednn::Sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, 0.f, c, n).ok());
+}
+
+// A plain triple loop whose order of summation depends on the product's
+// shape (k ascending when m >= n, descending otherwise), so its two
+// orientations round differently; the m >= n orientation does its work
+// `slow` times over.
+struct ShapeDependentLoop {
+  int slow = 1;
+  bool same_order = false;
+  void operator()(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                  int64_t lda, const float* b, int64_t ldb, float* c) const {
+    const bool ascending = same_order || m >= n;
+    for (int rep = 0; rep < (m >= n ? slow : 1); ++rep) {
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          float sum = 0;
+          for (int64_t q = 0; q < k; ++q) {
+            const int64_t p = ascending ? q : k - 1 - q;
+            sum += (ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+          }
+          c[i * n + j] = alpha * sum;
+        }
+      }
+    }
+  }
+};
+
+std::vector<float> Values(int64_t count, int seed) {
+  std::vector<float> v(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    v[static_cast<size_t>(i)] = static_cast<float>((i * 7919 + seed * 104729) % 2003) / 1000.f - 1.f;
+  }
+  return v;
+}
+
+struct Operands {
+  int64_t m, n, k, lda, ldb;
+  std::vector<float> a, b;
+  Operands(bool ta, bool tb, int64_t m_, int64_t n_, int64_t k_) : m(m_), n(n_), k(k_) {
+    lda = ta ? m : k;
+    ldb = tb ? k : n;
+    a = Values(m * k, 1);
+    b = Values(k * n, 2);
+  }
+};
+
+TEST(GemmOrientationTest, TransposeTurnsRowsIntoColumns) {
+  const int64_t rows = 37, cols = 45;  // not multiples of the tile
+  const std::vector<float> src = Values(rows * cols, 3);
+  std::vector<float> dst(src.size(), -9.f);
+  GemmOrientation::Transpose(src.data(), rows, cols, dst.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      ASSERT_EQ(dst[c * rows + r], src[r * cols + c]) << r << "," << c;
+    }
+  }
+}
+
+// Every call, measuring or decided, gives the direct GEMM's bits, in all
+// four transpose modes, with both libraries the kernels use.
+TEST(GemmOrientationTest, EveryCallGivesTheDirectGemmsBits) {
+  struct Library {
+    const char* name;
+    GemmOrientation::Gemm gemm;
+  };
+  std::vector<Library> libraries = {{"openblas", Blas}};
+  if (onednn::Available()) libraries.push_back({"onednn", OneDnn});
+  for (const Library& library : libraries) {
+    for (int mode = 0; mode < 4; ++mode) {
+      const bool ta = mode & 1, tb = mode & 2;
+      Operands o(ta, tb, 320, 208, 272);  // 18.1M multiply-adds: measured
+      ASSERT_GE(o.m * o.n * o.k, GemmOrientation::kMinWork);
+      std::vector<float> want(static_cast<size_t>(o.m * o.n)), got(want.size());
+      library.gemm(ta, tb, o.m, o.n, o.k, 0.5f, o.a.data(), o.lda, o.b.data(), o.ldb,
+                   want.data());
+      GemmOrientation orientation(library.gemm);
+      for (int call = 0; call < 2 * GemmOrientation::kSamples + 3; ++call) {
+        std::fill(got.begin(), got.end(), -7.f);
+        orientation.Run(ta, tb, o.m, o.n, o.k, 0.5f, o.a.data(), o.lda, o.b.data(), o.ldb,
+                        got.data());
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+            << library.name << " ta " << ta << " tb " << tb << " call " << call;
+      }
+      EXPECT_NE(orientation.choice(), Choice::kMeasuring) << library.name << " mode " << mode;
+    }
+  }
+}
+
+// The transposed orientation of ShapeDependentLoop is four times faster
+// but rounds differently: never chosen. With one order of summation for
+// both, the same speed-up is taken.
+TEST(GemmOrientationTest, TheFasterOrientationIsTakenOnlyIfItGivesTheSameBits) {
+  Operands o(false, false, 260, 250, 260);  // m >= n: the direct call is the slow one
+  ASSERT_GE(o.m * o.n * o.k, GemmOrientation::kMinWork);
+  std::vector<float> want(static_cast<size_t>(o.m * o.n)), got(want.size());
+  for (bool same_order : {false, true}) {
+    ShapeDependentLoop loop;
+    loop.slow = 4;
+    loop.same_order = same_order;
+    loop(false, false, o.m, o.n, o.k, 1.f, o.a.data(), o.lda, o.b.data(), o.ldb, want.data());
+    GemmOrientation orientation(loop);
+    for (int call = 0; call <= 2 * GemmOrientation::kSamples + 1; ++call) {
+      orientation.Run(false, false, o.m, o.n, o.k, 1.f, o.a.data(), o.lda, o.b.data(), o.ldb,
+                      got.data());
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+          << "same_order " << same_order << " call " << call;
+    }
+    EXPECT_EQ(orientation.choice(), same_order ? Choice::kTransposed : Choice::kDirect)
+        << "same_order " << same_order;
+  }
+}
+
+TEST(GemmOrientationTest, SmallProductsRunDirectAndANewShapeIsMeasuredAgain) {
+  Operands small(false, true, 64, 64, 64);
+  std::vector<float> c(static_cast<size_t>(320 * 208));
+  GemmOrientation orientation(Blas);
+  orientation.Run(false, true, small.m, small.n, small.k, 1.f, small.a.data(), small.lda,
+                  small.b.data(), small.ldb, c.data());
+  EXPECT_EQ(orientation.choice(), Choice::kDirect);
+  Operands large(false, true, 320, 208, 272);
+  orientation.Run(false, true, large.m, large.n, large.k, 1.f, large.a.data(), large.lda,
+                  large.b.data(), large.ldb, c.data());
+  EXPECT_EQ(orientation.choice(), Choice::kMeasuring);
+  orientation.Run(false, true, small.m, small.n, small.k, 1.f, small.a.data(), small.lda,
+                  small.b.data(), small.ldb, c.data());
+  EXPECT_EQ(orientation.choice(), Choice::kDirect);
+}
+
+}  // namespace
+}  // namespace math
+}  // namespace oflite
