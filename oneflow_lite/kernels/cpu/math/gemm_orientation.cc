@@ -82,14 +82,22 @@ void GemmOrientation::Run(bool transpose_a, bool transpose_b, int64_t m, int64_t
   }
   const int call = calls_++;
   if (call == 0) {
-    // Both orientations, untimed (the operands' first touch); the
-    // transposed one is an option only if it gives the same bits.
+    // Both orientations (the operands' first touch, so not samples); the
+    // transposed one is an option only if it gives the same bits, and only
+    // if it took less than kHopeless times the direct one's time: a shape
+    // it cannot win (a large square C, whose transpose alone costs more
+    // than the GEMM) does not pay for three more slow calls. The direct
+    // call runs first, on the colder caches, which favours the other.
+    double start = NowUs();
     Direct(shape, alpha, a, b, c);
+    const double direct_us = NowUs() - start;
     check_.resize(static_cast<size_t>(m * n));
+    start = NowUs();
     Transposed(shape, alpha, a, b, check_.data());
+    const double transposed_us = NowUs() - start;
     const bool same = std::memcmp(c, check_.data(), check_.size() * sizeof(float)) == 0;
     std::vector<float>().swap(check_);
-    if (!same) {
+    if (!same || transposed_us > kHopeless * direct_us) {
       choice_ = Choice::kDirect;
       std::vector<float>().swap(scratch_);
     }

@@ -15,7 +15,9 @@
 //   - the first call of a shape runs both orientations and compares their
 //     results bit for bit; if any element differs (the library summed in
 //     another order), the shape stays direct, so the choice never changes
-//     a result;
+//     a result; it also stays direct if the transposed call took more than
+//     kHopeless times the direct one (a large square C: the transpose of
+//     a 2048 x 2048 C costs more than the GEMM of a batch of 64);
 //   - the next 2 * kSamples calls alternate the two, timed;
 //   - then the transposed orientation is kept if its fastest call beat the
 //     direct one's fastest by more than kMargin, else the direct one.
@@ -41,6 +43,7 @@ class GemmOrientation {
   static constexpr int64_t kMinWork = int64_t{1} << 24;  // multiply-adds
   static constexpr int kSamples = 3;
   static constexpr double kMargin = 0.05;
+  static constexpr double kHopeless = 1.25;
 
   enum class Choice { kMeasuring, kDirect, kTransposed };
 

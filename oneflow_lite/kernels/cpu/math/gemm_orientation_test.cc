@@ -1,7 +1,8 @@
 // GemmOrientation: the transpose helper, results equal to the direct GEMM's
 // bit for bit on every call (with OpenBLAS and oneDNN), the choice made
 // after the measured calls, an orientation that would change the bits
-// never chosen, small products left direct, a new shape measured again.
+// never chosen, a hopeless one dropped after the first call, small
+// products left direct, a new shape measured again.
 #include "oneflow_lite/kernels/cpu/math/gemm_orientation.h"
 
 #include <cblas.h>
@@ -138,6 +139,23 @@ TEST(GemmOrientationTest, TheFasterOrientationIsTakenOnlyIfItGivesTheSameBits) {
     EXPECT_EQ(orientation.choice(), same_order ? Choice::kTransposed : Choice::kDirect)
         << "same_order " << same_order;
   }
+}
+
+// An orientation four times slower than the direct one on the first call
+// is dropped at once, without the timed calls.
+TEST(GemmOrientationTest, AHopelessOrientationIsDroppedAfterTheFirstCall) {
+  Operands o(false, false, 250, 260, 260);  // m < n: the turned call (m >= n) is the slow one
+  ASSERT_GE(o.m * o.n * o.k, GemmOrientation::kMinWork);
+  ShapeDependentLoop loop;
+  loop.slow = 4;
+  loop.same_order = true;
+  std::vector<float> want(static_cast<size_t>(o.m * o.n)), got(want.size());
+  loop(false, false, o.m, o.n, o.k, 1.f, o.a.data(), o.lda, o.b.data(), o.ldb, want.data());
+  GemmOrientation orientation(loop);
+  orientation.Run(false, false, o.m, o.n, o.k, 1.f, o.a.data(), o.lda, o.b.data(), o.ldb,
+                  got.data());
+  EXPECT_EQ(orientation.choice(), Choice::kDirect);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
 }
 
 TEST(GemmOrientationTest, SmallProductsRunDirectAndANewShapeIsMeasuredAgain) {
