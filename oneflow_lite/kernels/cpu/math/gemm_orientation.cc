@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "oneflow_lite/kernels/cpu/math/strided_loop.h"
+
 namespace oflite {
 namespace math {
 namespace {
@@ -17,19 +19,8 @@ double NowUs() {
 }  // namespace
 
 void GemmOrientation::Transpose(const float* src, int64_t rows, int64_t cols, float* dst) {
-  // 32 x 32 tiles: a tile of src and of dst (4 KiB each) stay in L1 while
-  // the tile is turned.
-  constexpr int64_t kTile = 32;
-  for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
-    const int64_t r1 = std::min(rows, r0 + kTile);
-    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
-      const int64_t c1 = std::min(cols, c0 + kTile);
-      for (int64_t r = r0; r < r1; ++r) {
-        const float* row = src + r * cols;
-        for (int64_t c = c0; c < c1; ++c) dst[c * rows + r] = row[c];
-      }
-    }
-  }
+  // dst row c (of `rows` elements) is src's column c.
+  CopyTransposedTiles(src, cols, dst, rows, cols, rows);
 }
 
 void GemmOrientation::Direct(const Shape& s, float alpha, const float* a, const float* b,
@@ -60,8 +51,7 @@ void GemmOrientation::Run(bool transpose_a, bool transpose_b, int64_t m, int64_t
                           float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
                           float* c) {
   const Shape shape{transpose_a, transpose_b, m, n, k, lda, ldb};
-  if (!started_ || !(shape == shape_)) {
-    started_ = true;
+  if (!(shape == shape_)) {
     shape_ = shape;
     calls_ = 0;
     direct_us_.clear();
@@ -91,12 +81,11 @@ void GemmOrientation::Run(bool transpose_a, bool transpose_b, int64_t m, int64_t
     double start = NowUs();
     Direct(shape, alpha, a, b, c);
     const double direct_us = NowUs() - start;
-    check_.resize(static_cast<size_t>(m * n));
+    std::vector<float> check(static_cast<size_t>(m * n));
     start = NowUs();
-    Transposed(shape, alpha, a, b, check_.data());
+    Transposed(shape, alpha, a, b, check.data());
     const double transposed_us = NowUs() - start;
-    const bool same = std::memcmp(c, check_.data(), check_.size() * sizeof(float)) == 0;
-    std::vector<float>().swap(check_);
+    const bool same = std::memcmp(c, check.data(), check.size() * sizeof(float)) == 0;
     if (!same || transposed_us > kHopeless * direct_us) {
       choice_ = Choice::kDirect;
       std::vector<float>().swap(scratch_);

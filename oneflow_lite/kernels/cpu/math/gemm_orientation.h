@@ -57,10 +57,12 @@ class GemmOrientation {
   // The choice for the last shape run.
   Choice choice() const { return choice_; }
 
-  // Row-major dst[cols, rows] = src[rows, cols]^T, in cache-sized tiles.
+  // Row-major dst[cols, rows] = src[rows, cols]^T (strided_loop.h's tiles).
   static void Transpose(const float* src, int64_t rows, int64_t cols, float* dst);
 
  private:
+  // The default (m = 0) matches no product worth measuring, so the first
+  // call of a real one starts afresh.
   struct Shape {
     bool transpose_a = false, transpose_b = false;
     int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0;
@@ -76,11 +78,10 @@ class GemmOrientation {
 
   Gemm gemm_;
   Shape shape_;
-  bool started_ = false;
-  Choice choice_ = Choice::kMeasuring;
+  Choice choice_ = Choice::kDirect;  // what a default Shape (m = 0) gets: direct
   int calls_ = 0;  // calls of this shape so far
   std::vector<double> direct_us_, transposed_us_;
-  std::vector<float> scratch_, check_;
+  std::vector<float> scratch_;
 };
 
 }  // namespace math

@@ -66,8 +66,6 @@ class TransposeKernel final : public Kernel {
   }
 
  private:
-  static constexpr int64_t kTile = 32;
-
   // Each output run reads x with one stride: contiguous runs (a perm that
   // keeps the last axis, e.g. (0, 2, 1, 3) over heads) are block copies.
   // Runs are split over threads (kernels/cpu/parallel_rows.h).
@@ -113,8 +111,9 @@ class TransposeKernel final : public Kernel {
   }
 
   // The output's inner axis reads x with a stride; some other axis reads x
-  // contiguously. Copy in kTile x kTile tiles over those two axes so that
-  // both the reads and the writes of a tile stay in cache.
+  // contiguously. Copy in tiles over those two axes (CopyTransposedTiles,
+  // strided_loop.h) so that both the reads and the writes of a tile stay in
+  // cache.
   static void TiledTranspose(const StridedLoop& loop, const T* src, T* dst) {
     const std::vector<int64_t>& dims = loop.dims();
     const std::vector<int64_t>& out_strides = loop.strides(0);
@@ -137,28 +136,12 @@ class TransposeKernel final : public Kernel {
     ParallelRows(outer.RowCount(), outer_run * rows * cols, [&](int64_t first, int64_t last) {
       outer.ForEachRowIn(first, last, [&](const int64_t* offsets, int64_t count) {
         for (int64_t k = 0; k < count; ++k) {
-          CopyTiles(src + offsets[1] + k * outer.InnerStride(1), in_col_stride,
-                    dst + offsets[0] + k * outer.InnerStride(0), out_row_stride, rows, cols);
+          CopyTransposedTiles(src + offsets[1] + k * outer.InnerStride(1), in_col_stride,
+                              dst + offsets[0] + k * outer.InnerStride(0), out_row_stride, rows,
+                              cols);
         }
       });
     });
-  }
-
-  // out[r * out_row_stride + c] = in[r + c * in_col_stride] for r < rows,
-  // c < cols, tile by tile.
-  static void CopyTiles(const T* in, int64_t in_col_stride, T* out, int64_t out_row_stride,
-                        int64_t rows, int64_t cols) {
-    for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
-      const int64_t r1 = std::min(rows, r0 + kTile);
-      for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
-        const int64_t c1 = std::min(cols, c0 + kTile);
-        for (int64_t r = r0; r < r1; ++r) {
-          T* o = out + r * out_row_stride;
-          const T* p = in + r;
-          for (int64_t c = c0; c < c1; ++c) o[c] = p[c * in_col_stride];
-        }
-      }
-    }
   }
 };
 

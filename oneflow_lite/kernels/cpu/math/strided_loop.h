@@ -13,6 +13,7 @@
 #ifndef ONEFLOW_LITE_KERNELS_CPU_MATH_STRIDED_LOOP_H_
 #define ONEFLOW_LITE_KERNELS_CPU_MATH_STRIDED_LOOP_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -91,6 +92,28 @@ void StridedLoop::ForEachRowIn(int64_t first, int64_t last, RowFn&& row) const {
       if (++index[axis] < dims_[axis]) break;
       for (int k = 0; k < operands; ++k) offsets[k] -= strides_[k][axis] * dims_[axis];
       index[axis] = 0;
+    }
+  }
+}
+
+// out[r * out_row_stride + c] = in[r + c * in_col_stride] for r < rows,
+// c < cols, in kTransposeTile x kTransposeTile tiles so that both the reads
+// and the writes of a tile stay in cache: the transpose kernel's inner
+// step, and the turn of a GEMM's result (gemm_orientation.h).
+constexpr int64_t kTransposeTile = 32;
+
+template <typename T>
+void CopyTransposedTiles(const T* in, int64_t in_col_stride, T* out, int64_t out_row_stride,
+                         int64_t rows, int64_t cols) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kTransposeTile) {
+    const int64_t r1 = std::min(rows, r0 + kTransposeTile);
+    for (int64_t c0 = 0; c0 < cols; c0 += kTransposeTile) {
+      const int64_t c1 = std::min(cols, c0 + kTransposeTile);
+      for (int64_t r = r0; r < r1; ++r) {
+        T* o = out + r * out_row_stride;
+        const T* p = in + r;
+        for (int64_t c = c0; c < c1; ++c) o[c] = p[c * in_col_stride];
+      }
     }
   }
 }
