@@ -1,7 +1,8 @@
 // Gradient buckets end to end (compiler/gradient_buckets.h): data-parallel
 // MLP and LeNet-5 plans compiled with fusion (the default
-// CompileOptions.fuse_max_bytes) and without it (0), each run by 2 and 3
-// ranks in one process, every rank with its own MultiMachineSession over
+// CompileOptions.fuse_max_bytes) and without it (0), each run by 2, 3 and 4
+// ranks in one process (and on 4 ranks, rings over groups of them: a 2-D
+// placement's axis, a pipeline stage's data-parallel pair), every rank with its own MultiMachineSession over
 // TCP on loopback. The fused plan has buckets and fewer collective tasks;
 // its losses are bitwise equal to the unfused plan's (both add each
 // gradient's parts in rank order: the exchange all-reduce).
@@ -174,12 +175,14 @@ void ExpectFusedEqualsUnfused(const Job& job, int ranks, int64_t exchange_max_by
   for (const TaskProto& task : fused->machine(0).task()) {
     if (task.collective().member_size() == 0) continue;
     // The size rule of common/ring_segments.h for the bucket's bytes.
+    // A ring over a group of the machines has fewer ranks than the job.
     const size_t bytes = static_cast<size_t>(task.collective().buffer_bytes());
+    const int n = task.boxing().ring_task_id_size();
     const CollectiveAlgorithm want =
-        UseDoublingAllReduce(bytes, ranks, bound)        ? COLLECTIVE_DOUBLING_ALL_REDUCE
-        : UseExchangeAllReduce(bytes, ranks, bound)      ? COLLECTIVE_EXCHANGE_ALL_REDUCE
-        : UseScatterGatherAllReduce(bytes, ranks, bound) ? COLLECTIVE_SCATTER_GATHER_ALL_REDUCE
-                                                         : COLLECTIVE_RING_ALL_REDUCE;
+        UseDoublingAllReduce(bytes, n, bound)        ? COLLECTIVE_DOUBLING_ALL_REDUCE
+        : UseExchangeAllReduce(bytes, n, bound)      ? COLLECTIVE_EXCHANGE_ALL_REDUCE
+        : UseScatterGatherAllReduce(bytes, n, bound) ? COLLECTIVE_SCATTER_GATHER_ALL_REDUCE
+                                                     : COLLECTIVE_RING_ALL_REDUCE;
     EXPECT_EQ(task.collective().algorithm(), want) << task.name() << " of " << bytes << " bytes";
   }
 
@@ -219,6 +222,37 @@ TEST(GradientBucketRingTest, MlpRingBucketEqualsUnfusedRings) {
   StatusOr<Job> job = MlpJob(2);
   ASSERT_TRUE(job.ok()) << job.status();
   ExpectFusedEqualsUnfused(*job, 2, /*exchange_max_bytes=*/0);
+}
+
+// Rings over groups of the machines fuse too: data x tensor parallel on 4
+// machines (the axis-0 all-reduces run over {0, 2} and {1, 3}), and a
+// 2-stage pipeline whose stages are data-parallel pairs ({0, 1} and {2, 3}).
+// Every bucket spans 2 of the 4 ranks; 2 parts sum alike in any order.
+TEST(GradientBucketGroupTest, DataTensor2dOnFourMachinesFusesPerGroup) {
+  compiler::MlpSpec spec;
+  spec.batch = 12;
+  spec.features = 20;
+  spec.hidden = {16, 8};
+  spec.classes = 4;
+  spec.placement = "0-3:cpu:0@2x2";
+  spec.model_parallel = compiler::ModelParallel::kDataTensor2d;
+  spec.iterations = kIterations;
+  StatusOr<Job> job = compiler::BuildMlpJob(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ExpectFusedEqualsUnfused(*job, 4);
+}
+
+TEST(GradientBucketGroupTest, DataParallelStagesFusePerStage) {
+  compiler::MlpSpec spec;
+  spec.batch = 12;
+  spec.features = 20;
+  spec.hidden = {16, 8};
+  spec.classes = 4;
+  spec.stages = {"0-1:cpu:0", "0-1:cpu:0", "2-3:cpu:0"};
+  spec.iterations = kIterations;
+  StatusOr<Job> job = compiler::BuildMlpJob(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ExpectFusedEqualsUnfused(*job, 4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, GradientBucketTest, ::testing::Values(2, 3, 4),

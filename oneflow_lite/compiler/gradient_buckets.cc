@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -115,8 +116,8 @@ class Bucketer {
     }
   }
 
-  bool EligibleTask(const TaskNode& t, size_t rank, const Ring& ring) const {
-    if (t.device.machine != static_cast<int64_t>(rank) || !IsPartialToBroadcast(t.boxing) ||
+  bool EligibleTask(const TaskNode& t, const Ring& ring) const {
+    if (!IsPartialToBroadcast(t.boxing) ||
         t.ring_tasks != ring.tasks || t.consumed.size() != 1 ||
         t.consumed[0].second.size() != 1 || t.boxing.in_regst_desc_id_size() != 1 ||
         t.produced.size() != 1 || !t.bucket.empty()) {
@@ -128,11 +129,18 @@ class Bucketer {
            in.blobs.size() == 1;
   }
 
+  // A ring over distinct machines: every machine of the cluster, or a group
+  // of them (one axis of a hierarchical placement, a pipeline stage's
+  // data-parallel ranks), which the communicators run over in ring order.
   bool Eligible(const Ring& ring) const {
-    const int64_t n = static_cast<int64_t>(ring.tasks.size());
-    if (n < 2 || n != machine_count_) return false;
-    for (size_t r = 0; r < ring.tasks.size(); ++r) {
-      if (!EligibleTask(g_->tasks[ring.tasks[r]], r, ring)) return false;
+    if (ring.tasks.size() < 2) return false;
+    std::set<int64_t> machines;
+    for (int task : ring.tasks) {
+      const TaskNode& t = g_->tasks[task];
+      if (t.device.machine < 0 || t.device.machine >= machine_count_ ||
+          !machines.insert(t.device.machine).second || !EligibleTask(t, ring)) {
+        return false;
+      }
     }
     const TensorDesc logical(g_->tasks[ring.tasks[0]].boxing.logical_desc());
     return CanAccumulate(logical.dtype) && !logical.is_dynamic &&

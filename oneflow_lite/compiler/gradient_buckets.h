@@ -14,8 +14,10 @@
 // picks the exchange or the ring for the bucket's total size.
 //
 // A ring may join a bucket when it is a P -> B all-reduce (BOXING_ALL_REDUCE)
-// with one task per machine of the cluster in machine order (what a ring
-// algorithm needs), a static tensor of an addable dtype with elements, and
+// whose tasks are on distinct machines (every machine of the cluster, or a
+// group of them: one axis of a hierarchical placement, a pipeline stage's
+// data-parallel ranks; what the ring algorithms run over), a static tensor
+// of an addable dtype with elements, and
 // at most `max_bytes` bytes. A bucket holds rings on the same devices with
 // the same dtype, taken greedily in backward order (the longest path from a
 // source to the producers of their parts, so members become ready close
