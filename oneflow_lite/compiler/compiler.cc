@@ -9,6 +9,7 @@
 #include "oneflow_lite/common/id.h"
 #include "oneflow_lite/common/proto_io.h"
 #include "oneflow_lite/common/version.h"
+#include "oneflow_lite/compiler/clip_norm.h"
 #include "oneflow_lite/compiler/collective_choice.h"
 #include "oneflow_lite/compiler/fusion.h"
 #include "oneflow_lite/compiler/gradient_buckets.h"
@@ -216,6 +217,12 @@ StatusOr<Plan> Compile(const Job& job, const ClusterProto& cluster, const Compil
     return FailedPreconditionError("job '", job.conf().name(), "' has format version ",
                                    job.version(), ", newer than this compiler's ", kJobVersion);
   }
+  const Job* input = &job;
+  ClipNormResult clip;
+  if (options.split_clip_norms) {
+    ASSIGN_OR_RETURN(clip, SplitClipNorms(job));
+    if (clip.clips > 0) input = &clip.job;
+  }
   FusionResult fusion;
   const bool fuse = options.fuse || options.fuse_matmul_bias;
   if (fuse) {
@@ -223,9 +230,9 @@ StatusOr<Plan> Compile(const Job& job, const ClusterProto& cluster, const Compil
     fusion_options.bias_add_relu = options.fuse;
     fusion_options.gelu_derivative = options.fuse;
     fusion_options.matmul_bias = options.fuse_matmul_bias;
-    fusion = FuseOps(job, fusion_options);
+    fusion = FuseOps(*input, fusion_options);
+    input = &fusion.job;
   }
-  const Job* input = fuse ? &fusion.job : &job;
   if (!input->conf().has_pipeline()) return CompileJob(*input, cluster, options);
   // A micro-batched job: its pipeline schedule as control edges
   // (pipeline_schedule.h), recorded in Plan.pipeline.

@@ -56,6 +56,12 @@ struct CompileOptions {
   // bandwidth term dominates and a bigger bucket would only delay its first
   // members (less overlap with the rest of backward).
   int64_t fuse_max_bytes = static_cast<int64_t>(kExchangeAllReduceMaxBytes);
+  // Split clip norms (clip_norm.h): a global-norm clip over gradients of
+  // split parameters sums their squares where they lie and reduces one
+  // scalar per group, instead of gathering every gradient whole; false: the
+  // clip reads its gradients whole (the plans of before the pass). `oflite
+  // compile --split_clip_norm`.
+  bool split_clip_norms = true;
   // Graph replay (graph_merge.h): in a graph-capturable plan, the compute
   // tasks of each GPU's compute stream become one task (TaskProto
   // graph_replay) the runtime may capture and replay; false: one task per

@@ -106,6 +106,11 @@ int RunCompile(int argc, char** argv) {
                   "small partial-sum all-reduces across machines are fused into buckets of at "
                   "most this many bytes, one collective each (0: one collective per tensor)",
                   false, std::to_string(compiler::CompileOptions().fuse_max_bytes)},
+                 {"split_clip_norm",
+                  "a global-norm clip over gradients of split parameters sums their squares "
+                  "where they lie and all-reduces one scalar per group instead of gathering "
+                  "every gradient (docs/compiler.md); --split_clip_norm=false reads them whole",
+                  true, "true"},
                  {"graph-replay",
                   "merge each GPU's compute-stream tasks of a graph-capturable plan into one "
                   "task the runtime may capture as a CUDA graph and replay (docs/compiler.md); "
@@ -162,6 +167,7 @@ int RunCompile(int argc, char** argv) {
   options.memory.enable_reuse = !flags.GetBool("no_memory_reuse");
   options.fuse = flags.GetBool("fuse");
   options.fuse_matmul_bias = flags.GetBool("fuse_matmul_bias");
+  options.split_clip_norms = flags.GetBool("split_clip_norm");
   StatusOr<int64_t> depth = flags.GetInt("pipeline_depth", 1, 64);
   if (!depth.ok()) return Fail(kExitBadInput, depth.status());
   options.tasks.pipeline_depth = static_cast<int>(*depth);
