@@ -38,16 +38,19 @@ constexpr int64_t kIterations = 4;
 
 std::string PlacementText(int ranks) { return "0-" + std::to_string(ranks - 1) + ":cpu:0"; }
 
-StatusOr<Job> MlpJob(int ranks) {
+// The MLP of every case: 20-16-8-4, batch 12 (divisible by 2, 3 and 4).
+compiler::MlpSpec MlpOn(const std::string& placement) {
   compiler::MlpSpec spec;
   spec.batch = 12;
   spec.features = 20;
   spec.hidden = {16, 8};
   spec.classes = 4;
-  spec.placement = PlacementText(ranks);
+  spec.placement = placement;
   spec.iterations = kIterations;
-  return compiler::BuildMlpJob(spec);
+  return spec;
 }
+
+StatusOr<Job> MlpJob(int ranks) { return compiler::BuildMlpJob(MlpOn(PlacementText(ranks))); }
 
 Tensor ConvReluPool(Graph* g, const Tensor& x, int64_t filters, int64_t pad) {
   Conv2dOptions options;
@@ -229,27 +232,16 @@ TEST(GradientBucketRingTest, MlpRingBucketEqualsUnfusedRings) {
 // 2-stage pipeline whose stages are data-parallel pairs ({0, 1} and {2, 3}).
 // Every bucket spans 2 of the 4 ranks; 2 parts sum alike in any order.
 TEST(GradientBucketGroupTest, DataTensor2dOnFourMachinesFusesPerGroup) {
-  compiler::MlpSpec spec;
-  spec.batch = 12;
-  spec.features = 20;
-  spec.hidden = {16, 8};
-  spec.classes = 4;
-  spec.placement = "0-3:cpu:0@2x2";
+  compiler::MlpSpec spec = MlpOn("0-3:cpu:0@2x2");
   spec.model_parallel = compiler::ModelParallel::kDataTensor2d;
-  spec.iterations = kIterations;
   StatusOr<Job> job = compiler::BuildMlpJob(spec);
   ASSERT_TRUE(job.ok()) << job.status();
   ExpectFusedEqualsUnfused(*job, 4);
 }
 
 TEST(GradientBucketGroupTest, DataParallelStagesFusePerStage) {
-  compiler::MlpSpec spec;
-  spec.batch = 12;
-  spec.features = 20;
-  spec.hidden = {16, 8};
-  spec.classes = 4;
+  compiler::MlpSpec spec = MlpOn("0:cpu:0");  // the spec's default placement
   spec.stages = {"0-1:cpu:0", "0-1:cpu:0", "2-3:cpu:0"};
-  spec.iterations = kIterations;
   StatusOr<Job> job = compiler::BuildMlpJob(spec);
   ASSERT_TRUE(job.ok()) << job.status();
   ExpectFusedEqualsUnfused(*job, 4);

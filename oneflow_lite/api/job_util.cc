@@ -179,11 +179,4 @@ OpConf* FindMutableOp(Job* job, const std::string& name) {
   return nullptr;
 }
 
-std::string MakeUniqueName(const std::string& base, std::set<std::string>* used) {
-  std::string name = base;
-  for (int k = 1; used->count(name); ++k) name = base + "_" + std::to_string(k);
-  used->insert(name);
-  return name;
-}
-
 }  // namespace oflite

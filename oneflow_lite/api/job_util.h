@@ -13,6 +13,7 @@
 
 #include "oneflow_lite/common/status.h"
 #include "oneflow_lite/common/tensor.h"
+#include "oneflow_lite/ops/op_builder.h"
 #include "oneflow_lite/ops/op_def.h"
 #include "proto/job.pb.h"
 
@@ -56,9 +57,7 @@ std::vector<std::string> ConsumersOf(const Job& job, const std::string& lbn);
 const OpConf* FindOp(const Job& job, const std::string& name);
 OpConf* FindMutableOp(Job* job, const std::string& name);
 
-// Returns `base` if it is not in `used`, else the first "<base>_<k>" (k = 1,
-// 2, ...) that is not; inserts the result into `used`.
-std::string MakeUniqueName(const std::string& base, std::set<std::string>* used);
+// MakeUniqueName: ops/op_builder.h (the compiler's passes name ops too).
 
 }  // namespace oflite
 

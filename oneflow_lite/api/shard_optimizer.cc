@@ -7,7 +7,7 @@
 
 #include "oneflow_lite/api/job_util.h"
 #include "oneflow_lite/api/placement.h"
-#include "oneflow_lite/common/attr.h"
+#include "oneflow_lite/compiler/clip_norm.h"
 #include "oneflow_lite/ops/op_builder.h"
 #include "oneflow_lite/ops/op_def.h"
 #include "oneflow_lite/ops/sbp.h"
@@ -229,65 +229,38 @@ std::vector<OpConf> ShardPass::ShardedClip(const OpConf& clip) const {
     for (const std::string& lbn : arg.lbn()) grads.push_back(lbn);
   }
   // Sharded gradients grouped by placement (stages of a pipeline each get
-  // their own), in order of first appearance; the rest in one group.
-  std::vector<std::pair<PlacementProto, std::vector<std::pair<std::string, int64_t>>>> groups;
-  std::vector<std::string> whole;
+  // their own), in order of first appearance, each on its shard axis, P
+  // out; the rest in one group, B.
+  std::vector<compiler::SquareSumGroup> sums;
+  compiler::SquareSumGroup whole;
   for (const std::string& g : grads) {
     auto it = by_grad_.find(g);
     if (it == by_grad_.end()) {
-      whole.push_back(g);
+      whole.grads.push_back(g);
+      whole.input_hints.push_back(Hint(BroadcastSbp()));
       continue;
     }
     const PlacementProto& placement = PlacementOf(*FindOp(job_, it->second->update));
-    auto group = std::find_if(groups.begin(), groups.end(), [&](const auto& gr) {
-      return gr.first.SerializeAsString() == placement.SerializeAsString();
+    auto group = std::find_if(sums.begin(), sums.end(), [&](const compiler::SquareSumGroup& gr) {
+      return gr.placement.SerializeAsString() == placement.SerializeAsString();
     });
-    if (group == groups.end()) {
-      groups.push_back({placement, {}});
-      group = groups.end() - 1;
+    if (group == sums.end()) {
+      group = sums.insert(sums.end(), compiler::SquareSumGroup{});
+      group->has_placement = true;
+      group->placement = placement;
+      group->output_hint = Hint(PartialSumSbp());
     }
-    group->second.push_back({g, it->second->axis});
+    group->grads.push_back(g);
+    group->input_hints.push_back(Hint(SplitSbp(it->second->axis)));
+  }
+  if (!whole.grads.empty()) {
+    whole.has_placement = clip.has_placement();
+    whole.placement = clip.placement();
+    whole.output_hint = Hint(BroadcastSbp());
+    sums.push_back(std::move(whole));
   }
   std::set<std::string> used = used_names_;
-  std::vector<OpConf> ops;
-  std::vector<std::string> sums;
-  for (const auto& [placement, members] : groups) {
-    std::vector<std::string> lbns;
-    for (const auto& [lbn, axis] : members) lbns.push_back(lbn);
-    OpConf op = OpConfBuilder("square_sum", MakeUniqueName(clip.name() + "-square_sum", &used))
-                    .Input("in", lbns)
-                    .Output("out")
-                    .Build();
-    *op.mutable_placement() = placement;
-    for (const auto& [lbn, axis] : members) *op.add_input_sbp_hint() = Hint(SplitSbp(axis));
-    *op.add_output_sbp_hint() = Hint(PartialSumSbp());
-    sums.push_back(OutputLbn(op.name(), "out"));
-    ops.push_back(std::move(op));
-  }
-  if (!whole.empty()) {
-    OpConf op = OpConfBuilder("square_sum", MakeUniqueName(clip.name() + "-square_sum", &used))
-                    .Input("in", whole)
-                    .Output("out")
-                    .Build();
-    if (clip.has_placement()) *op.mutable_placement() = clip.placement();
-    for (size_t i = 0; i < whole.size(); ++i) *op.add_input_sbp_hint() = Hint(BroadcastSbp());
-    *op.add_output_sbp_hint() = Hint(BroadcastSbp());
-    sums.push_back(OutputLbn(op.name(), "out"));
-    ops.push_back(std::move(op));
-  }
-  OpConf scale = OpConfBuilder("clip_scale_from_square_sum", clip.name())
-                     .Input("square_sum", sums)
-                     .Output("out")
-                     .Attr("max_norm", AttrView(clip).GetFloatOr("max_norm", 1.0))
-                     .Attr("dtype", descs_.at(grads.at(0)).dtype)
-                     .Build();
-  if (clip.has_placement()) *scale.mutable_placement() = clip.placement();
-  scale.mutable_control_input()->CopyFrom(clip.control_input());
-  for (size_t i = 0; i < sums.size(); ++i) *scale.add_input_sbp_hint() = Hint(BroadcastSbp());
-  *scale.add_output_sbp_hint() = Hint(BroadcastSbp());
-  ops.push_back(std::move(scale));
-  for (OpConf& op : ops) op.set_is_optimizer(true);
-  return ops;
+  return compiler::ClipFromSquareSums(clip, sums, descs_.at(grads.at(0)).dtype, &used);
 }
 
 Job ShardPass::Rewrite() const {

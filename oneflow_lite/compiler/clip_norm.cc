@@ -43,20 +43,39 @@ NdSbp SumHint(const NdSbp& input) {
   return out;
 }
 
-std::string UniqueName(const std::string& base, std::set<std::string>* used) {
-  std::string name = base;
-  for (int k = 1; used->count(name); ++k) name = base + "_" + std::to_string(k);
-  used->insert(name);
-  return name;
-}
-
-struct Group {
-  PlacementProto placement;
-  NdSbp hint;
-  std::vector<std::string> grads;
-};
-
 }  // namespace
+
+std::vector<OpConf> ClipFromSquareSums(const OpConf& clip, const std::vector<SquareSumGroup>& groups,
+                                       DataType dtype, std::set<std::string>* used) {
+  std::vector<OpConf> ops;
+  std::vector<std::string> sums;
+  for (const SquareSumGroup& group : groups) {
+    OpConf sum = OpConfBuilder("square_sum", MakeUniqueName(clip.name() + "-square_sum", used))
+                     .Input("in", group.grads)
+                     .Output("out")
+                     .Build();
+    if (group.has_placement) *sum.mutable_placement() = group.placement;
+    for (const NdSbp& hint : group.input_hints) *sum.add_input_sbp_hint() = hint;
+    *sum.add_output_sbp_hint() = group.output_hint;
+    sum.set_is_optimizer(clip.is_optimizer());
+    sums.push_back(sum.output(0).lbn(0));
+    ops.push_back(std::move(sum));
+  }
+  OpConf scale = OpConfBuilder("clip_scale_from_square_sum", clip.name())
+                     .Input("square_sum", sums)
+                     .Output("out")
+                     .Attr("max_norm", AttrView(clip).GetFloatOr("max_norm", 1.0))
+                     .Attr("dtype", dtype)
+                     .Build();
+  if (clip.has_placement()) *scale.mutable_placement() = clip.placement();
+  scale.mutable_control_input()->CopyFrom(clip.control_input());
+  for (size_t i = 0; i < sums.size(); ++i) *scale.add_input_sbp_hint() = AllBroadcast();
+  *scale.add_output_sbp_hint() =
+      clip.output_sbp_hint_size() > 0 ? clip.output_sbp_hint(0) : AllBroadcast();
+  scale.set_is_optimizer(clip.is_optimizer());
+  ops.push_back(std::move(scale));
+  return ops;
+}
 
 StatusOr<ClipNormResult> SplitClipNorms(const Job& job) {
   ClipNormResult result;
@@ -88,7 +107,7 @@ StatusOr<ClipNormResult> SplitClipNorms(const Job& job) {
       *result.job.add_op() = op;
       continue;
     }
-    std::vector<Group> groups;
+    std::vector<SquareSumGroup> groups;
     std::vector<std::string> whole;
     for (const ArgProto& arg : op.input()) {
       for (const std::string& grad : arg.lbn()) {
@@ -103,15 +122,18 @@ StatusOr<ClipNormResult> SplitClipNorms(const Job& job) {
           continue;
         }
         const PlacementProto placement = placement_of(*variable->second);
-        auto group = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
+        auto group = std::find_if(groups.begin(), groups.end(), [&](const SquareSumGroup& g) {
           return g.placement.SerializeAsString() == placement.SerializeAsString() &&
-                 g.hint.SerializeAsString() == hint->SerializeAsString();
+                 g.input_hints.front().SerializeAsString() == hint->SerializeAsString();
         });
         if (group == groups.end()) {
-          groups.push_back({placement, *hint, {}});
-          group = groups.end() - 1;
+          group = groups.insert(groups.end(), SquareSumGroup{});
+          group->has_placement = true;
+          group->placement = placement;
+          group->output_hint = SumHint(*hint);
         }
         group->grads.push_back(grad);
+        group->input_hints.push_back(*hint);
       }
     }
     if (groups.empty()) {  // nothing split: the clip reads its gradients as they are
@@ -126,49 +148,34 @@ StatusOr<ClipNormResult> SplitClipNorms(const Job& job) {
       return InvalidArgumentError("clip_scale op '", op.name(), "': its input '",
                                   op.input(0).lbn(0), "' has no blob desc in the job");
     }
-    std::vector<std::string> sums;
-    auto add_sum = [&](const std::vector<std::string>& grads, const PlacementProto& placement,
-                       const NdSbp& in_hint, const NdSbp& out_hint) {
-      OpConf sum = OpConfBuilder("square_sum", UniqueName(op.name() + "-square_sum", &used))
-                       .Input("in", grads)
-                       .Output("out")
-                       .Build();
-      *sum.mutable_placement() = placement;
-      for (size_t i = 0; i < grads.size(); ++i) *sum.add_input_sbp_hint() = in_hint;
-      *sum.add_output_sbp_hint() = out_hint;
-      sum.set_is_optimizer(op.is_optimizer());
-      sums.push_back(sum.output(0).lbn(0));
-      LogicalBlobDesc* desc = result.job.add_blob();
-      desc->set_lbn(sums.back());
-      *desc->mutable_desc() = TensorDesc(Shape{}, DT_DOUBLE).ToProto();
-      *result.job.add_op() = std::move(sum);
-    };
-    for (const Group& group : groups) {
-      add_sum(group.grads, group.placement, group.hint, SumHint(group.hint));
+    // The replacement states the clip's placement (the job's default when
+    // the clip has none), as the groups state their parameters'.
+    OpConf clip = op;
+    *clip.mutable_placement() = placement_of(op);
+    const int split_groups = static_cast<int>(groups.size());
+    if (!whole.empty()) {
+      SquareSumGroup rest;
+      rest.grads = whole;
+      rest.has_placement = true;
+      rest.placement = clip.placement();
+      rest.input_hints.assign(whole.size(), AllBroadcast());
+      rest.output_hint = AllBroadcast();
+      groups.push_back(std::move(rest));
     }
-    if (!whole.empty()) add_sum(whole, placement_of(op), AllBroadcast(), AllBroadcast());
-    OpConf scale = OpConfBuilder("clip_scale_from_square_sum", op.name())
-                       .Input("square_sum", sums)
-                       .Output("out")
-                       .Attr("max_norm", AttrView(op).GetFloatOr("max_norm", 1.0))
-                       .Attr("dtype", first->second->dtype())
-                       .Build();
-    *scale.mutable_placement() = placement_of(op);
-    scale.mutable_control_input()->CopyFrom(op.control_input());
-    for (size_t i = 0; i < sums.size(); ++i) *scale.add_input_sbp_hint() = AllBroadcast();
-    if (op.output_sbp_hint_size() > 0) {
-      *scale.add_output_sbp_hint() = op.output_sbp_hint(0);
-    } else {
-      *scale.add_output_sbp_hint() = AllBroadcast();
+    std::vector<OpConf> ops = ClipFromSquareSums(clip, groups, first->second->dtype(), &used);
+    for (OpConf& replacement : ops) {
+      if (replacement.op_type() == "square_sum") {
+        LogicalBlobDesc* desc = result.job.add_blob();
+        desc->set_lbn(replacement.output(0).lbn(0));
+        *desc->mutable_desc() = TensorDesc(Shape{}, DT_DOUBLE).ToProto();
+      } else if (replacement.output(0).lbn(0) != op.output(0).lbn(0)) {
+        return InternalError("clip norm pass: '", op.name(), "' would change its output from '",
+                             op.output(0).lbn(0), "' to '", replacement.output(0).lbn(0), "'");
+      }
+      *result.job.add_op() = std::move(replacement);
     }
-    scale.set_is_optimizer(op.is_optimizer());
-    if (scale.output(0).lbn(0) != op.output(0).lbn(0)) {
-      return InternalError("clip norm pass: '", op.name(), "' would change its output from '",
-                           op.output(0).lbn(0), "' to '", scale.output(0).lbn(0), "'");
-    }
-    *result.job.add_op() = std::move(scale);
     ++result.clips;
-    result.groups += static_cast<int>(groups.size());
+    result.groups += split_groups;
   }
   std::sort(result.job.mutable_blob()->begin(), result.job.mutable_blob()->end(),
             [](const LogicalBlobDesc& a, const LogicalBlobDesc& b) { return a.lbn() < b.lbn(); });

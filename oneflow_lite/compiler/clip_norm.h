@@ -32,11 +32,35 @@
 #ifndef ONEFLOW_LITE_COMPILER_CLIP_NORM_H_
 #define ONEFLOW_LITE_COMPILER_CLIP_NORM_H_
 
+#include <set>
+#include <string>
+#include <vector>
+
 #include "oneflow_lite/common/status.h"
 #include "proto/job.pb.h"
 
 namespace oflite {
 namespace compiler {
+
+// One square_sum of a clip's replacement: its gradients, where it runs
+// (has_placement false: the job's default) and its hints (one per
+// gradient, and the output's).
+struct SquareSumGroup {
+  std::vector<std::string> grads;
+  bool has_placement = false;
+  PlacementProto placement;
+  std::vector<NdSbp> input_hints;
+  NdSbp output_hint;
+};
+
+// The ops that replace `clip` (a clip_scale over gradients of `dtype`): one
+// square_sum per group, named "<clip>-square_sum" made unique against
+// `used`, then clip_scale_from_square_sum under the clip's name and output
+// (its placement, control inputs and max_norm; B in, the clip's output hint
+// or B out); optimizer ops when the clip is one. Shared by SplitClipNorms
+// and the sharded optimizer's clip (api/shard_optimizer.h).
+std::vector<OpConf> ClipFromSquareSums(const OpConf& clip, const std::vector<SquareSumGroup>& groups,
+                                       DataType dtype, std::set<std::string>* used);
 
 struct ClipNormResult {
   Job job;

@@ -70,4 +70,11 @@ OpConfBuilder& OpConfBuilder::Attr(const std::string& key, DataType v) {
   return *this;
 }
 
+std::string MakeUniqueName(const std::string& base, std::set<std::string>* used) {
+  std::string name = base;
+  for (int k = 1; used->count(name); ++k) name = base + "_" + std::to_string(k);
+  used->insert(name);
+  return name;
+}
+
 }  // namespace oflite

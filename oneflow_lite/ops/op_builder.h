@@ -9,6 +9,7 @@
 #ifndef ONEFLOW_LITE_OPS_OP_BUILDER_H_
 #define ONEFLOW_LITE_OPS_OP_BUILDER_H_
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,10 @@ class OpConfBuilder {
  private:
   OpConf op_;
 };
+
+// Returns `base` if it is not in `used`, else the first "<base>_<k>" (k = 1,
+// 2, ...) that is not; inserts the result into `used`.
+std::string MakeUniqueName(const std::string& base, std::set<std::string>* used);
 
 }  // namespace oflite
 
