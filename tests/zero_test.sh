@@ -62,12 +62,26 @@ for n in 2 4; do
   compare "MLP, ZeRO over $n processes, equals one machine" "$TMP/mlp1.txt" "$TMP"/zmlp$n.[0-9].txt
 done
 "$OFLITE" inspect "$TMP/zm2.plan.pb" > "$TMP/zm2.inspect" 2>&1
-# Four gradients reduce-scattered, four parameters (and the loss) gathered,
-# no all-reduce.
-if [[ $(grep "^boxing conversions:" "$TMP/zm2.inspect") == "boxing conversions: all_gather x5 reduce_scatter x4" ]]; then
-  echo "ok: inspect: $(grep "^boxing conversions:" "$TMP/zm2.inspect")"
+# Per tensor (--fuse_max_bytes 0): four gradients reduce-scattered, four
+# parameters (and the loss) gathered, no all-reduce.
+"$OFLITE" compile --job "$TMP/m2.job.pb" --cluster "$TMP/m2.pbtxt" -o "$TMP/zm2u.plan.pb" \
+  --shard-optimizer --fuse_max_bytes 0 --quiet > "$TMP/out" 2>&1 ||
+  { echo "FAIL: compile the unbucketed ZeRO MLP"; cat "$TMP/out"; fail=1; }
+"$OFLITE" inspect "$TMP/zm2u.plan.pb" > "$TMP/zm2u.inspect" 2>&1
+if [[ $(grep "^boxing conversions:" "$TMP/zm2u.inspect") == "boxing conversions: all_gather x5 reduce_scatter x4" ]]; then
+  echo "ok: inspect: $(grep "^boxing conversions:" "$TMP/zm2u.inspect")"
 else
-  echo "FAIL: the MLP's gradients are not reduce-scattered"; grep "boxing conv" "$TMP/zm2.inspect"; fail=1
+  echo "FAIL: the MLP's gradients are not reduce-scattered"; grep "boxing conv" "$TMP/zm2u.inspect"; fail=1
+fi
+# By default the small ones share buckets (the trained runs above used
+# them): the three small gradients' reduce-scatters in one, the three small
+# parameters' all-gathers in another; the 784 x 64 weight's and the loss's
+# stay their own.
+if grep -q "fused all-reduce buckets: 2, of 6 conversions (0 all-reduces, 3 reduce-scatters and 3 all-gathers run as all-reduces)" "$TMP/zm2.inspect"; then
+  echo "ok: inspect: $(grep "fused all-reduce buckets" "$TMP/zm2.inspect" | sed 's/^ *//')"
+else
+  echo "FAIL: ZeRO's small reduce-scatters and all-gathers are not bucketed"
+  grep -A3 "boxing conv" "$TMP/zm2.inspect"; fail=1
 fi
 
 # ---- The GPT: the driver's --shard-optimizer -------------------------------------------

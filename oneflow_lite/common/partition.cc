@@ -1,11 +1,10 @@
 #include "oneflow_lite/common/partition.h"
 
-#include <cstdint>
+#include <glog/logging.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
-
-#include <glog/logging.h>
 
 namespace oflite {
 namespace {
@@ -103,11 +102,39 @@ bool CanAccumulate(DataType dtype) {
 
 Status AccumulateInto(DataType dtype, const void* from, void* to, int64_t count) {
   switch (dtype) {
-    case DT_FLOAT: AddInto<float>(from, to, count); return Status::OK();
-    case DT_DOUBLE: AddInto<double>(from, to, count); return Status::OK();
-    case DT_INT32: AddInto<int32_t>(from, to, count); return Status::OK();
-    case DT_INT64: AddInto<int64_t>(from, to, count); return Status::OK();
-    default: return UnimplementedError("sum of ", DataTypeName(dtype), " elements");
+    case DT_FLOAT:
+      AddInto<float>(from, to, count);
+      return Status::OK();
+    case DT_DOUBLE:
+      AddInto<double>(from, to, count);
+      return Status::OK();
+    case DT_INT32:
+      AddInto<int32_t>(from, to, count);
+      return Status::OK();
+    case DT_INT64:
+      AddInto<int64_t>(from, to, count);
+      return Status::OK();
+    default:
+      return UnimplementedError("sum of ", DataTypeName(dtype), " elements");
+  }
+}
+
+Status FillAdditiveIdentity(DataType dtype, void* data, int64_t count) {
+  switch (dtype) {
+    case DT_FLOAT:
+      std::fill_n(static_cast<float*>(data), count, -0.0f);
+      return Status::OK();
+    case DT_DOUBLE:
+      std::fill_n(static_cast<double*>(data), count, -0.0);
+      return Status::OK();
+    case DT_INT32:
+      std::fill_n(static_cast<int32_t*>(data), count, 0);
+      return Status::OK();
+    case DT_INT64:
+      std::fill_n(static_cast<int64_t*>(data), count, int64_t{0});
+      return Status::OK();
+    default:
+      return UnimplementedError("additive identity of ", DataTypeName(dtype), " elements");
   }
 }
 

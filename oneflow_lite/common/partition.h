@@ -60,6 +60,12 @@ void CopyPartToWhole(const Shape& whole, int64_t axis, PartRange range, int64_t 
 bool CanAccumulate(DataType dtype);
 Status AccumulateInto(DataType dtype, const void* from, void* to, int64_t count);
 
+// Sets `count` elements of `dtype` to the additive identity that leaves
+// every addend's bits unchanged: -0.0 for float32 and float64 (x + -0.0 is
+// x for every x, +0.0 and -0.0 included, where +0.0 would turn -0.0 into
+// +0.0), 0 for int32 and int64. Unimplemented for other dtypes, as above.
+Status FillAdditiveIdentity(DataType dtype, void* data, int64_t count);
+
 }  // namespace oflite
 
 #endif  // ONEFLOW_LITE_COMMON_PARTITION_H_

@@ -19,6 +19,21 @@ bool IsPartialToBroadcast(const BoxingConf& boxing) {
          boxing.out_sbp().sbp(0).has_broadcast();
 }
 
+// A P -> S(a) reduce-scatter or an S(a) -> B all-gather on a flat ring: a
+// bucket runs it as part of its all-reduce (the member cut to this rank's
+// range, or its part placed among identity elements: CollectiveMember).
+bool IsShardConversion(const BoxingConf& boxing) {
+  if (boxing.hierarchy().dim_size() > 0 || boxing.in_sbp().sbp_size() != 1 ||
+      boxing.out_sbp().sbp_size() != 1) {
+    return false;
+  }
+  const SbpParallel& in = boxing.in_sbp().sbp(0);
+  const SbpParallel& out = boxing.out_sbp().sbp(0);
+  return (boxing.kind() == BOXING_REDUCE_SCATTER && in.has_partial_sum() &&
+          out.has_split_axis()) ||
+         (boxing.kind() == BOXING_ALL_GATHER && in.has_split_axis() && out.has_broadcast());
+}
+
 bool Contains(const std::vector<int>& values, int value) {
   return std::find(values.begin(), values.end(), value) != values.end();
 }
@@ -117,7 +132,7 @@ class Bucketer {
   }
 
   bool EligibleTask(const TaskNode& t, const Ring& ring) const {
-    if (!IsPartialToBroadcast(t.boxing) ||
+    if ((!IsPartialToBroadcast(t.boxing) && !IsShardConversion(t.boxing)) ||
         t.ring_tasks != ring.tasks || t.consumed.size() != 1 ||
         t.consumed[0].second.size() != 1 || t.boxing.in_regst_desc_id_size() != 1 ||
         t.produced.size() != 1 || !t.bucket.empty()) {
@@ -125,6 +140,12 @@ class Bucketer {
     }
     const RegstNode& out = g_->regsts[t.produced[0]];
     const RegstNode& in = g_->regsts[t.boxing.in_regst_desc_id(0)];
+    // All-gathers of sharded parameters only (ZeRO: the part is a variable's
+    // register); an activation's or a loss's gather stays its own, so the
+    // forward and the metrics never wait for a bucket.
+    if (t.boxing.kind() == BOXING_ALL_GATHER && g_->tasks[in.producer].type != TASK_VARIABLE) {
+      return false;
+    }
     return !out.is_ctrl && !out.is_dynamic && out.blobs.size() == 1 && !in.is_dynamic &&
            in.blobs.size() == 1;
   }
@@ -142,7 +163,14 @@ class Bucketer {
         return false;
       }
     }
-    const TensorDesc logical(g_->tasks[ring.tasks[0]].boxing.logical_desc());
+    const BoxingConf& boxing = g_->tasks[ring.tasks[0]].boxing;
+    const TensorDesc logical(boxing.logical_desc());
+    if (IsShardConversion(boxing)) {
+      // Every rank's part (or output) is its balanced range of the axis.
+      const SbpParallel& split = boxing.kind() == BOXING_ALL_GATHER ? boxing.in_sbp().sbp(0)
+                                                                    : boxing.out_sbp().sbp(0);
+      if (split.split_axis() < 0 || split.split_axis() >= logical.shape.rank()) return false;
+    }
     return CanAccumulate(logical.dtype) && !logical.is_dynamic &&
            logical.shape.elem_count() > 0 && logical.ByteSize() <= max_bytes_;
   }
@@ -150,7 +178,10 @@ class Bucketer {
   void Describe(const std::vector<int64_t>& levels, Ring* ring) const {
     const TensorDesc logical(g_->tasks[ring->tasks[0]].boxing.logical_desc());
     ring->bytes = logical.ByteSize();
-    ring->key = std::to_string(static_cast<int>(logical.dtype));
+    // Flat and sub-group rings apart: a bucket takes its first ring's n-D
+    // fields, and shard members need a flat one.
+    const bool flat = g_->tasks[ring->tasks[0]].boxing.hierarchy().dim_size() == 0;
+    ring->key = std::to_string(static_cast<int>(logical.dtype)) + (flat ? "|flat" : "|nd");
     for (int task : ring->tasks) {
       const TaskNode& t = g_->tasks[task];
       ring->key += "|" + t.device.ToString();
@@ -284,6 +315,10 @@ class Bucketer {
         member.set_in_regst_desc_id(u.boxing.in_regst_desc_id(0));
         member.set_out_regst_desc_id(u.produced[0]);
         member.set_element_offset(offset);
+        if (IsShardConversion(u.boxing)) {
+          *member.mutable_in_sbp() = u.boxing.in_sbp().sbp(0);
+          *member.mutable_out_sbp() = u.boxing.out_sbp().sbp(0);
+        }
         const TensorDesc logical(u.boxing.logical_desc());
         offset += logical.shape.elem_count();
         dtype = logical.dtype;
@@ -291,6 +326,11 @@ class Bucketer {
       }
       TaskNode& t = g_->tasks[into];
       t.bucket = std::move(bucket_members);
+      if (IsShardConversion(t.boxing)) {  // the bucket itself is P -> B
+        t.boxing.set_kind(BOXING_ALL_REDUCE);
+        t.boxing.mutable_in_sbp()->mutable_sbp(0)->set_partial_sum(true);
+        t.boxing.mutable_out_sbp()->mutable_sbp(0)->set_broadcast(true);
+      }
       t.boxing.set_lbn(label);
       *t.boxing.mutable_logical_desc() = TensorDesc(Shape{offset}, dtype).ToProto();
       t.name = "collective:all_reduce:" + label + "@" + std::to_string(rank);

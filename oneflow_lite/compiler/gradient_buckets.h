@@ -13,7 +13,12 @@
 // dtype[total elements]), so the collective choice (collective_choice.h)
 // picks the exchange or the ring for the bucket's total size.
 //
-// A ring may join a bucket when it is a P -> B all-reduce (BOXING_ALL_REDUCE)
+// A ring may join a bucket when it is a P -> B all-reduce (BOXING_ALL_REDUCE),
+// or, on a flat ring, a P -> S(a) reduce-scatter or an S(a) -> B all-gather
+// of a variable's register (ZeRO's gradients and parameters; activations'
+// and losses' gathers stay apart: the bucket's all-reduce carries the whole
+// member, which costs bytes but not a collective's fixed cost, so it pays
+// for the small tensors a bucket takes; CollectiveMember.in_sbp/out_sbp),
 // whose tasks are on distinct machines (every machine of the cluster, or a
 // group of them: one axis of a hierarchical placement, a pipeline stage's
 // data-parallel ranks; what the ring algorithms run over), a static tensor

@@ -189,7 +189,12 @@ PlanSummary Summarize(const Plan& plan) {
           c.algorithm = t.collective().algorithm();
           c.buffer_bytes = t.collective().buffer_bytes();
           c.members.clear();
-          for (const CollectiveMember& m : t.collective().member()) c.members.push_back(m.lbn());
+          c.member_reduce_scatters = c.member_all_gathers = 0;
+          for (const CollectiveMember& m : t.collective().member()) {
+            c.members.push_back(m.lbn());
+            c.member_reduce_scatters += m.out_sbp().has_split_axis() ? 1 : 0;
+            c.member_all_gathers += m.in_sbp().has_split_axis() ? 1 : 0;
+          }
         }
         c.tasks++;
       }

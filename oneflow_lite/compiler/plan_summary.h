@@ -61,6 +61,10 @@ struct BoxingConversion {
   // A fused bucket (CollectiveConf.member; lbn is the bucket's label): the
   // logical blobs it all-reduces, in buffer order. Empty otherwise.
   std::vector<std::string> members;
+  // Of the members, P -> S reduce-scatters and S -> B all-gathers run as
+  // the bucket's all-reduce (CollectiveMember.in_sbp / out_sbp).
+  int member_reduce_scatters = 0;
+  int member_all_gathers = 0;
   int tasks = 0;
   // n-D SBP (BoxingConf.hierarchy set; empty otherwise): the hierarchy
   // ("2x2"), the axis converted, the whole layouts before and after

@@ -110,14 +110,23 @@ void PrintNdTensors(std::FILE* out, const PlanSummary& s) {
 // Fused all-reduce buckets (CollectiveConf.member): how many, and each one's
 // members.
 void PrintBuckets(std::FILE* out, const PlanSummary& s) {
-  int buckets = 0, members = 0;
+  int buckets = 0, members = 0, scatters = 0, gathers = 0;
   for (const auto& b : s.boxing) {
     if (b.members.empty()) continue;
     ++buckets;
     members += static_cast<int>(b.members.size());
+    scatters += b.member_reduce_scatters;
+    gathers += b.member_all_gathers;
   }
   if (buckets == 0) return;
-  std::fprintf(out, "  fused all-reduce buckets: %d, of %d all-reduces\n", buckets, members);
+  if (scatters + gathers == 0) {
+    std::fprintf(out, "  fused all-reduce buckets: %d, of %d all-reduces\n", buckets, members);
+  } else {
+    std::fprintf(out,
+                 "  fused all-reduce buckets: %d, of %d conversions (%d all-reduces, %d "
+                 "reduce-scatters and %d all-gathers run as all-reduces)\n",
+                 buckets, members, members - scatters - gathers, scatters, gathers);
+  }
   for (const auto& b : s.boxing) {
     if (b.members.empty()) continue;
     std::string list;

@@ -378,6 +378,29 @@ TEST(PlanVerifierTest, MalformedBucketIsRefused) {
          t->mutable_collective()->mutable_member(2)->mutable_logical_desc()->set_dtype(DT_INT32);
        },
        {"collective.member[2].logical_desc", "not a static tensor of the bucket's float32"}},
+      {"member split on an axis it lacks",
+       [](TaskProto* t) {
+         t->mutable_collective()->mutable_member(0)->mutable_out_sbp()->set_split_axis(7);
+       },
+       {"collective.member[0].in_sbp", "P -> B, or on a flat ring P -> S(a) or S(a) -> B"}},
+      {"member gathered and scattered",
+       [](TaskProto* t) {
+         CollectiveMember* m = t->mutable_collective()->mutable_member(0);
+         m->mutable_in_sbp()->set_split_axis(0);
+         m->mutable_out_sbp()->set_split_axis(0);
+       },
+       {"collective.member[0].in_sbp", "P -> B, or on a flat ring"}},
+      {"member scattered with a whole output",
+       // A P -> S member's output is this rank's rows, not the whole tensor.
+       [](TaskProto* t) {
+         t->mutable_collective()->mutable_member(0)->mutable_out_sbp()->set_split_axis(0);
+       },
+       {"collective.member[0].out_regst_desc_id", "does not hold one blob of"}},
+      {"member gathered from a whole part",
+       [](TaskProto* t) {
+         t->mutable_collective()->mutable_member(0)->mutable_in_sbp()->set_split_axis(0);
+       },
+       {"collective.member[0].in_regst_desc_id", "does not hold one blob of"}},
       {"bucket all-gathered",
        [](TaskProto* t) { t->mutable_collective()->set_algorithm(COLLECTIVE_RING_ALL_GATHER); },
        {"collective.algorithm", "a bucket runs an all-reduce, not COLLECTIVE_RING_ALL_GATHER"}},

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "oneflow_lite/common/partition.h"
 #include "oneflow_lite/plan/plan_index.h"
 #include "oneflow_lite/plan/plan_verifier.h"
 
@@ -234,10 +235,34 @@ Status CheckBucketMembers(const TaskProto& task, const PlanIndex& index) {
       return TaskError(task, field + ".in_regst_desc_id", member.in_regst_desc_id(),
                        ", but boxing.in_regst_desc_id[", m, "] is ", conf.in_regst_desc_id(m));
     }
+    // The member's own conversion: P -> B (unset), P -> S(a) or S(a) -> B,
+    // on flat rings only; its part and output are this ring rank's ranges.
+    const SbpParallel& in_sbp = member.in_sbp();
+    const SbpParallel& out_sbp = member.out_sbp();
+    const bool gathers = in_sbp.has_split_axis();
+    const bool scatters = out_sbp.has_split_axis();
+    const int64_t axis = gathers ? in_sbp.split_axis() : scatters ? out_sbp.split_axis() : 0;
+    const bool plain = !member.has_in_sbp() && !member.has_out_sbp();
+    if (!plain &&
+        (conf.hierarchy().dim_size() > 0 || in_sbp.has_broadcast() || out_sbp.has_partial_sum() ||
+         (gathers && scatters) || (gathers && member.has_out_sbp() && !out_sbp.has_broadcast()) ||
+         ((gathers || scatters) && (axis < 0 || axis >= desc.shape.rank())))) {
+      return TaskError(task, field + ".in_sbp", in_sbp.ShortDebugString(), " -> ",
+                       out_sbp.ShortDebugString(), " of ", desc.ToString(),
+                       ": a bucket member converts P -> B, or on a flat ring P -> S(a) or "
+                       "S(a) -> B");
+    }
+    const int64_t n = conf.ring_task_id_size();
+    const TensorDesc part =
+        gathers ? TensorDesc(BalancedPartShape(desc.shape, axis, n, conf.ring_rank()), desc.dtype)
+                : desc;
+    const TensorDesc output =
+        scatters ? TensorDesc(BalancedPartShape(desc.shape, axis, n, conf.ring_rank()), desc.dtype)
+                 : desc;
     RETURN_IF_ERROR(
-        CheckMemberPart(task, index, field + ".in_regst_desc_id", member.in_regst_desc_id(), desc));
+        CheckMemberPart(task, index, field + ".in_regst_desc_id", member.in_regst_desc_id(), part));
     RETURN_IF_ERROR(CheckMemberOutput(task, field + ".out_regst_desc_id",
-                                      member.out_regst_desc_id(), desc, &outputs));
+                                      member.out_regst_desc_id(), output, &outputs));
   }
   if (offset != logical.shape.elem_count()) {
     return TaskError(task, "boxing.logical_desc", logical.ToString(), " for members of ", offset,
@@ -247,7 +272,8 @@ Status CheckBucketMembers(const TaskProto& task, const PlanIndex& index) {
 }
 
 // A fused bucket (CollectiveConf.member): a P -> B all-reduce of 2 or more
-// members over a 1-D logical tensor; every ring task fuses the same members.
+// members over a 1-D logical tensor (each member P -> B, or P -> S / S -> B
+// run as that all-reduce); every ring task fuses the same members.
 Status CheckBucket(const TaskProto& task, const PlanIndex& index) {
   const BoxingConf& conf = task.boxing();
   const CollectiveConf& collective = task.collective();
@@ -271,8 +297,8 @@ Status CheckBucket(const TaskProto& task, const PlanIndex& index) {
       static_cast<int>(DataOutputs(task).size()) != members) {
     return TaskError(task, "boxing", "a bucket of ", members, " has a 1-D logical tensor, ",
                      members, " parts and ", members, " data outputs, not ",
-                     TensorDesc(conf.logical_desc()).ToString(), ", ",
-                     conf.in_regst_desc_id_size(), " and ", DataOutputs(task).size());
+                     TensorDesc(conf.logical_desc()).ToString(), ", ", conf.in_regst_desc_id_size(),
+                     " and ", DataOutputs(task).size());
   }
   RETURN_IF_ERROR(CheckBucketMembers(task, index));
   for (int r = 0; r < conf.ring_task_id_size(); ++r) {
@@ -280,7 +306,12 @@ Status CheckBucket(const TaskProto& task, const PlanIndex& index) {
     bool same = peer.member_size() == members;
     for (int m = 0; same && m < members; ++m) {
       same = TensorDesc(peer.member(m).logical_desc()) ==
-             TensorDesc(collective.member(m).logical_desc());
+                 TensorDesc(collective.member(m).logical_desc()) &&
+             peer.member(m).element_offset() == collective.member(m).element_offset() &&
+             google::protobuf::util::MessageDifferencer::Equals(peer.member(m).in_sbp(),
+                                                                collective.member(m).in_sbp()) &&
+             google::protobuf::util::MessageDifferencer::Equals(peer.member(m).out_sbp(),
+                                                                collective.member(m).out_sbp());
     }
     if (!same) {
       return TaskError(task, "boxing.ring_task_id[" + std::to_string(r) + "]",
@@ -338,9 +369,8 @@ Status CheckCollective(const TaskProto& task, const PlanIndex& index) {
     const BoxingConf& peer = index.FindTask(conf.ring_task_id(r))->boxing();
     int64_t part = in_bytes;
     if (r != conf.ring_rank()) {
-      const auto* regst = peer.in_regst_desc_id_size() == 1
-                              ? index.FindRegst(peer.in_regst_desc_id(0))
-                              : nullptr;
+      const auto* regst =
+          peer.in_regst_desc_id_size() == 1 ? index.FindRegst(peer.in_regst_desc_id(0)) : nullptr;
       if (regst == nullptr) {
         return TaskError(task, "boxing.ring_task_id[" + std::to_string(r) + "]",
                          TaskIdToString(conf.ring_task_id(r)),
@@ -356,9 +386,8 @@ Status CheckCollective(const TaskProto& task, const PlanIndex& index) {
     if (__builtin_add_overflow(ring_bytes, part, &ring_bytes)) ring_bytes = kMaxZoneBytes;
   }
   if (TensorDesc(conf.logical_desc()).ByteSize() > std::max(ring_bytes, out_bytes)) {
-    return TaskError(task, "boxing.logical_desc", "larger than the ring's parts (",
-                     ring_bytes, " bytes over ", n, " tasks) and the output (", out_bytes,
-                     " bytes)");
+    return TaskError(task, "boxing.logical_desc", "larger than the ring's parts (", ring_bytes,
+                     " bytes over ", n, " tasks) and the output (", out_bytes, " bytes)");
   }
   return Status::OK();
 }

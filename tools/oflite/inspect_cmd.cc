@@ -228,11 +228,18 @@ void PrintActor(const Plan& plan, const TaskProto& t) {
     std::printf("\n");
     if (c.member_size() > 0) std::printf("  fused bucket of %d all-reduces:\n", c.member_size());
     for (const CollectiveMember& m : c.member()) {
-      std::printf("    %s %s: regst %lld -> regst %lld, from element %lld\n", m.lbn().c_str(),
+      // A member's own conversion when it is not P -> B.
+      std::string own;
+      if (m.in_sbp().has_split_axis()) {
+        own = " (all-gather S(" + std::to_string(m.in_sbp().split_axis()) + ") -> B)";
+      } else if (m.out_sbp().has_split_axis()) {
+        own = " (reduce-scatter P -> S(" + std::to_string(m.out_sbp().split_axis()) + "))";
+      }
+      std::printf("    %s %s: regst %lld -> regst %lld, from element %lld%s\n", m.lbn().c_str(),
                   TensorDesc(m.logical_desc()).ToString().c_str(),
                   static_cast<long long>(m.in_regst_desc_id()),
                   static_cast<long long>(m.out_regst_desc_id()),
-                  static_cast<long long>(m.element_offset()));
+                  static_cast<long long>(m.element_offset()), own.c_str());
     }
   }
   if (t.type() == TASK_COMMNET) {

@@ -27,8 +27,8 @@ int64_t CutRingOutput(const TensorDesc& logical, const SbpParallel& out_sbp, int
 // Counted as registered-pool traffic: the ring WRITEs from and into a pool
 // buffer (the exchange's messages carry the same pool buffer's bytes); the
 // CPU copies are the staging in and the cut out.
-void CountRingTraffic(RingOp op, const TensorDesc& logical, int rank, int world,
-                      int64_t copied, comm::StrategyCounters* counters) {
+void CountRingTraffic(RingOp op, const TensorDesc& logical, int rank, int world, int64_t copied,
+                      comm::StrategyCounters* counters) {
   counters->bytes_moved += static_cast<int64_t>(CollectiveBytesSent(op, logical, rank, world));
   counters->transfers += 1;
   counters->bytes_copied += copied;
@@ -36,12 +36,11 @@ void CountRingTraffic(RingOp op, const TensorDesc& logical, int rank, int world,
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Actor>> CollectiveActor::Create(const TaskProto& task,
-                                                         const ActorEnv& env, CommNetRoute* route,
+StatusOr<std::unique_ptr<Actor>> CollectiveActor::Create(const TaskProto& task, const ActorEnv& env,
+                                                         CommNetRoute* route,
                                                          RingChannelTable* channels,
                                                          const CollectiveActorOptions& options) {
-  std::unique_ptr<CollectiveActor> actor(
-      new CollectiveActor(task, env, route, channels, options));
+  std::unique_ptr<CollectiveActor> actor(new CollectiveActor(task, env, route, channels, options));
   RETURN_IF_ERROR(actor->Init());
   return std::unique_ptr<Actor>(std::move(actor));
 }
@@ -76,6 +75,7 @@ Status CollectiveActor::InitSingle() {
   member.input = conf.in_regst_desc_id(0);
   member.output = data_out->regst_desc_id();
   member.logical = logical_;
+  member.out_sbp = FirstSbp(conf.out_sbp());
   if (!protocol_.Consumes(member.input)) {
     return InvalidArgumentError("collective task '", name(), "': input ", member.input,
                                 " is not consumed");
@@ -94,6 +94,24 @@ Status CollectiveActor::InitBucket() {
     member.output = m.out_regst_desc_id();
     member.logical = TensorDesc(m.logical_desc());
     member.byte_offset = m.element_offset() * SizeOf(logical_.dtype);
+    member.out_sbp = m.has_out_sbp() ? m.out_sbp() : SbpParallel();
+    if (!m.has_out_sbp()) member.out_sbp.set_broadcast(true);
+    // P -> B (both unset), P -> S(a) or S(a) -> B, a an axis of the member.
+    const int64_t rank = member.logical.shape.rank();
+    auto axis_ok = [rank](int64_t axis) { return axis >= 0 && axis < rank; };
+    bool sbp_ok = !m.in_sbp().has_broadcast() && !m.out_sbp().has_partial_sum();
+    if (m.in_sbp().has_split_axis()) {
+      member.part_axis = m.in_sbp().split_axis();
+      sbp_ok = sbp_ok && axis_ok(member.part_axis) && member.out_sbp.has_broadcast();
+    } else if (member.out_sbp.has_split_axis()) {
+      sbp_ok = sbp_ok && axis_ok(member.out_sbp.split_axis());
+    }
+    if (!sbp_ok) {
+      return InvalidArgumentError("collective task '", name(), "': bucket member '", m.lbn(),
+                                  "' converts ", m.in_sbp().ShortDebugString(), " -> ",
+                                  m.out_sbp().ShortDebugString(), " of ", member.logical.ToString(),
+                                  " (a bucket member is P -> B, P -> S(a) or S(a) -> B)");
+    }
     bool produced = false;
     for (const RegstDescProto& desc : task_->produced()) {
       produced = produced || (desc.regst_desc_id() == member.output && !desc.is_ctrl());
@@ -134,8 +152,7 @@ Status CollectiveActor::InitRing() {
   options.channels = channels_;
   options.ring_key = task_->boxing().ring_task_id(0);
   // RecordedRingOp checked the ring's machines are distinct ranks of the job.
-  DistinctMachinesOf(task_->boxing().ring_task_id(), route_->net()->world_size(),
-                     &options.members);
+  DistinctMachinesOf(task_->boxing().ring_task_id(), route_->net()->world_size(), &options.members);
   options.chunk_bytes = static_cast<size_t>(conf.chunk_bytes());
   options.slots = conf.slots();
   options.timeout = options_.ring_timeout;
@@ -206,9 +223,7 @@ bool CollectiveActor::Ready() const {
   return all_to_all_->HasAllParts(protocol_.Front(input_)->piece_id);
 }
 
-Status CollectiveActor::ActOnce() {
-  return ring_ != nullptr ? StartRing() : AssembleAllToAll();
-}
+Status CollectiveActor::ActOnce() { return ring_ != nullptr ? StartRing() : AssembleAllToAll(); }
 
 Status CollectiveActor::Pump() {
   while (Ready()) RETURN_IF_ERROR(ActOnce());
@@ -229,15 +244,29 @@ Status CollectiveActor::Stage(const Member& member, const Blob& part) {
   comm::RingCommunicator::SegmentBounds(logical_.shape.elem_count(), static_cast<int>(n),
                                         static_cast<int>(me), &seg_begin, &seg_end);
   const bool gather = ring_op_ == RingOp::kAllGather;
+  PartRange range;
+  if (member.part_axis >= 0) {
+    range = BalancedPart(member.logical.shape.dim(member.part_axis), n, me);
+  }
   const int64_t expect =
-      gather ? static_cast<int64_t>(seg_end - seg_begin) * elem : member.logical.ByteSize();
+      gather ? static_cast<int64_t>(seg_end - seg_begin) * elem
+      : member.part_axis >= 0
+          ? BalancedPartShape(member.logical.shape, member.part_axis, n, me).elem_count() * elem
+          : member.logical.ByteSize();
   if (part.ByteSize() != expect) {
     return InvalidArgumentError("part of ring rank ", me, " has ", part.ByteSize(),
                                 " bytes, expected ", expect, " (logical ",
                                 member.logical.ToString(), ")");
   }
-  const int64_t offset = gather ? static_cast<int64_t>(seg_begin) * elem : member.byte_offset;
-  std::memcpy(ring_->buffer() + offset, part.raw(), expect);
+  char* whole = ring_->buffer() + member.byte_offset;
+  if (member.part_axis >= 0) {
+    // The other ranks' ranges hold the identity: the sum gathers.
+    RETURN_IF_ERROR(FillAdditiveIdentity(logical_.dtype, whole, member.logical.shape.elem_count()));
+    CopyPartToWhole(member.logical.shape, member.part_axis, range, elem, part.raw(), whole);
+  } else {
+    const int64_t offset = gather ? static_cast<int64_t>(seg_begin) * elem : member.byte_offset;
+    std::memcpy(ring_->buffer() + offset, part.raw(), expect);
+  }
   staged_bytes_ += expect;
   return Status::OK();
 }
@@ -268,22 +297,21 @@ Status CollectiveActor::StartRing() {
 // traffic (one transfer), produce.
 Status CollectiveActor::FinishRing(const ActorMessage& done) {
   const int64_t piece = done.piece_id;
-  RETURN_IF_ERROR(ring_ == nullptr ? InternalError("ring completion in all-to-all mode: ",
-                                                   done.ToString())
-                                   : ring_->Finish(piece));
+  RETURN_IF_ERROR(ring_ == nullptr
+                      ? InternalError("ring completion in all-to-all mode: ", done.ToString())
+                      : ring_->Finish(piece));
   ActContext context;
   protocol_.AcquireOutputs(piece, &context);
   const int me = static_cast<int>(rank_of_.at(id()));
   const int n = static_cast<int>(rank_of_.size());
-  const SbpParallel out_sbp = FirstSbp(task_->boxing().out_sbp());
   int64_t cut = 0;
   for (const Member& member : members_) {
     Regst* out = context.produced.at(member.output);
-    cut += CutRingOutput(member.logical, out_sbp, me, n, ring_->buffer() + member.byte_offset,
-                         static_cast<char*>(out->blobs.at(0).raw()));
+    cut +=
+        CutRingOutput(member.logical, member.out_sbp, me, n, ring_->buffer() + member.byte_offset,
+                      static_cast<char*>(out->blobs.at(0).raw()));
   }
-  CountRingTraffic(ring_op_, logical_, me, n, staged_bytes_ + cut,
-                   &route_->net()->stats()->pool);
+  CountRingTraffic(ring_op_, logical_, me, n, staged_bytes_ + cut, &route_->net()->stats()->pool);
   std::vector<ActorMessage> send;
   protocol_.CompleteAct(context, &send);
   return protocol_.SendAll(send);

@@ -19,7 +19,10 @@
 //    at their element offsets into the buffer, runs ONE all-reduce (the
 //    recorded ring or exchange) and copies each member's range to its
 //    output; one transfer is counted for the bucket, and its errors name
-//    the members;
+//    the members. A P->S member's output is this rank's range of its
+//    reduced range; an S->B member's part is placed at its range in the
+//    member's elements, the others set to the additive identity (-0.0), so
+//    the sum is the gathered tensor bit for bit;
 //  * all-to-all (AllToAllParts): parts to and from every ring task;
 //  * cancellation: with an AbortNotice, the first abort (this rank's
 //    Broadcast or a peer's notice) sets the actor's CancelFlag, which stops
@@ -97,6 +100,10 @@ class CollectiveActor final : public Actor {
     int64_t output = 0;  // the output's regst desc id
     TensorDesc logical;
     int64_t byte_offset = 0;  // in the ring buffer
+    // A bucket's S(a) -> B member: its part is this rank's range along
+    // part_axis, placed into identity-filled elements (-1: a whole part).
+    int64_t part_axis = -1;
+    SbpParallel out_sbp;  // B: the whole member out; S(a): this rank's range
   };
 
   Status Init();
