@@ -673,7 +673,18 @@ Status Simulation::Build() {
           for (int64_t dim : d.shape().dim()) n *= dim;
           logical = n * 4;
         }
-        actor.traffic = TrafficOf(task.collective().algorithm(), actor.ring_size, logical, in_bytes);
+        // The all-to-all of S(a) -> S(b) sends each peer 1/n of its part
+        // (blocks: runtime/commnet/all_to_all_parts.h), others whole parts.
+        int64_t sent_part = in_bytes;
+        if (task.collective().algorithm() == COLLECTIVE_ALL_TO_ALL &&
+            boxing.in_sbp().sbp_size() == 1 && boxing.out_sbp().sbp_size() == 1 &&
+            boxing.in_sbp().sbp(0).has_split_axis() && boxing.out_sbp().sbp(0).has_split_axis() &&
+            boxing.in_sbp().sbp(0).split_axis() != boxing.out_sbp().sbp(0).split_axis() &&
+            !boxing.logical_desc().is_dynamic() && actor.ring_size > 0) {
+          sent_part = in_bytes / actor.ring_size;
+        }
+        actor.traffic =
+            TrafficOf(task.collective().algorithm(), actor.ring_size, logical, sent_part);
         if (transport_ != nullptr) {
           actor.floor_us = tables_.CollectiveFloorUs(*transport_, task.collective().algorithm(),
                                                      actor.ring_size, logical);

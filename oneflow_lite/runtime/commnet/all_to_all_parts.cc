@@ -11,7 +11,89 @@
 
 namespace oflite {
 
+AllToAllParts::AllToAllParts(const TaskProto& task, const TensorDesc& logical,
+                             const std::map<int64_t, int64_t>& rank_of, int64_t self,
+                             CommNetRoute* route)
+    : task_(&task), logical_(logical), rank_of_(rank_of), self_(self), route_(route) {
+  const SbpParallel& in = FirstSbp(task.boxing().in_sbp());
+  const SbpParallel& out = FirstSbp(task.boxing().out_sbp());
+  const int64_t rank = logical.shape.rank();
+  if (in.has_split_axis() && out.has_split_axis() && in.split_axis() != out.split_axis() &&
+      in.split_axis() >= 0 && in.split_axis() < rank && out.split_axis() >= 0 &&
+      out.split_axis() < rank && !logical.is_dynamic) {
+    in_axis_ = in.split_axis();
+    out_axis_ = out.split_axis();
+  }
+}
+
+Shape AllToAllParts::BlockShape(int64_t from, int64_t to) const {
+  const int64_t n = static_cast<int64_t>(rank_of_.size());
+  Shape block = BalancedPartShape(logical_.shape, in_axis_, n, from);
+  block.mutable_dim(out_axis_) = BalancedPart(logical_.shape.dim(out_axis_), n, to).size;
+  return block;
+}
+
+Status AllToAllParts::SendBlocks(const ActorMessage& m, const Blob& part) {
+  const int64_t n = static_cast<int64_t>(rank_of_.size());
+  const int64_t me = rank_of_.at(self_);
+  const Shape part_shape = BalancedPartShape(logical_.shape, in_axis_, n, me);
+  const int64_t elem = SizeOf(logical_.dtype);
+  if (part.ByteSize() != part_shape.elem_count() * elem) {
+    return InvalidArgumentError("collective task '", task_->name(), "': part of ring rank ", me,
+                                " has ", part.ByteSize(), " bytes, expected ",
+                                part_shape.elem_count() * elem, " (", part_shape.ToString(),
+                                " of ", logical_.ToString(), ")");
+  }
+  std::string block;
+  for (const auto& [task, rank] : rank_of_) {
+    if (task == self_) continue;
+    block.resize(BlockShape(me, rank).elem_count() * elem);
+    CopyWholeToPart(part_shape, out_axis_, BalancedPart(logical_.shape.dim(out_axis_), n, rank),
+                    elem, part.raw(), block.data());
+    RETURN_IF_ERROR(route_->SendWithBytes(
+        ActorMessage::Produced(self_, task, m.regst_desc_id, m.regst_index, m.piece_id), block));
+  }
+  return Status::OK();
+}
+
+Status AllToAllParts::AssembleBlocks(int64_t piece, const Blob& own, Blob* output) {
+  const int64_t n = static_cast<int64_t>(rank_of_.size());
+  const int64_t me = rank_of_.at(self_);
+  const int64_t elem = SizeOf(logical_.dtype);
+  const Shape out_shape = BalancedPartShape(logical_.shape, out_axis_, n, me);
+  if (output->ByteSize() != out_shape.elem_count() * elem) {
+    return InvalidArgumentError("collective task '", task_->name(), "': output of ring rank ", me,
+                                " has ", output->ByteSize(), " bytes, expected ",
+                                out_shape.elem_count() * elem, " (", out_shape.ToString(), ")");
+  }
+  std::map<int64_t, std::string>& received = parts_[piece];
+  std::string mine;
+  for (int64_t r = 0; r < n; ++r) {
+    const std::string* block = nullptr;
+    if (r == me) {
+      mine.resize(BlockShape(me, me).elem_count() * elem);
+      CopyWholeToPart(BalancedPartShape(logical_.shape, in_axis_, n, me), out_axis_,
+                      BalancedPart(logical_.shape.dim(out_axis_), n, me), elem, own.raw(),
+                      mine.data());
+      block = &mine;
+    } else {
+      block = &received[r];
+      const int64_t expect = BlockShape(r, me).elem_count() * elem;
+      if (static_cast<int64_t>(block->size()) != expect) {
+        return DataLossError("collective task '", task_->name(), "': the block from ring rank ",
+                             r, " has ", block->size(), " bytes, expected ", expect, " (",
+                             BlockShape(r, me).ToString(), ")");
+      }
+    }
+    CopyPartToWhole(out_shape, in_axis_, BalancedPart(logical_.shape.dim(in_axis_), n, r), elem,
+                    block->data(), output->raw());
+  }
+  parts_.erase(piece);
+  return Status::OK();
+}
+
 Status AllToAllParts::SendPart(const ActorMessage& m, const Regst& part) {
+  if (in_axis_ >= 0) return SendBlocks(m, part.blobs.at(0));
   for (const auto& [task, rank] : rank_of_) {
     if (task == self_) continue;
     RETURN_IF_ERROR(route_->SendWithData(
@@ -34,6 +116,7 @@ bool AllToAllParts::HasAllParts(int64_t piece) const {
 }
 
 Status AllToAllParts::Assemble(int64_t piece, const Blob& own, Blob* output) {
+  if (in_axis_ >= 0) return AssembleBlocks(piece, own, output);
   const int64_t n = static_cast<int64_t>(rank_of_.size());
   const int64_t me = rank_of_.at(self_);
   std::vector<std::string> parts(n);

@@ -71,7 +71,10 @@ Status CommNetRoute::SendRemote(int64_t machine_id, const ActorMessage& message)
 }
 
 Status CommNetRoute::SendWithData(const ActorMessage& message, const Regst& regst) {
-  const std::string payload = SerializeRegst(regst);
+  return SendWithBytes(message, SerializeRegst(regst));
+}
+
+Status CommNetRoute::SendWithBytes(const ActorMessage& message, const std::string& payload) {
   const int64_t machine = MachineOfTaskId(message.dst_actor_id);
   TraceMessageSent(message);
   if (machine != bus_->machine_id()) return SendFrames(machine, message, &payload);

@@ -91,6 +91,9 @@ class CommNetRoute final : public RemoteRoute {
   // Sends `message` with the contents of `regst` (local receivers get the
   // payload staged directly).
   Status SendWithData(const ActorMessage& message, const Regst& regst);
+  // Sends `message` with `payload` as it is (bytes whose form sender and
+  // receiver agree on, e.g. the all-to-all's blocks: all_to_all_parts.h).
+  Status SendWithBytes(const ActorMessage& message, const std::string& payload);
   // The payload that came with `message` (a produced message delivered by
   // this route); NotFound if none.
   StatusOr<std::string> TakePayload(const ActorMessage& message);

@@ -126,11 +126,14 @@ void UseBounceBuffers(Plan* plan) {
   }
 }
 
+// `machines` ranks (2 unless said): one machine with that many CPUs against
+// that many machines of one CPU each.
 void ExpectSameLoss(const compiler::MlpSpec& one_spec, const compiler::MlpSpec& two_spec,
-                    bool twice = false, bool bounce = false) {
+                    bool twice = false, bool bounce = false, int machines = 2) {
+  ASSERT_TRUE(machines == 2 || !twice) << "the second run's checks count 2 ranks";
   StatusOr<Job> one_job = compiler::BuildMlpJob(one_spec);
   ASSERT_TRUE(one_job.ok()) << one_job.status().ToString();
-  StatusOr<Plan> one = compiler::Compile(*one_job, compiler::MakeCluster(1, 2));
+  StatusOr<Plan> one = compiler::Compile(*one_job, compiler::MakeCluster(1, machines));
   ASSERT_TRUE(one.ok()) << one.status().ToString();
   Recorder reference;
   {
@@ -143,17 +146,17 @@ void ExpectSameLoss(const compiler::MlpSpec& one_spec, const compiler::MlpSpec& 
 
   StatusOr<Job> two_job = compiler::BuildMlpJob(two_spec);
   ASSERT_TRUE(two_job.ok());
-  StatusOr<Plan> two = compiler::Compile(*two_job, compiler::MakeCluster(2, 1));
+  StatusOr<Plan> two = compiler::Compile(*two_job, compiler::MakeCluster(machines, 1));
   ASSERT_TRUE(two.ok()) << two.status().ToString();
   if (bounce) UseBounceBuffers(&*two);
   const std::string master = FreeMaster();
   ASSERT_FALSE(master.empty());
   comm::ibverbs::TransportCreator creator = comm::ibverbs::EmulatedIbverbsCreator();
-  Recorder recorders[2], seconds[2];
-  std::vector<std::string> gathered[2];
-  Status results[2];
+  std::vector<Recorder> recorders(machines), seconds(machines);
+  std::vector<std::vector<std::string>> gathered(machines);
+  std::vector<Status> results(machines);
   std::vector<std::thread> threads;
-  for (int rank = 0; rank < 2; ++rank) {
+  for (int rank = 0; rank < machines; ++rank) {
     threads.emplace_back([&, rank] {
       results[rank] = RunRank(*two, rank, master, creator, &recorders[rank],
                               twice ? &seconds[rank] : nullptr, &gathered[rank]);
@@ -165,13 +168,16 @@ void ExpectSameLoss(const compiler::MlpSpec& one_spec, const compiler::MlpSpec& 
     });
   }
   for (auto& t : threads) t.join();
-  ASSERT_TRUE(results[0].ok()) << results[0].ToString();
-  ASSERT_TRUE(results[1].ok()) << results[1].ToString();
+  for (int rank = 0; rank < machines; ++rank) {
+    ASSERT_TRUE(results[rank].ok()) << "rank " << rank << ": " << results[rank].ToString();
+  }
 
   std::map<int64_t, double> want = reference.Values("loss");
   ASSERT_EQ(want.size(), 8u);
-  std::map<int64_t, double> got = recorders[0].Values("loss");
-  for (const auto& [iteration, value] : recorders[1].Values("loss")) got[iteration] = value;
+  std::map<int64_t, double> got;
+  for (int rank = 0; rank < machines; ++rank) {
+    for (const auto& [iteration, value] : recorders[rank].Values("loss")) got[iteration] = value;
+  }
   ExpectLossEq(want, got);
   if (!twice) return;
   std::map<int64_t, double> again = seconds[0].Values("loss");
@@ -385,6 +391,25 @@ TEST(MultiMachineTest, ModelParallelSplitColumnsEqualsOneMachine) {
   compiler::MlpSpec two = Spec("0-1:cpu:0");
   one.model_parallel = two.model_parallel = compiler::ModelParallel::kSplitColumns;
   ExpectSameLoss(one, two);
+}
+
+// Over 3 machines the S(0) <-> S(1) all-to-alls (the batch S(0) -> S(1),
+// the first weight's gradient S(1) -> S(0)) split unevenly: 20 features
+// (7 + 7 + 6) and 16 hidden units (6 + 5 + 5) in 3; the batch of 15 in 5s.
+// Each rank sends every peer only the block that peer's output needs
+// (all_to_all_parts.h).
+TEST(MultiMachineTest, ModelParallelOverThreeMachinesEqualsOneMachine) {
+  for (compiler::ModelParallel mode :
+       {compiler::ModelParallel::kSplitColumns, compiler::ModelParallel::kSplitRows}) {
+    SCOPED_TRACE(mode == compiler::ModelParallel::kSplitRows ? "rows" : "columns");
+    compiler::MlpSpec one = Spec("0:cpu:0-2");
+    compiler::MlpSpec three = Spec("0-2:cpu:0");
+    one.model_parallel = three.model_parallel = mode;
+    one.batch = three.batch = 15;
+    one.features = three.features = 20;
+    one.hidden = three.hidden = {16};
+    ExpectSameLoss(one, three, /*twice=*/false, /*bounce=*/false, /*machines=*/3);
+  }
 }
 
 }  // namespace
