@@ -119,6 +119,19 @@ Status AccumulateInto(DataType dtype, const void* from, void* to, int64_t count)
   }
 }
 
+bool SplitToSplitAxes(const SbpParallel& in, const SbpParallel& out, const TensorDesc& logical,
+                      int64_t* in_axis, int64_t* out_axis) {
+  const int64_t rank = logical.shape.rank();
+  auto axis_ok = [rank](int64_t axis) { return axis >= 0 && axis < rank; };
+  if (!in.has_split_axis() || !out.has_split_axis() || in.split_axis() == out.split_axis() ||
+      !axis_ok(in.split_axis()) || !axis_ok(out.split_axis()) || logical.is_dynamic) {
+    return false;
+  }
+  *in_axis = in.split_axis();
+  *out_axis = out.split_axis();
+  return true;
+}
+
 Status FillAdditiveIdentity(DataType dtype, void* data, int64_t count) {
   switch (dtype) {
     case DT_FLOAT:

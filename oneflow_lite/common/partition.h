@@ -22,6 +22,8 @@
 #include "oneflow_lite/common/data_type.h"
 #include "oneflow_lite/common/shape.h"
 #include "oneflow_lite/common/status.h"
+#include "oneflow_lite/common/tensor.h"
+#include "proto/common.pb.h"
 
 namespace oflite {
 
@@ -59,6 +61,14 @@ void CopyPartToWhole(const Shape& whole, int64_t axis, PartRange range, int64_t 
 // float64, int32, int64 (CanAccumulate).
 bool CanAccumulate(DataType dtype);
 Status AccumulateInto(DataType dtype, const void* from, void* to, int64_t count);
+
+// Whether an S(a) -> S(b) conversion can move blocks (each rank sends each
+// peer only the part of its range along a that falls in the peer's range
+// along b: runtime/commnet/all_to_all_parts.h, and the simulator's bytes):
+// both SBPs split, on different axes of the static tensor `logical`. Sets
+// the two axes when so.
+bool SplitToSplitAxes(const SbpParallel& in, const SbpParallel& out, const TensorDesc& logical,
+                      int64_t* in_axis, int64_t* out_axis);
 
 // Sets `count` elements of `dtype` to the additive identity that leaves
 // every addend's bits unchanged: -0.0 for float32 and float64 (x + -0.0 is

@@ -163,14 +163,7 @@ class Bucketer {
         return false;
       }
     }
-    const BoxingConf& boxing = g_->tasks[ring.tasks[0]].boxing;
-    const TensorDesc logical(boxing.logical_desc());
-    if (IsShardConversion(boxing)) {
-      // Every rank's part (or output) is its balanced range of the axis.
-      const SbpParallel& split = boxing.kind() == BOXING_ALL_GATHER ? boxing.in_sbp().sbp(0)
-                                                                    : boxing.out_sbp().sbp(0);
-      if (split.split_axis() < 0 || split.split_axis() >= logical.shape.rank()) return false;
-    }
+    const TensorDesc logical(g_->tasks[ring.tasks[0]].boxing.logical_desc());
     return CanAccumulate(logical.dtype) && !logical.is_dynamic &&
            logical.shape.elem_count() > 0 && logical.ByteSize() <= max_bytes_;
   }

@@ -13,6 +13,8 @@
 #include <unordered_map>
 
 #include "oneflow_lite/common/id.h"
+#include "oneflow_lite/common/partition.h"
+#include "oneflow_lite/common/tensor.h"
 #include "oneflow_lite/cost/calibration.h"
 #include "oneflow_lite/cost/kernel_key.h"
 
@@ -676,11 +678,12 @@ Status Simulation::Build() {
         // The all-to-all of S(a) -> S(b) sends each peer 1/n of its part
         // (blocks: runtime/commnet/all_to_all_parts.h), others whole parts.
         int64_t sent_part = in_bytes;
+        int64_t in_axis = 0, out_axis = 0;
         if (task.collective().algorithm() == COLLECTIVE_ALL_TO_ALL &&
             boxing.in_sbp().sbp_size() == 1 && boxing.out_sbp().sbp_size() == 1 &&
-            boxing.in_sbp().sbp(0).has_split_axis() && boxing.out_sbp().sbp(0).has_split_axis() &&
-            boxing.in_sbp().sbp(0).split_axis() != boxing.out_sbp().sbp(0).split_axis() &&
-            !boxing.logical_desc().is_dynamic() && actor.ring_size > 0) {
+            actor.ring_size > 0 &&
+            SplitToSplitAxes(boxing.in_sbp().sbp(0), boxing.out_sbp().sbp(0),
+                             TensorDesc(boxing.logical_desc()), &in_axis, &out_axis)) {
           sent_part = in_bytes / actor.ring_size;
         }
         actor.traffic =

@@ -15,15 +15,9 @@ AllToAllParts::AllToAllParts(const TaskProto& task, const TensorDesc& logical,
                              const std::map<int64_t, int64_t>& rank_of, int64_t self,
                              CommNetRoute* route)
     : task_(&task), logical_(logical), rank_of_(rank_of), self_(self), route_(route) {
-  const SbpParallel& in = FirstSbp(task.boxing().in_sbp());
-  const SbpParallel& out = FirstSbp(task.boxing().out_sbp());
-  const int64_t rank = logical.shape.rank();
-  if (in.has_split_axis() && out.has_split_axis() && in.split_axis() != out.split_axis() &&
-      in.split_axis() >= 0 && in.split_axis() < rank && out.split_axis() >= 0 &&
-      out.split_axis() < rank && !logical.is_dynamic) {
-    in_axis_ = in.split_axis();
-    out_axis_ = out.split_axis();
-  }
+  // Block mode when so; the axes stay -1 otherwise.
+  SplitToSplitAxes(FirstSbp(task.boxing().in_sbp()), FirstSbp(task.boxing().out_sbp()), logical,
+                   &in_axis_, &out_axis_);
 }
 
 Shape AllToAllParts::BlockShape(int64_t from, int64_t to) const {
