@@ -13,8 +13,10 @@ For every --models model, --hosts count and --rates link rate:
      search re-lays the forward graph, so the job's own layout does not
      matter) and a cluster file as validate.py writes it: the link rate one
      TCP stream carries over the shaped namespace link, the one-way latency
-     it adds to loopback, the CPU the path costs per byte, each rank's core
-     (cpu_set) and cpu_threads 1;
+     it adds to loopback, the CPU per byte per end beyond the transport's
+     own in N hosts' arrangement (validate.py's measure_paths, with the
+     tcp figure of --calibration), each rank's core (cpu_set) and
+     cpu_threads 1;
   2. `oflite compile --auto-parallel --calibration OUT/calibration.pbtxt`
      (a copy of --calibration: the compile adds the kernels it lacks to the
      file it is given), pinned and single-threaded like validate.py's
@@ -395,6 +397,11 @@ def run(args, hosts, out, hand):
             ok = False
         if not ok:
             return 1
+    try:
+        validate.measure_paths(args, hosts, v, args.hosts, calibration)
+    except (RuntimeError, subprocess.SubprocessError, OSError) as error:
+        print("path probe FAILED: %s" % error, flush=True)
+        return 1
     ready = []
     for s in settings:
         try:

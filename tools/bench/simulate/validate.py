@@ -20,17 +20,19 @@ on every --hosts count a layout fits and every --rates link rate.
 Every plan is compiled for a cluster file that states what the simulator
 needs: each machine's nic (the rate one TCP stream measured over the
 --rates link; the one-way latency the namespace link adds to loopback,
-measured with latency_probe.py, or --latency-us; the CPU per byte the
-namespace path costs each end beyond loopback, from the cores' busy time
-during a stream, unless --no-link-cpu), its cpu_set (the core its rank is
-pinned to, rank r on --cores[r mod len]: with more hosts than cores,
-machines share a core and their cpu_set says so) and cpu_threads 1 (one
-compute thread per rank).
+measured with latency_probe.py, or --latency-us; the CPU per byte per end
+that the job's bytes cost beyond the transport's calibrated own figure, in
+the job's arrangement: a ring of N TCP streams between the N hosts, each
+end pinned like its rank, unless --no-link-cpu or --path-cpu-ns), its
+cpu_set (the core its rank is pinned to, rank r on --cores[r mod len]:
+with more hosts than cores, machines share a core and their cpu_set says
+so) and cpu_threads 1 (one compute thread per rank).
 Then, unless --measure-only:
   1. `oflite profile` writes OUT/calibration.pbtxt (or --calibration
-     reuses one) in two passes: the runtime (with the scheduler's wake-up
-     delay on a busy core) and the tcp transport on all --cores, whose
-     collectives' ranks are then bound as the runs bind theirs; then
+     reuses one) in two passes: before the plans are compiled, the runtime
+     (with the scheduler's wake-up delay on a busy core) and the tcp
+     transport on all --cores, whose collectives' ranks are then bound as
+     the runs bind theirs (the path probe needs its per-byte figure); then
      (--update) the kernels of the plans (one per model, layout and host
      count: the link rate changes no kernel), pinned like rank 0 with
      --threads 1; unless --no-in-situ it also runs (--run-plan) a one-host
@@ -65,6 +67,7 @@ import argparse
 import copy
 import fnmatch
 import json
+import math
 import os
 import re
 import shlex
@@ -73,6 +76,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True  # no __pycache__ left in the source tree
@@ -147,10 +152,10 @@ def add_shared_arguments(p):
     p.add_argument("--block", type=int, default=64)
     p.add_argument("--cores", default="0,1", help="cores; rank r runs on cores[r mod len]")
     p.add_argument("--no-link-cpu", dest="link_cpu", action="store_false",
-                   help="do not measure the CPU the namespace path costs per byte")
+                   help="do not measure the CPU the namespace path costs per byte (state it free)")
     p.add_argument("--path-cpu-ns", type=float, default=None, metavar="NS",
-                   help="state this CPU cost per byte per end for the namespace path instead of "
-                        "measuring it (e.g. a quiet run's figure: the probe is noisy)")
+                   help="state this CPU cost per byte per end beyond the transport's own, for "
+                        "every host count, instead of measuring it")
     p.add_argument("--oflite", default=os.path.join(WORKSPACE, "bazel-bin/tools/oflite/oflite"))
     p.add_argument("--gpt-char", default=os.path.join(WORKSPACE, "bazel-bin/examples/gpt_char"))
     p.add_argument("--write-job",
@@ -273,24 +278,20 @@ def pinned_stream(server_ns, client_ns, address, port, nbytes, cores):
     """One TCP stream of `nbytes` (scaling.PROBE) from `client_ns` to a
     server in `server_ns` at `address`, the server pinned to cores[0] and
     the client to cores[1] as ranks 0 and 1 are. Returns the server's
-    output words (None when it failed) and each CPU's busy seconds over the
-    stream (busy_seconds_per_cpu before and after)."""
+    output words (None when it failed)."""
     server = subprocess.Popen(["ip", "netns", "exec", server_ns, "taskset", "-c", str(cores[0]),
                                sys.executable, scaling.PROBE, "serve", str(port), "--timeout", "60"],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        before = busy_seconds_per_cpu()
         subprocess.run(["ip", "netns", "exec", client_ns, "taskset", "-c", str(cores[1 % len(cores)]),
                         sys.executable, scaling.PROBE, "send", address, str(port), str(nbytes),
                         "--timeout", "60"], capture_output=True, timeout=120)
         out = server.communicate(timeout=120)[0]
-        after = busy_seconds_per_cpu()
     finally:
         if server.poll() is None:
             server.kill()
             server.wait()
-    words = out.split() if server.returncode == 0 else None
-    return words, {cpu: after[cpu] - before[cpu] for cpu in after}
+    return out.split() if server.returncode == 0 else None
 
 
 def link_rate_mbit(hosts, rate, megabytes, cores):
@@ -302,8 +303,8 @@ def link_rate_mbit(hosts, rate, megabytes, cores):
     hosts.shape(rate)
     rates = []
     for _ in range(3):
-        words, _ = pinned_stream(hosts.ns[0], hosts.ns[1], hosts.addr[0], 5001,
-                                 megabytes * 1000000, cores)
+        words = pinned_stream(hosts.ns[0], hosts.ns[1], hosts.addr[0], 5001,
+                            megabytes * 1000000, cores)
         if words is not None and len(words) > 6:
             rates.append(float(words[6]))
     return statistics.median(rates) if rates else float("nan")
@@ -344,42 +345,88 @@ def link_latency_us(hosts, rate, port, cores):
     return max(0.0, link - loopback), link, loopback
 
 
-def busy_seconds_per_cpu():
-    """cpuN -> seconds it spent busy (user, nice, system, irq, softirq)."""
-    hz = os.sysconf("SC_CLK_TCK")
+def threads_cpu_seconds(pid):
+    """Thread name -> CPU seconds (user and system) of process `pid`'s
+    threads of that name, summed; {} when the process is gone."""
     out = {}
-    with open("/proc/stat") as f:
-        for line in f:
-            words = line.split()
-            if words[0].startswith("cpu") and words[0][3:].isdigit():
-                v = [int(x) for x in words[1:8]]
-                out[words[0]] = (v[0] + v[1] + v[2] + v[5] + v[6]) / hz
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / scaling.CLOCK_TICKS
     return out
 
 
-def link_cpu_ns_per_byte(hosts, rate, port, cores, nbytes):
-    """CPU nanoseconds per byte the namespace path (veth, the shaping qdisc)
-    costs each end beyond loopback: one TCP stream of `nbytes` between
-    hosts 0 and 1 pinned to the first two cores as ranks 0 and 1, the two
-    cores' busy time from /proc/stat, minus the same stream over loopback
-    (whose cost the calibration's transport figures hold); per end, the
-    larger of the two cores; medians of 5, interleaved. Needs a quiet host:
-    other load on those cores counts (one run read the loopback stream at
-    0.68 ns per byte against 0.34 in the run before, more than the link's
-    0.52, and stated the path free: --path-cpu-ns)."""
-    hosts.shape(rate)
-    c0, c1 = "cpu%d" % cores[0], "cpu%d" % cores[1 % len(cores)]
+class ThreadCpuAtMarks:
+    """A scaling.run_ranks watcher: every rank's threads' CPU seconds by
+    name (threads_cpu_seconds) as soon as rank 0's start and end marks
+    arrive (polled every 2 ms), in .at["start"] / .at["end"]."""
 
-    def one(server_ns, client_ns, address):
-        _, busy = pinned_stream(server_ns, client_ns, address, port, nbytes, cores)
-        return max(busy[c0], busy[c1]) * 1e9 / nbytes
+    def __init__(self):
+        self.at = {}
 
-    links, loops = [], []
-    for _ in range(5):
-        links.append(one(hosts.ns[0], hosts.ns[1], hosts.addr[0]))
-        loops.append(one(hosts.ns[0], hosts.ns[0], "127.0.0.1"))
-    link, loop = statistics.median(links), statistics.median(loops)
-    return max(0.0, link - loop), link, loop
+    def start(self, procs, marks):
+        self.procs, self.marks = procs, marks
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+
+    def loop(self):
+        while not self.stopping.is_set() and len(self.at) < 2:
+            for name in ("start", "end"):
+                if name in self.marks and name not in self.at:
+                    self.at[name] = [threads_cpu_seconds(p.pid) for p in self.procs]
+            time.sleep(0.002)
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join(timeout=5)
+
+
+def is_comm_thread(name):
+    """Whether an oflite rank's thread of this name works on its
+    collectives: the tcp transport's progress thread, the ring worker
+    (reductions, posting, waiting) and the actor thread of the collective
+    stream (kCollectiveStream, 5: staging into the ring's buffer and the
+    cut-out of the result; named mM/cpuD/s5)."""
+    return name.startswith("oflite-tcp") or name.startswith("oflite-coll") or name.endswith("/s5")
+
+
+def runtime_copy_gbyte_per_s(calibration):
+    """The calibration's runtime copy_gbyte_per_s (the simulator's copy
+    speed, 5 GB/s when unset)."""
+    with open(calibration) as f:
+        m = re.search(r"^runtime \{[^}]*?copy_gbyte_per_s: ([0-9.eE+-]+)", f.read(), re.M)
+    return float(m.group(1)) if m else 5.0
+
+
+def transport_cpu_ns_per_byte(calibration, name="tcp"):
+    """cpu_ns_per_byte of transport `name` in a calibration text proto
+    (its own field, not a collective's); None when absent."""
+    depth, inside, found = 0, False, None
+    with open(calibration) as f:
+        for line in f:
+            words = line.split()
+            if depth == 1 and inside and words[:1] == ["cpu_ns_per_byte:"]:
+                found = float(words[1])
+            if depth == 1 and words[:2] == ["name:", '"%s"' % name]:
+                inside = True
+            if depth == 0 and words[:2] == ["transport", "{"]:
+                inside = False
+            depth += line.count("{") - line.count("}")
+            if depth == 0 and inside:
+                if found is not None:
+                    return found
+                inside = False
+    return found
 
 
 class Validation:
@@ -394,10 +441,9 @@ class Validation:
         self.bench.token = "validate-%d" % os.getpid()
         self.jobs = {}
         self.latency = {}  # rate -> one-way µs of the nic
-        # CPU ns per byte the namespace path adds per end: measured once, at
-        # the fastest rate (the most bytes per second of probe, so other
-        # load on the cores weighs least), and stated for every rate (the
-        # path's per-byte work does not depend on the shaping rate).
+        # host count -> CPU ns per byte per end a collective's bytes cost
+        # beyond the transport's own in that many hosts' arrangement
+        # (measure_paths): the cluster files' nic cpu_ns_per_byte.
         self.link_cpu = {}
         self.link_gbit = {}  # rate -> what one TCP stream carries over it, Gbit/s
         for sub in ("jobs", "logs"):
@@ -436,7 +482,7 @@ class Validation:
         a = self.args
         nic = 'nic { gbit_per_s: %.4g latency_us: %.1f cpu_ns_per_byte: %.3f }' % (
             self.link_gbit.get(c.rate, gbit_per_s(c.rate)), self.latency[c.rate],
-            self.link_cpu.get("path", 0.0))
+            self.link_cpu.get(c.hosts, 0.0))
         cluster = os.path.join(self.out, c.name + ".cluster.pbtxt")
         # cpu_threads 1: what each pinned rank computes with anyway (the
         # runtime gives BLAS the cores of its affinity, one), stated so that
@@ -485,32 +531,108 @@ class Validation:
             raise RuntimeError("oflite compile (reference): " + done.stderr.strip()[-300:])
         return plan
 
-    def profile(self, configs):
-        """One oflite profile over one plan per (model, layout, hosts) and,
-        unless --no-in-situ, a one-host reference plan per model that it
-        also runs; returns the calibration's path."""
+    def comm_reference(self, n, rate, calibration, runs=3, warmup=10, measure=60):
+        """The CPU a byte of a collective costs per end on n namespace hosts
+        in a real run, beyond the staging copies the simulator charges: a
+        data-parallel reference job (the MLP at half of --mlp-batch, a job
+        no configuration measures), pinned as the runs are, over the `rate`
+        link; the CPU of every rank's comm threads (is_comm_thread) over
+        `measure` steps after `warmup`, per step, less the staging copies
+        at the calibration's copy speed (each all-reduce copies its buffer
+        in and its result out: n/(n-1) of the bytes a rank sends), over
+        the bytes each rank sends and receives per step (twice the egress
+        `oflite simulate` counts for the plan: ring collectives send what
+        they receive). Returns (ns per byte per end: the median over `runs`
+        runs of the ranks' mean, the runs' figures, bytes a rank sends per
+        step)."""
+        a = self.args
+        folder = os.path.join(self.out, "jobs", "mlp-commref-%dh" % n)
+        os.makedirs(folder, exist_ok=True)
+        job = os.path.join(folder, "mlp.job.pb")
+        total = 2 * warmup + measure
+        cmd = [a.write_job, job, "--model", "mlp", "--batch", str(max(n, a.mlp_batch // 2)),
+               "--machines", str(n), "--iterations", str(total)]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            raise RuntimeError("write_scaling_job: " + done.stderr.strip()[-300:])
+        cluster = os.path.join(folder, "cluster.pbtxt")
+        scaling.write_cluster(cluster, self.hosts.addr[:n],
+                              lambda m: 'cpu_threads: 1 cpu_set: "%d"' % a.cores[m % len(a.cores)])
+        plan = os.path.join(folder, "reference.plan.pb")
+        done = subprocess.run([a.oflite, "compile", "--job", job, "--cluster", cluster, "-o", plan,
+                               "--quiet"], capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            raise RuntimeError("oflite compile (comm reference): " + done.stderr.strip()[-300:])
+        done = subprocess.run([a.oflite, "simulate", "--plan", plan, "--calibration", calibration,
+                               "--json"], capture_output=True, text=True,
+                              timeout=getattr(a, "simulate_timeout", 300))
+        try:
+            egress = statistics.mean(m["egress_bytes_per_step"]
+                                     for m in json.loads(done.stdout)["machines"])
+        except (ValueError, KeyError, TypeError, statistics.StatisticsError):
+            raise RuntimeError("oflite simulate (comm reference) gave no egress bytes: "
+                               + done.stderr.strip()[-300:])
+        if not egress > 0:
+            raise RuntimeError("the comm reference plan sends nothing")
+        self.hosts.shape(rate)
+        figures = []
+        for run in range(runs):
+            self.bench.port += 1
+            commands = [self.bench.prefix(r) + [
+                "OFLITE_HOST=" + self.hosts.addr[r], "OFLITE_JOB_TOKEN=" + self.bench.token, a.oflite,
+                "run", "--plan", plan, "--rank", str(r), "--master",
+                "%s:%d" % (self.hosts.addr[0], self.bench.port), "--comm", "tcp", "--log-every",
+                str(math.gcd(warmup, measure)), "--eval=false"] for r in range(n)]
+            watch = ThreadCpuAtMarks()
+            scaling.run_ranks(commands, "iter %d/%d" % (warmup, total),
+                              "iter %d/%d" % (warmup + measure, total), a.timeout,
+                              os.path.join(self.out, "logs", "commref-%dh.run%d" % (n, run)), watch)
+            if len(watch.at) < 2:
+                raise RuntimeError("the comm reference's threads were not sampled at both marks")
+            staging_s = egress * n / (n - 1) / (runtime_copy_gbyte_per_s(calibration) * 1e9)
+            per_rank = []
+            for start, end in zip(watch.at["start"], watch.at["end"]):
+                cpu = sum(end[t] - start.get(t, 0.0) for t in end if is_comm_thread(t))
+                per_rank.append((cpu / measure - staging_s) * 1e9 / (2 * egress))
+            figures.append(statistics.mean(per_rank))
+        return statistics.median(figures), figures, egress
+
+    def profile_env(self):
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+        if self.args.openblas_coretype:
+            env["OPENBLAS_CORETYPE"] = self.args.openblas_coretype
+        return env
+
+    def profile_transports(self):
+        """The profile's first pass: the runtime (with the scheduler's
+        wake-up delay on a busy core) and the tcp transport on every core
+        the ranks use (--cores). The profile binds its transport ranks as
+        `oflite launch` binds ranks, over the cores it may use, so the
+        collective curves see the runs' placement (2 ranks: a core each;
+        4 ranks on 2 cores: two per core), and the wake-up probe needs two
+        cores. Runs before the plans are compiled: their cluster files
+        state the path's CPU beyond the transport's own figure (measure_paths).
+        Returns the calibration's path (OUT/calibration.pbtxt)."""
+        a = self.args
+        out = os.path.join(self.out, "calibration.pbtxt")
+        cores = ",".join(str(c) for c in dict.fromkeys(a.cores))
+        first = ["taskset", "-c", cores, a.oflite, "profile", "--out", out, "--threads", "1",
+                 "--transports", "tcp"] + shlex.split(a.profile_args)
+        self.run_profile(first, self.profile_env(), "profile-transports.log", out)
+        return out
+
+    def profile_kernels(self, configs, out):
+        """The profile's second pass (--update of `out`): the kernels of one
+        plan per (model, layout, hosts), pinned like rank 0 with one compute
+        thread (the kernels' conditions in the runs), and, unless
+        --no-in-situ, a one-host reference plan per model that it also
+        runs."""
         a = self.args
         plans, seen = [], set()
         for c in configs:
             if (c.model, c.layout, c.hosts) not in seen:
                 seen.add((c.model, c.layout, c.hosts))
                 plans.append(c.plan)
-        out = os.path.join(self.out, "calibration.pbtxt")
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-        if a.openblas_coretype:
-            env["OPENBLAS_CORETYPE"] = a.openblas_coretype
-        # Two passes. First the runtime and the transports on every core the
-        # ranks use (--cores): the profile binds its transport ranks as
-        # `oflite launch` binds ranks, over the cores it may use, so the
-        # collective curves see the runs' placement (2 ranks: a core each;
-        # 4 ranks on 2 cores: two per core), and the wake-up probe needs two
-        # cores. Then the kernels pinned like rank 0 with one compute thread
-        # (the kernels' conditions in the runs), keeping the first pass's
-        # runtime and transports (--update).
-        cores = ",".join(str(c) for c in dict.fromkeys(a.cores))
-        first = ["taskset", "-c", cores, a.oflite, "profile", "--out", out, "--threads", "1",
-                 "--transports", "tcp"] + shlex.split(a.profile_args)
-        self.run_profile(first, env, "profile-transports.log", out)
         run_plans = []
         if a.in_situ:
             run_plans = [self.reference_plan(m) for m in dict.fromkeys(c.model for c in configs)]
@@ -520,8 +642,7 @@ class Validation:
                    a.profile_args)
         if run_plans:
             cmd += ["--run-plan", ",".join(run_plans)]
-        self.run_profile(cmd, env, "profile.log", out)
-        return out
+        self.run_profile(cmd, self.profile_env(), "profile.log", out)
 
     def run_profile(self, cmd, env, log_name, out):
         """Runs one oflite profile command into OUT/logs/LOG_NAME; raises
@@ -627,11 +748,10 @@ def summarize(args, configs):
 
 def measure_network(args, hosts, v, rate):
     """Measures the link model of `rate` that v's cluster files state (the
-    rate one TCP stream carries, the one-way latency, the CPU the path
-    costs per byte) into v.link_gbit, v.latency and v.link_cpu, printing
-    each figure; False (said) when the latency probe failed. Uses ports
-    5001-5003 inside the namespaces and needs args.probe_mb, latency_us,
-    link_cpu and cores."""
+    rate one TCP stream carries, the one-way latency) into v.link_gbit and
+    v.latency, printing each figure; False (said) when the latency probe
+    failed. Uses ports 5001-5002 inside the namespaces and needs
+    args.probe_mb, latency_us and cores. The path's CPU: measure_paths."""
     mbit = link_rate_mbit(hosts, rate, args.probe_mb, args.cores)
     if mbit == mbit and mbit > 0:  # not NaN: the rate the link really carries
         v.link_gbit[rate] = min(gbit_per_s(rate), mbit / 1000.0)
@@ -647,30 +767,46 @@ def measure_network(args, hosts, v, rate):
         how = "--latency-us"
     print("link %s: %.0f Mbit/s measured (one TCP stream, host 1 -> host 0, median of 3); nic latency %.1f us "
           "(%s)" % (rate, mbit, v.latency[rate], how), flush=True)
-    fastest = max(args.rates, key=gbit_per_s) if getattr(args, "rates", None) else rate
-    if args.path_cpu_ns is not None and rate == fastest:
-        v.link_cpu["path"] = args.path_cpu_ns
-        print("link %s: the path costs %.3f CPU ns per byte per end (--path-cpu-ns); stated for "
-              "every rate" % (rate, args.path_cpu_ns), flush=True)
-    elif args.link_cpu and rate == fastest:
-        # A probe whose loopback stream cost as much as the link's was
-        # disturbed (the loopback figure ranged 0.28-0.68 ns per byte over
-        # runs on this VM, the link's above it): up to two more tries.
-        for attempt in range(3):
-            v.link_cpu["path"], link, loop = link_cpu_ns_per_byte(
-                hosts, rate, 5003, args.cores, int(min(500, 50 * gbit_per_s(rate))) * 1000000)
-            print("link %s: the path costs %.3f CPU ns per byte per end beyond loopback (%.3f - %.3f); "
-                  "stated for every rate%s" % (rate, v.link_cpu["path"], link, loop,
-                                               " (try %d)" % (attempt + 1) if attempt else ""),
-                  flush=True)
-            if link > loop:
-                break
-        if link <= loop:
-            print("link %s: WARNING: the loopback stream cost as much CPU as the link's, so the path "
-                  "is stated free: the probe was disturbed (other load?); the byte-bound rows will "
-                  "be predicted fast. Rerun on a quiet host, or state a quiet run's figure with "
-                  "--path-cpu-ns" % rate, flush=True)
     return True
+
+
+def measure_paths(args, hosts, v, host_counts, calibration):
+    """The CPU per byte per end that a collective's bytes cost beyond the
+    tcp transport's calibrated own figure, for each host count, into
+    v.link_cpu[n] (the cluster files' nic cpu_ns_per_byte), printing each
+    figure: v.comm_reference(n) at the fastest of args.rates, less the
+    calibration's tcp cpu_ns_per_byte, never below 0; stated for every rate.
+    The transport's own figure comes from a one-way stream on loopback;
+    what a run's bytes cost on top of it (the namespace path, the ring's
+    reductions and waits, two ranks to a core, buffers out of cache)
+    depends on the arrangement, so it is measured there, in a real run.
+    --path-cpu-ns states one figure for all; --no-link-cpu, or no
+    calibration to take the transport's figure from (--measure-only),
+    states 0."""
+    for n in sorted(set(host_counts)):
+        if args.path_cpu_ns is not None:
+            v.link_cpu[n] = args.path_cpu_ns
+            print("path %dh: %.3f CPU ns per byte per end (--path-cpu-ns)" % (n, args.path_cpu_ns),
+                  flush=True)
+            continue
+        transport = transport_cpu_ns_per_byte(calibration) if calibration else None
+        if n < 2:
+            v.link_cpu[n] = 0.0  # no link
+            continue
+        if not args.link_cpu or transport is None:
+            v.link_cpu[n] = 0.0
+            print("path %dh: not measured (%s): stated free" % (
+                n, "--no-link-cpu" if not args.link_cpu else "no calibration of the tcp transport"),
+                flush=True)
+            continue
+        fastest = max(args.rates, key=gbit_per_s)
+        per_end, figures, egress = v.comm_reference(n, fastest, calibration)
+        v.link_cpu[n] = max(0.0, per_end - transport)
+        print("path %dh: %.3f CPU ns per byte per end: the comm threads of a %d-host data-parallel "
+              "reference run over the %s link spent %.3f per byte per end (runs: %s; %.1f MB sent a "
+              "step) less the tcp transport's own %.3f; stated for every rate"
+              % (n, v.link_cpu[n], n, fastest, per_end, " ".join("%.3f" % f for f in figures),
+                 egress / 1e6, transport), flush=True)
 
 
 def run(args, hosts, out):
@@ -695,6 +831,18 @@ def run(args, hosts, out):
     for rate in dict.fromkeys(c.rate for c in configs):
         if not measure_network(args, hosts, v, rate):
             return 1
+    calibration = args.calibration
+    if not args.measure_only and not calibration:
+        try:
+            calibration = v.profile_transports()
+        except (RuntimeError, subprocess.SubprocessError, OSError) as error:
+            print("profile FAILED: %s" % error, flush=True)
+            return 1
+    try:
+        measure_paths(args, hosts, v, [c.hosts for c in configs], calibration)
+    except (RuntimeError, subprocess.SubprocessError, OSError) as error:
+        print("path probe FAILED: %s" % error, flush=True)
+        return 1
     ok = []
     for c in configs:
         try:
@@ -706,7 +854,8 @@ def run(args, hosts, out):
     doc = {"out_dir": out}
     if not args.measure_only and ok:
         try:
-            calibration = args.calibration or v.profile(ok)
+            if not args.calibration:
+                v.profile_kernels(ok, calibration)
         except (RuntimeError, subprocess.SubprocessError, OSError) as error:
             print("profile FAILED: %s" % error, flush=True)
             return 1
@@ -733,6 +882,7 @@ def run(args, hosts, out):
         print("after rep %d: %s" % (rep, scaling.load()), flush=True)
     doc.update(summarize(args, configs))
     doc["latency_us"] = v.latency
+    doc["path_cpu_ns_per_byte"] = {str(n): ns for n, ns in v.link_cpu.items()}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=1)
