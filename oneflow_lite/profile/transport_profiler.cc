@@ -283,6 +283,11 @@ constexpr uint32_t kBusyChannel = 0x700;
 constexpr milliseconds kBusyPhase{150};
 constexpr std::chrono::microseconds kBusyPingGap{300};
 constexpr size_t kBusyWorkFloats = 128 * 1024;
+// Messaging phases at least (each between two quiet ones): one phase's
+// figure moves by tens of percent with the host's jitter (three profiles
+// of one sitting read 18, 29 and 43 us from 5 phases), so the median needs
+// many.
+constexpr int kBusyMessagingPhases = 24;
 
 // Past its share of the budget a rank still has this long to finish
 // what it is doing (its waits end here); the launcher kills it later.
@@ -791,7 +796,8 @@ StatusOr<double> BusyMessagePhases(const RankConfig& config, comm::CommNet* net,
 // answers (TransportCost.busy_message_us). Rank 0's main thread computes
 // (passes over an L2-sized buffer, as a kernel would) on its core for
 // phases of kBusyPhase, alternately quiet and with rank 1 pinging it at
-// jittered gaps around kBusyPingGap; quiet phases open and close the run.
+// jittered gaps around kBusyPingGap (at least kBusyMessagingPhases of
+// them); quiet phases open and close the run.
 // Each ping takes the path a piece of a collective takes: rank 0's
 // transport receives it, its handler wakes a waiting thread, which sends
 // the answer (as a collective's worker sends its next piece); rank 1 waits
@@ -808,7 +814,7 @@ StatusOr<double> BusyMessagePhases(const RankConfig& config, comm::CommNet* net,
 Status MeasureBusyMessages(const RankConfig& config, comm::CommNet* net, const RankClock& clock,
                            ResultFile* results) {
   comm::control::ControlClient* control = net->control();
-  const int phases = 2 * config.samples + 1;
+  const int phases = 2 * std::max(config.samples, kBusyMessagingPhases) + 1;
   // Rank 0 decides whether the phases and their barriers still fit in the
   // run's share of the budget, and tells rank 1.
   auto go = [&](int attempt) -> StatusOr<bool> {

@@ -1,0 +1,64 @@
+#!/bin/bash
+# validate.py's parsers of a calibration (the tcp transport's own
+# cpu_ns_per_byte, not another transport's or a collective's; the runtime's
+# copy speed) and its choice of an oflite rank's communication threads: the
+# figures its communication reference subtracts and sums (docs/simulate.md,
+# "The communication reference"). No root, no namespaces.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+cat > "$TMP/cal.pbtxt" <<'CAL'
+runtime {
+  act_us: 0.03
+  copy_gbyte_per_s: 14.25
+  cache_bytes: 90000000
+}
+kernel {
+  key: "matmul float32 cpu/t1 in=2x2,2x2 out=2x2 {}"
+  us: 1.5
+}
+transport {
+  name: "shm"
+  latency_us: 1.2
+  cpu_ns_per_byte: 0.086
+}
+transport {
+  name: "tcp"
+  latency_us: 4.7
+  collective {
+    algorithm: COLLECTIVE_RING_ALL_REDUCE
+    ranks: 2
+    point {
+      bytes: 4096
+      us: 43.9
+    }
+  }
+  gbyte_per_s: 7.08
+  cpu_ns_per_byte: 0.144324
+  busy_message_us: 49.39
+}
+CAL
+printf 'runtime {\n  act_us: 0.03\n}\ntransport {\n  name: "shm"\n  cpu_ns_per_byte: 0.086\n}\n' > "$TMP/no_tcp.pbtxt"
+cd "$HERE"
+/usr/bin/python3 - "$TMP" <<'PY'
+import sys
+import validate
+tmp = sys.argv[1]
+failures = []
+def check(what, got, want):
+    if got != want:
+        failures.append("%s: got %r, want %r" % (what, got, want))
+check("tcp cpu_ns_per_byte", validate.transport_cpu_ns_per_byte(tmp + "/cal.pbtxt"), 0.144324)
+check("shm cpu_ns_per_byte", validate.transport_cpu_ns_per_byte(tmp + "/cal.pbtxt", "shm"), 0.086)
+check("no tcp transport", validate.transport_cpu_ns_per_byte(tmp + "/no_tcp.pbtxt"), None)
+check("copy speed", validate.runtime_copy_gbyte_per_s(tmp + "/cal.pbtxt"), 14.25)
+check("copy speed unset", validate.runtime_copy_gbyte_per_s(tmp + "/no_tcp.pbtxt"), 5.0)
+for name, want in [("oflite-tcp", True), ("oflite-coll", True), ("m3/cpu0/s5", True),
+                   ("m0/cpu0/s0", False), ("m0/cpu0/s6", False), ("oflite-ctrl", False)]:
+    check("comm thread %s" % name, validate.is_comm_thread(name), want)
+if failures:
+    print("FAIL:\n  " + "\n  ".join(failures))
+    sys.exit(1)
+print("PASS: validate.py's calibration parsers and communication threads")
+PY
