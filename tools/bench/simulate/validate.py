@@ -692,6 +692,9 @@ def error_pct(c):
     return (c.predicted - m) / m * 100 if m and c.predicted is not None else None
 
 
+TIE_PCT = 2.0  # summarize: measured medians this close are a near tie
+
+
 def summarize(args, configs):
     """Prints the table and the orders; returns the JSON document."""
     print("\n%-22s %9s %9s %9s %8s" % ("config", "measured", "spread", "predicted", "error"))
@@ -730,10 +733,18 @@ def summarize(args, configs):
             predicted = [c.layout for c in sorted(group, key=lambda c: c.predicted)]
             pairs = [(x, y) for i, x in enumerate(group) for y in group[i + 1:]]
             agree = sum((median(x) < median(y)) == (x.predicted < y.predicted) for x, y in pairs)
+            # Disagreeing pairs whose measured medians lie within TIE_PCT
+            # of each other: a near tie, said beside the verdict (which
+            # counts them as disagreeing all the same).
+            ties = ["%s/%s" % (x.layout, y.layout) for x, y in pairs
+                    if (median(x) < median(y)) != (x.predicted < y.predicted)
+                    and abs(median(x) - median(y)) <= TIE_PCT / 100 * min(median(x), median(y))]
             entry.update(predicted_order=predicted, same_order=predicted == measured,
-                         pairs_agreeing=agree, pairs=len(pairs))
-            line += "\n%-14s predicted %s  -> same order: %s (%d of %d pairs agree)" % (
-                "", " < ".join(predicted), "yes" if predicted == measured else "NO", agree, len(pairs))
+                         pairs_agreeing=agree, pairs=len(pairs), measured_ties_disagreeing=ties)
+            line += "\n%-14s predicted %s  -> same order: %s (%d of %d pairs agree%s)" % (
+                "", " < ".join(predicted), "yes" if predicted == measured else "NO", agree, len(pairs),
+                "; measured within %g %% of each other: %s" % (TIE_PCT, ", ".join(ties))
+                if ties else "")
         elif not args.measure_only and len(group) > 1:
             line += "\n%-14s predicted (incomplete: a prediction failed)" % ""
         print(line)
