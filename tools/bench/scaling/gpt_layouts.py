@@ -158,22 +158,26 @@ class Bench:
     def oflite(self, layout, nhosts):
         return self.run_plan(self.plan(layout, nhosts), 1 if layout == "1host" else nhosts)
 
-    def run_plan(self, plan, machines, log_prefix=None):
+    def run_plan(self, plan, machines, log_prefix=None, watcher=None, warmup=None, measure=None):
         """One sample of `plan` over its `machines` namespace hosts: the
-        (wall, CPU, last line) of scaling.run_ranks; the ranks' logs go to
-        LOG_PREFIX.rR.log (default TMP/oflite)."""
+        (wall, CPU, last line) of scaling.run_ranks (`watcher`: its); the
+        ranks' logs go to LOG_PREFIX.rR.log (default TMP/oflite). The window
+        is steps `warmup` .. `warmup` + `measure` (default --warmup and
+        --measure) of a plan of 2 warmup + measure steps."""
         a = self.args
         self.port += 1
-        total = 2 * a.warmup + a.measure
+        warmup = a.warmup if warmup is None else warmup
+        measure = a.measure if measure is None else measure
+        total = 2 * warmup + measure
         commands = []
         for r in range(machines):
             commands.append(self.prefix(r) + [
                 "OFLITE_HOST=" + self.hosts.addr[r], "OFLITE_JOB_TOKEN=" + self.token, a.oflite, "run",
                 "--plan", plan, "--rank", str(r), "--master", "%s:%d" % (self.hosts.addr[0], self.port),
-                "--comm", "tcp", "--log-every", str(math.gcd(a.warmup, a.measure)), "--eval=false"])
-        return scaling.run_ranks(commands, "iter %d/%d" % (a.warmup, total),
-                                 "iter %d/%d" % (a.warmup + a.measure, total), a.timeout,
-                                 log_prefix or os.path.join(self.tmp, "oflite"))
+                "--comm", "tcp", "--log-every", str(math.gcd(warmup, measure)), "--eval=false"])
+        return scaling.run_ranks(commands, "iter %d/%d" % (warmup, total),
+                                 "iter %d/%d" % (warmup + measure, total), a.timeout,
+                                 log_prefix or os.path.join(self.tmp, "oflite"), watcher)
 
     def ddp(self, layout, nhosts):
         a = self.args

@@ -142,13 +142,22 @@ def write_cluster(path, addresses, machine_fields=None):
                 m, address, " " + more if more else ""))
 
 
-def cpu_seconds(pid):
+def stat_cpu(path):
+    """(name, CPU seconds: utime + stime) of a /proc .../stat file (a
+    process's or one of its threads'); None when it cannot be read."""
     try:
-        with open("/proc/%d/stat" % pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+        with open(path) as f:
+            stat = f.read()
+        fields = stat.rsplit(")", 1)[1].split()
+        return stat[stat.index("(") + 1:stat.rindex(")")], \
+            (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
     except (OSError, IndexError, ValueError):
         return None
+
+
+def cpu_seconds(pid):
+    got = stat_cpu("/proc/%d/stat" % pid)
+    return got[1] if got else None
 
 
 def run_ranks(commands, start_marker, end_marker, timeout, log_prefix, watcher=None):

@@ -21,9 +21,10 @@ Every plan is compiled for a cluster file that states what the simulator
 needs: each machine's nic (the rate one TCP stream measured over the
 --rates link; the one-way latency the namespace link adds to loopback,
 measured with latency_probe.py, or --latency-us; the CPU per byte per end
-that the job's bytes cost beyond the transport's calibrated own figure, in
-the job's arrangement: a ring of N TCP streams between the N hosts, each
-end pinned like its rank, unless --no-link-cpu or --path-cpu-ns), its
+that a collective's bytes cost beyond the transport's calibrated own
+figure, measured in the job's arrangement by a data-parallel reference
+run on the N hosts (measure_paths), unless --no-link-cpu or
+--path-cpu-ns), its
 cpu_set (the core its rank is pinned to, rank r on --cores[r mod len]:
 with more hosts than cores, machines share a core and their cpu_set says
 so) and cpu_threads 1 (one compute thread per rank).
@@ -67,7 +68,6 @@ import argparse
 import copy
 import fnmatch
 import json
-import math
 import os
 import re
 import shlex
@@ -303,8 +303,8 @@ def link_rate_mbit(hosts, rate, megabytes, cores):
     hosts.shape(rate)
     rates = []
     for _ in range(3):
-        words = pinned_stream(hosts.ns[0], hosts.ns[1], hosts.addr[0], 5001,
-                            megabytes * 1000000, cores)
+        words = pinned_stream(hosts.ns[0], hosts.ns[1], hosts.addr[0], 5001, megabytes * 1000000,
+                              cores)
         if words is not None and len(words) > 6:
             rates.append(float(words[6]))
     return statistics.median(rates) if rates else float("nan")
@@ -354,14 +354,9 @@ def threads_cpu_seconds(pid):
     except OSError:
         return out
     for tid in tids:
-        try:
-            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
-                stat = f.read()
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1:stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2:].split()
-        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / scaling.CLOCK_TICKS
+        got = scaling.stat_cpu("/proc/%d/task/%s/stat" % (pid, tid))
+        if got:
+            out[got[0]] = out.get(got[0], 0.0) + got[1]
     return out
 
 
@@ -575,21 +570,14 @@ class Validation:
         if not egress > 0:
             raise RuntimeError("the comm reference plan sends nothing")
         self.hosts.shape(rate)
+        staging_s = egress * n / (n - 1) / (runtime_copy_gbyte_per_s(calibration) * 1e9)
         figures = []
         for run in range(runs):
-            self.bench.port += 1
-            commands = [self.bench.prefix(r) + [
-                "OFLITE_HOST=" + self.hosts.addr[r], "OFLITE_JOB_TOKEN=" + self.bench.token, a.oflite,
-                "run", "--plan", plan, "--rank", str(r), "--master",
-                "%s:%d" % (self.hosts.addr[0], self.bench.port), "--comm", "tcp", "--log-every",
-                str(math.gcd(warmup, measure)), "--eval=false"] for r in range(n)]
             watch = ThreadCpuAtMarks()
-            scaling.run_ranks(commands, "iter %d/%d" % (warmup, total),
-                              "iter %d/%d" % (warmup + measure, total), a.timeout,
-                              os.path.join(self.out, "logs", "commref-%dh.run%d" % (n, run)), watch)
+            self.bench.run_plan(plan, n, os.path.join(self.out, "logs", "commref-%dh.run%d" % (n, run)),
+                                watcher=watch, warmup=warmup, measure=measure)
             if len(watch.at) < 2:
                 raise RuntimeError("the comm reference's threads were not sampled at both marks")
-            staging_s = egress * n / (n - 1) / (runtime_copy_gbyte_per_s(calibration) * 1e9)
             per_rank = []
             for start, end in zip(watch.at["start"], watch.at["end"]):
                 cpu = sum(end[t] - start.get(t, 0.0) for t in end if is_comm_thread(t))
@@ -794,13 +782,13 @@ def measure_paths(args, hosts, v, host_counts, calibration):
     --path-cpu-ns states one figure for all; --no-link-cpu, or no
     calibration to take the transport's figure from (--measure-only),
     states 0."""
+    transport = transport_cpu_ns_per_byte(calibration) if calibration else None
     for n in sorted(set(host_counts)):
         if args.path_cpu_ns is not None:
             v.link_cpu[n] = args.path_cpu_ns
             print("path %dh: %.3f CPU ns per byte per end (--path-cpu-ns)" % (n, args.path_cpu_ns),
                   flush=True)
             continue
-        transport = transport_cpu_ns_per_byte(calibration) if calibration else None
         if n < 2:
             v.link_cpu[n] = 0.0  # no link
             continue
