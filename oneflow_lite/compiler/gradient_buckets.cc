@@ -241,7 +241,13 @@ class Bucketer {
     rings_[ring].group = group;
   }
 
-  // Greedy, per key, in backward order (ties: task creation order).
+  // Greedy, per key, in backward order (ties: task creation order). A ring
+  // joins the most recently opened bucket it fits and may join, else opens
+  // one; up to kOpenBuckets stay open at once, and a full one (no room left)
+  // closes. So a gradient that fills a bucket alone (a 64 KiB weight between
+  // two 512 B biases) does not close the bucket collecting the small ones:
+  // they still share one collective instead of one each.
+  static constexpr size_t kOpenBuckets = 2;
   void FormBuckets() {
     std::map<std::string, std::vector<std::tuple<int64_t, int, int>>> by_key;
     for (size_t r = 0; r < rings_.size(); ++r) {
@@ -250,19 +256,28 @@ class Bucketer {
     }
     for (auto& [key, candidates] : by_key) {
       std::sort(candidates.begin(), candidates.end());
-      int current = -1;
-      int64_t bytes = 0;
+      std::vector<std::pair<int, int64_t>> open;  // (group, bytes), oldest first
       for (const auto& [order, first_task, r] : candidates) {
         const int group = rings_[r].group;
-        if (current >= 0 && bytes + rings_[r].bytes <= max_bytes_ &&
-            !SharesInput(static_cast<int>(r), current) && !Reaches(current, group) &&
-            !Reaches(group, current)) {
-          Merge(r, current);
-          bytes += rings_[r].bytes;
-        } else {
-          current = group;
-          bytes = rings_[r].bytes;
+        const int64_t bytes = rings_[r].bytes;
+        bool joined = false;
+        for (auto it = open.rbegin(); it != open.rend() && !joined; ++it) {
+          if (it->second + bytes <= max_bytes_ && !SharesInput(static_cast<int>(r), it->first) &&
+              !Reaches(it->first, group) && !Reaches(group, it->first)) {
+            Merge(r, it->first);
+            it->second += bytes;
+            joined = true;
+          }
         }
+        if (!joined) {
+          open.emplace_back(group, bytes);
+          if (open.size() > kOpenBuckets) open.erase(open.begin());
+        }
+        open.erase(std::remove_if(open.begin(), open.end(),
+                                  [&](const std::pair<int, int64_t>& b) {
+                                    return b.second >= max_bytes_;
+                                  }),
+                   open.end());
       }
     }
   }

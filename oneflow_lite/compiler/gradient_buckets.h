@@ -28,7 +28,10 @@
 // source to the producers of their parts, so members become ready close
 // together and fusing costs little overlap), while the bucket's bytes stay
 // within `max_bytes` and no member depends on another (through any task,
-// ring or bucket: fusing dependent rings would deadlock). A bucket of one
+// ring or bucket: fusing dependent rings would deadlock). A ring joins the
+// most recently opened of up to two open buckets it fits, else opens one; a
+// full bucket closes, so a gradient at the bound (the GPT's 64 KiB weights)
+// does not cut off the small ones around it (their biases). A bucket of one
 // ring is left alone. With max_bytes 0 the graph is not touched.
 //
 // Deterministic: equal graphs give equal buckets. Single-threaded.

@@ -166,14 +166,15 @@ class GraphMaker {
     return t.index;
   }
   int Regst(int producer, const std::string& lbn) {
+    const TensorDesc desc = DescOf(lbn);
     RegstNode r;
     r.id = static_cast<int>(g.regsts.size());
     r.name = "out";
     r.producer = producer;
     BlobInRegst* blob = &r.blobs.emplace_back();
     blob->set_lbn(lbn);
-    *blob->mutable_desc() = kDesc.ToProto();
-    blob->set_bytes(kDesc.ByteSize());
+    *blob->mutable_desc() = desc.ToProto();
+    blob->set_bytes(desc.ByteSize());
     g.regsts.push_back(r);
     g.tasks[producer].produced.push_back(r.id);
     return r.id;
@@ -203,7 +204,7 @@ class GraphMaker {
       b.set_lbn(lbn);
       b.mutable_in_sbp()->add_sbp()->set_partial_sum(true);
       b.mutable_out_sbp()->add_sbp()->set_broadcast(true);
-      *b.mutable_logical_desc() = kDesc.ToProto();
+      *b.mutable_logical_desc() = DescOf(lbn).ToProto();
       b.set_ring_rank(m);
       b.add_in_regst_desc_id(parts[m]);
       b.add_in_parallel_id(m);
@@ -215,7 +216,13 @@ class GraphMaker {
     return out;
   }
 
-  const TensorDesc kDesc{Shape{4}, DT_FLOAT};
+  // 4 floats (16 B), unless `elements` says otherwise for the lbn.
+  TensorDesc DescOf(const std::string& lbn) const {
+    const auto it = elements.find(lbn);
+    return TensorDesc{Shape{it == elements.end() ? 4 : it->second}, DT_FLOAT};
+  }
+
+  std::map<std::string, int64_t> elements;
   TaskGraph g;
 };
 
@@ -257,6 +264,31 @@ TEST(GradientBucketsTest, DependentAllReducesAreNeverFused) {
       EXPECT_TRUE(found) << "register " << r.id << " consumer " << maker.g.tasks[c].name;
     }
   }
+}
+
+// A gradient that fills a bucket by itself (a weight at the bound) between
+// two small ones (its layer's biases) does not close the bucket the small
+// ones collect in: "s1" and "s2" share one collective, "w" stays alone.
+TEST(GradientBucketsTest, AFullGradientLeavesTheOpenBucketOpen) {
+  GraphMaker maker;
+  maker.elements["w"] = 8;  // 32 B, the bound
+  maker.AllReduce("s1", maker.Compute("s1", {}));
+  maker.AllReduce("w", maker.Compute("w", {}));
+  maker.AllReduce("s2", maker.Compute("s2", {}));
+  StatusOr<BucketStats> stats = FuseAllReduceBuckets(&maker.g, 32, 2);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->buckets, 1);
+  EXPECT_EQ(stats->members, 2);
+  std::map<std::string, int> collectives;  // boxing lbn -> tasks
+  for (const TaskNode& t : maker.g.tasks) {
+    if (t.type != TASK_COLLECTIVE) continue;
+    ++collectives[t.boxing.lbn()];
+    if (t.boxing.lbn() != "bucket0") continue;
+    ASSERT_EQ(t.bucket.size(), 2u);
+    EXPECT_EQ(t.bucket[0].lbn(), "s1");
+    EXPECT_EQ(t.bucket[1].lbn(), "s2");
+  }
+  EXPECT_EQ(collectives, (std::map<std::string, int>{{"w", 2}, {"bucket0", 2}}));
 }
 
 }  // namespace
