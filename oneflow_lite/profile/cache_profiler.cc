@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
+#include <fstream>
 #include <memory>
+#include <string>
 
 #if defined(__x86_64__)
 #include <emmintrin.h>
@@ -117,6 +120,39 @@ StatusOr<CacheProfile> ProfileCacheBytes(const CacheProfileOptions& options) {
     break;
   }
   return profile;
+}
+
+StatusOr<double> LastLevelCacheBytes(const std::string& sysfs_cpu0_cache) {
+  // Reads one line of a sysfs file; empty when it cannot be read.
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);
+    return line;
+  };
+  int best_level = -1;
+  double best_bytes = 0;
+  for (int index = 0; index < 16; ++index) {
+    const std::string dir = sysfs_cpu0_cache + "/index" + std::to_string(index);
+    const std::string level = read(dir + "/level");
+    const std::string type = read(dir + "/type");
+    const std::string size = read(dir + "/size");
+    if (level.empty() || size.empty() || type == "Instruction") continue;
+    char* end = nullptr;
+    const double number = std::strtod(size.c_str(), &end);
+    double scale = 1;
+    if (*end == 'K') scale = 1024;
+    if (*end == 'M') scale = 1024.0 * 1024;
+    if (*end == 'G') scale = 1024.0 * 1024 * 1024;
+    const int lvl = std::atoi(level.c_str());
+    if (!(number > 0) || lvl <= best_level) continue;
+    best_level = lvl;
+    best_bytes = number * scale;
+  }
+  if (best_level < 0) {
+    return NotFoundError("cache profile: no data or unified cache size under ", sysfs_cpu0_cache);
+  }
+  return best_bytes;
 }
 
 }  // namespace profile

@@ -1,6 +1,11 @@
 #include "oneflow_lite/profile/cache_profiler.h"
 
+#include <sys/stat.h>
+
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -58,6 +63,41 @@ TEST(CacheProfilerTest, TheFigureLiesAmongTheTriedSets) {
   EXPECT_GT(profile->cold_ns_per_byte, profile->ns_per_byte.front().second * 1.1);
   EXPECT_GE(profile->cache_bytes, static_cast<double>(options.min_bytes));
   EXPECT_LE(profile->cache_bytes, static_cast<double>(options.max_bytes));
+}
+
+// A cpu0 cache folder as the kernel lists it: index<i>/{level,type,size}.
+std::string FakeCacheDir(const std::string& name,
+                         const std::vector<std::vector<std::string>>& caches) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name;
+  ::mkdir(dir.c_str(), 0755);
+  for (size_t i = 0; i < caches.size(); ++i) {
+    const std::string index = dir + "/index" + std::to_string(i);
+    ::mkdir(index.c_str(), 0755);
+    std::ofstream(index + "/level") << caches[i][0] << "\n";
+    std::ofstream(index + "/type") << caches[i][1] << "\n";
+    std::ofstream(index + "/size") << caches[i][2] << "\n";
+  }
+  return dir;
+}
+
+// The largest level's data or unified cache, its size's unit applied; an
+// instruction cache never counts; no listing is NotFound.
+TEST(CacheProfilerTest, LastLevelCacheBytesReadsTheLargestLevel) {
+  const std::string zen = FakeCacheDir("zen", {{"1", "Data", "32K"},
+                                               {"1", "Instruction", "32K"},
+                                               {"2", "Unified", "1024K"},
+                                               {"3", "Unified", "32768K"}});
+  StatusOr<double> bytes = LastLevelCacheBytes(zen);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(*bytes, 32.0 * 1024 * 1024);
+  const std::string two = FakeCacheDir("two", {{"2", "Unified", "2M"}, {"1", "Data", "48K"},
+                                               {"4", "Instruction", "64M"}});
+  bytes = LastLevelCacheBytes(two);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(*bytes, 2.0 * 1024 * 1024);
+  EXPECT_EQ(LastLevelCacheBytes(FakeCacheDir("none", {})).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(LastLevelCacheBytes("/nonexistent/cache").status().code(), StatusCode::kNotFound);
 }
 
 }  // namespace

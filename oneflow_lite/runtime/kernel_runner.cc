@@ -223,6 +223,7 @@ Status KernelRunner::RunInline(const Entry& entry, ActContext* context) {
   Status status;
   {
     trace::Slice traced("kernel", op.name(), &entry.trace_name);
+    traced.MeasureCpu();
     status = entry.kernel->Forward(call);
   }
   if (!status.ok()) {
@@ -262,6 +263,7 @@ Status KernelRunner::RunOne(const Entry& entry, ActContext* context) {
     // Recorded on the thread that runs the kernel when it has a trace track
     // (a stream thread; a device's own worker thread records nothing).
     trace::Slice traced("kernel", op->name(), trace_name);
+    traced.MeasureCpu();
     Status status = kernel->Forward(&kernel_context);
     if (status.ok()) return status;
     // Kernels name their op and iteration through ctx.Error; add it if not.

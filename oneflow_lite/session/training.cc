@@ -277,7 +277,10 @@ std::vector<cli::FlagSpec> TrainingFlagSpecs() {
           {"trace-iters", "trace only iterations A:B (A included, B not; needs --trace)"},
           {"trace-level", "acts (default: acts, kernels, transfers, collectives and the "
                           "messages between machines) or messages (also every message "
-                          "an actor handles; about 4x the events; needs --trace)"}};
+                          "an actor handles; about 4x the events; needs --trace)"},
+          {"trace-cpu", "also record each kernel's thread CPU time beside its wall time "
+                        "(args cpu_us; about 1 us more per kernel; needs --trace)",
+           true, "false"}};
 }
 
 StatusOr<TrainingRequest> ReadTrainingRequest(const cli::FlagSet& flags, const Plan& plan,
@@ -294,7 +297,7 @@ StatusOr<TrainingRequest> ReadTrainingRequest(const cli::FlagSet& flags, const P
   request.metrics_out = flags.Get("metrics-out");
   request.trace_path = flags.Get("trace");
   if (!flags.Has("trace")) {
-    for (const char* flag : {"trace-iters", "trace-level"}) {
+    for (const char* flag : {"trace-iters", "trace-level", "trace-cpu"}) {
       if (flags.Has(flag)) return InvalidArgumentError("flag '--", flag, "' needs --trace");
     }
   }
@@ -306,6 +309,7 @@ StatusOr<TrainingRequest> ReadTrainingRequest(const cli::FlagSet& flags, const P
     }
     request.trace.messages = level == "messages";
   }
+  request.trace.cpu_time = flags.GetBool("trace-cpu");
   if (flags.Has("trace-iters")) {
     RETURN_IF_ERROR(ParseTraceIters(flags.Get("trace-iters"), &request.trace.first_iteration,
                                     &request.trace.end_iteration));

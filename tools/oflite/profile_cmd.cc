@@ -427,9 +427,21 @@ double CoreSliceUs() {
 double CacheBytes() {
   StatusOr<profile::CacheProfile> cache = profile::ProfileCacheBytes(profile::CacheProfileOptions{});
   if (!cache.ok()) {
-    PrintNote("runtime: cache_bytes not measured (0: every kernel counted warm): " +
+    // The probe's add could not tell cache from memory, but the kernels'
+    // cold times are measured one by one: the listed last-level size keeps
+    // the cache term on (cache_profiler.h, LastLevelCacheBytes).
+    StatusOr<double> listed = cache.status().code() == StatusCode::kUnavailable
+                                  ? profile::LastLevelCacheBytes()
+                                  : StatusOr<double>(cache.status());
+    if (!listed.ok()) {
+      PrintNote("runtime: cache_bytes not measured (0: every kernel counted warm): " +
+                cache.status().message());
+      return 0;
+    }
+    PrintNote("runtime: cache_bytes is the last-level cache's listed size, " +
+              std::to_string(static_cast<int64_t>(*listed / (1 << 20))) + " MiB: " +
               cache.status().message());
-    return 0;
+    return *listed;
   }
   std::printf("caches: a core's kernels find about %.0f MiB of recently touched data in cache "
               "(%.3f ns a byte there, %.3f from memory; cache_bytes)\n",

@@ -151,6 +151,7 @@ Track::Track(Tracer* tracer, int64_t id, std::string name)
       first_iteration_(tracer->options().first_iteration),
       end_iteration_(tracer->options().end_iteration),
       records_messages_(tracer->options().messages),
+      records_cpu_time_(tracer->options().cpu_time),
       names_(std::make_unique<NameTable>()) {}
 
 Track::~Track() {
@@ -308,7 +309,8 @@ std::string Tracer::ToJson(const TraceClock& clock) const {
      << ",\"clock_uncertainty_ns\":" << clock.uncertainty_ns
      << ",\"first_iteration\":" << options_.first_iteration
      << ",\"end_iteration\":" << options_.end_iteration << ",\"trace_level\":\""
-     << (options_.messages ? "messages" : "acts") << "\"";
+     << (options_.messages ? "messages" : "acts") << "\""
+     << ",\"cpu_time\":" << (options_.cpu_time ? "true" : "false");
   for (const auto& [key, value] : other_numbers_) {
     os << ",\"" << JsonEscape(key) << "\":" << JsonNumber(value);
   }
@@ -360,13 +362,32 @@ void Slice::AddArg(const char* key, const std::string& json_value) {
   args_ += json_value;
 }
 
+namespace {
+
+// A slice's arguments: its fixed text (if any), then "cpu_us" from its
+// first number (MeasureCpu).
+void FormatWithCpu(const EventRecord& record, std::string* /*name*/, std::string* args) {
+  if (record.text != nullptr && !record.text->empty()) *args = *record.text + ",";
+  char cpu[48];
+  std::snprintf(cpu, sizeof(cpu), "\"cpu_us\":%.3f", record.numbers()[0] / 1e3);
+  *args += cpu;
+}
+
+}  // namespace
+
 void Slice::End() {
-  EventRecord* event = track_->Append();
+  const bool cpu = cpu_begin_ns_ >= 0;
+  const int64_t cpu_ns = cpu ? ThreadCpuNs() - cpu_begin_ns_ : 0;
+  EventRecord* event = track_->Append(cpu ? 1 : 0);
   event->category = category_;
   event->name = name_;
   event->begin_ns = begin_ns_;
   event->end_ns = NowNs();
   if (!args_.empty()) event->text = track_->Intern(args_);
+  if (cpu) {
+    event->numbers()[0] = cpu_ns;
+    event->format = &FormatWithCpu;
+  }
 }
 
 }  // namespace trace

@@ -4,6 +4,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <new>
@@ -49,6 +50,46 @@ TEST(TraceTest, RecordsOnlyInsideTheIterationWindow) {
   EXPECT_EQ(track->events()[1].name, "op3");
   EXPECT_EQ(track->events()[1].args, "\"iteration\":3");
   EXPECT_FALSE(track->active());  // restored
+}
+
+// MeasureCpu adds the thread's CPU time over the slice: all of a spin,
+// next to none of a sleep (the bounds are loose: the claim is which of the
+// two the time went to, not how fast anything runs).
+TEST(TraceTest, KernelSlicesCanRecordTheirCpuTime) {
+  TracerOptions options;
+  options.cpu_time = true;
+  Tracer tracer(options);
+  Track* track = tracer.AddTrack("m0/cpu0/s0");
+  ScopedCurrentTrack current(track, 0);
+  {
+    Slice slice("kernel", "sleeps");
+    slice.AddArg("iteration", 0);
+    slice.MeasureCpu();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  {
+    Slice slice("kernel", "spins");
+    slice.MeasureCpu();
+    const int64_t start = Slice::ThreadCpuNs();
+    while (Slice::ThreadCpuNs() - start < 20 * 1000 * 1000) {
+    }
+  }
+  { Slice slice("kernel", "plain"); }
+  ASSERT_EQ(track->event_count(), 3u);
+  const auto cpu_us = [](const TraceEvent& event) {
+    const google::protobuf::Struct args = Parse("{" + event.args + "}");
+    EXPECT_EQ(args.fields().count("cpu_us"), 1u) << event.args;
+    return args.fields().count("cpu_us") ? args.fields().at("cpu_us").number_value() : -1.0;
+  };
+  const TraceEvent& sleeps = track->events()[0];
+  EXPECT_EQ(sleeps.args.rfind("\"iteration\":0,", 0), 0u) << sleeps.args;
+  EXPECT_GE(sleeps.end_ns - sleeps.begin_ns, 50 * 1000 * 1000);
+  EXPECT_GE(cpu_us(sleeps), 0.0);
+  EXPECT_LT(cpu_us(sleeps), 25000.0);  // half the sleep
+  const TraceEvent& spins = track->events()[1];
+  EXPECT_GE(cpu_us(spins), 20000.0);
+  EXPECT_LE(cpu_us(spins), (spins.end_ns - spins.begin_ns) / 1e3 + 1.0);
+  EXPECT_EQ(track->events()[2].args, "");
 }
 
 TEST(TraceTest, ThreadsWriteTheirOwnTracksAndTheJsonParses) {
