@@ -491,6 +491,8 @@ class Simulation {
   std::map<int64_t, int> group_cores_;
   std::map<int64_t, int> machine_group_;
   std::map<int64_t, double> box_touched_;  // bytes acts touched, per box
+  // Per machine: the work charged to acts, per iteration (SimMachineStat).
+  std::map<int64_t, std::map<int64_t, double>> act_work_us_;
   std::vector<Node> nodes_;
   std::vector<std::string> labels_;
   std::unordered_map<std::string, int> label_ids_;
@@ -779,6 +781,7 @@ void Simulation::StartWork(int t, const Work& work, double now) {
     }
     actor.held_piece = piece;
     us = actor.act_us + TouchTensors(actor);
+    act_work_us_[thread.machine][piece] += us;
   } else {
     piece = actor.held_piece;
     us = work.kind == kCutOut ? actor.cutout_us : ActCost();
@@ -1246,6 +1249,15 @@ StatusOr<SimResult> Simulation::Run() {
     SimMachineStat stat;
     stat.machine = mp.machine_id();
     stat.compute_busy_share = busiest[mp.machine_id()];
+    {
+      const std::map<int64_t, double>& work = act_work_us_[mp.machine_id()];
+      double sum = 0;
+      for (int64_t piece = warmup; piece <= last; ++piece) {
+        auto it = work.find(piece);
+        if (it != work.end()) sum += it->second;
+      }
+      stat.compute_us_per_step = sum / std::max<int64_t>(1, last - warmup + 1);
+    }
     std::vector<Interval> comm = Merge(comm_intervals_[mp.machine_id()]);
     std::vector<Interval> comp = Merge(compute[mp.machine_id()]);
     stat.comm_us_per_step = Length(comm, lo, hi) / steps;
@@ -1331,6 +1343,7 @@ std::string SimResultJson(const SimResult& r) {
     const SimMachineStat& m = r.machines[i];
     out << (i ? ", " : "") << "{\"machine\": " << m.machine
         << ", \"compute_busy_share\": " << Num(m.compute_busy_share)
+        << ", \"compute_ms_per_step\": " << Num(m.compute_us_per_step / 1e3)
         << ", \"comm_ms_per_step\": " << Num(m.comm_us_per_step / 1e3)
         << ", \"exposed_comm_ms_per_step\": " << Num(m.exposed_comm_us_per_step / 1e3)
         << ", \"egress_bytes_per_step\": " << Num(m.egress_bytes_per_step)

@@ -75,6 +75,11 @@ struct SimThreadStat {
 struct SimMachineStat {
   int64_t machine = 0;
   double compute_busy_share = 0;      // its busiest thread's
+  // The work its acts were charged per step (kernels, their caches' term,
+  // the runtime's per-act cost; every thread, not the time waiting for a
+  // core): what a measured trace's kernel CPU time (--trace-cpu) compares
+  // with.
+  double compute_us_per_step = 0;
   double comm_us_per_step = 0;        // time with a flow or collective in flight
   double exposed_comm_us_per_step = 0;  // ... while no thread of it computes
   double egress_bytes_per_step = 0;

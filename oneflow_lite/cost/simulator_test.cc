@@ -154,6 +154,11 @@ TEST(SimulatorTest, ChainOnOneThreadIsTheSumOfItsActs) {
   // With the runtime's act cost: 3 acts per step.
   SimResult with_cost = Simulate(b, /*act_us=*/1);
   EXPECT_DOUBLE_EQ(with_cost.step_time_us, 63);
+  // The work charged to the machine's acts a step: the kernels and the
+  // runtime's per-act cost (what --trace-cpu's kernel CPU compares with).
+  ASSERT_EQ(r.machines.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.machines[0].compute_us_per_step, 60);
+  EXPECT_DOUBLE_EQ(with_cost.machines[0].compute_us_per_step, 63);
 }
 
 TEST(SimulatorTest, ChainOverThreadsPipelinesByRegstNum) {

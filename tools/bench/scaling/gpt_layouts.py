@@ -158,12 +158,14 @@ class Bench:
     def oflite(self, layout, nhosts):
         return self.run_plan(self.plan(layout, nhosts), 1 if layout == "1host" else nhosts)
 
-    def run_plan(self, plan, machines, log_prefix=None, watcher=None, warmup=None, measure=None):
+    def run_plan(self, plan, machines, log_prefix=None, watcher=None, warmup=None, measure=None,
+                 extra=None):
         """One sample of `plan` over its `machines` namespace hosts: the
         (wall, CPU, last line) of scaling.run_ranks (`watcher`: its); the
         ranks' logs go to LOG_PREFIX.rR.log (default TMP/oflite). The window
         is steps `warmup` .. `warmup` + `measure` (default --warmup and
-        --measure) of a plan of 2 warmup + measure steps."""
+        --measure) of a plan of 2 warmup + measure steps. `extra`: more
+        `oflite run` flags for every rank (a trace's)."""
         a = self.args
         self.port += 1
         warmup = a.warmup if warmup is None else warmup
@@ -174,7 +176,8 @@ class Bench:
             commands.append(self.prefix(r) + [
                 "OFLITE_HOST=" + self.hosts.addr[r], "OFLITE_JOB_TOKEN=" + self.token, a.oflite, "run",
                 "--plan", plan, "--rank", str(r), "--master", "%s:%d" % (self.hosts.addr[0], self.port),
-                "--comm", "tcp", "--log-every", str(math.gcd(warmup, measure)), "--eval=false"])
+                "--comm", "tcp", "--log-every", str(math.gcd(warmup, measure)), "--eval=false"] +
+                (extra or []))
         return scaling.run_ranks(commands, "iter %d/%d" % (warmup, total),
                                  "iter %d/%d" % (warmup + measure, total), a.timeout,
                                  log_prefix or os.path.join(self.tmp, "oflite"), watcher)

@@ -71,6 +71,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import statistics
 import subprocess
@@ -118,6 +119,8 @@ class Config:
         self.plan = None       # compiled plan (path)
         self.predicted = None  # ms
         self.samples = []      # ms
+        self.kernel_cpu_ms = None         # per rank (the compute check)
+        self.predicted_compute_ms = None  # per machine
 
 
 def gbit_per_s(rate):
@@ -183,6 +186,9 @@ def parse_args():
     p.add_argument("--calibration", default="", help="reuse this calibration instead of profiling")
     p.add_argument("--profile-args", default="",
                    help="more flags for oflite profile (one string, shell words)")
+    p.add_argument("--no-compute-check", dest="compute_check", action="store_false",
+                   help="skip the traced run per configuration that compares each rank's kernel "
+                        "CPU time with the simulator's compute")
     p.add_argument("--measure-only", action="store_true",
                    help="measure only: no profile, no predictions")
     p.add_argument("--json", default="", help="write every row and the summary to this file")
@@ -665,10 +671,64 @@ class Validation:
             raise RuntimeError("oflite simulate --json gave no \"step_time_ms\" (%s; %s)" % (error, path))
         c.predicted = float(step)
 
+    def compute_check(self, c):
+        """One more run of c with every rank's kernels traced with their CPU
+        time (--trace-cpu) over the timed window: sets c.kernel_cpu_ms (per
+        rank, ms of kernel CPU a step) and c.predicted_compute_ms (per
+        machine, the work the simulator charged its acts a step)."""
+        a = self.args
+        folder = os.path.join(self.out, "traces", c.name)
+        shutil.rmtree(folder, ignore_errors=True)
+        os.makedirs(os.path.dirname(folder), exist_ok=True)
+        extra = ["--trace", folder, "--trace-iters", "%d:%d" % (a.warmup, a.warmup + a.measure),
+                 "--trace-cpu"]
+        self.bench.run_plan(c.plan, c.hosts, os.path.join(self.out, "logs", c.name + ".traced"),
+                            extra=extra)
+        c.kernel_cpu_ms = [trace_kernel_cpu_ms(os.path.join(folder, "rank-%d.json" % rank), a.measure)
+                           for rank in range(c.hosts)]
+        with open(os.path.join(self.out, c.name + ".simulate.json")) as f:
+            machines = json.load(f)["machines"]
+        c.predicted_compute_ms = [m.get("compute_ms_per_step") for m in
+                                  sorted(machines, key=lambda m: m["machine"])]
+
     def sample(self, c):
         wall, _, last = self.bench.run_plan(c.plan, c.hosts, os.path.join(self.out, "logs", c.name))
         c.samples.append(wall / self.args.measure * 1e3)
         return last
+
+
+def trace_kernel_cpu_ms(path, steps):
+    """The kernel CPU time a step (ms) of one rank's trace file written with
+    --trace-cpu over `steps` steps; ValueError when the trace has no CPU
+    times (written without --trace-cpu)."""
+    with open(path) as f:
+        doc = json.load(f)
+    if not doc.get("otherData", {}).get("cpu_time"):
+        raise ValueError("%s was traced without --trace-cpu" % path)
+    cpu_us = sum(e.get("args", {}).get("cpu_us", 0) for e in doc["traceEvents"]
+                 if e.get("ph") == "X" and e.get("cat") == "kernel")
+    return cpu_us / 1e3 / steps
+
+
+def summarize_compute(configs):
+    """Prints each row's kernel CPU a step against the simulator's compute,
+    per rank (the compute check); returns the ratios' median or None."""
+    rows = [c for c in configs if c.kernel_cpu_ms and c.predicted_compute_ms
+            and None not in c.predicted_compute_ms]
+    if not rows:
+        return None
+    print("\ncompute check: kernel CPU a step (one run traced with --trace-cpu) against the work "
+          "the simulator charged each rank's acts a step, ms")
+    ratios = []
+    for c in rows:
+        pairs = list(zip(c.kernel_cpu_ms, c.predicted_compute_ms))
+        ratios += [m / p for m, p in pairs if p > 0]
+        print("%-22s %s" % (c.name, "  ".join("r%d %.1f/%.1f" % (r, m, p)
+                                              for r, (m, p) in enumerate(pairs))))
+    mid = statistics.median(ratios)
+    print("measured / predicted per rank: median %.2f, range %.2f-%.2f over %d ranks"
+          % (mid, min(ratios), max(ratios), len(ratios)))
+    return mid
 
 
 def median(c):
@@ -741,7 +801,8 @@ def summarize(args, configs):
         doc["rows"].append({
             "config": c.name, "model": c.model, "layout": c.layout, "hosts": c.hosts, "rate": c.rate,
             "cluster": c.cluster, "plan": c.plan, "samples_ms": c.samples, "measured_ms": median(c),
-            "predicted_ms": c.predicted, "error_pct": error_pct(c)})
+            "predicted_ms": c.predicted, "error_pct": error_pct(c),
+            "kernel_cpu_ms": c.kernel_cpu_ms, "predicted_compute_ms": c.predicted_compute_ms})
     return doc
 
 
@@ -879,7 +940,19 @@ def run(args, hosts, out):
             print("rep %d %-22s step %8.2f ms  (%s)" % (rep, c.name, c.samples[-1], last[:50]),
                   flush=True)
         print("after rep %d: %s" % (rep, scaling.load()), flush=True)
+    if args.compute_check and not args.measure_only:
+        for c in ok:
+            if c.predicted is None:
+                continue
+            hosts.shape(c.rate)
+            try:
+                v.compute_check(c)
+            except (RuntimeError, subprocess.SubprocessError, OSError, ValueError, KeyError) as error:
+                print("compute check %s FAILED: %s" % (c.name, error), flush=True)
     doc.update(summarize(args, configs))
+    ratio = summarize_compute(configs)
+    if ratio is not None:
+        doc["compute_measured_over_predicted_median"] = ratio
     doc["latency_us"] = v.latency
     doc["path_cpu_ns_per_byte"] = {str(n): ns for n, ns in v.link_cpu.items()}
     if args.json:

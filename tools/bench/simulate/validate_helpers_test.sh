@@ -57,6 +57,30 @@ check("copy speed unset", validate.runtime_copy_gbyte_per_s(tmp + "/no_tcp.pbtxt
 for name, want in [("oflite-tcp", True), ("oflite-coll", True), ("m3/cpu0/s5", True),
                    ("m0/cpu0/s0", False), ("m0/cpu0/s6", False), ("oflite-ctrl", False)]:
     check("comm thread %s" % name, validate.is_comm_thread(name), want)
+# The compute check: kernel CPU a step from a --trace-cpu trace (only
+# kernel slices count), and the ratios' median over ranks with predictions.
+import json
+trace = {"otherData": {"cpu_time": True}, "traceEvents": [
+    {"ph": "X", "cat": "kernel", "name": "a", "dur": 900, "args": {"cpu_us": 600}},
+    {"ph": "X", "cat": "kernel", "name": "b", "dur": 500, "args": {"cpu_us": 400}},
+    {"ph": "X", "cat": "act", "name": "a", "dur": 2000, "args": {"iteration": 3}},
+    {"ph": "M", "name": "thread_name", "args": {"name": "m0/cpu0/s0"}}]}
+with open(tmp + "/rank-0.json", "w") as f:
+    json.dump(trace, f)
+check("kernel cpu a step", validate.trace_kernel_cpu_ms(tmp + "/rank-0.json", 2), 0.5)
+trace["otherData"]["cpu_time"] = False
+with open(tmp + "/plain.json", "w") as f:
+    json.dump(trace, f)
+try:
+    validate.trace_kernel_cpu_ms(tmp + "/plain.json", 2)
+    failures.append("a trace without --trace-cpu was read")
+except ValueError:
+    pass
+rows = [validate.Config("mlp", "dp", 2, "1gbit") for _ in range(3)]
+rows[0].kernel_cpu_ms, rows[0].predicted_compute_ms = [12.0, 9.0], [10.0, 10.0]
+rows[1].kernel_cpu_ms, rows[1].predicted_compute_ms = [30.0, 33.0], [20.0, None]
+check("compute ratio median", validate.summarize_compute(rows), 1.05)
+check("no compute rows", validate.summarize_compute(rows[2:]), None)
 if failures:
     print("FAIL:\n  " + "\n  ".join(failures))
     sys.exit(1)
