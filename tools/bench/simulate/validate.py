@@ -45,12 +45,19 @@ Measured: samples interleaved (repeat r runs every configuration once, in
 reverse order on odd repeats), medians over --repeats; one sample is the
 wall time on rank 0 between the end of step WARMUP and the end of step
 WARMUP+MEASURE divided by MEASURE (gpt_layouts.py's Bench.run_plan, each
-rank pinned to its core with one compute thread).
+rank pinned to its core with one compute thread). The compute check
+(unless --no-compute-check or --measure-only): one more run per
+configuration with every rank traced with --trace-cpu over the same window
+(OUT/traces/NAME/rank-R.json); each rank's kernel CPU a step against the
+work the simulator charged that machine's acts a step
+(machines[].compute_ms_per_step), so a row's error splits into the
+kernels' and the rest (communication, waits on shared cores).
 
 Printed: per configuration the measured and predicted step time and the
 error (predicted - measured) / measured; the median |error| and the worst;
 per setting (model, hosts, rate) the layouts ordered by measured and by
-predicted step time and whether the two orders are the same. Everything
+predicted step time and whether the two orders are the same; the compute
+check's figures per rank and the ratios' median. Everything
 lands in --out-dir (default a fresh temp dir, kept and printed) so that a
 prediction can be rerun by hand:
   oflite simulate --plan OUT/NAME.plan.pb --calibration OUT/calibration.pbtxt --json
