@@ -3,10 +3,13 @@
 // cosine schedule), trained on text through the training driver.
 //
 //   bazel run //examples:gpt_char                      # train on the fortunes corpus
-//   bazel run //examples:gpt_char -- --text my.txt --iters 5000 -- \
-//       --save-every 500 --checkpoint-dir ckpt         # your text, checkpoints
-//   bazel run //examples:gpt_char -- --generate-from ckpt/iter-2000 \
-//       --prompt "The " --tokens 300 --temperature 0.8 # text from a checkpoint
+//   # your text, with checkpoints:
+//   bazel run //examples:gpt_char -- --text my.txt --iters 5000 --
+//       --save-every 500 --checkpoint-dir ckpt
+//   # text from a checkpoint:
+//   bazel run //examples:gpt_char -- --generate-from ckpt/iter-2000
+//       --prompt "The " --tokens 300 --temperature 0.8
+//   (each command is one line; it is broken here to fit)
 //
 // The text (default: Debian's `fortunes`, installed by tools/install_deps.sh)
 // is tokenized byte by byte into <data-dir>/tokens.npy and vocab.txt; the
