@@ -222,6 +222,25 @@ class GraphMaker {
     return TensorDesc{Shape{it == elements.end() ? 4 : it->second}, DT_FLOAT};
   }
 
+  // Collective tasks per boxing lbn (a bucket's is "bucketB").
+  std::map<std::string, int> CollectivesByLbn() const {
+    std::map<std::string, int> collectives;
+    for (const TaskNode& t : g.tasks) {
+      if (t.type == TASK_COLLECTIVE) ++collectives[t.boxing.lbn()];
+    }
+    return collectives;
+  }
+  // The member lbns of each task of bucket `lbn`, in its order.
+  std::vector<std::vector<std::string>> MembersOf(const std::string& lbn) const {
+    std::vector<std::vector<std::string>> members;
+    for (const TaskNode& t : g.tasks) {
+      if (t.type != TASK_COLLECTIVE || t.boxing.lbn() != lbn) continue;
+      members.emplace_back();
+      for (const auto& member : t.bucket) members.back().push_back(member.lbn());
+    }
+    return members;
+  }
+
   std::map<std::string, int64_t> elements;
   TaskGraph g;
 };
@@ -238,19 +257,15 @@ TEST(GradientBucketsTest, DependentAllReducesAreNeverFused) {
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->buckets, 1);
   EXPECT_EQ(stats->members, 2);
-  std::map<std::string, int> collectives;  // boxing lbn -> tasks
+  EXPECT_EQ(maker.MembersOf("bucket0"),
+            (std::vector<std::vector<std::string>>{{"a", "c"}, {"a", "c"}}));
   for (const TaskNode& t : maker.g.tasks) {
     EXPECT_EQ(t.index, &t - maker.g.tasks.data());
-    if (t.type != TASK_COLLECTIVE) continue;
-    ++collectives[t.boxing.lbn()];
-    if (t.boxing.lbn() != "bucket0") continue;
-    ASSERT_EQ(t.bucket.size(), 2u);
-    EXPECT_EQ(t.bucket[0].lbn(), "a");
-    EXPECT_EQ(t.bucket[1].lbn(), "c");
+    if (t.type != TASK_COLLECTIVE || t.boxing.lbn() != "bucket0") continue;
     EXPECT_EQ(t.produced.size(), 2u);
     for (int regst : t.produced) EXPECT_EQ(maker.g.regsts[regst].producer, t.index);
   }
-  EXPECT_EQ(collectives, (std::map<std::string, int>{{"b", 2}, {"bucket0", 2}}));
+  EXPECT_EQ(maker.CollectivesByLbn(), (std::map<std::string, int>{{"b", 2}, {"bucket0", 2}}));
   for (const RegstNode& r : maker.g.regsts) {
     ASSERT_GE(r.producer, 0);
     ASSERT_LT(r.producer, static_cast<int>(maker.g.tasks.size()));
@@ -279,16 +294,9 @@ TEST(GradientBucketsTest, AFullGradientLeavesTheOpenBucketOpen) {
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->buckets, 1);
   EXPECT_EQ(stats->members, 2);
-  std::map<std::string, int> collectives;  // boxing lbn -> tasks
-  for (const TaskNode& t : maker.g.tasks) {
-    if (t.type != TASK_COLLECTIVE) continue;
-    ++collectives[t.boxing.lbn()];
-    if (t.boxing.lbn() != "bucket0") continue;
-    ASSERT_EQ(t.bucket.size(), 2u);
-    EXPECT_EQ(t.bucket[0].lbn(), "s1");
-    EXPECT_EQ(t.bucket[1].lbn(), "s2");
-  }
-  EXPECT_EQ(collectives, (std::map<std::string, int>{{"w", 2}, {"bucket0", 2}}));
+  EXPECT_EQ(maker.MembersOf("bucket0"),
+            (std::vector<std::vector<std::string>>{{"s1", "s2"}, {"s1", "s2"}}));
+  EXPECT_EQ(maker.CollectivesByLbn(), (std::map<std::string, int>{{"w", 2}, {"bucket0", 2}}));
 }
 
 }  // namespace

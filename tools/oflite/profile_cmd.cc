@@ -427,9 +427,11 @@ double CoreSliceUs() {
 double CacheBytes() {
   StatusOr<profile::CacheProfile> cache = profile::ProfileCacheBytes(profile::CacheProfileOptions{});
   if (!cache.ok()) {
-    // The probe's add could not tell cache from memory, but the kernels'
-    // cold times are measured one by one: the listed last-level size keeps
-    // the cache term on (cache_profiler.h, LastLevelCacheBytes).
+    // Unavailable: the probe's add could not tell cache from memory (or
+    // this build cannot flush lines, and then no kernel has a cold time and
+    // the size charges nothing). The kernels' cold times are measured one
+    // by one, so the listed last-level size keeps the cache term on
+    // (cache_profiler.h, LastLevelCacheBytes).
     StatusOr<double> listed = cache.status().code() == StatusCode::kUnavailable
                                   ? profile::LastLevelCacheBytes()
                                   : StatusOr<double>(cache.status());
