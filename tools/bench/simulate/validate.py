@@ -127,7 +127,7 @@ class Config:
         self.predicted = None  # ms
         self.samples = []      # ms
         self.kernel_cpu_ms = None         # per rank (the compute check)
-        self.predicted_compute_ms = None  # per machine
+        self.predicted_compute_ms = None  # per machine (predict)
 
 
 def gbit_per_s(rate):
@@ -673,16 +673,19 @@ class Validation:
             raise RuntimeError("oflite simulate exited %d: %s" % (
                 done.returncode, " | ".join(done.stderr.strip().splitlines()[-3:])))
         try:
-            step = json.loads(done.stdout)["step_time_ms"]
+            result = json.loads(done.stdout)
+            step = result["step_time_ms"]
         except (ValueError, KeyError, TypeError) as error:
             raise RuntimeError("oflite simulate --json gave no \"step_time_ms\" (%s; %s)" % (error, path))
         c.predicted = float(step)
+        c.predicted_compute_ms = [m.get("compute_ms_per_step") for m in
+                                  sorted(result.get("machines", []), key=lambda m: m["machine"])]
 
     def compute_check(self, c):
         """One more run of c with every rank's kernels traced with their CPU
         time (--trace-cpu) over the timed window: sets c.kernel_cpu_ms (per
-        rank, ms of kernel CPU a step) and c.predicted_compute_ms (per
-        machine, the work the simulator charged its acts a step)."""
+        rank, ms of kernel CPU a step), beside c.predicted_compute_ms (per
+        machine, the work the simulator charged its acts a step: predict)."""
         a = self.args
         folder = os.path.join(self.out, "traces", c.name)
         shutil.rmtree(folder, ignore_errors=True)
@@ -693,10 +696,6 @@ class Validation:
                             extra=extra)
         c.kernel_cpu_ms = [trace_kernel_cpu_ms(os.path.join(folder, "rank-%d.json" % rank), a.measure)
                            for rank in range(c.hosts)]
-        with open(os.path.join(self.out, c.name + ".simulate.json")) as f:
-            machines = json.load(f)["machines"]
-        c.predicted_compute_ms = [m.get("compute_ms_per_step") for m in
-                                  sorted(machines, key=lambda m: m["machine"])]
 
     def sample(self, c):
         wall, _, last = self.bench.run_plan(c.plan, c.hosts, os.path.join(self.out, "logs", c.name))
