@@ -204,6 +204,21 @@ const TransportCost* CostTables::transport(const std::string& name) const {
   return nullptr;
 }
 
+bool IsRingAlgorithm(CollectiveAlgorithm algorithm) {
+  return algorithm == COLLECTIVE_RING_ALL_REDUCE || algorithm == COLLECTIVE_RING_REDUCE_SCATTER ||
+         algorithm == COLLECTIVE_RING_ALL_GATHER;
+}
+
+int64_t CollectiveCurveMaxBytes(const TransportCost& transport, CollectiveAlgorithm algorithm,
+                                int ranks) {
+  int64_t largest = -1;
+  for (const CollectiveCurve& c : transport.collective()) {
+    if (c.algorithm() != algorithm || c.ranks() != ranks) continue;
+    for (const CurvePoint& p : c.point()) largest = std::max<int64_t>(largest, p.bytes());
+  }
+  return largest;
+}
+
 double CostTables::CollectiveFloorUs(const TransportCost& transport,
                                      CollectiveAlgorithm algorithm, int ranks,
                                      int64_t bytes) const {
@@ -293,6 +308,12 @@ double PredictCollectiveUs(const CostTables& tables, const TransportCost* transp
                            const LinkSpec& link, CollectiveAlgorithm algorithm, int ranks,
                            int64_t bytes) {
   if (transport == nullptr) return -1;
+  if (!IsRingAlgorithm(algorithm)) {
+    // Whole-buffer messages, not chunks: past its measured sizes nothing
+    // says how an algorithm's transfers and reductions overlap.
+    const int64_t measured = CollectiveCurveMaxBytes(*transport, algorithm, ranks);
+    if (measured > 0 && bytes > measured) return -1;
+  }
   CollectiveTraffic traffic = TrafficOf(algorithm, ranks, bytes, bytes / std::max(1, ranks));
   double floor = tables.CollectiveFloorUs(*transport, algorithm, ranks, bytes);
   if (floor < 0) {

@@ -100,10 +100,27 @@ class CostTables {
 LinkSpec LinkBetween(const ClusterProto& cluster, int64_t a, int64_t b, double override_gbit,
                      double override_latency_us);
 
+// True for the ring algorithms (all-reduce, reduce-scatter, all-gather),
+// which move a tensor in chunks that pipeline transfer and reduction.
+bool IsRingAlgorithm(CollectiveAlgorithm algorithm);
+
+// The largest size `transport`'s curves measured `algorithm` at over
+// `ranks` ranks; -1 when it has no such curve.
+int64_t CollectiveCurveMaxBytes(const TransportCost& transport, CollectiveAlgorithm algorithm,
+                                int ranks);
+
 // The time of one collective with nothing else on the links: the later of
 // the transport's measured floor (its curve for the algorithm, else its
 // latency and stream rate) and the link's share (each rank's bytes at the
-// link rate plus a link latency per step). -1 without `transport`.
+// link rate plus a link latency per step). -1 without `transport`, and -1
+// for an algorithm other than a ring above the largest size its curve at
+// this rank count measured: those send whole buffers, and past the curve
+// nothing measured says how their transfers and reductions overlap (the
+// ring's chunks pipeline them). On 2 namespace hosts the MLP's 6.4 and
+// 16.8 MB gradients took the exchange where its curve (measured to 4 MiB),
+// extrapolated, tied the ring on the link, and the steps were 2-16 %
+// slower than with the ring (docs/simulate.md, "Collectives from the
+// curves").
 double PredictCollectiveUs(const CostTables& tables, const TransportCost* transport,
                            const LinkSpec& link, CollectiveAlgorithm algorithm, int ranks,
                            int64_t bytes);

@@ -374,6 +374,56 @@ TEST(SimulatorTest, TransportCurveIsTheFloorOfACollective) {
   EXPECT_NEAR(r4->step_time_us, 72, 1.0);
 }
 
+// The collective choice's time: an algorithm other than the ring is no
+// candidate above the largest size its curve measured (whole buffers: no
+// extrapolation), the ring is extrapolated, and a link that dominates sets
+// the time of both.
+TEST(SimulatorTest, ChoiceTimesStopAtTheMeasuredSizesOfWholeBufferAlgorithms) {
+  Calibration c;
+  TransportCost* t = c.add_transport();
+  t->set_name("tcp");
+  t->set_latency_us(5);
+  t->set_gbyte_per_s(1);
+  for (CollectiveAlgorithm a : {COLLECTIVE_RING_ALL_REDUCE, COLLECTIVE_EXCHANGE_ALL_REDUCE}) {
+    CollectiveCurve* curve = t->add_collective();
+    curve->set_algorithm(a);
+    curve->set_ranks(2);
+    for (int64_t bytes : {int64_t{4096}, int64_t{1} << 20}) {
+      CurvePoint* p = curve->add_point();
+      p->set_bytes(bytes);
+      p->set_us(a == COLLECTIVE_RING_ALL_REDUCE ? bytes / 100.0 : bytes / 200.0);
+    }
+  }
+  const CostTables tables(c);
+  const TransportCost* tcp = tables.transport("tcp");
+  ASSERT_NE(tcp, nullptr);
+  EXPECT_EQ(CollectiveCurveMaxBytes(*tcp, COLLECTIVE_EXCHANGE_ALL_REDUCE, 2), int64_t{1} << 20);
+  EXPECT_EQ(CollectiveCurveMaxBytes(*tcp, COLLECTIVE_EXCHANGE_ALL_REDUCE, 4), -1);
+  LinkSpec none;
+  // Within the curves: each its own curve (1 MiB: 10485.76 and 5242.88 us).
+  EXPECT_NEAR(PredictCollectiveUs(tables, tcp, none, COLLECTIVE_RING_ALL_REDUCE, 2, 1 << 20),
+              10485.76, 1e-6);
+  EXPECT_NEAR(PredictCollectiveUs(tables, tcp, none, COLLECTIVE_EXCHANGE_ALL_REDUCE, 2, 1 << 20),
+              5242.88, 1e-6);
+  // Above them: the ring extrapolated along its last segment, the exchange
+  // no candidate.
+  EXPECT_NEAR(PredictCollectiveUs(tables, tcp, none, COLLECTIVE_RING_ALL_REDUCE, 2, 1 << 21),
+              20971.52, 1e-6);
+  EXPECT_EQ(PredictCollectiveUs(tables, tcp, none, COLLECTIVE_EXCHANGE_ALL_REDUCE, 2, 1 << 21), -1);
+  // Over 4 ranks there is no exchange curve: the latency and stream-rate
+  // model applies at any size.
+  EXPECT_GT(PredictCollectiveUs(tables, tcp, none, COLLECTIVE_EXCHANGE_ALL_REDUCE, 4, 1 << 22), 0);
+  // A 1 Gbit/s link (125 bytes a us) sets both rings' time where it is the
+  // slower: 1 MiB sent a rank by the ring of 2 = 8388.608 us + 2 x 10.
+  LinkSpec slow;
+  slow.set_gbit_per_s(1);
+  slow.set_latency_us(10);
+  EXPECT_NEAR(PredictCollectiveUs(tables, tcp, slow, COLLECTIVE_RING_ALL_REDUCE, 2, 1 << 20),
+              10485.76, 1e-6);
+  EXPECT_NEAR(PredictCollectiveUs(tables, tcp, slow, COLLECTIVE_EXCHANGE_ALL_REDUCE, 2, 1 << 20),
+              8388.608 + 10, 1e-6);
+}
+
 // A two-stage pipeline of two micro-batches per iteration: per stage a
 // variable whose readers are the stage's forward and backward acts and
 // whose mutator is its update, 1F1B order by control edges.

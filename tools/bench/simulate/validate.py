@@ -39,7 +39,11 @@ Then, unless --measure-only:
      --threads 1; unless --no-in-situ it also runs (--run-plan) a one-host
      plan of each model at the 2-host data-parallel device batch, for the
      kernels' times inside a real run and the runtime's cost per act there,
-  2. `oflite simulate --json` predicts every plan's step time
+  2. the plans are compiled with the first pass's calibration (oflite
+     compile --calibration: each collective's algorithm from the tcp
+     curves and the cluster file's links, what a user with a calibration
+     gets; --size-rule keeps the compiler's size rule),
+  3. `oflite simulate --json` predicts every plan's step time
      (OUT/NAME.simulate.json; its "step_time_ms").
 Measured: samples interleaved (repeat r runs every configuration once, in
 reverse order on odd repeats), medians over --repeats; one sample is the
@@ -191,6 +195,10 @@ def parse_args():
     p.add_argument("--out-dir", default="", help="plans, cluster files, calibration, predictions and "
                                                  "logs (default: a new temp dir, kept)")
     p.add_argument("--calibration", default="", help="reuse this calibration instead of profiling")
+    p.add_argument("--size-rule", action="store_true",
+                   help="compile every plan's collectives by the compiler's size rule instead of "
+                        "from the calibration's curves and the cluster's links (oflite compile "
+                        "--calibration, what a user with a calibration gets)")
     p.add_argument("--profile-args", default="",
                    help="more flags for oflite profile (one string, shell words)")
     p.add_argument("--no-compute-check", dest="compute_check", action="store_false",
@@ -499,12 +507,19 @@ class Validation:
                               lambda m: 'cpu_threads: 1 %s cpu_set: "%d"' % (nic, a.cores[m % len(a.cores)]))
         return cluster
 
-    def compile(self, c):
+    def compile(self, c, calibration=""):
+        """Compiles c's plan; with a calibration (and not --size-rule) every
+        collective takes the algorithm its curves predict fastest over the
+        cluster file's slowest link, as `oflite compile --calibration`
+        chooses for a user."""
         a = self.args
         cluster = self.cluster(c)
         plan = os.path.join(self.out, c.name + ".plan.pb")
+        chosen = ["--calibration", calibration, "--transport", "tcp"] if (
+            calibration and not a.size_rule) else []
         done = subprocess.run([a.oflite, "compile", "--job", self.job(c), "--cluster", cluster,
-                               "-o", plan, "--quiet"], capture_output=True, text=True, timeout=300)
+                               "-o", plan, "--quiet"] + chosen, capture_output=True, text=True,
+                              timeout=300)
         if done.returncode != 0:
             raise RuntimeError("oflite compile: " + done.stderr.strip()[-300:])
         c.cluster, c.plan = cluster, plan
@@ -912,7 +927,7 @@ def run(args, hosts, out):
     ok = []
     for c in configs:
         try:
-            v.compile(c)
+            v.compile(c, calibration or "")
             ok.append(c)
         except (RuntimeError, subprocess.SubprocessError, OSError) as error:
             print("compile %s FAILED: %s" % (c.name, error), flush=True)
