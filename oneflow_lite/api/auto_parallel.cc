@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <set>
 
@@ -567,6 +568,26 @@ StatusOr<AutoParallelResult> ChooseLayout(const Job& trained, const ClusterProto
   for (const Evaluated& e : evaluated) {
     if (fits(e) && (best == nullptr || e.step_us < best->step_us)) best = &e;
   }
+  // A near tie between a pipeline and the best layout without stages goes
+  // to the latter (AutoParallelOptions::pipeline_margin).
+  std::string margin_note;
+  if (best != nullptr && best->spec.stages > 1 && options.pipeline_margin > 0) {
+    const Evaluated* flat = nullptr;
+    for (const Evaluated& e : evaluated) {
+      if (fits(e) && e.spec.stages == 1 && (flat == nullptr || e.step_us < flat->step_us)) flat = &e;
+    }
+    if (flat != nullptr && flat->step_us <= best->step_us * (1 + options.pipeline_margin)) {
+      char text[320];
+      std::snprintf(text, sizeof(text),
+                    "%s is predicted %.2f ms, within %.0f %% of the pipelined %s (%.2f ms): "
+                    "chosen, as the model predicts pipelines less well (pipeline margin)",
+                    flat->spec.name.c_str(), flat->step_us / 1e3, options.pipeline_margin * 100,
+                    best->spec.name.c_str(), best->step_us / 1e3);
+      margin_note = text;
+      log(margin_note);
+      best = flat;
+    }
+  }
   std::vector<const Evaluated*> order;
   for (const Evaluated& e : evaluated) order.push_back(&e);
   std::stable_sort(order.begin(), order.end(), [](const Evaluated* a, const Evaluated* b) {
@@ -601,6 +622,9 @@ StatusOr<AutoParallelResult> ChooseLayout(const Job& trained, const ClusterProto
                                        ? " the memory limit of " + std::to_string(options.memory_limit_bytes) + " bytes per machine"
                                        : "",
                                    ":", why);
+  }
+  if (!margin_note.empty()) {
+    report.set_note(report.note().empty() ? margin_note : report.note() + "; " + margin_note);
   }
   report.set_chosen(best->spec.name);
   result.job = best->job;

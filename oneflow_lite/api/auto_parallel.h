@@ -55,6 +55,12 @@ struct AutoParallelOptions {
   // compiled (the report says how many were); 0: none.
   double time_budget_seconds = 300;
   int64_t min_split_elements = 16384;  // smaller variables stay whole
+  // A pipelined layout is chosen over the best one without stages only
+  // when predicted faster by more than this fraction of its step: the
+  // model's validation predicts pipelines fast more often than the rest
+  // (docs/simulate.md), so a near tie goes to the layout it predicts
+  // better. 0: the fastest prediction wins.
+  double pipeline_margin = 0.03;
   compiler::CompileOptions compile;
   // sim.iterations 0: 12 for the search (a steady state is reached well
   // before; the chosen plan's own simulation is the user's to run).

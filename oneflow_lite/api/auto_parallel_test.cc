@@ -158,8 +158,9 @@ TEST(AutoParallelTest, ASlowLinkMovesTheChoiceOffDataParallelism) {
   double chosen = PredictedOf(report, report.chosen());
   ASSERT_GT(dp, 0);
   EXPECT_LT(chosen, dp / 2) << report.chosen();
-  // The report is sorted, fastest first, and the chosen one is first.
-  EXPECT_EQ(report.candidate(0).name(), report.chosen());
+  // The report is sorted, fastest first, and the chosen one is first
+  // (unless a pipeline won by less than the margin: below).
+  if (report.note().empty()) EXPECT_EQ(report.candidate(0).name(), report.chosen());
   // The plan is the chosen layout's, compiled for both machines.
   EXPECT_EQ(slow->plan.machine_size(), 2);
 
@@ -167,6 +168,36 @@ TEST(AutoParallelTest, ASlowLinkMovesTheChoiceOffDataParallelism) {
       ChooseLayout(MlpJob(), TwoMachines(0), EmptyCalibration(), SyntheticOptions());
   ASSERT_TRUE(fast.ok()) << fast.status();
   EXPECT_LE(PredictedOf(fast->report, fast->report.chosen()), PredictedOf(fast->report, "dp"));
+}
+
+// The pipeline margin: with a margin of 0 the fastest prediction wins; with
+// a margin larger than any gap, the best layout without stages is chosen
+// instead of a pipeline, and the report's note says so.
+TEST(AutoParallelTest, ANearTieGoesToTheLayoutWithoutStages) {
+  AutoParallelOptions exact = SyntheticOptions();
+  exact.pipeline_margin = 0;
+  StatusOr<AutoParallelResult> fastest =
+      ChooseLayout(MlpJob(), TwoMachines(0.01), EmptyCalibration(), exact);
+  ASSERT_TRUE(fastest.ok()) << fastest.status();
+  const AutoParallelReport& first = fastest->plan.auto_parallel();
+  EXPECT_EQ(first.candidate(0).name(), first.chosen());
+  ASSERT_EQ(first.chosen().rfind("pp", 0), 0u)
+      << "the slow link's fastest layout is a pipeline: " << first.chosen();
+
+  AutoParallelOptions wide = SyntheticOptions();
+  wide.pipeline_margin = 1000;
+  StatusOr<AutoParallelResult> flat =
+      ChooseLayout(MlpJob(), TwoMachines(0.01), EmptyCalibration(), wide);
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  const AutoParallelReport& report = flat->plan.auto_parallel();
+  EXPECT_NE(report.chosen().rfind("pp", 0), 0u) << report.chosen();
+  double best_flat = 0;
+  for (const LayoutCandidate& c : report.candidate()) {
+    if (c.name().rfind("pp", 0) == 0 || !c.error().empty() || c.over_memory_limit()) continue;
+    if (best_flat == 0 || c.predicted_step_us() < best_flat) best_flat = c.predicted_step_us();
+  }
+  EXPECT_DOUBLE_EQ(PredictedOf(report, report.chosen()), best_flat);
+  EXPECT_NE(report.note().find(first.chosen()), std::string::npos) << report.note();
 }
 
 // On 4 machines the 2-D layout (data parallel 2 x tensor parallel 2) is a

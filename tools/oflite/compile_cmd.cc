@@ -140,6 +140,11 @@ int RunCompile(int argc, char** argv) {
                  {"search-seconds",
                   "with --auto-parallel: stop compiling further candidates after this long",
                   false, "300"},
+                 {"pipeline-margin",
+                  "with --auto-parallel: a pipelined layout is chosen over the best one without "
+                  "stages only when predicted faster by more than this many percent "
+                  "(docs/simulate.md); 0: the fastest prediction wins",
+                  false, "3"},
                  {"measure",
                   "with --auto-parallel: time the kernels the calibration lacks on this host "
                   "and add them to the calibration file",
@@ -252,6 +257,9 @@ int RunCompile(int argc, char** argv) {
     StatusOr<int64_t> seconds = flags.GetInt("search-seconds", 1, 86400);
     if (!seconds.ok()) return Fail(kExitBadInput, seconds.status());
     auto_options.time_budget_seconds = static_cast<double>(*seconds);
+    StatusOr<int64_t> margin = flags.GetInt("pipeline-margin", 0, 100);
+    if (!margin.ok()) return Fail(kExitBadInput, margin.status());
+    auto_options.pipeline_margin = static_cast<double>(*margin) / 100.0;
     if (flags.Has("memory-limit")) {
       StatusOr<int64_t> limit = ParseBytes(flags.Get("memory-limit"), "memory-limit");
       if (!limit.ok()) return Fail(kExitBadInput, limit.status());
