@@ -177,6 +177,38 @@ TEST(PlanFuzzTest, CompiledPlansLoadAndRun) {
   for (const testing::NamedPlan& plan : *plans) RunTarget(plan.plan);
 }
 
+// Found by the libFuzzer run: a data source whose label blob lost its
+// batch axis (a scalar) threw from the shape's dim(0) in the kernel's Init
+// instead of failing it with an error. Every source of every test plan,
+// its outputs' blobs made scalars one at a time, must load or be refused.
+TEST(PlanFuzzTest, ASourceOutputWithoutABatchAxisIsRefusedNotThrown) {
+  StatusOr<std::vector<testing::NamedPlan>> plans = testing::CompiledTestPlans();
+  ASSERT_TRUE(plans.ok()) << plans.status();
+  int sources = 0;
+  for (const testing::NamedPlan& named : *plans) {
+    for (int m = 0; m < named.plan.machine_size(); ++m) {
+      for (int t = 0; t < named.plan.machine(m).task_size(); ++t) {
+        const TaskProto& task = named.plan.machine(m).task(t);
+        if (task.kernel_size() == 0 || task.kernel(0).input_size() != 0) continue;
+        for (int o = 0; o < task.kernel(0).output_size(); ++o) {
+          const BlobBinding& out = task.kernel(0).output(o);
+          Plan plan = named.plan;
+          for (RegstDescProto& desc : *plan.mutable_machine(m)->mutable_task(t)->mutable_produced()) {
+            if (desc.regst_desc_id() != out.regst_desc_id() || out.blob_index() < 0 ||
+                out.blob_index() >= desc.blob_size()) {
+              continue;
+            }
+            desc.mutable_blob(out.blob_index())->mutable_desc()->mutable_shape()->clear_dim();
+            ++sources;
+          }
+          RunTarget(plan);
+        }
+      }
+    }
+  }
+  EXPECT_GT(sources, 0);
+}
+
 TEST(PlanFuzzTest, MutatedPlansNeverCrashTheLoader) {
   StatusOr<std::vector<testing::NamedPlan>> plans = testing::CompiledTestPlans();
   ASSERT_TRUE(plans.ok()) << plans.status();

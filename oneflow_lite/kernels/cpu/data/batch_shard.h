@@ -33,12 +33,18 @@ struct BatchShard {
 inline StatusOr<BatchShard> ResolveBatchShard(const KernelInitContext& ctx, int64_t logical_batch,
                                               const char* first = "image",
                                               const char* second = "label") {
-  const int64_t physical = ctx.Output(first).shape.dim(0);
   const auto error = [&](const auto&... args) {
     return InvalidArgumentError("op '", ctx.op->name(), "' (", ctx.op->op_type(),
                                 ") on parallel_id ", ctx.parallel_id, " of ", ctx.parallel_num,
                                 ": ", args...);
   };
+  // A corrupt plan may give an output no batch axis (a scalar).
+  for (const char* name : {first, second}) {
+    if (ctx.Output(name).shape.rank() < 1) {
+      return error(name, " output ", ctx.Output(name).shape, " has no batch axis");
+    }
+  }
+  const int64_t physical = ctx.Output(first).shape.dim(0);
   if (ctx.Output(second).shape.dim(0) != physical) {
     return error(first, " and ", second, " outputs have different batch sizes (", physical,
                  " vs ", ctx.Output(second).shape.dim(0), ")");
