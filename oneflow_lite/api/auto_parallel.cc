@@ -577,13 +577,10 @@ StatusOr<AutoParallelResult> ChooseLayout(const Job& trained, const ClusterProto
       if (fits(e) && e.spec.stages == 1 && (flat == nullptr || e.step_us < flat->step_us)) flat = &e;
     }
     if (flat != nullptr && flat->step_us <= best->step_us * (1 + options.pipeline_margin)) {
-      char text[320];
-      std::snprintf(text, sizeof(text),
-                    "%s is predicted %.2f ms, within %.0f %% of the pipelined %s (%.2f ms): "
-                    "chosen, as the model predicts pipelines less well (pipeline margin)",
-                    flat->spec.name.c_str(), flat->step_us / 1e3, options.pipeline_margin * 100,
-                    best->spec.name.c_str(), best->step_us / 1e3);
-      margin_note = text;
+      margin_note = flat->spec.name + " is predicted " + Short(flat->step_us) + ", within " +
+                    std::to_string(std::lround(options.pipeline_margin * 100)) +
+                    " % of the pipelined " + best->spec.name + " (" + Short(best->step_us) +
+                    "): chosen, as the model predicts pipelines less well (pipeline margin)";
       log(margin_note);
       best = flat;
     }

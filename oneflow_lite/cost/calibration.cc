@@ -209,14 +209,25 @@ bool IsRingAlgorithm(CollectiveAlgorithm algorithm) {
          algorithm == COLLECTIVE_RING_ALL_GATHER;
 }
 
+namespace {
+
+// `transport`'s curve of `algorithm` at `ranks` ranks with points (the
+// last one listed), or null. Points ascend in bytes.
+const CollectiveCurve* CurveOf(const TransportCost& transport, CollectiveAlgorithm algorithm,
+                               int ranks) {
+  const CollectiveCurve* found = nullptr;
+  for (const CollectiveCurve& c : transport.collective()) {
+    if (c.algorithm() == algorithm && c.ranks() == ranks && c.point_size() > 0) found = &c;
+  }
+  return found;
+}
+
+}  // namespace
+
 int64_t CollectiveCurveMaxBytes(const TransportCost& transport, CollectiveAlgorithm algorithm,
                                 int ranks) {
-  int64_t largest = -1;
-  for (const CollectiveCurve& c : transport.collective()) {
-    if (c.algorithm() != algorithm || c.ranks() != ranks) continue;
-    for (const CurvePoint& p : c.point()) largest = std::max<int64_t>(largest, p.bytes());
-  }
-  return largest;
+  const CollectiveCurve* curve = CurveOf(transport, algorithm, ranks);
+  return curve == nullptr ? -1 : curve->point(curve->point_size() - 1).bytes();
 }
 
 double CostTables::CollectiveFloorUs(const TransportCost& transport,
@@ -226,10 +237,7 @@ double CostTables::CollectiveFloorUs(const TransportCost& transport,
   // not say how the transport's software grows with more (a ring's bytes
   // per rank stay about twice the tensor while its steps grow), so other
   // counts fall back to the latency and stream-rate model.
-  const CollectiveCurve* best = nullptr;
-  for (const CollectiveCurve& c : transport.collective()) {
-    if (c.algorithm() == algorithm && c.ranks() == ranks && c.point_size() > 0) best = &c;
-  }
+  const CollectiveCurve* best = CurveOf(transport, algorithm, ranks);
   if (best == nullptr) return -1;
   const auto& p = best->point();
   double x = static_cast<double>(std::max<int64_t>(1, bytes));
