@@ -6,6 +6,7 @@
 
 #include "oneflow_lite/common/ring_segments.h"
 #include "oneflow_lite/common/id.h"
+#include "oneflow_lite/cost/calibration.h"
 
 #include <set>
 
@@ -114,6 +115,66 @@ TEST(CollectiveChoiceTest, RingRecordsItsBuffers) {
   EXPECT_EQ(all_to_all.algorithm(), COLLECTIVE_ALL_TO_ALL);
   EXPECT_EQ(all_to_all.buffer_bytes(), 0);
   EXPECT_EQ(all_to_all.chunk_bytes(), 0);
+}
+
+// The stated-link model ranks only what the size rule allows at a size,
+// by latencies, messages and bytes at the link's rate.
+TEST(CollectiveChoiceTest, StatedLinkModelRanksTheSizeRulesAlgorithms) {
+  const std::vector<int64_t> two = {0, 1};
+  const std::vector<int64_t> three = {0, 1, 2};
+  const std::vector<int64_t> four = {0, 1, 2, 3};
+  auto on = [](double gbit) {
+    LinkSpec link;
+    link.set_gbit_per_s(gbit);
+    link.set_latency_us(8);
+    return [link](CollectiveAlgorithm a, int64_t n, int64_t bytes) {
+      return cost::StatedLinkCollectiveUs(link, 65536, a, static_cast<int>(n), bytes);
+    };
+  };
+  // By hand at 1 Gbit/s (125 bytes a us), 64 KiB over 4 ranks: doubling
+  // 2 x 18 + 2 x 10 + 131072 / 125 = 1104.6 us; scatter-gather 2 x 18 +
+  // 6 x 10 + 98304 / 125 = 882.4; the ring 6 x 18 + 60 + 786.4 = 954.4.
+  LinkSpec gbit;
+  gbit.set_gbit_per_s(1);
+  gbit.set_latency_us(8);
+  EXPECT_NEAR(cost::StatedLinkCollectiveUs(gbit, 65536, COLLECTIVE_DOUBLING_ALL_REDUCE, 4, 65536),
+              1104.576, 1e-3);
+  EXPECT_NEAR(
+      cost::StatedLinkCollectiveUs(gbit, 65536, COLLECTIVE_SCATTER_GATHER_ALL_REDUCE, 4, 65536),
+      882.432, 1e-3);
+  EXPECT_NEAR(cost::StatedLinkCollectiveUs(gbit, 65536, COLLECTIVE_RING_ALL_REDUCE, 4, 65536),
+              954.432, 1e-3);
+  auto k64 = Conf(PartialSum(), Broadcast(), {128, 128}, DT_FLOAT, four);
+  EXPECT_EQ(ChooseCollective(k64, 4, 65536, on(1)).algorithm(),
+            COLLECTIVE_SCATTER_GATHER_ALL_REDUCE);
+  EXPECT_EQ(ChooseCollective(k64, 4, 65536, on(10)).algorithm(), COLLECTIVE_DOUBLING_ALL_REDUCE);
+  // 3 ranks, 16 KiB: the exchange sends twice the tensor in one step,
+  // scatter-gather 4/3 of it in two: the exchange at 10 Gbit/s only.
+  auto k16 = Conf(PartialSum(), Broadcast(), {64, 64}, DT_FLOAT, three);
+  ASSERT_EQ(ChooseCollective(k16, 3, 65536).algorithm(), COLLECTIVE_EXCHANGE_ALL_REDUCE);
+  EXPECT_EQ(ChooseCollective(k16, 3, 65536, on(10)).algorithm(), COLLECTIVE_EXCHANGE_ALL_REDUCE);
+  EXPECT_EQ(ChooseCollective(k16, 3, 65536, on(1)).algorithm(),
+            COLLECTIVE_SCATTER_GATHER_ALL_REDUCE);
+  // 2 ranks: the exchange sends what the ring sends in one step: kept.
+  auto k256 = Conf(PartialSum(), Broadcast(), {256, 256}, DT_FLOAT, two);
+  EXPECT_EQ(ChooseCollective(k256, 2, 65536, on(1)).algorithm(), COLLECTIVE_EXCHANGE_ALL_REDUCE);
+  // Above the rule's bounds only the ring is a candidate (1 MiB over 4).
+  auto m1 = Conf(PartialSum(), Broadcast(), {512, 512}, DT_FLOAT, four);
+  EXPECT_EQ(ChooseCollective(m1, 4, 65536, on(1)).algorithm(), COLLECTIVE_RING_ALL_REDUCE);
+  EXPECT_LT(cost::StatedLinkCollectiveUs(gbit, 65536, COLLECTIVE_SCATTER_GATHER_ALL_REDUCE, 4,
+                                         1 << 20),
+            0);
+  // Sending more bytes than the rule's pick, an algorithm is no candidate:
+  // the exchange at 4 ranks, even for a tiny tensor it would take in one
+  // step, leaves recursive doubling its measured lead.
+  EXPECT_LT(cost::StatedLinkCollectiveUs(gbit, 65536, COLLECTIVE_EXCHANGE_ALL_REDUCE, 4, 512), 0);
+  auto tiny = Conf(PartialSum(), Broadcast(), {128}, DT_FLOAT, four);
+  EXPECT_EQ(ChooseCollective(tiny, 4, 65536, on(1)).algorithm(), COLLECTIVE_DOUBLING_ALL_REDUCE);
+  // No stated rate, or the exchange bound 0: no figure, the size rule.
+  LinkSpec unstated;
+  EXPECT_LT(cost::StatedLinkCollectiveUs(unstated, 65536, COLLECTIVE_RING_ALL_REDUCE, 4, 65536),
+            0);
+  EXPECT_LT(cost::StatedLinkCollectiveUs(gbit, 0, COLLECTIVE_RING_ALL_REDUCE, 4, 65536), 0);
 }
 
 }  // namespace

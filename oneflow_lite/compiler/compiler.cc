@@ -17,6 +17,7 @@
 #include "oneflow_lite/compiler/logical_graph.h"
 #include "oneflow_lite/compiler/pipeline_schedule.h"
 #include "oneflow_lite/compiler/placement.h"
+#include "oneflow_lite/cost/calibration.h"
 
 namespace oflite {
 namespace compiler {
@@ -264,8 +265,18 @@ StatusOr<Plan> CompileJob(const Job& job, const ClusterProto& cluster,
   }
   ASSIGN_OR_RETURN(std::vector<MemBlockProto> blocks, PlanMemory(&tasks, options.memory));
   Plan plan;
+  // Without a calibration's curves, a cluster that states its links ranks
+  // the size rule's algorithms by the slowest of them (StatedLinkCollectiveUs).
+  CollectiveTimeFn collective_time = options.collective_time;
+  const LinkSpec slowest = cost::SlowestLink(cluster);
+  if (!collective_time && slowest.gbit_per_s() > 0 && options.exchange_max_bytes > 0) {
+    const int64_t bound = options.exchange_max_bytes;
+    collective_time = [slowest, bound](CollectiveAlgorithm a, int64_t n, int64_t bytes) {
+      return cost::StatedLinkCollectiveUs(slowest, bound, a, static_cast<int>(n), bytes);
+    };
+  }
   Emitter emitter(tasks, blocks, cluster.machine_size(), options.exchange_max_bytes,
-                  options.collective_time);
+                  collective_time);
   RETURN_IF_ERROR(emitter.Emit(job, cluster, logical, &plan));
   plan.set_graph_capturable(blocker.empty());
   plan.set_graph_note(graph_note);

@@ -69,7 +69,9 @@ struct CompileOptions {
   bool merge_gpu_compute = true;
   // When set, each partial-sum collective takes the algorithm this model
   // predicts fastest (a calibration's curves of the transport that will
-  // carry it: `oflite compile --calibration`); unset: the size rule.
+  // carry it: `oflite compile --calibration`); unset: the size rule, its
+  // algorithms ranked by the cluster's slowest link where the cluster
+  // states link rates (cost::StatedLinkCollectiveUs).
   CollectiveTimeFn collective_time;
   CostWeights weights;
   TaskGraphOptions tasks;

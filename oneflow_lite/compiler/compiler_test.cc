@@ -255,6 +255,64 @@ TEST(CompilerTest, DataParallelTwoMachinesUsesRings) {
   }
 }
 
+// The algorithms recorded for a job's all-reduces, by tensor bytes.
+std::map<int64_t, std::set<CollectiveAlgorithm>> AlgorithmsBySize(const Plan& plan) {
+  std::map<int64_t, std::set<CollectiveAlgorithm>> by_size;
+  for (const MachinePlan& m : plan.machine()) {
+    for (const TaskProto& t : m.task()) {
+      if (t.type() == TASK_COLLECTIVE) {
+        by_size[t.collective().buffer_bytes()].insert(t.collective().algorithm());
+      }
+    }
+  }
+  return by_size;
+}
+
+// Without a calibration, a cluster that states its links ranks the size
+// rule's algorithms by the slowest link: on 4 machines the 64 KiB weight
+// gradients take recursive doubling (twice the tensor sent per rank) on
+// one box and at 10 Gbit/s, scatter-gather (1.5 times, more messages) at
+// 1 Gbit/s; the 512-byte bias gradients keep doubling everywhere.
+TEST(CompilerTest, StatedLinksRankTheSizeRulesAlgorithms) {
+  MlpSpec spec;
+  spec.features = 128;
+  spec.hidden = {128};
+  spec.classes = 128;
+  spec.batch = 16;
+  spec.placement = "0-3:cpu:0";
+  CompileOptions unfused;
+  unfused.fuse_max_bytes = 0;
+  const int64_t weight = 128 * 128 * 4, bias = 128 * 4;
+  auto with_links = [](double gbit) {
+    ClusterProto cluster = MakeCluster(4, 1);
+    for (MachineProto& m : *cluster.mutable_machine()) m.mutable_nic()->set_gbit_per_s(gbit);
+    return cluster;
+  };
+  using Set = std::set<CollectiveAlgorithm>;
+  const Set doubling = {COLLECTIVE_DOUBLING_ALL_REDUCE};
+  auto box = AlgorithmsBySize(MustCompile(spec, MakeCluster(4, 1), unfused));
+  EXPECT_EQ(box[weight], doubling);
+  EXPECT_EQ(box[bias], doubling);
+  auto fast = AlgorithmsBySize(MustCompile(spec, with_links(10), unfused));
+  EXPECT_EQ(fast[weight], doubling);
+  EXPECT_EQ(fast[bias], doubling);
+  auto slow = AlgorithmsBySize(MustCompile(spec, with_links(1), unfused));
+  EXPECT_EQ(slow[weight], Set{COLLECTIVE_SCATTER_GATHER_ALL_REDUCE});
+  EXPECT_EQ(slow[bias], doubling);
+  // The exchange bound 0 still means the ring, stated links or not.
+  CompileOptions ring_only = unfused;
+  ring_only.exchange_max_bytes = 0;
+  auto ring = AlgorithmsBySize(MustCompile(spec, with_links(1), ring_only));
+  EXPECT_EQ(ring[weight], Set{COLLECTIVE_RING_ALL_REDUCE});
+  // A calibration's model, when given, decides instead.
+  CompileOptions modelled = unfused;
+  modelled.collective_time = [](CollectiveAlgorithm a, int64_t, int64_t) {
+    return a == COLLECTIVE_RING_ALL_REDUCE ? 1.0 : 9.0;
+  };
+  auto chosen = AlgorithmsBySize(MustCompile(spec, with_links(1), modelled));
+  EXPECT_EQ(chosen[weight], Set{COLLECTIVE_RING_ALL_REDUCE});
+}
+
 TEST(CompilerTest, DataParallelTwoMachinesTwoDevices) {
   MlpSpec spec;
   spec.placement = "0-1:cpu:0-1";

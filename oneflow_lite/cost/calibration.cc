@@ -4,6 +4,8 @@
 #include <cmath>
 #include <set>
 
+#include "oneflow_lite/common/ring_segments.h"
+
 namespace oflite {
 namespace cost {
 
@@ -334,6 +336,36 @@ double PredictCollectiveUs(const CostTables& tables, const TransportCost* transp
                 (link.gbit_per_s() > 0 ? traffic.bytes_sent_per_rank / (link.gbit_per_s() * 125.0)
                                        : 0);
   return std::max(floor, wire);
+}
+
+double StatedLinkCollectiveUs(const LinkSpec& link, int64_t exchange_max_bytes,
+                              CollectiveAlgorithm algorithm, int ranks, int64_t bytes) {
+  if (link.gbit_per_s() <= 0 || exchange_max_bytes <= 0 || ranks < 2 || bytes < 0) return -1;
+  const size_t size = static_cast<size_t>(bytes);
+  const size_t bound = static_cast<size_t>(exchange_max_bytes);
+  // The size rule's pick for an all-reduce (collective_choice.h).
+  const CollectiveAlgorithm rule =
+      UseDoublingAllReduce(size, ranks, bound)        ? COLLECTIVE_DOUBLING_ALL_REDUCE
+      : UseExchangeAllReduce(size, ranks, bound)      ? COLLECTIVE_EXCHANGE_ALL_REDUCE
+      : UseScatterGatherAllReduce(size, ranks, bound) ? COLLECTIVE_SCATTER_GATHER_ALL_REDUCE
+                                                      : COLLECTIVE_RING_ALL_REDUCE;
+  const CollectiveTraffic traffic = TrafficOf(algorithm, ranks, bytes, bytes / ranks);
+  if (algorithm != rule) {
+    // Only an algorithm that sends fewer bytes than the rule's may beat it,
+    // and a whole-buffer one only within its own bound.
+    const CollectiveTraffic ruled = TrafficOf(rule, ranks, bytes, bytes / ranks);
+    if (traffic.bytes_sent_per_rank >= ruled.bytes_sent_per_rank) return -1;
+    if (algorithm == COLLECTIVE_SCATTER_GATHER_ALL_REDUCE &&
+        !(ranks >= 3 && size <= kScatterGatherFactor * bound)) {
+      return -1;
+    }
+    if (algorithm == COLLECTIVE_DOUBLING_ALL_REDUCE || algorithm == COLLECTIVE_EXCHANGE_ALL_REDUCE) {
+      return -1;  // below the rule's pick in bytes only where the rule takes them itself
+    }
+  }
+  return traffic.latencies * (link.latency_us() + kStatedLinkStepUs) +
+         traffic.messages_received_per_rank * kStatedLinkMessageUs +
+         traffic.bytes_sent_per_rank / (link.gbit_per_s() * 125.0);
 }
 
 LinkSpec SlowestLink(const ClusterProto& cluster) {

@@ -125,6 +125,29 @@ double PredictCollectiveUs(const CostTables& tables, const TransportCost* transp
                            const LinkSpec& link, CollectiveAlgorithm algorithm, int ranks,
                            int64_t bytes);
 
+// Without a calibration, across links the cluster states: the time of one
+// collective by the link alone, for the compiler to weigh the size rule's
+// pick (common/ring_segments.h) against the algorithms that send fewer
+// bytes than it, as `oflite compile` does without --calibration
+// (compiler/compiler.h):
+//   latencies x (link latency + kStatedLinkStepUs)
+//   + messages received x kStatedLinkMessageUs
+//   + bytes sent per rank at the link's rate.
+// The size rule was measured on one box, where bytes are cheap and
+// messages dear; across a slow link the bytes decide: at 4 ranks recursive
+// doubling (twice the tensor sent per rank) loses to scatter-gather (1.5
+// times, four more messages) above about 10 KB at 1 Gbit/s and 100 KB at
+// 10 Gbit/s, and at 3 ranks the exchange (twice) to scatter-gather (4/3)
+// above about 7 and 70 KB. -1 when the link has no stated rate,
+// `exchange_max_bytes` is 0 (the ring only), or `algorithm` is neither the
+// rule's pick nor one that sends fewer bytes (scatter-gather within its
+// bound, the ring algorithms): the rule's preference among the rest was
+// measured, and a link cannot reverse it.
+inline constexpr double kStatedLinkStepUs = 10;     // tcp's one-way software latency
+inline constexpr double kStatedLinkMessageUs = 10;  // one more piece received
+double StatedLinkCollectiveUs(const LinkSpec& link, int64_t exchange_max_bytes,
+                              CollectiveAlgorithm algorithm, int ranks, int64_t bytes);
+
 // The slowest link between any two machines of `cluster` (the one a ring
 // over all of them waits for).
 LinkSpec SlowestLink(const ClusterProto& cluster);
