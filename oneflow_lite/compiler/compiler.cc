@@ -1,7 +1,9 @@
 #include "oneflow_lite/compiler/compiler.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
+#include <string>
 #include <tuple>
 
 #include "oneflow_lite/common/attr.h"
@@ -268,18 +270,40 @@ StatusOr<Plan> CompileJob(const Job& job, const ClusterProto& cluster,
   // Without a calibration's curves, a cluster that states its links ranks
   // the size rule's algorithms by the slowest of them (StatedLinkCollectiveUs).
   CollectiveTimeFn collective_time = options.collective_time;
+  std::string collective_note =
+      options.collective_source.empty() ? "a cost model" : options.collective_source;
   const LinkSpec slowest = cost::SlowestLink(cluster);
-  if (!collective_time && slowest.gbit_per_s() > 0 && options.exchange_max_bytes > 0) {
+  if (collective_time) {
+    // The caller's model decides (collective_choice.h).
+  } else if (options.exchange_max_bytes <= 0) {
+    collective_note = "the ring (exchange bound 0)";
+  } else if (slowest.gbit_per_s() > 0) {
     const int64_t bound = options.exchange_max_bytes;
     collective_time = [slowest, bound](CollectiveAlgorithm a, int64_t n, int64_t bytes) {
       return cost::StatedLinkCollectiveUs(slowest, bound, a, static_cast<int>(n), bytes);
     };
+    char link[160];
+    std::snprintf(link, sizeof(link), "%.4g Gbit/s, %.4g us", slowest.gbit_per_s(),
+                  slowest.latency_us());
+    collective_note = std::string("the size rule, weighed on the cluster's slowest stated link (") +
+                      link + ")";
+  } else {
+    collective_note = "the size rule (no calibration, no stated link rate)";
   }
   Emitter emitter(tasks, blocks, cluster.machine_size(), options.exchange_max_bytes,
                   collective_time);
   RETURN_IF_ERROR(emitter.Emit(job, cluster, logical, &plan));
   plan.set_graph_capturable(blocker.empty());
   plan.set_graph_note(graph_note);
+  bool crosses = false;
+  for (const MachinePlan& m : plan.machine()) {
+    for (const TaskProto& t : m.task()) {
+      if (t.type() == TASK_COLLECTIVE && t.collective().algorithm() != COLLECTIVE_ALL_TO_ALL) {
+        crosses = true;
+      }
+    }
+  }
+  if (crosses) plan.set_collective_note(collective_note);
   return plan;
 }
 

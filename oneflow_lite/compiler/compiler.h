@@ -73,6 +73,9 @@ struct CompileOptions {
   // algorithms ranked by the cluster's slowest link where the cluster
   // states link rates (cost::StatedLinkCollectiveUs).
   CollectiveTimeFn collective_time;
+  // What collective_time is, for Plan.collective_note (e.g. "calibration
+  // 'C' over tcp").
+  std::string collective_source;
   CostWeights weights;
   TaskGraphOptions tasks;
   MemoryPlanOptions memory;

@@ -260,6 +260,9 @@ void PrintPlanSummary(std::FILE* out, const Plan& plan) {
       std::fprintf(out, "  collective algorithms (compiled):");
       for (const auto& [name, n] : by_algorithm) std::fprintf(out, " %s x%d", name.c_str(), n);
       std::fprintf(out, "\n");
+      if (!plan.collective_note().empty()) {
+        std::fprintf(out, "  chosen by: %s\n", plan.collective_note().c_str());
+      }
     }
     PrintBuckets(out, s);
     for (size_t i = 0; i < s.boxing.size() && i < kListLimit; ++i) {

@@ -230,6 +230,8 @@ int RunCompile(int argc, char** argv) {
     } else {
       LinkSpec link = cost::SlowestLink(*cluster);
       TransportCost transport_copy = *transport;
+      options.collective_source = "the curves of calibration '" + calibration_path + "' over " +
+                                  transport_name + ", against the cluster's slowest link";
       options.collective_time = [tables, transport_copy, link](CollectiveAlgorithm a, int64_t n,
                                                                int64_t bytes) {
         return cost::PredictCollectiveUs(*tables, &transport_copy, link, a, static_cast<int>(n),

@@ -52,6 +52,13 @@ printf 'machine { id: 0 address: "127.0.0.1" cpu_devices: 1 }\nmachine { id: 1 a
 check "compile 2x1 (exchange for small all-reduces)" 0 $?
 "$OFLITE" inspect "$TMP/mlp2x.plan.pb" > "$TMP/out" 2>&1; check "inspect 2x1 exchange summary" 0 $?
 expect_in "small all-reduces use the exchange" "collective algorithms (compiled): exchange_all_reduce x4 ring_all_gather x1" "$TMP/out"
+expect_in "inspect says how the algorithms were chosen" "chosen by: the size rule (no calibration, no stated link rate)" "$TMP/out"
+# A cluster that states its link rate: the size rule weighed on it.
+printf 'machine { id: 0 address: "127.0.0.1" cpu_devices: 1 nic { gbit_per_s: 1 latency_us: 8 } }\nmachine { id: 1 address: "127.0.0.2" cpu_devices: 1 nic { gbit_per_s: 1 latency_us: 8 } }\n' > "$TMP/two_links.pbtxt"
+"$OFLITE" compile --job "$TMP/mlp2.job.pb" --cluster "$TMP/two_links.pbtxt" -o "$TMP/mlp2l.plan.pb" --quiet --fuse_max_bytes 0 > "$TMP/out" 2>&1
+check "compile 2x1 over stated links" 0 $?
+"$OFLITE" inspect "$TMP/mlp2l.plan.pb" > "$TMP/out" 2>&1; check "inspect 2x1 over stated links" 0 $?
+expect_in "stated links weigh the size rule" "chosen by: the size rule, weighed on the cluster's slowest stated link (1 Gbit/s, 8 us)" "$TMP/out"
 "$OFLITE" compile --job "$TMP/mlp2.job.pb" --cluster "$TMP/two.pbtxt" -o "$TMP/bad.plan.pb" --exchange_max_bytes -1 > "$TMP/out" 2>&1
 check "--exchange_max_bytes -1 is bad input" 2 $?
 expect_in "--exchange_max_bytes -1 names the flag" "exchange_max_bytes" "$TMP/out"
@@ -77,6 +84,7 @@ assert rings and all(b['algorithm'].startswith('ring_') for b in rings), d['boxi
 assert any(b['algorithm'] == 'ring_all_reduce' and b['buffer_bytes'] > 0 for b in rings), rings
 assert d['seed'] == 7 and d['samples_per_iter'] == 8 and d['is_train'] is True, d
 assert d['eval_plan']['state'] == 'no_test_split', d['eval_plan']
+assert d['collective_note'] == 'the ring (exchange bound 0)', d['collective_note']
 " "$TMP/summary.json"
   check "json shows collective algorithms and run settings" 0 $?
 fi

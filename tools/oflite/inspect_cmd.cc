@@ -285,7 +285,8 @@ void PrintJson(const Plan& plan, const PlanSummary& s, bool actors) {
      << ",\"stream_ordered_edges\":" << EdgeSyncCounts(plan).first
      << ",\"event_edges\":" << EdgeSyncCounts(plan).second
      << ",\"graph_capturable\":" << (plan.graph_capturable() ? "true" : "false")
-     << ",\"graph_note\":" << Q(plan.graph_note()) << ",\"graph_replay_tasks\":[";
+     << ",\"graph_note\":" << Q(plan.graph_note())
+     << ",\"collective_note\":" << Q(plan.collective_note()) << ",\"graph_replay_tasks\":[";
   bool first_replayed = true;
   for (const TaskProto* t : ReplayedTasks(plan)) {
     os << (first_replayed ? "" : ",") << "{\"name\":" << Q(t->name())
