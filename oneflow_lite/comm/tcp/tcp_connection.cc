@@ -42,6 +42,20 @@ Status StatusFromWire(uint32_t code, std::string message) {
 
 }  // namespace
 
+int ReceiveLowWater(uint64_t payload_length, uint64_t done, double seconds, uint64_t cap,
+                    double trickle_bytes_per_second) {
+  if (cap <= 1 || payload_length < kLowWaterMinPayload || done >= payload_length ||
+      !(seconds > 0)) {
+    return 1;
+  }
+  const double rate = static_cast<double>(done) / seconds;
+  if (!(rate < trickle_bytes_per_second)) return 1;
+  const double per_wake = rate * std::chrono::duration<double>(kLowWaterWake).count();
+  const double want = std::min({static_cast<double>(payload_length - done),
+                                static_cast<double>(cap), per_wake});
+  return want < static_cast<double>(kLowWaterMinBytes) ? 1 : static_cast<int>(want);
+}
+
 TcpConnection::TcpConnection(TcpTransportImpl* owner, int fd, int peer_rank,
                              const std::string& address)
     : owner_(owner),
@@ -365,6 +379,27 @@ Status TcpConnection::ReadAvailable() {
         const size_t direct = std::min<uint64_t>(received, left);
         payload_done_ += direct;
         in_end_ = received - direct;
+        // A large payload trickling in, as over a slow link: wake about
+        // once per kLowWaterWake of its arrival, not for every few segments
+        // (TcpOptions::receive_low_water).
+        double seconds = -1;
+        if (payload_done_ < header_.payload_length &&
+            owner_->tcp_options().receive_low_water > 1 &&
+            header_.payload_length >= kLowWaterMinPayload) {
+          const Clock::time_point now = Clock::now();
+          if (payload_begin_ == Clock::time_point()) {
+            payload_begin_ = now;  // the first read of this payload
+          } else {
+            seconds = std::chrono::duration<double>(now - payload_begin_).count();
+          }
+        }
+        const int want = ReceiveLowWater(header_.payload_length, payload_done_, seconds,
+                                         owner_->tcp_options().receive_low_water,
+                                         owner_->tcp_options().trickle_bytes_per_second);
+        if (want != receive_low_water_) {
+          ::setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof(want));
+          receive_low_water_ = want;
+        }
         if (payload_done_ == header_.payload_length) {
           RETURN_IF_ERROR(FinishFrame(payload_destination_));
         }
@@ -431,6 +466,7 @@ Status TcpConnection::ConsumeBuffered() {
       have_header_ = true;
       in_place_ = false;
       payload_done_ = 0;
+      payload_begin_ = Clock::time_point();
       payload_destination_ = nullptr;
       RETURN_IF_ERROR(BeginFrame());
       continue;

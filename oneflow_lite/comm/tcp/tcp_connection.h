@@ -155,6 +155,10 @@ class TcpConnection : public Connection {
   bool in_place_ = false;
   uint8_t* payload_destination_ = nullptr;
   uint64_t payload_done_ = 0;
+  // The socket's SO_RCVLOWAT as last set (TcpOptions::receive_low_water),
+  // and when the first read of the payload in progress was.
+  int receive_low_water_ = 1;
+  Clock::time_point payload_begin_;
   // Payloads of such frames too large for in_buffer_ (a message_slot_size
   // above it; before the handshake, anything above 1 KiB) gather here.
   std::unique_ptr<uint8_t[]> spill_;

@@ -22,19 +22,26 @@ namespace oflite {
 namespace comm {
 namespace {
 
-TransportFactory TcpFactory(const std::string& name, bool caller_progress) {
-  return {name, [caller_progress](const TransportOptions& options) {
+// `low_water_always`: every payload of kLowWaterMinPayload bytes or more
+// counts as trickling, so its reads after the first raise SO_RCVLOWAT
+// (TcpOptions::receive_low_water), as over a slow link.
+TransportFactory TcpFactory(const std::string& name, bool caller_progress,
+                            bool low_water_always = false) {
+  return {name, [caller_progress, low_water_always](const TransportOptions& options) {
             tcp::TcpOptions tcp_options;
             tcp_options.job_token = "conformance";
             tcp_options.caller_progress = caller_progress;
+            if (low_water_always) tcp_options.trickle_bytes_per_second = 1e30;
             return tcp::CreateTcpTransport(options, tcp_options);
           }};
 }
 
-// The defaults, and caller progress (the suites' caller-poll cases then
-// read the sockets on their polling threads too).
+// The defaults, caller progress (the suites' caller-poll cases then read
+// the sockets on their polling threads too), and the low-water mark on
+// every large payload.
 const auto kTcpVariants = ::testing::Values(TcpFactory("tcp", false),
-                                            TcpFactory("tcp_caller_progress", true));
+                                            TcpFactory("tcp_caller_progress", true),
+                                            TcpFactory("tcp_low_water", false, true));
 
 INSTANTIATE_TEST_SUITE_P(Tcp, TransportConformanceTest, kTcpVariants,
                          [](const auto& info) { return info.param.name; });
@@ -178,7 +185,7 @@ TEST(TcpTransportTest, OwnStallDoesNotBlameAHealthyPeer) {
 // every kind and size, in a shuffled order so that they straddle the
 // buffer's end at many points, must arrive intact and in order, each WRITE's
 // data in place when the message posted after it arrives.
-TEST(TcpTransportTest, FramesOfEverySizeArriveIntactAndInOrder) {
+void FramesOfEverySizeArriveIntactAndInOrder(const TransportFactory& factory) {
   constexpr size_t kSlot = 600 << 10;  // above the input buffer's 256 KiB
   constexpr size_t kRegion = 4 << 20;
   std::mutex mutex;
@@ -205,7 +212,7 @@ TEST(TcpTransportTest, FramesOfEverySizeArriveIntactAndInOrder) {
     changed.notify_all();
   };
   auto transports =
-      CreateConnectedTransports(TcpFactory("tcp", false), options, milliseconds(10000));
+      CreateConnectedTransports(factory, options, milliseconds(10000));
   ASSERT_TRUE(transports.ok()) << transports.status();
   auto remote = (*transports)[1]->RegisterMemory(target.data(), target.size(), kAccessAll);
   ASSERT_TRUE(remote.ok()) << remote.status();
@@ -277,6 +284,89 @@ TEST(TcpTransportTest, FramesOfEverySizeArriveIntactAndInOrder) {
                                             << " bytes) differs";
   }
   EXPECT_TRUE((*(*transports)[1]->GetConnection(0))->status().ok());
+}
+
+TEST(TcpTransportTest, FramesOfEverySizeArriveIntactAndInOrder) {
+  FramesOfEverySizeArriveIntactAndInOrder(TcpFactory("tcp", false));
+}
+
+// The same frames with the low-water mark raised on every large payload:
+// nothing is lost, reordered or left waiting for bytes that never come.
+TEST(TcpTransportTest, FramesArriveIntactWithTheLowWaterMarkOnEveryLargePayload) {
+  FramesOfEverySizeArriveIntactAndInOrder(TcpFactory("tcp_low_water", false, true));
+}
+
+// WRITEs of 4 MiB, each read in several pieces, with the low-water mark
+// raised after the first piece: every byte lands, every completion runs,
+// and the small message behind each WRITE is not held back by the mark.
+TEST(TcpTransportTest, LargeWritesArriveIntactWithTheLowWaterMark) {
+  constexpr size_t kWrite = 4 << 20;
+  constexpr int kWrites = 6;
+  std::mutex mutex;
+  std::condition_variable changed;
+  int markers = 0;
+  std::vector<uint8_t> target(kWrite * kWrites, 0);
+  std::vector<TransportOptions> options(2);
+  for (int rank = 0; rank < 2; ++rank) {
+    options[rank].rank = rank;
+    options[rank].world_size = 2;
+  }
+  options[1].on_message = [&](int, const void*, size_t) {
+    std::lock_guard<std::mutex> lock(mutex);
+    ++markers;
+    changed.notify_all();
+  };
+  auto transports = CreateConnectedTransports(TcpFactory("tcp_low_water", false, true), options,
+                                              milliseconds(10000));
+  ASSERT_TRUE(transports.ok()) << transports.status();
+  auto remote = (*transports)[1]->RegisterMemory(target.data(), target.size(), kAccessAll);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  std::vector<uint8_t> source(target.size());
+  for (size_t i = 0; i < source.size(); ++i) source[i] = static_cast<uint8_t>(i * 29 + i / 4099);
+  auto local = (*transports)[0]->RegisterMemory(source.data(), source.size(), kAccessAll);
+  ASSERT_TRUE(local.ok()) << local.status();
+  Connection* connection = *(*transports)[0]->GetConnection(1);
+  int writes_done = 0;
+  for (int w = 0; w < kWrites; ++w) {
+    ASSERT_TRUE(connection
+                    ->PostWrite(**local, w * kWrite, (*remote)->remote_key(), w * kWrite, kWrite,
+                                [&](const Status& status) {
+                                  EXPECT_TRUE(status.ok()) << status;
+                                  std::lock_guard<std::mutex> lock(mutex);
+                                  ++writes_done;
+                                  changed.notify_all();
+                                })
+                    .ok());
+    const char marker = 'M';
+    ASSERT_TRUE(connection->SendMessage(&marker, 1).ok());
+  }
+  std::unique_lock<std::mutex> lock(mutex);
+  ASSERT_TRUE(changed.wait_for(lock, milliseconds(20000), [&] {
+    return markers == kWrites && writes_done == kWrites;
+  })) << markers << " markers, " << writes_done << " WRITEs";
+  EXPECT_TRUE(target == source);
+  EXPECT_TRUE((*(*transports)[1]->GetConnection(0))->status().ok());
+}
+
+TEST(TcpTransportTest, LowWaterMarkFollowsThePayloadsRate) {
+  constexpr uint64_t kCap = 256 * 1024;
+  constexpr double kTrickle = 250e6;
+  const uint64_t mib = 1 << 20;
+  // 125 MB/s (a 1 Gbit/s link): 125 KB arrive in a millisecond.
+  EXPECT_EQ(ReceiveLowWater(mib, 125000, 1e-3, kCap, kTrickle), 125000);
+  // Slower still: at least kLowWaterMinBytes, else any byte wakes.
+  EXPECT_EQ(ReceiveLowWater(mib, 20000, 1e-3, kCap, kTrickle), 20000);
+  EXPECT_EQ(ReceiveLowWater(mib, 10000, 1e-3, kCap, kTrickle), 1);
+  // Never more than the cap or the rest of the payload.
+  EXPECT_EQ(ReceiveLowWater(4 * mib, 200000, 1e-3, 65536, kTrickle), 65536);
+  EXPECT_EQ(ReceiveLowWater(mib, mib - 40000, 8e-3, kCap, kTrickle), 40000);
+  EXPECT_EQ(ReceiveLowWater(mib, mib - 1000, 8e-3, kCap, kTrickle), 1);
+  // Fast (loopback), the first read, a payload in, small payloads, off.
+  EXPECT_EQ(ReceiveLowWater(mib, 500000, 1e-3, kCap, kTrickle), 1);
+  EXPECT_EQ(ReceiveLowWater(mib, 100000, -1, kCap, kTrickle), 1);
+  EXPECT_EQ(ReceiveLowWater(mib, mib, 1e-3, kCap, kTrickle), 1);
+  EXPECT_EQ(ReceiveLowWater(kLowWaterMinPayload - 1, 100000, 1e-3, kCap, kTrickle), 1);
+  EXPECT_EQ(ReceiveLowWater(mib, 125000, 1e-3, 0, kTrickle), 1);
 }
 
 }  // namespace
