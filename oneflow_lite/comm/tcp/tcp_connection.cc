@@ -68,6 +68,7 @@ TcpConnection::TcpConnection(TcpTransportImpl* owner, int fd, int peer_rank,
       in_buffer_(kHandshakeBufferSize) {}
 
 TcpConnection::~TcpConnection() {
+  if (receive_low_water_ > 1) owner_->NoteTrickling(-1);
   write_pin_.reset();
   ::close(fd_);
 }
@@ -345,6 +346,10 @@ void TcpConnection::OnReadable() {
   if (!status.ok()) {
     write_pin_.reset();
     have_header_ = false;
+    if (receive_low_water_ > 1) {
+      owner_->NoteTrickling(-1);  // its payload will not come
+      receive_low_water_ = 1;
+    }
     Fail(status);
     return;
   }
@@ -398,6 +403,7 @@ Status TcpConnection::ReadAvailable() {
                                          owner_->tcp_options().trickle_bytes_per_second);
         if (want != receive_low_water_) {
           ::setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof(want));
+          if ((want > 1) != (receive_low_water_ > 1)) owner_->NoteTrickling(want > 1 ? 1 : -1);
           receive_low_water_ = want;
         }
         if (payload_done_ == header_.payload_length) {

@@ -504,7 +504,9 @@ void TcpTransportImpl::ProgressLoop() {
       account(Clock::now(), std::chrono::milliseconds(wait_ms));
       if (count > 0) {
         spin.Reset();
-        polling = true;
+        // Busy-poll for a quick next event, unless a payload trickles in
+        // (its next bytes are about kLowWaterWake away).
+        polling = trickling_.load(std::memory_order_relaxed) == 0;
       } else if (polling) {
         polling = spin.Idle();  // yields first; false: block next round
       }

@@ -52,6 +52,12 @@ class TcpTransportImpl : public Transport {
   // For connections.
   const TransportOptions& options() const { return options_; }
   const TcpOptions& tcp_options() const { return tcp_; }
+  // Connections reading a trickling payload behind a raised SO_RCVLOWAT
+  // (TcpOptions::receive_low_water): +1 when one raises it, -1 when it
+  // lowers it back. While any does, the progress thread blocks after its
+  // events instead of busy-polling: the next bytes are about a millisecond
+  // away by construction.
+  void NoteTrickling(int delta) { trickling_.fetch_add(delta, std::memory_order_relaxed); }
   const FrameLimits& limits() const { return limits_; }
   RegionTable* regions() { return regions_.get(); }
   std::string HelloPayload() const;
@@ -106,6 +112,7 @@ class TcpTransportImpl : public Transport {
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   std::atomic<bool> stopping_{false};
+  std::atomic<int> trickling_{0};
   std::thread progress_thread_;
   // Serializes reading and handling (every handler and completion, the
   // ticks, accepting and reaping) between the progress thread and callers
