@@ -160,7 +160,9 @@ TEST(AutoParallelTest, ASlowLinkMovesTheChoiceOffDataParallelism) {
   EXPECT_LT(chosen, dp / 2) << report.chosen();
   // The report is sorted, fastest first, and the chosen one is first
   // (unless a pipeline won by less than the margin: below).
-  if (report.note().empty()) EXPECT_EQ(report.candidate(0).name(), report.chosen());
+  if (report.note().empty()) {
+    EXPECT_EQ(report.candidate(0).name(), report.chosen());
+  }
   // The plan is the chosen layout's, compiled for both machines.
   EXPECT_EQ(slow->plan.machine_size(), 2);
 

@@ -722,6 +722,12 @@ void TcpConnection::ReturnCredits(bool force) {
 // ---------------------------------------------------------------- liveness
 
 void TcpConnection::OnTick(Clock::time_point now, Clock::duration stalled) {
+  if (receive_low_water_ > 1 && state() == State::kFailed) {
+    // Failed elsewhere (a write, the transport's shutdown) while a payload
+    // trickled in: it will not come, so the progress thread may poll again.
+    owner_->NoteTrickling(-1);
+    receive_low_water_ = 1;
+  }
   ReturnCredits(true);
   const auto timeout = owner_->options().peer_timeout;
   // The peer is judged only on time this thread was listening: a stall of
