@@ -267,26 +267,26 @@ StatusOr<Plan> CompileJob(const Job& job, const ClusterProto& cluster,
   }
   ASSIGN_OR_RETURN(std::vector<MemBlockProto> blocks, PlanMemory(&tasks, options.memory));
   Plan plan;
-  // Without a calibration's curves, a cluster that states its links ranks
-  // the size rule's algorithms by the slowest of them (StatedLinkCollectiveUs).
+  // The caller's model (a calibration's curves) decides; without one, a
+  // cluster that states its links weighs the size rule's pick on the
+  // slowest of them (StatedLinkCollectiveUs).
   CollectiveTimeFn collective_time = options.collective_time;
-  std::string collective_note =
-      options.collective_source.empty() ? "a cost model" : options.collective_source;
-  const LinkSpec slowest = cost::SlowestLink(cluster);
+  std::string collective_note;
   if (collective_time) {
-    // The caller's model decides (collective_choice.h).
+    collective_note =
+        options.collective_source.empty() ? "a cost model" : options.collective_source;
   } else if (options.exchange_max_bytes <= 0) {
     collective_note = "the ring (exchange bound 0)";
-  } else if (slowest.gbit_per_s() > 0) {
+  } else if (const LinkSpec slowest = cost::SlowestLink(cluster); slowest.gbit_per_s() > 0) {
     const int64_t bound = options.exchange_max_bytes;
     collective_time = [slowest, bound](CollectiveAlgorithm a, int64_t n, int64_t bytes) {
       return cost::StatedLinkCollectiveUs(slowest, bound, a, static_cast<int>(n), bytes);
     };
-    char link[160];
+    char link[64];
     std::snprintf(link, sizeof(link), "%.4g Gbit/s, %.4g us", slowest.gbit_per_s(),
                   slowest.latency_us());
-    collective_note = std::string("the size rule, weighed on the cluster's slowest stated link (") +
-                      link + ")";
+    collective_note =
+        std::string("the size rule, weighed on the cluster's slowest stated link (") + link + ")";
   } else {
     collective_note = "the size rule (no calibration, no stated link rate)";
   }
@@ -295,15 +295,16 @@ StatusOr<Plan> CompileJob(const Job& job, const ClusterProto& cluster,
   RETURN_IF_ERROR(emitter.Emit(job, cluster, logical, &plan));
   plan.set_graph_capturable(blocker.empty());
   plan.set_graph_note(graph_note);
-  bool crosses = false;
+  // Only plans with a ring-family collective across machines have a choice
+  // to tell of.
   for (const MachinePlan& m : plan.machine()) {
     for (const TaskProto& t : m.task()) {
       if (t.type() == TASK_COLLECTIVE && t.collective().algorithm() != COLLECTIVE_ALL_TO_ALL) {
-        crosses = true;
+        plan.set_collective_note(collective_note);
+        return plan;
       }
     }
   }
-  if (crosses) plan.set_collective_note(collective_note);
   return plan;
 }
 

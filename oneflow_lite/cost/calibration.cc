@@ -351,17 +351,13 @@ double StatedLinkCollectiveUs(const LinkSpec& link, int64_t exchange_max_bytes,
                                                       : COLLECTIVE_RING_ALL_REDUCE;
   const CollectiveTraffic traffic = TrafficOf(algorithm, ranks, bytes, bytes / ranks);
   if (algorithm != rule) {
-    // Only an algorithm that sends fewer bytes than the rule's may beat it,
-    // and a whole-buffer one only within its own bound.
+    // Only a ring algorithm or scatter-gather may beat the rule's pick, and
+    // only by sending fewer bytes (scatter-gather then lies within its own
+    // bound: the rule took doubling or the exchange, both below it).
+    const bool challenger =
+        IsRingAlgorithm(algorithm) || algorithm == COLLECTIVE_SCATTER_GATHER_ALL_REDUCE;
     const CollectiveTraffic ruled = TrafficOf(rule, ranks, bytes, bytes / ranks);
-    if (traffic.bytes_sent_per_rank >= ruled.bytes_sent_per_rank) return -1;
-    if (algorithm == COLLECTIVE_SCATTER_GATHER_ALL_REDUCE &&
-        !(ranks >= 3 && size <= kScatterGatherFactor * bound)) {
-      return -1;
-    }
-    if (algorithm == COLLECTIVE_DOUBLING_ALL_REDUCE || algorithm == COLLECTIVE_EXCHANGE_ALL_REDUCE) {
-      return -1;  // below the rule's pick in bytes only where the rule takes them itself
-    }
+    if (!challenger || traffic.bytes_sent_per_rank >= ruled.bytes_sent_per_rank) return -1;
   }
   return traffic.latencies * (link.latency_us() + kStatedLinkStepUs) +
          traffic.messages_received_per_rank * kStatedLinkMessageUs +

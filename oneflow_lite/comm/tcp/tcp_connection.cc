@@ -68,7 +68,7 @@ TcpConnection::TcpConnection(TcpTransportImpl* owner, int fd, int peer_rank,
       in_buffer_(kHandshakeBufferSize) {}
 
 TcpConnection::~TcpConnection() {
-  if (receive_low_water_ > 1) owner_->NoteTrickling(-1);
+  SetReceiveLowWater(1);
   write_pin_.reset();
   ::close(fd_);
 }
@@ -346,10 +346,7 @@ void TcpConnection::OnReadable() {
   if (!status.ok()) {
     write_pin_.reset();
     have_header_ = false;
-    if (receive_low_water_ > 1) {
-      owner_->NoteTrickling(-1);  // its payload will not come
-      receive_low_water_ = 1;
-    }
+    SetReceiveLowWater(1);  // a payload in progress will not come
     Fail(status);
     return;
   }
@@ -398,14 +395,9 @@ Status TcpConnection::ReadAvailable() {
             seconds = std::chrono::duration<double>(now - payload_begin_).count();
           }
         }
-        const int want = ReceiveLowWater(header_.payload_length, payload_done_, seconds,
-                                         owner_->tcp_options().receive_low_water,
-                                         owner_->tcp_options().trickle_bytes_per_second);
-        if (want != receive_low_water_) {
-          ::setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof(want));
-          if ((want > 1) != (receive_low_water_ > 1)) owner_->NoteTrickling(want > 1 ? 1 : -1);
-          receive_low_water_ = want;
-        }
+        SetReceiveLowWater(ReceiveLowWater(header_.payload_length, payload_done_, seconds,
+                                           owner_->tcp_options().receive_low_water,
+                                           owner_->tcp_options().trickle_bytes_per_second));
         if (payload_done_ == header_.payload_length) {
           RETURN_IF_ERROR(FinishFrame(payload_destination_));
         }
@@ -719,14 +711,20 @@ void TcpConnection::ReturnCredits(bool force) {
   credits_to_return_ = 0;
 }
 
+void TcpConnection::SetReceiveLowWater(int want) {
+  if (want == receive_low_water_) return;
+  ::setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof(want));
+  if ((want > 1) != (receive_low_water_ > 1)) owner_->NoteTrickling(want > 1 ? 1 : -1);
+  receive_low_water_ = want;
+}
+
 // ---------------------------------------------------------------- liveness
 
 void TcpConnection::OnTick(Clock::time_point now, Clock::duration stalled) {
   if (receive_low_water_ > 1 && state() == State::kFailed) {
     // Failed elsewhere (a write, the transport's shutdown) while a payload
     // trickled in: it will not come, so the progress thread may poll again.
-    owner_->NoteTrickling(-1);
-    receive_low_water_ = 1;
+    SetReceiveLowWater(1);
   }
   ReturnCredits(true);
   const auto timeout = owner_->options().peer_timeout;

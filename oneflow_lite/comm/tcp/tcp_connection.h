@@ -124,6 +124,10 @@ class TcpConnection : public Connection {
   Status HandleAck(uint64_t request_id, uint32_t status);
   Status HandleReadRequest();
   void ReturnCredits(bool force);
+  // Sets the socket's SO_RCVLOWAT and keeps the transport's count of
+  // trickling connections (TcpTransportImpl::NoteTrickling) in step: the
+  // one place receive_low_water_ changes.
+  void SetReceiveLowWater(int want);
 
   TcpTransportImpl* const owner_;
   const int fd_;
