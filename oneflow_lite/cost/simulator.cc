@@ -500,6 +500,8 @@ class Simulation {
   std::vector<int> piece_final_node_;
   std::map<int64_t, std::vector<Interval>> comm_intervals_;
   std::map<int64_t, double> egress_bytes_;
+  std::map<int64_t, double> comm_cpu_us_;  // per machine, all iterations
+  std::map<int64_t, double> act_cpu_us_;   // per machine, all iterations, every act
   SimResult result_;
 };
 
@@ -789,6 +791,7 @@ void Simulation::StartWork(int t, const Work& work, double now) {
   int node = AddNode(now, now, pred, actor.label, 0, piece);
   int a = work.actor;
   WorkKind kind = work.kind;
+  act_cpu_us_[thread.machine] += us * thread.threads;
   auto done = [this, t, a, kind, node](double end) { FinishWork(t, a, kind, node, end); };
   int threads = thread.threads;
   if (thread.group >= 0) {
@@ -982,6 +985,7 @@ void Simulation::AddFlow(int64_t from_machine, int64_t to_machine, double bytes,
     for (const auto& [machine, messages] :
          {std::make_pair(from_machine, from_messages), std::make_pair(to_machine, to_messages)}) {
       if (messages > 0) {
+        comm_cpu_us_[machine] += messages * message_us;
         CoresOf(machine)->Add(now, messages * message_us, 1.0, 1.0, [](double) {}, schedule);
       }
     }
@@ -1004,6 +1008,8 @@ void Simulation::AddFlow(int64_t from_machine, int64_t to_machine, double bytes,
   if (cpu_ns > 0) {
     const double cpu_us = bytes * cpu_ns / 1e3;
     *pending += 2;
+    comm_cpu_us_[from_machine] += cpu_us;
+    comm_cpu_us_[to_machine] += cpu_us;
     CoresOf(from_machine)->Add(now, cpu_us, 1.0, 1.0, join, schedule);
     CoresOf(to_machine)->Add(now, cpu_us, 1.0, 1.0, join, schedule);
   }
@@ -1263,6 +1269,8 @@ StatusOr<SimResult> Simulation::Run() {
     stat.comm_us_per_step = Length(comm, lo, hi) / steps;
     stat.exposed_comm_us_per_step = LengthMinus(comm, comp, lo, hi) / steps;
     stat.egress_bytes_per_step = egress_bytes_[mp.machine_id()] / iterations_;
+    stat.comm_cpu_us_per_step = comm_cpu_us_[mp.machine_id()] / iterations_;
+    stat.cpu_us_per_step = act_cpu_us_[mp.machine_id()] / iterations_ + stat.comm_cpu_us_per_step;
     for (const MemBlockProto& block : mp.mem_block()) stat.memory_bytes += block.size();
     r.machines.push_back(stat);
   }
@@ -1346,6 +1354,8 @@ std::string SimResultJson(const SimResult& r) {
         << ", \"compute_ms_per_step\": " << Num(m.compute_us_per_step / 1e3)
         << ", \"comm_ms_per_step\": " << Num(m.comm_us_per_step / 1e3)
         << ", \"exposed_comm_ms_per_step\": " << Num(m.exposed_comm_us_per_step / 1e3)
+        << ", \"comm_cpu_ms_per_step\": " << Num(m.comm_cpu_us_per_step / 1e3)
+        << ", \"cpu_ms_per_step\": " << Num(m.cpu_us_per_step / 1e3)
         << ", \"egress_bytes_per_step\": " << Num(m.egress_bytes_per_step)
         << ", \"memory_bytes\": " << m.memory_bytes << "}";
   }

@@ -83,6 +83,15 @@ struct SimMachineStat {
   double comm_us_per_step = 0;        // time with a flow or collective in flight
   double exposed_comm_us_per_step = 0;  // ... while no thread of it computes
   double egress_bytes_per_step = 0;
+  // The CPU its cores were charged per step for communication: the bytes
+  // its flows send and receive (transport and path per byte) and the
+  // messages it handles (busy_message_us each). Set beside compute_us_per_step
+  // against a run's per-thread CPU (the transport's and collective threads').
+  double comm_cpu_us_per_step = 0;
+  // All the CPU its cores were charged per step: every act's work (kernels,
+  // staging and cut-out copies, CommNet acts, times their threads) plus
+  // comm_cpu_us_per_step; against the process's CPU in a run.
+  double cpu_us_per_step = 0;
   int64_t memory_bytes = 0;           // its memory blocks (all zones)
 };
 

@@ -159,6 +159,9 @@ TEST(SimulatorTest, ChainOnOneThreadIsTheSumOfItsActs) {
   ASSERT_EQ(r.machines.size(), 1u);
   EXPECT_DOUBLE_EQ(r.machines[0].compute_us_per_step, 60);
   EXPECT_DOUBLE_EQ(with_cost.machines[0].compute_us_per_step, 63);
+  // All its CPU: the same acts, no communication.
+  EXPECT_DOUBLE_EQ(with_cost.machines[0].cpu_us_per_step, 63);
+  EXPECT_DOUBLE_EQ(with_cost.machines[0].comm_cpu_us_per_step, 0);
 }
 
 TEST(SimulatorTest, ChainOverThreadsPipelinesByRegstNum) {
@@ -247,11 +250,22 @@ TEST(SimulatorTest, BytesCostCpuAtBothEndsOnTheMachinesCores) {
   // at once.
   SimResult own = Simulate(b);
   EXPECT_NEAR(own.step_time_us, 20000 + 2 * 10, 1.0);
+  // The CPU each machine was charged a step: 20 ms for the bytes it sends
+  // and 20 for those it receives, and nothing for acts (the sources take
+  // no time, the calibration has no copy speed).
+  for (const SimMachineStat& m : own.machines) {
+    EXPECT_NEAR(m.comm_cpu_us_per_step, 40000, 1.0) << "machine " << m.machine;
+    EXPECT_NEAR(m.cpu_us_per_step, 40000, 1.0) << "machine " << m.machine;
+  }
   // Both machines on one core: four such loads share it.
   b.plan().mutable_cluster()->mutable_machine(0)->set_cpu_set("0");
   b.plan().mutable_cluster()->mutable_machine(1)->set_cpu_set("0");
   SimResult shared = Simulate(b);
   EXPECT_NEAR(shared.step_time_us, 80000 + 2 * 10, 1.0);
+  // The same CPU a step, now over twice the time.
+  for (const SimMachineStat& m : shared.machines) {
+    EXPECT_NEAR(m.comm_cpu_us_per_step, 40000, 1.0) << "machine " << m.machine;
+  }
 }
 
 TEST(SimulatorTest, InSituTimesAndFactorsReplaceIsolatedOnes) {

@@ -52,11 +52,14 @@ void PrintText(const std::string& plan_path, const cost::SimResult& r) {
               static_cast<long long>(r.kernels_measured),
               static_cast<long long>(r.kernels_estimated),
               static_cast<long long>(r.kernels_missing));
-  std::printf("\nmachines:\n  %-8s %12s %14s %16s %14s %12s\n", "machine", "busiest thr",
-              "comm/step", "exposed/step", "sent/step", "memory");
+  std::printf("\nmachines:\n  %-8s %12s %13s %14s %14s %16s %14s %12s\n", "machine",
+              "busiest thr", "CPU/step", "comm CPU/step", "comm/step", "exposed/step", "sent/step",
+              "memory");
   for (const cost::SimMachineStat& m : r.machines) {
-    std::printf("  %-8lld %11.1f%% %14s %16s %14s %12s\n", static_cast<long long>(m.machine),
-                100 * m.compute_busy_share, Ms(m.comm_us_per_step).c_str(),
+    std::printf("  %-8lld %11.1f%% %13s %14s %14s %16s %14s %12s\n",
+                static_cast<long long>(m.machine), 100 * m.compute_busy_share,
+                Ms(m.cpu_us_per_step).c_str(), Ms(m.comm_cpu_us_per_step).c_str(),
+                Ms(m.comm_us_per_step).c_str(),
                 Ms(m.exposed_comm_us_per_step).c_str(),
                 compiler::HumanBytes(static_cast<int64_t>(m.egress_bytes_per_step)).c_str(),
                 compiler::HumanBytes(m.memory_bytes).c_str());

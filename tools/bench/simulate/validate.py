@@ -132,6 +132,12 @@ class Config:
         self.samples = []      # ms
         self.kernel_cpu_ms = None         # per rank (the compute check)
         self.predicted_compute_ms = None  # per machine (predict)
+        # The CPU check: per sample, per rank (cpu ms a step, comm threads'
+        # ms a step) from the threads at rank 0's marks; per machine the
+        # simulator's cpu_ms_per_step and comm_cpu_ms_per_step (predict).
+        self.cpu_samples = []
+        self.predicted_cpu_ms = None
+        self.predicted_comm_cpu_ms = None
 
 
 def gbit_per_s(rate):
@@ -366,16 +372,29 @@ def link_latency_us(hosts, rate, port, cores):
     return max(0.0, link - loopback), link, loopback
 
 
+def thread_cpu(pid, tid):
+    """(name, CPU seconds) of one thread: its run time from schedstat (ns,
+    exact), else utime + stime from stat (clock ticks); None when gone."""
+    got = scaling.stat_cpu("/proc/%d/task/%s/stat" % (pid, tid))
+    if not got:
+        return None
+    try:
+        with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+            return got[0], int(f.read().split()[0]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return got
+
+
 def threads_cpu_seconds(pid):
-    """Thread name -> CPU seconds (user and system) of process `pid`'s
-    threads of that name, summed; {} when the process is gone."""
+    """Thread name -> CPU seconds of process `pid`'s threads of that name,
+    summed (thread_cpu); {} when the process is gone."""
     out = {}
     try:
         tids = os.listdir("/proc/%d/task" % pid)
     except OSError:
         return out
     for tid in tids:
-        got = scaling.stat_cpu("/proc/%d/task/%s/stat" % (pid, tid))
+        got = thread_cpu(pid, tid)
         if got:
             out[got[0]] = out.get(got[0], 0.0) + got[1]
     return out
@@ -693,8 +712,10 @@ class Validation:
         except (ValueError, KeyError, TypeError) as error:
             raise RuntimeError("oflite simulate --json gave no \"step_time_ms\" (%s; %s)" % (error, path))
         c.predicted = float(step)
-        c.predicted_compute_ms = [m.get("compute_ms_per_step") for m in
-                                  sorted(result.get("machines", []), key=lambda m: m["machine"])]
+        machines = sorted(result.get("machines", []), key=lambda m: m["machine"])
+        c.predicted_compute_ms = [m.get("compute_ms_per_step") for m in machines]
+        c.predicted_cpu_ms = [m.get("cpu_ms_per_step") for m in machines]
+        c.predicted_comm_cpu_ms = [m.get("comm_cpu_ms_per_step") for m in machines]
 
     def compute_check(self, c):
         """One more run of c with every rank's kernels traced with their CPU
@@ -713,8 +734,17 @@ class Validation:
                            for rank in range(c.hosts)]
 
     def sample(self, c):
-        wall, _, last = self.bench.run_plan(c.plan, c.hosts, os.path.join(self.out, "logs", c.name))
+        watch = ThreadCpuAtMarks()
+        wall, _, last = self.bench.run_plan(c.plan, c.hosts, os.path.join(self.out, "logs", c.name),
+                                            watcher=watch)
         c.samples.append(wall / self.args.measure * 1e3)
+        if len(watch.at) == 2:
+            per_rank = []
+            for start, end in zip(watch.at["start"], watch.at["end"]):
+                cpu = sum(end[t] - start.get(t, 0.0) for t in end)
+                comm = sum(end[t] - start.get(t, 0.0) for t in end if is_comm_thread(t))
+                per_rank.append((cpu / self.args.measure * 1e3, comm / self.args.measure * 1e3))
+            c.cpu_samples.append(per_rank)
         return last
 
 
@@ -748,6 +778,50 @@ def summarize_compute(configs):
                                               for r, (m, p) in enumerate(pairs))))
     mid = statistics.median(ratios)
     print("measured / predicted per rank: median %.2f, range %.2f-%.2f over %d ranks"
+          % (mid, min(ratios), max(ratios), len(ratios)))
+    return mid
+
+
+def cpu_check(c):
+    """Per rank (measured CPU, measured comm CPU) ms a step, the medians
+    over c's samples; None without samples of every rank."""
+    full = [s for s in c.cpu_samples if len(s) == c.hosts]
+    if not full:
+        return None
+    return [(statistics.median(s[r][0] for s in full), statistics.median(s[r][1] for s in full))
+            for r in range(c.hosts)]
+
+
+def summarize_cpu(args, configs):
+    """Prints each row's CPU a step per rank against the simulator's (the
+    CPU check) and each core's load: the CPU of the ranks pinned to it
+    over the step, measured and predicted. Returns the ratios' median or
+    None."""
+    rows = [c for c in configs if cpu_check(c) and c.predicted_cpu_ms
+            and None not in c.predicted_cpu_ms and c.predicted]
+    if not rows:
+        return None
+    print("\nCPU check: each rank's CPU a step (all threads, the timed samples' median), measured/"
+          "predicted (oflite simulate's cpu_ms_per_step: acts and communication), of it the "
+          "communication threads' (oflite-tcp, oflite-coll, s5) against comm_cpu_ms_per_step, "
+          "and each core's load (its ranks' CPU over the step), ms")
+    ratios = []
+    for c in rows:
+        got = cpu_check(c)
+        ratios += [m[0] / p for m, p in zip(got, c.predicted_cpu_ms) if p > 0]
+        load = {}
+        for r, (m, p) in enumerate(zip(got, c.predicted_cpu_ms)):
+            core = args.cores[r % len(args.cores)]
+            mm, pp = load.get(core, (0.0, 0.0))
+            load[core] = (mm + m[0], pp + p)
+        print("%-22s %s  | load %s" % (
+            c.name,
+            "  ".join("r%d %.1f/%.1f comm %.1f/%.1f" % (r, m[0], p, m[1], pc) for r, (m, p, pc) in
+                      enumerate(zip(got, c.predicted_cpu_ms, c.predicted_comm_cpu_ms))),
+            " ".join("cpu%d %.0f/%.0f%%" % (core, 100 * mm / median(c), 100 * pp / c.predicted)
+                     for core, (mm, pp) in sorted(load.items()))))
+    mid = statistics.median(ratios)
+    print("measured / predicted CPU per rank: median %.2f, range %.2f-%.2f over %d ranks"
           % (mid, min(ratios), max(ratios), len(ratios)))
     return mid
 
@@ -823,7 +897,11 @@ def summarize(args, configs):
             "config": c.name, "model": c.model, "layout": c.layout, "hosts": c.hosts, "rate": c.rate,
             "cluster": c.cluster, "plan": c.plan, "samples_ms": c.samples, "measured_ms": median(c),
             "predicted_ms": c.predicted, "error_pct": error_pct(c),
-            "kernel_cpu_ms": c.kernel_cpu_ms, "predicted_compute_ms": c.predicted_compute_ms})
+            "kernel_cpu_ms": c.kernel_cpu_ms, "predicted_compute_ms": c.predicted_compute_ms,
+            "cpu_ms": [m[0] for m in cpu_check(c)] if cpu_check(c) else None,
+            "comm_cpu_ms": [m[1] for m in cpu_check(c)] if cpu_check(c) else None,
+            "predicted_cpu_ms": c.predicted_cpu_ms,
+            "predicted_comm_cpu_ms": c.predicted_comm_cpu_ms})
     return doc
 
 
@@ -974,6 +1052,9 @@ def run(args, hosts, out):
     ratio = summarize_compute(configs)
     if ratio is not None:
         doc["compute_measured_over_predicted_median"] = ratio
+    ratio = summarize_cpu(args, configs)
+    if ratio is not None:
+        doc["cpu_measured_over_predicted_median"] = ratio
     doc["latency_us"] = v.latency
     doc["path_cpu_ns_per_byte"] = {str(n): ns for n, ns in v.link_cpu.items()}
     if args.json:

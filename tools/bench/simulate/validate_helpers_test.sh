@@ -81,6 +81,31 @@ rows[0].kernel_cpu_ms, rows[0].predicted_compute_ms = [12.0, 9.0], [10.0, 10.0]
 rows[1].kernel_cpu_ms, rows[1].predicted_compute_ms = [30.0, 33.0], [20.0, None]
 check("compute ratio median", validate.summarize_compute(rows), 1.05)
 check("no compute rows", validate.summarize_compute(rows[2:]), None)
+# The CPU check: a thread's CPU from its schedstat (this process's main
+# thread, which just spun), the medians over samples per rank, and the
+# ratios' median over ranks with predictions.
+import os, time
+t0 = time.process_time()
+while time.process_time() - t0 < 0.05:
+    pass
+name, seconds = validate.thread_cpu(os.getpid(), str(os.getpid()))
+if not (seconds >= 0.05 and seconds <= time.process_time() + 0.01):
+    failures.append("thread_cpu of this thread: %r s against %r s of process time"
+                    % (seconds, time.process_time()))
+check("thread_cpu of a thread that is gone", validate.thread_cpu(os.getpid(), "999999999"), None)
+if "python" not in "".join(validate.threads_cpu_seconds(os.getpid())):
+    failures.append("threads_cpu_seconds names no python thread: %r"
+                    % validate.threads_cpu_seconds(os.getpid()))
+c = validate.Config("gpt", "dp", 2, "1gbit")
+c.samples = [100.0, 110.0, 90.0]
+c.cpu_samples = [[(80.0, 8.0), (70.0, 7.0)], [(90.0, 9.0), (60.0, 6.0)], [(85.0, 5.0), (65.0, 5.0)],
+                 [(999.0, 99.0)]]  # a sample missing a rank is left out
+check("cpu check medians", validate.cpu_check(c), [(85.0, 8.0), (65.0, 6.0)])
+c.predicted, c.predicted_cpu_ms, c.predicted_comm_cpu_ms = 80.0, [50.0, 100.0], [4.0, 4.0]
+class Args: cores = [0, 1]
+check("cpu ratio median", validate.summarize_cpu(Args, [c]), (85.0 / 50.0 + 65.0 / 100.0) / 2)
+c.cpu_samples = []
+check("no cpu rows", validate.summarize_cpu(Args, [c]), None)
 if failures:
     print("FAIL:\n  " + "\n  ".join(failures))
     sys.exit(1)
