@@ -55,13 +55,19 @@ configuration with every rank traced with --trace-cpu over the same window
 (OUT/traces/NAME/rank-R.json); each rank's kernel CPU a step against the
 work the simulator charged that machine's acts a step
 (machines[].compute_ms_per_step), so a row's error splits into the
-kernels' and the rest (communication, waits on shared cores).
+kernels' and the rest (communication, waits on shared cores). The CPU
+check (every timed sample, untraced): each rank's threads' CPU (schedstat)
+at rank 0's step marks, all threads and the communication threads
+(is_comm_thread), a step, against machines[].cpu_ms_per_step and
+comm_cpu_ms_per_step, and each core's load (the CPU of the ranks pinned
+to it over the step, measured and predicted): whether a row's error is
+work the model misses or waits it misses.
 
 Printed: per configuration the measured and predicted step time and the
 error (predicted - measured) / measured; the median |error| and the worst;
 per setting (model, hosts, rate) the layouts ordered by measured and by
 predicted step time and whether the two orders are the same; the compute
-check's figures per rank and the ratios' median. Everything
+check's and the CPU check's figures per rank and their ratios' medians. Everything
 lands in --out-dir (default a fresh temp dir, kept and printed) so that a
 prediction can be rerun by hand:
   oflite simulate --plan OUT/NAME.plan.pb --calibration OUT/calibration.pbtxt --json
