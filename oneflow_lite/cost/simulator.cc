@@ -791,9 +791,9 @@ void Simulation::StartWork(int t, const Work& work, double now) {
   int node = AddNode(now, now, pred, actor.label, 0, piece);
   int a = work.actor;
   WorkKind kind = work.kind;
-  act_cpu_us_[thread.machine] += us * thread.threads;
   auto done = [this, t, a, kind, node](double end) { FinishWork(t, a, kind, node, end); };
   int threads = thread.threads;
+  act_cpu_us_[thread.machine] += us * threads;
   if (thread.group >= 0) {
     cpu_groups_[thread.group]->Add(now, us * threads, threads, threads, done,
                                    [this](double at, std::function<void(double)> fn) {

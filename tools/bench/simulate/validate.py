@@ -406,6 +406,12 @@ def threads_cpu_seconds(pid):
     return out
 
 
+def cpu_between(start, end, pick=lambda name: True):
+    """CPU seconds the threads `pick` takes (by name) spent from `start` to
+    `end` (two threads_cpu_seconds of one process)."""
+    return sum(end[t] - start.get(t, 0.0) for t in end if pick(t))
+
+
 class ThreadCpuAtMarks:
     """A scaling.run_ranks watcher: every rank's threads' CPU seconds by
     name (threads_cpu_seconds) as soon as rank 0's start and end marks
@@ -633,7 +639,7 @@ class Validation:
                 raise RuntimeError("the comm reference's threads were not sampled at both marks")
             per_rank = []
             for start, end in zip(watch.at["start"], watch.at["end"]):
-                cpu = sum(end[t] - start.get(t, 0.0) for t in end if is_comm_thread(t))
+                cpu = cpu_between(start, end, is_comm_thread)
                 per_rank.append((cpu / measure - staging_s) * 1e9 / (2 * egress))
             figures.append(statistics.mean(per_rank))
         return statistics.median(figures), figures, egress
@@ -747,9 +753,8 @@ class Validation:
         if len(watch.at) == 2:
             per_rank = []
             for start, end in zip(watch.at["start"], watch.at["end"]):
-                cpu = sum(end[t] - start.get(t, 0.0) for t in end)
-                comm = sum(end[t] - start.get(t, 0.0) for t in end if is_comm_thread(t))
-                per_rank.append((cpu / self.args.measure * 1e3, comm / self.args.measure * 1e3))
+                per_rank.append((cpu_between(start, end) / self.args.measure * 1e3,
+                                 cpu_between(start, end, is_comm_thread) / self.args.measure * 1e3))
             c.cpu_samples.append(per_rank)
         return last
 
@@ -803,8 +808,9 @@ def summarize_cpu(args, configs):
     CPU check) and each core's load: the CPU of the ranks pinned to it
     over the step, measured and predicted. Returns the ratios' median or
     None."""
-    rows = [c for c in configs if cpu_check(c) and c.predicted_cpu_ms
+    rows = [(c, cpu_check(c)) for c in configs if c.predicted_cpu_ms
             and None not in c.predicted_cpu_ms and c.predicted]
+    rows = [(c, got) for c, got in rows if got]
     if not rows:
         return None
     print("\nCPU check: each rank's CPU a step (all threads, the timed samples' median), measured/"
@@ -812,8 +818,7 @@ def summarize_cpu(args, configs):
           "communication threads' (oflite-tcp, oflite-coll, s5) against comm_cpu_ms_per_step, "
           "and each core's load (its ranks' CPU over the step), ms")
     ratios = []
-    for c in rows:
-        got = cpu_check(c)
+    for c, got in rows:
         ratios += [m[0] / p for m, p in zip(got, c.predicted_cpu_ms) if p > 0]
         load = {}
         for r, (m, p) in enumerate(zip(got, c.predicted_cpu_ms)):
@@ -899,13 +904,14 @@ def summarize(args, configs):
         print(line)
         doc["settings"].append(entry)
     for c in configs:
+        got = cpu_check(c)
         doc["rows"].append({
             "config": c.name, "model": c.model, "layout": c.layout, "hosts": c.hosts, "rate": c.rate,
             "cluster": c.cluster, "plan": c.plan, "samples_ms": c.samples, "measured_ms": median(c),
             "predicted_ms": c.predicted, "error_pct": error_pct(c),
             "kernel_cpu_ms": c.kernel_cpu_ms, "predicted_compute_ms": c.predicted_compute_ms,
-            "cpu_ms": [m[0] for m in cpu_check(c)] if cpu_check(c) else None,
-            "comm_cpu_ms": [m[1] for m in cpu_check(c)] if cpu_check(c) else None,
+            "cpu_ms": [m[0] for m in got] if got else None,
+            "comm_cpu_ms": [m[1] for m in got] if got else None,
             "predicted_cpu_ms": c.predicted_cpu_ms,
             "predicted_comm_cpu_ms": c.predicted_comm_cpu_ms})
     return doc
