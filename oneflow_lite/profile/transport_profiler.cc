@@ -557,6 +557,13 @@ double ProcessCpuSeconds() {
   return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
 }
 
+// The calling thread's CPU time in seconds.
+double ThreadCpuSeconds() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
 // One stream's throughput: rank 0 WRITEs `stream_bytes` at a time into
 // rank 1's registered buffer, a window of them in flight (as
 // comm_p2p_bench), at least 64 MiB per sample; the median of the samples.
@@ -711,12 +718,7 @@ StatusOr<double> BusyMessagePhases(const RankConfig& config, comm::CommNet* net,
   volatile float sink = 0;
   std::mt19937 random(12345);
   std::uniform_real_distribution<double> gap(0.5, 1.5);
-  struct Phase {
-    double rate = 0;
-    double seconds = 0;
-    uint64_t answered = 0;
-  };
-  std::vector<Phase> measured(phases);  // rank 0's
+  std::vector<BusyPhase> measured(phases);  // rank 0's
   Status status;
   for (int phase = 0; phase < phases && status.ok(); ++phase) {
     const bool messaging = phase % 2 == 1;
@@ -731,6 +733,7 @@ StatusOr<double> BusyMessagePhases(const RankConfig& config, comm::CommNet* net,
         answered_before = shared->answers;
       }
       int64_t units = 0;
+      const double cpu_start = ThreadCpuSeconds();
       while (Clock::now() < end) {
         float sum = 0;
         for (size_t i = 0; i < work.size(); ++i) {
@@ -741,13 +744,14 @@ StatusOr<double> BusyMessagePhases(const RankConfig& config, comm::CommNet* net,
         ++units;
       }
       const double seconds = SecondsSince(start);
+      const double cpu_seconds = ThreadCpuSeconds() - cpu_start;
       uint64_t answered = 0;
       {
         std::lock_guard<std::mutex> lock(shared->mutex);
         answered = shared->answers - answered_before;
         status = shared->error;
       }
-      measured[phase] = {static_cast<double>(units) / seconds, seconds, answered};
+      measured[phase] = {static_cast<double>(units), seconds, cpu_seconds, answered};
     } else if (messaging) {
       while (status.ok() && Clock::now() < end) {
         uint64_t want = 0;
@@ -777,19 +781,14 @@ StatusOr<double> BusyMessagePhases(const RankConfig& config, comm::CommNet* net,
   net->router()->RemoveHandler(kBusyChannel);
   const double none = std::numeric_limits<double>::quiet_NaN();
   if (config.rank != 0) return none;
-  std::vector<double> losses;
-  for (int phase = 1; phase + 1 < phases; phase += 2) {
-    const Phase& b = measured[phase];
-    const double quiet = (measured[phase - 1].rate + measured[phase + 1].rate) / 2;
-    if (b.answered == 0 || !(quiet > 0)) continue;
-    losses.push_back((1.0 - b.rate / quiet) * b.seconds * 1e6 / static_cast<double>(b.answered));
-  }
-  if (losses.empty()) {
+  const BusyMessageCost cost = EstimateBusyMessageCost(measured);
+  if (cost.phases == 0) {
     results->Line("note " + config.transport +
                   ": busy-core message cost: no messaging phase answered a ping");
     return none;
   }
-  return Median(losses);
+  results->Line("note " + config.transport + ": busy-core message cost: " + cost.summary);
+  return cost.us;
 }
 
 // How much compute a busy core loses per message its rank receives and
@@ -1319,6 +1318,51 @@ Status ProbeTransport(const std::string& transport) {
 }
 
 }  // namespace
+
+BusyMessageCost EstimateBusyMessageCost(const std::vector<BusyPhase>& phases) {
+  // Per messaging phase, in us a message: the time other threads took the
+  // core from the computing one (its wall time beyond its own CPU time,
+  // less the mean of the same in the quiet phases on either side), and the
+  // compute it lost inside its CPU time (its units per CPU second against
+  // theirs: the caches the message path took).
+  std::vector<double> taken, slowed;
+  for (size_t phase = 1; phase + 1 < phases.size(); phase += 2) {
+    const BusyPhase& b = phases[phase];
+    const BusyPhase& before = phases[phase - 1];
+    const BusyPhase& after = phases[phase + 1];
+    if (b.answered == 0 || !(b.cpu_seconds > 0) || !(before.cpu_seconds > 0) ||
+        !(after.cpu_seconds > 0) || !(before.units > 0) || !(after.units > 0)) {
+      continue;
+    }
+    auto off_core = [](const BusyPhase& p) { return p.seconds - p.cpu_seconds; };
+    auto per_cpu_second = [](const BusyPhase& p) { return p.units / p.cpu_seconds; };
+    const double answered = static_cast<double>(b.answered);
+    taken.push_back((off_core(b) - (off_core(before) + off_core(after)) / 2) * 1e6 / answered);
+    const double quiet = (per_cpu_second(before) + per_cpu_second(after)) / 2;
+    slowed.push_back((1.0 - per_cpu_second(b) / quiet) * b.cpu_seconds * 1e6 / answered);
+  }
+  BusyMessageCost cost;
+  cost.phases = static_cast<int>(taken.size());
+  if (taken.empty()) return cost;
+  std::sort(taken.begin(), taken.end());
+  std::sort(slowed.begin(), slowed.end());
+  const size_t n = taken.size();
+  cost.taken_us = Median(taken);
+  cost.slowed_us = Median(slowed);
+  cost.slowed_counted = slowed[n / 4] > 0;
+  cost.us = cost.taken_us + (cost.slowed_counted ? cost.slowed_us : 0.0);
+  char text[320];
+  std::snprintf(text, sizeof(text),
+                "%.1f us a message: %.1f off the computing thread (phases' quartiles %.1f..%.1f) "
+                "and %.1f of its compute slowed (quartiles %.1f..%.1f, %s), %d phases",
+                cost.us, cost.taken_us, taken[n / 4], taken[(3 * n) / 4], cost.slowed_us,
+                slowed[n / 4], slowed[(3 * n) / 4],
+                cost.slowed_counted ? "counted: its lower quartile is above 0"
+                                    : "not counted: within the host's noise",
+                cost.phases);
+  cost.summary = text;
+  return cost;
+}
 
 // ------------------------------------------------------------ public API
 

@@ -136,6 +136,35 @@ std::vector<CollectiveAlgorithm> ProfiledAlgorithms(int ranks);
 // transport gave any figure (naming why).
 StatusOr<std::vector<TransportCost>> ProfileTransports(const TransportProfileOptions& options);
 
+// One phase of the busy-core message probe, as rank 0's computing thread
+// saw it: even phases quiet, odd ones with the peer pinging.
+struct BusyPhase {
+  double units = 0;        // compute passes done
+  double seconds = 0;      // the phase's wall time
+  double cpu_seconds = 0;  // the computing thread's own CPU time in it
+  uint64_t answered = 0;   // pings answered in it
+};
+
+// busy_message_us from the probe's phases. Per messaging phase (between two
+// quiet ones), each over its answered pings: the wall time the computing
+// thread spent off its core beyond the quiet neighbours' mean (the
+// transport's threads ran there: measured by the thread's CPU clock, which
+// the host's other tenants barely move), and the compute lost inside its
+// own CPU time (passes per CPU second against the neighbours': the caches
+// the message path took). The figure is the median of the first, plus the
+// median of the second only when that one's lower quartile is above 0: on
+// the AMD EPYC VM the pass rate moves 1-3 % between phases, about what 40
+// pings take, so the second is mostly that noise.
+struct BusyMessageCost {
+  double us = 0;  // the figure
+  double taken_us = 0;
+  double slowed_us = 0;
+  bool slowed_counted = false;
+  int phases = 0;  // messaging phases used; 0: none answered
+  std::string summary;  // one line for the profile's notes
+};
+BusyMessageCost EstimateBusyMessageCost(const std::vector<BusyPhase>& phases);
+
 // `<program> profile-rank --transport=... --rank=R --world=N ...`: one rank
 // of a run that ProfileTransports started (argv[0] is the subcommand; the
 // job token comes in OFLITE_JOB_TOKEN). Returns the exit code: 0, 1 when
