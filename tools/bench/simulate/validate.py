@@ -66,7 +66,13 @@ work the model misses or waits it misses.
 Printed: per configuration the measured and predicted step time and the
 error (predicted - measured) / measured; the median |error| and the worst;
 per setting (model, hosts, rate) the layouts ordered by measured and by
-predicted step time and whether the two orders are the same; the compute
+predicted step time and whether the two orders are the same. A setting's
+layouts run one after another in each repeat, and the host's hour moves
+whole repeats by 10-40 % on the VMs we measure on, so the verdict compares
+each pair of layouts within the repeats that ran both (the median of the
+repeats' ratios, paired_ratio; the medians when fewer than 3 repeats ran
+both); the pairs the medians alone would get right are counted beside it,
+and a disagreeing pair prints its measured and predicted ratios. The compute
 check's and the CPU check's figures per rank and their ratios' medians. Everything
 lands in --out-dir (default a fresh temp dir, kept and printed) so that a
 prediction can be rerun by hand:
@@ -77,6 +83,7 @@ Needs root (ip netns, tc) and the binaries:
     //tools/bench/scaling:write_scaling_job //oneflow_lite/testing:write_test_job
   sudo tools/bench/simulate/validate.py --smoke --measure-only  # quick, figures meaningless
   sudo tools/bench/simulate/validate.py --json rows.json        # the real figures
+  tools/bench/simulate/validate.py --resummarize rows.json      # its summary again
 Exit: 0 the measurement ran (whatever the accuracy), 1 a compile, the
 profile, a prediction or a sample failed, 2 bad arguments, or namespaces,
 binaries or the oflite profile/simulate commands unavailable.
@@ -85,6 +92,7 @@ import argparse
 import copy
 import fnmatch
 import json
+import math
 import os
 import re
 import shlex
@@ -136,6 +144,7 @@ class Config:
         self.plan = None       # compiled plan (path)
         self.predicted = None  # ms
         self.samples = []      # ms
+        self.sample_reps = []  # the repeat each sample came from
         self.kernel_cpu_ms = None         # per rank (the compute check)
         self.predicted_compute_ms = None  # per machine (predict)
         # The CPU check: per sample, per rank (cpu ms a step, comm threads'
@@ -219,6 +228,9 @@ def parse_args():
     p.add_argument("--measure-only", action="store_true",
                    help="measure only: no profile, no predictions")
     p.add_argument("--json", default="", help="write every row and the summary to this file")
+    p.add_argument("--resummarize", default="", metavar="JSON",
+                   help="print the table and the orders again from an earlier run's --json, "
+                        "measuring nothing (rows without sample_reps: samples in repeat order)")
     p.add_argument("--smoke", action="store_true",
                    help="tiny GPT, MLP batch 16, 1 repeat, 2+3+2 steps: checks that everything runs")
     p.add_argument("--write-test-job",
@@ -745,11 +757,12 @@ class Validation:
         c.kernel_cpu_ms = [trace_kernel_cpu_ms(os.path.join(folder, "rank-%d.json" % rank), a.measure)
                            for rank in range(c.hosts)]
 
-    def sample(self, c):
+    def sample(self, c, rep):
         watch = ThreadCpuAtMarks()
         wall, _, last = self.bench.run_plan(c.plan, c.hosts, os.path.join(self.out, "logs", c.name),
                                             watcher=watch)
         c.samples.append(wall / self.args.measure * 1e3)
+        c.sample_reps.append(rep)
         if len(watch.at) == 2:
             per_rank = []
             for start, end in zip(watch.at["start"], watch.at["end"]):
@@ -847,6 +860,37 @@ def error_pct(c):
 
 
 TIE_PCT = 2.0  # summarize: measured medians this close are a near tie
+MIN_PAIRED_REPS = 3  # paired_ratio: fewer common repeats fall back to the medians
+
+
+def paired_ratio(x, y):
+    """The median over the repeats that sampled both x and y of x's step
+    over y's in that repeat, or None when fewer than MIN_PAIRED_REPS did.
+    A setting's layouts run next to each other in every repeat, so the
+    host's hour, which moves whole repeats by 10-40 %, divides out."""
+    xs = dict(zip(x.sample_reps, x.samples))
+    ys = dict(zip(y.sample_reps, y.samples))
+    common = sorted(set(xs) & set(ys))
+    if len(common) < MIN_PAIRED_REPS:
+        return None
+    return statistics.median(xs[r] / ys[r] for r in common)
+
+
+def measured_faster(x, y):
+    """Whether x measured faster than y: by their paired ratio when enough
+    repeats sampled both, else by their medians."""
+    ratio = paired_ratio(x, y)
+    return ratio < 1 if ratio is not None else median(x) < median(y)
+
+
+def paired_order(group):
+    """The group's layouts fastest first by their wins in measured_faster
+    over the others (ties by the median), or None when some pair has fewer
+    than MIN_PAIRED_REPS repeats in common."""
+    if any(paired_ratio(x, y) is None for i, x in enumerate(group) for y in group[i + 1:]):
+        return None
+    wins = {id(c): sum(measured_faster(c, o) for o in group if o is not c) for c in group}
+    return [c.layout for c in sorted(group, key=lambda c: (-wins[id(c)], median(c)))]
 
 
 def summarize(args, configs):
@@ -880,25 +924,49 @@ def summarize(args, configs):
         group = [c for c in configs if (c.model, c.hosts, c.rate) == (model, nhosts, rate)
                  and median(c) is not None]
         measured = [c.layout for c in sorted(group, key=median)]
+        paired = paired_order(group)
         line = "%-3s %dh %-7s measured  %s" % (model, nhosts, rate, " < ".join(measured) or "-")
-        entry = {"model": model, "hosts": nhosts, "rate": rate, "measured_order": measured}
+        if paired is not None and paired != measured:
+            line += "  (paired within repeats: %s)" % " < ".join(paired)
+        entry = {"model": model, "hosts": nhosts, "rate": rate, "measured_order": measured,
+                 "paired_order": paired}
         scored = [c for c in group if c.predicted is not None]
         if len(scored) == len(group) and len(group) > 1:
             predicted = [c.layout for c in sorted(group, key=lambda c: c.predicted)]
             pairs = [(x, y) for i, x in enumerate(group) for y in group[i + 1:]]
-            agree = sum((median(x) < median(y)) == (x.predicted < y.predicted) for x, y in pairs)
-            # Disagreeing pairs whose measured medians lie within TIE_PCT
-            # of each other: a near tie, said beside the verdict (which
-            # counts them as disagreeing all the same).
-            ties = ["%s/%s" % (x.layout, y.layout) for x, y in pairs
-                    if (median(x) < median(y)) != (x.predicted < y.predicted)
-                    and abs(median(x) - median(y)) <= TIE_PCT / 100 * min(median(x), median(y))]
-            entry.update(predicted_order=predicted, same_order=predicted == measured,
-                         pairs_agreeing=agree, pairs=len(pairs), measured_ties_disagreeing=ties)
-            line += "\n%-14s predicted %s  -> same order: %s (%d of %d pairs agree%s)" % (
-                "", " < ".join(predicted), "yes" if predicted == measured else "NO", agree, len(pairs),
-                "; measured within %g %% of each other: %s" % (TIE_PCT, ", ".join(ties))
-                if ties else "")
+            by_medians = sum((median(x) < median(y)) == (x.predicted < y.predicted)
+                             for x, y in pairs)
+            # The verdict compares each pair within the repeats that ran
+            # both (measured_faster); the medians' count is printed beside it.
+            disagree = [(x, y) for x, y in pairs
+                        if measured_faster(x, y) != (x.predicted < y.predicted)]
+            agree = len(pairs) - len(disagree)
+            # Disagreeing pairs whose paired ratio (or medians) lie within
+            # TIE_PCT of 1: a near tie, said beside the verdict (which counts
+            # them as disagreeing all the same).
+            def gap_pct(x, y):
+                ratio = paired_ratio(x, y)
+                if ratio is None:
+                    ratio = median(x) / median(y)
+                return abs(ratio - 1) * 100
+            ties = ["%s/%s" % (x.layout, y.layout) for x, y in disagree if gap_pct(x, y) <= TIE_PCT]
+            same = not disagree
+            entry.update(predicted_order=predicted, same_order=same,
+                         same_order_by_medians=predicted == measured, pairs_agreeing=agree,
+                         pairs_agreeing_by_medians=by_medians, pairs=len(pairs),
+                         measured_ties_disagreeing=ties)
+            line += "\n%-14s predicted %s  -> same order: %s (%d of %d pairs agree within repeats, " \
+                    "%d by the medians%s)" % (
+                        "", " < ".join(predicted), "yes" if same else "NO", agree, len(pairs),
+                        by_medians,
+                        "; measured within %g %% of each other: %s" % (TIE_PCT, ", ".join(ties))
+                        if ties else "")
+            for x, y in disagree:
+                ratio = paired_ratio(x, y)
+                line += "\n%-14s   %s/%s: measured %.3f (%s), predicted %.3f" % (
+                    "", x.layout, y.layout, ratio if ratio is not None else median(x) / median(y),
+                    "median of the repeats' ratios" if ratio is not None else "ratio of medians",
+                    x.predicted / y.predicted)
         elif not args.measure_only and len(group) > 1:
             line += "\n%-14s predicted (incomplete: a prediction failed)" % ""
         print(line)
@@ -907,7 +975,8 @@ def summarize(args, configs):
         got = cpu_check(c)
         doc["rows"].append({
             "config": c.name, "model": c.model, "layout": c.layout, "hosts": c.hosts, "rate": c.rate,
-            "cluster": c.cluster, "plan": c.plan, "samples_ms": c.samples, "measured_ms": median(c),
+            "cluster": c.cluster, "plan": c.plan, "samples_ms": c.samples,
+            "sample_reps": c.sample_reps, "measured_ms": median(c),
             "predicted_ms": c.predicted, "error_pct": error_pct(c),
             "kernel_cpu_ms": c.kernel_cpu_ms, "predicted_compute_ms": c.predicted_compute_ms,
             "cpu_ms": [m[0] for m in got] if got else None,
@@ -1043,7 +1112,7 @@ def run(args, hosts, out):
         for c in ok if rep % 2 == 0 else ok[::-1]:
             hosts.shape(c.rate)
             try:
-                last = v.sample(c)
+                last = v.sample(c, rep)
             except (RuntimeError, subprocess.SubprocessError, OSError) as error:
                 print("rep %d %-22s FAILED: %s" % (rep, c.name, error), flush=True)
                 failed = True
@@ -1080,8 +1149,41 @@ def run(args, hosts, out):
     return 1 if failed else 0
 
 
+def resummarize(args):
+    """--resummarize: the summary of an earlier run's JSON, with this
+    version's order verdicts."""
+    try:
+        with open(args.resummarize) as f:
+            doc = json.load(f)
+        rows = doc["rows"]
+        for row in rows:
+            for key in ("model", "layout", "hosts", "rate"):
+                if key not in row:
+                    raise KeyError("a row without %r" % key)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        print("validate: --resummarize %s: not a validate.py --json file (%s)"
+              % (args.resummarize, error), file=sys.stderr)
+        return 2
+    configs = []
+    for row in rows:
+        c = Config(row["model"], row["layout"], row["hosts"], row["rate"])
+        c.samples = list(row.get("samples_ms") or [])
+        c.sample_reps = list(row.get("sample_reps") or range(len(c.samples)))
+        c.predicted = row.get("predicted_ms")
+        if c.samples:
+            configs.append(c)
+    if not configs:
+        print("validate: %s has no measured rows" % args.resummarize, file=sys.stderr)
+        return 2
+    args.repeats = doc.get("repeats", args.repeats)
+    summarize(args, configs)
+    return 0
+
+
 def main():
     args = parse_args()
+    if args.resummarize:
+        return resummarize(args)
     if args.list:
         for c in args.chosen:
             print(c.name)

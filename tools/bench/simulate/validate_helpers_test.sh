@@ -42,6 +42,7 @@ CAL
 printf 'runtime {\n  act_us: 0.03\n}\ntransport {\n  name: "shm"\n  cpu_ns_per_byte: 0.086\n}\n' > "$TMP/no_tcp.pbtxt"
 cd "$HERE"
 /usr/bin/python3 - "$TMP" <<'PY'
+import statistics
 import sys
 import validate
 tmp = sys.argv[1]
@@ -106,8 +107,55 @@ class Args: cores = [0, 1]
 check("cpu ratio median", validate.summarize_cpu(Args, [c]), (85.0 / 50.0 + 65.0 / 100.0) / 2)
 c.cpu_samples = []
 check("no cpu rows", validate.summarize_cpu(Args, [c]), None)
+# The measured order within repeats (val_25's MLP, 4 hosts, 10 Gbit/s): tp's
+# median is lower, but dp ran faster in 3 of the 5 repeats, the median of
+# the repeats' ratios 1.014.
+tp, dp = validate.Config("mlp", "tp", 4, "10gbit"), validate.Config("mlp", "dp", 4, "10gbit")
+tp.samples, tp.sample_reps = [116.6, 106.7, 108.1, 112.6, 107.6], [0, 1, 2, 3, 4]
+dp.samples, dp.sample_reps = [115.0, 99.7, 117.5, 102.9, 114.8], [0, 1, 2, 3, 4]
+check("paired ratio", round(validate.paired_ratio(tp, dp), 4), round(116.6 / 115.0, 4))
+check("medians", validate.median(tp) < validate.median(dp), True)
+check("faster within repeats", validate.measured_faster(dp, tp), True)
+check("slower within repeats", validate.measured_faster(tp, dp), False)
+# A sample that failed (no repeat 2 for tp) leaves the other repeats paired.
+tp.samples, tp.sample_reps = [116.6, 106.7, 112.6, 107.6], [0, 1, 3, 4]
+check("paired ratio, a repeat missing", round(validate.paired_ratio(tp, dp), 4),
+      round(statistics.median([116.6 / 115.0, 106.7 / 99.7, 112.6 / 102.9, 107.6 / 114.8]), 4))
+tp.samples, tp.sample_reps = [116.6, 106.7, 108.1, 112.6, 107.6], [0, 1, 2, 3, 4]
+slow, fast = tp, dp
+third = validate.Config("mlp", "dp_tp", 4, "10gbit")
+third.samples, third.sample_reps = [50.0, 70.0, 52.0, 69.0, 65.0], [0, 1, 2, 3, 4]
+check("paired order", validate.paired_order([slow, fast, third]), ["dp_tp", "dp", "tp"])
+# Too few repeats in common: the medians decide, and no paired order.
+few = validate.Config("mlp", "pp", 4, "10gbit")
+few.samples, few.sample_reps = [90.0, 200.0], [1, 3]
+check("paired ratio, two repeats", validate.paired_ratio(few, slow), None)
+check("medians when unpaired", validate.measured_faster(few, slow), False)
+check("no paired order", validate.paired_order([slow, few]), None)
+# The verdict counts pairs within repeats; the medians' count goes beside it.
+class SumArgs: repeats, warmup, measure, measure_only = 5, 5, 20, False
+slow.predicted, fast.predicted, third.predicted = 90.0, 95.0, 50.0
+setting = validate.summarize(SumArgs, [slow, fast, third])["settings"][0]
+check("verdict within repeats", (setting["same_order"], setting["pairs_agreeing"]), (False, 2))
+slow.predicted, fast.predicted = 95.0, 90.0
+setting = validate.summarize(SumArgs, [slow, fast, third])["settings"][0]
+check("verdict agrees", (setting["same_order"], setting["pairs_agreeing"],
+                         setting["same_order_by_medians"]), (True, 3, False))
+# --resummarize: an earlier run's JSON again (rows without sample_reps take
+# their samples in repeat order); a file that is not one: exit 2.
+doc = {"repeats": 5, "rows": [
+    {"model": "mlp", "layout": "tp", "hosts": 4, "rate": "10gbit", "predicted_ms": 95.0,
+     "samples_ms": [116.6, 106.7, 108.1, 112.6, 107.6]},
+    {"model": "mlp", "layout": "dp", "hosts": 4, "rate": "10gbit", "predicted_ms": 90.0,
+     "samples_ms": [115.0, 99.7, 117.5, 102.9, 114.8], "sample_reps": [0, 1, 2, 3, 4]}]}
+with open(tmp + "/rows.json", "w") as f:
+    json.dump(doc, f)
+class Again(SumArgs): resummarize = tmp + "/rows.json"
+check("resummarize", validate.resummarize(Again), 0)
+Again.resummarize = tmp + "/no_tcp.pbtxt"
+check("resummarize a file that is not one", validate.resummarize(Again), 2)
 if failures:
     print("FAIL:\n  " + "\n  ".join(failures))
     sys.exit(1)
-print("PASS: validate.py's calibration parsers and communication threads")
+print("PASS: validate.py's calibration parsers, communication threads, CPU and order checks")
 PY
