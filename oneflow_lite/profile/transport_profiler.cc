@@ -800,14 +800,14 @@ StatusOr<double> BusyMessagePhases(const RankConfig& config, comm::CommNet* net,
 // Each ping takes the path a piece of a collective takes: rank 0's
 // transport receives it, its handler wakes a waiting thread, which sends
 // the answer (as a collective's worker sends its next piece); rank 1 waits
-// for the answer before its next gap. The figure, per messaging phase: the
-// compute it lost against the mean rate of the quiet phases on either
-// side of it (a disturbance of the host then moves both alike), over the
-// pings rank 0 answered in it; the median over the phases. When that is
-// not above 0 (the host disturbed the quiet phases) the run is repeated
-// once if the budget allows. It includes the context switches, the
-// polling after each event and the caches the message path takes from the
-// compute.
+// for the answer before its next gap. The figure (EstimateBusyMessageCost,
+// from each phase's wall time, the computing thread's CPU time and its
+// passes): per messaging phase, the time the thread spent off its core
+// beyond the quiet phases on either side of it (a drift of the host then
+// moves both alike), over the pings rank 0 answered in it, the median over
+// the phases, plus the caches' share when it stands out of the noise. When
+// that is not above 0 the run is repeated once if the budget allows. It
+// includes the context switches and the polling after each event.
 // Needs the two ranks on cores of their own (the launcher asks for it only
 // then).
 Status MeasureBusyMessages(const RankConfig& config, comm::CommNet* net, const RankClock& clock,
