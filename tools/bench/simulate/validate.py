@@ -92,7 +92,6 @@ import argparse
 import copy
 import fnmatch
 import json
-import math
 import os
 import re
 import shlex
