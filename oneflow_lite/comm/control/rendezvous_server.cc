@@ -315,7 +315,10 @@ void RendezvousServer::ServeRank(int fd, int rank) {
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    departed_[rank] = lost.ok() ? peer + " disconnected" : lost.message();
+    // The first reason stays: a rank already marked silent (frozen) whose
+    // connection then closes, as the job ends, is still reported as silent
+    // to the ranks whose waits read it afterwards.
+    departed_.emplace(rank, lost.ok() ? peer + " disconnected" : lost.message());
     changed_.notify_all();
   }
   CloseConnection(fd);
