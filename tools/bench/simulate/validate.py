@@ -875,11 +875,16 @@ def paired_ratio(x, y):
     return statistics.median(xs[r] / ys[r] for r in common)
 
 
-def measured_faster(x, y):
-    """Whether x measured faster than y: by their paired ratio when enough
-    repeats sampled both, else by their medians."""
+def measured_ratio(x, y):
+    """x's step over y's: their paired ratio when enough repeats sampled
+    both, else the ratio of their medians."""
     ratio = paired_ratio(x, y)
-    return ratio < 1 if ratio is not None else median(x) < median(y)
+    return ratio if ratio is not None else median(x) / median(y)
+
+
+def measured_faster(x, y):
+    """Whether x measured faster than y (measured_ratio)."""
+    return measured_ratio(x, y) < 1
 
 
 def paired_order(group):
@@ -943,12 +948,8 @@ def summarize(args, configs):
             # Disagreeing pairs whose paired ratio (or medians) lie within
             # TIE_PCT of 1: a near tie, said beside the verdict (which counts
             # them as disagreeing all the same).
-            def gap_pct(x, y):
-                ratio = paired_ratio(x, y)
-                if ratio is None:
-                    ratio = median(x) / median(y)
-                return abs(ratio - 1) * 100
-            ties = ["%s/%s" % (x.layout, y.layout) for x, y in disagree if gap_pct(x, y) <= TIE_PCT]
+            ties = ["%s/%s" % (x.layout, y.layout) for x, y in disagree
+                    if abs(measured_ratio(x, y) - 1) * 100 <= TIE_PCT]
             same = not disagree
             entry.update(predicted_order=predicted, same_order=same,
                          same_order_by_medians=predicted == measured, pairs_agreeing=agree,
@@ -961,11 +962,10 @@ def summarize(args, configs):
                         "; measured within %g %% of each other: %s" % (TIE_PCT, ", ".join(ties))
                         if ties else "")
             for x, y in disagree:
-                ratio = paired_ratio(x, y)
                 line += "\n%-14s   %s/%s: measured %.3f (%s), predicted %.3f" % (
-                    "", x.layout, y.layout, ratio if ratio is not None else median(x) / median(y),
-                    "median of the repeats' ratios" if ratio is not None else "ratio of medians",
-                    x.predicted / y.predicted)
+                    "", x.layout, y.layout, measured_ratio(x, y),
+                    "median of the repeats' ratios" if paired_ratio(x, y) is not None
+                    else "ratio of medians", x.predicted / y.predicted)
         elif not args.measure_only and len(group) > 1:
             line += "\n%-14s predicted (incomplete: a prediction failed)" % ""
         print(line)
