@@ -20,6 +20,9 @@ class PerPeerRegion : public MemoryRegion {
   PerPeerRegion(void* data, size_t size, uint32_t access, std::unique_ptr<MemoryRegion> remote,
                 std::unique_ptr<MemoryRegion> local)
       : MemoryRegion(data, size, access), remote_(std::move(remote)), local_(std::move(local)) {}
+  // The cross-host registration goes first: `local_` may own the memory
+  // (AllocateRegistered).
+  ~PerPeerRegion() override { remote_.reset(); }
   uint32_t local_key() const override { return remote_->local_key(); }
   RemoteKey remote_key() const override { return remote_->remote_key(); }
 
@@ -52,6 +55,22 @@ class PerPeerTransport : public Transport {
     ASSIGN_OR_RETURN(auto remote, remote_->RegisterMemory(data, size, access));
     ASSIGN_OR_RETURN(auto local,
                      local_->RegisterMemoryWithKey(data, size, access, remote->remote_key().rkey));
+    return std::unique_ptr<MemoryRegion>(
+        new PerPeerRegion(data, size, access, std::move(remote), std::move(local)));
+  }
+
+  // A memfd peers on this host map (shm), registered with the cross-host
+  // provider too, under its key.
+  StatusOr<std::unique_ptr<MemoryRegion>> AllocateRegistered(size_t size,
+                                                             uint32_t access) override {
+    std::unique_ptr<MemoryRegion> remote;
+    ASSIGN_OR_RETURN(auto local, local_->AllocateRegisteredWithKey(
+                                     size, access, [&](void* data) -> StatusOr<uint32_t> {
+                                       ASSIGN_OR_RETURN(remote,
+                                                        remote_->RegisterMemory(data, size, access));
+                                       return remote->remote_key().rkey;
+                                     }));
+    void* data = local->data();
     return std::unique_ptr<MemoryRegion>(
         new PerPeerRegion(data, size, access, std::move(remote), std::move(local)));
   }

@@ -1,6 +1,9 @@
 #include "oneflow_lite/comm/transport.h"
 
+#include <algorithm>
 #include <condition_variable>
+#include <cstdlib>
+#include <cstring>
 #include <ios>
 #include <map>
 #include <mutex>
@@ -20,6 +23,29 @@ Status Connection::CheckBatchSizes(const std::vector<std::string>& messages) con
     }
   }
   return Status::OK();
+}
+
+namespace {
+
+constexpr size_t kAllocationAlignment = 4096;
+
+}  // namespace
+
+StatusOr<std::unique_ptr<MemoryRegion>> Transport::AllocateRegistered(size_t size,
+                                                                      uint32_t access) {
+  const size_t rounded =
+      std::max(kAllocationAlignment,
+               (size + kAllocationAlignment - 1) / kAllocationAlignment * kAllocationAlignment);
+  std::unique_ptr<uint8_t, void (*)(void*)> memory(
+      static_cast<uint8_t*>(std::aligned_alloc(kAllocationAlignment, rounded)), &std::free);
+  if (memory == nullptr) {
+    return ResourceExhaustedError("rank ", rank(), ": cannot allocate ", size,
+                                  " bytes to register");
+  }
+  std::memset(memory.get(), 0, rounded);
+  ASSIGN_OR_RETURN(std::unique_ptr<MemoryRegion> region, RegisterMemory(memory.get(), size, access));
+  region->owned_.reset(memory.release());  // the provider's own region type stays
+  return region;
 }
 
 Status Connection::SendMessages(std::vector<std::string> messages) {

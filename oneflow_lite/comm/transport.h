@@ -80,6 +80,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -145,9 +146,13 @@ class MemoryRegion {
       : data_(static_cast<uint8_t*>(data)), size_(size), access_(access) {}
 
  private:
+  friend class Transport;  // AllocateRegistered's default hands it owned_
   uint8_t* const data_;
   const size_t size_;
   const uint32_t access_;
+  // Memory the region owns (Transport::AllocateRegistered's default), freed
+  // here, after the provider's destructor has deregistered it.
+  std::unique_ptr<uint8_t, void (*)(void*)> owned_{nullptr, &std::free};
 };
 
 // Runs once per operation on the progress thread (or in a caller's Poll).
@@ -262,6 +267,18 @@ class Transport {
   // registration cost (verbs pins pages). `size` may be 0.
   virtual StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(
       void* data, size_t size, uint32_t access) = 0;
+
+  // New memory of `size` bytes (page-aligned, zero-filled), registered; the
+  // region owns it and frees it after deregistering. What MPI_Alloc_mem is
+  // to MPI: memory the provider places where peers reach it fastest. shm
+  // backs it with a memfd that peers on the host map, so their READs and
+  // WRITEs of it are plain copies in their own address space instead of
+  // cross-memory attach (4x the bytes per second here, docs/comm.md); the
+  // default allocates ordinary memory and calls RegisterMemory. Registered
+  // pools (memory/registered_pool.h), and so ring scratch and the
+  // runtime's collective buffers, take their blocks from here.
+  virtual StatusOr<std::unique_ptr<MemoryRegion>> AllocateRegistered(size_t size,
+                                                                     uint32_t access);
 
   // This side's endpoint description for `peer_rank` (opaque bytes for the
   // peer's Connect). Calling it twice for a peer returns the same bytes.

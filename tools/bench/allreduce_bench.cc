@@ -28,7 +28,10 @@
 // each rank moves per unit time. Each sample times `iterations` back-to-back
 // all-reduces on rank 0 (clamp(8 MiB / size, 1, 32), or --iterations for
 // both sides), after a barrier; figures are medians over --repeats
-// samples. All libraries reduce the same registered buffer in place
+// samples. Every library reduces in place: CommNet's ring a buffer from
+// Transport::AllocateRegistered (what the runtime's collectives reduce; shm
+// backs it with a memfd the peers map, as MPI_Alloc_mem may; --ring_user_buffer
+// registers the caller's buffer instead), the others one ordinary buffer
 // (OpenMPI also out of place, in its program's own buffers); each one's
 // first result is checked. (Timed repeats grow the values: floats may
 // reach inf, which costs the same.) Beside busbw, each CommNet provider gets a table of
@@ -113,6 +116,13 @@ struct Config {
   // --mpi_variant: which MPI_Allreduce variants each OpenMPI sample times
   // (kMpiInPlace, kMpiOutOfPlace).
   std::vector<int> mpi_variants;
+  // --algorithms: which of CommNet's all-reduces run (ring, exchange,
+  // doubling, sg); the others print "-" and the plan column falls back to
+  // what ran (the ring always does).
+  bool exchange = true, doubling = true, scatter_gather = true;
+  // --ring_user_buffer: the ring reduces the caller's buffer, registered
+  // (RegisterMemory), instead of the transport's memory.
+  bool ring_user_buffer = false;
 };
 
 void Check(const Status& status, const char* what) {
@@ -413,6 +423,7 @@ struct Net {
 struct Contender {
   std::string name;
   std::function<void()> run;
+  float* data;  // the buffer it reduces
   std::vector<double> walls, cpus;  // per op
   Timing Median() const { return {bench::Median(walls), bench::Median(cpus)}; }
 };
@@ -437,27 +448,27 @@ Row MeasureSize(int rank, const Config& config, size_t bytes, float* buffer,
       Check(net->ring->AllReduce(*net->region, 0, count, DT_FLOAT,
                                  comm::DeadlineAfter(milliseconds(120000))),
             "CommNet ring all-reduce");
-    }});
-    if (bytes <= kExchangeBenchMaxBytes) {
+    }, reinterpret_cast<float*>(net->region->data())});
+    if (bytes <= kExchangeBenchMaxBytes && config.exchange) {
       contenders.push_back({"CommNet exchange", [net, buffer, count] {
         Check(net->exchange->AllReduce(buffer, count, DT_FLOAT,
                                        comm::DeadlineAfter(milliseconds(120000))),
               "CommNet exchange all-reduce");
-      }});
+      }, buffer});
     }
-    if (bytes <= kExchangeBenchMaxBytes && Doubles(world)) {
+    if (bytes <= kExchangeBenchMaxBytes && Doubles(world) && config.doubling) {
       contenders.push_back({"CommNet doubling", [net, buffer, count] {
         Check(net->doubling->AllReduce(buffer, count, DT_FLOAT,
                                        comm::DeadlineAfter(milliseconds(120000))),
               "CommNet recursive doubling all-reduce");
-      }});
+      }, buffer});
     }
-    if (bytes <= kExchangeBenchMaxBytes && ScatterGathers(world)) {
+    if (bytes <= kExchangeBenchMaxBytes && ScatterGathers(world) && config.scatter_gather) {
       contenders.push_back({"CommNet scatter-gather", [net, buffer, count] {
         Check(net->scatter_gather->AllReduce(buffer, count, DT_FLOAT,
                                              comm::DeadlineAfter(milliseconds(120000))),
               "CommNet scatter-gather all-reduce");
-      }});
+      }, buffer});
     }
   }
   std::unique_ptr<gloo::AllreduceRing<float>> gloo_ring;
@@ -467,13 +478,14 @@ Row MeasureSize(int rank, const Config& config, size_t bytes, float* buffer,
         context, std::vector<float*>{buffer}, static_cast<int>(count));
     gloo_chunked = std::make_unique<gloo::AllreduceRingChunked<float>>(
         context, std::vector<float*>{buffer}, static_cast<int>(count));
-    contenders.push_back({"Gloo ring", [&gloo_ring] { gloo_ring->run(); }});
-    contenders.push_back({"Gloo ring_chunked", [&gloo_chunked] { gloo_chunked->run(); }});
+    contenders.push_back({"Gloo ring", [&gloo_ring] { gloo_ring->run(); }, buffer});
+    contenders.push_back(
+        {"Gloo ring_chunked", [&gloo_chunked] { gloo_chunked->run(); }, buffer});
   }
   for (Contender& contender : contenders) {
-    Fill(buffer, count, rank);
+    Fill(contender.data, count, rank);
     contender.run();
-    Verify(buffer, count, world, contender.name.c_str());
+    Verify(contender.data, count, world, contender.name.c_str());
     contender.run();
   }
   // Per btl, per variant: the busbw of each good sample.
@@ -510,12 +522,15 @@ Row MeasureSize(int rank, const Config& config, size_t bytes, float* buffer,
   size_t next = 0;
   for (size_t i = 0; i < nets.size(); ++i) {
     row.ring.push_back(contenders[next++].Median());
-    row.exchange.push_back(bytes <= kExchangeBenchMaxBytes ? contenders[next++].Median()
-                                                           : Timing());
-    row.doubling.push_back(bytes <= kExchangeBenchMaxBytes && Doubles(world)
+    // In the order MeasureSize pushed them.
+    row.exchange.push_back(bytes <= kExchangeBenchMaxBytes && config.exchange
                                ? contenders[next++].Median()
                                : Timing());
-    row.scatter_gather.push_back(bytes <= kExchangeBenchMaxBytes && ScatterGathers(world)
+    row.doubling.push_back(bytes <= kExchangeBenchMaxBytes && Doubles(world) && config.doubling
+                               ? contenders[next++].Median()
+                               : Timing());
+    row.scatter_gather.push_back(bytes <= kExchangeBenchMaxBytes && ScatterGathers(world) &&
+                                         config.scatter_gather
                                      ? contenders[next++].Median()
                                      : Timing());
   }
@@ -602,8 +617,13 @@ int RunRank(int rank, const Config& config) {
                                                              exchange_options);
     Check(scatter_gather.status(), "scatter-gather");
     net->scatter_gather = std::move(*scatter_gather);
-    auto region = net->transport->RegisterMemory(buffer.data(), config.max_bytes,
-                                                 comm::kAccessAll);
+    // The ring's buffer: memory from the transport (AllocateRegistered),
+    // as the runtime's collective buffers come from its registered pool;
+    // --ring_user_buffer: the caller's own memory, registered.
+    auto region = config.ring_user_buffer
+                      ? net->transport->RegisterMemory(buffer.data(), config.max_bytes,
+                                                       comm::kAccessAll)
+                      : net->transport->AllocateRegistered(config.max_bytes, comm::kAccessAll);
     Check(region.status(), "register");
     net->region = std::move(*region);
     nets.push_back(std::move(net));
@@ -645,6 +665,10 @@ std::vector<cli::FlagSpec> FlagSpecs() {
        std::to_string(ring.wait_spin.count())},
       {"ring_poll", "a ring waiter drives the transport (Transport::Poll)", true,
        ring.wait_poll ? "true" : "false"},
+      {"ring_user_buffer",
+       "the ring reduces the caller's buffer, registered (RegisterMemory), instead of memory "
+       "from Transport::AllocateRegistered (shm: a memfd the peers map)",
+       true, "false"},
       {"mpi_bench",
        "OpenMPI's program (tools/bench/mpi_allreduce_bench.sh --compile_to=PATH), run by "
        "mpirun sample by sample between ours (default: none)"},
@@ -657,6 +681,10 @@ std::vector<cli::FlagSpec> FlagSpecs() {
        "a calibration (oflite profile): the plan column takes the algorithm its curves "
        "predict fastest per provider, as oflite compile --calibration does (default: the "
        "compiler's size rule)"},
+      {"algorithms",
+       "CommNet's all-reduces to time besides the ring (exchange, doubling, sg; comma-separated; "
+       "'ring' alone: only the ring, e.g. under a profiler)",
+       false, "ring,exchange,doubling,sg"},
       {"addrs", "one rank per host: every rank's address, comma-separated (world = their count)"},
       {"rank",
        "with --addrs: this process's rank; listens on its address (rank 0 serves "
@@ -693,6 +721,7 @@ StatusOr<Options> ReadOptions(const cli::FlagSet& flags) {
   ASSIGN_OR_RETURN(int64_t spin, flags.GetInt("ring_spin_us", 0, 10 * 1000 * 1000));
   config.ring.wait_spin = std::chrono::microseconds(spin);
   config.ring.wait_poll = flags.GetBool("ring_poll");
+  config.ring_user_buffer = flags.GetBool("ring_user_buffer");
   if (flags.Has("calibration")) {
     const std::string path = flags.Get("calibration");
     Calibration calibration;
@@ -700,6 +729,19 @@ StatusOr<Options> ReadOptions(const cli::FlagSet& flags) {
     if (read.ok()) read = cost::ValidateCalibration(calibration, path);
     if (!read.ok()) return read.WithContext("flag '--calibration' '" + path + "'");
     config.tables = std::make_shared<cost::CostTables>(calibration);
+  }
+  config.exchange = config.doubling = config.scatter_gather = false;
+  for (const std::string& name : SplitList(flags.Get("algorithms"))) {
+    if (name == "exchange") {
+      config.exchange = true;
+    } else if (name == "doubling") {
+      config.doubling = true;
+    } else if (name == "sg") {
+      config.scatter_gather = true;
+    } else if (name != "ring") {
+      return InvalidArgumentError("flag '--algorithms' names an unknown all-reduce '", name,
+                                  "' (ring, exchange, doubling or sg)");
+    }
   }
   config.mpi_bench = flags.Get("mpi_bench");
   ASSIGN_OR_RETURN(config.mpi_variants, ParseMpiVariants(flags.Get("mpi_variant")));

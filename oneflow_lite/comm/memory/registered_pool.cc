@@ -40,9 +40,10 @@ RegisteredPool::~RegisteredPool() = default;
 StatusOr<std::unique_ptr<RegisteredPool>> RegisteredPool::Create(
     Transport* transport, const RegisteredPoolOptions& options,
     StrategyCounters* counters) {
-  if (options.alignment == 0 || (options.alignment & (options.alignment - 1))) {
+  if (options.alignment == 0 || (options.alignment & (options.alignment - 1)) ||
+      options.alignment > 4096) {
     return InvalidArgumentError("pool alignment ", options.alignment,
-                                " is not a power of two");
+                                " is not a power of two of at most 4096");
   }
   std::unique_ptr<RegisteredPool> pool(
       new RegisteredPool(transport, options, counters));
@@ -60,18 +61,15 @@ Status RegisteredPool::AddBlockLocked(size_t size) {
                                   options_.max_bytes);
   }
   Block block;
-  const size_t rounded =
-      std::max(options_.alignment,
-               (size + options_.alignment - 1) / options_.alignment * options_.alignment);
-  block.memory.reset(
-      static_cast<uint8_t*>(std::aligned_alloc(options_.alignment, rounded)));
-  if (block.memory == nullptr) {
-    return ResourceExhaustedError("registered pool of rank ", transport_->rank(),
-                                  ": cannot allocate ", size, " bytes");
-  }
   block.size = size;
-  ASSIGN_OR_RETURN(block.region,
-                   transport_->RegisterMemory(block.memory.get(), size, kAccessAll));
+  StatusOr<std::unique_ptr<MemoryRegion>> region =
+      transport_->AllocateRegistered(size, kAccessAll);
+  if (!region.ok()) {
+    return region.status().WithContext("registered pool of rank " +
+                                       std::to_string(transport_->rank()) + ": a block of " +
+                                       std::to_string(size) + " bytes");
+  }
+  block.region = std::move(*region);
   if (size > 0) block.free[0] = size;
   blocks_.push_back(std::move(block));
   registered_bytes_ += size;
@@ -111,7 +109,7 @@ StatusOr<PoolBuffer> RegisteredPool::Allocate(size_t size) {
   buffer.pool_ = this;
   buffer.block_ = found;
   buffer.region_ = blocks_[found].region.get();
-  buffer.data_ = blocks_[found].memory.get() + offset;
+  buffer.data_ = blocks_[found].region->data() + offset;
   buffer.offset_ = offset;
   buffer.size_ = size;
   buffer.allocated_ = length;

@@ -24,7 +24,7 @@ namespace comm {
 
 struct RegisteredPoolOptions {
   size_t block_size = 16u << 20;
-  size_t alignment = 64;
+  size_t alignment = 64;  // at most 4096 (blocks start on a page)
   size_t max_bytes = size_t{1} << 32;  // total registered, all blocks
   size_t initial_blocks = 1;
 };
@@ -74,13 +74,11 @@ class RegisteredPool {
   size_t free_bytes() const;
 
  private:
-  struct FreeDeleter {
-    void operator()(uint8_t* memory) const { std::free(memory); }
-  };
   struct Block {
-    std::unique_ptr<uint8_t, FreeDeleter> memory;
-    size_t size;
+    // Transport::AllocateRegistered: owns its memory (shm: a memfd peers
+    // on the host map).
     std::unique_ptr<MemoryRegion> region;
+    size_t size;
     std::map<size_t, size_t> free;  // offset -> length
   };
   RegisteredPool(Transport* transport, const RegisteredPoolOptions& options,

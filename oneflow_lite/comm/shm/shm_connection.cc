@@ -1,12 +1,15 @@
 #include "oneflow_lite/comm/shm/shm_connection.h"
 
+#include <glog/logging.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 
 #include "oneflow_lite/comm/shm/shm_transport_impl.h"
 #include "oneflow_lite/comm/shm/shm_tsan.h"
@@ -37,6 +40,7 @@ ShmConnection::ShmConnection(ShmTransportImpl* transport, ConnectionSetup setup)
       last_credit_(Clock::now()) {}
 
 ShmConnection::~ShmConnection() {
+  if (pidfd_ >= 0) ::close(pidfd_);
   ::close(socket_fd_);
   ::close(peer_doorbell_fd_);
 }
@@ -125,9 +129,85 @@ Status ShmConnection::PinAndCopy(bool write, uint8_t* local, const RemoteKey& re
   StatusOr<uint32_t> slot = peer_table_->Pin(remote.rkey, address, length,
                                              write ? kAccessRemoteWrite : kAccessRemoteRead);
   if (!slot.ok()) return slot.status();
-  const Status copied = Copy(write, local, address, length);
+  Status copied;
+  const int fd = peer_table_->PinnedFd(*slot);
+  std::shared_ptr<SharedMapping> mapping;
+  uint64_t owner_address = 0;
+  if (fd >= 0) {
+    owner_address = peer_table_->PinnedAddress(*slot);
+    mapping = PeerMapping(remote.rkey, fd, owner_address, address + length - owner_address);
+  }
+  if (mapping != nullptr) {
+    // The region lives in a memfd mapped here too: a plain copy in this
+    // address space (the entry stays pinned, so the owner has not
+    // deregistered it).
+    uint8_t* theirs = mapping->data() + (address - owner_address);
+    if (write) {
+      std::memcpy(theirs, local, length);
+    } else {
+      std::memcpy(local, theirs, length);
+    }
+  } else {
+    copied = Copy(write, local, address, length);
+  }
   peer_table_->Unpin(*slot);
   return copied;
+}
+
+std::shared_ptr<SharedMapping> ShmConnection::PeerMapping(uint32_t rkey, int fd,
+                                                          uint64_t owner_address,
+                                                          uint64_t length) {
+  std::lock_guard<std::mutex> lock(mappings_mutex_);
+  auto found = mappings_.find(rkey);
+  if (found != mappings_.end()) {
+    if (found->second.owner_address == owner_address &&
+        length <= found->second.mapping->size()) {
+      return found->second.mapping;
+    }
+    mappings_.erase(found);
+  }
+  if (mapping_refused_) return nullptr;
+#if defined(SYS_pidfd_open) && defined(SYS_pidfd_getfd)
+  if (pidfd_ < 0) {
+    pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, peer_pid_, 0));
+    if (pidfd_ < 0) {
+      mapping_refused_ = true;
+      VLOG(1) << "shm: pidfd_open of rank " << peer_rank_ << " (pid " << peer_pid_
+              << "): " << std::strerror(errno) << "; copies take cross-memory attach";
+      return nullptr;
+    }
+  }
+  const int mine = static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd_, fd, 0));
+  if (mine < 0) {
+    mapping_refused_ = true;
+    VLOG(1) << "shm: pidfd_getfd from rank " << peer_rank_ << ": " << std::strerror(errno)
+            << "; copies take cross-memory attach";
+    return nullptr;
+  }
+  StatusOr<std::unique_ptr<SharedMapping>> adopted =
+      SharedMapping::Adopt(mine, length, "rank " + std::to_string(peer_rank_));
+  if (!adopted.ok()) {
+    // Not what its entry claims; cross-memory attach still checks the
+    // range against the entry, so fall back for this region only.
+    LOG(WARNING) << "shm: region 0x" << std::hex << rkey << std::dec << " of rank " << peer_rank_
+                 << ": " << adopted.status() << "; copying with cross-memory attach";
+    return nullptr;
+  }
+  (*adopted)->CloseFd();  // the mapping keeps the memfd
+  // Sweep regions the peer has deregistered since (their pages stay
+  // allocated while mapped here).
+  if (mappings_.size() >= 8) {
+    for (auto it = mappings_.begin(); it != mappings_.end();) {
+      it = peer_table_->IsLive(it->first) ? std::next(it) : mappings_.erase(it);
+    }
+  }
+  std::shared_ptr<SharedMapping> mapping(std::move(*adopted));
+  mappings_[rkey] = MappedRegion{mapping, owner_address};
+  return mapping;
+#else
+  mapping_refused_ = true;
+  return nullptr;
+#endif
 }
 
 Status ShmConnection::Copy(bool write, uint8_t* local, uint64_t remote_address, size_t length) {

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -111,6 +112,12 @@ class ShmConnection : public Connection {
   // connection on an error (RunOp, on the progress thread).
   Status PinAndCopy(bool write, uint8_t* local, const RemoteKey& remote, uint64_t remote_offset,
                     size_t length);
+  // The peer's memfd-backed region (fd in the peer's process, the entry
+  // pinned) mapped here: on first use its descriptor is taken with
+  // pidfd_getfd and mapped. Null where that is refused or fails (the copy
+  // then takes cross-memory attach).
+  std::shared_ptr<SharedMapping> PeerMapping(uint32_t rkey, int fd, uint64_t owner_address,
+                                             uint64_t length);
 
   ShmTransportImpl* const transport_;
   const int peer_rank_;
@@ -125,6 +132,19 @@ class ShmConnection : public Connection {
   const uint64_t pair_id_;
   const std::unique_ptr<SharedMapping> segment_;
   const std::unique_ptr<PeerRegionTable> peer_table_;
+  // The peer's memfd-backed regions mapped so far, by key, with the
+  // owner's address of their first byte (a key is never reused for
+  // another region while the entry stays). Dropped once the peer
+  // deregistered them (swept as new ones come); shared with copies in
+  // flight.
+  struct MappedRegion {
+    std::shared_ptr<SharedMapping> mapping;
+    uint64_t owner_address = 0;
+  };
+  std::mutex mappings_mutex_;
+  std::map<uint32_t, MappedRegion> mappings_;  // guarded by mappings_mutex_
+  int pidfd_ = -1;                              // guarded by mappings_mutex_
+  bool mapping_refused_ = false;                // guarded by mappings_mutex_
   SegmentHeader* const header_;
   const uint32_t slots_;
   const uint32_t slot_size_;

@@ -40,7 +40,7 @@ uint32_t LocalRegionTable::NewKey() {
 }
 
 StatusOr<uint32_t> LocalRegionTable::Insert(uint32_t rkey, const void* address, size_t length,
-                                            uint32_t access) {
+                                            uint32_t access, int fd) {
   std::lock_guard<std::mutex> lock(mutex_);
   const uint32_t start = TableSlot(rkey, capacity_);
   int64_t free_slot = -1;
@@ -62,6 +62,7 @@ StatusOr<uint32_t> LocalRegionTable::Insert(uint32_t rkey, const void* address, 
   entry.access.store(access, std::memory_order_relaxed);
   entry.address.store(reinterpret_cast<uint64_t>(address), std::memory_order_relaxed);
   entry.length.store(length, std::memory_order_relaxed);
+  entry.fd.store(fd, std::memory_order_relaxed);
   entry.state.store(kEntryValid, std::memory_order_seq_cst);
   return static_cast<uint32_t>(free_slot);
 }
@@ -134,6 +135,25 @@ StatusOr<uint32_t> PeerRegionTable::Pin(uint32_t rkey, uint64_t address, uint64_
 
 void PeerRegionTable::Unpin(uint32_t slot) {
   entries_[slot].users.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+int PeerRegionTable::PinnedFd(uint32_t slot) const {
+  return entries_[slot].fd.load(std::memory_order_relaxed);
+}
+
+uint64_t PeerRegionTable::PinnedAddress(uint32_t slot) const {
+  return entries_[slot].address.load(std::memory_order_relaxed);
+}
+
+bool PeerRegionTable::IsLive(uint32_t rkey) const {
+  const uint32_t start = TableSlot(rkey, capacity_);
+  for (uint32_t probe = 0; probe < capacity_; ++probe) {
+    const RegionEntry& entry = entries_[(start + probe) & (capacity_ - 1)];
+    const uint32_t state = entry.state.load(std::memory_order_acquire);
+    if (state == kEntryEmpty) return false;
+    if (state == kEntryValid && entry.rkey.load(std::memory_order_relaxed) == rkey) return true;
+  }
+  return false;
 }
 
 }  // namespace shm

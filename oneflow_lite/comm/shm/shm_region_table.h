@@ -37,7 +37,10 @@ class LocalRegionTable {
   uint32_t NewKey();
   // Publishes a region under `rkey`; returns its slot. AlreadyExists if the
   // key is live, ResourceExhausted when the table is full.
-  StatusOr<uint32_t> Insert(uint32_t rkey, const void* address, size_t length, uint32_t access);
+  // `fd`: the region's memfd, mapped from its offset 0 at `address`
+  // (peers may map it), or -1.
+  StatusOr<uint32_t> Insert(uint32_t rkey, const void* address, size_t length, uint32_t access,
+                            int fd = -1);
   // Unpublishes slot `slot` and waits (bounded) until no peer copies from it.
   void Remove(uint32_t slot);
 
@@ -67,6 +70,12 @@ class PeerRegionTable {
   // (PermissionDenied / OutOfRange).
   StatusOr<uint32_t> Pin(uint32_t rkey, uint64_t address, uint64_t length, uint32_t access);
   void Unpin(uint32_t slot);
+  // Of a pinned entry: its memfd in the owner's process (-1: none) and the
+  // owner's address of the region's first byte.
+  int PinnedFd(uint32_t slot) const;
+  uint64_t PinnedAddress(uint32_t slot) const;
+  // Whether `rkey` names a live region now (a hint: it may change at once).
+  bool IsLive(uint32_t rkey) const;
 
  private:
   PeerRegionTable(std::unique_ptr<SharedMapping> mapping, uint32_t capacity, int peer_rank);

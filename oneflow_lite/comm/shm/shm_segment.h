@@ -26,7 +26,7 @@ namespace oflite {
 namespace comm {
 namespace shm {
 
-constexpr uint32_t kShmVersion = 2;
+constexpr uint32_t kShmVersion = 3;  // 3: region entries name their memfd
 constexpr uint32_t kSegmentMagic = 0x4d53464f;  // "OFSM"
 constexpr uint32_t kTableMagic = 0x5453464f;    // "OFST"
 // Each ring slot starts with a descriptor: the length (u32) of the message
@@ -128,8 +128,15 @@ struct RegionEntry {
   std::atomic<uint32_t> access;
   std::atomic<uint64_t> address;
   std::atomic<uint64_t> length;
+  // A region the owner allocated as a memfd (Transport::AllocateRegistered):
+  // the descriptor number in the owner's process (valid while the entry is,
+  // so a peer holding a pin may take its own copy with pidfd_getfd and map
+  // it; the region starts at the memfd's offset 0); -1 otherwise.
+  std::atomic<int32_t> fd;
+  uint32_t reserved;
+  uint64_t reserved2;
 };
-static_assert(sizeof(RegionEntry) == 32, "region entry layout");
+static_assert(sizeof(RegionEntry) == 48, "region entry layout");
 
 struct TableHeader {
   uint32_t magic;

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -27,9 +28,15 @@ constexpr auto kHandshakeTimeout = std::chrono::milliseconds(2000);
 
 class ShmRegion : public MemoryRegion {
  public:
+  // `memory`: the memfd the region lives in when AllocateRegistered made
+  // it (unmapped and closed after the entry is gone), else null.
   ShmRegion(void* data, size_t size, uint32_t access, std::shared_ptr<LocalRegionTable> table,
-            uint32_t slot, uint32_t rkey)
-      : MemoryRegion(data, size, access), table_(std::move(table)), slot_(slot), rkey_(rkey) {}
+            uint32_t slot, uint32_t rkey, std::unique_ptr<SharedMapping> memory = nullptr)
+      : MemoryRegion(data, size, access),
+        table_(std::move(table)),
+        slot_(slot),
+        rkey_(rkey),
+        memory_(std::move(memory)) {}
   ~ShmRegion() override { table_->Remove(slot_); }
 
   uint32_t local_key() const override { return rkey_; }
@@ -41,6 +48,7 @@ class ShmRegion : public MemoryRegion {
   const std::shared_ptr<LocalRegionTable> table_;
   const uint32_t slot_;
   const uint32_t rkey_;
+  const std::unique_ptr<SharedMapping> memory_;
 };
 
 void CloseAll(const std::vector<int>& fds) {
@@ -114,6 +122,26 @@ StatusOr<std::unique_ptr<MemoryRegion>> ShmTransportImpl::RegisterMemoryWithKey(
                                                                                 uint32_t rkey) {
   ASSIGN_OR_RETURN(uint32_t slot, regions_->Insert(rkey, data, size, access));
   return std::unique_ptr<MemoryRegion>(new ShmRegion(data, size, access, regions_, slot, rkey));
+}
+
+StatusOr<std::unique_ptr<MemoryRegion>> ShmTransportImpl::AllocateRegistered(size_t size,
+                                                                             uint32_t access) {
+  return AllocateRegisteredWithKey(size, access,
+                                   [this](void*) -> StatusOr<uint32_t> { return regions_->NewKey(); });
+}
+
+StatusOr<std::unique_ptr<MemoryRegion>> ShmTransportImpl::AllocateRegisteredWithKey(
+    size_t size, uint32_t access, const std::function<StatusOr<uint32_t>(void* data)>& choose_key) {
+  const size_t page = 4096;
+  const size_t mapped = std::max(page, (size + page - 1) / page * page);
+  ASSIGN_OR_RETURN(std::unique_ptr<SharedMapping> memory,
+                   SharedMapping::Create("oflite-shm-registered", mapped));
+  ASSIGN_OR_RETURN(uint32_t rkey, choose_key(memory->data()));
+  ASSIGN_OR_RETURN(uint32_t slot,
+                   regions_->Insert(rkey, memory->data(), size, access, memory->fd()));
+  void* data = memory->data();
+  return std::unique_ptr<MemoryRegion>(
+      new ShmRegion(data, size, access, regions_, slot, rkey, std::move(memory)));
 }
 
 StatusOr<std::string> ShmTransportImpl::LocalEndpoint(int peer_rank) {

@@ -55,6 +55,7 @@
 #define ONEFLOW_LITE_COMM_SHM_SHM_TRANSPORT_H_
 
 #include <chrono>
+#include <functional>
 #include <memory>
 
 #include "oneflow_lite/comm/transport.h"
@@ -98,6 +99,12 @@ class ShmTransport : public Transport {
   virtual StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemoryWithKey(void* data, size_t size,
                                                                         uint32_t access,
                                                                         uint32_t rkey) = 0;
+  // AllocateRegistered (a memfd peers map) under a key `choose_key` gives
+  // once the memory exists (it may register the memory elsewhere first, as
+  // `auto` does with its cross-host provider).
+  virtual StatusOr<std::unique_ptr<MemoryRegion>> AllocateRegisteredWithKey(
+      size_t size, uint32_t access,
+      const std::function<StatusOr<uint32_t>(void* data)>& choose_key) = 0;
 };
 
 // Creates the transport and starts its listener and progress thread.

@@ -37,6 +37,11 @@ class ShmTransportImpl : public ShmTransport {
   StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemoryWithKey(void* data, size_t size,
                                                                 uint32_t access,
                                                                 uint32_t rkey) override;
+  StatusOr<std::unique_ptr<MemoryRegion>> AllocateRegistered(size_t size,
+                                                             uint32_t access) override;
+  StatusOr<std::unique_ptr<MemoryRegion>> AllocateRegisteredWithKey(
+      size_t size, uint32_t access,
+      const std::function<StatusOr<uint32_t>(void* data)>& choose_key) override;
   StatusOr<std::string> LocalEndpoint(int peer_rank) override;
   Status Connect(int peer_rank, const std::string& peer_endpoint, Deadline deadline) override;
   StatusOr<Connection*> GetConnection(int peer_rank) override;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -210,6 +211,71 @@ TEST(ShmTransportTest, SmallWriteIsCopiedByThePosterAndCompletedByTheProgressThr
   std::unique_lock<std::mutex> lock(done_mutex);
   ASSERT_TRUE(done_changed.wait_for(lock, milliseconds(20000), [&] { return done; }));
   EXPECT_FALSE(ran_on_poster);
+}
+
+// Mappings of memfds named by AllocateRegistered's regions in this process.
+int RegisteredMappings() {
+  std::ifstream maps("/proc/self/maps");
+  int count = 0;
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("oflite-shm-registered") != std::string::npos) ++count;
+  }
+  return count;
+}
+
+Status WriteAndWait(Connection* link, const MemoryRegion& local, const RemoteKey& remote,
+                    size_t length) {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool done = false;
+  Status result;
+  RETURN_IF_ERROR(link->PostWrite(local, 0, remote, 0, length, [&](const Status& status) {
+    std::lock_guard<std::mutex> lock(mutex);
+    result = status;
+    done = true;
+    changed.notify_all();
+  }));
+  std::unique_lock<std::mutex> lock(mutex);
+  if (!changed.wait_for(lock, milliseconds(20000), [&] { return done; })) {
+    return DeadlineExceededError("WRITE did not complete");
+  }
+  return result;
+}
+
+// A region from AllocateRegistered is a memfd: the peer's first WRITE maps
+// it (a second mapping of it in this process, which holds both ranks) and
+// copies there instead of through process_vm_writev. Mappings of regions
+// the owner destroyed go as new ones come, so a stream of short-lived
+// regions does not pile them up in the peer.
+TEST(ShmTransportTest, AllocatedRegionsAreMappedByThePeerAndSweptWhenGone) {
+  Events events[2];
+  auto transports = ConnectShm({Options(0, &events[0]), Options(1, &events[1])}, ShmOptions());
+  ASSERT_TRUE(transports.ok()) << transports.status();
+  Connection* link = *(*transports)[0]->GetConnection(1);
+  std::vector<uint8_t> source(8192);
+  for (size_t i = 0; i < source.size(); ++i) source[i] = static_cast<uint8_t>(i * 13 + 5);
+  auto local = (*transports)[0]->RegisterMemory(source.data(), source.size(), kAccessAll);
+  ASSERT_TRUE(local.ok());
+  const int before = RegisteredMappings();
+  auto kept = (*transports)[1]->AllocateRegistered(source.size(), kAccessAll);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(RegisteredMappings(), before + 1);
+  ASSERT_TRUE(WriteAndWait(link, **local, (*kept)->remote_key(), source.size()).ok());
+  EXPECT_EQ(RegisteredMappings(), before + 2);  // rank 0 mapped it
+  EXPECT_TRUE(std::equal(source.begin(), source.end(), (*kept)->data()));
+  ASSERT_TRUE(WriteAndWait(link, **local, (*kept)->remote_key(), 64).ok());
+  EXPECT_EQ(RegisteredMappings(), before + 2);  // and kept the mapping
+  // Twenty regions, each written once and destroyed.
+  for (int i = 0; i < 20; ++i) {
+    auto brief = (*transports)[1]->AllocateRegistered(4096, kAccessAll);
+    ASSERT_TRUE(brief.ok()) << brief.status();
+    ASSERT_TRUE(WriteAndWait(link, **local, (*brief)->remote_key(), 4096).ok());
+    EXPECT_TRUE(std::equal(source.begin(), source.begin() + 4096, (*brief)->data()));
+  }
+  // The sweep runs once 8 are mapped: at most 8 besides the kept region's
+  // two mappings, not 20.
+  EXPECT_LE(RegisteredMappings(), before + 2 + 8);
+  EXPECT_TRUE(link->status().ok()) << link->status();
 }
 
 // A message's bytes go into the buffer freed last (shm_segment.h): one

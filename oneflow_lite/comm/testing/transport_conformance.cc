@@ -1,6 +1,8 @@
 #include "oneflow_lite/comm/testing/transport_conformance.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -209,6 +211,52 @@ TEST_P(TransportConformanceTest, WriteThenReadBackOverSizes) {
                     .ok());
     EXPECT_EQ(back, source);
   }
+}
+
+// Transport::AllocateRegistered: zero-filled, page-aligned memory that
+// peers READ and WRITE like any registered region, as a remote region and
+// as a local one; out of its range refused; unreachable once destroyed
+// (shm: also after a peer has mapped it, docs/comm.md).
+TEST_P(TransportConformanceTest, AllocatedMemoryIsZeroedReachableAndGoneWhenDestroyed) {
+  auto world = MakeWorld(GetParam(), 2);
+  Connection* link = world->Link(0, 1);
+  for (size_t size : {size_t{0}, size_t{1}, size_t{4097}, size_t{(1 << 20) + 3}}) {
+    SCOPED_TRACE(size);
+    auto remote = world->transports[1]->AllocateRegistered(size + 16, kAccessAll);
+    ASSERT_TRUE(remote.ok()) << remote.status();
+    auto local = world->transports[0]->AllocateRegistered(size, kAccessAll);
+    ASSERT_TRUE(local.ok()) << local.status();
+    MemoryRegion& theirs = **remote;
+    MemoryRegion& mine = **local;
+    ASSERT_EQ(theirs.size(), size + 16);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(theirs.data()) % 4096, 0u);
+    EXPECT_TRUE(std::all_of(theirs.data(), theirs.data() + theirs.size(),
+                            [](uint8_t byte) { return byte == 0; }));
+    std::vector<uint8_t> source = Pattern(size, 11 + size);
+    auto source_region = Register(world->transports[0].get(), &source);
+    Status status =
+        WriteSync(link, *source_region, 0, theirs.remote_key(), 8, size, DeadlineAfter(kTimeout));
+    ASSERT_TRUE(status.ok()) << status;
+    EXPECT_TRUE(std::equal(source.begin(), source.end(), theirs.data() + 8));
+    EXPECT_EQ(theirs.data()[7], 0);
+    EXPECT_EQ(theirs.data()[size + 8], 0);
+    status = ReadSync(link, mine, 0, theirs.remote_key(), 8, size, DeadlineAfter(kTimeout));
+    ASSERT_TRUE(status.ok()) << status;
+    EXPECT_TRUE(std::equal(source.begin(), source.end(), mine.data()));
+    auto never = [](const Status&) { ADD_FAILURE() << "callback after error"; };
+    EXPECT_EQ(link->PostWrite(*source_region, 0, theirs.remote_key(), 17, size, never).code(),
+              StatusCode::kInvalidArgument);
+  }
+  // Mapped (shm) by the WRITE before it is destroyed; afterwards the same
+  // key must fail, not land in memory the owner gave up.
+  std::vector<uint8_t> source = Pattern(64, 5);
+  auto source_region = Register(world->transports[0].get(), &source);
+  auto remote = world->transports[1]->AllocateRegistered(64, kAccessAll);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  const RemoteKey key = (*remote)->remote_key();
+  ASSERT_TRUE(WriteSync(link, *source_region, 0, key, 0, 64, DeadlineAfter(kTimeout)).ok());
+  remote->reset();
+  EXPECT_FALSE(WriteSync(link, *source_region, 0, key, 0, 64, DeadlineAfter(kTimeout)).ok());
 }
 
 TEST_P(TransportConformanceTest, LocalBoundsViolationsLeaveConnectionHealthy) {
