@@ -172,16 +172,16 @@ std::shared_ptr<SharedMapping> ShmConnection::PeerMapping(uint32_t rkey, int fd,
     pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, peer_pid_, 0));
     if (pidfd_ < 0) {
       mapping_refused_ = true;
-      VLOG(1) << "shm: pidfd_open of rank " << peer_rank_ << " (pid " << peer_pid_
-              << "): " << std::strerror(errno) << "; copies take cross-memory attach";
+      LOG(INFO) << "shm: pidfd_open of rank " << peer_rank_ << " (pid " << peer_pid_
+                << "): " << std::strerror(errno) << "; copies take cross-memory attach";
       return nullptr;
     }
   }
   const int mine = static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd_, fd, 0));
   if (mine < 0) {
     mapping_refused_ = true;
-    VLOG(1) << "shm: pidfd_getfd from rank " << peer_rank_ << ": " << std::strerror(errno)
-            << "; copies take cross-memory attach";
+    LOG(INFO) << "shm: pidfd_getfd from rank " << peer_rank_ << ": " << std::strerror(errno)
+              << "; copies take cross-memory attach";
     return nullptr;
   }
   StatusOr<std::unique_ptr<SharedMapping>> adopted =
