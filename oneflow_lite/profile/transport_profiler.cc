@@ -1120,6 +1120,16 @@ Status RunRank(const RankConfig& config) {
   ASSIGN_OR_RETURN(std::unique_ptr<comm::MemoryRegion> region,
                    net->transport()->RegisterMemory(buffer.data(), buffer.size() * sizeof(float),
                                                     comm::kAccessAll));
+  // The collectives reduce memory from the transport, as the runtime's
+  // collective actors reduce buffers of the session's registered pool
+  // (shm: a memfd the peers map, so the ring's copies are plain memcpy;
+  // the point-to-point stream above keeps the caller's registered buffer,
+  // as a register pulled in place).
+  std::unique_ptr<comm::MemoryRegion> pooled;
+  if (config.collectives) {
+    ASSIGN_OR_RETURN(pooled, net->transport()->AllocateRegistered(
+                                 buffer.size() * sizeof(float), comm::kAccessAll));
+  }
   Status status;
   if (config.p2p) {
     status = MeasureLatency(config, net.get(), clock, &results);
@@ -1129,11 +1139,16 @@ Status RunRank(const RankConfig& config) {
     }
   }
   if (status.ok() && config.collectives) {
-    status = MeasureCollectives(config, net.get(), *region, buffer.data(), clock, &results);
+    status = MeasureCollectives(config, net.get(), *pooled,
+                                reinterpret_cast<float*>(pooled->data()), clock, &results);
   }
-  // After a failure a WRITE may still be outstanding on the region: it is
-  // left registered (the process ends next) rather than released under it.
-  if (!status.ok()) region.release();
+  // After a failure a WRITE may still be outstanding on the regions: they
+  // are left registered (the process ends next) rather than released under
+  // it.
+  if (!status.ok()) {
+    region.release();
+    pooled.release();
+  }
   return status;
 }
 
