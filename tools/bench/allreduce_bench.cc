@@ -119,7 +119,7 @@ struct Config {
   // --algorithms: which of CommNet's all-reduces run (ring, exchange,
   // doubling, sg); the others print "-" and the plan column falls back to
   // what ran (the ring always does).
-  bool exchange = true, doubling = true, scatter_gather = true;
+  bool time_ring = true, exchange = true, doubling = true, scatter_gather = true;
   // --ring_user_buffer: the ring reduces the caller's buffer, registered
   // (RegisterMemory), instead of the transport's memory.
   bool ring_user_buffer = false;
@@ -444,11 +444,13 @@ Row MeasureSize(int rank, const Config& config, size_t bytes, float* buffer,
   std::vector<Contender> contenders;
   for (const auto& owned : nets) {
     Net* net = owned.get();
-    contenders.push_back({"CommNet ring", [net, count] {
-      Check(net->ring->AllReduce(*net->region, 0, count, DT_FLOAT,
-                                 comm::DeadlineAfter(milliseconds(120000))),
-            "CommNet ring all-reduce");
-    }, reinterpret_cast<float*>(net->region->data())});
+    if (config.time_ring) {
+      contenders.push_back({"CommNet ring", [net, count] {
+        Check(net->ring->AllReduce(*net->region, 0, count, DT_FLOAT,
+                                   comm::DeadlineAfter(milliseconds(120000))),
+              "CommNet ring all-reduce");
+      }, reinterpret_cast<float*>(net->region->data())});
+    }
     if (bytes <= kExchangeBenchMaxBytes && config.exchange) {
       contenders.push_back({"CommNet exchange", [net, buffer, count] {
         Check(net->exchange->AllReduce(buffer, count, DT_FLOAT,
@@ -521,7 +523,7 @@ Row MeasureSize(int rank, const Config& config, size_t bytes, float* buffer,
   Row row{bytes, {}, {}, {}, {}, {}, {}, {}};
   size_t next = 0;
   for (size_t i = 0; i < nets.size(); ++i) {
-    row.ring.push_back(contenders[next++].Median());
+    row.ring.push_back(config.time_ring ? contenders[next++].Median() : Timing());
     // In the order MeasureSize pushed them.
     row.exchange.push_back(bytes <= kExchangeBenchMaxBytes && config.exchange
                                ? contenders[next++].Median()
@@ -682,8 +684,8 @@ std::vector<cli::FlagSpec> FlagSpecs() {
        "predict fastest per provider, as oflite compile --calibration does (default: the "
        "compiler's size rule)"},
       {"algorithms",
-       "CommNet's all-reduces to time besides the ring (exchange, doubling, sg; comma-separated; "
-       "'ring' alone: only the ring, e.g. under a profiler)",
+       "CommNet's all-reduces to time (ring, exchange, doubling, sg; comma-separated; one "
+       "alone for a profiler; a row without the ring prints 0 where it would stand)",
        false, "ring,exchange,doubling,sg"},
       {"addrs", "one rank per host: every rank's address, comma-separated (world = their count)"},
       {"rank",
@@ -730,7 +732,7 @@ StatusOr<Options> ReadOptions(const cli::FlagSet& flags) {
     if (!read.ok()) return read.WithContext("flag '--calibration' '" + path + "'");
     config.tables = std::make_shared<cost::CostTables>(calibration);
   }
-  config.exchange = config.doubling = config.scatter_gather = false;
+  config.time_ring = config.exchange = config.doubling = config.scatter_gather = false;
   for (const std::string& name : SplitList(flags.Get("algorithms"))) {
     if (name == "exchange") {
       config.exchange = true;
@@ -738,7 +740,9 @@ StatusOr<Options> ReadOptions(const cli::FlagSet& flags) {
       config.doubling = true;
     } else if (name == "sg") {
       config.scatter_gather = true;
-    } else if (name != "ring") {
+    } else if (name == "ring") {
+      config.time_ring = true;
+    } else {
       return InvalidArgumentError("flag '--algorithms' names an unknown all-reduce '", name,
                                   "' (ring, exchange, doubling or sg)");
     }
