@@ -1,7 +1,6 @@
 #include "oneflow_lite/comm/memory/bounce_buffers.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <deque>
 
@@ -29,10 +28,6 @@ std::string StreamName(int peer, const BounceStreamId& stream) {
          std::to_string(stream.second) + ") with rank " + std::to_string(peer);
 }
 
-struct FreeDeleter {
-  void operator()(uint8_t* memory) const { std::free(memory); }
-};
-
 }  // namespace
 
 struct BounceStreams::Sender {
@@ -46,7 +41,8 @@ struct BounceStreams::Sender {
   BounceStreamId id;
   Connection* connection = nullptr;
   size_t buffer_size = 0;
-  std::unique_ptr<uint8_t, FreeDeleter> memory;  // before region: outlives it
+  // Transport::AllocateRegistered: owns the buffers (shm: a memfd the
+  // consumer maps, so its READs are plain copies).
   std::unique_ptr<MemoryRegion> region;
   std::mutex mutex;
   std::vector<bool> busy;      // guarded by mutex
@@ -165,14 +161,13 @@ StatusOr<std::shared_ptr<BounceStreams::Sender>> BounceStreams::SenderFor(
   const size_t wanted = std::max<size_t>(1, std::min(options_.buffer_size, max_payload));
   sender->buffer_size = (wanted + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
   const size_t bytes = sender->buffer_size * static_cast<size_t>(options_.buffer_count);
-  sender->memory.reset(static_cast<uint8_t*>(std::aligned_alloc(kBufferAlignment, bytes)));
-  if (sender->memory == nullptr) {
-    return ResourceExhaustedError(StreamName(peer, stream), ": cannot allocate ", bytes,
-                                  " bytes of bounce buffers");
+  StatusOr<std::unique_ptr<MemoryRegion>> region =
+      transport_->AllocateRegistered(bytes, kAccessLocalWrite | kAccessRemoteRead);
+  if (!region.ok()) {
+    return region.status().WithContext(StreamName(peer, stream) + ": " + std::to_string(bytes) +
+                                       " bytes of bounce buffers");
   }
-  ASSIGN_OR_RETURN(sender->region,
-                   transport_->RegisterMemory(sender->memory.get(), bytes,
-                                              kAccessLocalWrite | kAccessRemoteRead));
+  sender->region = std::move(*region);
   if (counters_) ++counters_->registrations;
   sender->busy.assign(options_.buffer_count, false);
   senders_[{peer, stream}] = sender;
@@ -207,7 +202,7 @@ Status BounceStreams::PumpLocked(Sender* sender) {
     const uint32_t slot = static_cast<uint32_t>(free - sender->busy.begin());
     Sender::Job& job = sender->jobs.front();
     const uint64_t chunk = std::min<uint64_t>(sender->buffer_size, job.total - job.copied);
-    uint8_t* buffer = sender->memory.get() + slot * sender->buffer_size;
+    uint8_t* buffer = sender->region->data() + slot * sender->buffer_size;
     // Gather [copied, copied + chunk) of the segments' concatenation.
     uint64_t position = 0, written = 0;
     for (const ConstSegment& segment : job.segments) {
