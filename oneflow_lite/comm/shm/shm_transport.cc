@@ -4,6 +4,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -55,6 +56,21 @@ void CloseAll(const std::vector<int>& fds) {
   for (int fd : fds) ::close(fd);
 }
 
+// Each region from AllocateRegistered keeps its memfd's descriptor open (a
+// peer takes its own copy with pidfd_getfd), and bounce streams allocate
+// one each: raise the soft limit on descriptors to the hard one, once per
+// process, rather than fail a large plan at the distribution's default of
+// 1024.
+void RaiseDescriptorLimit() {
+  static const bool raised = [] {
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return false;
+    limit.rlim_cur = limit.rlim_max;
+    return ::setrlimit(RLIMIT_NOFILE, &limit) == 0;
+  }();
+  (void)raised;
+}
+
 }  // namespace
 
 ShmTransportImpl::ShmTransportImpl(const TransportOptions& options, const ShmOptions& shm)
@@ -65,6 +81,7 @@ Status ShmTransportImpl::Start() {
     return InvalidArgumentError("shm rings need message_slots > 0 and message_slot_size > ",
                                 kSlotHeaderSize);
   }
+  RaiseDescriptorLimit();
   ASSIGN_OR_RETURN(regions_,
                    LocalRegionTable::Create(shm_.region_table_capacity, shm_.remove_wait));
   ASSIGN_OR_RETURN(listen_fd_, ListenAbstract(&socket_name_));
