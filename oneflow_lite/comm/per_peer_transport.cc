@@ -75,6 +75,12 @@ class PerPeerTransport : public Transport {
         new PerPeerRegion(data, size, access, std::move(remote), std::move(local)));
   }
 
+  // shm's memfd: regions registered inside it are mapped by the peers on
+  // this host (the cross-host provider registers them as any memory).
+  StatusOr<std::unique_ptr<SharedBlock>> AllocateShareable(size_t size) override {
+    return local_->AllocateShareable(size);
+  }
+
   StatusOr<std::string> LocalEndpoint(int peer_rank) override {
     ASSIGN_OR_RETURN(std::string local, local_->LocalEndpoint(peer_rank));
     ASSIGN_OR_RETURN(std::string remote, remote_->LocalEndpoint(peer_rank));

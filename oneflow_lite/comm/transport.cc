@@ -29,7 +29,31 @@ namespace {
 
 constexpr size_t kAllocationAlignment = 4096;
 
+class HeapBlock : public SharedBlock {
+ public:
+  HeapBlock(uint8_t* data, size_t size) : data_(data), size_(size) {}
+  ~HeapBlock() override { std::free(data_); }
+  uint8_t* data() const override { return data_; }
+  size_t size() const override { return size_; }
+
+ private:
+  uint8_t* const data_;
+  const size_t size_;
+};
+
 }  // namespace
+
+StatusOr<std::unique_ptr<SharedBlock>> Transport::AllocateShareable(size_t size) {
+  const size_t rounded =
+      std::max(kAllocationAlignment,
+               (size + kAllocationAlignment - 1) / kAllocationAlignment * kAllocationAlignment);
+  auto* data = static_cast<uint8_t*>(std::aligned_alloc(kAllocationAlignment, rounded));
+  if (data == nullptr) {
+    return ResourceExhaustedError("rank ", rank(), ": cannot allocate ", size, " bytes");
+  }
+  std::memset(data, 0, rounded);
+  return std::unique_ptr<SharedBlock>(new HeapBlock(data, size));
+}
 
 StatusOr<std::unique_ptr<MemoryRegion>> Transport::AllocateRegistered(size_t size,
                                                                       uint32_t access) {

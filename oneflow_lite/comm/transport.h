@@ -155,6 +155,15 @@ class MemoryRegion {
   std::unique_ptr<uint8_t, void (*)(void*)> owned_{nullptr, &std::free};
 };
 
+// Memory from Transport::AllocateShareable: not registered, owned by this
+// object; destroy it after every region registered inside it.
+class SharedBlock {
+ public:
+  virtual ~SharedBlock() = default;
+  virtual uint8_t* data() const = 0;
+  virtual size_t size() const = 0;
+};
+
 // Runs once per operation on the progress thread (or in a caller's Poll).
 using Completion = std::function<void(const Status&)>;
 
@@ -279,6 +288,14 @@ class Transport {
   // runtime's collective buffers, take their blocks from here.
   virtual StatusOr<std::unique_ptr<MemoryRegion>> AllocateRegistered(size_t size,
                                                                      uint32_t access);
+  // New memory of `size` bytes (page-aligned, zero-filled) that is not
+  // registered: the caller registers parts of it later (RegisterMemory),
+  // and the provider may make those registrations reachable the fast way,
+  // as AllocateRegistered's (shm: the block is a memfd, and a region
+  // registered inside it is mapped by the peers). Nothing is pinned until
+  // then. shm's AllocateRegistered is this and one registration of the
+  // whole block. Default: ordinary memory.
+  virtual StatusOr<std::unique_ptr<SharedBlock>> AllocateShareable(size_t size);
 
   // This side's endpoint description for `peer_rank` (opaque bytes for the
   // peer's Connect). Calling it twice for a peer returns the same bytes.

@@ -7,6 +7,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <iterator>
@@ -130,18 +131,18 @@ Status ShmConnection::PinAndCopy(bool write, uint8_t* local, const RemoteKey& re
                                              write ? kAccessRemoteWrite : kAccessRemoteRead);
   if (!slot.ok()) return slot.status();
   Status copied;
-  const int fd = peer_table_->PinnedFd(*slot);
+  const RegionMemfd memfd = peer_table_->PinnedMemfd(*slot);
   std::shared_ptr<SharedMapping> mapping;
-  uint64_t owner_address = 0;
-  if (fd >= 0) {
-    owner_address = peer_table_->PinnedAddress(*slot);
-    mapping = PeerMapping(remote.rkey, fd, owner_address, address + length - owner_address);
+  uint64_t at = 0;  // the copy's offset in the memfd
+  if (memfd.fd >= 0) {
+    at = memfd.offset + (address - peer_table_->PinnedAddress(*slot));
+    mapping = PeerMapping(remote.rkey, memfd, at + length);
   }
   if (mapping != nullptr) {
     // The region lives in a memfd mapped here too: a plain copy in this
     // address space (the entry stays pinned, so the owner has not
     // deregistered it).
-    uint8_t* theirs = mapping->data() + (address - owner_address);
+    uint8_t* theirs = mapping->data() + at;
     if (write) {
       std::memcpy(theirs, local, length);
     } else {
@@ -154,17 +155,18 @@ Status ShmConnection::PinAndCopy(bool write, uint8_t* local, const RemoteKey& re
   return copied;
 }
 
-std::shared_ptr<SharedMapping> ShmConnection::PeerMapping(uint32_t rkey, int fd,
-                                                          uint64_t owner_address,
-                                                          uint64_t length) {
+std::shared_ptr<SharedMapping> ShmConnection::PeerMapping(uint32_t rkey,
+                                                          const RegionMemfd& memfd,
+                                                          uint64_t end) {
   std::lock_guard<std::mutex> lock(mappings_mutex_);
-  auto found = mappings_.find(rkey);
+  auto found = mappings_.find(memfd.inode);
   if (found != mappings_.end()) {
-    if (found->second.owner_address == owner_address &&
-        length <= found->second.mapping->size()) {
-      return found->second.mapping;
+    MappedMemfd& mapped = found->second;
+    if (end > mapped.mapping->size()) return nullptr;  // beyond it: let the kernel copy refuse
+    if (std::find(mapped.rkeys.begin(), mapped.rkeys.end(), rkey) == mapped.rkeys.end()) {
+      mapped.rkeys.push_back(rkey);
     }
-    mappings_.erase(found);
+    return mapped.mapping;
   }
   if (mapping_refused_) return nullptr;
 #if defined(SYS_pidfd_open) && defined(SYS_pidfd_getfd)
@@ -177,7 +179,7 @@ std::shared_ptr<SharedMapping> ShmConnection::PeerMapping(uint32_t rkey, int fd,
       return nullptr;
     }
   }
-  const int mine = static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd_, fd, 0));
+  const int mine = static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd_, memfd.fd, 0));
   if (mine < 0) {
     mapping_refused_ = true;
     LOG(INFO) << "shm: pidfd_getfd from rank " << peer_rank_ << ": " << std::strerror(errno)
@@ -185,24 +187,31 @@ std::shared_ptr<SharedMapping> ShmConnection::PeerMapping(uint32_t rkey, int fd,
     return nullptr;
   }
   StatusOr<std::unique_ptr<SharedMapping>> adopted =
-      SharedMapping::Adopt(mine, length, "rank " + std::to_string(peer_rank_));
-  if (!adopted.ok()) {
+      SharedMapping::Adopt(mine, end, "rank " + std::to_string(peer_rank_));
+  if (!adopted.ok() || (*adopted)->inode() != memfd.inode) {
     // Not what its entry claims; cross-memory attach still checks the
-    // range against the entry, so fall back for this region only.
+    // range against the entry, so fall back for this region.
     LOG(WARNING) << "shm: region 0x" << std::hex << rkey << std::dec << " of rank " << peer_rank_
-                 << ": " << adopted.status() << "; copying with cross-memory attach";
+                 << ": "
+                 << (adopted.ok() ? std::string("its descriptor is another memfd")
+                                  : adopted.status().ToString())
+                 << "; copying with cross-memory attach";
     return nullptr;
   }
   (*adopted)->CloseFd();  // the mapping keeps the memfd
-  // Sweep regions the peer has deregistered since (their pages stay
-  // allocated while mapped here).
+  // Drop memfds none of whose regions the peer still has registered (their
+  // pages stay allocated while mapped here).
   if (mappings_.size() >= 8) {
     for (auto it = mappings_.begin(); it != mappings_.end();) {
-      it = peer_table_->IsLive(it->first) ? std::next(it) : mappings_.erase(it);
+      std::vector<uint32_t>& keys = it->second.rkeys;
+      keys.erase(std::remove_if(keys.begin(), keys.end(),
+                                [this](uint32_t key) { return !peer_table_->IsLive(key); }),
+                 keys.end());
+      it = keys.empty() ? mappings_.erase(it) : std::next(it);
     }
   }
   std::shared_ptr<SharedMapping> mapping(std::move(*adopted));
-  mappings_[rkey] = MappedRegion{mapping, owner_address};
+  mappings_[memfd.inode] = MappedMemfd{mapping, {rkey}};
   return mapping;
 #else
   mapping_refused_ = true;

@@ -112,12 +112,13 @@ class ShmConnection : public Connection {
   // connection on an error (RunOp, on the progress thread).
   Status PinAndCopy(bool write, uint8_t* local, const RemoteKey& remote, uint64_t remote_offset,
                     size_t length);
-  // The peer's memfd-backed region (fd in the peer's process, the entry
-  // pinned) mapped here: on first use its descriptor is taken with
-  // pidfd_getfd and mapped. Null where that is refused or fails (the copy
-  // then takes cross-memory attach).
-  std::shared_ptr<SharedMapping> PeerMapping(uint32_t rkey, int fd, uint64_t owner_address,
-                                             uint64_t length);
+  // The peer's memfd holding region `rkey` (its entry pinned; `memfd` as
+  // the entry names it), mapped here: on first use its descriptor is taken
+  // with pidfd_getfd and mapped, once per memfd however many regions lie
+  // in it. Null where that is refused or fails (the copy then takes
+  // cross-memory attach). `end`: the memfd offset the copy reaches.
+  std::shared_ptr<SharedMapping> PeerMapping(uint32_t rkey, const RegionMemfd& memfd,
+                                             uint64_t end);
 
   ShmTransportImpl* const transport_;
   const int peer_rank_;
@@ -132,17 +133,17 @@ class ShmConnection : public Connection {
   const uint64_t pair_id_;
   const std::unique_ptr<SharedMapping> segment_;
   const std::unique_ptr<PeerRegionTable> peer_table_;
-  // The peer's memfd-backed regions mapped so far, by key, with the
-  // owner's address of their first byte (a key is never reused for
-  // another region while the entry stays). Dropped once the peer
-  // deregistered them (swept as new ones come); shared with copies in
-  // flight.
-  struct MappedRegion {
+  // The peer's memfds mapped so far, by inode number (which no other memfd
+  // can take while the mapping holds this one), with the keys of the
+  // regions seen in each. A memfd none of whose regions is registered any
+  // more is dropped (swept as new memfds come); mappings are shared with
+  // copies in flight.
+  struct MappedMemfd {
     std::shared_ptr<SharedMapping> mapping;
-    uint64_t owner_address = 0;
+    std::vector<uint32_t> rkeys;
   };
   std::mutex mappings_mutex_;
-  std::map<uint32_t, MappedRegion> mappings_;  // guarded by mappings_mutex_
+  std::map<uint64_t, MappedMemfd> mappings_;  // guarded by mappings_mutex_
   int pidfd_ = -1;                              // guarded by mappings_mutex_
   bool mapping_refused_ = false;                // guarded by mappings_mutex_
   SegmentHeader* const header_;

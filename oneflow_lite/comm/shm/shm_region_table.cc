@@ -40,7 +40,7 @@ uint32_t LocalRegionTable::NewKey() {
 }
 
 StatusOr<uint32_t> LocalRegionTable::Insert(uint32_t rkey, const void* address, size_t length,
-                                            uint32_t access, int fd) {
+                                            uint32_t access, const RegionMemfd& memfd) {
   std::lock_guard<std::mutex> lock(mutex_);
   const uint32_t start = TableSlot(rkey, capacity_);
   int64_t free_slot = -1;
@@ -62,7 +62,9 @@ StatusOr<uint32_t> LocalRegionTable::Insert(uint32_t rkey, const void* address, 
   entry.access.store(access, std::memory_order_relaxed);
   entry.address.store(reinterpret_cast<uint64_t>(address), std::memory_order_relaxed);
   entry.length.store(length, std::memory_order_relaxed);
-  entry.fd.store(fd, std::memory_order_relaxed);
+  entry.fd.store(memfd.fd, std::memory_order_relaxed);
+  entry.fd_offset.store(memfd.offset, std::memory_order_relaxed);
+  entry.fd_inode.store(memfd.inode, std::memory_order_relaxed);
   entry.state.store(kEntryValid, std::memory_order_seq_cst);
   return static_cast<uint32_t>(free_slot);
 }
@@ -137,8 +139,13 @@ void PeerRegionTable::Unpin(uint32_t slot) {
   entries_[slot].users.fetch_sub(1, std::memory_order_seq_cst);
 }
 
-int PeerRegionTable::PinnedFd(uint32_t slot) const {
-  return entries_[slot].fd.load(std::memory_order_relaxed);
+RegionMemfd PeerRegionTable::PinnedMemfd(uint32_t slot) const {
+  const RegionEntry& entry = entries_[slot];
+  RegionMemfd memfd;
+  memfd.fd = entry.fd.load(std::memory_order_relaxed);
+  memfd.offset = entry.fd_offset.load(std::memory_order_relaxed);
+  memfd.inode = entry.fd_inode.load(std::memory_order_relaxed);
+  return memfd;
 }
 
 uint64_t PeerRegionTable::PinnedAddress(uint32_t slot) const {

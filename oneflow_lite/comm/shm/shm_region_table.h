@@ -27,6 +27,14 @@ namespace oflite {
 namespace comm {
 namespace shm {
 
+// Where a region lives in a memfd peers may map: its descriptor in the
+// owner's process (-1: none), the region's offset in it, its inode number.
+struct RegionMemfd {
+  int fd = -1;
+  uint64_t offset = 0;
+  uint64_t inode = 0;
+};
+
 class LocalRegionTable {
  public:
   // `capacity` must be a power of two.
@@ -37,10 +45,9 @@ class LocalRegionTable {
   uint32_t NewKey();
   // Publishes a region under `rkey`; returns its slot. AlreadyExists if the
   // key is live, ResourceExhausted when the table is full.
-  // `fd`: the region's memfd, mapped from its offset 0 at `address`
-  // (peers may map it), or -1.
+  // `memfd`: where the region lives if peers may map it.
   StatusOr<uint32_t> Insert(uint32_t rkey, const void* address, size_t length, uint32_t access,
-                            int fd = -1);
+                            const RegionMemfd& memfd = RegionMemfd());
   // Unpublishes slot `slot` and waits (bounded) until no peer copies from it.
   void Remove(uint32_t slot);
 
@@ -70,10 +77,10 @@ class PeerRegionTable {
   // (PermissionDenied / OutOfRange).
   StatusOr<uint32_t> Pin(uint32_t rkey, uint64_t address, uint64_t length, uint32_t access);
   void Unpin(uint32_t slot);
-  // Of a pinned entry: its memfd in the owner's process (-1: none) and the
-  // owner's address of the region's first byte.
-  int PinnedFd(uint32_t slot) const;
+  // Of a pinned entry: the owner's address of the region's first byte and
+  // the memfd it lives in (fd -1: none).
   uint64_t PinnedAddress(uint32_t slot) const;
+  RegionMemfd PinnedMemfd(uint32_t slot) const;
   // Whether `rkey` names a live region now (a hint: it may change at once).
   bool IsLive(uint32_t rkey) const;
 

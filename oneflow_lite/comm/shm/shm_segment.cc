@@ -23,14 +23,18 @@ StatusOr<std::unique_ptr<SharedMapping>> SharedMapping::Create(const std::string
     return ResourceExhaustedError("sizing shared memory ", name, " to ", size,
                                   " bytes: ", std::strerror(error));
   }
-  void* data = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  struct stat info {};
+  void* data = ::fstat(fd, &info) == 0
+                   ? ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                   : MAP_FAILED;
   if (data == MAP_FAILED) {
     const int error = errno;
     ::close(fd);
     return ResourceExhaustedError("mapping shared memory ", name, " (", size,
                                   " bytes): ", std::strerror(error));
   }
-  return std::unique_ptr<SharedMapping>(new SharedMapping(fd, static_cast<uint8_t*>(data), size));
+  return std::unique_ptr<SharedMapping>(
+      new SharedMapping(fd, static_cast<uint8_t*>(data), size, info.st_ino));
 }
 
 StatusOr<std::unique_ptr<SharedMapping>> SharedMapping::Adopt(int fd, size_t min_size,
@@ -52,7 +56,8 @@ StatusOr<std::unique_ptr<SharedMapping>> SharedMapping::Adopt(int fd, size_t min
     ::close(fd);
     return ResourceExhaustedError("mapping shared memory from ", peer, ": ", std::strerror(error));
   }
-  return std::unique_ptr<SharedMapping>(new SharedMapping(fd, static_cast<uint8_t*>(data), size));
+  return std::unique_ptr<SharedMapping>(
+      new SharedMapping(fd, static_cast<uint8_t*>(data), size, info.st_ino));
 }
 
 SharedMapping::~SharedMapping() {

@@ -59,13 +59,17 @@ class SharedMapping {
   uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   int fd() const { return fd_; }
+  // The memfd's inode number (tells memfds apart while any maps them).
+  uint64_t inode() const { return inode_; }
   void CloseFd();
 
  private:
-  SharedMapping(int fd, uint8_t* data, size_t size) : fd_(fd), data_(data), size_(size) {}
+  SharedMapping(int fd, uint8_t* data, size_t size, uint64_t inode)
+      : fd_(fd), data_(data), size_(size), inode_(inode) {}
   int fd_;
   uint8_t* data_;
   size_t size_;
+  uint64_t inode_;
 };
 
 // Keeps two counters that two processes write on separate cache lines.
@@ -128,15 +132,19 @@ struct RegionEntry {
   std::atomic<uint32_t> access;
   std::atomic<uint64_t> address;
   std::atomic<uint64_t> length;
-  // A region the owner allocated as a memfd (Transport::AllocateRegistered):
-  // the descriptor number in the owner's process (valid while the entry is,
-  // so a peer holding a pin may take its own copy with pidfd_getfd and map
-  // it; the region starts at the memfd's offset 0); -1 otherwise.
+  // A region inside a memfd the owner allocated (AllocateRegistered,
+  // AllocateShareable): the descriptor number in the owner's process (valid
+  // while the entry is, so a peer holding a pin may take its own copy with
+  // pidfd_getfd and map it), -1 otherwise; where the region starts in the
+  // memfd; the memfd's inode number (one mapping per memfd in a peer,
+  // however many regions it holds).
   std::atomic<int32_t> fd;
   uint32_t reserved;
+  std::atomic<uint64_t> fd_offset;
+  std::atomic<uint64_t> fd_inode;
   uint64_t reserved2;
 };
-static_assert(sizeof(RegionEntry) == 48, "region entry layout");
+static_assert(sizeof(RegionEntry) == 64, "region entry layout");
 
 struct TableHeader {
   uint32_t magic;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <thread>
 
@@ -29,15 +30,18 @@ constexpr auto kHandshakeTimeout = std::chrono::milliseconds(2000);
 
 class ShmRegion : public MemoryRegion {
  public:
-  // `memory`: the memfd the region lives in when AllocateRegistered made
-  // it (unmapped and closed after the entry is gone), else null.
+  // `memfd`: the memfd the region lies in (kept mapped and open until the
+  // entry is gone), else null; `block`: the AllocateRegistered block the
+  // region owns, else null.
   ShmRegion(void* data, size_t size, uint32_t access, std::shared_ptr<LocalRegionTable> table,
-            uint32_t slot, uint32_t rkey, std::unique_ptr<SharedMapping> memory = nullptr)
+            uint32_t slot, uint32_t rkey, std::shared_ptr<SharedMapping> memfd,
+            std::unique_ptr<SharedBlock> block = nullptr)
       : MemoryRegion(data, size, access),
         table_(std::move(table)),
         slot_(slot),
         rkey_(rkey),
-        memory_(std::move(memory)) {}
+        memfd_(std::move(memfd)),
+        block_(std::move(block)) {}
   ~ShmRegion() override { table_->Remove(slot_); }
 
   uint32_t local_key() const override { return rkey_; }
@@ -49,7 +53,25 @@ class ShmRegion : public MemoryRegion {
   const std::shared_ptr<LocalRegionTable> table_;
   const uint32_t slot_;
   const uint32_t rkey_;
-  const std::unique_ptr<SharedMapping> memory_;
+  const std::shared_ptr<SharedMapping> memfd_;
+  const std::unique_ptr<SharedBlock> block_;
+};
+
+// AllocateShareable's memory: a memfd, known to the transport's block
+// registry while this object lives.
+class ShmBlock : public SharedBlock {
+ public:
+  ShmBlock(std::shared_ptr<SharedMapping> memfd, size_t size,
+           std::shared_ptr<ShmTransportImpl::Blocks> blocks)
+      : memfd_(std::move(memfd)), size_(size), blocks_(std::move(blocks)) {}
+  ~ShmBlock() override { blocks_->Remove(memfd_.get()); }
+  uint8_t* data() const override { return memfd_->data(); }
+  size_t size() const override { return size_; }
+
+ private:
+  const std::shared_ptr<SharedMapping> memfd_;
+  const size_t size_;
+  const std::shared_ptr<ShmTransportImpl::Blocks> blocks_;
 };
 
 void CloseAll(const std::vector<int>& fds) {
@@ -137,8 +159,32 @@ StatusOr<std::unique_ptr<MemoryRegion>> ShmTransportImpl::RegisterMemoryWithKey(
                                                                                 size_t size,
                                                                                 uint32_t access,
                                                                                 uint32_t rkey) {
-  ASSIGN_OR_RETURN(uint32_t slot, regions_->Insert(rkey, data, size, access));
-  return std::unique_ptr<MemoryRegion>(new ShmRegion(data, size, access, regions_, slot, rkey));
+  return RegisterInside(data, size, access, rkey, nullptr);
+}
+
+StatusOr<std::unique_ptr<MemoryRegion>> ShmTransportImpl::RegisterInside(
+    void* data, size_t size, uint32_t access, uint32_t rkey, std::unique_ptr<SharedBlock> owned) {
+  // A region inside a block of AllocateShareable: peers may map its memfd.
+  std::shared_ptr<SharedMapping> memfd = blocks_->Find(data, size);
+  RegionMemfd where;
+  if (memfd != nullptr) {
+    where.fd = memfd->fd();
+    where.offset = static_cast<uint8_t*>(data) - memfd->data();
+    where.inode = memfd->inode();
+  }
+  ASSIGN_OR_RETURN(uint32_t slot, regions_->Insert(rkey, data, size, access, where));
+  return std::unique_ptr<MemoryRegion>(new ShmRegion(data, size, access, regions_, slot, rkey,
+                                                     std::move(memfd), std::move(owned)));
+}
+
+StatusOr<std::unique_ptr<SharedBlock>> ShmTransportImpl::AllocateShareable(size_t size) {
+  const size_t page = 4096;
+  const size_t mapped = std::max(page, (size + page - 1) / page * page);
+  ASSIGN_OR_RETURN(std::unique_ptr<SharedMapping> memory,
+                   SharedMapping::Create("oflite-shm-registered", mapped));
+  std::shared_ptr<SharedMapping> memfd(std::move(memory));
+  blocks_->Add(memfd);
+  return std::unique_ptr<SharedBlock>(new ShmBlock(memfd, size, blocks_));
 }
 
 StatusOr<std::unique_ptr<MemoryRegion>> ShmTransportImpl::AllocateRegistered(size_t size,
@@ -149,16 +195,32 @@ StatusOr<std::unique_ptr<MemoryRegion>> ShmTransportImpl::AllocateRegistered(siz
 
 StatusOr<std::unique_ptr<MemoryRegion>> ShmTransportImpl::AllocateRegisteredWithKey(
     size_t size, uint32_t access, const std::function<StatusOr<uint32_t>(void* data)>& choose_key) {
-  const size_t page = 4096;
-  const size_t mapped = std::max(page, (size + page - 1) / page * page);
-  ASSIGN_OR_RETURN(std::unique_ptr<SharedMapping> memory,
-                   SharedMapping::Create("oflite-shm-registered", mapped));
-  ASSIGN_OR_RETURN(uint32_t rkey, choose_key(memory->data()));
-  ASSIGN_OR_RETURN(uint32_t slot,
-                   regions_->Insert(rkey, memory->data(), size, access, memory->fd()));
-  void* data = memory->data();
-  return std::unique_ptr<MemoryRegion>(
-      new ShmRegion(data, size, access, regions_, slot, rkey, std::move(memory)));
+  ASSIGN_OR_RETURN(std::unique_ptr<SharedBlock> block, AllocateShareable(size));
+  void* data = block->data();
+  ASSIGN_OR_RETURN(uint32_t rkey, choose_key(data));
+  return RegisterInside(data, size, access, rkey, std::move(block));
+}
+
+void ShmTransportImpl::Blocks::Add(const std::shared_ptr<SharedMapping>& memfd) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  by_address_[reinterpret_cast<uintptr_t>(memfd->data())] = memfd;
+}
+
+void ShmTransportImpl::Blocks::Remove(const SharedMapping* memfd) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  by_address_.erase(reinterpret_cast<uintptr_t>(memfd->data()));
+}
+
+std::shared_ptr<SharedMapping> ShmTransportImpl::Blocks::Find(const void* data, size_t size) {
+  const auto start = reinterpret_cast<uintptr_t>(data);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto after = by_address_.upper_bound(start);
+  if (after == by_address_.begin()) return nullptr;
+  std::shared_ptr<SharedMapping> memfd = std::prev(after)->second.lock();
+  if (memfd == nullptr) return nullptr;
+  const auto base = reinterpret_cast<uintptr_t>(memfd->data());
+  if (start + size > base + memfd->size()) return nullptr;
+  return memfd;
 }
 
 StatusOr<std::string> ShmTransportImpl::LocalEndpoint(int peer_rank) {

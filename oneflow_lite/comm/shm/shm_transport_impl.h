@@ -39,6 +39,7 @@ class ShmTransportImpl : public ShmTransport {
                                                                 uint32_t rkey) override;
   StatusOr<std::unique_ptr<MemoryRegion>> AllocateRegistered(size_t size,
                                                              uint32_t access) override;
+  StatusOr<std::unique_ptr<SharedBlock>> AllocateShareable(size_t size) override;
   StatusOr<std::unique_ptr<MemoryRegion>> AllocateRegisteredWithKey(
       size_t size, uint32_t access,
       const std::function<StatusOr<uint32_t>(void* data)>& choose_key) override;
@@ -52,6 +53,21 @@ class ShmTransportImpl : public ShmTransport {
   void EndPolling() override;
   void BeginBlockingWait() override;
   void EndBlockingWait() override;
+
+  // The live blocks of AllocateShareable, by address, so that a region
+  // registered inside one names its memfd. Shared with the blocks, which
+  // may outlive the transport. Thread-safe.
+  class Blocks {
+   public:
+    void Add(const std::shared_ptr<SharedMapping>& memfd);
+    void Remove(const SharedMapping* memfd);
+    // The block holding [data, data + size), or null.
+    std::shared_ptr<SharedMapping> Find(const void* data, size_t size);
+
+   private:
+    std::mutex mutex_;
+    std::map<uintptr_t, std::weak_ptr<SharedMapping>> by_address_;
+  };
 
   // For connections (any thread).
   const TransportOptions& options() const { return options_; }
@@ -93,7 +109,13 @@ class ShmTransportImpl : public ShmTransport {
 
   const TransportOptions options_;
   const ShmOptions shm_;
+  // RegisterMemoryWithKey; `owned`: the block the region owns, or null.
+  StatusOr<std::unique_ptr<MemoryRegion>> RegisterInside(void* data, size_t size, uint32_t access,
+                                                         uint32_t rkey,
+                                                         std::unique_ptr<SharedBlock> owned);
+
   std::shared_ptr<LocalRegionTable> regions_;
+  const std::shared_ptr<Blocks> blocks_ = std::make_shared<Blocks>();
   std::string socket_name_;
   uint64_t nonce_ = 0;
   int listen_fd_ = -1;

@@ -278,6 +278,52 @@ TEST(ShmTransportTest, AllocatedRegionsAreMappedByThePeerAndSweptWhenGone) {
   EXPECT_TRUE(link->status().ok()) << link->status();
 }
 
+// Regions registered inside a block of AllocateShareable (the runtime's
+// memory zones, where registers are registered in place) are mapped by the
+// peer too, one mapping for the whole memfd however many regions lie in
+// it; a region keeps the memfd after its block is gone. Memory outside any
+// block keeps cross-memory attach.
+TEST(ShmTransportTest, RegionsInsideAShareableBlockShareOneMappingInThePeer) {
+  Events events[2];
+  auto transports = ConnectShm({Options(0, &events[0]), Options(1, &events[1])}, ShmOptions());
+  ASSERT_TRUE(transports.ok()) << transports.status();
+  Connection* link = *(*transports)[0]->GetConnection(1);
+  std::vector<uint8_t> source(8192);
+  for (size_t i = 0; i < source.size(); ++i) source[i] = static_cast<uint8_t>(i * 7 + 3);
+  auto local = (*transports)[0]->RegisterMemory(source.data(), source.size(), kAccessAll);
+  ASSERT_TRUE(local.ok());
+  const int before = RegisteredMappings();
+  auto block = (*transports)[1]->AllocateShareable(65536);
+  ASSERT_TRUE(block.ok()) << block.status();
+  EXPECT_EQ(RegisteredMappings(), before + 1);
+  uint8_t* base = (*block)->data();
+  auto first = (*transports)[1]->RegisterMemory(base + 4096, 4096, kAccessAll);
+  auto second = (*transports)[1]->RegisterMemory(base + 8192, 8192, kAccessAll);
+  ASSERT_TRUE(first.ok() && second.ok());
+  ASSERT_TRUE(WriteAndWait(link, **local, (*first)->remote_key(), 4096).ok());
+  ASSERT_TRUE(WriteAndWait(link, **local, (*second)->remote_key(), 8192).ok());
+  EXPECT_EQ(RegisteredMappings(), before + 2);  // one mapping in rank 0 for both
+  EXPECT_TRUE(std::equal(source.begin(), source.begin() + 4096, base + 4096));
+  EXPECT_TRUE(std::equal(source.begin(), source.end(), base + 8192));
+  EXPECT_TRUE(std::all_of(base, base + 4096, [](uint8_t b) { return b == 0; }));
+  // The block goes first; the regions still hold its memfd.
+  block->reset();
+  std::vector<uint8_t> other(4096, 0x5a);
+  auto other_region = (*transports)[0]->RegisterMemory(other.data(), other.size(), kAccessAll);
+  ASSERT_TRUE(other_region.ok());
+  ASSERT_TRUE(WriteAndWait(link, **other_region, (*first)->remote_key(), 4096).ok());
+  EXPECT_TRUE(std::all_of((*first)->data(), (*first)->data() + 4096,
+                          [](uint8_t b) { return b == 0x5a; }));
+  // Ordinary memory: no new mapping anywhere.
+  std::vector<uint8_t> plain(4096, 0);
+  auto plain_region = (*transports)[1]->RegisterMemory(plain.data(), plain.size(), kAccessAll);
+  ASSERT_TRUE(plain_region.ok());
+  ASSERT_TRUE(WriteAndWait(link, **local, (*plain_region)->remote_key(), 4096).ok());
+  EXPECT_TRUE(std::equal(source.begin(), source.begin() + 4096, plain.begin()));
+  EXPECT_EQ(RegisteredMappings(), before + 2);
+  EXPECT_TRUE(link->status().ok()) << link->status();
+}
+
 // A message's bytes go into the buffer freed last (shm_segment.h): one
 // message at a time lands at one address over and over (a cache-resident
 // buffer), while messages in flight together each get a buffer of their

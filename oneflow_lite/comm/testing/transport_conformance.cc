@@ -259,6 +259,35 @@ TEST_P(TransportConformanceTest, AllocatedMemoryIsZeroedReachableAndGoneWhenDest
   EXPECT_FALSE(WriteSync(link, *source_region, 0, key, 0, 64, DeadlineAfter(kTimeout)).ok());
 }
 
+// Transport::AllocateShareable: zero-filled, page-aligned memory, not
+// registered; regions registered inside it serve READ and WRITE as any.
+TEST_P(TransportConformanceTest, RegionsInsideShareableMemoryAreReachable) {
+  auto world = MakeWorld(GetParam(), 2);
+  Connection* link = world->Link(0, 1);
+  auto block = world->transports[1]->AllocateShareable(3 * 4096 + 5);
+  ASSERT_TRUE(block.ok()) << block.status();
+  uint8_t* base = (*block)->data();
+  ASSERT_EQ((*block)->size(), 3u * 4096 + 5);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(base) % 4096, 0u);
+  EXPECT_TRUE(std::all_of(base, base + (*block)->size(), [](uint8_t b) { return b == 0; }));
+  auto inside = world->transports[1]->RegisterMemory(base + 4096 + 8, 4096, kAccessAll);
+  ASSERT_TRUE(inside.ok()) << inside.status();
+  std::vector<uint8_t> source = Pattern(4096, 3), back(4096, 0);
+  auto source_region = Register(world->transports[0].get(), &source);
+  auto back_region = Register(world->transports[0].get(), &back);
+  Status status =
+      WriteSync(link, *source_region, 0, (*inside)->remote_key(), 0, 4096, DeadlineAfter(kTimeout));
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_TRUE(std::equal(source.begin(), source.end(), base + 4096 + 8));
+  EXPECT_EQ(base[4096 + 7], 0);
+  EXPECT_EQ(base[2 * 4096 + 8], 0);
+  status = ReadSync(link, *back_region, 0, (*inside)->remote_key(), 0, 4096,
+                    DeadlineAfter(kTimeout));
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(back, source);
+  inside->reset();  // regions before their block
+}
+
 TEST_P(TransportConformanceTest, LocalBoundsViolationsLeaveConnectionHealthy) {
   auto world = MakeWorld(GetParam(), 2);
   std::vector<uint8_t> local(64), remote(64);
