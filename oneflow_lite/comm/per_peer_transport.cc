@@ -20,9 +20,6 @@ class PerPeerRegion : public MemoryRegion {
   PerPeerRegion(void* data, size_t size, uint32_t access, std::unique_ptr<MemoryRegion> remote,
                 std::unique_ptr<MemoryRegion> local)
       : MemoryRegion(data, size, access), remote_(std::move(remote)), local_(std::move(local)) {}
-  // The cross-host registration goes first: `local_` may own the memory
-  // (AllocateRegistered).
-  ~PerPeerRegion() override { remote_.reset(); }
   uint32_t local_key() const override { return remote_->local_key(); }
   RemoteKey remote_key() const override { return remote_->remote_key(); }
 
@@ -59,24 +56,10 @@ class PerPeerTransport : public Transport {
         new PerPeerRegion(data, size, access, std::move(remote), std::move(local)));
   }
 
-  // A memfd peers on this host map (shm), registered with the cross-host
-  // provider too, under its key.
-  StatusOr<std::unique_ptr<MemoryRegion>> AllocateRegistered(size_t size,
-                                                             uint32_t access) override {
-    std::unique_ptr<MemoryRegion> remote;
-    ASSIGN_OR_RETURN(auto local, local_->AllocateRegisteredWithKey(
-                                     size, access, [&](void* data) -> StatusOr<uint32_t> {
-                                       ASSIGN_OR_RETURN(remote,
-                                                        remote_->RegisterMemory(data, size, access));
-                                       return remote->remote_key().rkey;
-                                     }));
-    void* data = local->data();
-    return std::unique_ptr<MemoryRegion>(
-        new PerPeerRegion(data, size, access, std::move(remote), std::move(local)));
-  }
-
   // shm's memfd: regions registered inside it are mapped by the peers on
-  // this host (the cross-host provider registers them as any memory).
+  // this host (the cross-host provider registers them as any memory);
+  // AllocateRegistered (Transport's default) is such a block registered
+  // with both.
   StatusOr<std::unique_ptr<SharedBlock>> AllocateShareable(size_t size) override {
     return local_->AllocateShareable(size);
   }

@@ -57,18 +57,10 @@ StatusOr<std::unique_ptr<SharedBlock>> Transport::AllocateShareable(size_t size)
 
 StatusOr<std::unique_ptr<MemoryRegion>> Transport::AllocateRegistered(size_t size,
                                                                       uint32_t access) {
-  const size_t rounded =
-      std::max(kAllocationAlignment,
-               (size + kAllocationAlignment - 1) / kAllocationAlignment * kAllocationAlignment);
-  std::unique_ptr<uint8_t, void (*)(void*)> memory(
-      static_cast<uint8_t*>(std::aligned_alloc(kAllocationAlignment, rounded)), &std::free);
-  if (memory == nullptr) {
-    return ResourceExhaustedError("rank ", rank(), ": cannot allocate ", size,
-                                  " bytes to register");
-  }
-  std::memset(memory.get(), 0, rounded);
-  ASSIGN_OR_RETURN(std::unique_ptr<MemoryRegion> region, RegisterMemory(memory.get(), size, access));
-  region->owned_.reset(memory.release());  // the provider's own region type stays
+  ASSIGN_OR_RETURN(std::unique_ptr<SharedBlock> block, AllocateShareable(size));
+  ASSIGN_OR_RETURN(std::unique_ptr<MemoryRegion> region,
+                   RegisterMemory(block->data(), size, access));
+  region->owned_ = std::move(block);  // the provider's own region type stays
   return region;
 }
 

@@ -80,7 +80,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -125,6 +124,15 @@ enum AccessFlags : uint32_t {
   kAccessAll = kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite,
 };
 
+// Memory from Transport::AllocateShareable: not registered, owned by this
+// object; destroy it after every region registered inside it.
+class SharedBlock {
+ public:
+  virtual ~SharedBlock() = default;
+  virtual uint8_t* data() const = 0;
+  virtual size_t size() const = 0;
+};
+
 // A registered buffer. Owned by whoever called RegisterMemory; destroying it
 // deregisters (after which peers using its RemoteKey fail). Thread-safe
 // accessors; the object must not be destroyed while an operation using it is
@@ -152,16 +160,7 @@ class MemoryRegion {
   const uint32_t access_;
   // Memory the region owns (Transport::AllocateRegistered's default), freed
   // here, after the provider's destructor has deregistered it.
-  std::unique_ptr<uint8_t, void (*)(void*)> owned_{nullptr, &std::free};
-};
-
-// Memory from Transport::AllocateShareable: not registered, owned by this
-// object; destroy it after every region registered inside it.
-class SharedBlock {
- public:
-  virtual ~SharedBlock() = default;
-  virtual uint8_t* data() const = 0;
-  virtual size_t size() const = 0;
+  std::unique_ptr<SharedBlock> owned_;
 };
 
 // Runs once per operation on the progress thread (or in a caller's Poll).

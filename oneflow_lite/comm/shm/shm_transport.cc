@@ -31,17 +31,14 @@ constexpr auto kHandshakeTimeout = std::chrono::milliseconds(2000);
 class ShmRegion : public MemoryRegion {
  public:
   // `memfd`: the memfd the region lies in (kept mapped and open until the
-  // entry is gone), else null; `block`: the AllocateRegistered block the
-  // region owns, else null.
+  // entry is gone), else null.
   ShmRegion(void* data, size_t size, uint32_t access, std::shared_ptr<LocalRegionTable> table,
-            uint32_t slot, uint32_t rkey, std::shared_ptr<SharedMapping> memfd,
-            std::unique_ptr<SharedBlock> block = nullptr)
+            uint32_t slot, uint32_t rkey, std::shared_ptr<SharedMapping> memfd)
       : MemoryRegion(data, size, access),
         table_(std::move(table)),
         slot_(slot),
         rkey_(rkey),
-        memfd_(std::move(memfd)),
-        block_(std::move(block)) {}
+        memfd_(std::move(memfd)) {}
   ~ShmRegion() override { table_->Remove(slot_); }
 
   uint32_t local_key() const override { return rkey_; }
@@ -54,7 +51,6 @@ class ShmRegion : public MemoryRegion {
   const uint32_t slot_;
   const uint32_t rkey_;
   const std::shared_ptr<SharedMapping> memfd_;
-  const std::unique_ptr<SharedBlock> block_;
 };
 
 // AllocateShareable's memory: a memfd, known to the transport's block
@@ -159,11 +155,6 @@ StatusOr<std::unique_ptr<MemoryRegion>> ShmTransportImpl::RegisterMemoryWithKey(
                                                                                 size_t size,
                                                                                 uint32_t access,
                                                                                 uint32_t rkey) {
-  return RegisterInside(data, size, access, rkey, nullptr);
-}
-
-StatusOr<std::unique_ptr<MemoryRegion>> ShmTransportImpl::RegisterInside(
-    void* data, size_t size, uint32_t access, uint32_t rkey, std::unique_ptr<SharedBlock> owned) {
   // A region inside a block of AllocateShareable: peers may map its memfd.
   std::shared_ptr<SharedMapping> memfd = blocks_->Find(data, size);
   RegionMemfd where;
@@ -173,8 +164,8 @@ StatusOr<std::unique_ptr<MemoryRegion>> ShmTransportImpl::RegisterInside(
     where.inode = memfd->inode();
   }
   ASSIGN_OR_RETURN(uint32_t slot, regions_->Insert(rkey, data, size, access, where));
-  return std::unique_ptr<MemoryRegion>(new ShmRegion(data, size, access, regions_, slot, rkey,
-                                                     std::move(memfd), std::move(owned)));
+  return std::unique_ptr<MemoryRegion>(
+      new ShmRegion(data, size, access, regions_, slot, rkey, std::move(memfd)));
 }
 
 StatusOr<std::unique_ptr<SharedBlock>> ShmTransportImpl::AllocateShareable(size_t size) {
@@ -185,20 +176,6 @@ StatusOr<std::unique_ptr<SharedBlock>> ShmTransportImpl::AllocateShareable(size_
   std::shared_ptr<SharedMapping> memfd(std::move(memory));
   blocks_->Add(memfd);
   return std::unique_ptr<SharedBlock>(new ShmBlock(memfd, size, blocks_));
-}
-
-StatusOr<std::unique_ptr<MemoryRegion>> ShmTransportImpl::AllocateRegistered(size_t size,
-                                                                             uint32_t access) {
-  return AllocateRegisteredWithKey(size, access,
-                                   [this](void*) -> StatusOr<uint32_t> { return regions_->NewKey(); });
-}
-
-StatusOr<std::unique_ptr<MemoryRegion>> ShmTransportImpl::AllocateRegisteredWithKey(
-    size_t size, uint32_t access, const std::function<StatusOr<uint32_t>(void* data)>& choose_key) {
-  ASSIGN_OR_RETURN(std::unique_ptr<SharedBlock> block, AllocateShareable(size));
-  void* data = block->data();
-  ASSIGN_OR_RETURN(uint32_t rkey, choose_key(data));
-  return RegisterInside(data, size, access, rkey, std::move(block));
 }
 
 void ShmTransportImpl::Blocks::Add(const std::shared_ptr<SharedMapping>& memfd) {

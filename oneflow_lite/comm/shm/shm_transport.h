@@ -55,7 +55,6 @@
 #define ONEFLOW_LITE_COMM_SHM_SHM_TRANSPORT_H_
 
 #include <chrono>
-#include <functional>
 #include <memory>
 
 #include "oneflow_lite/comm/transport.h"
@@ -95,16 +94,13 @@ class ShmTransport : public Transport {
  public:
   // RegisterMemory under a key the caller chooses (the `auto` provider
   // uses the key its cross-host provider gave the same buffer, so one
-  // RemoteKey serves peers on both). AlreadyExists if the key is live.
+  // RemoteKey serves peers on both). AlreadyExists if the key is live. A
+  // region inside a block of AllocateShareable is mapped by the peers
+  // (docs/comm.md); AllocateRegistered is such a block and one
+  // registration of it (Transport's default).
   virtual StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemoryWithKey(void* data, size_t size,
                                                                         uint32_t access,
                                                                         uint32_t rkey) = 0;
-  // AllocateRegistered (a memfd peers map) under a key `choose_key` gives
-  // once the memory exists (it may register the memory elsewhere first, as
-  // `auto` does with its cross-host provider).
-  virtual StatusOr<std::unique_ptr<MemoryRegion>> AllocateRegisteredWithKey(
-      size_t size, uint32_t access,
-      const std::function<StatusOr<uint32_t>(void* data)>& choose_key) = 0;
 };
 
 // Creates the transport and starts its listener and progress thread.

@@ -37,12 +37,7 @@ class ShmTransportImpl : public ShmTransport {
   StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemoryWithKey(void* data, size_t size,
                                                                 uint32_t access,
                                                                 uint32_t rkey) override;
-  StatusOr<std::unique_ptr<MemoryRegion>> AllocateRegistered(size_t size,
-                                                             uint32_t access) override;
   StatusOr<std::unique_ptr<SharedBlock>> AllocateShareable(size_t size) override;
-  StatusOr<std::unique_ptr<MemoryRegion>> AllocateRegisteredWithKey(
-      size_t size, uint32_t access,
-      const std::function<StatusOr<uint32_t>(void* data)>& choose_key) override;
   StatusOr<std::string> LocalEndpoint(int peer_rank) override;
   Status Connect(int peer_rank, const std::string& peer_endpoint, Deadline deadline) override;
   StatusOr<Connection*> GetConnection(int peer_rank) override;
@@ -109,11 +104,6 @@ class ShmTransportImpl : public ShmTransport {
 
   const TransportOptions options_;
   const ShmOptions shm_;
-  // RegisterMemoryWithKey; `owned`: the block the region owns, or null.
-  StatusOr<std::unique_ptr<MemoryRegion>> RegisterInside(void* data, size_t size, uint32_t access,
-                                                         uint32_t rkey,
-                                                         std::unique_ptr<SharedBlock> owned);
-
   std::shared_ptr<LocalRegionTable> regions_;
   const std::shared_ptr<Blocks> blocks_ = std::make_shared<Blocks>();
   std::string socket_name_;
