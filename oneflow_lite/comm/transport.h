@@ -278,22 +278,20 @@ class Transport {
 
   // New memory of `size` bytes (page-aligned, zero-filled), registered; the
   // region owns it and frees it after deregistering. What MPI_Alloc_mem is
-  // to MPI: memory the provider places where peers reach it fastest. shm
-  // backs it with a memfd that peers on the host map, so their READs and
-  // WRITEs of it are plain copies in their own address space instead of
-  // cross-memory attach (4x the bytes per second here, docs/comm.md); the
-  // default allocates ordinary memory and calls RegisterMemory. Registered
-  // pools (memory/registered_pool.h), and so ring scratch and the
-  // runtime's collective buffers, take their blocks from here.
+  // to MPI: memory placed where peers reach it fastest. It is
+  // AllocateShareable and one RegisterMemory of the whole block, so over
+  // shm peers on the host map it and their READs and WRITEs of it are plain
+  // copies in their own address space instead of cross-memory attach (4x
+  // the bytes per second here, docs/comm.md). Registered pools
+  // (memory/registered_pool.h), and so ring scratch and the runtime's
+  // collective buffers, take their blocks from here.
   virtual StatusOr<std::unique_ptr<MemoryRegion>> AllocateRegistered(size_t size,
                                                                      uint32_t access);
   // New memory of `size` bytes (page-aligned, zero-filled) that is not
   // registered: the caller registers parts of it later (RegisterMemory),
-  // and the provider may make those registrations reachable the fast way,
-  // as AllocateRegistered's (shm: the block is a memfd, and a region
-  // registered inside it is mapped by the peers). Nothing is pinned until
-  // then. shm's AllocateRegistered is this and one registration of the
-  // whole block. Default: ordinary memory.
+  // and the provider may make those registrations reachable the fast way
+  // (shm: the block is a memfd, and a region registered inside it is mapped
+  // by the peers). Nothing is pinned until then. Default: ordinary memory.
   virtual StatusOr<std::unique_ptr<SharedBlock>> AllocateShareable(size_t size);
 
   // This side's endpoint description for `peer_rank` (opaque bytes for the

@@ -1109,13 +1109,11 @@ Status RunRank(const RankConfig& config) {
   options.connect_timeout = clock.OpWait();
   options.transport.message_slot_size = kRuntimeMessageSlotSize;  // as a session's CommNet
   ASSIGN_OR_RETURN(options.provider, comm::BuiltinProviders(providers).Find(config.transport));
-  int64_t largest = config.p2p ? config.stream_bytes : 4;
-  if (config.collectives && !config.bytes.empty()) {
-    largest = std::max(largest, config.bytes.back());
-  }
-  // Declared before the CommNet: outlives the transport, which may still
-  // copy into it after a failed wait.
-  std::vector<float> buffer(static_cast<size_t>(largest) / sizeof(float), 0.0f);
+  // The stream's buffer; the collectives take theirs from the transport
+  // (below). Declared before the CommNet: outlives the transport, which
+  // may still copy into it after a failed wait.
+  const int64_t stream_bytes = config.p2p ? config.stream_bytes : 4;
+  std::vector<float> buffer(static_cast<size_t>(stream_bytes) / sizeof(float), 0.0f);
   ASSIGN_OR_RETURN(std::unique_ptr<comm::CommNet> net, comm::CommNet::Start(options));
   ASSIGN_OR_RETURN(std::unique_ptr<comm::MemoryRegion> region,
                    net->transport()->RegisterMemory(buffer.data(), buffer.size() * sizeof(float),
@@ -1127,8 +1125,9 @@ Status RunRank(const RankConfig& config) {
   // as a register pulled in place).
   std::unique_ptr<comm::MemoryRegion> pooled;
   if (config.collectives) {
-    ASSIGN_OR_RETURN(pooled, net->transport()->AllocateRegistered(
-                                 buffer.size() * sizeof(float), comm::kAccessAll));
+    const int64_t largest = config.bytes.empty() ? 4 : config.bytes.back();
+    ASSIGN_OR_RETURN(pooled, net->transport()->AllocateRegistered(static_cast<size_t>(largest),
+                                                                  comm::kAccessAll));
   }
   Status status;
   if (config.p2p) {
