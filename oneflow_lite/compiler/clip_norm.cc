@@ -109,19 +109,28 @@ StatusOr<ClipNormResult> SplitClipNorms(const Job& job) {
     }
     std::vector<SquareSumGroup> groups;
     std::vector<std::string> whole;
+    const std::string clip_placement = placement_of(op).SerializeAsString();
+    const NdSbp broadcast = AllBroadcast();
     for (const ArgProto& arg : op.input()) {
       for (const std::string& grad : arg.lbn()) {
         auto variable = variable_of_grad.find(grad);
-        const NdSbp* hint = nullptr;
-        if (variable != variable_of_grad.end() && variable->second->output_sbp_hint_size() > 0 &&
-            SplitsSomeAxis(variable->second->output_sbp_hint(0))) {
-          hint = &variable->second->output_sbp_hint(0);
-        }
-        if (hint == nullptr) {
+        if (variable == variable_of_grad.end()) {
           whole.push_back(grad);
           continue;
         }
+        const NdSbp* hint = &broadcast;
+        if (variable->second->output_sbp_hint_size() > 0 &&
+            SplitsSomeAxis(variable->second->output_sbp_hint(0))) {
+          hint = &variable->second->output_sbp_hint(0);
+        }
         const PlacementProto placement = placement_of(*variable->second);
+        // A whole gradient where the clip runs is summed there; one of a
+        // parameter placed elsewhere (another pipeline stage) is summed
+        // where it lives, so that a scalar crosses instead of the gradient.
+        if (hint == &broadcast && placement.SerializeAsString() == clip_placement) {
+          whole.push_back(grad);
+          continue;
+        }
         auto group = std::find_if(groups.begin(), groups.end(), [&](const SquareSumGroup& g) {
           return g.placement.SerializeAsString() == placement.SerializeAsString() &&
                  g.input_hints.front().SerializeAsString() == hint->SerializeAsString();
@@ -136,7 +145,9 @@ StatusOr<ClipNormResult> SplitClipNorms(const Job& job) {
         group->input_hints.push_back(*hint);
       }
     }
-    if (groups.empty()) {  // nothing split: the clip reads its gradients as they are
+    // Nothing split and nothing elsewhere: the clip reads its gradients as
+    // they are.
+    if (groups.empty()) {
       *result.job.add_op() = op;
       continue;
     }

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <string>
 
 #include "oneflow_lite/ops/sbp.h"
@@ -86,6 +88,68 @@ TEST(ClipNormTest, SplitParametersGetPartialSquareSums) {
                              }));
   // Same input, same output.
   StatusOr<ClipNormResult> again = SplitClipNorms(job);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->job.SerializeAsString(), result->job.SerializeAsString());
+}
+
+// A pipeline: the gradients of a stage other than the clip's are summed on
+// that stage (B in and out) and only the scalar reaches the clip; those on
+// the clip's own stage are summed where it runs.
+TEST(ClipNormTest, PipelineStagesSumTheirOwnGradients) {
+  MlpSpec spec;
+  spec.batch = 8;
+  spec.features = 6;
+  spec.hidden = {5, 4};
+  spec.stages = {"0:cpu:0", "0:cpu:1", "0:cpu:1"};
+  spec.clip_global_norm = 1.0;
+  spec.micro_batches = 2;
+  StatusOr<Job> job = BuildMlpJob(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const std::string clip = ClipName(*job);
+  ASSERT_FALSE(clip.empty());
+  const OpConf before = *FindOp(*job, clip);
+  StatusOr<ClipNormResult> result = SplitClipNorms(*job);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->clips, 1);
+  EXPECT_EQ(result->groups, 1);  // the stage the clip is not on
+  const OpConf* scale = FindOp(result->job, clip);
+  ASSERT_NE(scale, nullptr);
+  EXPECT_EQ(scale->op_type(), "clip_scale_from_square_sum");
+  EXPECT_EQ(scale->input(0).lbn_size(), 2);
+  // Placement of each op of the job that produces a gradient's variable.
+  std::map<std::string, std::string> placement_of_grad;
+  for (const OpConf& op : job->op()) {
+    std::string grad, model;
+    for (const ArgProto& a : op.input()) {
+      if (a.name() == "model_diff" && a.lbn_size() == 1) grad = a.lbn(0);
+      if (a.name() == "model" && a.lbn_size() == 1) model = a.lbn(0);
+    }
+    if (grad.empty() || model.empty()) continue;
+    const OpConf* variable = FindOp(*job, model.substr(0, model.find('/')));
+    ASSERT_NE(variable, nullptr) << model;
+    ASSERT_TRUE(variable->has_placement()) << variable->name();
+    placement_of_grad[grad] = variable->placement().SerializeAsString();
+  }
+  int inputs = 0;
+  std::set<std::string> sum_placements;
+  for (const OpConf& op : result->job.op()) {
+    if (op.op_type() != "square_sum") continue;
+    ASSERT_TRUE(op.has_placement()) << op.name();
+    sum_placements.insert(op.placement().SerializeAsString());
+    ASSERT_EQ(op.input(0).lbn_size(), op.input_sbp_hint_size()) << op.name();
+    for (int i = 0; i < op.input(0).lbn_size(); ++i) {
+      ++inputs;
+      // Every gradient is summed on its own parameter's placement, whole.
+      EXPECT_EQ(placement_of_grad.at(op.input(0).lbn(i)), op.placement().SerializeAsString())
+          << op.input(0).lbn(i);
+      EXPECT_TRUE(op.input_sbp_hint(i).sbp(0).has_broadcast()) << op.name();
+    }
+    EXPECT_TRUE(op.output_sbp_hint(0).sbp(0).has_broadcast()) << op.name();
+  }
+  EXPECT_EQ(sum_placements.size(), 2u);  // cpu:0 and cpu:1
+  EXPECT_EQ(inputs, before.input(0).lbn_size());
+  // Same input, same output.
+  StatusOr<ClipNormResult> again = SplitClipNorms(*job);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->job.SerializeAsString(), result->job.SerializeAsString());
 }

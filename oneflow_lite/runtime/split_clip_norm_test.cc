@@ -15,6 +15,7 @@
 
 #include "oneflow_lite/common/tensor.h"
 #include "oneflow_lite/compiler/compiler.h"
+#include "oneflow_lite/compiler/plan_summary.h"
 #include "oneflow_lite/runtime/runtime.h"
 #include "oneflow_lite/runtime/testing/test_fixtures.h"
 #include "oneflow_lite/testing/test_jobs.h"
@@ -104,6 +105,51 @@ TEST(SplitClipNormTest, TensorParallelTrainsLikeTheWholeClip) {
     ExpectNear(split.losses, whole.losses, 1e-6, what + ", split against whole");
     ExpectNear(split.losses, reference.losses, 1e-4, what + ", split against one device");
   }
+}
+
+// A 2-stage pipeline (micro-batches, 1F1B): the first stage sums its own
+// gradients and sends one scalar to the clip on the second. It trains like
+// the whole clip and the one-device run; across two machines it pulls
+// fewer bytes (before: every first-stage gradient crossed to the clip).
+TEST(SplitClipNormTest, PipelineStagesSendAScalarNotTheirGradients) {
+  compiler::MlpSpec spec = Spec("0:cpu:0", compiler::ModelParallel::kNone);
+  StatusOr<Job> one = compiler::BuildMlpJob(spec);
+  ASSERT_TRUE(one.ok()) << one.status();
+  const Trained reference = Train(*one, true);
+  ASSERT_EQ(reference.losses.size(), 6u);
+
+  spec.micro_batches = 2;
+  spec.stages = {"0:cpu:0", "0:cpu:1", "0:cpu:1"};
+  StatusOr<Job> job = compiler::BuildMlpJob(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const Trained whole = Train(*job, false);
+  const Trained split = Train(*job, true);
+  EXPECT_EQ(whole.split_clips, 0);
+  EXPECT_GT(split.split_clips, 0);
+  ExpectNear(split.losses, whole.losses, 1e-6, "pipeline, split against whole");
+  ExpectNear(split.losses, reference.losses, 1e-4, "pipeline, split against one device");
+
+  // The same pipeline over two machines: the bytes pulled across.
+  spec.stages = {"0:cpu:0", "1:cpu:0", "1:cpu:0"};
+  StatusOr<Job> two = compiler::BuildMlpJob(spec);
+  ASSERT_TRUE(two.ok()) << two.status();
+  auto pulled = [&](bool split_clip) -> int64_t {
+    compiler::CompileOptions options;
+    options.split_clip_norms = split_clip;
+    StatusOr<Plan> plan = compiler::Compile(*two, compiler::MakeCluster(2, 1), options);
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    if (!plan.ok()) return -1;
+    int64_t bytes = 0;
+    for (const compiler::CrossMachineEdge& e : compiler::Summarize(*plan).cross_machine_edges) {
+      bytes += e.bytes;
+    }
+    return bytes;
+  };
+  // The first stage's parameters: a 19x32 weight and 32 biases, float32.
+  const int64_t first_stage_grads = (19 * 32 + 32) * 4;
+  const int64_t before = pulled(false), after = pulled(true);
+  EXPECT_GT(before, 0);
+  EXPECT_LE(after + first_stage_grads - 64, before) << "before " << before << ", after " << after;
 }
 
 // Data parallelism alone splits no parameter: the plan is the same with or
