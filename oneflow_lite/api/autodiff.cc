@@ -217,12 +217,30 @@ StatusOr<std::string> AutodiffPass::SumGrads(const std::string& lbn) {
   }
   if (parts.size() > 1) {
     const OpConf forward = *FindOp(job_, producer_name);
-    ASSIGN_OR_RETURN(std::string name,
-                     AddBackwardOp(OpConfBuilder("add", producer_name + "-" + arg + "-grad_sum")
-                                       .Input("in", parts)
-                                       .Output("out")
-                                       .Build(),
-                                   forward));
+    OpConf sum = OpConfBuilder("add", producer_name + "-" + arg + "-grad_sum")
+                     .Input("in", parts)
+                     .Output("out")
+                     .Build();
+    // Parts made on one placement other than the producer's (the next
+    // pipeline stage read the blob twice, e.g. a residual stream) are summed
+    // there, so that one gradient crosses back instead of each part.
+    const PlacementProto* common = nullptr;
+    for (const std::string& part : parts) {
+      std::string part_producer, part_arg;
+      CHECK(SplitLbn(part, &part_producer, &part_arg));
+      const OpConf* op = FindOp(job_, part_producer);
+      if (op == nullptr || !op->has_placement() ||
+          (common != nullptr && common->SerializeAsString() != op->placement().SerializeAsString())) {
+        common = nullptr;
+        break;
+      }
+      common = &op->placement();
+    }
+    if (common != nullptr && forward.has_placement() &&
+        common->SerializeAsString() != forward.placement().SerializeAsString()) {
+      *sum.mutable_placement() = *common;
+    }
+    ASSIGN_OR_RETURN(std::string name, AddBackwardOp(std::move(sum), forward));
     result = OutputLbn(name, "out");
   }
   summed_[lbn] = result;

@@ -10,6 +10,7 @@
 #include "oneflow_lite/api/graph.h"
 #include "oneflow_lite/api/job_util.h"
 #include "oneflow_lite/api/layers.h"
+#include "oneflow_lite/common/placement_text.h"
 #include "oneflow_lite/ops/op_builder.h"
 #include "oneflow_lite/reference/reference_executor.h"
 
@@ -163,6 +164,44 @@ TEST(AutodiffTest, FanOutGradientsAreSummedOnce) {
   const OpConf* h2_sum = FindOp(result->job, "matmul_1-out_0-grad_sum");
   ASSERT_NE(h2_sum, nullptr);
   EXPECT_EQ(h2_sum->input(0).lbn_size(), 3);
+}
+
+// A blob of stage 0 read twice on stage 1 (a residual stream): its two
+// gradient parts are summed on stage 1, so that one gradient crosses back;
+// a blob read twice on its own stage is summed there as before. The
+// gradients still match finite differences.
+TEST(AutodiffTest, PartsFromTheNextStageAreSummedThere) {
+  Graph g("stages", 7);
+  Batch data = RandomBatch(&g, Shape{4, 3}, 3, Split(0), DT_DOUBLE);
+  Tensor h, logits;
+  {
+    auto scope = g.WithPlacement(Placement::Parse("0:cpu:0"));
+    h = g.Tanh(g.MatMul(data.image, Parameter(&g, "w0", Shape{3, 3})));
+  }
+  {
+    auto scope = g.WithPlacement(Placement::Parse("0:cpu:1"));
+    Tensor r = g.Add(h, g.Sigmoid(g.MatMul(h, Parameter(&g, "w1", Shape{3, 3}))));
+    Tensor u = g.Tanh(r);
+    logits = g.Add(g.MatMul(u, Parameter(&g, "w2", Shape{3, 3})), g.Sigmoid(u));
+    g.Minimize(g.SparseSoftmaxCrossEntropy(logits, data.label), Sgd{});
+  }
+  StatusOr<Job> job = g.BuildForward();
+  ASSERT_TRUE(job.ok()) << job.status();
+  StatusOr<AutodiffResult> result = Autodiff(*job);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const std::string h_op = h.lbn.substr(0, h.lbn.find('/'));
+  int sums = 0;
+  for (const OpConf& op : result->job.op()) {
+    if (op.name().find("-grad_sum") == std::string::npos) continue;
+    ++sums;
+    ASSERT_TRUE(op.has_placement()) << op.name();
+    // h (stage 0, read twice on stage 1) and u (stage 1, read twice there):
+    // both summed on stage 1.
+    EXPECT_EQ(PlacementToString(op.placement()), "0:cpu:1") << op.name();
+  }
+  EXPECT_EQ(sums, 2);
+  ASSERT_NE(FindOp(result->job, h_op + "-y_0-grad_sum"), nullptr);
+  CheckAgainstFiniteDifferences(*job);
 }
 
 TEST(AutodiffTest, HandComputedGradient) {
