@@ -487,6 +487,17 @@ class Simulation {
   std::vector<std::unique_ptr<SharedResource>> cpu_groups_;
   std::vector<std::unique_ptr<SharedResource>> own_cores_;  // per thread without a group
   std::map<int64_t, std::unique_ptr<SharedResource>> nics_;
+  // A sender NIC's token bucket (LinkSpec.burst_bytes): `tokens` valid at
+  // `stamp`, refilled at `rate` while no flow is queued at the NIC
+  // (`queued` 0); a queue drains it.
+  struct Bucket {
+    double depth = 0;
+    double rate = 0;  // bytes per us
+    double tokens = 0;
+    double stamp = 0;
+    int queued = 0;
+  };
+  std::map<int64_t, Bucket> buckets_;
   std::map<int64_t, std::unique_ptr<SharedResource>> machine_cores_;  // machines without cpu_set
   std::map<int64_t, int> group_cores_;
   std::map<int64_t, int> machine_group_;
@@ -1018,17 +1029,48 @@ void Simulation::AddFlow(int64_t from_machine, int64_t to_machine, double bytes,
     return;
   }
   auto& nic = nics_[from_machine];
+  Bucket& bucket = buckets_[from_machine];
   if (!nic) {
     double rate = kInf;
+    double burst = 0;
     for (const MachineProto& m : plan_.cluster().machine()) {
-      if (m.id() == from_machine && m.nic().gbit_per_s() > 0) rate = m.nic().gbit_per_s() * 125.0;
+      if (m.id() == from_machine && m.nic().gbit_per_s() > 0) {
+        rate = m.nic().gbit_per_s() * 125.0;
+        burst = std::max(0.0, m.nic().burst_bytes());
+      }
     }
-    if (options_.link_gbit_per_s >= 0) {
+    if (options_.link_gbit_per_s >= 0) {  // another link: the file's bucket is not its
       rate = options_.link_gbit_per_s > 0 ? options_.link_gbit_per_s * 125.0 : kInf;
+      burst = 0;
     }
     nic = std::make_unique<SharedResource>(rate);
+    if (!std::isinf(rate)) bucket = Bucket{burst, rate, burst, 0.0, 0};
   }
-  nic->Add(now, bytes, cap, 1.0, join, schedule);
+  // A shaped link's bucket (tc tbf): after idle time the bytes its tokens
+  // cover pass at once; the rest, and everything sent while a queue is
+  // draining it, at the rate.
+  double queued_bytes = bytes;
+  if (bucket.depth > 0 && bucket.queued == 0) {
+    bucket.tokens = std::min(bucket.depth, bucket.tokens + bucket.rate * (now - bucket.stamp));
+    bucket.stamp = now;
+    const double at_once = std::min(bucket.tokens, bytes);
+    bucket.tokens -= at_once;
+    queued_bytes -= at_once;
+  }
+  if (queued_bytes <= 0) {
+    Schedule(now, join);
+    return;
+  }
+  ++bucket.queued;
+  auto drained = [this, from_machine, join](double t) {
+    Bucket& b = buckets_[from_machine];
+    if (--b.queued == 0) {
+      b.tokens = 0;
+      b.stamp = t;
+    }
+    join(t);
+  };
+  nic->Add(now, queued_bytes, cap, 1.0, drained, schedule);
 }
 
 void Simulation::StartRead(int a, double now) {

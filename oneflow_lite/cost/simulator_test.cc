@@ -4,6 +4,7 @@
 // updates, CPU sharing between machines, and the same result twice.
 #include "oneflow_lite/cost/simulator.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -195,15 +196,16 @@ TEST(SimulatorTest, MessagesBetweenThreadsCostTheRuntimesMessageTime) {
 }
 
 // One collective task per machine over a ring, fed by a source.
-Plan RingPlan(PlanBuilder& b, int machines, int64_t bytes, CollectiveAlgorithm algorithm) {
+Plan RingPlan(PlanBuilder& b, int machines, int64_t bytes, CollectiveAlgorithm algorithm,
+              double source_us = 0, int regst_num = 2) {
   std::vector<int64_t> ring;
   std::vector<int64_t> sources;
   for (int m = 0; m < machines; ++m) {
-    sources.push_back(b.Task("src" + std::to_string(m), m, 0, 0, TASK_COMPUTE));
+    sources.push_back(b.Task("src" + std::to_string(m), m, 0, source_us, TASK_COMPUTE));
     ring.push_back(b.Task("ring" + std::to_string(m), m, 1, -1, TASK_COLLECTIVE));
   }
   for (int m = 0; m < machines; ++m) {
-    b.Edge(sources[m], ring[m], 2, bytes);
+    b.Edge(sources[m], ring[m], regst_num, bytes);
     TaskProto* task = b.FindTask(ring[m]);
     task->mutable_boxing()->set_kind(BOXING_ALL_REDUCE);
     task->mutable_boxing()->set_lbn("g/out_0");
@@ -354,6 +356,33 @@ TEST(SimulatorTest, ExchangeSendsTheWholeTensorToEveryPeerInOneLatency) {
   RingPlan(b, 4, bytes, COLLECTIVE_EXCHANGE_ALL_REDUCE);
   SimResult r = Simulate(b);
   EXPECT_NEAR(r.step_time_us, 3.0 * bytes / 125.0 + 10, 1e-2);
+}
+
+// A shaped link's token bucket. The first iteration computes 1 ms (the
+// bucket is full), then exchanges 100 kB: the burst's bytes leave at once,
+// the rest at 125 bytes/us. Without a bucket all of it waits for the rate.
+TEST(SimulatorTest, AShapedLinksBurstPassesAtOnceAfterIdleTime) {
+  const int64_t bytes = 200000;
+  for (double burst : {0.0, 60000.0, 250000.0}) {
+    PlanBuilder b(2);
+    RingPlan(b, 2, bytes, COLLECTIVE_EXCHANGE_ALL_REDUCE, 1000);
+    for (int m = 0; m < 2; ++m) {
+      b.plan().mutable_cluster()->mutable_machine(m)->mutable_nic()->set_burst_bytes(burst);
+    }
+    SimResult r = Simulate(b);
+    const double first = 1000 + std::max(0.0, bytes - burst) / 125.0 + 10;
+    EXPECT_NEAR(r.first_iteration_us, first, 1e-3 * first) << "burst " << burst;
+    // Every byte still counts as sent.
+    for (const SimMachineStat& m : r.machines) {
+      EXPECT_NEAR(m.egress_bytes_per_step, bytes, 1e-6) << "burst " << burst;
+    }
+    // A bucket does not raise the average rate: 200 kB a step is 1.6 ms
+    // at the rate, more than the source's 1 ms, so exchanges end up back
+    // to back (even with a bucket deeper than the exchange) and only the
+    // 10 us between them refill it.
+    const double steady = (bytes - (burst > 0 ? 1250 : 0)) / 125.0 + 10;
+    EXPECT_NEAR(r.step_time_us, steady, 1e-3 * steady) << "burst " << burst;
+  }
 }
 
 TEST(SimulatorTest, TransportCurveIsTheFloorOfACollective) {

@@ -160,6 +160,14 @@ def gbit_per_s(rate):
     return float(match.group(1)) * RATE_UNITS[match.group(2)] if match else None
 
 
+def netns_burst_bytes(rate):
+    """The token-bucket depth tests/netns/netns_lib.sh (_netns_burst) shapes
+    a link of tc rate `rate` with: 2 ms at the rate, at least 64 KiB.
+    Stated as the cluster files' nic.burst_bytes, so that the simulator
+    lets what a tbf lets through at once after idle time (docs/simulate.md)."""
+    return max(65536, int(gbit_per_s(rate) * 1e9 / 8 / 500))
+
+
 def layouts_of(model):
     if model == "mlp":
         return [(name, fits) for name, (fits, _) in MLP_LAYOUTS.items()]
@@ -538,9 +546,9 @@ class Validation:
         """Writes OUT/NAME.cluster.pbtxt for c's hosts and link rate (the
         measured link model of measure_network); returns its path."""
         a = self.args
-        nic = 'nic { gbit_per_s: %.4g latency_us: %.1f cpu_ns_per_byte: %.3f }' % (
+        nic = ('nic { gbit_per_s: %.4g latency_us: %.1f cpu_ns_per_byte: %.3f burst_bytes: %d }' % (
             self.link_gbit.get(c.rate, gbit_per_s(c.rate)), self.latency[c.rate],
-            self.link_cpu.get(c.hosts, 0.0))
+            self.link_cpu.get(c.hosts, 0.0), netns_burst_bytes(c.rate)))
         cluster = os.path.join(self.out, c.name + ".cluster.pbtxt")
         # cpu_threads 1: what each pinned rank computes with anyway (the
         # runtime gives BLAS the cores of its affinity, one), stated so that
