@@ -43,12 +43,15 @@ int64_t Elements(const TensorDesc& desc) {
   return n;
 }
 
-// Ops through which a column split of their input stays a column split of
-// their output (elementwise on the split axis).
+// Ops through which a column split of their input stays a split of their
+// output that the row half can consume: elementwise on the split axis, and
+// inside attention the heads the channel split becomes (reshape,
+// transpose, the scores' and mix's matmuls without weights, the softmax).
 bool KeepsColumns(const std::string& op_type) {
-  static const std::set<std::string> kOps = {"relu", "gelu", "tanh", "sigmoid", "bias_add",
-                                             "dropout", "identity", "scalar_mul", "scalar_add",
-                                             "fused_bias_add_relu"};
+  static const std::set<std::string> kOps = {
+      "relu",      "gelu",      "gelu_tanh", "tanh",   "sigmoid",        "bias_add",
+      "dropout",   "identity",  "scalar_mul", "scalar_add", "fused_bias_add_relu",
+      "reshape",   "transpose", "matmul",    "causal_softmax", "softmax"};
   return kOps.count(op_type) > 0;
 }
 
@@ -146,6 +149,108 @@ std::map<std::string, int> TensorParallelAxes(const Job& forward, int64_t min_el
   return axis_of;
 }
 
+// The activation hints of Megatron pairs, as a hand-written transformer
+// states them (api/transformer.cc): a column-split matmul's output (and its
+// bias_add's) split on the last axis, a row-split one's a partial sum whose
+// gradient is replicated, the row half's input split on its last axis and
+// the column half's input replicated (gradient too: the partial dX of the
+// column halves meet in one all-reduce there). `data_axis`: a 2-D layout,
+// S(0) on the first axis. Ops with several outputs are hinted only when
+// replicated (LayerNorm's statistics); sources and variables not at all.
+std::map<std::string, LayoutSpec::OpHints> MegatronActivationHints(
+    const Job& forward, const std::map<std::string, int>& axes, bool data_axis) {
+  std::map<std::string, LayoutSpec::OpHints> hints;
+  const BlobDescMap descs = BlobDescsOf(forward);
+  auto nd = [&](const SbpParallel& s) {
+    return data_axis ? Nd({SplitSbp(0), s}) : Nd({s});
+  };
+  auto last_axis = [&](const std::string& lbn) {
+    auto d = descs.find(lbn);
+    return d == descs.end() ? -1 : static_cast<int>(d->second.shape.dims().size()) - 1;
+  };
+  // `sbp` on every output of `op_name` (all B, or a single output's split).
+  auto hint = [&](const std::string& op_name, const SbpParallel& sbp, const SbpParallel& grad) {
+    const OpConf* op = FindOp(forward, op_name);
+    if (op == nullptr || op->op_type() == "variable" || IsSource(*op) || hints.count(op_name)) return;
+    int outputs = 0;
+    for (const ArgProto& arg : op->output()) outputs += arg.lbn_size();
+    if (outputs != 1 && !sbp.has_broadcast()) return;
+    LayoutSpec::OpHints& h = hints[op_name];
+    for (int k = 0; k < outputs; ++k) {
+      h.output.push_back(nd(sbp));
+      h.output_grad.push_back(nd(grad));
+    }
+  };
+  std::map<std::string, std::vector<const OpConf*>> readers;  // lbn -> ops reading it
+  for (const OpConf& op : forward.op()) {
+    for (const ArgProto& arg : op.input()) {
+      for (const std::string& lbn : arg.lbn()) readers[lbn].push_back(&op);
+    }
+  }
+  for (const WeightedMatmul& m : WeightedMatmuls(forward)) {
+    auto axis = axes.find(m.weight);
+    if (axis == axes.end()) continue;
+    const OpConf& op = forward.op(m.op_index);
+    const bool column = axis->second == (m.transpose_b ? 0 : 1);
+    std::string a;
+    for (const ArgProto& arg : op.input()) {
+      if (arg.name() == "a" && arg.lbn_size() == 1) a = arg.lbn(0);
+    }
+    const std::string out = OutputLbn(op.name(), "out");
+    const int rank = last_axis(out);
+    if (a.empty() || rank < 1) continue;
+    std::vector<std::string> outputs = {op.name()};
+    for (const OpConf* r : readers[out]) {
+      if (r->op_type() == "bias_add") outputs.push_back(r->name());
+    }
+    if (column) {
+      for (const std::string& o : outputs) hint(o, SplitSbp(rank), SplitSbp(rank));
+      hint(OpOfLbn(a), BroadcastSbp(), BroadcastSbp());
+    } else {
+      for (const std::string& o : outputs) hint(o, PartialSumSbp(), BroadcastSbp());
+      const int a_rank = last_axis(a);
+      if (a_rank >= 1) hint(OpOfLbn(a), SplitSbp(a_rank), SplitSbp(a_rank));
+    }
+  }
+  // Inside a pair (from a column half's output to the row half's input:
+  // attention's heads, an MLP's activation) the deduction places the ops;
+  // every other activation is replicated over the group, as in Megatron
+  // (the residual stream, embeddings, norms, the loss).
+  std::set<std::string> row_matmuls;
+  for (const WeightedMatmul& m : WeightedMatmuls(forward)) {
+    auto axis = axes.find(m.weight);
+    if (axis != axes.end() && axis->second != (m.transpose_b ? 0 : 1)) {
+      row_matmuls.insert(forward.op(m.op_index).name());
+    }
+  }
+  std::set<std::string> inside;
+  std::vector<std::string> frontier;
+  for (const auto& [name, h] : hints) {
+    if (!h.output.empty() && IsSplit(h.output.back().sbp(h.output.back().sbp_size() - 1))) {
+      frontier.push_back(name);
+    }
+  }
+  while (!frontier.empty()) {
+    const std::string name = frontier.back();
+    frontier.pop_back();
+    if (!inside.insert(name).second) continue;
+    const OpConf* op = FindOp(forward, name);
+    if (op == nullptr) continue;
+    for (const ArgProto& arg : op->output()) {
+      for (const std::string& lbn : arg.lbn()) {
+        for (const OpConf* r : readers[lbn]) {
+          if (!row_matmuls.count(r->name())) frontier.push_back(r->name());
+        }
+      }
+    }
+  }
+  if (hints.empty()) return hints;
+  for (const OpConf& op : forward.op()) {
+    if (!inside.count(op.name())) hint(op.name(), BroadcastSbp(), BroadcastSbp());
+  }
+  return hints;
+}
+
 PlacementProto StagePlacement(const ClusterProto& cluster, int stage, int stages,
                               const std::vector<int64_t>& hierarchy) {
   PlacementProto p;
@@ -241,6 +346,14 @@ std::vector<LayoutSpec> CandidateLayouts(const Job& forward, const ClusterProto&
     for (const auto& [weight, axis] : axes) *tp.variable_sbp[weight].add_sbp() = SplitSbp(axis);
     for (const auto& [weight, bias] : biases) *tp.variable_sbp[bias].add_sbp() = SplitSbp(0);
     out.push_back(tp);
+    // The same with the pairs' activations hinted (as a hand-written
+    // transformer does): without them the deduction may pick a
+    // reduce-scatter and all-gathers, or all-to-alls around attention heads.
+    LayoutSpec tpa = tp;
+    tpa.name = "tp-act";
+    tpa.description += ", activations hinted";
+    tpa.op_hints = MegatronActivationHints(forward, axes, false);
+    if (!tpa.op_hints.empty()) out.push_back(tpa);
     // 2-D: data parallel across groups, tensor parallel inside.
     for (int64_t d = 2; d < devices; ++d) {
       if (devices % d != 0 || devices / d < 2) continue;
@@ -257,6 +370,11 @@ std::vector<LayoutSpec> CandidateLayouts(const Job& forward, const ClusterProto&
       for (const auto& [weight, axis] : axes) h.variable_sbp[weight] = Nd({BroadcastSbp(), SplitSbp(axis)});
       for (const auto& [weight, bias] : biases) h.variable_sbp[bias] = Nd({BroadcastSbp(), SplitSbp(0)});
       out.push_back(h);
+      LayoutSpec ha = h;
+      ha.name += "-act";
+      ha.description += ", activations hinted";
+      ha.op_hints = MegatronActivationHints(forward, axes, true);
+      if (!ha.op_hints.empty()) out.push_back(ha);
     }
   }
   // Pipelines: cut between weighted matmuls.
@@ -309,6 +427,30 @@ std::vector<LayoutSpec> CandidateLayouts(const Job& forward, const ClusterProto&
         *pp.source_sbp.add_sbp() = SplitSbp(0);
         out.push_back(pp);
       }
+      // Tensor parallel inside each stage (Megatron pairs with their
+      // activations hinted), the micro-batch whole in a stage's group.
+      if (axes.empty() || stage_devices < 2) continue;
+      for (int64_t m : options.micro_batches) {
+        if (m < 2 || batch <= 0 || batch % m != 0) continue;
+        LayoutSpec pt;
+        pt.stages = stages;
+        pt.cuts = cuts;
+        pt.micro_batches = m;
+        std::string where;
+        for (int c : cuts) where += (where.empty() ? "" : ",") + forward.op(c).name();
+        pt.name = "pp" + std::to_string(stages) + " m" + std::to_string(m) + " x tp" +
+                  std::to_string(stage_devices) + (cut_sets.size() > 1 ? " @" + where : "");
+        pt.description = std::to_string(stages) + " pipeline stages (cut before " + where +
+                         "), tensor parallel (Megatron pairs, activations hinted) over each "
+                         "stage's " + std::to_string(stage_devices) + " device(s), 1F1B over " +
+                         std::to_string(m) + " micro-batches";
+        pt.has_source_sbp = true;
+        *pt.source_sbp.add_sbp() = BroadcastSbp();
+        for (const auto& [weight, axis] : axes) *pt.variable_sbp[weight].add_sbp() = SplitSbp(axis);
+        for (const auto& [weight, bias] : biases) *pt.variable_sbp[bias].add_sbp() = SplitSbp(0);
+        pt.op_hints = MegatronActivationHints(forward, axes, false);
+        out.push_back(pt);
+      }
     }
   }
   return out;
@@ -357,7 +499,20 @@ StatusOr<Job> ApplyLayout(const Job& forward, const LayoutSpec& layout,
       auto it = layout.variable_sbp.find(op->name());
       if (it != layout.variable_sbp.end()) *op->add_output_sbp_hint() = it->second;
     }
+    auto hinted = layout.op_hints.find(op->name());
+    if (hinted != layout.op_hints.end() && op->output_sbp_hint_size() == 0 &&
+        op->output_grad_sbp_hint_size() == 0) {
+      for (const NdSbp& h : hinted->second.output) *op->add_output_sbp_hint() = h;
+      for (const NdSbp& h : hinted->second.output_grad) *op->add_output_grad_sbp_hint() = h;
+    }
     if (IsSource(*op)) {
+      // A data source's 1-D hint is the batch layout the data helpers set
+      // by default (S(0), or B for a tensor-parallel job): the candidate's
+      // to choose, or a tensor-parallel candidate would keep the batch
+      // split and the deduction mix it with split weights.
+      bool replace = layout.has_source_sbp;
+      for (const NdSbp& hint : op->output_sbp_hint()) replace = replace && hint.sbp_size() == 1;
+      if (replace) op->clear_output_sbp_hint();
       if (op->output_sbp_hint_size() == 0 && layout.has_source_sbp) {
         int outputs = 0;
         for (const ArgProto& arg : op->output()) outputs += arg.lbn_size();

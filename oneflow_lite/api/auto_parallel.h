@@ -88,6 +88,14 @@ struct LayoutSpec {
   // 2-D hierarchy of every stage's devices (empty: flat).
   std::vector<int64_t> hierarchy;
   std::map<std::string, NdSbp> variable_sbp;  // variable op -> its output's hint
+  // Other ops' hints, one per output, and their gradients' (empty: none):
+  // the activations of Megatron pairs (the column half's output split,
+  // the row half's partial, the pair's input replicated).
+  struct OpHints {
+    std::vector<NdSbp> output;
+    std::vector<NdSbp> output_grad;
+  };
+  std::map<std::string, OpHints> op_hints;
   bool has_source_sbp = false;
   NdSbp source_sbp;
   bool zero = false;
