@@ -193,6 +193,9 @@ def add_shared_arguments(p):
     p.add_argument("--channels", type=int, default=128)
     p.add_argument("--block", type=int, default=64)
     p.add_argument("--cores", default="0,1", help="cores; rank r runs on cores[r mod len]")
+    p.add_argument("--no-link-burst", dest="link_burst", action="store_false",
+                   help="state the links' nic.burst_bytes 0 (a plain line-rate link) instead of "
+                        "the namespace links' token bucket (docs/simulate.md)")
     p.add_argument("--no-link-cpu", dest="link_cpu", action="store_false",
                    help="do not measure the CPU the namespace path costs per byte (state it free)")
     p.add_argument("--path-cpu-ns", type=float, default=None, metavar="NS",
@@ -548,7 +551,8 @@ class Validation:
         a = self.args
         nic = ('nic { gbit_per_s: %.4g latency_us: %.1f cpu_ns_per_byte: %.3f burst_bytes: %d }' % (
             self.link_gbit.get(c.rate, gbit_per_s(c.rate)), self.latency[c.rate],
-            self.link_cpu.get(c.hosts, 0.0), netns_burst_bytes(c.rate)))
+            self.link_cpu.get(c.hosts, 0.0),
+            netns_burst_bytes(c.rate) if getattr(a, "link_burst", True) else 0))
         cluster = os.path.join(self.out, c.name + ".cluster.pbtxt")
         # cpu_threads 1: what each pinned rank computes with anyway (the
         # runtime gives BLAS the cores of its affinity, one), stated so that
