@@ -251,6 +251,53 @@ std::map<std::string, LayoutSpec::OpHints> MegatronActivationHints(
   return hints;
 }
 
+// A stage boundary before forward op `cut`, moved back over the ops that
+// only the later stage reads and whose inputs the later stage reads anyway
+// (or are variables, which go with their first reader): a block's
+// LayerNorm before its attention's first matmul joins that block, so that
+// only the residual stream crosses, not it and the norm's output. Not
+// below `floor` (the previous boundary); sources stay where they are.
+int EarlierCut(const Job& forward, int cut, int floor) {
+  std::map<std::string, std::vector<int>> readers;  // lbn -> indices of the ops reading it
+  std::map<std::string, int> index_of;
+  for (int i = 0; i < forward.op_size(); ++i) {
+    index_of[forward.op(i).name()] = i;
+    for (const ArgProto& arg : forward.op(i).input()) {
+      for (const std::string& lbn : arg.lbn()) readers[lbn].push_back(i);
+    }
+  }
+  int best = cut;
+  while (cut - 1 > floor) {
+    const OpConf& op = forward.op(cut - 1);
+    if (IsSource(op)) break;
+    if (op.op_type() == "variable") {  // placed by its first reader: neutral
+      --cut;
+      continue;
+    }
+    bool later_only = true;  // every reader of its outputs is at or past `cut`
+    for (const ArgProto& arg : op.output()) {
+      for (const std::string& lbn : arg.lbn()) {
+        for (int r : readers[lbn]) later_only = later_only && r >= cut;
+      }
+    }
+    bool crossing_anyway = true;  // every input is a variable's or read at or past `cut`
+    for (const ArgProto& arg : op.input()) {
+      for (const std::string& lbn : arg.lbn()) {
+        auto producer = index_of.find(OpOfLbn(lbn));
+        if (producer != index_of.end() && forward.op(producer->second).op_type() == "variable") {
+          continue;
+        }
+        bool later = false;
+        for (int r : readers[lbn]) later = later || r >= cut;
+        crossing_anyway = crossing_anyway && later;
+      }
+    }
+    if (!later_only || !crossing_anyway) break;
+    best = --cut;
+  }
+  return best;
+}
+
 PlacementProto StagePlacement(const ClusterProto& cluster, int stage, int stages,
                               const std::vector<int64_t>& hierarchy) {
   PlacementProto p;
@@ -406,6 +453,11 @@ std::vector<LayoutSpec> CandidateLayouts(const Job& forward, const ClusterProto&
       std::vector<int> cuts;
       for (size_t c : cut_at) cuts.push_back(matmuls[c].op_index);
       cut_sets.push_back(cuts);
+    }
+    for (std::vector<int>& cuts : cut_sets) {
+      for (size_t k = 0; k < cuts.size(); ++k) {
+        cuts[k] = EarlierCut(forward, cuts[k], k == 0 ? 0 : cuts[k - 1]);
+      }
     }
     int64_t stage_devices = devices / stages;
     for (const std::vector<int>& cuts : cut_sets) {

@@ -232,9 +232,15 @@ TEST(AutoParallelTest, TensorParallelActivationsAreHintedLikeMegatron) {
   EXPECT_EQ(kinds, BoxingKinds(*by_hand));
 
   std::vector<LayoutSpec> four = CandidateLayouts(*forward, Machines(4, 1), SyntheticOptions());
-  int staged_tp = 0;
+  int staged_tp = 0, at_norm = 0;
   for (const LayoutSpec& l : four) {
-    if (l.stages != 2 || l.op_hints.empty()) continue;
+    if (l.stages != 2) continue;
+    // The boundary before an attention's first matmul moves back over its
+    // block's LayerNorm: only the residual stream crosses.
+    ASSERT_EQ(l.cuts.size(), 1u);
+    EXPECT_NE(forward->op(l.cuts[0] - 1).op_type(), "layer_norm") << l.name;
+    at_norm += forward->op(l.cuts[0]).op_type() == "layer_norm";
+    if (l.op_hints.empty()) continue;
     ++staged_tp;
     EXPECT_NE(l.name.find(" x tp2"), std::string::npos) << l.name;
     StatusOr<Job> staged = ApplyLayout(*forward, l, Machines(4, 1), /*ignore_hints=*/false);
@@ -242,6 +248,7 @@ TEST(AutoParallelTest, TensorParallelActivationsAreHintedLikeMegatron) {
     EXPECT_TRUE(compiler::Compile(*staged, Machines(4, 1)).ok()) << l.name;
   }
   EXPECT_GT(staged_tp, 0);
+  EXPECT_GT(at_norm, 0);
 }
 
 TEST(AutoParallelTest, ASlowLinkMovesTheChoiceOffDataParallelism) {
