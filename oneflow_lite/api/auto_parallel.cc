@@ -187,11 +187,13 @@ std::map<std::string, LayoutSpec::OpHints> MegatronActivationHints(
       for (const std::string& lbn : arg.lbn()) readers[lbn].push_back(&op);
     }
   }
+  std::set<std::string> row_matmuls;
   for (const WeightedMatmul& m : WeightedMatmuls(forward)) {
     auto axis = axes.find(m.weight);
     if (axis == axes.end()) continue;
     const OpConf& op = forward.op(m.op_index);
     const bool column = axis->second == (m.transpose_b ? 0 : 1);
+    if (!column) row_matmuls.insert(op.name());
     std::string a;
     for (const ArgProto& arg : op.input()) {
       if (arg.name() == "a" && arg.lbn_size() == 1) a = arg.lbn(0);
@@ -216,13 +218,6 @@ std::map<std::string, LayoutSpec::OpHints> MegatronActivationHints(
   // attention's heads, an MLP's activation) the deduction places the ops;
   // every other activation is replicated over the group, as in Megatron
   // (the residual stream, embeddings, norms, the loss).
-  std::set<std::string> row_matmuls;
-  for (const WeightedMatmul& m : WeightedMatmuls(forward)) {
-    auto axis = axes.find(m.weight);
-    if (axis != axes.end() && axis->second != (m.transpose_b ? 0 : 1)) {
-      row_matmuls.insert(forward.op(m.op_index).name());
-    }
-  }
   std::set<std::string> inside;
   std::vector<std::string> frontier;
   for (const auto& [name, h] : hints) {
@@ -257,15 +252,14 @@ std::map<std::string, LayoutSpec::OpHints> MegatronActivationHints(
 // LayerNorm before its attention's first matmul joins that block, so that
 // only the residual stream crosses, not it and the norm's output. Not
 // below `floor` (the previous boundary); sources stay where they are.
-int EarlierCut(const Job& forward, int cut, int floor) {
-  std::map<std::string, std::vector<int>> readers;  // lbn -> indices of the ops reading it
-  std::map<std::string, int> index_of;
-  for (int i = 0; i < forward.op_size(); ++i) {
-    index_of[forward.op(i).name()] = i;
-    for (const ArgProto& arg : forward.op(i).input()) {
-      for (const std::string& lbn : arg.lbn()) readers[lbn].push_back(i);
-    }
-  }
+// `readers`: lbn -> indices of the forward ops reading it.
+int EarlierCut(const Job& forward, const std::map<std::string, std::vector<int>>& readers,
+               int cut, int floor) {
+  auto read_at = [&](const std::string& lbn) -> const std::vector<int>& {
+    static const std::vector<int> kNone;
+    auto r = readers.find(lbn);
+    return r == readers.end() ? kNone : r->second;
+  };
   int best = cut;
   while (cut - 1 > floor) {
     const OpConf& op = forward.op(cut - 1);
@@ -277,18 +271,16 @@ int EarlierCut(const Job& forward, int cut, int floor) {
     bool later_only = true;  // every reader of its outputs is at or past `cut`
     for (const ArgProto& arg : op.output()) {
       for (const std::string& lbn : arg.lbn()) {
-        for (int r : readers[lbn]) later_only = later_only && r >= cut;
+        for (int r : read_at(lbn)) later_only = later_only && r >= cut;
       }
     }
     bool crossing_anyway = true;  // every input is a variable's or read at or past `cut`
     for (const ArgProto& arg : op.input()) {
       for (const std::string& lbn : arg.lbn()) {
-        auto producer = index_of.find(OpOfLbn(lbn));
-        if (producer != index_of.end() && forward.op(producer->second).op_type() == "variable") {
-          continue;
-        }
+        const OpConf* producer = FindOp(forward, OpOfLbn(lbn));
+        if (producer != nullptr && producer->op_type() == "variable") continue;
         bool later = false;
-        for (int r : readers[lbn]) later = later || r >= cut;
+        for (int r : read_at(lbn)) later = later || r >= cut;
         crossing_anyway = crossing_anyway && later;
       }
     }
@@ -383,6 +375,7 @@ std::vector<LayoutSpec> CandidateLayouts(const Job& forward, const ClusterProto&
 
   std::map<std::string, std::string> biases;
   std::map<std::string, int> axes = TensorParallelAxes(forward, options.min_split_elements, &biases);
+  LayoutSpec tpa;  // tp-act: also the layout inside pipeline stages below
   if (!axes.empty()) {
     LayoutSpec tp;
     tp.name = "tp";
@@ -396,12 +389,14 @@ std::vector<LayoutSpec> CandidateLayouts(const Job& forward, const ClusterProto&
     // The same with the pairs' activations hinted (as a hand-written
     // transformer does): without them the deduction may pick a
     // reduce-scatter and all-gathers, or all-to-alls around attention heads.
-    LayoutSpec tpa = tp;
+    tpa = tp;
     tpa.name = "tp-act";
     tpa.description += ", activations hinted";
     tpa.op_hints = MegatronActivationHints(forward, axes, false);
     if (!tpa.op_hints.empty()) out.push_back(tpa);
     // 2-D: data parallel across groups, tensor parallel inside.
+    const std::map<std::string, LayoutSpec::OpHints> nd_hints =
+        MegatronActivationHints(forward, axes, true);
     for (int64_t d = 2; d < devices; ++d) {
       if (devices % d != 0 || devices / d < 2) continue;
       int64_t t = devices / d;
@@ -420,12 +415,18 @@ std::vector<LayoutSpec> CandidateLayouts(const Job& forward, const ClusterProto&
       LayoutSpec ha = h;
       ha.name += "-act";
       ha.description += ", activations hinted";
-      ha.op_hints = MegatronActivationHints(forward, axes, true);
+      ha.op_hints = nd_hints;
       if (!ha.op_hints.empty()) out.push_back(ha);
     }
   }
   // Pipelines: cut between weighted matmuls.
   std::vector<WeightedMatmul> matmuls = WeightedMatmuls(forward);
+  std::map<std::string, std::vector<int>> readers;  // lbn -> indices of the ops reading it
+  for (int i = 0; i < forward.op_size(); ++i) {
+    for (const ArgProto& arg : forward.op(i).input()) {
+      for (const std::string& lbn : arg.lbn()) readers[lbn].push_back(i);
+    }
+  }
   for (int stages = 2; stages <= machines && stages <= static_cast<int>(matmuls.size()); ++stages) {
     if (machines % stages != 0) continue;
     // Balanced by weight elements (contiguous groups of matmuls, each
@@ -456,19 +457,19 @@ std::vector<LayoutSpec> CandidateLayouts(const Job& forward, const ClusterProto&
     }
     for (std::vector<int>& cuts : cut_sets) {
       for (size_t k = 0; k < cuts.size(); ++k) {
-        cuts[k] = EarlierCut(forward, cuts[k], k == 0 ? 0 : cuts[k - 1]);
+        cuts[k] = EarlierCut(forward, readers, cuts[k], k == 0 ? 0 : cuts[k - 1]);
       }
     }
     int64_t stage_devices = devices / stages;
     for (const std::vector<int>& cuts : cut_sets) {
+      std::string where;
+      for (int c : cuts) where += (where.empty() ? "" : ",") + forward.op(c).name();
       for (int64_t m : options.micro_batches) {
         if (m < 2 || batch <= 0 || batch % (m * stage_devices) != 0) continue;
         LayoutSpec pp;
         pp.stages = stages;
         pp.cuts = cuts;
         pp.micro_batches = m;
-        std::string where;
-        for (int c : cuts) where += (where.empty() ? "" : ",") + forward.op(c).name();
         pp.name = "pp" + std::to_string(stages) + " m" + std::to_string(m) +
                   (cut_sets.size() > 1 ? " @" + where : "");
         pp.description = std::to_string(stages) + " pipeline stages (cut before " + where +
@@ -484,23 +485,16 @@ std::vector<LayoutSpec> CandidateLayouts(const Job& forward, const ClusterProto&
       if (axes.empty() || stage_devices < 2) continue;
       for (int64_t m : options.micro_batches) {
         if (m < 2 || batch <= 0 || batch % m != 0) continue;
-        LayoutSpec pt;
+        LayoutSpec pt = tpa;
         pt.stages = stages;
         pt.cuts = cuts;
         pt.micro_batches = m;
-        std::string where;
-        for (int c : cuts) where += (where.empty() ? "" : ",") + forward.op(c).name();
         pt.name = "pp" + std::to_string(stages) + " m" + std::to_string(m) + " x tp" +
                   std::to_string(stage_devices) + (cut_sets.size() > 1 ? " @" + where : "");
         pt.description = std::to_string(stages) + " pipeline stages (cut before " + where +
                          "), tensor parallel (Megatron pairs, activations hinted) over each "
                          "stage's " + std::to_string(stage_devices) + " device(s), 1F1B over " +
                          std::to_string(m) + " micro-batches";
-        pt.has_source_sbp = true;
-        *pt.source_sbp.add_sbp() = BroadcastSbp();
-        for (const auto& [weight, axis] : axes) *pt.variable_sbp[weight].add_sbp() = SplitSbp(axis);
-        for (const auto& [weight, bias] : biases) *pt.variable_sbp[bias].add_sbp() = SplitSbp(0);
-        pt.op_hints = MegatronActivationHints(forward, axes, false);
         out.push_back(pt);
       }
     }

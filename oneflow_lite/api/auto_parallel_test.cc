@@ -12,10 +12,9 @@
 #include "oneflow_lite/api/data_sources.h"
 #include "oneflow_lite/api/graph.h"
 #include "oneflow_lite/api/layers.h"
-#include "oneflow_lite/api/transformer.h"
 #include "oneflow_lite/compiler/compiler.h"
-#include "oneflow_lite/data/npy.h"
 #include "oneflow_lite/cost/kernel_key.h"
+#include "oneflow_lite/testing/test_jobs.h"
 
 namespace oflite {
 namespace {
@@ -153,30 +152,12 @@ TEST(AutoParallelTest, CandidatesOfAnMlpOverTwoMachines) {
   }
 }
 
-// A tiny GPT trained on token windows over `machines` machines; `tp` > 1:
-// the hand-written Megatron layout (api/transformer.h's hints).
+// The tiny GPT of testing/test_jobs.h; `tp` > 1: the hand-written Megatron
+// layout.
 Job GptJob(const std::string& placement, int64_t tp) {
   const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/auto_gpt_tokens.npy";
-  std::vector<uint16_t> ids(4096);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint16_t>(i % 13);
-  EXPECT_TRUE(WriteNpyUint16(path, {static_cast<int64_t>(ids.size())}, ids.data()).ok());
-  Graph g("gpt", /*seed=*/5);
-  g.SetPlacement(Placement::Parse(placement));
-  TokenWindowOptions options;
-  options.sbp = tp > 1 ? Broadcast() : Split(0);
-  TokenWindowData data = TokenWindows(&g, path, /*batch=*/8, /*block=*/16, /*vocab=*/13, options);
-  GptConfig config;
-  config.vocab_size = 13;
-  config.block_size = 16;
-  config.layers = 2;
-  config.heads = 4;
-  config.channels = 64;
-  config.tensor_parallel = {.degree = tp, .data_axis = false};
-  GptModel gpt = Gpt(&g, data.input, config);
-  g.Minimize(g.SparseSoftmaxCrossEntropy(gpt.logits, data.target), Sgd{0.01, 0.0});
-  g.SetIterations(4);
-  StatusOr<Job> job = g.Build();
+  StatusOr<Job> job = compiler::BuildTinyGptJob(
+      std::string(dir != nullptr ? dir : "/tmp") + "/auto_gpt_tokens.npy", placement, tp);
   EXPECT_TRUE(job.ok()) << job.status();
   return job.ok() ? *job : Job();
 }

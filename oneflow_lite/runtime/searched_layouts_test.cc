@@ -13,12 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "oneflow_lite/api/auto_parallel.h"
-#include "oneflow_lite/api/data_sources.h"
-#include "oneflow_lite/api/graph.h"
-#include "oneflow_lite/api/layers.h"
-#include "oneflow_lite/api/transformer.h"
 #include "oneflow_lite/compiler/compiler.h"
-#include "oneflow_lite/data/npy.h"
 #include "oneflow_lite/runtime/runtime.h"
 #include "oneflow_lite/runtime/testing/test_fixtures.h"
 #include "oneflow_lite/testing/test_jobs.h"
@@ -28,22 +23,9 @@ namespace {
 
 Job TinyGpt() {
   const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/searched_tokens.npy";
-  std::vector<uint16_t> ids(4096);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint16_t>((i * 7 + i / 13) % 13);
-  EXPECT_TRUE(WriteNpyUint16(path, {static_cast<int64_t>(ids.size())}, ids.data()).ok());
-  Graph g("gpt", /*seed=*/5);
-  TokenWindowData data = TokenWindows(&g, path, /*batch=*/8, /*block=*/16, /*vocab=*/13);
-  GptConfig config;
-  config.vocab_size = 13;
-  config.block_size = 16;
-  config.layers = 2;
-  config.heads = 4;
-  config.channels = 64;
-  GptModel gpt = Gpt(&g, data.input, config);
-  g.Minimize(g.SparseSoftmaxCrossEntropy(gpt.logits, data.target), Sgd{0.05, 0.0});
-  g.SetIterations(5);
-  StatusOr<Job> job = g.Build();
+  StatusOr<Job> job = compiler::BuildTinyGptJob(
+      std::string(dir != nullptr ? dir : "/tmp") + "/searched_tokens.npy", "0:cpu:0",
+      /*tensor_parallel=*/1, /*learning_rate=*/0.05, /*iterations=*/5);
   EXPECT_TRUE(job.ok()) << job.status();
   return job.ok() ? *job : Job();
 }

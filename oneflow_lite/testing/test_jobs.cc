@@ -1,11 +1,15 @@
 #include "oneflow_lite/testing/test_jobs.h"
 
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "oneflow_lite/api/data_sources.h"
 #include "oneflow_lite/api/graph.h"
 #include "oneflow_lite/api/layers.h"
 #include "oneflow_lite/api/models.h"
+#include "oneflow_lite/api/transformer.h"
+#include "oneflow_lite/data/npy.h"
 
 namespace oflite {
 namespace compiler {
@@ -99,6 +103,30 @@ StatusOr<Job> BuildMlpJob(const MlpSpec& spec) {
   }
   g.SetIterations(spec.iterations);
   if (spec.micro_batches != 1) g.SetMicroBatches(spec.micro_batches, spec.schedule);
+  return g.Build();
+}
+
+StatusOr<Job> BuildTinyGptJob(const std::string& tokens_path, const std::string& placement,
+                              int64_t tensor_parallel, double learning_rate, int64_t iterations) {
+  constexpr int64_t kVocab = 13;
+  std::vector<uint16_t> ids(4096);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint16_t>(i % kVocab);
+  RETURN_IF_ERROR(WriteNpyUint16(tokens_path, {static_cast<int64_t>(ids.size())}, ids.data()));
+  Graph g("gpt", /*seed=*/5);
+  g.SetPlacement(Placement::Parse(placement));
+  TokenWindowOptions options;
+  options.sbp = tensor_parallel > 1 ? Broadcast() : Split(0);
+  TokenWindowData data = TokenWindows(&g, tokens_path, /*batch=*/8, /*block=*/16, kVocab, options);
+  GptConfig config;
+  config.vocab_size = kVocab;
+  config.block_size = 16;
+  config.layers = 2;
+  config.heads = 4;
+  config.channels = 64;
+  config.tensor_parallel = {.degree = tensor_parallel, .data_axis = false};
+  GptModel gpt = Gpt(&g, data.input, config);
+  g.Minimize(g.SparseSoftmaxCrossEntropy(gpt.logits, data.target), Sgd{learning_rate, 0.0});
+  g.SetIterations(iterations);
   return g.Build();
 }
 

@@ -69,6 +69,15 @@ StatusOr<Job> BuildMlpJob(const MlpSpec& spec);
 StatusOr<Job> BuildLeNetJob(const std::string& placement, int64_t batch = 4,
                             int64_t iterations = 3);
 
+// A tiny GPT (2 blocks of 4 heads, 64 channels, block 16, vocab 13)
+// trained with SGD on token windows of a batch of 8 from a cyclic text
+// written to `tokens_path` (.npy); every op on `placement`; with
+// `tensor_parallel` > 1 the hand-written Megatron hints of
+// api/transformer.h (the batch whole, B).
+StatusOr<Job> BuildTinyGptJob(const std::string& tokens_path, const std::string& placement,
+                              int64_t tensor_parallel = 1, double learning_rate = 0.01,
+                              int64_t iterations = 4);
+
 // `machines` machines, each with `cpus` CPU and `gpus` CUDA devices, at
 // 127.0.0.(i+1).
 ClusterProto MakeCluster(int machines, int cpus, int gpus = 0);
