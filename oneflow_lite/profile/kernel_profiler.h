@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "oneflow_lite/common/status.h"
+#include "oneflow_lite/kernels/cpu/math/gemm_orientation.h"
 #include "proto/calibration.pb.h"
 #include "proto/plan.pb.h"
 
@@ -44,7 +45,13 @@ struct KernelProfileOptions {
   // device of the task's machine (cost::CpuThreadsOf over this host's
   // available cores), so the keys match the plan as it would run here.
   int threads = 0;
-  int warmup = 2;   // calls before the first sample (caches, lazy allocation)
+  // Calls before the first sample: caches, lazy allocation, and kernels
+  // that choose how to run a shape by timing its first calls (a matmul's
+  // GemmOrientation alternates two orientations for kSettlingCalls calls).
+  // With fewer, a long kernel's samples (one call each) time the choosing:
+  // with 2, every GEMM of 50 us or more was sampled while it still tried
+  // its slower orientation every other call.
+  int warmup = math::GemmOrientation::kSettlingCalls;
   int samples = 5;  // timed samples per key (>= 1); the median is kept
   // A sample lasts at least this long: shorter kernels are called several
   // times per sample and the time divided.

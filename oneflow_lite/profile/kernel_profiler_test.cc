@@ -6,13 +6,16 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "oneflow_lite/compiler/compiler.h"
 #include "oneflow_lite/cost/kernel_key.h"
 #include "oneflow_lite/kernels/cpu/cpu_threads.h"
+#include "oneflow_lite/kernels/cpu/math/gemm_orientation.h"
 #include "oneflow_lite/kernels/kernel.h"
 #include "oneflow_lite/profile/cache_profiler.h"
 #include "oneflow_lite/testing/test_jobs.h"
@@ -32,11 +35,13 @@ class FailingInitKernel final : public Kernel {
 };
 REGISTER_KERNEL("profile_test_failing_init", DEVICE_CPU, DT_FLOAT, FailingInitKernel);
 
-// A kernel whose Forward fails on its third call (after the warm-up).
+// A kernel whose Forward fails on its first timed call (after the warm-up).
 class FailingForwardKernel final : public Kernel {
  public:
   Status Forward(KernelContext* ctx) override {
-    if (++calls_ == 3) return ctx->Error("the third call fails");
+    if (++calls_ == KernelProfileOptions().warmup + 2) {
+      return ctx->Error("the first timed call fails");
+    }
     return Status::OK();
   }
 
@@ -44,6 +49,24 @@ class FailingForwardKernel final : public Kernel {
   int calls_ = 0;
 };
 REGISTER_KERNEL("profile_test_failing_forward", DEVICE_CPU, DT_FLOAT, FailingForwardKernel);
+
+// A kernel that, like a matmul choosing its GEMM's orientation, takes
+// kSlowUs on each of its first GemmOrientation::kSettlingCalls calls and
+// next to nothing after them.
+class SettlingKernel final : public Kernel {
+ public:
+  static constexpr int kSlowUs = 20000;
+  Status Forward(KernelContext*) override {
+    if (calls_++ < math::GemmOrientation::kSettlingCalls) {
+      std::this_thread::sleep_for(std::chrono::microseconds(kSlowUs));
+    }
+    return Status::OK();
+  }
+
+ private:
+  int calls_ = 0;
+};
+REGISTER_KERNEL("profile_test_settling", DEVICE_CPU, DT_FLOAT, SettlingKernel);
 
 Plan CompileMlp(const std::string& placement, int cpus) {
   compiler::MlpSpec spec;
@@ -257,7 +280,7 @@ TEST(KernelProfilerTest, AKernelThatFailsBecomesANote) {
   }
   EXPECT_NE(note_of["profile_test_failing_init"].find("/nowhere/data.npy"), std::string::npos)
       << note_of["profile_test_failing_init"];
-  EXPECT_NE(note_of["profile_test_failing_forward"].find("the third call fails"), std::string::npos)
+  EXPECT_NE(note_of["profile_test_failing_forward"].find("the first timed call fails"), std::string::npos)
       << note_of["profile_test_failing_forward"];
   EXPECT_NE(note_of["profile_test_no_kernel"].find("NOT_FOUND"), std::string::npos)
       << note_of["profile_test_no_kernel"];
@@ -266,6 +289,33 @@ TEST(KernelProfilerTest, AKernelThatFailsBecomesANote) {
   for (const KernelCost& cost : *costs) {
     EXPECT_EQ(cost.op_type().rfind("profile_test_", 0), std::string::npos) << cost.key();
   }
+}
+
+// The default warm-up outlasts a kernel's choosing calls, so the samples
+// time the kernel as a run's later iterations call it. With the warm-up of
+// before (2 calls) the median sample was one of the slow calls.
+TEST(KernelProfilerTest, SamplesComeAfterAKernelHasChosenHowToRun) {
+  Plan plan = CompileMlp("0:cpu:0", 1);
+  KernelConf* matmul = nullptr;
+  for (MachinePlan& machine : *plan.mutable_machine()) {
+    for (TaskProto& task : *machine.mutable_task()) {
+      for (KernelConf& conf : *task.mutable_kernel()) {
+        if (conf.op().op_type() == "matmul" && task.type() == TASK_COMPUTE) matmul = &conf;
+      }
+    }
+  }
+  ASSERT_NE(matmul, nullptr);
+  matmul->mutable_op()->set_op_type("profile_test_settling");
+  KernelProfileOptions options = Quick();
+  StatusOr<std::vector<KernelCost>> costs = ProfilePlanKernels(plan, options);
+  ASSERT_TRUE(costs.ok()) << costs.status();
+  const KernelCost* settling = nullptr;
+  for (const KernelCost& cost : *costs) {
+    if (cost.op_type() == "profile_test_settling") settling = &cost;
+  }
+  ASSERT_NE(settling, nullptr);
+  EXPECT_LT(settling->us(), SettlingKernel::kSlowUs / 2.0);
+  EXPECT_GE(KernelProfileOptions().warmup + 1, math::GemmOrientation::kSettlingCalls);
 }
 
 TEST(KernelProfilerTest, BadOptionsAreRefused) {

@@ -44,6 +44,10 @@ class GemmOrientation {
   static constexpr int kSamples = 3;
   static constexpr double kMargin = 0.05;
   static constexpr double kHopeless = 1.25;
+  // Calls of a new shape before its orientation is chosen: the first runs
+  // both, the next 2 * kSamples alternate. A timing of the kernel (oflite
+  // profile) starts after them, or it measures the choosing.
+  static constexpr int kSettlingCalls = 1 + 2 * kSamples;
 
   enum class Choice { kMeasuring, kDirect, kTransposed };
 
