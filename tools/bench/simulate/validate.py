@@ -61,7 +61,9 @@ at rank 0's step marks, all threads and the communication threads
 (is_comm_thread), a step, against machines[].cpu_ms_per_step and
 comm_cpu_ms_per_step, and each core's load (the CPU of the ranks pinned
 to it over the step, measured and predicted): whether a row's error is
-work the model misses or waits it misses.
+work the model misses or waits it misses. The JSON also keeps every
+rank's threads by name (thread_cpu_ms, medians), and --thread-cpu prints
+them: which thread spends what the model does not charge.
 
 Printed: per configuration the measured and predicted step time and the
 error (predicted - measured) / measured; the median |error| and the worst;
@@ -150,6 +152,8 @@ class Config:
         # ms a step) from the threads at rank 0's marks; per machine the
         # simulator's cpu_ms_per_step and comm_cpu_ms_per_step (predict).
         self.cpu_samples = []
+        # Per sample, per rank: thread name -> CPU ms a step (--thread-cpu).
+        self.thread_samples = []
         self.predicted_cpu_ms = None
         self.predicted_comm_cpu_ms = None
 
@@ -238,6 +242,9 @@ def parse_args():
     p.add_argument("--measure-only", action="store_true",
                    help="measure only: no profile, no predictions")
     p.add_argument("--json", default="", help="write every row and the summary to this file")
+    p.add_argument("--thread-cpu", action="store_true",
+                   help="also print each rank's threads by CPU a step (the JSON has them anyway): "
+                        "which thread spends what the CPU check finds uncharged")
     p.add_argument("--resummarize", default="", metavar="JSON",
                    help="print the table and the orders again from an earlier run's --json, "
                         "measuring nothing (rows without sample_reps: samples in repeat order)")
@@ -780,6 +787,9 @@ class Validation:
                 per_rank.append((cpu_between(start, end) / self.args.measure * 1e3,
                                  cpu_between(start, end, is_comm_thread) / self.args.measure * 1e3))
             c.cpu_samples.append(per_rank)
+            c.thread_samples.append([
+                {t: (end[t] - start.get(t, 0.0)) / self.args.measure * 1e3 for t in end}
+                for start, end in zip(watch.at["start"], watch.at["end"])])
         return last
 
 
@@ -825,6 +835,36 @@ def cpu_check(c):
         return None
     return [(statistics.median(s[r][0] for s in full), statistics.median(s[r][1] for s in full))
             for r in range(c.hosts)]
+
+
+def threads_by_name(c):
+    """Per rank, thread name -> CPU ms a step, the median over c's samples
+    that saw every rank (a thread missing from a sample counts 0); None
+    without such samples."""
+    full = [s for s in c.thread_samples if len(s) == c.hosts]
+    if not full:
+        return None
+    out = []
+    for r in range(c.hosts):
+        names = set().union(*(s[r].keys() for s in full))
+        out.append({t: statistics.median(s[r].get(t, 0.0) for s in full) for t in sorted(names)})
+    return out
+
+
+def summarize_threads(configs, floor_ms=0.5):
+    """--thread-cpu: each row's threads by CPU a step, per rank, those
+    above floor_ms (a thread name is every thread of that name summed)."""
+    rows = [(c, threads_by_name(c)) for c in configs]
+    rows = [(c, got) for c, got in rows if got]
+    if not rows:
+        return
+    print("\nthreads: each rank's threads' CPU a step (the timed samples' median), ms, above %g"
+          % floor_ms)
+    for c, got in rows:
+        for r, threads in enumerate(got):
+            busy = sorted(((ms, t) for t, ms in threads.items() if ms >= floor_ms), reverse=True)
+            print("%-22s r%d %s" % (c.name if r == 0 else "", r,
+                                    "  ".join("%s %.1f" % (t, ms) for ms, t in busy)))
 
 
 def summarize_cpu(args, configs):
@@ -992,6 +1032,7 @@ def summarize(args, configs):
             "kernel_cpu_ms": c.kernel_cpu_ms, "predicted_compute_ms": c.predicted_compute_ms,
             "cpu_ms": [m[0] for m in got] if got else None,
             "comm_cpu_ms": [m[1] for m in got] if got else None,
+            "thread_cpu_ms": threads_by_name(c),
             "predicted_cpu_ms": c.predicted_cpu_ms,
             "predicted_comm_cpu_ms": c.predicted_comm_cpu_ms})
     return doc
@@ -1147,6 +1188,8 @@ def run(args, hosts, out):
     ratio = summarize_cpu(args, configs)
     if ratio is not None:
         doc["cpu_measured_over_predicted_median"] = ratio
+    if args.thread_cpu:
+        summarize_threads(configs)
     doc["latency_us"] = v.latency
     doc["path_cpu_ns_per_byte"] = {str(n): ns for n, ns in v.link_cpu.items()}
     if args.json:

@@ -154,6 +154,17 @@ class Again(SumArgs): resummarize = tmp + "/rows.json"
 check("resummarize", validate.resummarize(Again), 0)
 Again.resummarize = tmp + "/no_tcp.pbtxt"
 check("resummarize a file that is not one", validate.resummarize(Again), 2)
+# --thread-cpu: per rank, each thread's median over the samples that saw
+# every rank; a thread a sample lacks counts 0 there.
+rows = validate.Config("gpt", "pp", 2, "10gbit")
+rows.thread_samples = [
+    [{"m0/cpu0/s0": 50.0, "oflite-tcp": 2.0}, {"m1/cpu0/s0": 40.0}],
+    [{"m0/cpu0/s0": 54.0, "oflite-tcp": 4.0}, {"m1/cpu0/s0": 44.0, "oflite-ctl": 3.0}],
+    [{"m0/cpu0/s0": 52.0}, {"m1/cpu0/s0": 42.0, "oflite-ctl": 1.0}],
+    [{"m0/cpu0/s0": 99.0}]]  # rank 1 missing: left out
+check("threads by name", validate.threads_by_name(rows),
+      [{"m0/cpu0/s0": 52.0, "oflite-tcp": 2.0}, {"m1/cpu0/s0": 42.0, "oflite-ctl": 1.0}])
+check("threads by name, no full sample", validate.threads_by_name(validate.Config("gpt", "pp", 2, "1gbit")), None)
 if failures:
     print("FAIL:\n  " + "\n  ".join(failures))
     sys.exit(1)
