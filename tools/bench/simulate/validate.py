@@ -782,14 +782,13 @@ class Validation:
         c.samples.append(wall / self.args.measure * 1e3)
         c.sample_reps.append(rep)
         if len(watch.at) == 2:
-            per_rank = []
-            for start, end in zip(watch.at["start"], watch.at["end"]):
-                per_rank.append((cpu_between(start, end) / self.args.measure * 1e3,
-                                 cpu_between(start, end, is_comm_thread) / self.args.measure * 1e3))
-            c.cpu_samples.append(per_rank)
-            c.thread_samples.append([
-                {t: (end[t] - start.get(t, 0.0)) / self.args.measure * 1e3 for t in end}
-                for start, end in zip(watch.at["start"], watch.at["end"])])
+            # Per rank, thread name -> CPU ms a step; the CPU check's two
+            # sums (all threads, the communication threads') come from it.
+            threads = [{t: (end[t] - start.get(t, 0.0)) / self.args.measure * 1e3 for t in end}
+                       for start, end in zip(watch.at["start"], watch.at["end"])]
+            c.thread_samples.append(threads)
+            c.cpu_samples.append([(sum(d.values()), sum(ms for t, ms in d.items() if is_comm_thread(t)))
+                                  for d in threads])
         return last
 
 
