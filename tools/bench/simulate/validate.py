@@ -44,7 +44,15 @@ Then, unless --measure-only:
      curves and the cluster file's links, what a user with a calibration
      gets; --size-rule keeps the compiler's size rule),
   3. `oflite simulate --json` predicts every plan's step time
-     (OUT/NAME.simulate.json; its "step_time_ms").
+     (OUT/NAME.simulate.json; its "step_time_ms"),
+  4. with --recalibrate, before every later repeat both profile passes
+     run again (OUT/calibration.rREP.pbtxt; the plans stay as compiled)
+     and predict every plan again (OUT/NAME.rREP.simulate.json); a row's
+     prediction is then the median over these calibrations, which sample
+     the same hours as the runs (the host's speed moves within minutes on
+     the VMs we measure on), and the table shows how far the calibrations'
+     predictions spread, the first calibration's prediction and its error;
+     the summary that calibration's median error, worst and orders too.
 Measured: samples interleaved (repeat r runs every configuration once, in
 reverse order on odd repeats), medians over --repeats; one sample is the
 wall time on rank 0 between the end of step WARMUP and the end of step
@@ -143,7 +151,12 @@ class Config:
         self.name = "%s-%s-%dh-%s" % (model, layout, hosts, rate)
         self.cluster = None    # its cluster file (path)
         self.plan = None       # compiled plan (path)
-        self.predicted = None  # ms
+        self.predicted = None  # ms (the rounds' median: combine_rounds)
+        # One prediction per calibration (validate.py recalibrates before
+        # every repeat unless --no-recalibrate): dicts of the repeat, the
+        # step (ms) and the per-machine lists of predict.
+        self.rounds = []
+        self.predicted_first = None  # ms, with the sitting's first calibration
         self.samples = []      # ms
         self.sample_reps = []  # the repeat each sample came from
         self.kernel_cpu_ms = None         # per rank (the compute check)
@@ -230,6 +243,9 @@ def parse_args():
     p.add_argument("--out-dir", default="", help="plans, cluster files, calibration, predictions and "
                                                  "logs (default: a new temp dir, kept)")
     p.add_argument("--calibration", default="", help="reuse this calibration instead of profiling")
+    p.add_argument("--recalibrate", action="store_true",
+                   help="profile again before every later repeat and predict with the median over "
+                        "the calibrations (the first calibration's figures are printed beside)")
     p.add_argument("--size-rule", action="store_true",
                    help="compile every plan's collectives by the compiler's size rule instead of "
                         "from the calibration's curves and the cluster's links (oflite compile "
@@ -287,6 +303,10 @@ def parse_args():
             errors.append("%s %d: want a multiple of every host count x --micro-batches" % (flag, batch))
     if args.measure_only and args.calibration:
         errors.append("--calibration with --measure-only: nothing would read it")
+    if args.recalibrate and (args.calibration or args.measure_only):
+        errors.append("--recalibrate profiles again before each repeat: not with %s"
+                      % ("--calibration (a calibration reused)" if args.calibration
+                         else "--measure-only (no calibration)"))
     if errors:
         p.error("; ".join(errors))
     if args.openblas_coretype == "auto":
@@ -516,6 +536,7 @@ class Validation:
         self.bench.port = 29700
         self.bench.token = "validate-%d" % os.getpid()
         self.jobs = {}
+        self.reference_plans = {}  # model -> its one-host plan (reference_plan)
         self.latency = {}  # rate -> one-way µs of the nic
         # host count -> CPU ns per byte per end a collective's bytes cost
         # beyond the transport's own in that many hosts' arrangement
@@ -680,7 +701,7 @@ class Validation:
             env["OPENBLAS_CORETYPE"] = self.args.openblas_coretype
         return env
 
-    def profile_transports(self):
+    def profile_transports(self, name="calibration.pbtxt", log_suffix=""):
         """The profile's first pass: the runtime (with the scheduler's
         wake-up delay on a busy core) and the tcp transport on every core
         the ranks use (--cores). The profile binds its transport ranks as
@@ -689,16 +710,16 @@ class Validation:
         4 ranks on 2 cores: two per core), and the wake-up probe needs two
         cores. Runs before the plans are compiled: their cluster files
         state the path's CPU beyond the transport's own figure (measure_paths).
-        Returns the calibration's path (OUT/calibration.pbtxt)."""
+        Returns the calibration's path (OUT/NAME)."""
         a = self.args
-        out = os.path.join(self.out, "calibration.pbtxt")
+        out = os.path.join(self.out, name)
         cores = ",".join(str(c) for c in dict.fromkeys(a.cores))
         first = ["taskset", "-c", cores, a.oflite, "profile", "--out", out, "--threads", "1",
                  "--transports", "tcp"] + shlex.split(a.profile_args)
-        self.run_profile(first, self.profile_env(), "profile-transports.log", out)
+        self.run_profile(first, self.profile_env(), "profile-transports%s.log" % log_suffix, out)
         return out
 
-    def profile_kernels(self, configs, out):
+    def profile_kernels(self, configs, out, log_suffix=""):
         """The profile's second pass (--update of `out`): the kernels of one
         plan per (model, layout, hosts), pinned like rank 0 with one compute
         thread (the kernels' conditions in the runs), and, unless
@@ -712,14 +733,17 @@ class Validation:
                 plans.append(c.plan)
         run_plans = []
         if a.in_situ:
-            run_plans = [self.reference_plan(m) for m in dict.fromkeys(c.model for c in configs)]
+            for m in dict.fromkeys(c.model for c in configs):
+                if m not in self.reference_plans:
+                    self.reference_plans[m] = self.reference_plan(m)
+                run_plans.append(self.reference_plans[m])
             plans += run_plans
         cmd = ["taskset", "-c", str(a.cores[0]), a.oflite, "profile", "--update", "--plan",
                ",".join(plans), "--out", out, "--threads", "1", "--transports", "tcp"] + shlex.split(
                    a.profile_args)
         if run_plans:
             cmd += ["--run-plan", ",".join(run_plans)]
-        self.run_profile(cmd, self.profile_env(), "profile.log", out)
+        self.run_profile(cmd, self.profile_env(), "profile%s.log" % log_suffix, out)
 
     def run_profile(self, cmd, env, log_name, out):
         """Runs one oflite profile command into OUT/logs/LOG_NAME; raises
@@ -738,11 +762,15 @@ class Validation:
                 tail = " | ".join(f.read().strip().splitlines()[-3:])
             raise RuntimeError("oflite profile exited %d: %s (log %s)" % (rc, tail, log))
 
-    def predict(self, c, calibration):
+    def predict(self, c, calibration, rep=0):
+        """Predicts c with `calibration` (OUT/NAME.simulate.json, for a
+        later repeat's calibration OUT/NAME.rREP.simulate.json); adds the
+        prediction to c.rounds and sets c's prediction from them
+        (combine_rounds)."""
         a = self.args
         done = subprocess.run([a.oflite, "simulate", "--plan", c.plan, "--calibration", calibration,
                                "--json"], capture_output=True, text=True, timeout=a.simulate_timeout)
-        path = os.path.join(self.out, c.name + ".simulate.json")
+        path = os.path.join(self.out, c.name + (".r%d" % rep if rep else "") + ".simulate.json")
         with open(path, "w") as f:
             f.write(done.stdout)
         if done.returncode != 0:
@@ -753,11 +781,28 @@ class Validation:
             step = result["step_time_ms"]
         except (ValueError, KeyError, TypeError) as error:
             raise RuntimeError("oflite simulate --json gave no \"step_time_ms\" (%s; %s)" % (error, path))
-        c.predicted = float(step)
         machines = sorted(result.get("machines", []), key=lambda m: m["machine"])
-        c.predicted_compute_ms = [m.get("compute_ms_per_step") for m in machines]
-        c.predicted_cpu_ms = [m.get("cpu_ms_per_step") for m in machines]
-        c.predicted_comm_cpu_ms = [m.get("comm_cpu_ms_per_step") for m in machines]
+        c.rounds.append({"rep": rep, "step_ms": float(step),
+                         "compute_ms": [m.get("compute_ms_per_step") for m in machines],
+                         "cpu_ms": [m.get("cpu_ms_per_step") for m in machines],
+                         "comm_cpu_ms": [m.get("comm_cpu_ms_per_step") for m in machines]})
+        combine_rounds(c)
+
+    def recalibrate(self, configs, rep):
+        """Before repeat `rep`: both profile passes again into
+        OUT/calibration.rREP.pbtxt (the plans stay as compiled) and every
+        configuration predicted with it. The host's speed moves within
+        minutes on the VMs we measure on (kernels 1.00-1.26x, the busy-core
+        message cost 42-108 us, docs/simulate.md), so a calibration from the
+        sitting's first minutes alone predicts an hour it did not measure;
+        calibrations interleaved with the repeats sample the same hours as
+        the runs, and their spread says how repeatable one calibration is
+        (--recalibrate). Returns the calibration's path."""
+        out = self.profile_transports("calibration.r%d.pbtxt" % rep, "-r%d" % rep)
+        self.profile_kernels(configs, out, "-r%d" % rep)
+        for c in configs:
+            self.predict(c, out, rep)
+        return out
 
     def compute_check(self, c):
         """One more run of c with every rank's kernels traced with their CPU
@@ -904,9 +949,54 @@ def median(c):
     return statistics.median(c.samples) if c.samples else None
 
 
-def error_pct(c):
+def median_lists(lists):
+    """Element-wise medians of equally long lists (None where an element
+    is None in every list); None when the lengths differ or none is given."""
+    if not lists or len({len(x) for x in lists}) != 1:
+        return None
+    out = []
+    for values in zip(*lists):
+        known = [v for v in values if v is not None]
+        out.append(statistics.median(known) if known else None)
+    return out
+
+
+def combine_rounds(c):
+    """c's prediction from its rounds (one per calibration): the step the
+    median of the rounds' steps, the per-machine figures their element-wise
+    medians; c.predicted_first the first round's step."""
+    if not c.rounds:
+        return
+    c.predicted_first = c.rounds[0]["step_ms"]
+    c.predicted = statistics.median(r["step_ms"] for r in c.rounds)
+    c.predicted_compute_ms = median_lists([r["compute_ms"] for r in c.rounds])
+    c.predicted_cpu_ms = median_lists([r["cpu_ms"] for r in c.rounds])
+    c.predicted_comm_cpu_ms = median_lists([r["comm_cpu_ms"] for r in c.rounds])
+
+
+def error_pct(c, predicted=None):
+    """(predicted - measured) / measured in %, predicted c.predicted unless
+    given; None without both."""
     m = median(c)
-    return (c.predicted - m) / m * 100 if m and c.predicted is not None else None
+    p = c.predicted if predicted is None else predicted
+    return (p - m) / m * 100 if m and p is not None else None
+
+
+def orders_agreeing(configs, predicted_of):
+    """(settings whose every pair of layouts agrees, settings scored) with
+    the predictions predicted_of(c): the verdict summarize prints."""
+    settings = {}
+    for c in configs:
+        if median(c) is not None:
+            settings.setdefault((c.model, c.hosts, c.rate), []).append(c)
+    same = scored = 0
+    for group in settings.values():
+        if len(group) < 2 or any(predicted_of(c) is None for c in group):
+            continue
+        scored += 1
+        same += all(measured_faster(x, y) == (predicted_of(x) < predicted_of(y))
+                    for i, x in enumerate(group) for y in group[i + 1:])
+    return same, scored
 
 
 TIE_PCT = 2.0  # summarize: measured medians this close are a near tie
@@ -950,19 +1040,32 @@ def paired_order(group):
 
 def summarize(args, configs):
     """Prints the table and the orders; returns the JSON document."""
-    print("\n%-22s %9s %9s %9s %8s" % ("config", "measured", "spread", "predicted", "error"))
+    rounds = max((len(c.rounds) for c in configs), default=0)
+    print("\n%-22s %9s %9s %9s %8s%s" % ("config", "measured", "spread", "predicted", "error",
+                                         " %9s %9s %8s" % ("p.spread", "1st cal", "error")
+                                         if rounds > 1 else ""))
     for c in configs:
         m, e = median(c), error_pct(c)
         spread = "%.1f%%" % ((max(c.samples) - min(c.samples)) / m * 100) if len(c.samples) > 1 else "-"
-        print("%-22s %9s %9s %9s %8s" % (
+        line = "%-22s %9s %9s %9s %8s" % (
             c.name, "%.2f" % m if m else "failed", spread,
             "%.2f" % c.predicted if c.predicted is not None else "-",
-            "%+.1f%%" % e if e is not None else "-"))
+            "%+.1f%%" % e if e is not None else "-")
+        if rounds > 1:
+            steps = [r["step_ms"] for r in c.rounds]
+            e1 = error_pct(c, c.predicted_first)
+            line += " %9s %9s %8s" % (
+                "%.1f%%" % ((max(steps) - min(steps)) / c.predicted * 100) if len(steps) > 1 else "-",
+                "%.2f" % c.predicted_first if c.predicted_first is not None else "-",
+                "%+.1f%%" % e1 if e1 is not None else "-")
+        print(line)
     print("step times in ms: measured = median of %d samples (spread: max - min over the median), "
-          "predicted = oflite simulate's step_time_ms, error = (predicted - measured) / measured"
-          % args.repeats)
+          "predicted = oflite simulate's step_time_ms%s, error = (predicted - measured) / measured"
+          % (args.repeats, ", the median over %d calibrations, one before each repeat (p.spread: "
+             "max - min over the median; 1st cal: with the sitting's first calibration alone)"
+             % rounds if rounds > 1 else ""))
     doc = {"repeats": args.repeats, "warmup": args.warmup, "measure": args.measure,
-           "rows": [], "settings": []}
+           "calibrations": rounds, "rows": [], "settings": []}
     errors = [(abs(error_pct(c)), c) for c in configs if error_pct(c) is not None]
     if errors:
         worst = max(errors, key=lambda x: x[0])
@@ -970,6 +1073,19 @@ def summarize(args, configs):
         doc["worst"] = {"config": worst[1].name, "error_pct": error_pct(worst[1])}
         print("median |error| %.1f%% over %d configurations; worst %+.1f%% (%s)" % (
             doc["median_abs_error_pct"], len(errors), error_pct(worst[1]), worst[1].name))
+    first = [(abs(error_pct(c, c.predicted_first)), c) for c in configs
+             if error_pct(c, c.predicted_first) is not None]
+    if rounds > 1 and first:
+        worst = max(first, key=lambda x: x[0])
+        same, scored = orders_agreeing(configs, lambda c: c.predicted_first)
+        doc["first_calibration"] = {
+            "median_abs_error_pct": statistics.median(e for e, _ in first),
+            "worst": {"config": worst[1].name, "error_pct": error_pct(worst[1], worst[1].predicted_first)},
+            "same_orders": same, "settings": scored}
+        print("with the first calibration alone: median |error| %.1f%%; worst %+.1f%% (%s); "
+              "orders the same in %d of %d settings" % (
+                  doc["first_calibration"]["median_abs_error_pct"],
+                  doc["first_calibration"]["worst"]["error_pct"], worst[1].name, same, scored))
     print("\nlayouts by step time, fastest first (per model, hosts, rate):")
     settings = []
     for c in configs:
@@ -1028,6 +1144,8 @@ def summarize(args, configs):
             "cluster": c.cluster, "plan": c.plan, "samples_ms": c.samples,
             "sample_reps": c.sample_reps, "measured_ms": median(c),
             "predicted_ms": c.predicted, "error_pct": error_pct(c),
+            "predicted_first_ms": c.predicted_first,
+            "round_predictions": [{"rep": r["rep"], "step_ms": r["step_ms"]} for r in c.rounds],
             "kernel_cpu_ms": c.kernel_cpu_ms, "predicted_compute_ms": c.predicted_compute_ms,
             "cpu_ms": [m[0] for m in got] if got else None,
             "comm_cpu_ms": [m[1] for m in got] if got else None,
@@ -1159,7 +1277,22 @@ def run(args, hosts, out):
             except (RuntimeError, subprocess.SubprocessError, OSError) as error:
                 print("predict %s FAILED: %s" % (c.name, error), flush=True)
                 failed = True
+    recalibrate = args.recalibrate and not args.measure_only and not args.calibration
     for rep in range(args.repeats):
+        if rep > 0 and recalibrate and any(c.rounds for c in ok):
+            try:
+                moved = [c for c in ok if c.rounds]
+                before = {id(c): c.rounds[0]["step_ms"] for c in moved}
+                path = v.recalibrate(moved, rep)
+                shifts = sorted((c.rounds[-1]["step_ms"] / before[id(c)] - 1) * 100 for c in moved
+                                if c.rounds[-1]["rep"] == rep)
+                print("recalibrated before rep %d (%s): predictions %+.1f%% in the median against "
+                      "the first calibration's (%+.1f%% .. %+.1f%%)"
+                      % (rep, path, statistics.median(shifts), shifts[0], shifts[-1]), flush=True)
+            except (RuntimeError, subprocess.SubprocessError, OSError, statistics.StatisticsError,
+                    IndexError) as error:
+                print("recalibration before rep %d FAILED: %s" % (rep, error), flush=True)
+                failed = True
         for c in ok if rep % 2 == 0 else ok[::-1]:
             hosts.shape(c.rate)
             try:
@@ -1223,6 +1356,10 @@ def resummarize(args):
         c.samples = list(row.get("samples_ms") or [])
         c.sample_reps = list(row.get("sample_reps") or range(len(c.samples)))
         c.predicted = row.get("predicted_ms")
+        c.rounds = [{"rep": r.get("rep", i), "step_ms": r["step_ms"], "compute_ms": [],
+                     "cpu_ms": [], "comm_cpu_ms": []}
+                    for i, r in enumerate(row.get("round_predictions") or []) if "step_ms" in r]
+        c.predicted_first = row.get("predicted_first_ms", c.predicted)
         if c.samples:
             configs.append(c)
     if not configs:

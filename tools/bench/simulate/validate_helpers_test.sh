@@ -165,6 +165,38 @@ rows.thread_samples = [
 check("threads by name", validate.threads_by_name(rows),
       [{"m0/cpu0/s0": 52.0, "oflite-tcp": 2.0}, {"m1/cpu0/s0": 42.0, "oflite-ctl": 1.0}])
 check("threads by name, no full sample", validate.threads_by_name(validate.Config("gpt", "pp", 2, "1gbit")), None)
+# Recalibration: a row's prediction is the median of its rounds' (one per
+# calibration), its per-machine figures the element-wise medians (a None
+# where every round lacks it), the first round's step kept beside it; the
+# first calibration's errors and orders are summarized too.
+r = validate.Config("mlp", "pp", 2, "1gbit")
+r.samples, r.sample_reps = [100.0, 104.0, 96.0], [0, 1, 2]
+for rep, step, compute in ((0, 80.0, [10.0, None]), (1, 120.0, [30.0, None]), (2, 101.0, [14.0, None])):
+    r.rounds.append({"rep": rep, "step_ms": step, "compute_ms": compute, "cpu_ms": [1.0, 2.0],
+                     "comm_cpu_ms": [0.0, 0.5]})
+validate.combine_rounds(r)
+check("rounds' median", (r.predicted, r.predicted_first), (101.0, 80.0))
+check("rounds' per-machine medians", (r.predicted_compute_ms, r.predicted_cpu_ms), ([14.0, None], [1.0, 2.0]))
+check("first calibration's error", validate.error_pct(r, r.predicted_first), -20.0)
+check("median lists, lengths differ", validate.median_lists([[1.0], [1.0, 2.0]]), None)
+q = validate.Config("mlp", "dp", 2, "1gbit")
+q.samples, q.sample_reps = [90.0, 95.0, 92.0], [0, 1, 2]
+q.rounds = [{"rep": 0, "step_ms": 85.0, "compute_ms": [], "cpu_ms": [], "comm_cpu_ms": []},
+            {"rep": 1, "step_ms": 130.0, "compute_ms": [], "cpu_ms": [], "comm_cpu_ms": []},
+            {"rep": 2, "step_ms": 128.0, "compute_ms": [], "cpu_ms": [], "comm_cpu_ms": []}]
+validate.combine_rounds(q)
+# dp measured faster than pp: the rounds' medians (dp 128, pp 101) and the
+# first calibration (85 and 80) both put pp first; a first round of 70 agrees.
+check("orders, rounds' medians", validate.orders_agreeing([r, q], lambda c: c.predicted), (0, 1))
+check("orders, first calibration", validate.orders_agreeing([r, q], lambda c: c.predicted_first), (0, 1))
+q.rounds[0]["step_ms"] = 70.0
+validate.combine_rounds(q)
+check("orders, first calibration agreeing", validate.orders_agreeing([r, q], lambda c: c.predicted_first), (1, 1))
+doc = validate.summarize(SumArgs, [r, q])
+check("summary of the first calibration", (doc["calibrations"], doc["first_calibration"]["same_orders"],
+                                           round(doc["first_calibration"]["median_abs_error_pct"], 3)),
+      (3, 1, round(statistics.median([20.0, abs(70.0 - 92.0) / 92.0 * 100]), 3)))
+check("round predictions in the rows", doc["rows"][0]["round_predictions"][1], {"rep": 1, "step_ms": 120.0})
 if failures:
     print("FAIL:\n  " + "\n  ".join(failures))
     sys.exit(1)
