@@ -370,6 +370,39 @@ TEST(CompilerTest, ModelParallelRowSplit) {
   EXPECT_TRUE(HasBoxing(s, BOXING_ALL_TO_ALL, "random_batch/image_0"));
 }
 
+TEST(CompilerTest, MegatronMlpAllReducesActivationsNotWeights) {
+  MlpSpec spec;
+  spec.placement = "0:cpu:0-1";
+  spec.model_parallel = ModelParallel::kMegatron;
+  Plan plan = MustCompile(spec, MakeCluster(1, 2));
+  CheckConsistency(plan);
+  EXPECT_EQ(SignatureOf(plan, "dense-matmul"), "B, S(1) -> S(1)");
+  EXPECT_EQ(SignatureOf(plan, "dense_1-matmul"), "S(1), S(0) -> P");
+  EXPECT_EQ(SignatureOf(plan, "w0-update"), "S(1), S(1) -> ");
+  EXPECT_EQ(SignatureOf(plan, "w1-update"), "S(0), S(0) -> ");
+  const Job job = *BuildMlpJob(spec);
+  PlanSummary s = Summarize(plan);
+  // The second layer's partial sums (after its bias, added once) are
+  // reduced, to B or to the batch split the last layer then runs on;
+  // neither split weight's gradient is (each device updates its half).
+  EXPECT_TRUE(HasBoxing(s, BOXING_ALL_REDUCE, "dense_1-bias_add/out_0") ||
+              HasBoxing(s, BOXING_REDUCE_SCATTER, "dense_1-bias_add/out_0"));
+  for (const std::string update : {"w0-update", "w1-update"}) {
+    ASSERT_FALSE(GradientOf(job, update).empty()) << update;
+    EXPECT_FALSE(HasBoxing(s, BOXING_ALL_REDUCE, GradientOf(job, update))) << update;
+  }
+}
+
+TEST(CompilerTest, MegatronMlpWantsAHiddenLayer) {
+  MlpSpec spec;
+  spec.placement = "0:cpu:0-1";
+  spec.hidden = {};
+  spec.model_parallel = ModelParallel::kMegatron;
+  StatusOr<Job> job = BuildMlpJob(spec);
+  ASSERT_FALSE(job.ok());
+  EXPECT_NE(job.status().message().find("no hidden layer"), std::string::npos) << job.status();
+}
+
 // Registers crossing from one stage's device to the other's.
 std::vector<const RegstDescProto*> StageBoundaryRegsts(const Plan& plan) {
   std::map<int64_t, const TaskProto*> tasks;

@@ -58,6 +58,9 @@ std::vector<Case> Cases() {
   MlpSpec rows = data_parallel;
   rows.model_parallel = ModelParallel::kSplitRows;
   cases.push_back({"model_parallel_rows", rows, false});
+  MlpSpec megatron = data_parallel;
+  megatron.model_parallel = ModelParallel::kMegatron;
+  cases.push_back({"megatron", megatron, false});
   MlpSpec pipeline = base;
   pipeline.stages = {"0:cpu:0", "0:cpu:1"};
   cases.push_back({"pipeline", pipeline, true});

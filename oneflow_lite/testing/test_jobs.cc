@@ -28,6 +28,11 @@ StatusOr<Job> BuildMlpJob(const MlpSpec& spec) {
   Graph g("mlp", /*seed=*/7);
   g.SetPlacement(Placement::Parse(spec.placement));
   const size_t layers = spec.hidden.size() + 1;
+  if (spec.hidden.empty() && (spec.model_parallel == ModelParallel::kDataTensor2d ||
+                              spec.model_parallel == ModelParallel::kMegatron)) {
+    return InvalidArgumentError("MlpSpec: the Megatron layouts (dp_tp, megatron) split a hidden "
+                                "layer's two weights; this MLP has no hidden layer");
+  }
   if (!spec.stages.empty() && spec.stages.size() != layers) {
     return InvalidArgumentError("MlpSpec: ", spec.stages.size(), " stages for ", layers, " layers");
   }
@@ -61,7 +66,8 @@ StatusOr<Job> BuildMlpJob(const MlpSpec& spec) {
       options.weight = g.Variable("w0", Shape{x.shape().dim(1), units},
                                   {Initializer::XavierUniform(), DT_FLOAT, true});
       options.bias = g.Variable("b0", Shape{units}, {Initializer::Zeros(), DT_FLOAT, true});
-      if (spec.model_parallel == ModelParallel::kSplitColumns) {
+      if (spec.model_parallel == ModelParallel::kSplitColumns ||
+          spec.model_parallel == ModelParallel::kMegatron) {
         g.HintSbp(options.weight, Split(1));
         g.HintSbp(options.bias, Split(0));
       } else if (spec.model_parallel == ModelParallel::kSplitRows) {
@@ -71,10 +77,15 @@ StatusOr<Job> BuildMlpJob(const MlpSpec& spec) {
         g.HintSbp(options.bias, NdSbpOf({Broadcast(), Split(0)}));
       }
     }
-    if (i == 1 && spec.model_parallel == ModelParallel::kDataTensor2d) {
+    if (i == 1 && (spec.model_parallel == ModelParallel::kDataTensor2d ||
+                   spec.model_parallel == ModelParallel::kMegatron)) {
       options.weight = g.Variable("w1", Shape{x.shape().dim(1), units},
                                   {Initializer::XavierUniform(), DT_FLOAT, true});
-      g.HintSbp(options.weight, NdSbpOf({Broadcast(), Split(0)}));
+      if (spec.model_parallel == ModelParallel::kMegatron) {
+        g.HintSbp(options.weight, Split(0));
+      } else {
+        g.HintSbp(options.weight, NdSbpOf({Broadcast(), Split(0)}));
+      }
     }
     x = Dense(&g, x, units, options);
     if (i + 1 < layers) x = spec.activation == "gelu" ? g.Gelu(x) : g.Relu(x);

@@ -23,6 +23,11 @@ enum class ModelParallel {
   // (B, S(0)), whose output is (S(0), P): Megatron's MLP under data
   // parallel. Needs at least one hidden layer.
   kDataTensor2d,
+  // Megatron's MLP on a 1-axis placement: first Dense weight S(1) and bias
+  // S(0) (B input -> S(1) output), second Dense weight S(0) (S(1) input ->
+  // P output, one all-reduce of activations); the later layers as the
+  // compiler deduces them. Needs at least one hidden layer.
+  kMegatron,
 };
 
 // The optimizer of a training MlpSpec (learning rate 0.1, constant).

@@ -1,6 +1,6 @@
 // Writes an MLP Job file for CLI tests and documentation examples:
 //   write_test_job OUT.job.pb [--placement 0:cpu:0-1] [--stages 0:cpu:0,1:cpu:0]
-//                  [--model_parallel columns|rows|dp_tp] [--batch 64] [--features 784]
+//                  [--model_parallel columns|rows|megatron|dp_tp] [--batch 64] [--features 784]
 //                  [--hidden 256,128] [--classes 10] [--iterations 100]
 //                  [--accuracy] [--fashion_mnist DIR] [--optimizer sgd|momentum|adam]
 //                  [--micro_batches 4 [--schedule gpipe|1f1b]]
@@ -10,6 +10,8 @@
 // with a 2-axis hierarchy, e.g. --placement 0-1:cpu:0-1@2x2 (data (S(0), B),
 // first weight (B, S(1)), second weight (B, S(0))); on one device (the
 // reference run, --placement 0:cpu:0) every hint means the whole tensor.
+// --model_parallel megatron: the same two weights' splits on a 1-axis
+// placement (first S(1), second S(0): one all-reduce of activations a pass).
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -48,9 +50,11 @@ int main(int argc, char** argv) {
         spec.model_parallel = oflite::compiler::ModelParallel::kSplitColumns;
       } else if (v == "dp_tp") {
         spec.model_parallel = oflite::compiler::ModelParallel::kDataTensor2d;
+      } else if (v == "megatron") {
+        spec.model_parallel = oflite::compiler::ModelParallel::kMegatron;
       } else {
         std::fprintf(stderr,
-                     "write_test_job: --model_parallel '%s': want columns, rows or dp_tp\n",
+                     "write_test_job: --model_parallel '%s': want columns, rows, megatron or dp_tp\n",
                      v.c_str());
         return 2;
       }

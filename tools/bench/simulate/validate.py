@@ -8,8 +8,10 @@ Configurations, named MODEL-LAYOUT-Nh-RATE (--list prints them; --configs
 picks some by name or shell pattern, e.g. 'gpt-*-4h-*'):
   mlp  MLP 784-2048-2048-10 of tools/bench/scaling/scaling.py
          dp     data parallel (scaling.py's own job, write_scaling_job)
-         tp     first weight split by columns over the hosts
-                (write_test_job --model_parallel columns)
+         tp     Megatron's MLP over the hosts: the first weight split by
+                columns, the second by rows, one reduction of activations a
+                pass (write_test_job --model_parallel megatron; until
+                2026-12-07 the first weight alone, by columns)
          pp     2 stages (layer 1 | layers 2-3), 1F1B over --micro-batches (2 hosts)
          dp_pp  the same 2 stages, each data parallel over 2 hosts (4 hosts)
          dp_tp  2x2: data parallel x Megatron MLP (write_test_job dp_tp, 4 hosts)
@@ -128,7 +130,7 @@ LATENCY_PROBE = os.path.join(HERE, "latency_probe.py")
 MLP_LAYOUTS = {
     "dp": (lambda n: n >= 2, None),
     "tp": (lambda n: n >= 2,
-           lambda n, a: ["--placement", "0-%d:cpu:0" % (n - 1), "--model_parallel", "columns"]),
+           lambda n, a: ["--placement", "0-%d:cpu:0" % (n - 1), "--model_parallel", "megatron"]),
     # 3 Dense layers: the second stage takes the two later ones (4.2M of the
     # 5.8M weights; the first stage's input is the widest activation).
     "pp": (lambda n: n == 2,
