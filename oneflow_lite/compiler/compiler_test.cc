@@ -387,6 +387,8 @@ TEST(CompilerTest, MegatronMlpAllReducesActivationsNotWeights) {
   // neither split weight's gradient is (each device updates its half).
   EXPECT_TRUE(HasBoxing(s, BOXING_ALL_REDUCE, "dense_1-bias_add/out_0") ||
               HasBoxing(s, BOXING_REDUCE_SCATTER, "dense_1-bias_add/out_0"));
+  // Every device reads the whole batch: nothing gathers the input.
+  EXPECT_FALSE(HasBoxing(s, BOXING_ALL_GATHER, "random_batch/image_0"));
   for (const std::string update : {"w0-update", "w1-update"}) {
     ASSERT_FALSE(GradientOf(job, update).empty()) << update;
     EXPECT_FALSE(HasBoxing(s, BOXING_ALL_REDUCE, GradientOf(job, update))) << update;

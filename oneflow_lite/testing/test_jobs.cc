@@ -55,6 +55,10 @@ StatusOr<Job> BuildMlpJob(const MlpSpec& spec) {
     if (spec.model_parallel == ModelParallel::kDataTensor2d) {
       g.HintSbp(data.image, NdSbpOf({Split(0), Broadcast()}));
       g.HintSbp(data.label, NdSbpOf({Split(0), Broadcast()}));
+    } else if (spec.model_parallel == ModelParallel::kMegatron) {
+      // Every device reads the whole batch, as tensor parallelism alone has it.
+      g.HintSbp(data.image, Broadcast());
+      g.HintSbp(data.label, Broadcast());
     }
   }
   if (!g.ok()) return g.Build();  // e.g. a bad placement: no shapes to build on
@@ -88,6 +92,14 @@ StatusOr<Job> BuildMlpJob(const MlpSpec& spec) {
       }
     }
     x = Dense(&g, x, units, options);
+    if (spec.model_parallel == ModelParallel::kMegatron && i < 2) {
+      // The pair's activations as Megatron has them (api/transformer.cc's
+      // hints): the column half's output split by its columns, the row
+      // half's a partial sum whose gradient is whole (the column halves'
+      // partial input gradients meet in one all-reduce).
+      g.HintSbp(x, i == 0 ? Split(1) : PartialSum());
+      g.HintGradSbp(x, i == 0 ? Split(1) : Broadcast());
+    }
     if (i + 1 < layers) x = spec.activation == "gelu" ? g.Gelu(x) : g.Relu(x);
   }
   {

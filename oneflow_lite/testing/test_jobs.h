@@ -23,10 +23,12 @@ enum class ModelParallel {
   // (B, S(0)), whose output is (S(0), P): Megatron's MLP under data
   // parallel. Needs at least one hidden layer.
   kDataTensor2d,
-  // Megatron's MLP on a 1-axis placement: first Dense weight S(1) and bias
-  // S(0) (B input -> S(1) output), second Dense weight S(0) (S(1) input ->
-  // P output, one all-reduce of activations); the later layers as the
-  // compiler deduces them. Needs at least one hidden layer.
+  // Megatron's MLP on a 1-axis placement, hinted as api/transformer.cc
+  // hints a transformer's: the batch B on every device, first Dense weight
+  // S(1) and bias S(0) (B input -> S(1) output and gradient), second Dense
+  // weight S(0) (S(1) input -> P output with a B gradient: one all-reduce
+  // of activations each way); the later layers as the compiler deduces
+  // them. Needs at least one hidden layer.
   kMegatron,
 };
 
