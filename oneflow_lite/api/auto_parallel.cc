@@ -733,6 +733,21 @@ StatusOr<AutoParallelResult> ChooseLayout(const Job& trained, const ClusterProto
         name += (i ? "," : "") + std::string(p[i] == 0 ? "B" : p[i] == 1 ? "S0" : "S1");
       }
       s.name = name;
+      if (!base.op_hints.empty()) {
+        // An activation-hinted seed: the activations hinted for the pairs
+        // these splits make, not for the seed's. A weight taken out of a
+        // pair (a small last layer made whole, say) otherwise keeps its
+        // pairing's hints, and those force the collectives the change meant
+        // to drop (a row half's partial sums all-reduced for a replicated
+        // layer, where a reduce-scatter to the batch split is half the bytes).
+        std::map<std::string, int> split_axes;
+        for (const auto& [variable, sbp] : s.variable_sbp) {
+          if (sbp.sbp_size() == 0) continue;
+          const SbpParallel& last = sbp.sbp(sbp.sbp_size() - 1);
+          if (IsSplit(last)) split_axes[variable] = static_cast<int>(last.split_axis());
+        }
+        s.op_hints = MegatronActivationHints(forward, split_axes, nd);
+      }
       s.description = base.description + "; variables " + name.substr(base.name.size() + 1) +
                       (nd ? " on the tensor-parallel axis" : "") + " (" +
                       std::to_string(vars.size()) + " large variables in job order)";

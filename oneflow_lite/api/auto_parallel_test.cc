@@ -262,6 +262,10 @@ TEST(AutoParallelTest, ASlowLinkMovesTheChoiceOffDataParallelism) {
 TEST(AutoParallelTest, ANearTieGoesToTheLayoutWithoutStages) {
   AutoParallelOptions exact = SyntheticOptions();
   exact.pipeline_margin = 0;
+  // No tensor-parallel candidates: on this link a Megatron pair with a
+  // whole last layer beats every pipeline (the next test), and the margin
+  // is about pipelines against data parallelism here.
+  exact.min_split_elements = int64_t{1} << 40;
   StatusOr<AutoParallelResult> fastest =
       ChooseLayout(MlpJob(), TwoMachines(0.01), EmptyCalibration(), exact);
   ASSERT_TRUE(fastest.ok()) << fastest.status();
@@ -272,6 +276,7 @@ TEST(AutoParallelTest, ANearTieGoesToTheLayoutWithoutStages) {
 
   AutoParallelOptions wide = SyntheticOptions();
   wide.pipeline_margin = 1000;
+  wide.min_split_elements = exact.min_split_elements;
   StatusOr<AutoParallelResult> flat =
       ChooseLayout(MlpJob(), TwoMachines(0.01), EmptyCalibration(), wide);
   ASSERT_TRUE(flat.ok()) << flat.status();
@@ -284,6 +289,34 @@ TEST(AutoParallelTest, ANearTieGoesToTheLayoutWithoutStages) {
   }
   EXPECT_DOUBLE_EQ(PredictedOf(report, report.chosen()), best_flat);
   EXPECT_NE(report.note().find(first.chosen()), std::string::npos) << report.note();
+}
+
+// The descent's refinements of an activation-hinted seed carry the hints of
+// their own pairs: with the small last layer made whole, the row half's
+// partial sums are reduced once for the replicated rest; with the seed's
+// hints (its last layer split by columns, that layer's input replicated and
+// output split) the refinement kept the seed's collectives and was no
+// faster than the seed.
+TEST(AutoParallelTest, ARefinementHintsTheActivationsOfItsOwnPairs) {
+  StatusOr<AutoParallelResult> result =
+      ChooseLayout(MlpJob(), TwoMachines(0.01), EmptyCalibration(), SyntheticOptions());
+  ASSERT_TRUE(result.ok()) << result.status();
+  const AutoParallelReport& report = result->report;
+  const double seed = PredictedOf(report, "tp-act");
+  ASSERT_GT(seed, 0);
+  double whole_last = 0;
+  std::string name;
+  for (const LayoutCandidate& c : report.candidate()) {
+    const std::string& n = c.name();
+    if (n.rfind("tp-act+", 0) != 0 || n.size() < 2 || n.substr(n.size() - 2) != ",B") continue;
+    if (!c.error().empty()) continue;
+    if (whole_last == 0 || c.predicted_step_us() < whole_last) {
+      whole_last = c.predicted_step_us();
+      name = n;
+    }
+  }
+  ASSERT_GT(whole_last, 0) << "no refinement with a whole last layer was tried";
+  EXPECT_LT(whole_last, 0.95 * seed) << name << " against tp-act";
 }
 
 // On 4 machines the 2-D layout (data parallel 2 x tensor parallel 2) is a
