@@ -154,9 +154,9 @@ class Config:
         self.cluster = None    # its cluster file (path)
         self.plan = None       # compiled plan (path)
         self.predicted = None  # ms (the rounds' median: combine_rounds)
-        # One prediction per calibration (validate.py recalibrates before
-        # every repeat unless --no-recalibrate): dicts of the repeat, the
-        # step (ms) and the per-machine lists of predict.
+        # One prediction per calibration (one, or with --recalibrate one
+        # before every repeat): dicts of the repeat, the step (ms) and the
+        # per-machine lists of predict.
         self.rounds = []
         self.predicted_first = None  # ms, with the sitting's first calibration
         self.samples = []      # ms
