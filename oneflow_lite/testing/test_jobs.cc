@@ -28,8 +28,10 @@ StatusOr<Job> BuildMlpJob(const MlpSpec& spec) {
   Graph g("mlp", /*seed=*/7);
   g.SetPlacement(Placement::Parse(spec.placement));
   const size_t layers = spec.hidden.size() + 1;
-  if (spec.hidden.empty() && (spec.model_parallel == ModelParallel::kDataTensor2d ||
-                              spec.model_parallel == ModelParallel::kMegatron)) {
+  // The layouts that split a hidden layer's two weights as a Megatron pair.
+  const bool megatron_pair = spec.model_parallel == ModelParallel::kDataTensor2d ||
+                             spec.model_parallel == ModelParallel::kMegatron;
+  if (spec.hidden.empty() && megatron_pair) {
     return InvalidArgumentError("MlpSpec: the Megatron layouts (dp_tp, megatron) split a hidden "
                                 "layer's two weights; this MLP has no hidden layer");
   }
@@ -81,8 +83,7 @@ StatusOr<Job> BuildMlpJob(const MlpSpec& spec) {
         g.HintSbp(options.bias, NdSbpOf({Broadcast(), Split(0)}));
       }
     }
-    if (i == 1 && (spec.model_parallel == ModelParallel::kDataTensor2d ||
-                   spec.model_parallel == ModelParallel::kMegatron)) {
+    if (i == 1 && megatron_pair) {
       options.weight = g.Variable("w1", Shape{x.shape().dim(1), units},
                                   {Initializer::XavierUniform(), DT_FLOAT, true});
       if (spec.model_parallel == ModelParallel::kMegatron) {

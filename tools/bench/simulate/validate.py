@@ -984,6 +984,13 @@ def error_pct(c, predicted=None):
     return (p - m) / m * 100 if m and p is not None else None
 
 
+def pairs_disagreeing(group, predicted_of=lambda c: c.predicted):
+    """The pairs of a setting's layouts whose order within the repeats
+    (measured_faster) differs from their predicted order."""
+    return [(x, y) for i, x in enumerate(group) for y in group[i + 1:]
+            if measured_faster(x, y) != (predicted_of(x) < predicted_of(y))]
+
+
 def orders_agreeing(configs, predicted_of):
     """(settings whose every pair of layouts agrees, settings scored) with
     the predictions predicted_of(c): the verdict summarize prints."""
@@ -996,8 +1003,7 @@ def orders_agreeing(configs, predicted_of):
         if len(group) < 2 or any(predicted_of(c) is None for c in group):
             continue
         scored += 1
-        same += all(measured_faster(x, y) == (predicted_of(x) < predicted_of(y))
-                    for i, x in enumerate(group) for y in group[i + 1:])
+        same += not pairs_disagreeing(group, predicted_of)
     return same, scored
 
 
@@ -1111,8 +1117,7 @@ def summarize(args, configs):
                              for x, y in pairs)
             # The verdict compares each pair within the repeats that ran
             # both (measured_faster); the medians' count is printed beside it.
-            disagree = [(x, y) for x, y in pairs
-                        if measured_faster(x, y) != (x.predicted < y.predicted)]
+            disagree = pairs_disagreeing(group)
             agree = len(pairs) - len(disagree)
             # Disagreeing pairs whose paired ratio (or medians) lie within
             # TIE_PCT of 1: a near tie, said beside the verdict (which counts
@@ -1284,10 +1289,9 @@ def run(args, hosts, out):
         if rep > 0 and recalibrate and any(c.rounds for c in ok):
             try:
                 moved = [c for c in ok if c.rounds]
-                before = {id(c): c.rounds[0]["step_ms"] for c in moved}
                 path = v.recalibrate(moved, rep)
-                shifts = sorted((c.rounds[-1]["step_ms"] / before[id(c)] - 1) * 100 for c in moved
-                                if c.rounds[-1]["rep"] == rep)
+                shifts = sorted((c.rounds[-1]["step_ms"] / c.rounds[0]["step_ms"] - 1) * 100
+                                for c in moved if c.rounds[-1]["rep"] == rep)
                 print("recalibrated before rep %d (%s): predictions %+.1f%% in the median against "
                       "the first calibration's (%+.1f%% .. %+.1f%%)"
                       % (rep, path, statistics.median(shifts), shifts[0], shifts[-1]), flush=True)
