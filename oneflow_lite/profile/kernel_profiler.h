@@ -47,7 +47,7 @@ struct KernelProfileOptions {
   int threads = 0;
   // Calls before the first sample: caches, lazy allocation, and kernels
   // that choose how to run a shape by timing its first calls (a matmul's
-  // GemmOrientation alternates two orientations for kSettlingCalls calls).
+  // GemmOrientation tries up to four routes for kSettlingCalls calls).
   // With fewer, a long kernel's samples (one call each) time the choosing:
   // with 2, every GEMM of 50 us or more was sampled while it still tried
   // its slower orientation every other call.

@@ -1,8 +1,9 @@
 // GemmOrientation: the transpose helper, results equal to the direct GEMM's
-// bit for bit on every call (with OpenBLAS and oneDNN), the choice made
-// after the measured calls, an orientation that would change the bits
-// never chosen, a hopeless one dropped after the first call, small
-// products left direct, a new shape measured again.
+// bit for bit on every call (with OpenBLAS and oneDNN, with and without
+// operands of an aliasing stride), the choice made after the measured
+// calls, a route that would change the bits never chosen, padded copies
+// taken where the stride slows the GEMM, a hopeless route dropped after
+// the first call, small products left direct, a new shape measured again.
 #include "oneflow_lite/kernels/cpu/math/gemm_orientation.h"
 
 #include <cblas.h>
@@ -42,6 +43,34 @@ struct ShapeDependentLoop {
                   int64_t lda, const float* b, int64_t ldb, float* c) const {
     const bool ascending = same_order || m >= n;
     for (int rep = 0; rep < (m >= n ? slow : 1); ++rep) {
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          float sum = 0;
+          for (int64_t q = 0; q < k; ++q) {
+            const int64_t p = ascending ? q : k - 1 - q;
+            sum += (ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+          }
+          c[i * n + j] = alpha * sum;
+        }
+      }
+    }
+  }
+};
+
+// A plain loop, the same order of summation for every shape and stride,
+// that does its work `slow` times over when either operand's leading
+// dimension is a multiple of kAliasingStride (as a GEMM reading such rows
+// in place thrashes its cache sets), or, with `stride_order`, sums in the
+// opposite order for such strides (so a padded copy rounds differently).
+struct StrideSensitiveLoop {
+  int slow = 1;
+  bool stride_order = false;
+  void operator()(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                  int64_t lda, const float* b, int64_t ldb, float* c) const {
+    const bool aliasing = lda % GemmOrientation::kAliasingStride == 0 ||
+                          ldb % GemmOrientation::kAliasingStride == 0;
+    const bool ascending = !(stride_order && aliasing);
+    for (int rep = 0; rep < (aliasing ? slow : 1); ++rep) {
       for (int64_t i = 0; i < m; ++i) {
         for (int64_t j = 0; j < n; ++j) {
           float sum = 0;
@@ -99,20 +128,25 @@ TEST(GemmOrientationTest, EveryCallGivesTheDirectGemmsBits) {
   for (const Library& library : libraries) {
     for (int mode = 0; mode < 4; ++mode) {
       const bool ta = mode & 1, tb = mode & 2;
-      Operands o(ta, tb, 320, 208, 272);  // 18.1M multiply-adds: measured
-      ASSERT_GE(o.m * o.n * o.k, GemmOrientation::kMinWork);
-      std::vector<float> want(static_cast<size_t>(o.m * o.n)), got(want.size());
-      library.gemm(ta, tb, o.m, o.n, o.k, 0.5f, o.a.data(), o.lda, o.b.data(), o.ldb,
-                   want.data());
-      GemmOrientation orientation(library.gemm);
-      for (int call = 0; call < 2 * GemmOrientation::kSamples + 3; ++call) {
-        std::fill(got.begin(), got.end(), -7.f);
-        orientation.Run(ta, tb, o.m, o.n, o.k, 0.5f, o.a.data(), o.lda, o.b.data(), o.ldb,
-                        got.data());
-        ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
-            << library.name << " ta " << ta << " tb " << tb << " call " << call;
+      // 18.1M multiply-adds: measured; then leading dimensions of 256
+      // and 512 floats (aliasing: the padded routes are tried too).
+      for (Operands o : {Operands(ta, tb, 320, 208, 272), Operands(ta, tb, 256, 512, 256)}) {
+        ASSERT_GE(o.m * o.n * o.k, GemmOrientation::kMinWork);
+        std::vector<float> want(static_cast<size_t>(o.m * o.n)), got(want.size());
+        library.gemm(ta, tb, o.m, o.n, o.k, 0.5f, o.a.data(), o.lda, o.b.data(), o.ldb,
+                     want.data());
+        GemmOrientation orientation(library.gemm);
+        for (int call = 0; call < GemmOrientation::kSettlingCalls + 2; ++call) {
+          std::fill(got.begin(), got.end(), -7.f);
+          orientation.Run(ta, tb, o.m, o.n, o.k, 0.5f, o.a.data(), o.lda, o.b.data(), o.ldb,
+                          got.data());
+          ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+              << library.name << " ta " << ta << " tb " << tb << " m " << o.m << " call "
+              << call;
+        }
+        EXPECT_NE(orientation.choice(), Choice::kMeasuring)
+            << library.name << " mode " << mode << " m " << o.m;
       }
-      EXPECT_NE(orientation.choice(), Choice::kMeasuring) << library.name << " mode " << mode;
     }
   }
 }
@@ -139,6 +173,64 @@ TEST(GemmOrientationTest, TheFasterOrientationIsTakenOnlyIfItGivesTheSameBits) {
     EXPECT_EQ(orientation.choice(), same_order ? Choice::kTransposed : Choice::kDirect)
         << "same_order " << same_order;
   }
+}
+
+// Operands of an aliasing stride that slow the GEMM 4x: the padded copies
+// are taken (either orientation: the turned one also pays the transpose,
+// but samples on a loaded machine may not show it). If the copies round
+// differently, never.
+TEST(GemmOrientationTest, PaddedCopiesAreTakenWhereTheStrideSlowsTheGemm) {
+  Operands o(true, false, 256, 256, 256);  // A^T B: lda 256, ldb 256
+  ASSERT_GE(o.m * o.n * o.k, GemmOrientation::kMinWork);
+  ASSERT_EQ(o.lda % GemmOrientation::kAliasingStride, 0);
+  std::vector<float> want(static_cast<size_t>(o.m * o.n)), got(want.size());
+  for (bool stride_order : {false, true}) {
+    StrideSensitiveLoop loop;
+    loop.slow = 4;
+    loop.stride_order = stride_order;
+    loop(true, false, o.m, o.n, o.k, 1.f, o.a.data(), o.lda, o.b.data(), o.ldb, want.data());
+    GemmOrientation orientation(loop);
+    for (int call = 0; call < GemmOrientation::kSettlingCalls + 1; ++call) {
+      std::fill(got.begin(), got.end(), -7.f);
+      orientation.Run(true, false, o.m, o.n, o.k, 1.f, o.a.data(), o.lda, o.b.data(), o.ldb,
+                      got.data());
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+          << "stride_order " << stride_order << " call " << call;
+    }
+    if (stride_order) {
+      // Not padded; the turned route reads the same strides, so it is no
+      // faster, but a loaded machine's samples may pick it.
+      EXPECT_TRUE(orientation.choice() == Choice::kDirect ||
+                  orientation.choice() == Choice::kTransposed)
+          << static_cast<int>(orientation.choice());
+    } else {
+      // Both padded routes escape the slow-down; the turned one also
+      // transposes C, so it should lose, but on a loaded machine a
+      // sample may not say so: either padded route passes.
+      EXPECT_TRUE(orientation.choice() == Choice::kPadded ||
+                  orientation.choice() == Choice::kPaddedTransposed)
+          << static_cast<int>(orientation.choice());
+    }
+  }
+}
+
+// Leading dimensions that are no multiple of kAliasingStride get no padded
+// route, however slow the GEMM.
+TEST(GemmOrientationTest, OtherStridesAreNotPadded) {
+  Operands o(true, false, 264, 248, 264);  // lda 264, ldb 248
+  ASSERT_GE(o.m * o.n * o.k, GemmOrientation::kMinWork);
+  int calls = 0;
+  GemmOrientation orientation([&](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                                  const float* a, int64_t lda, const float* b, int64_t ldb,
+                                  float* c) {
+    ++calls;
+    EXPECT_TRUE((lda == 264 && ldb == 248) || (lda == 248 && ldb == 264)) << lda << " " << ldb;
+    StrideSensitiveLoop()(ta, tb, m, n, k, alpha, a, lda, b, ldb, c);
+  });
+  std::vector<float> got(static_cast<size_t>(o.m * o.n));
+  orientation.Run(true, false, o.m, o.n, o.k, 1.f, o.a.data(), o.lda, o.b.data(), o.ldb,
+                  got.data());
+  EXPECT_EQ(calls, 2);  // direct and transposed, no padded route
 }
 
 // An orientation four times slower than the direct one on the first call
