@@ -166,7 +166,8 @@ OFLITE_CPU_CLONES BlockMoments MomentsBlockFloat(
       squares0 += d * d;
     }
     if (rest > 0) {
-      const Floats d = tail_lanes ? LoadTail(p + full, rest, center, end) - center : Splat(0.0f);
+      const Floats d =
+          Select(tail_lanes, LoadTail(p + full, rest, center, end) - center, Splat(0.0f));
       deviations0 += d;
       squares0 += d * d;
     }
@@ -218,7 +219,7 @@ OFLITE_CPU_CLONES BlockGradSums GradSumsBlockFloat(
       const Floats g = LoadTail(dy + off + full, rest, 0.0f, dy_end);
       const Floats d = LoadTail(x + off + full, rest, mean, x_end) - mean;
       sum_dy += g;
-      sum_dy_centered += tail_lanes ? g * d : Splat(0.0f);
+      sum_dy_centered += Select(tail_lanes, g * d, Splat(0.0f));
     }
   }
   return {LaneSum(sum_dy), LaneSum(sum_dy_centered)};

@@ -34,10 +34,12 @@ namespace {
 
 using lanes::ExpNonPositive;
 using lanes::Floats;
+using lanes::Greater;
 using lanes::kLanes;
 using lanes::LaneMax;
 using lanes::LaneSum;
 using lanes::Load;
+using lanes::Select;
 using lanes::Splat;
 using lanes::Store;
 
@@ -54,7 +56,7 @@ OFLITE_CPU_CLONES float SoftmaxRowFloat(
   Floats m = Load(tail);
   for (int64_t i = 0; i < full; i += kLanes) {
     const Floats v = Load(x + i);
-    m = v > m ? v : m;
+    m = Select(Greater(v, m), v, m);
   }
   const float max_value = LaneMax(m);
   const Floats shift = Splat(max_value);

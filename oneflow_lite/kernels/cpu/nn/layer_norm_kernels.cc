@@ -53,7 +53,7 @@ OFLITE_CPU_CLONES void NormRowFloat(
   Floats sums = x_tail;
   for (int64_t i = 0; i < full; i += kLanes) sums += Load(in + i);
   const float mu = cols > 0 ? LaneSum(sums) / static_cast<float>(cols) : 0.0f;
-  const Floats centered_tail = FirstLanes(rest) ? x_tail - mu : Splat(0.0f);
+  const Floats centered_tail = Select(FirstLanes(rest), x_tail - mu, Splat(0.0f));
   Floats squares = centered_tail * centered_tail;
   for (int64_t i = 0; i < full; i += kLanes) {
     const Floats d = Load(in + i) - mu;
@@ -127,7 +127,7 @@ OFLITE_CPU_CLONES void NormGradRowFloat(
     dy_tail = LoadPartial(g_out + full, rest, 0.0f);
     gamma_tail = LoadPartial(gamma + full, rest, 0.0f);
   }
-  const Floats xhat_tail = FirstLanes(rest) ? (x_tail - mu) * inv : Splat(0.0f);
+  const Floats xhat_tail = Select(FirstLanes(rest), (x_tail - mu) * inv, Splat(0.0f));
   const Floats g_tail = dy_tail * gamma_tail;
   Floats sum_g = g_tail, sum_g_xhat = g_tail * xhat_tail;
   for (int64_t i = 0; i < full; i += kLanes) {

@@ -172,12 +172,12 @@ OFLITE_CPU_CLONES void CausalSoftmaxRowFloat(
   Floats tail = minus_inf;
   if (rest > 0) {
     const Floats v = whole_tail ? Load(x + full) : LoadPartial(x + full, rest, 0.0f);
-    tail = FirstLanes(rest) ? v * scale : minus_inf;
+    tail = Select(FirstLanes(rest), v * scale, minus_inf);
   }
   Floats m = tail;
   for (int64_t i = 0; i < full; i += kLanes) {
     const Floats v = Load(x + i) * scale;
-    m = v > m ? v : m;
+    m = Select(Greater(v, m), v, m);
   }
   const Floats shift = Splat(LaneMax(m));
   Floats sums = Splat(0.0f);
@@ -236,7 +236,7 @@ OFLITE_CPU_CLONES void CausalSoftmaxGradRowFloat(
   }
   int64_t zeros_from = n;
   if (rest > 0) {
-    const Floats tail = FirstLanes(rest) ? scale * y_tail * (dy_tail - dot) : Splat(0.0f);
+    const Floats tail = Select(FirstLanes(rest), scale * y_tail * (dy_tail - dot), Splat(0.0f));
     if (whole_tail) {
       Store(dx + full, tail);
       zeros_from = full + kLanes;
