@@ -32,6 +32,24 @@ void OneDnn(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, cons
   ASSERT_TRUE(onednn::Sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, 0.f, c, n).ok());
 }
 
+// C = alpha op(A) op(B) by a plain loop, summing k ascending or descending,
+// `reps` times over (a slow GEMM).
+void LoopGemm(bool ascending, int reps, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+              float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float* c) {
+  for (int rep = 0; rep < reps; ++rep) {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        float sum = 0;
+        for (int64_t q = 0; q < k; ++q) {
+          const int64_t p = ascending ? q : k - 1 - q;
+          sum += (ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+        }
+        c[i * n + j] = alpha * sum;
+      }
+    }
+  }
+}
+
 // A plain triple loop whose order of summation depends on the product's
 // shape (k ascending when m >= n, descending otherwise), so its two
 // orientations round differently; the m >= n orientation does its work
@@ -41,19 +59,7 @@ struct ShapeDependentLoop {
   bool same_order = false;
   void operator()(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                   int64_t lda, const float* b, int64_t ldb, float* c) const {
-    const bool ascending = same_order || m >= n;
-    for (int rep = 0; rep < (m >= n ? slow : 1); ++rep) {
-      for (int64_t i = 0; i < m; ++i) {
-        for (int64_t j = 0; j < n; ++j) {
-          float sum = 0;
-          for (int64_t q = 0; q < k; ++q) {
-            const int64_t p = ascending ? q : k - 1 - q;
-            sum += (ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
-          }
-          c[i * n + j] = alpha * sum;
-        }
-      }
-    }
+    LoopGemm(same_order || m >= n, m >= n ? slow : 1, ta, tb, m, n, k, alpha, a, lda, b, ldb, c);
   }
 };
 
@@ -69,19 +75,8 @@ struct StrideSensitiveLoop {
                   int64_t lda, const float* b, int64_t ldb, float* c) const {
     const bool aliasing = lda % GemmOrientation::kAliasingStride == 0 ||
                           ldb % GemmOrientation::kAliasingStride == 0;
-    const bool ascending = !(stride_order && aliasing);
-    for (int rep = 0; rep < (aliasing ? slow : 1); ++rep) {
-      for (int64_t i = 0; i < m; ++i) {
-        for (int64_t j = 0; j < n; ++j) {
-          float sum = 0;
-          for (int64_t q = 0; q < k; ++q) {
-            const int64_t p = ascending ? q : k - 1 - q;
-            sum += (ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
-          }
-          c[i * n + j] = alpha * sum;
-        }
-      }
-    }
+    LoopGemm(!(stride_order && aliasing), aliasing ? slow : 1, ta, tb, m, n, k, alpha, a, lda, b,
+             ldb, c);
   }
 };
 
