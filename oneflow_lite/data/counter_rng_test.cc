@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
 namespace oflite {
 namespace {
@@ -42,6 +44,29 @@ TEST(CounterRngTest, NextBelowStaysInRangeAndCoversIt) {
   for (int count : counts) EXPECT_NEAR(count, 1000, 150);
   CounterRng one(3);
   EXPECT_EQ(one.NextBelow(1), 0u);
+}
+
+// The batched draw (vectorized where the CPU has AVX2) gives the bits of the
+// one-at-a-time calls: every length around the 8-value step, counters that
+// wrap past 2^64, and the stream continues where the batch ended.
+TEST(CounterRngTest, NextUniformsEqualsNextUniformCalls) {
+  for (uint64_t seed : {uint64_t{0}, uint64_t{1}, uint64_t{0x9E3779B97F4A7C15ULL}, UINT64_MAX}) {
+    for (uint64_t first : {uint64_t{0}, uint64_t{5}, UINT64_MAX - 12}) {
+      for (int64_t n : {0, 1, 3, 4, 7, 8, 9, 15, 16, 17, 31, 784, 1027}) {
+        CounterRng batched(seed, first);
+        CounterRng single(seed, first);
+        std::vector<double> values(static_cast<size_t>(n) + 1, -1.0);
+        batched.NextUniforms(n, values.data());
+        for (int64_t i = 0; i < n; ++i) {
+          const double expected = single.NextUniform();
+          ASSERT_EQ(values[static_cast<size_t>(i)], expected)
+              << "seed " << seed << " first " << first << " n " << n << " i " << i;
+        }
+        EXPECT_EQ(values[static_cast<size_t>(n)], -1.0) << "wrote past n = " << n;
+        EXPECT_EQ(batched.Next(), single.Next()) << "seed " << seed << " n " << n;
+      }
+    }
+  }
 }
 
 TEST(PortableMathTest, LogMatchesLibm) {

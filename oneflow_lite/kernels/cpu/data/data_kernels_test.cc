@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "oneflow_lite/data/counter_rng.h"
 #include "oneflow_lite/device/device_context.h"
 #include "oneflow_lite/kernels/kernel.h"
 #include "oneflow_lite/ops/op_builder.h"
@@ -205,6 +206,27 @@ TEST(RandomBatchKernelTest, DeterministicLearnableAndSharded) {
   EXPECT_EQ(sharded.label, a.label);
   TensorMap env;
   EXPECT_FALSE(RunOp(RandomBatch(Shape{4, 2}, 0), &env).ok());
+}
+
+// The values are the documented formula, computed here one at a time: rows
+// longer than the kernel's chunk of uniforms drawn together (512), classes
+// that do not divide the chunk, so the signal's position carries across.
+TEST(RandomBatchKernelTest, ValuesAreTheDocumentedFormula) {
+  const int64_t rows = 3, features = 1100, classes = 7, iteration = 2;
+  const Batch batch = RunOnce(RandomBatch(Shape{rows, features}, classes), iteration);
+  ASSERT_EQ(batch.image.size(), static_cast<size_t>(rows * features));
+  const uint64_t stream = DeriveStreamSeed(/*seed attr=*/5, iteration);
+  for (int64_t row = 0; row < rows; ++row) {
+    CounterRng rng(DeriveStreamSeed(stream, static_cast<uint64_t>(row)));
+    const int64_t label = static_cast<int64_t>(rng.NextBelow(classes));
+    ASSERT_EQ(batch.label[static_cast<size_t>(row)], label) << "row " << row;
+    for (int64_t j = 0; j < features; ++j) {
+      const double signal = j % classes == label ? 1.0 : 0.0;
+      const float expected = static_cast<float>(rng.NextUniform() - 0.5 + signal);
+      ASSERT_EQ(batch.image[static_cast<size_t>(row * features + j)], expected)
+          << "row " << row << " feature " << j;
+    }
+  }
 }
 
 // A plan whose attribute disagrees with its planned outputs (a corrupt or

@@ -6,6 +6,7 @@
 // uniform[-0.5, 0.5) + (j % num_classes == label ? 1 : 0). Values depend only
 // on (seed, t, g), so shards of an S(0) split concatenate to the 1-device
 // batch and a linear classifier can learn the labels.
+#include <algorithm>
 #include <cstdint>
 
 #include "oneflow_lite/data/counter_rng.h"
@@ -39,17 +40,26 @@ class RandomBatchKernel final : public Kernel {
     // Rows are independent (each its own stream), so the device's threads
     // split them and the bytes do not depend on how.
     ParallelRows(shard_.size, features_, [&](int64_t begin, int64_t end) {
+      double uniforms[kChunk];
       for (int64_t row = begin; row < end; ++row) {
         CounterRng rng(DeriveStreamSeed(stream, static_cast<uint64_t>(shard_.begin + row)));
         const int64_t row_label = static_cast<int64_t>(rng.NextBelow(num_classes_));
         label[row] = static_cast<int32_t>(row_label);
         T* features = image + row * features_;
-        // j % num_classes_, kept as a wrapping counter (no division a value).
-        int64_t klass = 0;
-        for (int64_t j = 0; j < features_; ++j) {
-          const double signal = klass == row_label ? 1.0 : 0.0;
-          features[j] = static_cast<T>(rng.NextUniform() - 0.5 + signal);
-          if (++klass == num_classes_) klass = 0;
+        // The features in chunks of uniforms drawn together (the same
+        // values as one NextUniform() per feature); a feature is
+        // uniform - 0.5, plus 1 where j % num_classes == label, the sum
+        // rounded to T once, as the one-at-a-time formula did.
+        for (int64_t chunk = 0; chunk < features_; chunk += kChunk) {
+          const int64_t count = std::min(kChunk, features_ - chunk);
+          rng.NextUniforms(count, uniforms);
+          T* out = features + chunk;
+          for (int64_t j = 0; j < count; ++j) out[j] = static_cast<T>(uniforms[j] - 0.5);
+          int64_t signal = row_label - chunk % num_classes_;
+          if (signal < 0) signal += num_classes_;
+          for (int64_t j = signal; j < count; j += num_classes_) {
+            out[j] = static_cast<T>(uniforms[j] - 0.5 + 1.0);
+          }
         }
       }
     });
@@ -57,6 +67,7 @@ class RandomBatchKernel final : public Kernel {
   }
 
  private:
+  static constexpr int64_t kChunk = 512;  // uniforms per draw (4 KiB, in L1)
   int64_t num_classes_ = 1;
   int64_t features_ = 1;
   uint64_t seed_ = 0;
