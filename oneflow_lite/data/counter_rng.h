@@ -82,9 +82,9 @@ double NormalFromBits(uint64_t bits_a, uint64_t bits_b);
 
 // out[i] = UniformFromBits(CounterBitsOfMixed(mixed_seed, first + i)) for
 // i in [0, n): the values of n NextUniform() calls, the same bits, computed
-// four or eight at a time where the CPU has AVX2 (synthetic data draws a
-// value per element, and the scalar mixer's chain of multiplies takes
-// about 6 ns a value on a Zen 3 core).
+// eight at a time where the CPU has AVX2, the last n % 8 one by one
+// (synthetic data draws a value per element, and the scalar mixer's chain
+// of multiplies takes about 6 ns a value on a Zen 3 core).
 void FillCounterUniforms(uint64_t mixed_seed, uint64_t first, int64_t n, double* out);
 
 // A sequential stream over CounterBits(seed, 0), (seed, 1), ...
