@@ -182,19 +182,36 @@ Status AutodiffPass::SeedLoss(const std::string& loss_lbn, double weight) {
   const OpConf* producer = FindOp(job_, producer_name);
   CHECK(producer != nullptr);
   const OpConf forward = *producer;
-  ASSIGN_OR_RETURN(std::string zeros,
-                   AddBackwardOp(OpConfBuilder("zeros_like", forward.name() + "-loss_grad_zeros")
-                                     .Input("like", loss_lbn)
-                                     .Output("out")
-                                     .Build(),
-                                 forward));
-  ASSIGN_OR_RETURN(std::string ones,
-                   AddBackwardOp(OpConfBuilder("scalar_add", forward.name() + "-loss_grad_ones")
-                                     .Input("in", OutputLbn(zeros, "out"))
-                                     .Output("out")
-                                     .Attr("value", weight)
-                                     .Build(),
-                                 forward));
+  // The seed reads nothing: a zeros_like(loss) + weight would make the whole
+  // backward wait for the loss, and a mean over a data-parallel batch needs
+  // every rank's per-sample losses gathered first, a barrier each step. A
+  // loss of dynamic shape takes its extents from the loss at run time.
+  const TensorDesc& loss = Desc(loss_lbn);
+  std::string ones;
+  if (!loss.is_dynamic) {
+    ASSIGN_OR_RETURN(ones,
+                     AddBackwardOp(OpConfBuilder("constant", forward.name() + "-loss_grad_seed")
+                                       .Output("out")
+                                       .Attr("shape", loss.shape)
+                                       .Attr("dtype", loss.dtype)
+                                       .Attr("value", weight)
+                                       .Build(),
+                                   forward));
+  } else {
+    ASSIGN_OR_RETURN(std::string zeros,
+                     AddBackwardOp(OpConfBuilder("zeros_like", forward.name() + "-loss_grad_zeros")
+                                       .Input("like", loss_lbn)
+                                       .Output("out")
+                                       .Build(),
+                                   forward));
+    ASSIGN_OR_RETURN(ones,
+                     AddBackwardOp(OpConfBuilder("scalar_add", forward.name() + "-loss_grad_ones")
+                                       .Input("in", OutputLbn(zeros, "out"))
+                                       .Output("out")
+                                       .Attr("value", weight)
+                                       .Build(),
+                                   forward));
+  }
   grads_[loss_lbn].push_back(OutputLbn(ones, "out"));
   return Status::OK();
 }

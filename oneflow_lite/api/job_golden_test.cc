@@ -153,17 +153,17 @@ struct Golden {
 
 // name, serialized size, FNV-1a 64 of the serialized Job.
 constexpr Golden kGolden[] = {
-    {"mlp", 6243, 0x569fa2fc9459fee8ull},
-    {"mlp_data_parallel", 6411, 0xfa9bdca4e278daa6ull},
-    {"mlp_columns", 6148, 0x313e0a5d5c6feda4ull},
-    {"mlp_rows", 6142, 0x58040d7744a51825ull},
-    {"mlp_pipeline", 9030, 0x6892b53d7e931459ull},
-    {"mlp_adam", 9169, 0xea1fd5496f380debull},
+    {"mlp", 6035, 0x0ebc269c937c3110ull},
+    {"mlp_data_parallel", 6203, 0x1826469b8955de42ull},
+    {"mlp_columns", 5940, 0x678bd9825e294034ull},
+    {"mlp_rows", 5934, 0x8aa3fe35cb1c3dedull},
+    {"mlp_pipeline", 8812, 0x57829e7275be6bf2ull},
+    {"mlp_adam", 8961, 0xb22b9d7af9e1612bull},
     {"mlp_inference", 2633, 0x4e603c0e020b1384ull},
-    {"lenet5", 18899, 0x479062b431849783ull},
-    {"conv", 29076, 0xe544245ef6e9f910ull},
-    {"math", 13065, 0x45958d0fcf3624eaull},
-    {"sources", 10370, 0xe63560667b1e4432ull},
+    {"lenet5", 18691, 0x71fb4b69258d8f0bull},
+    {"conv", 28868, 0x78017cadf401b500ull},
+    {"math", 12892, 0x241e074e043b513bull},
+    {"sources", 10162, 0xdef7a8715950ba4aull},
 };
 
 TEST(JobGoldenTest, JobsAreByteIdentical) {

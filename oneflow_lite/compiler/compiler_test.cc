@@ -3,6 +3,8 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -252,6 +254,72 @@ TEST(CompilerTest, DataParallelTwoMachinesUsesRings) {
   EXPECT_GE(rings, 2 * 4);
   for (const CrossMachineEdge& e : s.cross_machine_edges) {
     EXPECT_EQ(e.strategy, CM_STATIC_ZERO_COPY) << e.what;
+  }
+}
+
+// Every task that waits, directly or through others, for one of `from`:
+// every register edge, control registers included (they are waits too).
+std::set<int64_t> Descendants(const Plan& plan, const std::set<int64_t>& from) {
+  std::map<int64_t, std::vector<int64_t>> next;
+  for (const MachinePlan& m : plan.machine()) {
+    for (const TaskProto& t : m.task()) {
+      for (const RegstDescProto& r : t.produced()) {
+        for (int64_t c : r.consumer_task_id()) next[t.task_id()].push_back(c);
+      }
+    }
+  }
+  std::set<int64_t> seen;
+  std::vector<int64_t> stack(from.begin(), from.end());
+  while (!stack.empty()) {
+    const int64_t id = stack.back();
+    stack.pop_back();
+    for (int64_t c : next[id]) {
+      if (seen.insert(c).second) stack.push_back(c);
+    }
+  }
+  return seen;
+}
+
+// In a data-parallel plan the loss is the mean over every rank's samples, so
+// it waits for all ranks' forwards (the per-sample losses are gathered). The
+// backward must not wait for it: it starts from a constant seed as soon as
+// the rank's own forward is done, and the ranks meet at the gradients'
+// all-reduces instead of once more per step at the loss.
+TEST(CompilerTest, DataParallelBackwardDoesNotWaitForTheLoss) {
+  for (const auto& [placement, machines, cpus] :
+       {std::make_tuple("0:cpu:0-1", 1, 2), std::make_tuple("0-1:cpu:0", 2, 1)}) {
+    SCOPED_TRACE(placement);
+    MlpSpec spec;
+    spec.placement = placement;
+    Plan plan = MustCompile(spec, MakeCluster(machines, cpus));
+    std::set<int64_t> loss_tasks;
+    std::map<int64_t, const TaskProto*> tasks;
+    for (const MachinePlan& m : plan.machine()) {
+      for (const TaskProto& t : m.task()) {
+        tasks[t.task_id()] = &t;
+        for (const KernelConf& k : t.kernel()) {
+          if (k.op().op_type() == "reduce_mean" && !k.op().is_backward()) {
+            loss_tasks.insert(t.task_id());
+          }
+        }
+      }
+    }
+    ASSERT_EQ(loss_tasks.size(), 2u);
+    // The mean reads the gathered per-sample losses: one wait across ranks.
+    bool gathered = false;
+    for (const auto& [id, t] : tasks) {
+      if (t->type() == TASK_COMPUTE || t->type() == TASK_VARIABLE || t->type() == TASK_SOURCE) continue;
+      const std::set<int64_t> after = Descendants(plan, {id});
+      for (int64_t loss : loss_tasks) gathered = gathered || after.count(loss) > 0;
+    }
+    EXPECT_TRUE(gathered) << "the loss no longer reads other ranks' values: the test is moot";
+    for (int64_t id : Descendants(plan, loss_tasks)) {
+      for (const KernelConf& k : tasks.at(id)->kernel()) {
+        EXPECT_FALSE(k.op().is_backward()) << tasks.at(id)->name() << " waits for the loss";
+        EXPECT_EQ(k.op().op_type().find("_update"), std::string::npos)
+            << tasks.at(id)->name() << " waits for the loss";
+      }
+    }
   }
 }
 

@@ -237,6 +237,10 @@ TEST_F(CudaKernelTest, ScalarOps) {
         kElementwise);
   Check(OpConfBuilder("scalar_pow", "op").Input("in", "a/out_0").Output("out").Attr("exponent", 2.5).Build(),
         kElementwise);
+  for (const Shape& shape : {Shape({}), Shape({33, 5}), Shape({0, 3})}) {
+    Check(OpConfBuilder("constant", "op").Output("out").Attr("shape", shape).Attr("value", -0.3).Build(),
+          kElementwise);
+  }
 }
 
 TEST_F(CudaKernelTest, ActivationGrads) {

@@ -356,6 +356,29 @@ class ZerosLikeKernel final : public Kernel {
   }
 };
 
+// `constant` (float32): zeros, then value added in place.
+class ConstantKernel final : public Kernel {
+ public:
+  Status Init(const KernelInitContext& ctx) override {
+    ASSIGN_OR_RETURN(const double v, ctx.attrs().GetFloat("value"));
+    value_ = static_cast<float>(v);
+    return Status::OK();
+  }
+  Status Forward(KernelContext* ctx) override {
+    ASSIGN_OR_RETURN(const CudaDeviceContext* cuda, CudaContextOf(*ctx));
+    Blob* out = ctx->Output("out");
+    if (out->elem_count() == 0) return Status::OK();
+    CUDA_RETURN_IF_ERROR(cudaMemsetAsync(out->raw(), 0, out->ByteSize(), cuda->stream()));
+    CUDA_LAUNCH_RETURN_IF_ERROR(*ctx, LaunchUnary(UnaryOp::kScalarAdd, out->data<float>(),
+                                                  out->data<float>(), out->elem_count(), value_,
+                                                  cuda->stream()));
+    return Status::OK();
+  }
+
+ private:
+  float value_ = 0.f;
+};
+
 class TransposeKernel final : public Kernel {
  public:
   Status Forward(KernelContext* ctx) override {
@@ -504,6 +527,7 @@ REG("reduce_sum", ReduceSumKernel);
 REG("reduce_mean", ReduceMeanKernel);
 REG("broadcast_like", BroadcastLikeKernel);
 REG("cast", CastKernel);
+REG("constant", ConstantKernel);
 #undef REG
 
 #define REG_LAYOUT(op, ...)                                          \

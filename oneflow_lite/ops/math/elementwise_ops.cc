@@ -235,6 +235,39 @@ Status ZerosLikeSbp(SbpContext* ctx) {
 
 Status ZerosLikeGrad(GradContext* ctx) { return SetZeroGrads(ctx, "like"); }
 
+// `constant`: a tensor of attr `shape` whose every element is attr `value`,
+// in attr `dtype` (default float32). It reads nothing, so it runs as soon as
+// its output register is free: autodiff seeds a loss's gradient with it, so
+// that the backward does not wait for the loss itself (in a data-parallel
+// plan that would wait for the gather of every rank's per-sample losses).
+Status InferConstant(InferContext* ctx) {
+  ASSIGN_OR_RETURN(Shape shape, ctx->attrs().GetShape("shape"));
+  for (int64_t d : shape.dims()) {
+    if (d < 0) return ctx->Error("shape ", shape, " has a negative dimension");
+  }
+  if (!ctx->attrs().Has("value")) return ctx->Error("missing float attribute 'value'");
+  RETURN_IF_ERROR(ctx->attrs().GetFloat("value").status());
+  DataType dtype = DT_FLOAT;
+  if (ctx->attrs().Has("dtype")) {
+    ASSIGN_OR_RETURN(dtype, ctx->attrs().GetDataType("dtype"));
+  }
+  if (!IsFloatingType(dtype)) {
+    return ctx->Error("dtype must be float32 or float64, got ", DataTypeName(dtype));
+  }
+  *ctx->Output("out") = TensorDesc(shape, dtype);
+  return Status::OK();
+}
+
+// Every element is the same, so any split holds the same values as B; a
+// split is offered where each device gets at least one element of the axis.
+Status ConstantSbp(SbpContext* ctx) {
+  const Shape& shape = ctx->outputs().at(0).shape;
+  for (int64_t axis = 0; axis < shape.rank(); ++axis) {
+    if (shape.dim(axis) >= ctx->parallel_num()) ctx->Add(SbpSignature{{}, {SplitSbp(axis)}});
+  }
+  return Status::OK();
+}
+
 Status InferCast(InferContext* ctx) {
   ASSIGN_OR_RETURN(DataType dtype, ctx->attrs().GetDataType("dtype"));
   const TensorDesc& in = ctx->Input("in");
@@ -328,6 +361,7 @@ REGISTER_OP("zeros_like")
     .Infer(InferZerosLike)
     .Sbp(ZerosLikeSbp)
     .Grad(ZerosLikeGrad);
+REGISTER_OP("constant").Output("out").Infer(InferConstant).Sbp(ConstantSbp);
 REGISTER_OP("cast").Input("in").Output("out").Infer(InferCast).Sbp(CastSbp).Grad(CastGrad);
 
 }  // namespace

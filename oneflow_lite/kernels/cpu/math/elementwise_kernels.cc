@@ -313,6 +313,25 @@ class ZerosLikeKernel final : public Kernel {
   }
 };
 
+// `constant`: every element the attr `value`, rounded once to T.
+template <typename T>
+class ConstantKernel final : public Kernel {
+ public:
+  Status Init(const KernelInitContext& ctx) override {
+    ASSIGN_OR_RETURN(const double v, ctx.attrs().GetFloat("value"));
+    value_ = static_cast<T>(v);
+    return Status::OK();
+  }
+  Status Forward(KernelContext* ctx) override {
+    Blob* out = ctx->Output("out");
+    std::fill_n(out->data<T>(), out->elem_count(), value_);
+    return Status::OK();
+  }
+
+ private:
+  T value_ = T(0);
+};
+
 template <typename From, typename To>
 void CastLoop(const From* in, To* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<To>(in[i]);
@@ -418,6 +437,8 @@ REGISTER_KERNEL("zeros_like", DEVICE_CPU, DT_FLOAT, ZerosLikeKernel);
 REGISTER_KERNEL("zeros_like", DEVICE_CPU, DT_DOUBLE, ZerosLikeKernel);
 REGISTER_KERNEL("zeros_like", DEVICE_CPU, DT_INT32, ZerosLikeKernel);
 REGISTER_KERNEL("zeros_like", DEVICE_CPU, DT_INT64, ZerosLikeKernel);
+REGISTER_KERNEL("constant", DEVICE_CPU, DT_FLOAT, ConstantKernel<float>);
+REGISTER_KERNEL("constant", DEVICE_CPU, DT_DOUBLE, ConstantKernel<double>);
 REGISTER_KERNEL("cast", DEVICE_CPU, DT_FLOAT, CastKernel<float>);
 REGISTER_KERNEL("cast", DEVICE_CPU, DT_DOUBLE, CastKernel<double>);
 REGISTER_KERNEL("cast", DEVICE_CPU, DT_INT32, CastKernel<int32_t>);

@@ -1,5 +1,6 @@
 // Elementwise kernels against direct references: broadcasting sub/mul/div,
-// activations and their gradient ops, scalar ops, cast and zeros_like.
+// activations and their gradient ops, scalar ops, cast, zeros_like and
+// constant.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -178,6 +179,51 @@ TEST(ZerosLikeKernelTest, ZeroFillsEveryType) {
     ASSERT_TRUE(out.ok()) << out.status();
     EXPECT_EQ(ToDoubles(*out), std::vector<double>(63, 0.0)) << DataTypeName(dtype);
   }
+}
+
+TEST(ConstantKernelTest, FillsEveryElementAndRejectsBadAttrs) {
+  for (DataType dtype : {DT_FLOAT, DT_DOUBLE}) {
+    for (const Shape& shape : {Shape({}), Shape({4, 0}), Shape({3, 1, 5})}) {
+      TensorMap env;
+      auto out = RunSingle(OpConfBuilder("constant", "c")
+                               .Output("out")
+                               .Attr("shape", shape)
+                               .Attr("dtype", dtype)
+                               .Attr("value", 0.1)
+                               .Build(),
+                           &env, "c/out_0");
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_EQ(out->shape(), shape);
+      EXPECT_EQ(out->dtype(), dtype);
+      // 0.1 rounded once to the dtype, in every element.
+      const double value = dtype == DT_FLOAT ? static_cast<double>(0.1f) : 0.1;
+      EXPECT_EQ(ToDoubles(*out), std::vector<double>(shape.elem_count(), value))
+          << DataTypeName(dtype) << " " << shape;
+    }
+  }
+  TensorMap env;
+  auto no_value = RunSingle(
+      OpConfBuilder("constant", "c").Output("out").Attr("shape", Shape({2})).Build(), &env, "c/out_0");
+  ASSERT_FALSE(no_value.ok());
+  EXPECT_NE(no_value.status().message().find("value"), std::string::npos) << no_value.status();
+  auto negative = RunSingle(OpConfBuilder("constant", "c")
+                                .Output("out")
+                                .Attr("shape", Shape({2, -1}))
+                                .Attr("value", 1.0)
+                                .Build(),
+                            &env, "c/out_0");
+  ASSERT_FALSE(negative.ok());
+  EXPECT_NE(negative.status().message().find("negative"), std::string::npos) << negative.status();
+  auto integer = RunSingle(OpConfBuilder("constant", "c")
+                               .Output("out")
+                               .Attr("shape", Shape({2}))
+                               .Attr("dtype", DT_INT32)
+                               .Attr("value", 1.0)
+                               .Build(),
+                           &env, "c/out_0");
+  ASSERT_FALSE(integer.ok());
+  EXPECT_NE(integer.status().message().find("float32 or float64"), std::string::npos)
+      << integer.status();
 }
 
 TEST(IdentityKernelTest, CopiesIntegerTensors) {
