@@ -142,6 +142,14 @@ OpDefBuilder& OpDefBuilder::MutableInput(const std::string& name) {
   def_.mutable_inputs.push_back(name);
   return *this;
 }
+Status SplitOutputAlongLongAxes(SbpContext* ctx) {
+  const Shape& shape = ctx->outputs().at(0).shape;
+  for (int64_t axis = 0; axis < shape.rank(); ++axis) {
+    if (shape.dim(axis) >= ctx->parallel_num()) ctx->Add(SbpSignature{{}, {SplitSbp(axis)}});
+  }
+  return Status::OK();
+}
+
 OpDefBuilder& OpDefBuilder::Source() {
   def_.is_source = true;
   return *this;

@@ -96,6 +96,10 @@ class SbpContext {
   std::vector<std::string> withheld_;
 };
 
+// An SbpFn for an op with no inputs and one output (a variable, a constant):
+// S(axis) for every axis with at least one element per device; B is implied.
+Status SplitOutputAlongLongAxes(SbpContext* ctx);
+
 // Passed to GradFn by autodiff (implemented in oneflow_lite/api). The rule
 // reads the forward op and the gradients of its outputs, adds backward ops
 // and declares the gradient of each input it differentiates.

@@ -258,16 +258,6 @@ Status InferConstant(InferContext* ctx) {
   return Status::OK();
 }
 
-// Every element is the same, so any split holds the same values as B; a
-// split is offered where each device gets at least one element of the axis.
-Status ConstantSbp(SbpContext* ctx) {
-  const Shape& shape = ctx->outputs().at(0).shape;
-  for (int64_t axis = 0; axis < shape.rank(); ++axis) {
-    if (shape.dim(axis) >= ctx->parallel_num()) ctx->Add(SbpSignature{{}, {SplitSbp(axis)}});
-  }
-  return Status::OK();
-}
-
 Status InferCast(InferContext* ctx) {
   ASSIGN_OR_RETURN(DataType dtype, ctx->attrs().GetDataType("dtype"));
   const TensorDesc& in = ctx->Input("in");
@@ -361,7 +351,8 @@ REGISTER_OP("zeros_like")
     .Infer(InferZerosLike)
     .Sbp(ZerosLikeSbp)
     .Grad(ZerosLikeGrad);
-REGISTER_OP("constant").Output("out").Infer(InferConstant).Sbp(ConstantSbp);
+// Every element is the same, so a split holds what B would.
+REGISTER_OP("constant").Output("out").Infer(InferConstant).Sbp(SplitOutputAlongLongAxes);
 REGISTER_OP("cast").Input("in").Output("out").Infer(InferCast).Sbp(CastSbp).Grad(CastGrad);
 
 }  // namespace

@@ -1,7 +1,6 @@
 // The `variable` op: a persistent, initialized tensor (docs/ops.md).
 #include "oneflow_lite/common/attr.h"
 #include "oneflow_lite/ops/op_def.h"
-#include "oneflow_lite/ops/sbp.h"
 #include "oneflow_lite/ops/train/initializer.h"
 
 namespace oflite {
@@ -29,18 +28,7 @@ Status InferVariable(InferContext* ctx) {
   return Status::OK();
 }
 
-// S(axis) for every axis with at least one element per device; B is implied.
-Status VariableSbp(SbpContext* ctx) {
-  const Shape& shape = ctx->outputs().at(0).shape;
-  for (int64_t axis = 0; axis < shape.rank(); ++axis) {
-    if (shape.dim(axis) >= ctx->parallel_num()) {
-      ctx->Add(SbpSignature{{}, {SplitSbp(axis)}});
-    }
-  }
-  return Status::OK();
-}
-
-REGISTER_OP("variable").Output("out").Source().Infer(InferVariable).Sbp(VariableSbp);
+REGISTER_OP("variable").Output("out").Source().Infer(InferVariable).Sbp(SplitOutputAlongLongAxes);
 
 }  // namespace
 }  // namespace oflite
