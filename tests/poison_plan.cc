@@ -1,12 +1,20 @@
 // Fault injection for whole-system tests: writes a copy of a Plan in which
-// one machine's optimizer updates use learning rate 1e30, so that machine's
-// weights overflow after its first update and `oflite run --check-nan` fails
+// one machine's optimizer updates diverge, so `oflite run --check-nan` fails
 // there (a local failure of one rank) while the other machines run the
 // unchanged plan.
 //
-//   poison_plan IN.plan.pb OUT.plan.pb MACHINE
+//   poison_plan IN.plan.pb OUT.plan.pb MACHINE [FROM_ITERATION]
+//
+// Without FROM_ITERATION (or with 0) the machine's updates use learning rate
+// 1e30 from the first iteration, so its weights overflow after its first
+// update. With FROM_ITERATION K > 0 the updates keep their learning rate for
+// iterations 0..K-1 (the machine trains in step with the others) and switch
+// to a "step" schedule whose factor 1e30 applies from iteration K on, so the
+// failure comes K iterations into the run: a test can then require that the
+// other ranks have trained (and logged) before it.
 //
 // Exit 0 when at least one update was changed, 1 otherwise (with a reason).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -15,7 +23,32 @@
 
 namespace {
 
-int Poison(const std::string& in, const std::string& out, int64_t machine) {
+oflite::AttrValue* SetAttr(oflite::OpConf* op, const std::string& key) {
+  for (oflite::AttrEntry& attr : *op->mutable_attr()) {
+    if (attr.key() == key) return attr.mutable_value();
+  }
+  oflite::AttrEntry* added = op->add_attr();
+  added->set_key(key);
+  return added->mutable_value();
+}
+
+// Attributes are kept sorted by key (deterministic serialization).
+void SortAttrs(oflite::OpConf* op) {
+  std::sort(op->mutable_attr()->begin(), op->mutable_attr()->end(),
+            [](const oflite::AttrEntry& a, const oflite::AttrEntry& b) {
+              return a.key() < b.key();
+            });
+}
+
+bool IsUpdate(const oflite::OpConf& op) {
+  for (const oflite::AttrEntry& attr : op.attr()) {
+    if (attr.key() == "base_lr") return true;
+  }
+  return false;
+}
+
+int Poison(const std::string& in, const std::string& out, int64_t machine,
+           int64_t from_iteration) {
   oflite::StatusOr<oflite::Plan> plan = oflite::LoadPlan(in);
   if (!plan.ok()) {
     std::fprintf(stderr, "poison_plan: %s\n", plan.status().ToString().c_str());
@@ -26,11 +59,18 @@ int Poison(const std::string& in, const std::string& out, int64_t machine) {
     if (part.machine_id() != machine) continue;
     for (oflite::TaskProto& task : *part.mutable_task()) {
       for (oflite::KernelConf& kernel : *task.mutable_kernel()) {
-        for (oflite::AttrEntry& attr : *kernel.mutable_op()->mutable_attr()) {
-          if (attr.key() != "base_lr") continue;
-          attr.mutable_value()->set_f(1e30);
-          ++changed;
+        oflite::OpConf* op = kernel.mutable_op();
+        if (!IsUpdate(*op)) continue;
+        if (from_iteration == 0) {
+          SetAttr(op, "base_lr")->set_f(1e30);
+        } else {
+          SetAttr(op, "lr_type")->set_s("step");
+          SetAttr(op, "step_size")->set_i(from_iteration);
+          SetAttr(op, "gamma")->set_f(1e30);
+          SetAttr(op, "warmup_iters")->set_i(0);
+          SortAttrs(op);
         }
+        ++changed;
       }
     }
   }
@@ -44,17 +84,24 @@ int Poison(const std::string& in, const std::string& out, int64_t machine) {
     std::fprintf(stderr, "poison_plan: %s\n", saved.ToString().c_str());
     return 1;
   }
-  std::printf("poison_plan: %d updates of machine %lld use learning rate 1e30\n", changed,
-              static_cast<long long>(machine));
+  std::printf("poison_plan: %d updates of machine %lld diverge from iteration %lld\n", changed,
+              static_cast<long long>(machine), static_cast<long long>(from_iteration));
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: poison_plan IN.plan.pb OUT.plan.pb MACHINE\n");
+  if (argc != 4 && argc != 5) {
+    std::fprintf(stderr, "usage: poison_plan IN.plan.pb OUT.plan.pb MACHINE [FROM_ITERATION]\n");
     return 2;
   }
-  return Poison(argv[1], argv[2], std::strtoll(argv[3], nullptr, 10));
+  char* end = nullptr;
+  long long from = argc == 5 ? std::strtoll(argv[4], &end, 10) : 0;
+  if (argc == 5 && (*end != '\0' || from < 0)) {
+    std::fprintf(stderr, "poison_plan: FROM_ITERATION must be an integer >= 0, got '%s'\n",
+                 argv[4]);
+    return 2;
+  }
+  return Poison(argv[1], argv[2], std::strtoll(argv[3], nullptr, 10), from);
 }

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # A local failure of one rank while its peers wait in a ring all-reduce, with
 # real processes over TCP on loopback: a 3-machine data-parallel MLP where
-# rank 1 runs a copy of the plan whose learning rate is 1e30 (poison_plan), so
-# `--check-nan` fails on rank 1 after its first update while ranks 0 and 2
-# wait for its gradients in the next all-reduce. Rank 1 must exit non-zero
+# rank 1 runs a copy of the plan whose learning rate grows by 1e30 from
+# iteration 5 on (poison_plan), so `--check-nan` fails on rank 1 a few
+# iterations into the run while ranks 0 and 2 wait for its gradients in the
+# next all-reduce. (Failing at iteration 1 raced rank 0's first loss log: the
+# backward does not wait for the loss's gather, so rank 1 can fail before
+# rank 0 has printed iteration 0.) Rank 1 must exit non-zero
 # naming the NaN, and ranks 0 and 2 must exit non-zero within 30 s of it
 # (the ring deadline is 120 s, the watchdog 60 s) naming rank 1 with its
 # error: "rank 1 failed: <its error>", which only the abort notice that
@@ -22,7 +25,7 @@ done
     --iterations 1000 --placement 0-2:cpu:0 > "$TMP/out" 2>&1 &&
   "$OFLITE" compile --job "$TMP/dp.job.pb" --cluster "$TMP/three.pbtxt" -o "$TMP/dp.plan.pb" \
     --quiet > "$TMP/out" 2>&1 &&
-  "$POISON" "$TMP/dp.plan.pb" "$TMP/poisoned.plan.pb" 1 > "$TMP/out" 2>&1 ||
+  "$POISON" "$TMP/dp.plan.pb" "$TMP/poisoned.plan.pb" 1 5 > "$TMP/out" 2>&1 ||
   { echo "FAIL: preparing the plans"; tail -20 "$TMP/out"; exit 1; }
 
 PORT=$(free_port)
@@ -56,6 +59,13 @@ done
 
 if [[ ${RC[1]} == 0 ]] || ! grep -q "NaN" "$TMP/r1.log"; then
   echo "FAIL: rank 1 (exit ${RC[1]}) did not fail on the NaN check"; tail -5 "$TMP/r1.log"; fail=1
+fi
+failed_at=$(grep -o "at iteration [0-9]*" "$TMP/r1.log" | head -1 | grep -o "[0-9]*$")
+if [[ -z "$failed_at" ]] || (( failed_at < 5 )); then
+  echo "FAIL: rank 1 failed at iteration '${failed_at}', expected 5 or later (poison_plan)"
+  tail -3 "$TMP/r1.log"; fail=1
+else
+  echo "ok: rank 1 failed on the NaN check at iteration $failed_at"
 fi
 grep -q "iter " "$TMP/r0.log" ||
   { echo "FAIL: rank 0 never trained (the failure must come mid-run)"; tail -5 "$TMP/r0.log"; fail=1; }
