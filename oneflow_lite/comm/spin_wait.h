@@ -42,10 +42,16 @@ namespace comm {
 // this host count as runnable too and cannot be told apart, and because
 // lower thresholds measured slower (above). False when /proc/loadavg cannot
 // be read. Shared by every thread of the process; lock-free; a refresh
-// costs one pread (~0.4 us).
+// costs one pread of /proc/loadavg, which the kernel formats anew each time:
+// 0.4 us on the VM this was written on, 2.4 us on the AMD EPYC Zen 3 VM of
+// 2026-12-07 (a sched_yield there: 1.3 us). Refreshed every 20 us, that
+// pread was about 4.5 % of a polling caller's CPU in a 2-process 4 KiB
+// exchange all-reduce over shm (perf; 0.6 % at 500 us). 500 us still reacts
+// well within one scheduler time slice (several ms), the wait a yield
+// behind other threads costs on an oversubscribed host.
 bool HostOversubscribed();
 inline constexpr int kOversubscribedPerCpu = 4;
-inline constexpr std::chrono::microseconds kHostLoadRefresh{20};
+inline constexpr std::chrono::microseconds kHostLoadRefresh{500};
 
 class SpinWait {
  public:
