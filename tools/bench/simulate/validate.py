@@ -1046,6 +1046,91 @@ def paired_order(group):
     return [c.layout for c in sorted(group, key=lambda c: (-wins[id(c)], median(c)))]
 
 
+KERNEL_TIME = re.compile(r"^(\s*)(us|in_situ_us|cold_us): ([0-9.eE+-]+)\s*$")
+
+
+def scale_kernel_times(calibration_text, factor):
+    """The text of a calibration whose kernel times (each KernelCost's us,
+    in_situ_us and cold_us) are `factor` times those of calibration_text;
+    nothing else changes (the runtime, transport and collective costs)."""
+    lines, depth, in_kernel = [], 0, False
+    for line in calibration_text.split("\n"):
+        stripped = line.strip()
+        if depth == 0 and stripped == "kernel {":
+            in_kernel = True
+        if in_kernel and depth == 1:
+            m = KERNEL_TIME.match(line)
+            if m:
+                line = "%s%s: %.9g" % (m.group(1), m.group(2), float(m.group(3)) * factor)
+        depth += stripped.count("{") - stripped.count("}")
+        if depth == 0:
+            in_kernel = False
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def summarize_kernel_scaled(args, configs, calibration, folder):
+    """The kernel-speed diagnostic: each row predicted again from
+    `calibration` with every kernel time scaled by that row's compute check
+    (its ranks' traced kernel CPU over the compute the simulator charged
+    them, averaged over the ranks), i.e. as if the calibration had met the
+    kernels at the speed they ran at in that row. What error is left is
+    outside the kernels' charge: the runtime, the communication and the
+    schedule. A diagnostic of the model, not a prediction (it reads
+    measurements of the run it predicts). Returns {config: step ms}, and
+    prints the table and its median and worst error."""
+    rows = [c for c in configs if c.kernel_cpu_ms and c.predicted_compute_ms
+            and None not in c.predicted_compute_ms and median(c) and c.plan
+            and os.path.isfile(c.plan)]
+    if not rows or not calibration or not os.path.isfile(calibration):
+        return {}
+    with open(calibration) as f:
+        text = f.read()
+    os.makedirs(folder, exist_ok=True)
+    print("\nkernel-speed diagnostic: each row predicted again with the calibration's kernel "
+          "times scaled by its compute check (traced kernel CPU / charged, mean over ranks); "
+          "the error left is outside the kernels' charge (runtime, communication, schedule)")
+    print("%-22s %7s %9s %9s %9s %8s %8s" % ("config", "kernels", "measured", "predicted",
+                                              "scaled", "error", "scaled"))
+    scaled, errors = {}, []
+    for c in rows:
+        ratios = [m / p for m, p in zip(c.kernel_cpu_ms, c.predicted_compute_ms) if p > 0]
+        if not ratios:
+            continue
+        factor = statistics.mean(ratios)
+        path = os.path.join(folder, c.name + ".calibration.pbtxt")
+        with open(path, "w") as f:
+            f.write(scale_kernel_times(text, factor))
+        done = subprocess.run([args.oflite, "simulate", "--plan", c.plan, "--calibration", path,
+                               "--json"], capture_output=True, text=True,
+                              timeout=args.simulate_timeout)
+        try:
+            step = float(json.loads(done.stdout)["step_time_ms"])
+        except (ValueError, KeyError, TypeError):
+            print("%-22s oflite simulate failed (exit %d): %s" % (
+                c.name, done.returncode, " | ".join(done.stderr.strip().splitlines()[-2:])))
+            continue
+        scaled[c.name] = step
+        m = median(c)
+        e0, e1 = error_pct(c), (step - m) / m * 100
+        errors.append((abs(e1), e1, c.name))
+        print("%-22s %6.3fx %9.2f %9s %9.2f %8s %+7.1f%%" % (
+            c.name, factor, m, "%.2f" % c.predicted if c.predicted is not None else "-", step,
+            "%+.1f%%" % e0 if e0 is not None else "-", e1))
+    if errors:
+        worst = max(errors)
+        print("with the kernels at their traced speed: median |error| %.1f%%, worst %+.1f%% (%s)"
+              % (statistics.median(e for e, _, _ in errors), worst[1], worst[2]))
+    return scaled
+
+
+def attach_kernel_scaled(doc, scaled):
+    """Adds summarize_kernel_scaled's predictions to doc's rows."""
+    for row in doc.get("rows", []):
+        if row["config"] in scaled:
+            row["predicted_kernel_scaled_ms"] = scaled[row["config"]]
+
+
 def summarize(args, configs):
     """Prints the table and the orders; returns the JSON document."""
     rounds = max((len(c.rounds) for c in configs), default=0)
@@ -1323,6 +1408,8 @@ def run(args, hosts, out):
     ratio = summarize_compute(configs)
     if ratio is not None:
         doc["compute_measured_over_predicted_median"] = ratio
+    attach_kernel_scaled(doc, summarize_kernel_scaled(
+        args, configs, doc.get("calibration"), os.path.join(out, "kernel-scaled")))
     ratio = summarize_cpu(args, configs)
     if ratio is not None:
         doc["cpu_measured_over_predicted_median"] = ratio
@@ -1366,6 +1453,9 @@ def resummarize(args):
                      "cpu_ms": [], "comm_cpu_ms": []}
                     for i, r in enumerate(row.get("round_predictions") or []) if "step_ms" in r]
         c.predicted_first = row.get("predicted_first_ms", c.predicted)
+        c.plan = row.get("plan")
+        c.kernel_cpu_ms = row.get("kernel_cpu_ms")
+        c.predicted_compute_ms = row.get("predicted_compute_ms")
         if c.samples:
             configs.append(c)
     if not configs:
@@ -1373,6 +1463,11 @@ def resummarize(args):
         return 2
     args.repeats = doc.get("repeats", args.repeats)
     summarize(args, configs)
+    # The kernel-speed diagnostic, while the sitting's plans and
+    # calibration are where it left them (its out dir).
+    if doc.get("out_dir") and os.path.isdir(doc["out_dir"]):
+        summarize_kernel_scaled(args, configs, doc.get("calibration"),
+                                os.path.join(doc["out_dir"], "kernel-scaled"))
     return 0
 
 

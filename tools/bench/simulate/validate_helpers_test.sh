@@ -197,6 +197,16 @@ check("summary of the first calibration", (doc["calibrations"], doc["first_calib
                                            round(doc["first_calibration"]["median_abs_error_pct"], 3)),
       (3, 1, round(statistics.median([20.0, abs(70.0 - 92.0) / 92.0 * 100]), 3)))
 check("round predictions in the rows", doc["rows"][0]["round_predictions"][1], {"rep": 1, "step_ms": 120.0})
+# The kernel-speed diagnostic scales the kernels' times only: not a
+# collective's curve points (also "us"), not the runtime's act_us.
+cal = open(tmp + "/cal.pbtxt").read() + 'kernel {\n  key: "relu"\n  us: 2\n  in_situ_us: 3\n  cold_us: 4\n}\n'
+scaled = validate.scale_kernel_times(cal, 1.5)
+check("kernel times scaled", [l.strip() for l in scaled.split("\n")
+                              if l.strip().split(":")[0] in ("us", "in_situ_us", "cold_us")],
+      ["us: 2.25", "us: 43.9", "us: 3", "in_situ_us: 4.5", "cold_us: 6"])
+check("the rest unchanged", [l for l in scaled.split("\n") if "us:" not in l],
+      [l for l in cal.split("\n") if "us:" not in l])
+check("act_us unchanged", "act_us: 0.03" in scaled, True)
 if failures:
     print("FAIL:\n  " + "\n  ".join(failures))
     sys.exit(1)
