@@ -171,6 +171,8 @@ class Config:
         self.thread_samples = []
         self.predicted_cpu_ms = None
         self.predicted_comm_cpu_ms = None
+        # --resummarize: the row's thread_cpu_ms (threads_by_name's result).
+        self.thread_cpu_row = None
 
 
 def gbit_per_s(rate):
@@ -1069,58 +1071,93 @@ def scale_kernel_times(calibration_text, factor):
     return "\n".join(lines)
 
 
+COMPUTE_THREAD = re.compile(r"^m\d+/cpu\d+/s0$")
+
+
+def compute_thread_cpu_ms(c):
+    """Per rank, the CPU ms a step of its compute threads (the CPU devices'
+    stream 0, "mM/cpuD/s0") in the timed samples (median), or None."""
+    threads = threads_by_name(c) or c.thread_cpu_row
+    if not threads:
+        return None
+    return [sum(ms for name, ms in t.items() if COMPUTE_THREAD.match(name)) for t in threads]
+
+
 def summarize_kernel_scaled(args, configs, calibration, folder):
-    """The kernel-speed diagnostic: each row predicted again from
-    `calibration` with every kernel time scaled by that row's compute check
-    (its ranks' traced kernel CPU over the compute the simulator charged
-    them, averaged over the ranks), i.e. as if the calibration had met the
-    kernels at the speed they ran at in that row. What error is left is
-    outside the kernels' charge: the runtime, the communication and the
-    schedule. A diagnostic of the model, not a prediction (it reads
-    measurements of the run it predicts). Returns {config: step ms}, and
-    prints the table and its median and worst error."""
-    rows = [c for c in configs if c.kernel_cpu_ms and c.predicted_compute_ms
-            and None not in c.predicted_compute_ms and median(c) and c.plan
-            and os.path.isfile(c.plan)]
-    if not rows or not calibration or not os.path.isfile(calibration):
+    """The kernel-speed diagnostic. Each row is predicted again from
+    `calibration` with every kernel time scaled by a factor of that row:
+      traced:  its ranks' kernel CPU in the traced run (the compute check)
+               over the compute the simulator charged them;
+      samples: its ranks' compute threads' CPU in the timed samples (kernels
+               and the runtime's acts) over the same charge;
+    each the mean over the ranks: as if the calibration had met the work
+    at the speed it ran at there. The traced run is one run after the
+    samples, so a host whose speed moves within minutes can differ between
+    them; the samples' factor also holds the acts' own cost. What error is
+    left is outside the compute thread's charge: the communication threads'
+    CPU and the schedule (waits, turns on shared cores). A diagnostic of
+    the model, not a prediction: it reads measurements of the runs it
+    predicts. Returns {config: {"traced": ms, "samples": ms}} and prints
+    the table with each column's median and worst error."""
+    if not calibration or not os.path.isfile(calibration):
+        return {}
+    rows = [c for c in configs if c.predicted_compute_ms and None not in c.predicted_compute_ms
+            and median(c) and c.plan and os.path.isfile(c.plan)]
+    if not rows:
         return {}
     with open(calibration) as f:
         text = f.read()
     os.makedirs(folder, exist_ok=True)
-    print("\nkernel-speed diagnostic: each row predicted again with the calibration's kernel "
-          "times scaled by its compute check (traced kernel CPU / charged, mean over ranks); "
-          "the error left is outside the kernels' charge (runtime, communication, schedule)")
-    print("%-22s %7s %9s %9s %9s %8s %8s" % ("config", "kernels", "measured", "predicted",
-                                              "scaled", "error", "scaled"))
-    scaled, errors = {}, []
-    for c in rows:
-        ratios = [m / p for m, p in zip(c.kernel_cpu_ms, c.predicted_compute_ms) if p > 0]
-        if not ratios:
-            continue
-        factor = statistics.mean(ratios)
-        path = os.path.join(folder, c.name + ".calibration.pbtxt")
+
+    def factor(measured, charged):
+        ratios = [m / p for m, p in zip(measured or [], charged) if p > 0]
+        return statistics.mean(ratios) if ratios else None
+
+    def predict(c, how, scale):
+        path = os.path.join(folder, "%s.%s.calibration.pbtxt" % (c.name, how))
         with open(path, "w") as f:
-            f.write(scale_kernel_times(text, factor))
+            f.write(scale_kernel_times(text, scale))
         done = subprocess.run([args.oflite, "simulate", "--plan", c.plan, "--calibration", path,
                                "--json"], capture_output=True, text=True,
                               timeout=args.simulate_timeout)
         try:
-            step = float(json.loads(done.stdout)["step_time_ms"])
+            return float(json.loads(done.stdout)["step_time_ms"])
         except (ValueError, KeyError, TypeError):
-            print("%-22s oflite simulate failed (exit %d): %s" % (
-                c.name, done.returncode, " | ".join(done.stderr.strip().splitlines()[-2:])))
-            continue
-        scaled[c.name] = step
+            print("%-22s oflite simulate (%s) failed (exit %d): %s" % (
+                c.name, how, done.returncode, " | ".join(done.stderr.strip().splitlines()[-2:])))
+            return None
+
+    print("\nkernel-speed diagnostic: each row predicted again with the calibration's kernel "
+          "times scaled by the row's measured work over its charge, per rank, mean (traced: the "
+          "traced run's kernel CPU; samples: the timed samples' compute-thread CPU, acts "
+          "included); the error left is outside the compute threads' charge")
+    print("%-22s %9s %9s %8s  %7s %9s %8s  %7s %9s %8s" % (
+        "config", "measured", "predicted", "error", "traced", "predicted", "error",
+        "samples", "predicted", "error"))
+    scaled, errors = {}, {"traced": [], "samples": []}
+    for c in rows:
         m = median(c)
-        e0, e1 = error_pct(c), (step - m) / m * 100
-        errors.append((abs(e1), e1, c.name))
-        print("%-22s %6.3fx %9.2f %9s %9.2f %8s %+7.1f%%" % (
-            c.name, factor, m, "%.2f" % c.predicted if c.predicted is not None else "-", step,
-            "%+.1f%%" % e0 if e0 is not None else "-", e1))
-    if errors:
-        worst = max(errors)
-        print("with the kernels at their traced speed: median |error| %.1f%%, worst %+.1f%% (%s)"
-              % (statistics.median(e for e, _, _ in errors), worst[1], worst[2]))
+        e0 = error_pct(c)
+        line = "%-22s %9.2f %9s %8s" % (c.name, m, "%.2f" % c.predicted
+                                         if c.predicted is not None else "-",
+                                         "%+.1f%%" % e0 if e0 is not None else "-")
+        for how, measured in (("traced", c.kernel_cpu_ms), ("samples", compute_thread_cpu_ms(c))):
+            f = factor(measured, c.predicted_compute_ms)
+            step = predict(c, how, f) if f else None
+            if step is None:
+                line += "  %7s %9s %8s" % ("-", "-", "-")
+                continue
+            scaled.setdefault(c.name, {})[how] = step
+            e = (step - m) / m * 100
+            errors[how].append((abs(e), e, c.name))
+            line += "  %6.3fx %9.2f %+7.1f%%" % (f, step, e)
+        print(line)
+    for how, got in errors.items():
+        if got:
+            worst = max(got)
+            print("with the work at its %s speed: median |error| %.1f%%, worst %+.1f%% (%s), "
+                  "%d rows" % (how, statistics.median(e for e, _, _ in got), worst[1], worst[2],
+                               len(got)))
     return scaled
 
 
@@ -1128,7 +1165,7 @@ def attach_kernel_scaled(doc, scaled):
     """Adds summarize_kernel_scaled's predictions to doc's rows."""
     for row in doc.get("rows", []):
         if row["config"] in scaled:
-            row["predicted_kernel_scaled_ms"] = scaled[row["config"]]
+            row["predicted_work_scaled_ms"] = scaled[row["config"]]
 
 
 def summarize(args, configs):
@@ -1456,6 +1493,7 @@ def resummarize(args):
         c.plan = row.get("plan")
         c.kernel_cpu_ms = row.get("kernel_cpu_ms")
         c.predicted_compute_ms = row.get("predicted_compute_ms")
+        c.thread_cpu_row = row.get("thread_cpu_ms")
         if c.samples:
             configs.append(c)
     if not configs:

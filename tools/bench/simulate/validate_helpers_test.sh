@@ -207,6 +207,12 @@ check("kernel times scaled", [l.strip() for l in scaled.split("\n")
 check("the rest unchanged", [l for l in scaled.split("\n") if "us:" not in l],
       [l for l in cal.split("\n") if "us:" not in l])
 check("act_us unchanged", "act_us: 0.03" in scaled, True)
+# The samples' factor reads the compute threads (stream 0 of each CPU device)
+# only: not a copy stream's thread, not the transport's.
+w = validate.Config("gpt", "pp", 2, "1gbit")
+w.thread_cpu_row = [{"m0/cpu0/s0": 70.0, "m0/cpu0/s3": 1.5, "oflite-tcp": 4.0},
+                    {"m1/cpu0/s0": 60.0, "m1/cpu1/s0": 5.0, "m1/cpu0/s5": 2.0}]
+check("compute threads' CPU", validate.compute_thread_cpu_ms(w), [70.0, 65.0])
 if failures:
     print("FAIL:\n  " + "\n  ".join(failures))
     sys.exit(1)
