@@ -9,9 +9,10 @@
 // 1e30 from the first iteration, so its weights overflow after its first
 // update. With FROM_ITERATION K > 0 the updates keep their learning rate for
 // iterations 0..K-1 (the machine trains in step with the others) and switch
-// to a "step" schedule whose factor 1e30 applies from iteration K on, so the
-// failure comes K iterations into the run: a test can then require that the
-// other ranks have trained (and logged) before it.
+// to a "step" schedule whose factor 1e30 applies from iteration K on: the
+// update of iteration K overflows the weights and the NaN check fails in
+// iteration K + 1's forward, so a test can require that the other ranks
+// have trained (and logged) before it.
 //
 // Exit 0 when at least one update was changed, 1 otherwise (with a reason).
 #include <algorithm>
