@@ -15,31 +15,14 @@
 // have trained (and logged) before it.
 //
 // Exit 0 when at least one update was changed, 1 otherwise (with a reason).
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "oneflow_lite/common/attr.h"
 #include "oneflow_lite/common/proto_io.h"
 
 namespace {
-
-oflite::AttrValue* SetAttr(oflite::OpConf* op, const std::string& key) {
-  for (oflite::AttrEntry& attr : *op->mutable_attr()) {
-    if (attr.key() == key) return attr.mutable_value();
-  }
-  oflite::AttrEntry* added = op->add_attr();
-  added->set_key(key);
-  return added->mutable_value();
-}
-
-// Attributes are kept sorted by key (deterministic serialization).
-void SortAttrs(oflite::OpConf* op) {
-  std::sort(op->mutable_attr()->begin(), op->mutable_attr()->end(),
-            [](const oflite::AttrEntry& a, const oflite::AttrEntry& b) {
-              return a.key() < b.key();
-            });
-}
 
 bool IsUpdate(const oflite::OpConf& op) {
   for (const oflite::AttrEntry& attr : op.attr()) {
@@ -63,13 +46,12 @@ int Poison(const std::string& in, const std::string& out, int64_t machine,
         oflite::OpConf* op = kernel.mutable_op();
         if (!IsUpdate(*op)) continue;
         if (from_iteration == 0) {
-          SetAttr(op, "base_lr")->set_f(1e30);
+          oflite::SetFloatAttr(op, "base_lr", 1e30);
         } else {
-          SetAttr(op, "lr_type")->set_s("step");
-          SetAttr(op, "step_size")->set_i(from_iteration);
-          SetAttr(op, "gamma")->set_f(1e30);
-          SetAttr(op, "warmup_iters")->set_i(0);
-          SortAttrs(op);
+          oflite::SetStringAttr(op, "lr_type", "step");
+          oflite::SetIntAttr(op, "step_size", from_iteration);
+          oflite::SetFloatAttr(op, "gamma", 1e30);
+          oflite::SetIntAttr(op, "warmup_iters", 0);
         }
         ++changed;
       }

@@ -846,7 +846,11 @@ def trace_kernel_cpu_ms(path, steps):
     --trace-cpu over `steps` steps; ValueError when the trace has no CPU
     times (written without --trace-cpu)."""
     with open(path) as f:
-        doc = json.load(f)
+        return kernel_cpu_ms_of(json.load(f), steps, path)
+
+
+def kernel_cpu_ms_of(doc, steps, path):
+    """trace_kernel_cpu_ms of a trace already loaded (`doc`, from `path`)."""
     if not doc.get("otherData", {}).get("cpu_time"):
         raise ValueError("%s was traced without --trace-cpu" % path)
     cpu_us = sum(e.get("args", {}).get("cpu_us", 0) for e in doc["traceEvents"]

@@ -34,8 +34,10 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-COMPUTE_THREAD = re.compile(r"^m\d+/cpu\d+/s0$")
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, HERE)
+import validate  # noqa: E402  (COMPUTE_THREAD, kernel_cpu_ms_of)
 
 
 def thread_cpu_ns(pids):
@@ -127,15 +129,16 @@ def main():
             path = os.path.join(traces, "rank-%d.json" % rank)
             try:
                 with open(path) as f:
-                    events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+                    doc = json.load(f)
+                kernels = validate.kernel_cpu_ms_of(doc, steps, path)
             except (OSError, ValueError, KeyError) as error:
                 print("work_outside_kernels: trace %s: %s" % (path, error), file=sys.stderr)
                 return 1
-            kernels = sum(e.get("args", {}).get("cpu_us", 0) for e in events
-                          if e.get("cat") == "kernel") / steps / 1e3
-            acts = sum(1 for e in events if e.get("cat") == "act") / steps
+            acts = sum(1 for e in doc["traceEvents"]
+                       if e.get("ph") == "X" and e.get("cat") == "act") / steps
             compute = sum(ns - start.get(name, 0) for name, ns in end.items()
-                          if COMPUTE_THREAD.match(name) and name.startswith("m%d/" % rank))
+                          if validate.COMPUTE_THREAD.match(name)
+                          and name.startswith("m%d/" % rank))
             compute = compute / 1e6 / steps
             outside = compute - kernels
             per_act.append(outside * 1e3 / acts if acts else 0)
