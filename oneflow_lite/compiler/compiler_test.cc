@@ -698,6 +698,92 @@ TEST(CompilerTest, MemoryCheckerCatchesOverlaps) {
   EXPECT_FALSE(CheckMemoryPlan(broken).ok());
 }
 
+
+bool SameZone(const MemZoneId& a, const MemZoneId& b) {
+  return a.machine_id() == b.machine_id() && a.type() == b.type() &&
+         a.device_type() == b.device_type() && a.device_index() == b.device_index();
+}
+
+// The memory planner's control registers go only to the users of a reused
+// register that nothing else holds back: dropping any one of them breaks
+// the checker's proof, and a micro-batched plan gets fewer of them than the
+// (earlier producer, later user) pairs they stand for.
+TEST(CompilerTest, ReuseControlsAreFewAndEachIsNeeded) {
+  struct Case {
+    const char* what;
+    MlpSpec spec;
+    ClusterProto cluster;
+  };
+  std::vector<Case> cases;
+  {
+    MlpSpec spec;
+    spec.hidden = {32, 32};
+    spec.micro_batches = 4;
+    cases.push_back({"one device, 4 micro-batches", spec, MakeCluster(1, 1)});
+    spec.stages = {"0:cpu:0", "0:cpu:0", "1:cpu:0"};
+    cases.push_back({"2 stages, 4 micro-batches", spec, MakeCluster(2, 1)});
+  }
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    Plan plan = MustCompile(c.spec, c.cluster);
+    CheckConsistency(plan);
+    ASSERT_TRUE(CheckMemoryPlan(plan).ok());
+    // The pairs the controls stand for: for two registers sharing bytes,
+    // the earlier one's producer and each user of the later one.
+    std::set<std::pair<int64_t, int64_t>> held_pairs;
+    int64_t edges = 0;
+    for (const MachinePlan& m : plan.machine()) {
+      std::vector<const RegstDescProto*> shared;
+      for (const TaskProto& t : m.task()) {
+        for (const RegstDescProto& r : t.produced()) {
+          if (r.name() == "ctrl_mem") edges += r.consumer_task_id_size();
+          if (r.bytes_per_regst() > 0 && r.mem_offset_size() == 1 && !r.is_persistent()) {
+            shared.push_back(&r);
+          }
+        }
+      }
+      for (const RegstDescProto* x : shared) {
+        for (const RegstDescProto* y : shared) {
+          if (x == y || !(x->lifetime_begin() < y->lifetime_begin()) ||
+              !SameZone(x->zone(), y->zone()) ||
+              !(x->mem_offset(0) < y->mem_offset(0) + y->bytes_per_regst() &&
+                y->mem_offset(0) < x->mem_offset(0) + x->bytes_per_regst())) {
+            continue;
+          }
+          for (int64_t user : y->consumer_task_id()) {
+            if (user != x->producer_task_id()) held_pairs.insert({x->producer_task_id(), user});
+          }
+        }
+      }
+    }
+    ASSERT_GT(edges, 0);
+    EXPECT_LT(edges, static_cast<int64_t>(held_pairs.size()));
+    // Each control edge is needed.
+    for (int mi = 0; mi < plan.machine_size(); ++mi) {
+      for (int ti = 0; ti < plan.machine(mi).task_size(); ++ti) {
+        for (int ri = 0; ri < plan.machine(mi).task(ti).produced_size(); ++ri) {
+          const RegstDescProto& r = plan.machine(mi).task(ti).produced(ri);
+          if (r.name() != "ctrl_mem") continue;
+          for (int ci = 0; ci < r.consumer_task_id_size(); ++ci) {
+            Plan broken = plan;
+            RegstDescProto* b =
+                broken.mutable_machine(mi)->mutable_task(ti)->mutable_produced(ri);
+            b->mutable_consumer_task_id()->erase(b->mutable_consumer_task_id()->begin() + ci);
+            if (b->consumer_sync_size() > ci) {
+              b->mutable_consumer_sync()->erase(b->mutable_consumer_sync()->begin() + ci);
+            }
+            Status s = CheckMemoryPlan(broken);
+            ASSERT_FALSE(s.ok()) << "control edge " << ci << " of register "
+                                 << r.regst_desc_id() << " is not needed";
+            EXPECT_NE(s.message().find("holds the next iteration back"), std::string::npos)
+                << s;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace compiler
 }  // namespace oflite

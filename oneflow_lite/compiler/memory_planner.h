@@ -6,11 +6,16 @@
 // Reuse rule (docs/plan_format.md, "Memory plan"): registers with regst_num
 // 1, not persistent, not control, not read by another machine, produced on
 // the same device, may share bytes when every user of the earlier one is a
-// strict ancestor of the later one's producer; the planner then adds a
-// control register ("ctrl_mem") from the earlier register's producer to every
-// user of the later one, so the next iteration cannot overwrite the later
-// register while it is still read. Planning and checking are deterministic
-// and single-threaded.
+// strict ancestor of the later one's producer; the earlier register's
+// producer must then be held back until every user of the later one is done
+// with the iteration, so the next iteration cannot overwrite the later
+// register while it is still read. A producer is held back by the consumers
+// of its registers with regst_num 1 (it acts only with a free copy of each),
+// and a user is done once it, or a task it reaches within the iteration,
+// has returned such a register. The planner adds a control register
+// ("ctrl_mem") from the producer to the users not yet covered, less those
+// that reach another of them. Planning and checking are deterministic and
+// single-threaded.
 #ifndef ONEFLOW_LITE_COMPILER_MEMORY_PLANNER_H_
 #define ONEFLOW_LITE_COMPILER_MEMORY_PLANNER_H_
 
