@@ -234,8 +234,8 @@ std::vector<int> HoldingConsumers(const TaskGraph& g, const MachineOrder& order,
 // of iteration k (every actor acts once per iteration and each edge joins
 // acts of the same iteration), and the producer's next act follows that
 // task's return. So each producer's edges go to the users it is not yet
-// held back by, less those that reach another of them: for a micro-batched
-// GPT on one device this keeps 1 in 6 of the edges (docs/compiler.md).
+// held back by, less those that reach another of them (docs/compiler.md,
+// "Memory plan", has what that saves).
 void AddReuseControls(TaskGraph* g, const MachineOrder& order, const Reachability& reach,
                       const std::vector<std::pair<int, int>>& pairs) {
   // Per producer, in the order the pairs name them: its users to wait for.
@@ -256,8 +256,9 @@ void AddReuseControls(TaskGraph* g, const MachineOrder& order, const Reachabilit
       zone.set_device_index(0);
     }
     for (int user : Users(g->regsts[later].consumers, g->regsts[later].producer)) {
-      if (user != producer && std::find(it->second.begin(), it->second.end(), user) == it->second.end()) {
-        it->second.push_back(user);
+      std::vector<int>& users = it->second;
+      if (user != producer && std::find(users.begin(), users.end(), user) == users.end()) {
+        users.push_back(user);
       }
     }
   }
