@@ -90,7 +90,10 @@ int RunCompile(int argc, char** argv) {
                  {"o", "where to write the Plan"},
                  {"output", "same as -o"},
                  {"no_memory_reuse", "give every register its own memory", true},
-                 {"fuse", "fuse bias_add -> relu chains into one kernel (docs/compiler.md)", true},
+                 {"fuse",
+                  "fuse bias_add -> relu chains, and on CPU devices an erf gelu with its "
+                  "gradient (gelu_and_derivative), into one kernel each (docs/compiler.md)",
+                  true},
                  {"fuse_matmul_bias",
                   "fuse matmul -> bias_add pairs on CPU devices into one GEMM with the bias in "
                   "its epilogue (not bit-identical to the pair; docs/compiler.md)",
