@@ -698,7 +698,6 @@ TEST(CompilerTest, MemoryCheckerCatchesOverlaps) {
   EXPECT_FALSE(CheckMemoryPlan(broken).ok());
 }
 
-
 bool SameZone(const MemZoneId& a, const MemZoneId& b) {
   return a.machine_id() == b.machine_id() && a.type() == b.type() &&
          a.device_type() == b.device_type() && a.device_index() == b.device_index();

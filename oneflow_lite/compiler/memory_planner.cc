@@ -241,20 +241,12 @@ void AddReuseControls(TaskGraph* g, const MachineOrder& order, const Reachabilit
   // Per producer, in the order the pairs name them: its users to wait for.
   std::vector<int> producers;
   std::map<int, std::vector<int>> users_of;
-  std::map<int, MemZoneId> zone_of;  // the machine's host zone
   for (const auto& [earlier, later] : pairs) {
     const int producer = g->regsts[earlier].producer;
     g->regsts[earlier].memory_reused = true;
     g->regsts[later].memory_reused = true;
     auto [it, added] = users_of.try_emplace(producer);
-    if (added) {
-      producers.push_back(producer);
-      MemZoneId& zone = zone_of[producer];
-      zone = g->regsts[earlier].zone;
-      zone.set_type(ZONE_HOST);
-      zone.set_device_type(DEVICE_CPU);
-      zone.set_device_index(0);
-    }
+    if (added) producers.push_back(producer);
     for (int user : Users(g->regsts[later].consumers, g->regsts[later].producer)) {
       std::vector<int>& users = it->second;
       if (user != producer && std::find(users.begin(), users.end(), user) == users.end()) {
@@ -285,7 +277,11 @@ void AddReuseControls(TaskGraph* g, const MachineOrder& order, const Reachabilit
     r.id = static_cast<int>(g->regsts.size());
     r.name = "ctrl_mem";
     r.producer = producer;
-    r.zone = zone_of[producer];
+    // Control registers hold no bytes; they sit in their machine's host zone.
+    r.zone.set_machine_id(g->tasks[producer].device.machine);
+    r.zone.set_type(ZONE_HOST);
+    r.zone.set_device_type(DEVICE_CPU);
+    r.zone.set_device_index(0);
     r.is_ctrl = true;
     r.lifetime_begin = g->tasks[producer].topo_order;
     r.lifetime_end = r.lifetime_begin;
